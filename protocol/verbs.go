@@ -1,0 +1,258 @@
+package protocol
+
+import (
+	"strconv"
+	"time"
+)
+
+// The verbs of protocol v1.
+const (
+	VerbHello  = "HELLO"
+	VerbPing   = "PING"
+	VerbLock   = "LOCK"
+	VerbUnlock = "UNLOCK"
+	VerbExtend = "EXTEND"
+	VerbCancel = "CANCEL"
+	VerbHolds  = "HOLDS"
+	VerbStatus = "STATUS"
+	VerbWho    = "WHO"
+	VerbQuit   = "QUIT"
+)
+
+// Mode is how a name is held.
+type Mode string
+
+// The lock modes.
+const (
+	Exclusive Mode = "exclusive"
+	Shared    Mode = "shared"
+)
+
+// Hello is a parsed HELLO.
+type Hello struct {
+	Proto  int
+	Client string
+}
+
+// Lock is a parsed LOCK. Wait is Forever unless given; TTL is 0 for a
+// watchdog hold; Limit is 0 for a plain lock.
+type Lock struct {
+	Names []string
+	Wait  time.Duration
+	TTL   time.Duration
+	Owner string
+	Mode  Mode
+	Limit int
+	Fair  bool
+}
+
+// Unlock is a parsed UNLOCK.
+type Unlock struct {
+	Names []string
+	Owner string
+}
+
+// Extend is a parsed EXTEND.
+type Extend struct {
+	Name  string
+	TTL   time.Duration
+	Owner string
+}
+
+// options walks r's options, calling set for each; a key set does not know is
+// a BAD_REQUEST naming it.
+func (r *Request) options(set map[string]func(v string) error) error {
+	for _, o := range r.Opts {
+		f, ok := set[o.Key]
+		if !ok {
+			return Errorf(ErrBadRequest, "unknown option %s for %s", clip(o.Key), r.Verb)
+		}
+		if err := f(o.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// argCount checks the number of positional words.
+func (r *Request) argCount(min, max int) error {
+	if len(r.Args) < min {
+		return Errorf(ErrBadRequest, "%s needs at least %d argument(s)", r.Verb, min)
+	}
+	if max >= 0 && len(r.Args) > max {
+		return Errorf(ErrBadRequest, "%s takes at most %d argument(s)", r.Verb, max)
+	}
+	return nil
+}
+
+// NoArgs checks a request that takes neither words nor options (PING, HOLDS, STATUS, QUIT).
+func (r *Request) NoArgs() error {
+	if err := r.argCount(0, 0); err != nil {
+		return err
+	}
+	return r.options(nil)
+}
+
+func names(args []string) ([]string, error) {
+	for i, n := range args {
+		if !ValidName(n) {
+			return nil, Errorf(ErrBadName, "bad name %q: want 1-%d bytes of [A-Za-z0-9._:/@+-]", clip(n), MaxNameLen)
+		}
+		for _, m := range args[:i] {
+			if m == n {
+				return nil, Errorf(ErrBadRequest, "name %s given twice", n)
+			}
+		}
+	}
+	return args, nil
+}
+
+func owner(dst *string) func(string) error {
+	return func(v string) error {
+		if !ValidOwner(v) {
+			return Errorf(ErrBadRequest, "bad owner %q: want 0-64 of [A-Za-z0-9._:-]", clip(v))
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func positiveDuration(name string, dst *time.Duration) func(string) error {
+	return func(v string) error {
+		d, err := ParseDuration(v, false)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
+			return Errorf(ErrBadRequest, "%s must be positive", name)
+		}
+		*dst = d
+		return nil
+	}
+}
+
+// ParseHello reads HELLO [proto=1] [client=NAME].
+func ParseHello(r *Request) (Hello, error) {
+	h := Hello{Proto: Version}
+	if err := r.argCount(0, 0); err != nil {
+		return h, err
+	}
+	err := r.options(map[string]func(string) error{
+		"proto": func(v string) error {
+			if v != strconv.Itoa(Version) {
+				return Errorf(ErrBadRequest, "unsupported proto %q: this agent speaks %d", clip(v), Version)
+			}
+			return nil
+		},
+		"client": func(v string) error {
+			if len(v) > 64 {
+				return Errorf(ErrBadRequest, "client name longer than 64 bytes")
+			}
+			h.Client = v
+			return nil
+		},
+	})
+	return h, err
+}
+
+// ParseLock reads LOCK NAME [NAME ...] [wait=] [ttl=] [owner=] [mode=] [limit=] [fair=].
+func ParseLock(r *Request) (Lock, error) {
+	l := Lock{Wait: Forever, Mode: Exclusive}
+	if err := r.argCount(1, -1); err != nil {
+		return l, err
+	}
+	var err error
+	if l.Names, err = names(r.Args); err != nil {
+		return l, err
+	}
+	err = r.options(map[string]func(string) error{
+		"wait": func(v string) error {
+			l.Wait, err = ParseDuration(v, true)
+			return err
+		},
+		"ttl":   positiveDuration("ttl", &l.TTL),
+		"owner": owner(&l.Owner),
+		"mode": func(v string) error {
+			switch Mode(v) {
+			case Exclusive, Shared:
+				l.Mode = Mode(v)
+				return nil
+			}
+			return Errorf(ErrBadRequest, "bad mode %q: want exclusive or shared", clip(v))
+		},
+		"limit": func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1<<20 {
+				return Errorf(ErrBadRequest, "bad limit %q: want 1 to %d", clip(v), 1<<20)
+			}
+			l.Limit = n
+			return nil
+		},
+		"fair": func(v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return Errorf(ErrBadRequest, "bad fair %q: want true or false", clip(v))
+			}
+			l.Fair = b
+			return nil
+		},
+	})
+	return l, err
+}
+
+// ParseUnlock reads UNLOCK NAME [NAME ...] [owner=].
+func ParseUnlock(r *Request) (Unlock, error) {
+	var u Unlock
+	if err := r.argCount(1, -1); err != nil {
+		return u, err
+	}
+	var err error
+	if u.Names, err = names(r.Args); err != nil {
+		return u, err
+	}
+	return u, r.options(map[string]func(string) error{"owner": owner(&u.Owner)})
+}
+
+// ParseExtend reads EXTEND NAME ttl=DUR [owner=].
+func ParseExtend(r *Request) (Extend, error) {
+	var e Extend
+	if err := r.argCount(1, 1); err != nil {
+		return e, err
+	}
+	n, err := names(r.Args)
+	if err != nil {
+		return e, err
+	}
+	e.Name = n[0]
+	err = r.options(map[string]func(string) error{
+		"ttl":   positiveDuration("ttl", &e.TTL),
+		"owner": owner(&e.Owner),
+	})
+	if err == nil && e.TTL == 0 {
+		err = Errorf(ErrBadRequest, "EXTEND needs ttl=")
+	}
+	return e, err
+}
+
+// ParseCancel reads CANCEL TAG2 and returns TAG2.
+func ParseCancel(r *Request) (string, error) {
+	if err := r.argCount(1, 1); err != nil {
+		return "", err
+	}
+	if !validTag(r.Args[0]) {
+		return "", Errorf(ErrBadRequest, "bad tag %q", clip(r.Args[0]))
+	}
+	return r.Args[0], r.options(nil)
+}
+
+// ParseWho reads WHO NAME.
+func ParseWho(r *Request) (string, error) {
+	if err := r.argCount(1, 1); err != nil {
+		return "", err
+	}
+	n, err := names(r.Args)
+	if err != nil {
+		return "", err
+	}
+	return n[0], r.options(nil)
+}
