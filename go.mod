@@ -3,23 +3,13 @@ module github.com/lock-agent/lock-agent
 go 1.26.8
 
 require (
-	github.com/agext/levenshtein v1.2.1 // indirect
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
-	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
-	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
+	github.com/hashicorp/go-hclog v1.6.3
+	github.com/redis/rueidis v1.0.79
+)
+
+require (
 	github.com/fatih/color v1.13.0 // indirect
-	github.com/hashicorp/go-hclog v1.6.3 // indirect
-	github.com/hashicorp/hcl/v2 v2.25.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.14 // indirect
-	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
-	github.com/oklog/run v1.2.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
-	github.com/zclconf/go-cty v1.19.0 // indirect
-	golang.org/x/mod v0.38.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/tools v0.48.0 // indirect
 )

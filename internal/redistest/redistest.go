@@ -1,0 +1,181 @@
+// Package redistest starts real redis-server processes on random loopback
+// ports for tests, and stops them when the test ends. It never mocks Redis.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is one running redis-server.
+type Server struct {
+	Addr string
+	port int
+	cmd  *exec.Cmd
+	t    testing.TB
+}
+
+// Start starts n redis-servers with no persistence and registers their stop.
+// It skips the test when redis-server is not installed and the test is not
+// running in CI (where a missing server is a failure).
+func Start(t testing.TB, n int) []*Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	out := make([]*Server, n)
+	for i := range out {
+		out[i] = start(t)
+	}
+	return out
+}
+
+func start(t testing.TB) *Server {
+	t.Helper()
+	var lastErr error
+	for range 10 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, t: t}
+		if lastErr = s.launch(); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
+	return nil
+}
+
+func (s *Server) launch() error {
+	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.Ping() == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	return fmt.Errorf("redis-server on port %d did not answer", s.port)
+}
+
+// Ping sends PING over a fresh connection.
+func (s *Server) Ping() error {
+	_, err := s.Do("PING")
+	return err
+}
+
+// Do runs one command over a fresh connection and returns the first reply
+// line (without its type byte); an error reply is an error.
+func (s *Server) Do(args ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	switch {
+	case line == "":
+		return "", fmt.Errorf("empty reply")
+	case line[0] == '-':
+		return "", fmt.Errorf("redis: %s", line[1:])
+	case line[0] == '$':
+		if line == "$-1" {
+			return "", nil
+		}
+		v, err := r.ReadString('\n')
+		return strings.TrimRight(v, "\r\n"), err
+	}
+	return line[1:], nil
+}
+
+// Keys returns the number of keys matching pattern (by KEYS; tests only).
+func (s *Server) Keys(pattern string) int {
+	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		s.t.Fatalf("redistest: %v", err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(conn, "*2\r\n$4\r\nKEYS\r\n$%d\r\n%s\r\n", len(pattern), pattern)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || len(line) < 2 || line[0] != '*' {
+		s.t.Fatalf("redistest: KEYS: %q %v", line, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+	return n
+}
+
+// Pause stops the server with SIGSTOP: its socket stays open but nothing answers.
+func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Restart kills the server and starts a new, empty one on the same port: a
+// master that lost its data.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.kill()
+	var err error
+	for range 20 {
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("redistest: restart: %v", err)
+}
+
+// Stop kills the server. Calling it twice is safe.
+func (s *Server) Stop() { s.kill() }
+
+func (s *Server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

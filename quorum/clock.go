@@ -1,0 +1,136 @@
+package quorum
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock is the time source of lease logic. Real code uses RealClock; tests use
+// a FakeClock so validity and renewal are tested without sleeping.
+type Clock interface {
+	Now() time.Time
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer that lease logic uses.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+	Reset(d time.Duration)
+}
+
+// RealClock is the system clock. Durations between its times use the
+// monotonic reading, so wall-clock steps do not move leases.
+type RealClock struct{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
+
+// NewTimer returns a real timer.
+func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Stop() bool            { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+
+// FakeClock is a Clock that moves only when Advance is called. It is safe for
+// concurrent use. Its zero value is not usable; call NewFakeClock.
+type FakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	added  chan struct{}
+}
+
+// NewFakeClock returns a FakeClock set to start.
+func NewFakeClock(start time.Time) *FakeClock {
+	return &FakeClock{now: start, added: make(chan struct{}, 1)}
+}
+
+// Now returns the fake time.
+func (f *FakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// NewTimer returns a timer that fires when the clock is advanced past d.
+func (f *FakeClock) NewTimer(d time.Duration) Timer {
+	t := &fakeTimer{clock: f, c: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+// Advance moves the clock by d and fires every timer whose time has come, in order.
+func (f *FakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	now := f.now
+	var due []*fakeTimer
+	kept := f.timers[:0]
+	for _, t := range f.timers {
+		if !t.at.After(now) {
+			due = append(due, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	f.timers = kept
+	f.mu.Unlock()
+	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, t := range due {
+		select {
+		case t.c <- now:
+		default:
+		}
+	}
+}
+
+// Timers returns how many timers are armed: tests wait on it to know that
+// the code under test is parked before they advance the clock.
+func (f *FakeClock) Timers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.timers)
+}
+
+// TimerArmed returns a channel that receives (coalesced) whenever a timer is
+// armed.
+func (f *FakeClock) TimerArmed() <-chan struct{} { return f.added }
+
+type fakeTimer struct {
+	clock *FakeClock
+	c     chan time.Time
+	at    time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Stop() bool {
+	f := t.clock
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, o := range f.timers {
+		if o == t {
+			f.timers = append(f.timers[:i], f.timers[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (t *fakeTimer) Reset(d time.Duration) {
+	t.Stop()
+	f := t.clock
+	f.mu.Lock()
+	t.at = f.now.Add(d)
+	f.timers = append(f.timers, t)
+	f.mu.Unlock()
+	select {
+	case f.added <- struct{}{}:
+	default:
+	}
+}

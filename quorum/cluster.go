@@ -1,0 +1,597 @@
+// Package quorum runs the RedLock algorithm over N independent Redis masters:
+// Lua scripts that acquire, renew, release and read a name on one master; a
+// parallel fan-out with a per-master deadline; the validity math; fencing
+// tokens that grow across agents; and the release channels that wake waiters.
+package quorum
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/rueidis"
+)
+
+// Config configures a Cluster. Zero durations take the defaults noted.
+type Config struct {
+	Masters []MasterConfig
+	// KeyPrefix starts every key, e.g. "lock-agent:".
+	KeyPrefix string
+	// DriftFactor is the clock drift allowance as a fraction of a lease.
+	DriftFactor float64
+	// MasterTimeout bounds one operation on one master; default 50ms.
+	MasterTimeout time.Duration
+	// ProbeInterval is how often each master's health is probed; default 200ms.
+	ProbeInterval time.Duration
+	// Quarantine is how long a master that lost its data does not vote: at
+	// least the longest lease any agent grants. Default 15s.
+	Quarantine time.Duration
+	// InstanceID names this agent instance in the masters' data markers.
+	InstanceID string
+	Clock      Clock        // default RealClock
+	Logger     hclog.Logger // default a null logger
+}
+
+// Cluster is the set of masters and the quorum operations over them. Its
+// methods are safe for concurrent use; Run must be running for masters to
+// connect.
+type Cluster struct {
+	cfg     Config
+	clock   Clock
+	masters []*master
+	quorum  int
+	isDone  atomic.Bool
+
+	watchMu sync.Mutex
+	watches map[string]map[*Watch]struct{} // by channel
+
+	background sync.WaitGroup // releases of failed rounds still in flight
+}
+
+// AcquireRequest asks for one name for one holder.
+type AcquireRequest struct {
+	Name   string
+	Holder string        // unique id of the holder across all agents
+	Lease  time.Duration // the lease set on each master
+	Info   string        // who-info recorded with the hold (space-separated key=value)
+}
+
+// Grant is a won acquire.
+type Grant struct {
+	Fence int64
+	// Deadline is when the hold stops being known valid unless renewed:
+	// the round's start + lease − drift.
+	Deadline time.Time
+}
+
+// MasterStatus is one master's health.
+type MasterStatus struct {
+	Name, Address string
+	State         State
+	Err           string // the last error, if any
+}
+
+// Holder is one current holder of a name as recorded in the masters.
+type Holder struct {
+	ID    string
+	Info  string // the Info of the AcquireRequest
+	Fence int64
+}
+
+// RenewKey names one hold to renew.
+type RenewKey struct {
+	Name, Holder string
+}
+
+// RenewResult counts the voting masters that renewed a hold (OK) and that
+// answered it is no longer there (Gone).
+type RenewResult struct {
+	OK, Gone int
+}
+
+// New returns a Cluster for cfg. It does not connect; Run does.
+func New(cfg Config) (*Cluster, error) {
+	if len(cfg.Masters) == 0 {
+		return nil, errors.New("quorum: no masters")
+	}
+	if cfg.MasterTimeout <= 0 {
+		cfg.MasterTimeout = 50 * time.Millisecond
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 200 * time.Millisecond
+	}
+	if cfg.Quarantine <= 0 {
+		cfg.Quarantine = 15 * time.Second
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = randomID()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{}}
+	for _, mc := range cfg.Masters {
+		c.masters = append(c.masters, &master{cfg: mc, cluster: c, state: StateDown, lastErr: ErrNotConnected,
+			log: cfg.Logger.Named("master").With("master", mc.Name)})
+	}
+	return c, nil
+}
+
+// Run connects to the masters and keeps them probed and subscribed until ctx
+// ends, then closes every connection. Calling it twice is an error.
+func (c *Cluster) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, m := range c.masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.run(ctx)
+		}()
+	}
+	<-ctx.Done()
+	c.isDone.Store(true)
+	wg.Wait()
+	c.background.Wait()
+	for _, m := range c.masters {
+		m.close()
+	}
+	return nil
+}
+
+func (c *Cluster) closed() bool { return c.isDone.Load() }
+
+// Quorum returns how many masters must agree.
+func (c *Cluster) Quorum() int { return c.quorum }
+
+// Size returns the number of masters.
+func (c *Cluster) Size() int { return len(c.masters) }
+
+// Status returns every master's health, in configuration order.
+func (c *Cluster) Status() []MasterStatus {
+	out := make([]MasterStatus, len(c.masters))
+	for i, m := range c.masters {
+		out[i] = m.status()
+	}
+	return out
+}
+
+func (c *Cluster) setKey(name string) string            { return c.cfg.KeyPrefix + "{" + name + "}" }
+func (c *Cluster) holderPrefix(name string) string      { return c.setKey(name) + ":h:" }
+func (c *Cluster) channel(name string) string           { return c.setKey(name) + ":released" }
+func (c *Cluster) markerKey() string                    { return c.cfg.KeyPrefix + "marker" }
+func (c *Cluster) holderKey(name, holder string) string { return c.holderPrefix(name) + holder }
+
+// answer is one master's reply in a round.
+type answer struct {
+	i   int
+	res rueidis.RedisResult
+}
+
+// fanout sends one script to every master that may vote (or, with writes, is
+// reachable), each bounded by MasterTimeout, and returns the answers channel,
+// how many were sent, and the errors of masters skipped.
+func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, writes bool) (<-chan answer, int, []error, context.CancelFunc) {
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
+	answers := make(chan answer, len(c.masters))
+	var skipped []error
+	sent := 0
+	for i, m := range c.masters {
+		if writes && !m.reachable() {
+			skipped = append(skipped, &MasterError{m.cfg.Name, ErrMasterDown})
+			continue
+		}
+		if !writes {
+			if err := m.voteErr(); err != nil {
+				skipped = append(skipped, err)
+				continue
+			}
+		}
+		sent++
+		go func() { answers <- answer{i, m.eval(opCtx, s, keys, args)} }()
+	}
+	return answers, sent, skipped, cancel
+}
+
+// drain waits for the answers a decided round did not read, then frees the round.
+func drain(answers <-chan answer, n int, cancel context.CancelFunc, late func(answer)) {
+	go func() {
+		for range n {
+			a := <-answers
+			if late != nil {
+				late(a)
+			}
+		}
+		cancel()
+	}()
+}
+
+// Acquire tries once to win req.Name on a majority. It returns as soon as the
+// outcome is certain. On failure it releases whatever it won, and returns a
+// *RoundError that is ErrBusy when the masters answered that someone else
+// holds the name, else ErrNoQuorum.
+func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	if c.closed() {
+		return Grant{}, ErrClosed
+	}
+	start := c.clock.Now()
+	n := len(c.masters)
+	keys := []string{c.setKey(req.Name), c.setKey(req.Name) + ":fence", c.holderKey(req.Name, req.Holder)}
+	args := []string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}
+	answers, sent, errs, cancel := c.fanout(ctx, acquireScript, keys, args, false)
+	fences := make([]int64, n) // > 0 where granted
+	yes, no, busy := 0, len(errs), 0
+	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
+	got := 0
+	for ; got < sent && Decide(n, yes, no) == Pending; got++ {
+		a := <-answers
+		vals, err := a.res.AsIntSlice()
+		switch {
+		case err == nil && len(vals) == 2 && vals[0] == 1:
+			fences[a.i] = vals[1]
+			yes++
+		case err == nil && len(vals) == 2:
+			busy++
+			no++
+			round.RetryAfter = max(round.RetryAfter, vals[1])
+		default:
+			if err == nil {
+				err = errors.New("unexpected acquire reply")
+			}
+			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			no++
+		}
+	}
+	drain(answers, sent-got, cancel, nil)
+	round.Yes, round.Masters = yes, errs
+	if Decide(n, yes, no) == Won {
+		fence, err := c.settleFence(ctx, req.Name, fences)
+		validity := Validity(req.Lease, c.clock.Now().Sub(start), c.cfg.DriftFactor)
+		if err == nil && validity > 0 {
+			return Grant{Fence: fence, Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+		}
+		if err == nil {
+			err = errors.New("validity used up before the grant completed")
+		}
+		round.Masters = append(round.Masters, err)
+	} else if yes+busy >= c.quorum {
+		round.Kind = ErrBusy
+	}
+	c.releaseAsync(req.Name, req.Holder)
+	return Grant{}, round
+}
+
+// settleFence makes the grant's fence strictly greater than every earlier
+// grant's: the token is the highest counter among the granting majority, and
+// it is written back to every granting master that is behind, so that the
+// majority of the next grant (which must overlap this one) counts past it.
+// With all counters in step, as when uncontended, nothing is written.
+func (c *Cluster) settleFence(ctx context.Context, name string, fences []int64) (int64, error) {
+	var fence int64
+	for _, f := range fences {
+		fence = max(fence, f)
+	}
+	atFence := 0
+	var behind []int
+	for i, f := range fences {
+		switch {
+		case f == fence:
+			atFence++
+		case f > 0:
+			behind = append(behind, i)
+		}
+	}
+	if atFence >= c.quorum {
+		return fence, nil
+	}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
+	defer cancel()
+	results := make(chan error, len(behind))
+	key := c.setKey(name) + ":fence"
+	for _, i := range behind {
+		go func() {
+			_, err := c.masters[i].eval(opCtx, raiseFenceScript, []string{key}, []string{strconv.FormatInt(fence, 10)}).AsInt64()
+			results <- err
+		}()
+	}
+	var errs []error
+	for range behind {
+		if err := <-results; err != nil {
+			errs = append(errs, err)
+		} else {
+			atFence++
+		}
+	}
+	if atFence < c.quorum {
+		return 0, &MasterError{"fence", errors.Join(errs...)}
+	}
+	return fence, nil
+}
+
+// releaseAsync releases a failed round's partial grants in the background.
+// On each master the release follows the acquire on the same connection, so
+// it lands after it even if the acquire is still in flight.
+func (c *Cluster) releaseAsync(name, holder string) {
+	c.background.Add(1)
+	go func() {
+		defer c.background.Done()
+		c.Release(context.Background(), name, holder)
+	}()
+}
+
+// Release drops holder's hold of name on every reachable master and wakes
+// waiters. It returns how many masters held it; errors are only reported
+// when no master could be reached, since the leases expire anyway.
+func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
+	keys := []string{c.setKey(name), c.holderKey(name, holder)}
+	args := []string{holder, c.channel(name), name}
+	answers, sent, errs, cancel := c.fanout(ctx, releaseScript, keys, args, true)
+	defer cancel()
+	held := 0
+	for range sent {
+		a := <-answers
+		if v, err := a.res.AsInt64(); err != nil {
+			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+		} else {
+			held += int(v)
+		}
+	}
+	if len(errs) == len(c.masters) {
+		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
+	}
+	return held, nil
+}
+
+// ErrNotHeld: a majority of masters answered that the holder no longer holds the name.
+var ErrNotHeld = errors.New("quorum: not held")
+
+// Extend sets holder's lease on name to lease on a majority and returns the
+// new validity deadline. It fails with ErrNotHeld when a majority no longer
+// has the hold, else with ErrNoQuorum.
+func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Duration) (time.Time, error) {
+	start := c.clock.Now()
+	n := len(c.masters)
+	keys := []string{c.setKey(name), c.holderKey(name, holder)}
+	args := []string{holder, strconv.FormatInt(lease.Milliseconds(), 10)}
+	answers, sent, errs, cancel := c.fanout(ctx, renewScript, keys, args, false)
+	yes, no, gone := 0, len(errs), 0
+	got := 0
+	for ; got < sent && Decide(n, yes, no) == Pending; got++ {
+		a := <-answers
+		v, err := a.res.AsInt64()
+		switch {
+		case err != nil:
+			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			no++
+		case v == 1:
+			yes++
+		default:
+			gone++
+			no++
+		}
+	}
+	drain(answers, sent-got, cancel, nil)
+	if Decide(n, yes, no) == Won && Validity(lease, c.clock.Now().Sub(start), c.cfg.DriftFactor) > 0 {
+		return start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
+	}
+	if gone > n-c.quorum {
+		return time.Time{}, ErrNotHeld
+	}
+	return time.Time{}, &RoundError{Kind: ErrNoQuorum, Yes: yes, Needed: c.quorum, Masters: errs}
+}
+
+// Renew sets the lease of every hold in keys on every voting master, one
+// pipelined round trip per master, and counts the answers per hold.
+func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKey) []RenewResult {
+	out := make([]RenewResult, len(keys))
+	if len(keys) == 0 {
+		return out
+	}
+	ms := strconv.FormatInt(lease.Milliseconds(), 10)
+	calls := make([]call, len(keys))
+	for i, k := range keys {
+		calls[i] = call{keys: []string{c.setKey(k.Name), c.holderKey(k.Name, k.Holder)}, args: []string{k.Holder, ms}}
+	}
+	opCtx, cancel := context.WithTimeout(ctx, c.cfg.MasterTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range c.masters {
+		if m.voteErr() != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := m.evalMulti(opCtx, renewScript, calls)
+			mu.Lock()
+			defer mu.Unlock()
+			for i, r := range res {
+				if v, err := r.AsInt64(); err == nil {
+					if v == 1 {
+						out[i].OK++
+					} else {
+						out[i].Gone++
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Who returns the holders of name that a majority of the voting masters
+// record, with the highest fence any of them recorded.
+func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
+	answers, sent, errs, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, false)
+	defer cancel()
+	type seen struct {
+		h     Holder
+		count int
+	}
+	byID := map[string]*seen{}
+	var order []string
+	ok := 0
+	for range sent {
+		a := <-answers
+		vals, err := a.res.ToArray()
+		if err != nil {
+			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			continue
+		}
+		ok++
+		for j := 0; j+2 < len(vals); j += 3 {
+			id, _ := vals[j].ToString()
+			info, _ := vals[j+1].ToString()
+			info, fence := splitFence(info)
+			s := byID[id]
+			if s == nil {
+				s = &seen{h: Holder{ID: id, Info: info}}
+				byID[id] = s
+				order = append(order, id)
+			}
+			s.count++
+			s.h.Fence = max(s.h.Fence, fence)
+		}
+	}
+	if ok < c.quorum {
+		return nil, &RoundError{Kind: ErrNoQuorum, Yes: ok, Needed: c.quorum, Masters: errs}
+	}
+	var out []Holder
+	for _, id := range order {
+		if s := byID[id]; s.count >= c.quorum {
+			out = append(out, s.h)
+		}
+	}
+	return out, nil
+}
+
+func splitFence(info string) (string, int64) {
+	i := strings.LastIndex(info, " fence=")
+	if i < 0 {
+		return info, 0
+	}
+	f, _ := strconv.ParseInt(info[i+len(" fence="):], 10, 64)
+	return info[:i], f
+}
+
+// Watch is a subscription to the release messages of one name. C receives
+// (coalesced) when the name may have been released anywhere, and whenever a
+// master (re)subscribes, since messages sent while it was away are lost.
+type Watch struct {
+	c       *Cluster
+	channel string
+	wake    chan struct{}
+	once    sync.Once
+}
+
+// C returns the wake-up channel.
+func (w *Watch) C() <-chan struct{} { return w.wake }
+
+// Watch subscribes to name's release messages on every master and returns
+// once each live subscriber confirmed (or MasterTimeout×4 passed).
+func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
+	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1)}
+	c.watchMu.Lock()
+	set := c.watches[w.channel]
+	if set == nil {
+		set = map[*Watch]struct{}{}
+		c.watches[w.channel] = set
+	}
+	set[w] = struct{}{}
+	first := len(set) == 1
+	c.watchMu.Unlock()
+	if first {
+		c.eachMaster(ctx, func(ctx context.Context, m *master) { m.subscribe(ctx, w.channel) })
+	}
+	return w
+}
+
+// Close ends the watch; the last watch of a name unsubscribes it.
+func (w *Watch) Close() {
+	w.once.Do(func() {
+		c := w.c
+		c.watchMu.Lock()
+		set := c.watches[w.channel]
+		delete(set, w)
+		last := len(set) == 0
+		if last {
+			delete(c.watches, w.channel)
+		}
+		c.watchMu.Unlock()
+		if last && !c.closed() {
+			go c.eachMaster(context.Background(), func(ctx context.Context, m *master) { m.unsubscribe(ctx, w.channel) })
+		}
+	})
+}
+
+func (c *Cluster) eachMaster(ctx context.Context, f func(context.Context, *master)) {
+	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.MasterTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range c.masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx, m)
+		}()
+	}
+	wg.Wait()
+}
+
+func (c *Cluster) onMessage(channel string) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel] {
+		w.signal()
+	}
+}
+
+func (c *Cluster) wakeAll() {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for _, set := range c.watches {
+		for w := range set {
+			w.signal()
+		}
+	}
+}
+
+func (w *Watch) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Cluster) watchedChannels() []string {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	out := make([]string, 0, len(c.watches))
+	for ch := range c.watches {
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (c *Cluster) watched(channel string) bool {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	return len(c.watches[channel]) > 0
+}
+
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

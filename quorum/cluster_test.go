@@ -1,0 +1,246 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+func newCluster(t *testing.T, servers []*redistest.Server, quarantine time.Duration) *Cluster {
+	t.Helper()
+	cfg := Config{KeyPrefix: "t:", DriftFactor: 0.01, MasterTimeout: 50 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, Quarantine: quarantine}
+	for i, s := range servers {
+		cfg.Masters = append(cfg.Masters, MasterConfig{Name: fmt.Sprintf("m%d", i), Address: s.Addr})
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		c.Run(ctx)
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	waitStates(t, c, func(st []MasterStatus) bool {
+		for _, s := range st {
+			if s.State != StateUp {
+				return false
+			}
+		}
+		return true
+	})
+	return c
+}
+
+func waitStates(t *testing.T, c *Cluster, ok func([]MasterStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok(c.Status()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("masters never reached the wanted state: %+v", c.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func req(name, holder string) AcquireRequest {
+	return AcquireRequest{Name: name, Holder: holder, Lease: 5 * time.Second, Info: "agent=t owner=" + holder}
+}
+
+func TestAcquireReleaseAndBusy(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, req("a", "h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Fence < 1 || time.Until(g.Deadline) < 4*time.Second {
+		t.Fatalf("bad grant %+v", g)
+	}
+	_, err = c.Acquire(ctx, req("a", "h2"))
+	var round *RoundError
+	if !errors.Is(err, ErrBusy) || !errors.As(err, &round) || round.RetryAfter <= 0 {
+		t.Fatalf("second holder: err = %v, want busy with a retry-after", err)
+	}
+	if held, err := c.Release(ctx, "a", "h1"); err != nil || held != 3 {
+		t.Fatalf("release: held=%d err=%v", held, err)
+	}
+	g2, err := c.Acquire(ctx, req("a", "h2"))
+	if err != nil || g2.Fence <= g.Fence {
+		t.Fatalf("after release: %+v %v (fence must grow past %d)", g2, err, g.Fence)
+	}
+	if held, _ := c.Release(ctx, "a", "nobody"); held != 0 {
+		t.Fatalf("releasing a non-holder touched %d masters", held)
+	}
+	for _, s := range servers {
+		if n := s.Keys("t:{a}:h:h2"); n != 1 {
+			t.Fatalf("holder key missing on %s", s.Addr)
+		}
+	}
+}
+
+// TestAcquireEveryFailureMask pauses every combination of masters: a grant
+// needs a majority up, and without it the answer is NO_QUORUM, fast.
+func TestAcquireEveryFailureMask(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	for mask := range 1 << len(servers) {
+		t.Run(fmt.Sprintf("paused=%03b", mask), func(t *testing.T) {
+			for i, s := range servers {
+				if mask&(1<<i) != 0 {
+					s.Pause()
+					defer s.Resume()
+				}
+			}
+			name := fmt.Sprintf("mask%d", mask)
+			start := time.Now()
+			g, err := c.Acquire(ctx, req(name, "h"))
+			took := time.Since(start)
+			if bits.OnesCount(uint(mask)) <= 1 {
+				if err != nil {
+					t.Fatalf("with a majority up: %v", err)
+				}
+				c.Release(ctx, name, "h")
+				_ = g
+			} else {
+				if !errors.Is(err, ErrNoQuorum) {
+					t.Fatalf("with a majority paused: err = %v, want no quorum", err)
+				}
+				if took > 500*time.Millisecond {
+					t.Fatalf("NO_QUORUM took %v", took)
+				}
+			}
+		})
+		waitStates(t, c, func(st []MasterStatus) bool {
+			for _, s := range st {
+				if s.State != StateUp {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// TestFencesGrowAcrossShiftingMajorities grants the same name through every
+// majority in turn (the third master paused each time): the counters on the
+// masters drift apart, and the write-back keeps every token strictly greater
+// than the one before.
+func TestFencesGrowAcrossShiftingMajorities(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	var last int64
+	for round := range 9 {
+		paused := servers[round%3]
+		paused.Pause()
+		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateDown })
+		g, err := c.Acquire(ctx, req("f", fmt.Sprintf("h%d", round)))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if g.Fence <= last {
+			t.Fatalf("round %d: fence %d not greater than %d", round, g.Fence, last)
+		}
+		last = g.Fence
+		if _, err := c.Release(ctx, "f", fmt.Sprintf("h%d", round)); err != nil {
+			t.Fatal(err)
+		}
+		paused.Resume()
+		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateUp })
+	}
+}
+
+func TestRenewExtendAndWho(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, AcquireRequest{Name: "r", Holder: "h1", Lease: 300 * time.Millisecond, Info: "agent=x pid=1"}); err != nil {
+		t.Fatal(err)
+	}
+	res := c.Renew(ctx, 5*time.Second, []RenewKey{{"r", "h1"}, {"r", "ghost"}})
+	if res[0].OK != 3 || res[1].Gone != 3 {
+		t.Fatalf("renew results %+v", res)
+	}
+	time.Sleep(400 * time.Millisecond) // past the first lease: the renewal must have replaced it
+	who, err := c.Who(ctx, "r")
+	if err != nil || len(who) != 1 || who[0].ID != "h1" || who[0].Info != "agent=x pid=1" || who[0].Fence < 1 {
+		t.Fatalf("who = %+v, %v", who, err)
+	}
+	if _, err := c.Extend(ctx, "r", "h1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Extend(ctx, "r", "ghost", time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("extend of a non-holder: %v", err)
+	}
+}
+
+func TestWatchWakesOnRelease(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	waitStates(t, c, func([]MasterStatus) bool { // subscribers up: a Watch must confirm on each
+		for _, m := range c.masters {
+			m.subMu.Lock()
+			up := m.sub != nil
+			m.subMu.Unlock()
+			if !up {
+				return false
+			}
+		}
+		return true
+	})
+	w := c.Watch(ctx, "w")
+	defer w.Close()
+	drainWake(w)
+	if _, err := c.Acquire(ctx, req("w", "h")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.Release(ctx, "w", "h")
+	select {
+	case <-w.C():
+		t.Logf("woken %v after release", time.Since(start))
+	case <-time.After(time.Second):
+		t.Fatal("no wake-up after release")
+	}
+}
+
+func drainWake(w *Watch) {
+	for {
+		select {
+		case <-w.C():
+		case <-time.After(50 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// TestMasterThatLostItsDataIsQuarantined restarts a master empty: it must
+// stop voting for the quarantine period, then vote again.
+func TestMasterThatLostItsDataIsQuarantined(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, 500*time.Millisecond)
+	servers[0].Restart()
+	waitStates(t, c, func(st []MasterStatus) bool { return st[0].State == StateQuarantined })
+	if !strings.Contains(c.Status()[0].Err, "lost its data") {
+		t.Fatalf("status %+v", c.Status()[0])
+	}
+	if _, err := c.Acquire(context.Background(), req("q", "h")); err != nil {
+		t.Fatalf("two voters are a majority: %v", err)
+	}
+	waitStates(t, c, func(st []MasterStatus) bool { return st[0].State == StateUp })
+}

@@ -1,0 +1,351 @@
+package quorum
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/rueidis"
+)
+
+// MasterConfig is one independent Redis master.
+type MasterConfig struct {
+	Name     string
+	Address  string
+	Username string
+	Password string
+	DB       int
+	TLS      *tls.Config // nil for plain TCP
+}
+
+// State is a master's health as the agent sees it.
+type State string
+
+// The master states.
+const (
+	StateUp          State = "up"
+	StateDown        State = "down"
+	StateQuarantined State = "quarantined"
+)
+
+// master is one Redis master: a rueidis client made once it can connect, a
+// health probe that marks it up, down or quarantined, and a subscriber.
+type master struct {
+	cfg     MasterConfig
+	cluster *Cluster
+	log     hclog.Logger
+
+	mu         sync.RWMutex
+	client     rueidis.Client
+	state      State
+	lastErr    error
+	marker     string    // the data marker seen last; "" before the first probe
+	quarantine time.Time // while state is quarantined: when it ends
+
+	subMu sync.Mutex
+	sub   rueidis.DedicatedClient // nil while not subscribed
+}
+
+func (m *master) getClient() rueidis.Client {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.client
+}
+
+// voteErr returns nil if the master may vote in a round, or why not.
+func (m *master) voteErr() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	switch {
+	case m.client == nil:
+		return &MasterError{m.cfg.Name, ErrNotConnected}
+	case m.state == StateDown:
+		return &MasterError{m.cfg.Name, ErrMasterDown}
+	case m.state == StateQuarantined:
+		return &MasterError{m.cfg.Name, ErrQuarantined}
+	}
+	return nil
+}
+
+// reachable reports whether writes (renewals, releases) are worth sending: a
+// quarantined master still gets them so its state converges.
+func (m *master) reachable() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.client != nil && m.state != StateDown
+}
+
+func (m *master) status() MasterStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := MasterStatus{Name: m.cfg.Name, Address: m.cfg.Address, State: m.state}
+	if m.lastErr != nil {
+		s.Err = m.lastErr.Error()
+	}
+	return s
+}
+
+func (m *master) setState(s State, err error) {
+	m.mu.Lock()
+	old := m.state
+	m.state, m.lastErr = s, err
+	m.mu.Unlock()
+	if old != s {
+		if err != nil {
+			m.log.Warn("master state changed", "from", old, "to", s, "error", err)
+		} else {
+			m.log.Info("master state changed", "from", old, "to", s)
+		}
+	}
+}
+
+// run keeps the master connected and probed until ctx ends.
+func (m *master) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.subscribeLoop(ctx)
+	}()
+	defer wg.Wait()
+	interval := m.cluster.cfg.ProbeInterval
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.getClient() == nil {
+			m.connect()
+		} else {
+			m.probe(ctx)
+		}
+		t.Reset(interval)
+	}
+}
+
+func (m *master) connect() {
+	timeout := m.cluster.cfg.MasterTimeout
+	client, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{m.cfg.Address},
+		Username:          m.cfg.Username,
+		Password:          m.cfg.Password,
+		SelectDB:          m.cfg.DB,
+		TLSConfig:         m.cfg.TLS,
+		ForceSingleClient: true,
+		DisableCache:      true,
+		// Lock scripts must never be retried: a retried acquire may run twice.
+		DisableRetry: true,
+		Dialer:       net.Dialer{Timeout: max(4*timeout, time.Second), KeepAlive: 30 * time.Second},
+		// Detect a hung connection well within a lease; the probe marks the
+		// master down sooner than this.
+		ConnWriteTimeout: max(10*timeout, 2*time.Second),
+	})
+	if err != nil {
+		m.setState(StateDown, err)
+		return
+	}
+	m.mu.Lock()
+	if m.cluster.closed() {
+		m.mu.Unlock()
+		client.Close()
+		return
+	}
+	m.client = client
+	m.mu.Unlock()
+	m.log.Info("connected", "address", m.cfg.Address)
+}
+
+// probe checks the master answers within a master_timeout (twice) and still
+// has its data marker. A marker that changed means the master lost its data
+// (a restart without persistence, a flush): every hold it granted is gone,
+// so it must not vote until every lease that it could have granted is over.
+func (m *master) probe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	marker, err := m.eval(ctx, markerScript, []string{m.cluster.markerKey()}, []string{m.cluster.cfg.InstanceID + ":" + randomID()}).ToString()
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return
+		}
+		m.setState(StateDown, err)
+		return
+	}
+	now := m.cluster.clock.Now()
+	m.mu.Lock()
+	lostData := m.marker != "" && marker != m.marker
+	m.marker = marker
+	until := m.quarantine
+	if lostData {
+		until = now.Add(m.cluster.cfg.Quarantine)
+		m.quarantine = until
+	}
+	m.mu.Unlock()
+	switch {
+	case lostData:
+		m.setState(StateQuarantined, errors.New("master lost its data; quarantined until every lease it granted has ended"))
+		m.cluster.wakeAll() // its holds are gone: waiters may now win elsewhere
+	case now.Before(until):
+		m.setState(StateQuarantined, nil)
+	default:
+		m.setState(StateUp, nil)
+	}
+}
+
+// eval runs s by EVALSHA, loading it with EVAL when the master does not know it.
+func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueidis.RedisResult {
+	c := m.getClient()
+	if c == nil {
+		return rueidis.NewErrorResult(ErrNotConnected)
+	}
+	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if noScript(r.Error()) {
+		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return r
+}
+
+// evalMulti runs one script over many key sets in one pipelined round trip.
+func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueidis.RedisResult {
+	c := m.getClient()
+	if c == nil {
+		out := make([]rueidis.RedisResult, len(calls))
+		for i := range out {
+			out[i] = rueidis.NewErrorResult(ErrNotConnected)
+		}
+		return out
+	}
+	cmds := make(rueidis.Commands, len(calls))
+	for i, k := range calls {
+		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build()
+	}
+	out := c.DoMulti(ctx, cmds...)
+	var redo []int
+	for i, r := range out {
+		if noScript(r.Error()) {
+			redo = append(redo, i)
+		}
+	}
+	if len(redo) > 0 {
+		cmds = cmds[:0]
+		for _, i := range redo {
+			k := calls[i]
+			cmds = append(cmds, c.B().Eval().Script(s.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+		}
+		for j, r := range c.DoMulti(ctx, cmds...) {
+			out[redo[j]] = r
+		}
+	}
+	return out
+}
+
+type call struct {
+	keys, args []string
+}
+
+func noScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
+}
+
+// subscribeLoop keeps one dedicated pub/sub connection with every channel
+// that has watchers. Messages published while it was down are lost, so every
+// (re)subscription wakes every watcher to re-check.
+func (m *master) subscribeLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		c := m.getClient()
+		if c == nil {
+			if !sleepCtx(ctx, m.cluster.cfg.ProbeInterval) {
+				return
+			}
+			continue
+		}
+		dc, release := c.Dedicate()
+		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel) },
+		})
+		m.subMu.Lock()
+		err := m.subscribeAll(ctx, dc)
+		if err == nil {
+			m.sub = dc
+		}
+		m.subMu.Unlock()
+		if err == nil {
+			m.cluster.wakeAll()
+			select {
+			case err = <-wait:
+			case <-ctx.Done():
+			}
+			m.subMu.Lock()
+			m.sub = nil
+			m.subMu.Unlock()
+		}
+		release()
+		if ctx.Err() == nil {
+			m.log.Debug("subscriber reconnecting", "error", err)
+			if !sleepCtx(ctx, m.cluster.cfg.ProbeInterval) {
+				return
+			}
+		}
+	}
+}
+
+func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) error {
+	chans := m.cluster.watchedChannels()
+	if len(chans) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	return dc.Do(ctx, dc.B().Subscribe().Channel(chans...).Build()).Error()
+}
+
+// subscribe adds one channel to a live subscription; without one the next
+// (re)subscription picks it up.
+func (m *master) subscribe(ctx context.Context, ch string) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if m.sub == nil {
+		return
+	}
+	if err := m.sub.Do(ctx, m.sub.B().Subscribe().Channel(ch).Build()).Error(); err != nil {
+		m.log.Debug("subscribe failed", "channel", ch, "error", err)
+	}
+}
+
+// unsubscribe drops a channel that no watcher wants any more.
+func (m *master) unsubscribe(ctx context.Context, ch string) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if m.sub == nil || m.cluster.watched(ch) {
+		return
+	}
+	m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build())
+}
+
+func (m *master) close() {
+	m.mu.Lock()
+	c := m.client
+	m.client = nil
+	m.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

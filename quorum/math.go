@@ -1,0 +1,42 @@
+package quorum
+
+import "time"
+
+// clockSlack is the fixed part of the drift allowance: RedLock's 2 ms for the
+// granularity of expiry on the masters.
+const clockSlack = 2 * time.Millisecond
+
+// Majority returns the quorum of n masters: more than half.
+func Majority(n int) int { return n/2 + 1 }
+
+// Validity is how long a lease is known to hold after the operation that set
+// it started: lease − elapsed − lease×driftFactor − 2 ms. It is negative when
+// the lease is already unsafe to rely on.
+func Validity(lease, elapsed time.Duration, driftFactor float64) time.Duration {
+	drift := time.Duration(float64(lease)*driftFactor) + clockSlack
+	return lease - elapsed - drift
+}
+
+// Outcome is the state of a quorum round as answers come in.
+type Outcome int
+
+// The outcomes of a round.
+const (
+	Pending Outcome = iota // not yet decided: wait for more answers
+	Won                    // a majority agreed
+	Lost                   // a majority can no longer agree
+)
+
+// Decide returns the outcome of a round over n masters of which yes agreed
+// and no refused or failed; the rest have not answered. It decides as soon as
+// the remaining answers cannot change the result.
+func Decide(n, yes, no int) Outcome {
+	q := Majority(n)
+	switch {
+	case yes >= q:
+		return Won
+	case no > n-q:
+		return Lost
+	}
+	return Pending
+}

@@ -1,0 +1,90 @@
+package quorum
+
+import (
+	"math/bits"
+	"testing"
+	"time"
+)
+
+func TestValidity(t *testing.T) {
+	tests := []struct {
+		name    string
+		lease   time.Duration
+		elapsed time.Duration
+		drift   float64
+		want    time.Duration
+	}{
+		{"an instant grant keeps all but drift and slack", 10 * time.Second, 0, 0.01, 10*time.Second - 100*time.Millisecond - 2*time.Millisecond},
+		{"elapsed time is subtracted", time.Second, 100 * time.Millisecond, 0.01, 900*time.Millisecond - 10*time.Millisecond - 2*time.Millisecond},
+		{"zero drift leaves only the slack", time.Second, 0, 0, time.Second - 2*time.Millisecond},
+		{"a grant slower than its lease is invalid", time.Second, 2 * time.Second, 0.01, -time.Second - 12*time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Validity(tt.lease, tt.elapsed, tt.drift); got != tt.want {
+				t.Fatalf("Validity = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMajority(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 7: 4} {
+		if got := Majority(n); got != want {
+			t.Errorf("Majority(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// TestDecideEveryFailureMask walks every combination of failed masters for
+// n = 1..7 and checks that the round is won exactly when a majority is up,
+// and that no early decision ever contradicts the final one.
+func TestDecideEveryFailureMask(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		for mask := range 1 << n {
+			failed := bits.OnesCount(uint(mask))
+			want := Lost
+			if n-failed >= Majority(n) {
+				want = Won
+			}
+			yes, no := 0, 0
+			decided := Pending
+			for i := range n {
+				if mask&(1<<i) != 0 {
+					no++
+				} else {
+					yes++
+				}
+				if o := Decide(n, yes, no); o != Pending {
+					if decided != Pending && decided != o {
+						t.Fatalf("n=%d mask=%b: flipped from %v to %v", n, mask, decided, o)
+					}
+					decided = o
+				}
+			}
+			if decided != want {
+				t.Fatalf("n=%d mask=%b: decided %v, want %v", n, mask, decided, want)
+			}
+		}
+	}
+}
+
+func TestFakeClockFiresInOrder(t *testing.T) {
+	c := NewFakeClock(time.Unix(0, 0))
+	a := c.NewTimer(2 * time.Second)
+	b := c.NewTimer(time.Second)
+	c.Advance(1500 * time.Millisecond)
+	select {
+	case <-b.C():
+	default:
+		t.Fatal("1s timer did not fire at 1.5s")
+	}
+	select {
+	case <-a.C():
+		t.Fatal("2s timer fired at 1.5s")
+	default:
+	}
+	if a.Stop() != true || c.Timers() != 0 {
+		t.Fatal("Stop of an armed timer must report true and disarm it")
+	}
+}
