@@ -1,0 +1,261 @@
+// Package renewal is the watchdog: it renews every watchdog hold of the agent
+// each lease/3, in one pipelined round per master per tick, and declares a
+// hold lost the moment its validity runs out without a successful renewal,
+// before any other client could be granted the name.
+package renewal
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// Reason says why a hold ended without its client asking.
+type Reason string
+
+// The reasons of a LOST push.
+const (
+	ReasonQuorum  Reason = "quorum"  // renewal could not keep a majority before validity ran out
+	ReasonExpired Reason = "expired" // a ttl= lease ran out
+	ReasonRevoked Reason = "revoked" // a majority of masters no longer have the hold
+)
+
+// Renewer renews a batch of holds; *quorum.Cluster is one.
+type Renewer interface {
+	Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult
+}
+
+// Hold is one hold the watchdog watches. Its fields are set before Add and
+// not changed after.
+type Hold struct {
+	Name, Holder string
+	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
+	Fixed bool
+
+	deadline time.Time // guarded by Watchdog.mu
+}
+
+// Config configures a Watchdog.
+type Config struct {
+	Lease       time.Duration
+	DriftFactor float64
+	Masters     int // how many masters there are
+	Renewer     Renewer
+	// OnLost is called, from the watchdog's goroutine and without locks held,
+	// once for each hold that ends without being removed. It must not block.
+	OnLost func(*Hold, Reason)
+	Clock  quorum.Clock // default quorum.RealClock
+	Logger hclog.Logger
+}
+
+// Watchdog renews holds and reports the ones it loses.
+type Watchdog struct {
+	cfg     Config
+	quorum  int
+	mu      sync.Mutex
+	holds   map[*Hold]struct{}
+	changed chan struct{}
+}
+
+// New returns a Watchdog; Run makes it work.
+func New(cfg Config) *Watchdog {
+	if cfg.Clock == nil {
+		cfg.Clock = quorum.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), holds: map[*Hold]struct{}{}, changed: make(chan struct{}, 1)}
+}
+
+// Interval is how often watchdog holds are renewed: lease/3.
+func (w *Watchdog) Interval() time.Duration { return w.cfg.Lease / 3 }
+
+// Add starts watching h, valid until deadline.
+func (w *Watchdog) Add(h *Hold, deadline time.Time) {
+	w.mu.Lock()
+	h.deadline = deadline
+	w.holds[h] = struct{}{}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// Remove stops watching h. It returns false if h was not being watched
+// (it was lost, or already removed): then the caller must not report it again.
+func (w *Watchdog) Remove(h *Hold) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.holds[h]
+	delete(w.holds, h)
+	return ok
+}
+
+// Extend moves h's deadline to deadline (after an EXTEND). It returns false
+// if h is no longer watched.
+func (w *Watchdog) Extend(h *Hold, deadline time.Time) bool {
+	w.mu.Lock()
+	_, ok := w.holds[h]
+	if ok {
+		h.deadline = deadline
+	}
+	w.mu.Unlock()
+	w.poke()
+	return ok
+}
+
+// Validity returns how long h is still known valid, and false if h is not watched.
+func (w *Watchdog) Validity(h *Hold) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.holds[h]; !ok {
+		return 0, false
+	}
+	return h.deadline.Sub(w.cfg.Clock.Now()), true
+}
+
+// Len returns the number of watched holds.
+func (w *Watchdog) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.holds)
+}
+
+func (w *Watchdog) poke() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+type round struct {
+	start time.Time
+	holds []*Hold
+	res   []quorum.RenewResult
+}
+
+// Run renews and expires holds until ctx ends. Renewal rounds run in their
+// own goroutine, so a slow master never delays the expiry of a hold.
+func (w *Watchdog) Run(ctx context.Context) error {
+	clock := w.cfg.Clock
+	tick := clock.NewTimer(w.Interval())
+	defer tick.Stop()
+	expiry := clock.NewTimer(time.Hour)
+	defer expiry.Stop()
+	done := make(chan round, 1)
+	renewing := false
+	defer func() {
+		if renewing {
+			<-done
+		}
+	}()
+	for {
+		w.armExpiry(expiry)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+			tick.Reset(w.Interval())
+			if !renewing {
+				renewing = true
+				go w.renew(ctx, done)
+			}
+		case r := <-done:
+			renewing = false
+			w.apply(r)
+		case <-expiry.C():
+			w.expire()
+		case <-w.changed:
+		}
+	}
+}
+
+func (w *Watchdog) armExpiry(t quorum.Timer) {
+	w.mu.Lock()
+	var next time.Time
+	for h := range w.holds {
+		if next.IsZero() || h.deadline.Before(next) {
+			next = h.deadline
+		}
+	}
+	w.mu.Unlock()
+	t.Stop()
+	if next.IsZero() {
+		t.Reset(time.Hour)
+		return
+	}
+	t.Reset(max(next.Sub(w.cfg.Clock.Now()), 0))
+}
+
+func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
+	w.mu.Lock()
+	r := round{start: w.cfg.Clock.Now()}
+	for h := range w.holds {
+		if !h.Fixed {
+			r.holds = append(r.holds, h)
+		}
+	}
+	w.mu.Unlock()
+	if len(r.holds) > 0 {
+		keys := make([]quorum.RenewKey, len(r.holds))
+		for i, h := range r.holds {
+			keys[i] = quorum.RenewKey{Name: h.Name, Holder: h.Holder}
+		}
+		r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
+	}
+	done <- r
+}
+
+// apply moves the deadline of every hold a majority renewed to the round's
+// start + lease − drift, and drops the holds a majority no longer has.
+func (w *Watchdog) apply(r round) {
+	deadline := r.start.Add(quorum.Validity(w.cfg.Lease, 0, w.cfg.DriftFactor))
+	now := w.cfg.Clock.Now()
+	var lost []*Hold
+	w.mu.Lock()
+	for i, h := range r.holds {
+		if _, ok := w.holds[h]; !ok {
+			continue
+		}
+		res := r.res[i]
+		switch {
+		case res.OK >= w.quorum && deadline.After(now):
+			if deadline.After(h.deadline) {
+				h.deadline = deadline
+			}
+		case res.Gone > w.cfg.Masters-w.quorum:
+			delete(w.holds, h)
+			lost = append(lost, h)
+		default:
+			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
+				"valid_for", h.deadline.Sub(now))
+		}
+	}
+	w.mu.Unlock()
+	for _, h := range lost {
+		w.cfg.OnLost(h, ReasonRevoked)
+	}
+}
+
+// expire ends every hold whose deadline has come.
+func (w *Watchdog) expire() {
+	now := w.cfg.Clock.Now()
+	var lost []*Hold
+	w.mu.Lock()
+	for h := range w.holds {
+		if !h.deadline.After(now) {
+			delete(w.holds, h)
+			lost = append(lost, h)
+		}
+	}
+	w.mu.Unlock()
+	for _, h := range lost {
+		reason := ReasonQuorum
+		if h.Fixed {
+			reason = ReasonExpired
+		}
+		w.cfg.OnLost(h, reason)
+	}
+}

@@ -1,0 +1,216 @@
+package renewal
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// scriptedRenewer answers every renewal with what the test last set, and
+// counts rounds and keys. It stands in for the masters only where they cannot
+// fail on cue; the agent's fault tests renew against real redis-servers.
+type scriptedRenewer struct {
+	mu     sync.Mutex
+	answer quorum.RenewResult
+	rounds int
+	keys   int
+}
+
+func (s *scriptedRenewer) Renew(_ context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rounds++
+	s.keys += len(keys)
+	out := make([]quorum.RenewResult, len(keys))
+	for i := range out {
+		out[i] = s.answer
+	}
+	return out
+}
+
+func (s *scriptedRenewer) set(r quorum.RenewResult) {
+	s.mu.Lock()
+	s.answer = r
+	s.mu.Unlock()
+}
+
+type lostEvent struct {
+	hold   *Hold
+	reason Reason
+	at     time.Time
+}
+
+type harness struct {
+	t       *testing.T
+	clock   *quorum.FakeClock
+	renewer *scriptedRenewer
+	w       *Watchdog
+	lost    chan lostEvent
+}
+
+const lease = 3 * time.Second
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, clock: quorum.NewFakeClock(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
+		lost: make(chan lostEvent, 100)}
+	h.w = New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: h.renewer, Clock: h.clock,
+		OnLost: func(hold *Hold, r Reason) { h.lost <- lostEvent{hold, r, h.clock.Now()} }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		h.w.Run(ctx)
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	h.settle()
+	return h
+}
+
+// settle waits until the watchdog has handled everything the clock fired:
+// each event it handles re-arms its expiry timer, so it is idle once no timer
+// is armed for a while.
+func (h *harness) settle() {
+	for {
+		select {
+		case <-h.clock.TimerArmed():
+		case <-time.After(5 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// run advances the fake clock by total in steps, letting the watchdog work.
+func (h *harness) run(total time.Duration) {
+	for step := 100 * time.Millisecond; total > 0; total -= step {
+		h.clock.Advance(min(step, total))
+		h.settle()
+	}
+}
+
+func (h *harness) add(name string, fixed bool, valid time.Duration) *Hold {
+	hold := &Hold{Name: name, Holder: "x", Fixed: fixed}
+	h.w.Add(hold, h.clock.Now().Add(valid))
+	h.settle()
+	return hold
+}
+
+func (h *harness) expectNoLoss() {
+	h.t.Helper()
+	select {
+	case e := <-h.lost:
+		h.t.Fatalf("%s lost (%s) at %v", e.hold.Name, e.reason, e.at)
+	default:
+	}
+}
+
+func (h *harness) expectLoss(hold *Hold, reason Reason, notAfter time.Time) {
+	h.t.Helper()
+	select {
+	case e := <-h.lost:
+		if e.hold != hold || e.reason != reason || e.at.After(notAfter) {
+			h.t.Fatalf("lost %s (%s) at %v; want %s (%s) by %v", e.hold.Name, e.reason, e.at, hold.Name, reason, notAfter)
+		}
+	default:
+		h.t.Fatalf("%s was not lost", hold.Name)
+	}
+}
+
+func TestRenewedHoldLivesOnFarPastItsLease(t *testing.T) {
+	h := newHarness(t)
+	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+	h.run(5 * lease)
+	h.expectNoLoss()
+	if v, ok := h.w.Validity(hold); !ok || v < lease/2 {
+		t.Fatalf("validity %v %v", v, ok)
+	}
+}
+
+func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {
+	h := newHarness(t)
+	h.renewer.set(quorum.RenewResult{OK: 1})
+	valid := quorum.Validity(lease, 0, 0.01)
+	start := h.clock.Now()
+	hold := h.add("a", false, valid)
+	h.run(valid - 100*time.Millisecond)
+	h.expectNoLoss()
+	h.run(200 * time.Millisecond)
+	h.expectLoss(hold, ReasonQuorum, start.Add(valid))
+	if _, ok := h.w.Validity(hold); ok || h.w.Remove(hold) {
+		t.Fatal("a lost hold must be gone from the watchdog")
+	}
+}
+
+func TestRecoveringRenewalSavesTheHold(t *testing.T) {
+	h := newHarness(t)
+	h.renewer.set(quorum.RenewResult{OK: 1})
+	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+	h.run(lease / 2) // one round missed quorum
+	h.renewer.set(quorum.RenewResult{OK: 2})
+	h.run(3 * lease)
+	h.expectNoLoss()
+	if _, ok := h.w.Validity(hold); !ok {
+		t.Fatal("hold gone")
+	}
+}
+
+func TestFixedHoldIsNeverRenewedAndExpires(t *testing.T) {
+	h := newHarness(t)
+	start := h.clock.Now()
+	hold := h.add("t", true, time.Second)
+	h.run(lease)
+	h.expectLoss(hold, ReasonExpired, start.Add(time.Second))
+	if h.renewer.keys != 0 {
+		t.Fatalf("a ttl hold was renewed %d times", h.renewer.keys)
+	}
+}
+
+func TestExtendMovesAFixedDeadline(t *testing.T) {
+	h := newHarness(t)
+	hold := h.add("t", true, time.Second)
+	h.run(500 * time.Millisecond)
+	if !h.w.Extend(hold, h.clock.Now().Add(2*time.Second)) {
+		t.Fatal("extend of a watched hold failed")
+	}
+	h.run(time.Second)
+	h.expectNoLoss()
+	h.run(1200 * time.Millisecond)
+	h.expectLoss(hold, ReasonExpired, h.clock.Now())
+}
+
+func TestHoldGoneOnAMajorityIsRevoked(t *testing.T) {
+	h := newHarness(t)
+	h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
+	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+	h.run(lease / 2)
+	h.expectLoss(hold, ReasonRevoked, h.clock.Now())
+}
+
+func TestRemovedHoldIsNotReported(t *testing.T) {
+	h := newHarness(t)
+	h.renewer.set(quorum.RenewResult{})
+	hold := h.add("a", false, time.Second)
+	if !h.w.Remove(hold) {
+		t.Fatal("remove of a watched hold must report true")
+	}
+	h.run(2 * lease)
+	h.expectNoLoss()
+}
+
+func TestOneRoundRenewsEveryHold(t *testing.T) {
+	h := newHarness(t)
+	for range 500 {
+		h.w.Add(&Hold{Name: "n", Holder: "x"}, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+	}
+	h.run(h.w.Interval())
+	h.renewer.mu.Lock()
+	defer h.renewer.mu.Unlock()
+	if h.renewer.rounds != 1 || h.renewer.keys != 500 {
+		t.Fatalf("rounds=%d keys=%d, want 1 round of 500", h.renewer.rounds, h.renewer.keys)
+	}
+}
