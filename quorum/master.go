@@ -123,7 +123,8 @@ func (m *master) run(ctx context.Context) {
 		}
 		if m.getClient() == nil {
 			m.connect()
-		} else {
+		}
+		if m.getClient() != nil {
 			m.probe(ctx)
 		}
 		t.Reset(interval)

@@ -1,0 +1,62 @@
+# lock-agent sample configuration. Every attribute is optional unless marked
+# required; the values shown are the defaults a production host gets.
+# Check a file with:  lock-agent validate -config agent.hcl
+
+agent {
+  # Identity of this agent in the masters (shown by WHO). Default: the host name.
+  id = "web-7"
+}
+
+socket {
+  # Where clients connect. systemd's RuntimeDirectory=lock-agent creates /run/lock-agent.
+  path = "/run/lock-agent/agent.sock"
+  # File mode of the socket; the owner must be able to read and write it.
+  mode = "0660"
+  # Group owning the socket: members may lock. Default: the agent's own group.
+  # group = "lockers"
+}
+
+# One block per independent Redis master: no replicas, no failover between
+# them. At least one; an odd number (3 or 5) is what RedLock wants. The quorum
+# is a majority of the blocks. Run them without persistence only if a master
+# that restarts empty may sit out one lease (the agent quarantines it).
+redis "a" {
+  address = "10.0.0.11:6379" # required: host:port
+  # username = "lock-agent"  # Redis ACL user
+  # password = "..."         # or: password_file = "/etc/lock-agent/redis-a.pass"
+  db = 0
+  # tls {
+  #   ca_file     = "/etc/lock-agent/ca.pem"
+  #   cert_file   = "/etc/lock-agent/client.pem"
+  #   key_file    = "/etc/lock-agent/client-key.pem"
+  #   server_name = "redis-a.internal"
+  # }
+}
+redis "b" { address = "10.0.0.12:6379" }
+redis "c" { address = "10.0.0.13:6379" }
+
+lock {
+  # Watchdog lease: holds without ttl= are renewed every lease/3 while their
+  # client stays connected. A crashed agent's holds free up after one lease.
+  lease = "15s"
+  # Every key the agent writes starts with this.
+  key_prefix = "lock-agent:"
+  # Clock drift allowance: validity = lease - elapsed - lease*drift_factor - 2ms.
+  drift_factor = 0.01
+  # Deadline of one operation on one master. Must be well under lease/9.
+  master_timeout = "50ms"
+  # Jittered back-off between attempts after a split vote.
+  retry_min = "20ms"
+  retry_max = "200ms"
+}
+
+limits {
+  max_sessions          = 10000  # connections at once
+  max_holds_per_session = 1000   # names one connection may hold or wait for
+  max_waiters           = 100000 # waiting LOCKs in the whole agent
+}
+
+log {
+  level  = "info" # trace, debug, info, warn, error
+  format = "text" # text or json
+}

@@ -1,0 +1,182 @@
+// Package agent is lock-agent's daemon: the Unix socket server, the sessions
+// that tie holds to connections, and the per-name waiter queues. It composes
+// quorum (RedLock over the masters) and renewal (the watchdog).
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
+)
+
+// Version is the agent's version, reported by HELLO, STATUS and `version`.
+const Version = "0.1.0"
+
+// shutdownGrace bounds how long a stopping agent waits for sessions to
+// release their holds.
+const shutdownGrace = 4 * time.Second
+
+// Agent is one running lock agent.
+type Agent struct {
+	cfg      Config
+	log      hclog.Logger
+	clock    quorum.Clock
+	cluster  *quorum.Cluster
+	watchdog *renewal.Watchdog
+	instance string // random per process: holder ids of a restarted agent never collide
+
+	ln    *net.UnixListener
+	ready chan struct{} // closed once listening
+
+	mu          sync.Mutex
+	sessions    map[uint64]*session
+	nextSession uint64
+	queues      map[string]*queue
+	waiters     int
+	holds       map[*renewal.Hold]*hold
+	stopping    bool
+	runCtx      context.Context
+	sessionsWG  sync.WaitGroup
+}
+
+// New builds an agent from cfg. It does not listen or connect until Run.
+func New(cfg Config, log hclog.Logger) (*Agent, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
+		sessions: map[uint64]*session{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
+	cluster, err := quorum.New(quorum.Config{
+		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
+		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: cfg.Lock.Lease,
+		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.cluster = cluster
+	a.watchdog = renewal.New(renewal.Config{
+		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
+		Renewer: cluster, OnLost: a.onLost, Clock: a.clock, Logger: log.Named("renewal"),
+	})
+	return a, nil
+}
+
+// Ready is closed once the socket is listening.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// SocketPath returns where the agent listens.
+func (a *Agent) SocketPath() string { return a.cfg.Socket.Path }
+
+// Run listens on the socket, connects the masters and serves until ctx ends.
+// Then it stops in order: no new sessions; every session is told LOST and BYE
+// and its holds are released in the masters; then the watchdog and the
+// masters' connections stop. It returns an error only if it could not start.
+func (a *Agent) Run(ctx context.Context) error {
+	ln, err := listen(a.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	a.ln = ln
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
+
+	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
+	var back sync.WaitGroup
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run} {
+		back.Add(1)
+		go func() {
+			defer back.Done()
+			run(backCtx)
+		}()
+	}
+	a.mu.Lock()
+	a.runCtx = backCtx
+	a.mu.Unlock()
+	close(a.ready)
+
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		a.accept()
+	}()
+	<-ctx.Done()
+	a.log.Info("stopping: releasing every hold")
+	ln.Close()
+	<-acceptDone
+	a.shutdown()
+	stopBack()
+	back.Wait()
+	a.log.Info("stopped")
+	return nil
+}
+
+func (a *Agent) accept() {
+	for {
+		conn, err := a.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			a.log.Warn("accept failed", "error", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		a.open(conn)
+	}
+}
+
+// shutdown pushes LOST and BYE to every session, closes them, and waits
+// (bounded) until each released its holds.
+func (a *Agent) shutdown() {
+	a.mu.Lock()
+	a.stopping = true
+	sessions := make([]*session, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		sessions = append(sessions, s)
+	}
+	a.mu.Unlock()
+	for _, s := range sessions {
+		s.bye("shutdown")
+	}
+	done := make(chan struct{})
+	go func() {
+		a.sessionsWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
+	}
+}
+
+// Counts is a snapshot for STATUS.
+type Counts struct {
+	Sessions, Holds, Waiters int
+}
+
+func (a *Agent) counts() Counts {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return Counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: a.waiters}
+}
+
+// holderID is the id of one session+owner across every agent anywhere.
+func (a *Agent) holderID(sessionID uint64, owner string) string {
+	return fmt.Sprintf("%s/%s/%d/%s", a.cfg.AgentID, a.instance, sessionID, owner)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

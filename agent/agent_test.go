@@ -1,0 +1,332 @@
+package agent_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+func start(t *testing.T, mutate func(*agent.Config)) (*agenttest.Agent, []*redistest.Server) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 3*time.Second)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	return agenttest.Start(t, cfg), servers
+}
+
+func TestBadInputGetsItsCodeAndTheConnectionStaysUsable(t *testing.T) {
+	a, _ := start(t, nil)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	tests := []struct {
+		name, line, code string
+	}{
+		{"a bad tag", "a/b PING", "BAD_REQUEST"},
+		{"a verb nobody knows", "1 FROB", "UNKNOWN_VERB"},
+		{"a name with a bad character", "1 LOCK a{b}", "BAD_NAME"},
+		{"a name over 200 bytes", "1 LOCK " + strings.Repeat("n", 201), "BAD_NAME"},
+		{"an unknown option", "1 LOCK a color=red", "BAD_REQUEST"},
+		{"an option given twice", "1 LOCK a wait=1 wait=2", "BAD_REQUEST"},
+		{"a bad duration", "1 LOCK a wait=soon", "BAD_REQUEST"},
+		{"a bad owner", "1 LOCK a owner=x/y", "BAD_REQUEST"},
+		{"shared mode, not supported yet", "1 LOCK a mode=shared", "BAD_REQUEST"},
+		{"a semaphore, not supported yet", "1 LOCK a limit=3", "BAD_REQUEST"},
+		{"fair locking, not supported yet", "1 LOCK a fair=true", "BAD_REQUEST"},
+		{"a multi-lock, not supported yet", "1 LOCK a b", "BAD_REQUEST"},
+		{"UNLOCK of a name not held", "1 UNLOCK a", "NOT_HELD"},
+		{"EXTEND of a name not held", "1 EXTEND a ttl=1s", "NOT_HELD"},
+		{"EXTEND without ttl", "1 EXTEND a", "BAD_REQUEST"},
+		{"HELLO of another protocol", "1 HELLO proto=9", "BAD_REQUEST"},
+		{"PING with an argument", "1 PING x", "BAD_REQUEST"},
+		{"a verb alone with no tag", "LOCK", "BAD_REQUEST"},
+		{"a line of invalid UTF-8", "1 LOCK \xff\xfe", "BAD_NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c.Raw(tt.line + "\n")
+			c.Raw("ping1 PING\n")
+			// The bad line's reply comes first: it is answered before the PING is read.
+			r := c.Do("PING")
+			if r.Kind != "OK" {
+				t.Fatalf("connection unusable after %q: %s", tt.line, r.Line)
+			}
+		})
+	}
+	// Check the codes with tags we route (the raw ones above used fixed tags).
+	for _, tt := range tests {
+		line := tt.line
+		if i := strings.IndexByte(line, ' '); i >= 0 && !strings.HasPrefix(line, "a/b") && line != "LOCK" {
+			line = line[i+1:]
+			if r := c.Do(line); r.Kind != "ERR" || r.Code != tt.code {
+				t.Errorf("%s: %q got %q, want ERR %s", tt.name, line, r.Line, tt.code)
+			}
+		}
+	}
+}
+
+func TestALineOverTheLimitIsRefusedAndTheConnectionClosed(t *testing.T) {
+	a, _ := start(t, nil)
+	nc, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte("1 LOCK a\n"))
+	nc.Write([]byte("2 LOCK " + strings.Repeat("x", 5000) + "\n"))
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := nc.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	out := got.String()
+	if !strings.Contains(out, "- ERR BAD_REQUEST line too long") || !strings.Contains(out, "* BYE reason=protocol") {
+		t.Fatalf("got %q", out)
+	}
+	// Its hold was released with the connection.
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := c.Do("LOCK a wait=2s"); r.Kind != "OK" {
+		t.Fatalf("the closed session's hold leaked: %s", r.Line)
+	}
+}
+
+func TestReentryCountsAndOwnersContend(t *testing.T) {
+	a, _ := start(t, nil)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	first := c.Do("LOCK r")
+	if first.Kind != "OK" || first.Int("count") != 1 || first.Int("fence") < 1 || first.Int("validity") < 2000 {
+		t.Fatalf("first lock: %s", first.Line)
+	}
+	again := c.Do("LOCK r wait=0")
+	if again.Int("count") != 2 || again.Int("fence") != first.Int("fence") {
+		t.Fatalf("re-entry: %s (fence must stay %d)", again.Line, first.Int("fence"))
+	}
+	if r := c.Do("LOCK r owner=other wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("another owner in the same session: %s", r.Line)
+	}
+	if r := c.Do("UNLOCK r owner=other"); r.Code != "NOT_HELD" {
+		t.Fatalf("unlock by a non-holder: %s", r.Line)
+	}
+	if r := c.Do("HOLDS"); r.Int("n") != 1 || r.Data[0]["count"] != "2" || r.Data[0]["mode"] != "exclusive" {
+		t.Fatalf("the non-holder's UNLOCK changed something: %+v", r)
+	}
+	if r := c.Do("UNLOCK r"); r.Int("count") != 1 {
+		t.Fatalf("first unlock: %s", r.Line)
+	}
+	if r := c.Do("LOCK r owner=other wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("still held once: %s", r.Line)
+	}
+	if r := c.Do("UNLOCK r"); r.Int("count") != 0 {
+		t.Fatalf("last unlock: %s", r.Line)
+	}
+	r := c.Do("LOCK r owner=other wait=0")
+	if r.Kind != "OK" || r.Int("fence") <= first.Int("fence") {
+		t.Fatalf("after release: %s (fence must pass %d)", r.Line, first.Int("fence"))
+	}
+}
+
+func TestCancelEndsAWaitAndLeavesNothingHeld(t *testing.T) {
+	a, _ := start(t, nil)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	holder.Do("LOCK c")
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	tag, ch := c.Send("LOCK c wait=30s")
+	time.Sleep(50 * time.Millisecond) // let it queue
+	if r := c.Do("PING"); r.Kind != "OK" {
+		t.Fatal("a waiting LOCK held up PING")
+	}
+	if r := c.Do("CANCEL " + tag); r.Kind != "OK" {
+		t.Fatalf("cancel: %s", r.Line)
+	}
+	if r := c.Await(ch); r.Code != "CANCELLED" {
+		t.Fatalf("cancelled lock: %s", r.Line)
+	}
+	if r := c.Do("HOLDS"); r.Int("n") != 0 {
+		t.Fatalf("holds after cancel: %+v", r.Data)
+	}
+	if r := c.Do("STATUS"); r.Int("waiters") != 0 {
+		t.Fatalf("waiter leaked: %s", r.Line)
+	}
+}
+
+func TestWaitRunsOutAsBusy(t *testing.T) {
+	a, _ := start(t, nil)
+	agenttest.Dial(t, a.Config.Socket.Path).Do("LOCK w")
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	start := time.Now()
+	r := c.Do("LOCK w wait=150ms")
+	if took := time.Since(start); r.Kind != "BUSY" || took < 150*time.Millisecond || took > time.Second {
+		t.Fatalf("got %s after %v", r.Line, took)
+	}
+}
+
+func TestClosingTheConnectionReleasesAtOnce(t *testing.T) {
+	a, _ := start(t, nil)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	holder.Do("LOCK x")
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	_, ch := c.Send("LOCK x wait=10s")
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	holder.Close()
+	r := c.Await(ch)
+	if took := time.Since(start); r.Kind != "OK" || took > 100*time.Millisecond {
+		t.Fatalf("waiter got %s %v after the holder closed", r.Line, took)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	a, _ := start(t, func(c *agent.Config) {
+		c.Limits.MaxHoldsPerSession = 2
+		c.Limits.MaxSessions = 2 // the harness's readiness check used one and closed it
+	})
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("LOCK l1")
+	c.Do("LOCK l2")
+	if r := c.Do("LOCK l3"); r.Code != "LIMIT" {
+		t.Fatalf("third hold: %s", r.Line)
+	}
+	if r := c.Do("LOCK l1"); r.Int("count") != 2 {
+		t.Fatalf("re-entry is not a new hold: %s", r.Line)
+	}
+	agenttest.Dial(t, a.Config.Socket.Path).Do("PING")
+	time.Sleep(20 * time.Millisecond)
+	nc, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	buf := make([]byte, 200)
+	nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, _ := nc.Read(buf)
+	if !strings.HasPrefix(string(buf[:n]), "- ERR LIMIT") {
+		t.Fatalf("third session got %q", buf[:n])
+	}
+}
+
+func TestWhoRecordsThePeerCredentials(t *testing.T) {
+	a, _ := start(t, nil)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	l := c.Do("LOCK who owner=me")
+	r := c.Do("WHO who")
+	if r.Int("n") != 1 {
+		t.Fatalf("who: %+v", r)
+	}
+	d := r.Data[0]
+	if d["agent"] != "test" || d["pid"] != strconv.Itoa(os.Getpid()) || d["uid"] != strconv.Itoa(os.Getuid()) ||
+		d["owner"] != "me" || d["mode"] != "exclusive" || d["fence"] != l.Fields["fence"] || d["since"] == "" {
+		t.Fatalf("who data %+v", d)
+	}
+}
+
+func TestExtendSetsTheTTL(t *testing.T) {
+	a, _ := start(t, nil)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("LOCK e ttl=300ms")
+	r := c.Do("EXTEND e ttl=2s")
+	if r.Kind != "OK" || r.Int("validity") < 1500 {
+		t.Fatalf("extend: %s", r.Line)
+	}
+	if p := c.Push(500 * time.Millisecond); p != "" {
+		t.Fatalf("lost after extend: %s", p)
+	}
+}
+
+func TestShutdownPushesLostAndByeAndReleases(t *testing.T) {
+	a, servers := start(t, nil)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("LOCK s1")
+	c.Do("LOCK s2 owner=o")
+	a.Stop()
+	var pushes []string
+	for p := c.Push(time.Second); p != ""; p = c.Push(100 * time.Millisecond) {
+		pushes = append(pushes, p)
+	}
+	got := strings.Join(pushes, "\n")
+	if !strings.Contains(got, "* LOST s1 owner= fence=") || !strings.Contains(got, "* LOST s2 owner=o") ||
+		!strings.Contains(got, "reason=shutdown") || !strings.HasSuffix(got, "* BYE reason=shutdown") {
+		t.Fatalf("pushes:\n%s", got)
+	}
+	for _, s := range servers {
+		if n := s.Keys("lock-agent:{s*}:h:*"); n != 0 {
+			t.Fatalf("%d holder keys left on %s", n, s.Addr)
+		}
+	}
+	if _, err := os.Stat(a.Config.Socket.Path); !os.IsNotExist(err) {
+		t.Fatalf("socket left behind: %v", err)
+	}
+}
+
+func TestSocketPathSafety(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	run := func(cfg agent.Config) error {
+		a, err := agent.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return a.Run(ctx)
+	}
+	t.Run("a regular file is never replaced", func(t *testing.T) {
+		cfg := agenttest.Config(t, servers, time.Second)
+		os.WriteFile(cfg.Socket.Path, []byte("precious"), 0o600)
+		if err := run(cfg); err == nil || !strings.Contains(err.Error(), "not a socket") {
+			t.Fatalf("err = %v", err)
+		}
+		if b, _ := os.ReadFile(cfg.Socket.Path); string(b) != "precious" {
+			t.Fatal("file was touched")
+		}
+	})
+	t.Run("a symlink is never followed or replaced", func(t *testing.T) {
+		cfg := agenttest.Config(t, servers, time.Second)
+		target := filepath.Join(filepath.Dir(cfg.Socket.Path), "target")
+		os.WriteFile(target, nil, 0o600)
+		os.Symlink(target, cfg.Socket.Path)
+		if err := run(cfg); err == nil {
+			t.Fatal("started over a symlink")
+		}
+		if fi, err := os.Lstat(cfg.Socket.Path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatal("symlink was replaced")
+		}
+	})
+	t.Run("a stale socket is replaced", func(t *testing.T) {
+		cfg := agenttest.Config(t, servers, time.Second)
+		ln, _ := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket.Path, Net: "unix"})
+		ln.SetUnlinkOnClose(false)
+		ln.Close()
+		if err := run(cfg); err != nil {
+			t.Fatalf("stale socket not replaced: %v", err)
+		}
+	})
+	t.Run("a live socket means another agent", func(t *testing.T) {
+		cfg := agenttest.Config(t, servers, time.Second)
+		ln, _ := net.Listen("unix", cfg.Socket.Path)
+		defer ln.Close()
+		if err := run(cfg); err == nil || !strings.Contains(err.Error(), "in use") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("the socket gets the configured mode", func(t *testing.T) {
+		cfg := agenttest.Config(t, servers, time.Second)
+		cfg.Socket.Mode = 0o660
+		a := agenttest.Start(t, cfg)
+		fi, err := os.Stat(a.Config.Socket.Path)
+		if err != nil || fi.Mode().Perm() != 0o660 || fi.Mode()&os.ModeSocket == 0 {
+			t.Fatalf("socket mode %v %v", fi.Mode(), err)
+		}
+	})
+}

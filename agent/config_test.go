@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTheSampleConfigIsValid(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "agent.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Masters) != 3 || cfg.Lock.Lease != 15*time.Second || cfg.Socket.Mode != 0o660 || cfg.AgentID != "web-7" {
+		t.Fatalf("sample decoded to %+v", cfg)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(`redis "a" { address = "127.0.0.1:6379" }`), "x.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	if cfg.Lock != want.Lock || cfg.Limits != want.Limits || cfg.Socket != want.Socket || cfg.Log != want.Log {
+		t.Fatalf("defaults differ: %+v", cfg)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string // every one must appear in the error text
+	}{
+		{"a typo names the line and suggests the key", "redis \"a\" { address = \"h:1\" }\nlock {\n  leese = \"1s\"\n}", []string{"x.hcl:3", "leese", "Did you mean \"lease\""}},
+		{"an unknown block is an error", "redis \"a\" { address = \"h:1\" }\nmystery {}", []string{"x.hcl:2", "mystery"}},
+		{"no masters is an error", "lock { lease = \"15s\" }", []string{"No redis masters"}},
+		{"a missing address is an error", "redis \"a\" {}", []string{"address"}},
+		{"every bad value is reported together, each with its line", "redis \"a\" { address = \"nohost\" }\nlock {\n  lease = \"soon\"\n  drift_factor = 0.9\n}\nlog {\n  level = \"loud\"\n}",
+			[]string{"x.hcl:1", "address", "x.hcl:3", "lease", "x.hcl:4", "drift_factor", "x.hcl:7", "level"}},
+		{"a socket mode the owner cannot use is an error", "redis \"a\" { address = \"h:1\" }\nsocket { mode = \"0066\" }", []string{"x.hcl:2", "mode"}},
+		{"a master_timeout too close to the lease is an error", "redis \"a\" { address = \"h:1\" }\nlock {\n  lease = \"1s\"\n  master_timeout = \"500ms\"\n}", []string{"master_timeout"}},
+		{"two masters with one name is an error", "redis \"a\" { address = \"h:1\" }\nredis \"a\" { address = \"h:2\" }", []string{"second redis block"}},
+		{"a password and a password file is an error", "redis \"a\" {\n address = \"h:1\"\n password = \"x\"\n password_file = \"/nope\"\n}", []string{"x.hcl:4", "not both"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src), "x.hcl")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestPasswordFileIsRead(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	cfg, err := Parse([]byte(`redis "a" {
+  address = "h:1"
+  password_file = "`+pw+`"
+}`), "x.hcl")
+	if err != nil || cfg.Masters[0].Password != "s3cret" {
+		t.Fatalf("%+v %v", cfg.Masters, err)
+	}
+}

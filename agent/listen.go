@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// listen opens the agent's Unix socket safely:
+//   - an existing path is only removed if it is a socket nobody answers on;
+//     a regular file, a directory or a symlink is never touched;
+//   - the socket is created owner-only (umask) and only then given its group
+//     and mode, so it is never wider open than configured.
+func listen(cfg SocketConfig) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if err := removeStale(cfg.Path); err != nil {
+		return nil, err
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := setOwnership(cfg); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket (%v); refusing to replace it", path, fi.Mode().Type())
+	}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		conn.Close()
+		return fmt.Errorf("%s is in use: another agent is listening on it", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%s: cannot tell whether it is stale: %w", path, err)
+	}
+	return os.Remove(path)
+}
+
+func setOwnership(cfg SocketConfig) error {
+	if cfg.Group != "" {
+		gid, err := strconv.Atoi(cfg.Group)
+		if err != nil {
+			g, lerr := user.LookupGroup(cfg.Group)
+			if lerr != nil {
+				return fmt.Errorf("socket group: %w", lerr)
+			}
+			gid, _ = strconv.Atoi(g.Gid)
+		}
+		if err := os.Lchown(cfg.Path, -1, gid); err != nil {
+			return fmt.Errorf("socket group: %w", err)
+		}
+	}
+	if err := os.Chmod(cfg.Path, cfg.Mode); err != nil {
+		return fmt.Errorf("socket mode: %w", err)
+	}
+	return nil
+}

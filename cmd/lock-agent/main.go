@@ -1,0 +1,181 @@
+// Command lock-agent is the per-host lock daemon and its command line.
+//
+//	lock-agent run -config FILE | run -dev
+//	lock-agent validate -config FILE
+//	lock-agent exec [flags] NAME -- CMD [ARGS...]
+//	lock-agent status [-json] | who [-json] NAME
+//	lock-agent version
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/oklog/run"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+const usage = `usage: lock-agent COMMAND [flags]
+
+commands:
+  run -config FILE     run the agent
+  run -dev             run the agent with three embedded masters (no Redis needed)
+  validate -config F   check a config file; exit 0 if valid, 2 if not
+  exec [flags] NAME -- CMD [ARGS...]
+                       run CMD while holding the lock NAME
+  status [-json]       show the agent, its masters, sessions, holds and waiters
+  who [-json] NAME     show who holds NAME, on any host
+  version              print the version
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdout, stderr)
+	case "validate":
+		return validateCmd(args[1:], stdout, stderr)
+	case "exec":
+		return execCmd(args[1:], stderr)
+	case "status":
+		return statusCmd(args[1:], stdout, stderr)
+	case "who":
+		return whoCmd(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "lock-agent", agent.Version)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "lock-agent: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("lock-agent "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// loadConfig is the one loader `run` and `validate` share.
+func loadConfig(path string) (agent.Config, error) {
+	return agent.Load(path)
+}
+
+// printConfigError prints each error of a config on its own line with its file:line.
+func printConfigError(w io.Writer, err error) {
+	fmt.Fprintln(w, err)
+}
+
+func validateCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", stderr)
+	path := fs.String("config", "", "config file to check")
+	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: lock-agent validate -config FILE")
+		return exitUsage
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d masters, quorum %d, socket %s)\n", *path, len(cfg.Masters), len(cfg.Masters)/2+1, cfg.Socket.Path)
+	return exitOK
+}
+
+func runCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	path := fs.String("config", "", "config file")
+	dev := fs.Bool("dev", false, "run with three embedded masters and a socket in the user's runtime directory")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (*path == "") == !*dev {
+		fmt.Fprintln(stderr, "usage: lock-agent run -config FILE | lock-agent run -dev")
+		return exitUsage
+	}
+
+	var g run.Group
+	var cfg agent.Config
+	if *dev {
+		masters, err := agent.StartDevMasters(3)
+		if err != nil {
+			fmt.Fprintln(stderr, "lock-agent:", err)
+			return exitFailure
+		}
+		cfg = agent.Dev(masters.Addrs())
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return masters.Run(ctx) }, func(error) { cancel() })
+	} else {
+		var err error
+		if cfg, err = loadConfig(*path); err != nil {
+			printConfigError(stderr, err)
+			return exitUsage
+		}
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(cfg.Log.Level),
+		JSONFormat: cfg.Log.Format == "json", Output: stderr})
+
+	{ // The agent: socket, sessions, watchdog and masters.
+		a, err := agent.New(cfg, log)
+		if err != nil {
+			log.Error("cannot start", "error", err)
+			return exitFailure
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error {
+			if *dev {
+				go func() {
+					<-a.Ready()
+					fmt.Fprintf(stdout, "lock-agent %s (dev mode) listening on %s\nexport LOCK_AGENT_SOCKET=%s\n", agent.Version, a.SocketPath(), a.SocketPath())
+				}()
+			}
+			return a.Run(ctx)
+		}, func(error) {
+			log.Info("stopping agent")
+			cancel()
+		})
+	}
+	{ // Signals: the first stops the agent gracefully, a second exits at once.
+		sig := make(chan os.Signal, 2)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		stop := make(chan struct{})
+		g.Add(func() error {
+			select {
+			case s := <-sig:
+				log.Info("received signal, stopping", "signal", s)
+				go func() {
+					<-sig
+					log.Warn("second signal: exiting at once")
+					os.Exit(exitFailure)
+				}()
+			case <-stop:
+			}
+			return nil
+		}, func(error) { close(stop) })
+	}
+	if err := g.Run(); err != nil {
+		log.Error("agent failed", "error", err)
+		return exitFailure
+	}
+	log.Info("exiting")
+	return exitOK
+}
