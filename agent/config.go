@@ -345,7 +345,7 @@ func (v *validator) build(fc *fileConfig) Config {
 func (v *validator) masters(blocks []redisBlock, c *Config) {
 	if len(blocks) == 0 {
 		v.diags = append(v.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No redis masters",
-			Detail: "add at least one redis \"NAME\" { address = \"host:port\" } block; three or five are what RedLock wants",
+			Detail:  "add at least one redis \"NAME\" { address = \"host:port\" } block; three or five are what RedLock wants",
 			Subject: &hcl.Range{Filename: v.file, Start: hcl.InitialPos, End: hcl.InitialPos}})
 		return
 	}
