@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -43,6 +44,7 @@ type Agent struct {
 	queues      map[string]*queue
 	waiters     int
 	holds       map[*renewal.Hold]*hold
+	attempts    atomic.Uint64 // numbers every acquire attempt: see holderID
 	stopping    bool
 	runCtx      context.Context
 	sessionsWG  sync.WaitGroup
@@ -170,9 +172,14 @@ func (a *Agent) counts() Counts {
 	return Counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: a.waiters}
 }
 
-// holderID is the id of one session+owner across every agent anywhere.
+// holderID returns a fresh holder id for one acquire attempt of a
+// session+owner, unique across every agent anywhere. Releases of a failed or
+// abandoned attempt run in the background; because no two attempts share an
+// id, a late release can only ever delete the attempt it belongs to, never a
+// newer grant to the same session+owner. (Re-entry is counted in the agent,
+// so nothing needs the id to be stable.)
 func (a *Agent) holderID(sessionID uint64, owner string) string {
-	return fmt.Sprintf("%s/%s/%d/%s", a.cfg.AgentID, a.instance, sessionID, owner)
+	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
 
 func randomHex(n int) string {

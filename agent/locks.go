@@ -44,7 +44,6 @@ type waiter struct {
 	tag    string
 	req    protocol.Lock
 	q      *queue
-	holder string
 	info   string
 	state  waiterState
 	done   chan result // receives exactly once, when state becomes granted or failed
@@ -137,7 +136,7 @@ func (s *session) lock(req *protocol.Request) error {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
-	w := &waiter{sess: s, tag: req.Tag, req: l, holder: a.holderID(s.id, l.Owner), done: make(chan result, 1), cancel: make(chan struct{})}
+	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{})}
 	w.info = fmt.Sprintf("agent=%s pid=%d uid=%d owner=%s mode=%s since=%d", a.cfg.AgentID, s.cred.PID, s.cred.UID, l.Owner, l.Mode, time.Now().UnixMilli())
 	s.waits[req.Tag] = w
 	s.mu.Unlock()
@@ -276,13 +275,17 @@ func (a *Agent) contend(q *queue) {
 		if w == nil {
 			return
 		}
+		if w.sess.reenterQueued(w) {
+			continue
+		}
 		lease := a.cfg.Lock.Lease
 		if w.req.TTL > 0 {
 			lease = w.req.TTL
 		}
-		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: w.holder, Lease: lease, Info: w.info})
+		holder := a.holderID(w.sess.id, w.req.Owner)
+		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease, Info: w.info})
 		if err == nil {
-			a.grant(q, w, g)
+			a.grant(q, w, holder, g)
 			continue
 		}
 		var round *quorum.RoundError
@@ -319,21 +322,42 @@ func (a *Agent) contend(q *queue) {
 }
 
 // grant hands a won name to w, or gives it back if w went away meanwhile.
-func (a *Agent) grant(q *queue, w *waiter, g quorum.Grant) {
+func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 	if !q.remove(w, granted) {
-		a.releaseAsync(q.name, w.holder)
+		a.releaseAsync(q.name, holder)
 		return
 	}
 	a.mu.Lock()
 	a.waiters--
 	a.mu.Unlock()
-	h, err := w.sess.install(w, g)
+	h, err := w.sess.install(w, holder, g)
 	if err != nil {
-		a.releaseAsync(q.name, w.holder)
+		a.releaseAsync(q.name, holder)
 		w.done <- result{err: err}
 		return
 	}
 	w.done <- result{h: h, validity: g.Deadline.Sub(a.clock.Now())}
+}
+
+// reenterQueued grants w as a re-entry when its session+owner came to hold
+// the name while w waited (two pipelined LOCKs of one owner).
+func (s *session) reenterQueued(w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
+	if h == nil {
+		return false
+	}
+	v, ok := s.a.watchdog.Validity(h.rh)
+	if !ok || v <= 0 || !w.q.remove(w, granted) {
+		return false
+	}
+	s.a.mu.Lock()
+	s.a.waiters--
+	s.a.mu.Unlock()
+	h.count++
+	w.done <- result{h: h, validity: v}
+	return true
 }
 
 func (a *Agent) finish(q *queue, w *waiter, r result) {
@@ -346,21 +370,20 @@ func (a *Agent) finish(q *queue, w *waiter, r result) {
 	w.done <- r
 }
 
-// install records a granted hold in the session and the watchdog. A grant to
-// a session+owner that already holds the name (two pipelined LOCKs) is a
-// re-entry of the first.
-func (s *session) install(w *waiter, g quorum.Grant) (*hold, error) {
+// install records a granted hold in the session and the watchdog.
+func (s *session) install(w *waiter, holder string, g quorum.Grant) (*hold, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return nil, errSessionGone
 	}
 	key := holdKey{w.req.Names[0], w.req.Owner}
-	if h := s.holds[key]; h != nil {
-		h.count++
-		return h, nil
+	if old := s.holds[key]; old != nil {
+		// Lost while w's attempt was in flight and not yet forgotten: the
+		// new grant replaces it.
+		s.a.forget(old)
 	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: w.holder, Fixed: w.req.TTL > 0}, sess: s, owner: key.owner,
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0}, sess: s, owner: key.owner,
 		fence: g.Fence, count: 1, mode: w.req.Mode}
 	s.holds[key] = h
 	s.a.mu.Lock()

@@ -121,7 +121,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{}}
 	for _, mc := range cfg.Masters {
-		c.masters = append(c.masters, &master{cfg: mc, cluster: c, state: StateDown, lastErr: ErrNotConnected,
+		c.masters = append(c.masters, &master{cfg: mc, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
 	}
 	return c, nil

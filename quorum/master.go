@@ -48,6 +48,8 @@ type master struct {
 
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
+
+	connected chan struct{} // closed once client is set
 }
 
 func (m *master) getClient() rueidis.Client {
@@ -143,6 +145,11 @@ func (m *master) connect() {
 		DisableCache:      true,
 		// Lock scripts must never be retried: a retried acquire may run twice.
 		DisableRetry: true,
+		// Exactly one pipelined connection per master, so commands run in
+		// the order they were issued: the release of a failed or decided
+		// round can never overtake an acquire of that round still in flight
+		// (with several pipes it can, orphaning a key for a whole lease).
+		PipelineMultiplex: -1,
 		Dialer:       net.Dialer{Timeout: max(4*timeout, time.Second), KeepAlive: 30 * time.Second},
 		// Detect a hung connection well within a lease; the probe marks the
 		// master down sooner than this.
@@ -159,6 +166,7 @@ func (m *master) connect() {
 		return
 	}
 	m.client = client
+	close(m.connected)
 	m.mu.Unlock()
 	m.log.Info("connected", "address", m.cfg.Address)
 }
@@ -260,12 +268,14 @@ func noScript(err error) bool {
 // (re)subscription wakes every watcher to re-check.
 func (m *master) subscribeLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		select {
+		case <-m.connected:
+		case <-ctx.Done():
+			return
+		}
 		c := m.getClient()
 		if c == nil {
-			if !sleepCtx(ctx, m.cluster.cfg.ProbeInterval) {
-				return
-			}
-			continue
+			return
 		}
 		dc, release := c.Dedicate()
 		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{

@@ -1,0 +1,211 @@
+package tests
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// twoAgents starts two agents (two "hosts") over the same three masters.
+func twoAgents(t *testing.T, lease time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
+	servers := redistest.Start(t, 3)
+	c1 := agenttest.Config(t, servers, lease)
+	c1.AgentID = "host-a"
+	c2 := agenttest.Config(t, servers, lease)
+	c2.AgentID = "host-b"
+	return agenttest.Start(t, c1), agenttest.Start(t, c2), servers
+}
+
+type interval struct {
+	start, end time.Time
+	fence      int64
+	who        int
+}
+
+// TestMutualExclusionAndFencing runs 10 clients over two agents on one name
+// for several seconds. Hold intervals, on this process's monotonic clock,
+// must never overlap, and fences must strictly increase in grant order.
+func TestMutualExclusionAndFencing(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	const clients = 10
+	deadline := time.Now().Add(4 * time.Second)
+	var mu sync.Mutex
+	var held []interval
+	var slowest time.Duration
+	var wg sync.WaitGroup
+	for i := range clients {
+		agent := a
+		if i%2 == 1 {
+			agent = b
+		}
+		c := agenttest.Dial(t, agent.Config.Socket.Path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				asked := time.Now()
+				r := c.Do("LOCK mutex wait=5s")
+				waited := time.Since(asked)
+				if r.Kind != "OK" {
+					t.Errorf("client %d: %s", i, r.Line)
+					return
+				}
+				iv := interval{start: time.Now(), fence: r.Int("fence"), who: i}
+				time.Sleep(time.Millisecond)
+				iv.end = time.Now()
+				if u := c.Do("UNLOCK mutex"); u.Kind != "OK" {
+					t.Errorf("client %d unlock: %s", i, u.Line)
+					return
+				}
+				mu.Lock()
+				held = append(held, iv)
+				slowest = max(slowest, waited)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
+	perClient := map[int]int{}
+	for i, iv := range held {
+		perClient[iv.who]++
+		if i == 0 {
+			continue
+		}
+		prev := held[i-1]
+		if iv.start.Before(prev.end) {
+			t.Fatalf("overlap: client %d held [%v, %v] and client %d from %v", prev.who, prev.start, prev.end, iv.who, iv.start)
+		}
+		if iv.fence <= prev.fence {
+			t.Fatalf("fence %d after %d in grant order", iv.fence, prev.fence)
+		}
+	}
+	if len(held) < 100 || len(perClient) != clients {
+		t.Fatalf("only %d grants over %d clients", len(held), len(perClient))
+	}
+	// A wait near the 3s lease means a key was orphaned (granted with no
+	// holder to release it) and had to expire.
+	if slowest > 1500*time.Millisecond {
+		t.Fatalf("a LOCK waited %v: an orphaned key blocked the name", slowest)
+	}
+	t.Logf("%d exclusive grants over %d clients on 2 agents; slowest wait %v", len(held), clients, slowest)
+}
+
+// TestWaiterOnAnotherAgentWakesOnRelease: the release message, not polling,
+// wakes a waiter on another host within a few milliseconds.
+func TestWaiterOnAnotherAgentWakesOnRelease(t *testing.T) {
+	a, b, _ := twoAgents(t, 15*time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	waiter := agenttest.Dial(t, b.Config.Socket.Path)
+	var worst time.Duration
+	for range 10 {
+		holder.Do("LOCK wake")
+		_, ch := waiter.Send("LOCK wake wait=10s")
+		time.Sleep(30 * time.Millisecond) // the waiter is now parked on the release channel
+		start := time.Now()
+		holder.Do("UNLOCK wake")
+		r := waiter.Await(ch)
+		took := time.Since(start)
+		if r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		worst = max(worst, took)
+		waiter.Do("UNLOCK wake")
+	}
+	// The fallback timer is the holder's remaining lease (15s): anything
+	// near it would be polling, not the release message.
+	if worst > 50*time.Millisecond {
+		t.Fatalf("slowest wake-up %v", worst)
+	}
+	t.Logf("slowest of 10 cross-agent wake-ups (unlock sent to grant received): %v", worst)
+}
+
+// TestKilledClientReleasesAtOnce kills -9 a client process that holds a lock:
+// the agent sees the socket close and the next waiter gets it within 100ms.
+func TestKilledClientReleasesAtOnce(t *testing.T) {
+	a, b, _ := twoAgents(t, 15*time.Second)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOCK_AGENT_HELPER_SOCKET="+a.Config.Socket.Path, "LOCK_AGENT_HELPER_NAME=crash")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if !strings.HasPrefix(line, "locked 1 OK") {
+		t.Fatalf("helper: %q", line)
+	}
+	waiter := agenttest.Dial(t, b.Config.Socket.Path)
+	_, ch := waiter.Send("LOCK crash wait=10s")
+	time.Sleep(30 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Kill()
+	r := waiter.Await(ch)
+	took := time.Since(start)
+	cmd.Wait()
+	if r.Kind != "OK" || took > 100*time.Millisecond {
+		t.Fatalf("waiter got %q %v after kill -9", r.Line, took)
+	}
+	t.Logf("next waiter on another agent got the lock %v after kill -9 of the holder", took)
+}
+
+// TestWatchdogKeepsAShortLeaseExclusive: with a 1s lease, a hold kept for 5s
+// is renewed all along and nobody else gets it.
+func TestWatchdogKeepsAShortLeaseExclusive(t *testing.T) {
+	a, b, _ := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	first := holder.Do("LOCK dog")
+	if first.Kind != "OK" || first.Int("validity") > 1000 {
+		t.Fatalf("lock: %s", first.Line)
+	}
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	end := time.Now().Add(5 * time.Second)
+	for time.Now().Before(end) {
+		if r := other.Do("LOCK dog wait=200ms"); r.Kind != "BUSY" {
+			t.Fatalf("another agent got a watched lock: %s", r.Line)
+		}
+	}
+	if p := holder.Push(0); p != "" {
+		t.Fatalf("holder got %s", p)
+	}
+	if r := holder.Do("HOLDS"); r.Int("n") != 1 || r.Data[0]["validity"] <= "0" {
+		t.Fatalf("holds: %+v", r)
+	}
+}
+
+// TestTTLHoldExpiresWithLost: a ttl= hold is not renewed; it ends with a LOST
+// push before anyone else can get it, and then someone else can.
+func TestTTLHoldExpiresWithLost(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	r := holder.Do("LOCK ttl ttl=500ms")
+	if r.Kind != "OK" || r.Int("validity") > 500 {
+		t.Fatalf("lock: %s", r.Line)
+	}
+	granted := time.Now()
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	_, ch := other.Send("LOCK ttl wait=5s")
+	p := holder.Push(2 * time.Second)
+	lostAt := time.Now()
+	if !strings.HasPrefix(p, "* LOST ttl owner= fence="+r.Fields["fence"]+" reason=expired") {
+		t.Fatalf("push %q", p)
+	}
+	got := other.Await(ch)
+	if got.Kind != "OK" || got.Int("fence") <= r.Int("fence") {
+		t.Fatalf("next holder: %s", got.Line)
+	}
+	if lost := lostAt.Sub(granted); lost < 400*time.Millisecond || lost > 600*time.Millisecond {
+		t.Fatalf("LOST came %v after a 500ms grant", lost)
+	}
+	if h := holder.Do("HOLDS"); h.Int("n") != 0 {
+		t.Fatalf("expired hold still listed: %+v", h.Data)
+	}
+}

@@ -1,0 +1,39 @@
+// Package tests holds lock-agent's integration, fault and end-to-end tests:
+// real agents (in process, and the real binary) over real redis-servers.
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestMain doubles as a helper client process: with LOCK_AGENT_HELPER_SOCKET
+// set, the test binary locks LOCK_AGENT_HELPER_NAME, prints "locked", and
+// sleeps until killed. Tests kill it with SIGKILL to play a crashed client.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("LOCK_AGENT_HELPER_SOCKET"); path != "" {
+		helper(path, os.Getenv("LOCK_AGENT_HELPER_NAME"))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func helper(path, name string) {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(c, "1 LOCK %s wait=10s\n", name)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Print("locked ", line)
+	time.Sleep(time.Hour)
+}
