@@ -31,7 +31,8 @@ type Config struct {
 	// ProbeInterval is how often each master's health is probed; default 200ms.
 	ProbeInterval time.Duration
 	// Quarantine is how long a master that lost its data does not vote: at
-	// least the longest lease any agent grants. Default 15s.
+	// least the longest lease any agent grants. It is also how long the
+	// tombstone of a release that overtook its acquire lasts. Default 15s.
 	Quarantine time.Duration
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
@@ -58,7 +59,9 @@ type Cluster struct {
 // AcquireRequest asks for one name for one holder.
 type AcquireRequest struct {
 	Name   string
-	Holder string        // unique id of the holder across all agents
+	// Holder identifies this attempt across all agents. It must be new for
+	// every attempt: once released, a holder id is refused for Quarantine.
+	Holder string
 	Lease  time.Duration // the lease set on each master
 	Info   string        // who-info recorded with the hold (space-separated key=value)
 }
@@ -266,7 +269,11 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	} else if yes+busy >= c.quorum {
 		round.Kind = ErrBusy
 	}
-	c.releaseAsync(req.Name, req.Holder)
+	if yes > 0 || busy < sent {
+		// Something may have been granted (or may yet be, by an answer not
+		// read): give it back. A round every master refused granted nothing.
+		c.releaseAsync(req.Name, req.Holder)
+	}
 	return Grant{}, round
 }
 
@@ -328,24 +335,52 @@ func (c *Cluster) releaseAsync(name, holder string) {
 	}()
 }
 
-// Release drops holder's hold of name on every reachable master and wakes
-// waiters. It returns how many masters held it; errors are only reported
-// when no master could be reached, since the leases expire anyway.
+// Release drops holder's hold of name on every connected master and wakes
+// waiters. A release must not be dropped: a key left behind blocks the name
+// for a whole lease. So each master's release has a long deadline (it runs
+// in the background past the return), and it goes to masters marked down
+// too, to land when they answer again. The caller waits until every master
+// answered, or 2×MasterTimeout. It returns how many masters that answered
+// held it; errors only when none answered.
 func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
 	keys := []string{c.setKey(name), c.holderKey(name, holder)}
-	args := []string{holder, c.channel(name), name}
-	answers, sent, errs, cancel := c.fanout(ctx, releaseScript, keys, args, true)
-	defer cancel()
-	held := 0
-	for range sent {
-		a := <-answers
-		if v, err := a.res.AsInt64(); err != nil {
-			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-		} else {
-			held += int(v)
+	args := []string{holder, c.channel(name), name, strconv.FormatInt(c.cfg.Quarantine.Milliseconds(), 10)}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
+	answers := make(chan answer, len(c.masters))
+	sent := 0
+	for i, m := range c.masters {
+		if m.getClient() == nil {
+			continue
+		}
+		sent++
+		go func() { answers <- answer{i, m.eval(opCtx, releaseScript, keys, args)} }()
+	}
+	wait := time.NewTimer(2 * c.cfg.MasterTimeout)
+	defer wait.Stop()
+	held, got := 0, 0
+	var errs []error
+collect:
+	for ; got < sent; got++ {
+		select {
+		case a := <-answers:
+			if v, err := a.res.AsInt64(); err != nil {
+				errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			} else {
+				held += int(v)
+			}
+		case <-wait.C:
+			break collect
 		}
 	}
-	if len(errs) == len(c.masters) {
+	c.background.Add(1)
+	go func() {
+		defer c.background.Done()
+		for range sent - got {
+			<-answers
+		}
+		cancel()
+	}()
+	if got == len(errs) {
 		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
 	return held, nil

@@ -14,7 +14,7 @@ import (
 
 func newCluster(t *testing.T, servers []*redistest.Server, quarantine time.Duration) *Cluster {
 	t.Helper()
-	cfg := Config{KeyPrefix: "t:", DriftFactor: 0.01, MasterTimeout: 50 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, Quarantine: quarantine}
+	cfg := Config{KeyPrefix: "t:", DriftFactor: 0.01, MasterTimeout: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, Quarantine: quarantine}
 	for i, s := range servers {
 		cfg.Masters = append(cfg.Masters, MasterConfig{Name: fmt.Sprintf("m%d", i), Address: s.Addr})
 	}
@@ -74,20 +74,22 @@ func TestAcquireReleaseAndBusy(t *testing.T) {
 	if !errors.Is(err, ErrBusy) || !errors.As(err, &round) || round.RetryAfter <= 0 {
 		t.Fatalf("second holder: err = %v, want busy with a retry-after", err)
 	}
-	if held, err := c.Release(ctx, "a", "h1"); err != nil || held != 3 {
+	if held, err := c.Release(ctx, "a", "h1"); err != nil || held < 2 {
 		t.Fatalf("release: held=%d err=%v", held, err)
 	}
-	g2, err := c.Acquire(ctx, req("a", "h2"))
+	g2, err := c.Acquire(ctx, req("a", "h3")) // holder ids are per attempt
 	if err != nil || g2.Fence <= g.Fence {
 		t.Fatalf("after release: %+v %v (fence must grow past %d)", g2, err, g.Fence)
 	}
 	if held, _ := c.Release(ctx, "a", "nobody"); held != 0 {
 		t.Fatalf("releasing a non-holder touched %d masters", held)
 	}
+	holding := 0
 	for _, s := range servers {
-		if n := s.Keys("t:{a}:h:h2"); n != 1 {
-			t.Fatalf("holder key missing on %s", s.Addr)
-		}
+		holding += s.Keys("t:{a}:h:h3")
+	}
+	if holding < 2 {
+		t.Fatalf("holder key on %d masters, want a majority", holding)
 	}
 }
 
@@ -119,7 +121,7 @@ func TestAcquireEveryFailureMask(t *testing.T) {
 				if !errors.Is(err, ErrNoQuorum) {
 					t.Fatalf("with a majority paused: err = %v, want no quorum", err)
 				}
-				if took > 500*time.Millisecond {
+				if took > 4*c.cfg.MasterTimeout {
 					t.Fatalf("NO_QUORUM took %v", took)
 				}
 			}
@@ -172,7 +174,8 @@ func TestRenewExtendAndWho(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := c.Renew(ctx, 5*time.Second, []RenewKey{{"r", "h1"}, {"r", "ghost"}})
-	if res[0].OK != 3 || res[1].Gone != 3 {
+	// The acquire returned once a majority granted; the third may lag.
+	if res[0].OK < 2 || res[1].Gone != 3 {
 		t.Fatalf("renew results %+v", res)
 	}
 	time.Sleep(400 * time.Millisecond) // past the first lease: the renewal must have replaced it
@@ -243,4 +246,28 @@ func TestMasterThatLostItsDataIsQuarantined(t *testing.T) {
 		t.Fatalf("two voters are a majority: %v", err)
 	}
 	waitStates(t, c, func(st []MasterStatus) bool { return st[0].State == StateUp })
+}
+
+// TestAReleaseThatOvertakesItsAcquireWins plays the reordering that
+// reconnects, script reloads and deadlines can cause: the release of an
+// attempt lands before the attempt's acquire. The late acquire must be
+// refused, not leave a key that blocks the name for a lease.
+func TestAReleaseThatOvertakesItsAcquireWins(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, 5*time.Second)
+	ctx := context.Background()
+	if _, err := c.Release(ctx, "o", "attempt-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, req("o", "attempt-1")); err == nil {
+		t.Fatal("a released attempt was granted")
+	}
+	for _, s := range servers {
+		if n := s.Keys("t:{o}:h:attempt-1"); n != 0 {
+			t.Fatalf("orphaned holder key on %s", s.Addr)
+		}
+	}
+	if _, err := c.Acquire(ctx, req("o", "attempt-2")); err != nil {
+		t.Fatalf("the name was blocked: %v", err)
+	}
 }

@@ -44,6 +44,7 @@ type master struct {
 	state      State
 	lastErr    error
 	marker     string    // the data marker seen last; "" before the first probe
+	failures   int       // consecutive failed probes
 	quarantine time.Time // while state is quarantined: when it ends
 
 	subMu sync.Mutex
@@ -150,7 +151,7 @@ func (m *master) connect() {
 		// round can never overtake an acquire of that round still in flight
 		// (with several pipes it can, orphaning a key for a whole lease).
 		PipelineMultiplex: -1,
-		Dialer:       net.Dialer{Timeout: max(4*timeout, time.Second), KeepAlive: 30 * time.Second},
+		Dialer:            net.Dialer{Timeout: max(4*timeout, time.Second), KeepAlive: 30 * time.Second},
 		// Detect a hung connection well within a lease; the probe marks the
 		// master down sooner than this.
 		ConnWriteTimeout: max(10*timeout, 2*time.Second),
@@ -180,14 +181,23 @@ func (m *master) probe(ctx context.Context) {
 	defer cancel()
 	marker, err := m.eval(ctx, markerScript, []string{m.cluster.markerKey()}, []string{m.cluster.cfg.InstanceID + ":" + randomID()}).ToString()
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.Canceled) {
 			return
 		}
-		m.setState(StateDown, err)
+		// One slow answer on a loaded host is not an outage: two in a row
+		// are. Operations time out on their own meanwhile.
+		m.mu.Lock()
+		m.failures++
+		down := m.failures >= 2 || m.state == StateDown
+		m.mu.Unlock()
+		if down {
+			m.setState(StateDown, err)
+		}
 		return
 	}
 	now := m.cluster.clock.Now()
 	m.mu.Lock()
+	m.failures = 0
 	lostData := m.marker != "" && marker != m.marker
 	m.marker = marker
 	until := m.quarantine

@@ -16,10 +16,13 @@ import (
 // key is always listed. A listed member whose holder key is gone is stale and
 // is dropped by the next acquire.
 
-// acquireSrc grants HOLDER if no other live holder is listed.
+// acquireSrc grants HOLDER if no other live holder is listed and HOLDER's
+// attempt was not already released (a tombstone: see releaseSrc).
 // KEYS: set, fence, holder key. ARGV: holder, lease ms, info, holder key prefix.
-// Returns {1, fence} on grant, {0, ms until the longest other holder's lease ends} when held.
+// Returns {1, fence} on grant, {0, ms until the longest other holder's lease
+// ends} when held, {0, -1} when the attempt was released before it arrived.
 const acquireSrc = `
+if redis.call('EXISTS', KEYS[3] .. ':released') == 1 then return {0, -1} end
 local wait = -1
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if m ~= ARGV[1] then
@@ -54,12 +57,21 @@ end
 return 1
 `
 
-// releaseSrc drops HOLDER and wakes waiters anywhere.
-// KEYS: set, holder key. ARGV: holder, channel, name. Returns 1 if it held.
+// releaseSrc drops HOLDER and wakes waiters anywhere. Holder ids are one per
+// acquire attempt, so a release that finds no key arrived before (or
+// instead of) its attempt's acquire: commands to one master can be reordered
+// by reconnects, script reloads and deadlines. It then leaves a tombstone for
+// tombstone ms so that a late acquire of that attempt is refused instead of
+// orphaning a key for a whole lease.
+// KEYS: set, holder key. ARGV: holder, channel, name, tombstone ms. Returns 1 if it held.
 const releaseSrc = `
 local held = redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[1], ARGV[1])
-if held == 1 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+if held == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+else
+  redis.call('SET', KEYS[2] .. ':released', '1', 'PX', ARGV[4])
+end
 return held
 `
 
