@@ -58,7 +58,7 @@ type Cluster struct {
 
 // AcquireRequest asks for one name for one holder.
 type AcquireRequest struct {
-	Name   string
+	Name string
 	// Holder identifies this attempt across all agents. It must be new for
 	// every attempt: once released, a holder id is refused for Quarantine.
 	Holder string
