@@ -266,7 +266,10 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			err = errors.New("validity used up before the grant completed")
 		}
 		round.Masters = append(round.Masters, err)
-	} else if yes+busy >= c.quorum {
+	} else if len(errs) <= n-c.quorum {
+		// Enough masters answered that, uncontended, a majority was
+		// possible: the name is held elsewhere (or the vote split). Only
+		// failures that alone rule out a majority make it NO_QUORUM.
 		round.Kind = ErrBusy
 	}
 	if yes > 0 || busy < sent {

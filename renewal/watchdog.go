@@ -1,7 +1,7 @@
 // Package renewal is the watchdog: it renews every watchdog hold of the agent
 // each lease/3, in one pipelined round per master per tick, and declares a
-// hold lost the moment its validity runs out without a successful renewal,
-// before any other client could be granted the name.
+// hold lost just before its validity runs out without a successful renewal,
+// so the client hears of it before any other client could be granted the name.
 package renewal
 
 import (
@@ -43,7 +43,11 @@ type Config struct {
 	Lease       time.Duration
 	DriftFactor float64
 	Masters     int // how many masters there are
-	Renewer     Renewer
+	// Lead is how long before its validity ends a hold that was not renewed
+	// is declared lost, so that the LOST push reaches the client while the
+	// hold is still valid. Default max(10ms, Lease/50).
+	Lead    time.Duration
+	Renewer Renewer
 	// OnLost is called, from the watchdog's goroutine and without locks held,
 	// once for each hold that ends without being removed. It must not block.
 	OnLost func(*Hold, Reason)
@@ -67,6 +71,9 @@ func New(cfg Config) *Watchdog {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Lead <= 0 {
+		cfg.Lead = max(10*time.Millisecond, cfg.Lease/50)
 	}
 	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), holds: map[*Hold]struct{}{}, changed: make(chan struct{}, 1)}
 }
@@ -186,7 +193,7 @@ func (w *Watchdog) armExpiry(t quorum.Timer) {
 		t.Reset(time.Hour)
 		return
 	}
-	t.Reset(max(next.Sub(w.cfg.Clock.Now()), 0))
+	t.Reset(max(next.Sub(w.cfg.Clock.Now())-w.cfg.Lead, 0))
 }
 
 func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
@@ -239,9 +246,9 @@ func (w *Watchdog) apply(r round) {
 	}
 }
 
-// expire ends every hold whose deadline has come.
+// expire ends every hold whose deadline is less than Lead away.
 func (w *Watchdog) expire() {
-	now := w.cfg.Clock.Now()
+	now := w.cfg.Clock.Now().Add(w.cfg.Lead)
 	var lost []*Hold
 	w.mu.Lock()
 	for h := range w.holds {

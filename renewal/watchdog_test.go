@@ -85,9 +85,13 @@ func (h *harness) settle() {
 	}
 }
 
-// run advances the fake clock by total in steps, letting the watchdog work.
-func (h *harness) run(total time.Duration) {
-	for step := 100 * time.Millisecond; total > 0; total -= step {
+// run advances the fake clock by total in 100ms steps, letting the watchdog work.
+func (h *harness) run(total time.Duration) { h.runBy(100*time.Millisecond, total) }
+
+// runBy advances the fake clock by total in steps of step: events are seen
+// at the end of the step they fall in.
+func (h *harness) runBy(step, total time.Duration) {
+	for ; total > 0; total -= step {
 		h.clock.Advance(min(step, total))
 		h.settle()
 	}
@@ -137,10 +141,11 @@ func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {
 	valid := quorum.Validity(lease, 0, 0.01)
 	start := h.clock.Now()
 	hold := h.add("a", false, valid)
-	h.run(valid - 100*time.Millisecond)
+	lead := h.w.cfg.Lead
+	h.run(valid - lead - 100*time.Millisecond)
 	h.expectNoLoss()
-	h.run(200 * time.Millisecond)
-	h.expectLoss(hold, ReasonQuorum, start.Add(valid))
+	h.runBy(5*time.Millisecond, 200*time.Millisecond)
+	h.expectLoss(hold, ReasonQuorum, start.Add(valid-lead))
 	if _, ok := h.w.Validity(hold); ok || h.w.Remove(hold) {
 		t.Fatal("a lost hold must be gone from the watchdog")
 	}
@@ -163,8 +168,9 @@ func TestFixedHoldIsNeverRenewedAndExpires(t *testing.T) {
 	h := newHarness(t)
 	start := h.clock.Now()
 	hold := h.add("t", true, time.Second)
-	h.run(lease)
-	h.expectLoss(hold, ReasonExpired, start.Add(time.Second))
+	h.run(800 * time.Millisecond)
+	h.runBy(5*time.Millisecond, 400*time.Millisecond)
+	h.expectLoss(hold, ReasonExpired, start.Add(time.Second-h.w.cfg.Lead))
 	if h.renewer.keys != 0 {
 		t.Fatalf("a ttl hold was renewed %d times", h.renewer.keys)
 	}

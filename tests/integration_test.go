@@ -21,7 +21,13 @@ func twoAgents(t *testing.T, lease time.Duration) (*agenttest.Agent, *agenttest.
 	c1.AgentID = "host-a"
 	c2 := agenttest.Config(t, servers, lease)
 	c2.AgentID = "host-b"
-	return agenttest.Start(t, c1), agenttest.Start(t, c2), servers
+	a, b := agenttest.Start(t, c1), agenttest.Start(t, c2)
+	t.Cleanup(func() { // runs before the agents stop: a failed test must not leave them facing paused masters
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	return a, b, servers
 }
 
 type interval struct {

@@ -1,0 +1,131 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// TestMasterFaults pauses masters with SIGSTOP (the process is alive, its
+// socket open, nothing answers: the hardest failure to detect).
+func TestMasterFaults(t *testing.T) {
+	a, b, servers := twoAgents(t, time.Second)
+	timeout := a.Config.Lock.MasterTimeout
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+
+	// One of three down: locking still works, and a held lock stays held.
+	if r := holder.Do("LOCK kept"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	servers[0].Pause()
+	for i := range 20 {
+		if r := other.Do("LOCK one-down wait=1s"); r.Kind != "OK" {
+			t.Fatalf("lock %d with one master paused: %s", i, r.Line)
+		}
+		if r := other.Do("UNLOCK one-down"); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // past a lease: renewals must have kept it
+	if p := holder.Push(0); p != "" {
+		t.Fatalf("lost a lock with a majority up: %s", p)
+	}
+	if r := other.Do("LOCK kept wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("another agent got a renewed lock: %s", r.Line)
+	}
+
+	// Two of three down: LOCK answers NO_QUORUM fast, and the hold is LOST
+	// before its validity runs out.
+	h := holder.Do("HOLDS")
+	validUntil := time.Now().Add(time.Duration(agenttest.Reply{Fields: h.Data[0]}.Int("validity")) * time.Millisecond)
+	servers[1].Pause()
+	start := time.Now()
+	r := other.Do("LOCK two-down wait=5s")
+	if took := time.Since(start); r.Code != "NO_QUORUM" || took > 6*timeout {
+		t.Fatalf("with two masters paused: %q after %v (master_timeout %v)", r.Line, took, timeout)
+	}
+	p := holder.Push(2 * time.Second)
+	lostAt := time.Now()
+	if !strings.HasPrefix(p, "* LOST kept owner= fence=") || !strings.HasSuffix(p, "reason=quorum") {
+		t.Fatalf("push %q", p)
+	}
+	if lostAt.After(validUntil) {
+		t.Fatalf("LOST came %v after the hold's validity ended", lostAt.Sub(validUntil))
+	}
+	if r := holder.Do("HOLDS"); r.Int("n") != 0 {
+		t.Fatalf("lost hold still listed: %+v", r.Data)
+	}
+
+	// Masters back: service recovers without restarting anything.
+	servers[0].Resume()
+	servers[1].Resume()
+	for _, c := range []*agenttest.Conn{other, holder} {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := c.Do("LOCK recovered wait=2s")
+			if r.Kind == "OK" {
+				c.Do("UNLOCK recovered")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no recovery after resume: %s", r.Line)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if r := other.Do("LOCK kept wait=2s"); r.Kind != "OK" {
+		t.Fatalf("the lost lock is not free: %s", r.Line)
+	}
+	st := holder.Do("STATUS")
+	for _, d := range st.Data {
+		if d["state"] != "up" {
+			t.Fatalf("master %s is %s after resume", d["master"], d["state"])
+		}
+	}
+}
+
+// TestAgentStartsWithMastersDown: an agent whose masters are unreachable
+// starts, answers NO_QUORUM without hanging, shows the masters down, and
+// serves once they come up.
+func TestAgentStartsWithMastersDown(t *testing.T) {
+	a, _, servers := twoAgents(t, time.Second)
+	for _, s := range servers {
+		s.Pause()
+	}
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		st := c.Do("STATUS")
+		down := 0
+		for _, d := range st.Data {
+			if d["state"] == "down" {
+				down++
+			}
+		}
+		if down == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("masters never shown down: %+v", st.Data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if r := c.Do("LOCK x wait=10s"); r.Code != "NO_QUORUM" || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("got %q after %v", r.Line, time.Since(start))
+	}
+	for _, s := range servers {
+		s.Resume()
+	}
+	for deadline = time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r := c.Do("LOCK x wait=1s"); r.Kind == "OK" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never recovered")
+		}
+	}
+}
