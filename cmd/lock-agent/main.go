@@ -115,7 +115,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 
 	var g run.Group
 	var cfg agent.Config
-	if *dev {
+	agentDone := make(chan struct{}) // closed when the agent has released everything
+	if *dev {                        // The embedded masters: they outlive the agent, which releases into them.
 		masters, err := agent.StartDevMasters(3)
 		if err != nil {
 			fmt.Fprintln(stderr, "lock-agent:", err)
@@ -123,7 +124,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg = agent.Dev(masters.Addrs())
 		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return masters.Run(ctx) }, func(error) { cancel() })
+		g.Add(func() error { return masters.Run(ctx) }, func(error) {
+			// Interrupts run one after another: wait in the background, so
+			// the agent's own interrupt is reached.
+			go func() {
+				<-agentDone
+				cancel()
+			}()
+		})
 	} else {
 		var err error
 		if cfg, err = loadConfig(*path); err != nil {
@@ -148,6 +156,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 					fmt.Fprintf(stdout, "lock-agent %s (dev mode) listening on %s\nexport LOCK_AGENT_SOCKET=%s\n", agent.Version, a.SocketPath(), a.SocketPath())
 				}()
 			}
+			defer close(agentDone)
 			return a.Run(ctx)
 		}, func(error) {
 			log.Info("stopping agent")

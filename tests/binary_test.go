@@ -1,0 +1,248 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// raceNoExitSleep stops the race runtime's 1s sleep at exit, so the time to
+// stop that tests measure is the agent's own.
+const raceNoExitSleep = "GORACE=atexit_sleep_ms=0"
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/lock-agent once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lock-agent-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "lock-agent")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, "../cmd/lock-agent").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestBinaryValidate(t *testing.T) {
+	bin := binary(t)
+	out, err := exec.Command(bin, "validate", "-config", "../agent.hcl").CombinedOutput()
+	if exitCode(err) != 0 || !strings.Contains(string(out), "valid (3 masters, quorum 2") {
+		t.Fatalf("sample config: exit %d: %s", exitCode(err), out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	os.WriteFile(bad, []byte("redis \"a\" { address = \"h:1\" }\nlock {\n  leese = \"1s\"\n  drift_factor = 2\n}\n"), 0o600)
+	out, err = exec.Command(bin, "validate", "-config", bad).CombinedOutput()
+	if exitCode(err) != 2 || !strings.Contains(string(out), "bad.hcl:3") || !strings.Contains(string(out), `Did you mean "lease"`) {
+		t.Fatalf("bad config: exit %d: %s", exitCode(err), out)
+	}
+	if _, err := exec.Command(bin, "validate").CombinedOutput(); exitCode(err) != 2 {
+		t.Fatalf("validate without -config: exit %d", exitCode(err))
+	}
+	if _, err := exec.Command(bin, "frobnicate").CombinedOutput(); exitCode(err) != 2 {
+		t.Fatalf("unknown command: exit %d", exitCode(err))
+	}
+	if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "lock-agent ") {
+		t.Fatalf("version: %s %v", out, err)
+	}
+}
+
+// TestBinarySIGTERMReleasesEverything runs the real binary over real masters,
+// takes holds, and stops it with SIGTERM: clients hear LOST and BYE, every
+// hold is gone from Redis, and the exit code is 0.
+func TestBinarySIGTERMReleasesEverything(t *testing.T) {
+	bin := binary(t)
+	servers := redistest.Start(t, 3)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "agent { id = \"e2e\" }\nsocket { path = %q }\n", sock)
+	for i, s := range servers {
+		fmt.Fprintf(&cfg, "redis \"m%d\" { address = %q }\n", i, s.Addr)
+	}
+	cfgPath := filepath.Join(dir, "agent.hcl")
+	os.WriteFile(cfgPath, []byte(cfg.String()), 0o600)
+
+	cmd := exec.Command(bin, "run", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitForSocket(t, sock)
+	c := agenttest.Dial(t, sock)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r := c.Do("LOCK e2e/one wait=1s"); r.Kind == "OK" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("lock: %s\n%s", r.Line, logs.String())
+		}
+	}
+	if r := c.Do("LOCK e2e/two owner=x"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	held := 0
+	for _, s := range servers {
+		held += s.Keys("lock-agent:{e2e/*}:h:*")
+	}
+	if held < 4 {
+		t.Fatalf("only %d holder keys in the masters", held)
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exitCode(err) != 0 {
+			t.Fatalf("exit %d after SIGTERM\n%s", exitCode(err), logs.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5s after SIGTERM\n%s", logs.String())
+	}
+	took := time.Since(start)
+	if took > time.Second {
+		t.Fatalf("took %v to stop with two holds", took)
+	}
+	t.Logf("released everything and exited 0 %v after SIGTERM", took)
+	var pushes []string
+	for p := c.Push(time.Second); p != ""; p = c.Push(50 * time.Millisecond) {
+		pushes = append(pushes, p)
+	}
+	got := strings.Join(pushes, "\n")
+	if strings.Count(got, "reason=shutdown") != 3 || !strings.Contains(got, "* LOST e2e/one") || !strings.Contains(got, "* LOST e2e/two owner=x") {
+		t.Fatalf("pushes:\n%s", got)
+	}
+	for _, s := range servers {
+		if n := s.Keys("lock-agent:{e2e/*}:h:*"); n != 0 {
+			t.Fatalf("%d holder keys left on %s after SIGTERM", n, s.Addr)
+		}
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatal("socket left behind")
+	}
+}
+
+// TestBinaryDevMode is the README's quickstart: `lock-agent run -dev`
+// prints its socket and serves locks with no Redis installed.
+func TestBinaryDevMode(t *testing.T) {
+	bin := binary(t)
+	cmd := exec.Command(bin, "run", "-dev")
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+shortTempDir(t), raceNoExitSleep)
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var sock string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "export LOCK_AGENT_SOCKET="); ok {
+			sock = v
+			break
+		}
+	}
+	if sock == "" {
+		t.Fatal("dev mode printed no socket")
+	}
+	c := agenttest.Dial(t, sock)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := c.Do("LOCK dev wait=1s")
+		if r.Kind == "OK" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev lock: %s", r.Line)
+		}
+	}
+	if r := c.Do("HELLO client=e2e"); r.Fields["masters"] != "3" || r.Fields["quorum"] != "2" {
+		t.Fatalf("hello: %s", r.Line)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); exitCode(err) != 0 {
+		t.Fatalf("dev mode exit %d", exitCode(err))
+	}
+	// The embedded masters must outlive the agent's final releases.
+	if strings.Contains(logs.String(), "release reached no master") {
+		t.Fatalf("holds were not released before the dev masters stopped:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to write from a process pipe and read from the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitForSocket(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return
+		}
+	}
+	t.Fatalf("no socket at %s", path)
+}
+
+// shortTempDir is a temporary directory with a short path: Unix socket paths
+// are limited to 108 bytes.
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "la")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
