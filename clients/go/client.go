@@ -1,0 +1,493 @@
+// Package lockagent is the Go client of lock-agent, the per-host daemon that
+// gives local processes distributed locks over a Unix socket. It has no
+// dependencies beyond the standard library.
+//
+// One Client is one connection, safe for use by many goroutines: requests are
+// multiplexed by tag and one reader goroutine routes replies and pushes. A
+// Lock stays held while the Client's connection is open (the agent renews
+// it); when the agent reports it lost, or the connection drops, its Done
+// channel closes and its Context is cancelled.
+//
+//	c, err := lockagent.Dial(ctx, "")
+//	l, err := c.Lock(ctx, "jobs/nightly", lockagent.Wait(5*time.Second))
+//	defer l.Unlock(context.Background())
+//	doWork(l.Context(), l.Fence())
+package lockagent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultSocket is where the agent listens unless LOCK_AGENT_SOCKET says otherwise.
+const DefaultSocket = "/run/lock-agent/agent.sock"
+
+// SocketPath returns $LOCK_AGENT_SOCKET, or DefaultSocket.
+func SocketPath() string {
+	if p := os.Getenv("LOCK_AGENT_SOCKET"); p != "" {
+		return p
+	}
+	return DefaultSocket
+}
+
+// Client is one connection to the agent.
+type Client struct {
+	conn net.Conn
+	wmu  sync.Mutex
+
+	mu      sync.Mutex
+	calls   map[string]*call
+	locks   map[lockKey][]*Lock
+	err     error // set once the connection is gone
+	closed  chan struct{}
+	nextTag atomic.Uint64
+	owners  atomic.Uint64
+	session string
+}
+
+type lockKey struct{ name, owner string }
+
+// reply is a final reply with the DATA lines that came before it.
+type reply struct {
+	kind   string            // OK, BUSY, ERR
+	fields map[string]string // key=value words of the final line
+	words  []string          // the final line's words after the tag
+	data   []map[string]string
+}
+
+type call struct {
+	done chan reply
+	data []map[string]string
+}
+
+// Dial connects to the agent at path ("" means SocketPath()) and says HELLO.
+func Dial(ctx context.Context, path string) (*Client, error) {
+	if path == "" {
+		path = SocketPath()
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("lockagent: dial %s: %w", path, err)
+	}
+	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{})}
+	go c.read()
+	name := "go"
+	if len(os.Args) > 0 {
+		name = sanitize(os.Args[0])
+	}
+	r, err := c.do(ctx, "HELLO proto=1 client="+name)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.session = r.fields["session"]
+	return c, nil
+}
+
+func sanitize(s string) string {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		s = s[i+1:]
+	}
+	s = strings.Map(func(r rune) rune {
+		if r == ' ' || r == '=' || r < 0x21 || r > 0x7e {
+			return '_'
+		}
+		return r
+	}, s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	if s == "" {
+		s = "go"
+	}
+	return s
+}
+
+// Close closes the connection; the agent releases every lock it held.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	<-c.closed
+	return err
+}
+
+// Done is closed when the connection to the agent is gone.
+func (c *Client) Done() <-chan struct{} { return c.closed }
+
+// Session returns the agent's id for this connection.
+func (c *Client) Session() string { return c.session }
+
+func (c *Client) read() {
+	r := bufio.NewReader(c.conn)
+	var err error
+	for {
+		var line string
+		line, err = r.ReadString('\n')
+		if err != nil {
+			break
+		}
+		c.route(strings.TrimRight(line, "\r\n"))
+	}
+	c.shutdown()
+}
+
+// shutdown fails every pending call and loses every lock.
+func (c *Client) shutdown() {
+	c.mu.Lock()
+	c.err = ErrClosed
+	calls := c.calls
+	c.calls = map[string]*call{}
+	locks := c.locks
+	c.locks = map[lockKey][]*Lock{}
+	c.mu.Unlock()
+	for _, ls := range locks {
+		for _, l := range ls {
+			l.lose("disconnected")
+		}
+	}
+	close(c.closed)
+	_ = calls // their callers see c.closed
+}
+
+func (c *Client) route(line string) {
+	words := strings.Fields(line)
+	if len(words) < 2 {
+		return
+	}
+	if words[0] == "*" {
+		c.push(words[1:])
+		return
+	}
+	tag, kind := words[0], words[1]
+	fields := map[string]string{}
+	for _, w := range words[2:] {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			fields[k] = v
+		}
+	}
+	c.mu.Lock()
+	cl := c.calls[tag]
+	if cl == nil {
+		c.mu.Unlock()
+		return
+	}
+	if kind == "DATA" {
+		cl.data = append(cl.data, fields)
+		c.mu.Unlock()
+		return
+	}
+	delete(c.calls, tag)
+	c.mu.Unlock()
+	cl.done <- reply{kind: kind, fields: fields, words: words[1:], data: cl.data}
+}
+
+func (c *Client) push(words []string) {
+	if words[0] != "LOST" || len(words) < 2 {
+		return // BYE: the connection closing says the rest
+	}
+	fields := map[string]string{}
+	for _, w := range words[2:] {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			fields[k] = v
+		}
+	}
+	key := lockKey{words[1], fields["owner"]}
+	c.mu.Lock()
+	ls := c.locks[key]
+	delete(c.locks, key)
+	c.mu.Unlock()
+	for _, l := range ls {
+		l.lose(fields["reason"])
+	}
+}
+
+// send writes one request and returns its tag and where its reply will come.
+func (c *Client) send(line string) (string, *call, error) {
+	tag := strconv.FormatUint(c.nextTag.Add(1), 10)
+	cl := &call{done: make(chan reply, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return "", nil, c.err
+	}
+	c.calls[tag] = cl
+	c.mu.Unlock()
+	c.wmu.Lock()
+	_, err := c.conn.Write([]byte(tag + " " + line + "\n"))
+	c.wmu.Unlock()
+	if err != nil {
+		c.mu.Lock()
+		delete(c.calls, tag)
+		c.mu.Unlock()
+		return "", nil, fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return tag, cl, nil
+}
+
+// wait waits for a call's reply, the connection's end, or ctx.
+func (c *Client) wait(ctx context.Context, cl *call) (reply, error) {
+	select {
+	case r := <-cl.done:
+		return r, replyErr(r)
+	case <-c.closed:
+		return reply{}, ErrClosed
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+func replyErr(r reply) error {
+	switch r.kind {
+	case "OK":
+		return nil
+	case "BUSY":
+		return ErrBusy
+	case "ERR":
+		return errorFromReply(r.words)
+	}
+	return &Error{Code: "INTERNAL", Msg: "unexpected reply " + r.kind}
+}
+
+// do sends a request and waits for its reply. If ctx ends first the request
+// still completes at the agent; its reply is dropped.
+func (c *Client) do(ctx context.Context, line string) (reply, error) {
+	_, cl, err := c.send(line)
+	if err != nil {
+		return reply{}, err
+	}
+	return c.wait(ctx, cl)
+}
+
+// Ping checks the agent answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.do(ctx, "PING")
+	return err
+}
+
+// Option adjusts a Lock call.
+type Option func(*lockOptions)
+
+type lockOptions struct {
+	wait  time.Duration // < 0: forever
+	ttl   time.Duration
+	owner string
+}
+
+// Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
+// once. Without it Lock waits until granted or ctx ends.
+func Wait(d time.Duration) Option { return func(o *lockOptions) { o.wait = d } }
+
+// TTL makes the lock end by itself after d (unless extended), with
+// Lock.Err() reporting reason "expired". Without it the agent keeps the lock
+// for as long as this Client is connected.
+func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl = d } }
+
+// Owner names the owner of the lock within this connection. Each Lock call
+// is its own owner by default, so two goroutines contend even on one Client;
+// calls that pass the same Owner re-enter each other's lock instead.
+func Owner(id string) Option { return func(o *lockOptions) { o.owner = id } }
+
+func durationArg(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 0), 10)
+}
+
+// Lock acquires name. It returns ErrBusy when a Wait ran out, and ctx.Err()
+// when ctx ended first: then the wait is cancelled at the agent and a grant
+// that won the race is released, so nothing stays held.
+func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	o := lockOptions{wait: -1}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.owner == "" {
+		o.owner = "g" + strconv.FormatUint(c.owners.Add(1), 10)
+	}
+	var b strings.Builder
+	b.WriteString("LOCK " + name + " owner=" + o.owner)
+	if o.wait >= 0 {
+		b.WriteString(" wait=" + durationArg(o.wait))
+	}
+	if o.ttl > 0 {
+		b.WriteString(" ttl=" + durationArg(o.ttl))
+	}
+	// Register the lock before sending, so a LOST push racing the reply finds it.
+	l := &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	c.track(l)
+	tag, cl, err := c.send(b.String())
+	if err != nil {
+		c.untrack(l)
+		return nil, err
+	}
+	r, err := c.wait(ctx, cl)
+	if ctx.Err() != nil && err == ctx.Err() {
+		return nil, c.abandon(tag, cl, l, ctx.Err())
+	}
+	if err != nil {
+		c.untrack(l)
+		return nil, err
+	}
+	l.grant(r.fields)
+	return l, nil
+}
+
+// abandon cancels a LOCK whose caller gave up, and releases it if it was
+// granted before the CANCEL arrived.
+func (c *Client) abandon(tag string, cl *call, l *Lock, cause error) error {
+	cleanup, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.do(cleanup, "CANCEL "+tag)
+	r, err := c.wait(cleanup, cl)
+	if err == nil && r.kind == "OK" {
+		l.grant(r.fields)
+		l.Unlock(cleanup)
+	}
+	c.untrack(l)
+	return cause
+}
+
+func (c *Client) track(l *Lock) {
+	c.mu.Lock()
+	k := lockKey{l.name, l.owner}
+	c.locks[k] = append(c.locks[k], l)
+	c.mu.Unlock()
+}
+
+func (c *Client) untrack(l *Lock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := lockKey{l.name, l.owner}
+	ls := c.locks[k]
+	for i, o := range ls {
+		if o == l {
+			ls = append(ls[:i], ls[i+1:]...)
+			break
+		}
+	}
+	if len(ls) == 0 {
+		delete(c.locks, k)
+	} else {
+		c.locks[k] = ls
+	}
+}
+
+// Lock is one held lock.
+type Lock struct {
+	c           *Client
+	name, owner string
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
+	done        chan struct{}
+	once        sync.Once
+
+	mu       sync.Mutex
+	fence    int64
+	count    int64
+	validity time.Duration
+	at       time.Time // when validity was reported
+	err      error
+}
+
+func (l *Lock) grant(f map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fence, _ = strconv.ParseInt(f["fence"], 10, 64)
+	l.count, _ = strconv.ParseInt(f["count"], 10, 64)
+	ms, _ := strconv.ParseInt(f["validity"], 10, 64)
+	l.validity, l.at = time.Duration(ms)*time.Millisecond, time.Now()
+}
+
+func (l *Lock) lose(reason string) {
+	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason})
+}
+
+func (l *Lock) end(err error) {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		l.cancel(err)
+		close(l.done)
+	})
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Owner returns the owner the lock is held by.
+func (l *Lock) Owner() string { return l.owner }
+
+// Fence returns the fencing token: strictly greater than every earlier
+// grant's of this name, by any agent. Pass it to what the lock protects.
+func (l *Lock) Fence() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fence
+}
+
+// Count returns the re-entry count at grant time (1 unless Owner re-entered).
+func (l *Lock) Count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.count)
+}
+
+// Validity returns how long the lock is still known valid, as of the last
+// grant or Extend (the agent keeps renewing watchdog locks beyond it).
+func (l *Lock) Validity() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(l.validity-time.Since(l.at), 0)
+}
+
+// Done is closed when the lock ends: Unlock, LOST, or the connection dropped.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// Context is cancelled when the lock ends; context.Cause says why.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Err returns nil while the lock is held, a *LostError (matching ErrLost)
+// after it was lost, or ErrNotHeld after Unlock.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Unlock releases the lock (one re-entry of it, when Owner re-entered).
+func (l *Lock) Unlock(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	_, err := l.c.do(ctx, "UNLOCK "+l.name+" owner="+l.owner)
+	if err == nil || errors.Is(err, ErrNotHeld) {
+		l.c.untrack(l)
+		l.end(ErrNotHeld)
+	}
+	return err
+}
+
+// Extend sets the lock's lease to d from now and returns its new validity.
+func (l *Lock) Extend(ctx context.Context, d time.Duration) (time.Duration, error) {
+	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	r, err := l.c.do(ctx, "EXTEND "+l.name+" ttl="+durationArg(d)+" owner="+l.owner)
+	if err != nil {
+		return 0, err
+	}
+	ms, _ := strconv.ParseInt(r.fields["validity"], 10, 64)
+	l.mu.Lock()
+	l.validity, l.at = time.Duration(ms)*time.Millisecond, time.Now()
+	l.mu.Unlock()
+	return time.Duration(ms) * time.Millisecond, nil
+}

@@ -1,0 +1,208 @@
+package lockagent_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	lockagent "github.com/lock-agent/lock-agent/clients/go"
+)
+
+func dial(t *testing.T, path string) *lockagent.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := lockagent.Dial(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestFiftyGoroutinesOnOneClientKeepMutualExclusion(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	var inside, grants atomic.Int32
+	var last atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				l, err := c.Lock(ctx, "go/fifty", lockagent.Wait(30*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d goroutines inside the lock", n)
+				}
+				if f := l.Fence(); f <= last.Load() {
+					t.Errorf("fence %d after %d", f, last.Load())
+				} else {
+					last.Store(f)
+				}
+				grants.Add(1)
+				inside.Add(-1)
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if grants.Load() != 250 {
+		t.Fatalf("%d grants", grants.Load())
+	}
+}
+
+func TestCancellingTheContextWhileWaitingLeavesNothingHeld(t *testing.T) {
+	holder := dial(t, "")
+	c := dial(t, "")
+	ctx := context.Background()
+	l, err := holder.Lock(ctx, "go/cancel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Lock(wctx, "go/cancel"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	// Now let the grant race the cancellation: release just as we give up.
+	for range 20 {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		go func(held *lockagent.Lock) {
+			time.Sleep(19 * time.Millisecond)
+			held.Unlock(ctx)
+		}(l)
+		if won, err := c.Lock(wctx, "go/cancel"); err == nil {
+			won.Unlock(ctx) // granted before the context ended: ours to release
+		} else if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		cancel()
+		if l, err = holder.Lock(ctx, "go/cancel", lockagent.Wait(5*time.Second)); err != nil {
+			t.Fatalf("a cancelled wait left the lock held: %v", err)
+		}
+	}
+	if holds, err := c.Holds(ctx); err != nil || len(holds) != 0 {
+		t.Fatalf("holds after cancellations: %+v %v", holds, err)
+	}
+}
+
+func TestTypedErrors(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "go/typed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx, "go/typed", lockagent.Wait(0)); !errors.Is(err, lockagent.ErrBusy) {
+		t.Fatalf("second owner: %v", err)
+	}
+	if _, err := c.Lock(ctx, "bad name{}"); !errors.Is(err, lockagent.ErrBadName) && !errors.Is(err, lockagent.ErrBadRequest) {
+		t.Fatalf("bad name: %v", err)
+	}
+	var e *lockagent.Error
+	if _, err := c.Lock(ctx, "go/{x}"); !errors.As(err, &e) || e.Code != "BAD_NAME" || !errors.Is(err, lockagent.ErrBadName) {
+		t.Fatalf("bad name: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, lockagent.ErrNotHeld) {
+		t.Fatalf("double unlock: %v", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after Unlock")
+	}
+}
+
+func TestOwnerReentersAndTTLExpires(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	a, err := c.Lock(ctx, "go/owner", lockagent.Owner("me"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Lock(ctx, "go/owner", lockagent.Owner("me"), lockagent.Wait(0))
+	if err != nil || b.Count() != 2 || b.Fence() != a.Fence() {
+		t.Fatalf("re-entry: %v count=%d", err, b.Count())
+	}
+	b.Unlock(ctx)
+	a.Unlock(ctx)
+
+	l, err := c.Lock(ctx, "go/ttl", lockagent.TTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("ttl lock never ended")
+	}
+	var lost *lockagent.LostError
+	if !errors.As(l.Err(), &lost) || lost.Reason != "expired" || !errors.Is(l.Err(), lockagent.ErrLost) {
+		t.Fatalf("err = %v", l.Err())
+	}
+	if context.Cause(l.Context()) != l.Err() {
+		t.Fatal("Context not cancelled with the loss")
+	}
+}
+
+func TestKilledAgentEndsEveryLock(t *testing.T) {
+	cmd, sock := ownAgent(t)
+	c := dial(t, sock)
+	ctx := context.Background()
+	var locks []*lockagent.Lock
+	for _, n := range []string{"k1", "k2", "k3"} {
+		l, err := c.Lock(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	cmd.Process.Kill()
+	for _, l := range locks {
+		select {
+		case <-l.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: Done not closed after the agent died", l.Name())
+		}
+		if !errors.Is(l.Err(), lockagent.ErrLost) || !errors.Is(l.Err(), lockagent.ErrClosed) {
+			t.Fatalf("err = %v", l.Err())
+		}
+	}
+	if _, err := c.Lock(ctx, "k4"); !errors.Is(err, lockagent.ErrClosed) {
+		t.Fatalf("lock after the agent died: %v", err)
+	}
+	if err := c.Ping(ctx); !errors.Is(err, lockagent.ErrClosed) {
+		t.Fatalf("ping after the agent died: %v", err)
+	}
+}
+
+func TestStatusAndWho(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "go/who")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	s, err := c.Status(ctx)
+	if err != nil || len(s.Masters) != 3 || s.Quorum != 2 || s.Holds < 1 {
+		t.Fatalf("status %+v %v", s, err)
+	}
+	who, err := c.Who(ctx, "go/who")
+	if err != nil || len(who) != 1 || who[0].Fence != l.Fence() || who[0].Owner != l.Owner() {
+		t.Fatalf("who %+v %v", who, err)
+	}
+}

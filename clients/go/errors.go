@@ -1,0 +1,86 @@
+package lockagent
+
+import (
+	"errors"
+	"strings"
+)
+
+// Sentinel errors: one per wire error code, plus the client's own. Compare
+// with errors.Is; the *Error a call returns carries the agent's text.
+var (
+	ErrBusy         = errors.New("lockagent: busy") // the wait ran out
+	ErrBadRequest   = errors.New("lockagent: bad request")
+	ErrUnknownVerb  = errors.New("lockagent: unknown verb")
+	ErrBadName      = errors.New("lockagent: bad name")
+	ErrNotHeld      = errors.New("lockagent: not held")
+	ErrNoQuorum     = errors.New("lockagent: no quorum")
+	ErrConflict     = errors.New("lockagent: conflict")
+	ErrDenied       = errors.New("lockagent: denied")
+	ErrLimit        = errors.New("lockagent: limit reached")
+	ErrCancelled    = errors.New("lockagent: cancelled")
+	ErrShuttingDown = errors.New("lockagent: agent shutting down")
+	ErrInternal     = errors.New("lockagent: internal agent error")
+
+	// ErrClosed: the connection to the agent is closed (by Close, or the agent went away).
+	ErrClosed = errors.New("lockagent: connection closed")
+	// ErrLost: a held lock ended without Unlock; Lock.Err says why.
+	ErrLost = errors.New("lockagent: lock lost")
+)
+
+var byCode = map[string]error{
+	"BAD_REQUEST":   ErrBadRequest,
+	"UNKNOWN_VERB":  ErrUnknownVerb,
+	"BAD_NAME":      ErrBadName,
+	"NOT_HELD":      ErrNotHeld,
+	"NO_QUORUM":     ErrNoQuorum,
+	"CONFLICT":      ErrConflict,
+	"DENIED":        ErrDenied,
+	"LIMIT":         ErrLimit,
+	"CANCELLED":     ErrCancelled,
+	"SHUTTING_DOWN": ErrShuttingDown,
+	"INTERNAL":      ErrInternal,
+}
+
+// Error is an ERR reply: its wire code and the agent's text.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return "lockagent: " + e.Code + ": " + e.Msg }
+
+// Is matches the sentinel of e's code, so errors.Is(err, ErrNoQuorum) works.
+func (e *Error) Is(target error) bool {
+	s, ok := byCode[e.Code]
+	return ok && s == target
+}
+
+func errorFromReply(words []string) error {
+	// words: ERR CODE text...
+	if len(words) < 2 {
+		return &Error{Code: "INTERNAL", Msg: "malformed error reply"}
+	}
+	code := words[1]
+	if _, ok := byCode[code]; !ok {
+		code = "INTERNAL"
+	}
+	return &Error{Code: code, Msg: strings.Join(words[2:], " ")}
+}
+
+// LostError says why a lock was lost. It matches ErrLost.
+type LostError struct {
+	Name, Owner string
+	Fence       int64
+	// Reason: quorum, expired, revoked, shutdown, or disconnected when the
+	// connection to the agent dropped.
+	Reason string
+}
+
+func (e *LostError) Error() string {
+	return "lockagent: lock " + e.Name + " lost: " + e.Reason
+}
+
+// Is matches ErrLost, and ErrClosed when the connection dropped.
+func (e *LostError) Is(target error) bool {
+	return target == ErrLost || (target == ErrClosed && e.Reason == "disconnected")
+}

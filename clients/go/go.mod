@@ -1,0 +1,3 @@
+module github.com/lock-agent/lock-agent/clients/go
+
+go 1.23

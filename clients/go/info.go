@@ -1,0 +1,91 @@
+package lockagent
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Status is the agent's view of itself and its masters.
+type Status struct {
+	Agent    string   `json:"agent"`
+	Sessions int      `json:"sessions"`
+	Holds    int      `json:"holds"`
+	Waiters  int      `json:"waiters"`
+	Quorum   int      `json:"quorum"`
+	Masters  []Master `json:"masters"`
+}
+
+// Master is one Redis master as the agent sees it.
+type Master struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	State   string `json:"state"` // up, down or quarantined
+}
+
+// Holder is one current holder of a name, on any host.
+type Holder struct {
+	Agent string    `json:"agent"`
+	PID   int       `json:"pid"`
+	UID   int       `json:"uid"`
+	Owner string    `json:"owner"`
+	Mode  string    `json:"mode"`
+	Fence int64     `json:"fence"`
+	Since time.Time `json:"since"`
+}
+
+// Hold is one lock held by this connection.
+type Hold struct {
+	Name     string        `json:"name"`
+	Owner    string        `json:"owner"`
+	Fence    int64         `json:"fence"`
+	Count    int           `json:"count"`
+	Mode     string        `json:"mode"`
+	Validity time.Duration `json:"validity"`
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+func atoi64(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+
+// Status asks the agent for its status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	r, err := c.do(ctx, "STATUS")
+	if err != nil {
+		return Status{}, err
+	}
+	s := Status{Agent: r.fields["agent"], Sessions: atoi(r.fields["sessions"]), Holds: atoi(r.fields["holds"]),
+		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"])}
+	for _, d := range r.data {
+		s.Masters = append(s.Masters, Master{Name: d["master"], Address: d["address"], State: d["state"]})
+	}
+	return s, nil
+}
+
+// Who returns the current holders of name as recorded in the masters.
+func (c *Client) Who(ctx context.Context, name string) ([]Holder, error) {
+	r, err := c.do(ctx, "WHO "+name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Holder, 0, len(r.data))
+	for _, d := range r.data {
+		out = append(out, Holder{Agent: d["agent"], PID: atoi(d["pid"]), UID: atoi(d["uid"]), Owner: d["owner"],
+			Mode: d["mode"], Fence: atoi64(d["fence"]), Since: time.UnixMilli(atoi64(d["since"]))})
+	}
+	return out, nil
+}
+
+// Holds returns the locks this connection holds.
+func (c *Client) Holds(ctx context.Context) ([]Hold, error) {
+	r, err := c.do(ctx, "HOLDS")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Hold, 0, len(r.data))
+	for _, d := range r.data {
+		out = append(out, Hold{Name: d["name"], Owner: d["owner"], Fence: atoi64(d["fence"]), Count: atoi(d["count"]),
+			Mode: d["mode"], Validity: time.Duration(atoi64(d["validity"])) * time.Millisecond})
+	}
+	return out, nil
+}
