@@ -277,9 +277,11 @@ func (c *Client) Ping(ctx context.Context) error {
 type Option func(*lockOptions)
 
 type lockOptions struct {
-	wait  time.Duration // < 0: forever
-	ttl   time.Duration
-	owner string
+	wait   time.Duration // < 0: forever
+	ttl    time.Duration
+	owner  string
+	shared bool
+	limit  int
 }
 
 // Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
@@ -295,6 +297,14 @@ func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl = d } }
 // is its own owner by default, so two goroutines contend even on one Client;
 // calls that pass the same Owner re-enter each other's lock instead.
 func Owner(id string) Option { return func(o *lockOptions) { o.owner = id } }
+
+// Shared asks for a read hold: many shared holders, no exclusive one.
+// (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
+func Shared() Option { return func(o *lockOptions) { o.shared = true } }
+
+// Limit makes the name a semaphore of n holders; every holder must pass the
+// same n. (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
+func Limit(n int) Option { return func(o *lockOptions) { o.limit = n } }
 
 func durationArg(d time.Duration) string {
 	return strconv.FormatInt(max(d.Milliseconds(), 0), 10)
@@ -318,6 +328,12 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 	}
 	if o.ttl > 0 {
 		b.WriteString(" ttl=" + durationArg(o.ttl))
+	}
+	if o.shared {
+		b.WriteString(" mode=shared")
+	}
+	if o.limit > 0 {
+		b.WriteString(" limit=" + strconv.Itoa(o.limit))
 	}
 	// Register the lock before sending, so a LOST push racing the reply finds it.
 	l := &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{})}
