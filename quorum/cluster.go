@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,6 +206,23 @@ func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, wr
 	return answers, sent, skipped, cancel
 }
 
+// next returns the next answer, or false once the round's deadline passed.
+// Rounds keep their own deadline rather than trust the client library to
+// honour the context: a call can block on a reconnect's dial.
+func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
+	select {
+	case a := <-answers:
+		return a, true
+	case <-deadline.C:
+		return answer{}, false
+	}
+}
+
+// errUnanswered stands for the masters that did not answer a round in time.
+func errUnanswered(n int) error {
+	return &MasterError{fmt.Sprintf("%d master(s)", n), context.DeadlineExceeded}
+}
+
 // drain waits for the answers a decided round did not read, then frees the round.
 func drain(answers <-chan answer, n int, cancel context.CancelFunc, late func(answer)) {
 	go func() {
@@ -231,12 +249,19 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	keys := []string{c.setKey(req.Name), c.setKey(req.Name) + ":fence", c.holderKey(req.Name, req.Holder)}
 	args := []string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}
 	answers, sent, errs, cancel := c.fanout(ctx, acquireScript, keys, args, false)
-	fences := make([]int64, n) // > 0 where granted
-	yes, no, busy := 0, len(errs), 0
+	fences := make([]int64, n)       // > 0 where granted
+	yes, no, busy := 0, len(errs), 0 // no = busy + failed
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
+	deadline := time.NewTimer(c.cfg.MasterTimeout)
+	defer deadline.Stop()
 	got := 0
 	for ; got < sent && Decide(n, yes, no) == Pending; got++ {
-		a := <-answers
+		a, ok := next(answers, deadline)
+		if !ok {
+			errs = append(errs, errUnanswered(sent-got))
+			no += sent - got
+			break
+		}
 		vals, err := a.res.AsIntSlice()
 		switch {
 		case err == nil && len(vals) == 2 && vals[0] == 1:
@@ -266,7 +291,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			err = errors.New("validity used up before the grant completed")
 		}
 		round.Masters = append(round.Masters, err)
-	} else if len(errs) <= n-c.quorum {
+	} else if no-busy <= n-c.quorum {
 		// Enough masters answered that, uncontended, a majority was
 		// possible: the name is held elsewhere (or the vote split). Only
 		// failures that alone rule out a majority make it NO_QUORUM.
@@ -402,9 +427,16 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	args := []string{holder, strconv.FormatInt(lease.Milliseconds(), 10)}
 	answers, sent, errs, cancel := c.fanout(ctx, renewScript, keys, args, false)
 	yes, no, gone := 0, len(errs), 0
+	deadline := time.NewTimer(c.cfg.MasterTimeout)
+	defer deadline.Stop()
 	got := 0
 	for ; got < sent && Decide(n, yes, no) == Pending; got++ {
-		a := <-answers
+		a, ok := next(answers, deadline)
+		if !ok {
+			errs = append(errs, errUnanswered(sent-got))
+			no += sent - got
+			break
+		}
 		v, err := a.res.AsInt64()
 		switch {
 		case err != nil:
@@ -472,7 +504,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 // record, with the highest fence any of them recorded.
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	answers, sent, errs, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, false)
-	defer cancel()
+	defer cancel() // the fan-out's goroutines answer into a buffered channel: none is left blocked
 	type seen struct {
 		h     Holder
 		count int
@@ -480,8 +512,15 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	byID := map[string]*seen{}
 	var order []string
 	ok := 0
-	for range sent {
-		a := <-answers
+	deadline := time.NewTimer(c.cfg.MasterTimeout)
+	defer deadline.Stop()
+	for got := range sent {
+		a, answered := next(answers, deadline)
+		if !answered {
+			errs = append(errs, errUnanswered(sent-got))
+			drain(answers, sent-got, func() {}, nil)
+			break
+		}
 		vals, err := a.res.ToArray()
 		if err != nil {
 			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})

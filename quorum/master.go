@@ -170,6 +170,30 @@ func (m *master) connect() {
 	close(m.connected)
 	m.mu.Unlock()
 	m.log.Info("connected", "address", m.cfg.Address)
+	m.loadScripts()
+}
+
+// loadScripts puts every script in the master's cache, so that EVALSHA does
+// not answer NOSCRIPT and get re-sent behind commands issued after it.
+// (Should that still happen, after a restart that kept the data, release
+// tombstones keep it harmless.)
+func (m *master) loadScripts() {
+	c := m.getClient()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(20*m.cluster.cfg.MasterTimeout, time.Second))
+	defer cancel()
+	cmds := make(rueidis.Commands, len(allScripts))
+	for i, s := range allScripts {
+		cmds[i] = c.B().ScriptLoad().Script(s.src).Build()
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			m.log.Debug("script load failed; EVALSHA will fall back to EVAL", "error", err)
+			return
+		}
+	}
 }
 
 // probe checks the master answers within a master_timeout (twice) and still
@@ -208,6 +232,7 @@ func (m *master) probe(ctx context.Context) {
 	m.mu.Unlock()
 	switch {
 	case lostData:
+		m.loadScripts()
 		m.setState(StateQuarantined, errors.New("master lost its data; quarantined until every lease it granted has ended"))
 		m.cluster.wakeAll() // its holds are gone: waiters may now win elsewhere
 	case now.Before(until):

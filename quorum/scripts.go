@@ -11,6 +11,7 @@ import (
 //	P{name}            set of holder ids that may hold the name
 //	P{name}:h:HOLDER   one per holder; value = who-info; PX = its lease
 //	P{name}:fence      the fence counter; never expires
+//	P{name}:released:HOLDER  tombstone of a release that found no key (see releaseSrc)
 //
 // The set expires no sooner than any member's holder key, so a live holder
 // key is always listed. A listed member whose holder key is gone is stale and
@@ -22,7 +23,7 @@ import (
 // Returns {1, fence} on grant, {0, ms until the longest other holder's lease
 // ends} when held, {0, -1} when the attempt was released before it arrived.
 const acquireSrc = `
-if redis.call('EXISTS', KEYS[3] .. ':released') == 1 then return {0, -1} end
+if redis.call('EXISTS', KEYS[1] .. ':released:' .. ARGV[1]) == 1 then return {0, -1} end
 local wait = -1
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if m ~= ARGV[1] then
@@ -70,7 +71,7 @@ redis.call('SREM', KEYS[1], ARGV[1])
 if held == 1 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 else
-  redis.call('SET', KEYS[2] .. ':released', '1', 'PX', ARGV[4])
+  redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
 end
 return held
 `
@@ -120,6 +121,9 @@ func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
 	return &script{src: src, sha: hex.EncodeToString(sum[:])}
 }
+
+// allScripts are loaded into a master when it connects or loses its data.
+var allScripts = []*script{acquireScript, renewScript, releaseScript, raiseFenceScript, whoScript, markerScript}
 
 var (
 	acquireScript    = newScript(acquireSrc)
