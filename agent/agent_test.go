@@ -330,3 +330,24 @@ func TestSocketPathSafety(t *testing.T) {
 		}
 	})
 }
+
+// TestAShortTTLLastsUnderALongLease: with the production 15s lease, a 300ms
+// ttl hold is kept its whole validity and another session stays out.
+func TestAShortTTLLastsUnderALongLease(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	a := agenttest.Start(t, agenttest.Config(t, servers, 15*time.Second))
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := c.Do("LOCK short ttl=300ms owner=x"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := other.Do("LOCK short wait=0 owner=x"); r.Kind != "BUSY" {
+		t.Fatalf("another session got a held ttl lock: %s", r.Line)
+	}
+	if p := c.Push(200 * time.Millisecond); p != "" {
+		t.Fatalf("lost early: %s", p)
+	}
+	if p := c.Push(time.Second); !strings.HasSuffix(p, "reason=expired") {
+		t.Fatalf("push %q", p)
+	}
+}

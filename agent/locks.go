@@ -383,7 +383,11 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (*hold, erro
 		// new grant replaces it.
 		s.a.forget(old)
 	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0}, sess: s, owner: key.owner,
+	lease := s.a.cfg.Lock.Lease
+	if w.req.TTL > 0 {
+		lease = w.req.TTL
+	}
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease}, sess: s, owner: key.owner,
 		fence: g.Fence, count: 1, mode: w.req.Mode}
 	s.holds[key] = h
 	s.a.mu.Lock()
@@ -502,7 +506,7 @@ func (s *session) extend(req *protocol.Request) error {
 	case err != nil:
 		return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
 	}
-	if !s.a.watchdog.Extend(h.rh, deadline) {
+	if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
 	}
 	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", deadline.Sub(s.a.clock.Now()).Milliseconds()).Bytes())

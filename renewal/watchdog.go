@@ -34,8 +34,20 @@ type Hold struct {
 	Name, Holder string
 	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
 	Fixed bool
+	// Lease is the lease the hold was granted with: its ttl for a Fixed
+	// hold, else the watchdog lease. It sets the hold's lead (see Lead).
+	Lease time.Duration
 
 	deadline time.Time // guarded by Watchdog.mu
+}
+
+// lead is how long before its deadline h is declared lost.
+func (w *Watchdog) lead(h *Hold) time.Duration {
+	lease := h.Lease
+	if lease <= 0 {
+		lease = w.cfg.Lease
+	}
+	return max(w.cfg.MinLead, lease/50)
 }
 
 // Config configures a Watchdog.
@@ -43,10 +55,10 @@ type Config struct {
 	Lease       time.Duration
 	DriftFactor float64
 	Masters     int // how many masters there are
-	// Lead is how long before its validity ends a hold that was not renewed
-	// is declared lost, so that the LOST push reaches the client while the
-	// hold is still valid. Default max(10ms, Lease/50).
-	Lead    time.Duration
+	// A hold that was not renewed (or a ttl= hold) is declared lost
+	// max(MinLead, its lease/50) before its validity ends, so that the LOST
+	// push reaches the client while the hold is still valid. Default 10ms.
+	MinLead time.Duration
 	Renewer Renewer
 	// OnLost is called, from the watchdog's goroutine and without locks held,
 	// once for each hold that ends without being removed. It must not block.
@@ -72,8 +84,8 @@ func New(cfg Config) *Watchdog {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	if cfg.Lead <= 0 {
-		cfg.Lead = max(10*time.Millisecond, cfg.Lease/50)
+	if cfg.MinLead <= 0 {
+		cfg.MinLead = 10 * time.Millisecond
 	}
 	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), holds: map[*Hold]struct{}{}, changed: make(chan struct{}, 1)}
 }
@@ -100,13 +112,14 @@ func (w *Watchdog) Remove(h *Hold) bool {
 	return ok
 }
 
-// Extend moves h's deadline to deadline (after an EXTEND). It returns false
-// if h is no longer watched.
-func (w *Watchdog) Extend(h *Hold, deadline time.Time) bool {
+// Extend moves h's deadline to deadline after an EXTEND that set its lease
+// to lease. It returns false if h is no longer watched.
+func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool {
 	w.mu.Lock()
 	_, ok := w.holds[h]
 	if ok {
 		h.deadline = deadline
+		h.Lease = lease
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -183,8 +196,8 @@ func (w *Watchdog) armExpiry(t quorum.Timer) {
 	w.mu.Lock()
 	var next time.Time
 	for h := range w.holds {
-		if next.IsZero() || h.deadline.Before(next) {
-			next = h.deadline
+		if end := h.deadline.Add(-w.lead(h)); next.IsZero() || end.Before(next) {
+			next = end
 		}
 	}
 	w.mu.Unlock()
@@ -193,7 +206,7 @@ func (w *Watchdog) armExpiry(t quorum.Timer) {
 		t.Reset(time.Hour)
 		return
 	}
-	t.Reset(max(next.Sub(w.cfg.Clock.Now())-w.cfg.Lead, 0))
+	t.Reset(max(next.Sub(w.cfg.Clock.Now()), 0))
 }
 
 func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
@@ -246,13 +259,13 @@ func (w *Watchdog) apply(r round) {
 	}
 }
 
-// expire ends every hold whose deadline is less than Lead away.
+// expire ends every hold whose deadline is less than its lead away.
 func (w *Watchdog) expire() {
-	now := w.cfg.Clock.Now().Add(w.cfg.Lead)
+	now := w.cfg.Clock.Now()
 	var lost []*Hold
 	w.mu.Lock()
 	for h := range w.holds {
-		if !h.deadline.After(now) {
+		if !h.deadline.After(now.Add(w.lead(h))) {
 			delete(w.holds, h)
 			lost = append(lost, h)
 		}

@@ -99,6 +99,9 @@ func (h *harness) runBy(step, total time.Duration) {
 
 func (h *harness) add(name string, fixed bool, valid time.Duration) *Hold {
 	hold := &Hold{Name: name, Holder: "x", Fixed: fixed}
+	if fixed {
+		hold.Lease = valid
+	}
 	h.w.Add(hold, h.clock.Now().Add(valid))
 	h.settle()
 	return hold
@@ -141,7 +144,7 @@ func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {
 	valid := quorum.Validity(lease, 0, 0.01)
 	start := h.clock.Now()
 	hold := h.add("a", false, valid)
-	lead := h.w.cfg.Lead
+	lead := h.w.lead(hold)
 	h.run(valid - lead - 100*time.Millisecond)
 	h.expectNoLoss()
 	h.runBy(5*time.Millisecond, 200*time.Millisecond)
@@ -170,7 +173,7 @@ func TestFixedHoldIsNeverRenewedAndExpires(t *testing.T) {
 	hold := h.add("t", true, time.Second)
 	h.run(800 * time.Millisecond)
 	h.runBy(5*time.Millisecond, 400*time.Millisecond)
-	h.expectLoss(hold, ReasonExpired, start.Add(time.Second-h.w.cfg.Lead))
+	h.expectLoss(hold, ReasonExpired, start.Add(time.Second-h.w.lead(hold)))
 	if h.renewer.keys != 0 {
 		t.Fatalf("a ttl hold was renewed %d times", h.renewer.keys)
 	}
@@ -180,7 +183,7 @@ func TestExtendMovesAFixedDeadline(t *testing.T) {
 	h := newHarness(t)
 	hold := h.add("t", true, time.Second)
 	h.run(500 * time.Millisecond)
-	if !h.w.Extend(hold, h.clock.Now().Add(2*time.Second)) {
+	if !h.w.Extend(hold, 2*time.Second, h.clock.Now().Add(2*time.Second)) {
 		t.Fatal("extend of a watched hold failed")
 	}
 	h.run(time.Second)
@@ -219,4 +222,18 @@ func TestOneRoundRenewsEveryHold(t *testing.T) {
 	if h.renewer.rounds != 1 || h.renewer.keys != 500 {
 		t.Fatalf("rounds=%d keys=%d, want 1 round of 500", h.renewer.rounds, h.renewer.keys)
 	}
+}
+
+// TestAShortTTLHoldIsNotLostEarly: the lead before a LOST scales with the
+// hold's own lease, not the watchdog's; a 300ms ttl under a 15s watchdog
+// lease must last its 300ms.
+func TestAShortTTLHoldIsNotLostEarly(t *testing.T) {
+	h := newHarness(t)
+	h.w.cfg.Lease = 15 * time.Second
+	start := h.clock.Now()
+	hold := h.add("short", true, quorum.Validity(300*time.Millisecond, 0, 0.01))
+	h.runBy(5*time.Millisecond, 250*time.Millisecond)
+	h.expectNoLoss()
+	h.runBy(5*time.Millisecond, 100*time.Millisecond)
+	h.expectLoss(hold, ReasonExpired, start.Add(300*time.Millisecond))
 }
