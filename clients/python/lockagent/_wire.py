@@ -1,0 +1,192 @@
+"""The wire format shared by the sync and asyncio clients."""
+
+import os
+import re
+
+DEFAULT_SOCKET = "/run/lock-agent/agent.sock"
+
+
+def socket_path(path=None):
+    """The agent's socket: path, else $LOCK_AGENT_SOCKET, else the default."""
+    return path or os.environ.get("LOCK_AGENT_SOCKET") or DEFAULT_SOCKET
+
+
+class LockAgentError(Exception):
+    """An ERR reply from the agent, or a client-side failure. ``code`` is the wire code."""
+
+    code = "INTERNAL"
+
+    def __init__(self, message="", code=None):
+        super().__init__(message)
+        if code:
+            self.code = code
+
+
+class Busy(LockAgentError):
+    """The lock was not granted within its wait."""
+    code = "BUSY"
+
+
+class BadRequest(LockAgentError):
+    code = "BAD_REQUEST"
+
+
+class UnknownVerb(LockAgentError):
+    code = "UNKNOWN_VERB"
+
+
+class BadName(LockAgentError):
+    code = "BAD_NAME"
+
+
+class NotHeld(LockAgentError):
+    code = "NOT_HELD"
+
+
+class NoQuorum(LockAgentError):
+    code = "NO_QUORUM"
+
+
+class Conflict(LockAgentError):
+    code = "CONFLICT"
+
+
+class Denied(LockAgentError):
+    code = "DENIED"
+
+
+class LimitReached(LockAgentError):
+    code = "LIMIT"
+
+
+class Cancelled(LockAgentError):
+    code = "CANCELLED"
+
+
+class ShuttingDown(LockAgentError):
+    code = "SHUTTING_DOWN"
+
+
+class InternalError(LockAgentError):
+    code = "INTERNAL"
+
+
+class ConnectionClosed(LockAgentError):
+    """The connection to the agent is gone."""
+    code = "CLOSED"
+
+
+class LockLost(LockAgentError):
+    """A held lock ended without unlock; ``reason`` says why."""
+    code = "LOST"
+
+    def __init__(self, name, reason):
+        super().__init__("lock %s lost: %s" % (name, reason))
+        self.name = name
+        self.reason = reason
+
+
+ERRORS = {cls.code: cls for cls in (BadRequest, UnknownVerb, BadName, NotHeld, NoQuorum, Conflict,
+                                      Denied, LimitReached, Cancelled, ShuttingDown, InternalError)}
+
+_OWNER_BAD = re.compile(r"[^A-Za-z0-9._:-]")
+
+
+def owner_id(raw):
+    """Makes an owner id (1-64 chars of [A-Za-z0-9._:-]) from any string."""
+    return _OWNER_BAD.sub("_", str(raw))[:64]
+
+
+def ms(seconds):
+    """Seconds (int or float) as a whole number of milliseconds for the wire."""
+    return str(max(int(round(seconds * 1000)), 0))
+
+
+def lock_line(name, owner, wait, ttl):
+    parts = ["LOCK", name, "owner=" + owner]
+    if wait is not None:
+        parts.append("wait=" + ms(wait))
+    if ttl is not None:
+        parts.append("ttl=" + ms(ttl))
+    return " ".join(parts)
+
+
+def fields(words):
+    out = {}
+    for w in words:
+        k, sep, v = w.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
+class Reply:
+    """A final reply: kind (OK, BUSY, ERR), its key=value fields, and DATA lines before it."""
+
+    __slots__ = ("kind", "fields", "words", "data")
+
+    def __init__(self, kind, words, data):
+        self.kind = kind
+        self.words = words
+        self.fields = fields(words)
+        self.data = data
+
+    def error(self):
+        if self.kind == "OK":
+            return None
+        if self.kind == "BUSY":
+            return Busy("the wait ran out")
+        if self.kind == "ERR" and self.words:
+            code, text = self.words[0], " ".join(self.words[1:])
+            return ERRORS.get(code, InternalError)(text, code=code if code in ERRORS else "INTERNAL")
+        return InternalError("unexpected reply %s" % self.kind)
+
+
+class Router:
+    """Turns lines into replies and pushes. Not thread-safe: one reader owns it."""
+
+    def __init__(self):
+        self.data = {}
+
+    def line(self, line):
+        """Returns ("reply", tag, Reply), ("push", kind, fields-with-name), or None."""
+        words = line.split()
+        if len(words) < 2:
+            return None
+        if words[0] == "*":
+            f = fields(words[2:])
+            if words[1] == "LOST" and len(words) > 2:
+                f["name"] = words[2]
+            return ("push", words[1], f)
+        tag, kind = words[0], words[1]
+        if kind == "DATA":
+            self.data.setdefault(tag, []).append(fields(words[2:]))
+            return None
+        return ("reply", tag, Reply(kind, words[2:], self.data.pop(tag, [])))
+
+
+def status_from(reply):
+    f = reply.fields
+    return {
+        "agent": f.get("agent"),
+        "sessions": int(f.get("sessions", 0)),
+        "holds": int(f.get("holds", 0)),
+        "waiters": int(f.get("waiters", 0)),
+        "quorum": int(f.get("quorum", 0)),
+        "masters": [{"name": d.get("master"), "address": d.get("address"), "state": d.get("state")} for d in reply.data],
+    }
+
+
+def holders_from(reply):
+    out = []
+    for d in reply.data:
+        out.append({"agent": d.get("agent"), "pid": int(d.get("pid", -1)), "uid": int(d.get("uid", -1)),
+                    "owner": d.get("owner", ""), "mode": d.get("mode"), "fence": int(d.get("fence", 0)),
+                    "since_ms": int(d.get("since", 0))})
+    return out
+
+
+def holds_from(reply):
+    return [{"name": d.get("name"), "owner": d.get("owner", ""), "fence": int(d.get("fence", 0)),
+             "count": int(d.get("count", 0)), "mode": d.get("mode"),
+             "validity": int(d.get("validity", 0)) / 1000.0} for d in reply.data]

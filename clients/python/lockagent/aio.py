@@ -1,0 +1,238 @@
+"""asyncio client for lock-agent, with the surface of the sync client.
+
+    from lockagent import aio
+
+    client = await aio.Client.connect()
+    async with await client.lock("jobs/nightly", wait=5) as lk:
+        await do_work(fence=lk.fence)      # lk.lost is an asyncio.Event
+
+The owner defaults to the calling task, so a task locking a name it holds
+re-enters it. Cancelling a task that waits in lock() cancels the wait at the
+agent and releases a grant that won the race.
+"""
+
+import asyncio
+import itertools
+
+from ._wire import (Busy, ConnectionClosed, LockAgentError, LockLost, NotHeld, holders_from, holds_from,
+                    lock_line, ms, owner_id, socket_path, status_from, Router)
+
+__all__ = ["Client", "Lock", "Busy", "ConnectionClosed", "LockAgentError", "LockLost", "NotHeld"]
+
+
+class Client:
+    """One connection to the agent. Close it (or use ``async with``) to release everything it holds."""
+
+    def __init__(self, reader, writer):
+        self._reader = reader
+        self._writer = writer
+        self._calls = {}
+        self._locks = {}
+        self._tags = itertools.count(1)
+        self._closed = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._read())
+        self.session = None
+
+    @classmethod
+    async def connect(cls, path=None, client_name="python-aio"):
+        try:
+            reader, writer = await asyncio.open_unix_connection(socket_path(path))
+        except OSError as e:
+            raise ConnectionClosed("cannot connect to the agent at %s: %s" % (socket_path(path), e)) from e
+        c = cls(reader, writer)
+        hello = await c._do("HELLO proto=1 client=" + owner_id(client_name))
+        c.session = hello.fields.get("session")
+        return c
+
+    async def _read(self):
+        router = Router()
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                routed = router.line(line.decode("utf-8", "replace").rstrip("\r\n"))
+                if routed is None:
+                    continue
+                if routed[0] == "push":
+                    self._push(routed[1], routed[2])
+                    continue
+                fut = self._calls.pop(routed[1], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(routed[2])
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            self._shutdown()
+
+    def _shutdown(self):
+        self._closed.set()
+        calls, self._calls = self._calls, {}
+        locks, self._locks = self._locks, {}
+        for fut in calls.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosed("the connection to the agent is closed"))
+        for ls in locks.values():
+            for lk in ls:
+                lk._lose("disconnected")
+
+    def _push(self, kind, f):
+        if kind != "LOST":
+            return
+        for lk in self._locks.pop((f.get("name"), f.get("owner", "")), []):
+            lk._lose(f.get("reason", "unknown"))
+
+    def _send(self, line):
+        if self._closed.is_set():
+            raise ConnectionClosed("the connection to the agent is closed")
+        tag = str(next(self._tags))
+        fut = asyncio.get_running_loop().create_future()
+        self._calls[tag] = fut
+        self._writer.write((tag + " " + line + "\n").encode())
+        return tag, fut
+
+    @staticmethod
+    def _check(reply):
+        err = reply.error()
+        if err is not None:
+            raise err
+        return reply
+
+    async def _do(self, line):
+        _, fut = self._send(line)
+        await self._writer.drain()
+        return self._check(await fut)
+
+    def _track(self, lk):
+        self._locks.setdefault((lk.name, lk.owner), []).append(lk)
+
+    def _untrack(self, lk):
+        ls = self._locks.get((lk.name, lk.owner), [])
+        if lk in ls:
+            ls.remove(lk)
+        if not ls:
+            self._locks.pop((lk.name, lk.owner), None)
+
+    @property
+    def closed(self):
+        return self._closed.is_set()
+
+    async def close(self):
+        """Closes the connection; the agent releases every lock it held."""
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except OSError:
+            pass
+        await self._closed.wait()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def ping(self):
+        await self._do("PING")
+
+    async def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None):
+        """Acquires ``name``; see lockagent.Client.lock. The owner defaults to the calling task."""
+        if owner is None:
+            task = asyncio.current_task()
+            owner = "task%d" % id(task)
+        owner = owner_id(owner)
+        lk = Lock(self, name, owner, on_lost)
+        self._track(lk)
+        try:
+            tag, fut = self._send(lock_line(name, owner, wait, ttl))
+            await self._writer.drain()
+        except BaseException:
+            self._untrack(lk)
+            raise
+        try:
+            reply = self._check(await asyncio.shield(fut))
+        except LockAgentError:
+            self._untrack(lk)
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(self._abandon(tag, fut, lk))
+            raise
+        lk._granted(reply.fields)
+        return lk
+
+    async def _abandon(self, tag, fut, lk):
+        try:
+            await self._do("CANCEL " + tag)
+            reply = self._check(await fut)
+            lk._granted(reply.fields)
+            await lk.unlock()
+        except LockAgentError:
+            pass
+        finally:
+            self._untrack(lk)
+
+    async def status(self):
+        return status_from(await self._do("STATUS"))
+
+    async def who(self, name):
+        return holders_from(await self._do("WHO " + name))
+
+    async def holds(self):
+        return holds_from(await self._do("HOLDS"))
+
+
+class Lock:
+    """A held lock; ``async with`` unlocks it on the way out. ``lost`` is an asyncio.Event."""
+
+    def __init__(self, client, name, owner, on_lost=None):
+        self._client = client
+        self.name = name
+        self.owner = owner
+        self.fence = 0
+        self.count = 0
+        self.validity = 0.0
+        self.lost = asyncio.Event()
+        self.lost_reason = None
+        self._on_lost = on_lost
+        self._released = False
+
+    def _granted(self, f):
+        self.fence = int(f.get("fence", 0))
+        self.count = int(f.get("count", 0))
+        self.validity = int(f.get("validity", 0)) / 1000.0
+
+    def _lose(self, reason):
+        if self.lost.is_set() or self._released:
+            return
+        self.lost_reason = reason
+        self.lost.set()
+        if self._on_lost is not None:
+            try:
+                self._on_lost(self)
+            except Exception:
+                pass
+
+    async def unlock(self):
+        if self.lost.is_set():
+            raise LockLost(self.name, self.lost_reason)
+        if self._released:
+            raise NotHeld("%s was already unlocked" % self.name)
+        await self._client._do("UNLOCK %s owner=%s" % (self.name, self.owner))
+        self._released = True
+        self._client._untrack(self)
+
+    async def extend(self, ttl):
+        reply = await self._client._do("EXTEND %s ttl=%s owner=%s" % (self.name, ms(ttl), self.owner))
+        self.validity = int(reply.fields.get("validity", 0)) / 1000.0
+        return self.validity
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        if not self.lost.is_set() and not self._released:
+            try:
+                await self.unlock()
+            except ConnectionClosed:
+                pass
+        return False

@@ -1,0 +1,93 @@
+import asyncio
+import unittest
+
+import lockagent
+from lockagent import aio
+from tests.agent import DevAgent
+
+agent = None
+
+
+def setUpModule():
+    global agent
+    agent = DevAgent().start()
+
+
+def tearDownModule():
+    agent.stop()
+
+
+class AioTest(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self):
+        self.client = await aio.Client.connect(agent.socket)
+
+    async def asyncTearDown(self):
+        await self.client.close()
+
+    async def test_tasks_keep_mutual_exclusion(self):
+        inside, fences = [0], []
+
+        async def work():
+            for _ in range(5):
+                async with await self.client.lock("aio/tasks", wait=30) as lk:
+                    inside[0] += 1
+                    self.assertEqual(inside[0], 1)
+                    fences.append(lk.fence)
+                    await asyncio.sleep(0.001)
+                    inside[0] -= 1
+
+        await asyncio.gather(*(work() for _ in range(20)))
+        self.assertEqual(len(fences), 100)
+        self.assertEqual(fences, sorted(fences))
+
+    async def test_async_with_releases_on_exceptions(self):
+        with self.assertRaises(ZeroDivisionError):
+            async with await self.client.lock("aio/with"):
+                1 / 0
+        self.assertEqual(await self.client.holds(), [])
+
+    async def test_cancelling_a_waiting_task_leaves_nothing_held(self):
+        other = await aio.Client.connect(agent.socket)
+        self.addAsyncCleanup(other.close)
+        held = await other.lock("aio/cancel")
+        waiter = asyncio.ensure_future(self.client.lock("aio/cancel"))
+        await asyncio.sleep(0.05)
+        waiter.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await waiter
+        self.assertEqual(await self.client.holds(), [])
+        # The grant racing the cancellation is released too.
+        for _ in range(10):
+            waiter = asyncio.ensure_future(self.client.lock("aio/cancel"))
+            await asyncio.sleep(0.01)
+            await held.unlock()
+            waiter.cancel()
+            try:
+                lk = await waiter
+                await lk.unlock()
+            except asyncio.CancelledError:
+                pass
+            held = await other.lock("aio/cancel", wait=5)
+        self.assertEqual(await self.client.holds(), [])
+
+    async def test_busy_and_ttl(self):
+        lk = await self.client.lock("aio/ttl", ttl=0.3)
+        other = await aio.Client.connect(agent.socket)
+        self.addAsyncCleanup(other.close)
+        with self.assertRaises(lockagent.Busy):
+            await other.lock("aio/ttl", wait=0)
+        await asyncio.wait_for(lk.lost.wait(), 3)
+        self.assertEqual(lk.lost_reason, "expired")
+        (await other.lock("aio/ttl", wait=1)).__class__  # free again
+
+    async def test_killed_agent_loses_every_lock(self):
+        own = DevAgent().start()
+        self.addCleanup(own.stop)
+        client = await aio.Client.connect(own.socket)
+        locks = [await client.lock("aio/k%d" % i) for i in range(3)]
+        own.kill()
+        for lk in locks:
+            await asyncio.wait_for(lk.lost.wait(), 3)
+            self.assertEqual(lk.lost_reason, "disconnected")
+        with self.assertRaises(lockagent.ConnectionClosed):
+            await client.lock("aio/k9")
