@@ -1,0 +1,34 @@
+# Production lock-agent configuration for three independent Redis masters.
+# Install as /etc/lock-agent/agent.hcl; check with `lock-agent validate -config`.
+
+socket {
+  path  = "/run/lock-agent/agent.sock" # RuntimeDirectory=lock-agent in the unit creates /run/lock-agent
+  mode  = "0660"
+  group = "lockers" # members of lockers may take locks
+}
+
+# Three masters on three hosts (no replication between them): any two make a quorum.
+redis "a" {
+  address       = "redis-a.internal:6379"
+  username      = "lock-agent"
+  password_file = "/etc/lock-agent/redis.pass"
+}
+redis "b" {
+  address       = "redis-b.internal:6379"
+  username      = "lock-agent"
+  password_file = "/etc/lock-agent/redis.pass"
+}
+redis "c" {
+  address       = "redis-c.internal:6379"
+  username      = "lock-agent"
+  password_file = "/etc/lock-agent/redis.pass"
+}
+
+lock {
+  lease          = "15s"
+  master_timeout = "50ms"
+}
+
+log {
+  format = "json"
+}
