@@ -5,6 +5,7 @@ package redistest
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -119,6 +120,28 @@ func (s *Server) Do(args ...string) (string, error) {
 		return strings.TrimRight(v, "\r\n"), err
 	}
 	return line[1:], nil
+}
+
+// Info returns the text of INFO section.
+func (s *Server) Info(section string) (string, error) {
+	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(conn, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section)
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
+	if err != nil || len(head) < 2 || head[0] != '$' {
+		return "", fmt.Errorf("INFO: %q %v", head, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf), nil
 }
 
 // Keys returns the number of keys matching pattern (by KEYS; tests only).
