@@ -1,5 +1,6 @@
 """Runs the real agent, built from this repository, in -dev mode for the tests."""
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -9,11 +10,25 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
+_binary = None
+
+
+def _build():
+    """Builds the agent once per test run."""
+    global _binary
+    if _binary is None:
+        out = tempfile.mkdtemp(prefix="lagb")
+        atexit.register(shutil.rmtree, out, True)
+        path = os.path.join(out, "lock-agent")
+        subprocess.run(["go", "build", "-o", path, "./cmd/lock-agent"], cwd=ROOT, check=True)
+        _binary = path
+    return _binary
+
+
 class DevAgent:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="lagp")
-        self.binary = os.path.join(self.dir, "lock-agent")
-        subprocess.run(["go", "build", "-o", self.binary, "./cmd/lock-agent"], cwd=ROOT, check=True)
+        self.binary = _build()
         self.proc = None
         self.socket = None
 

@@ -81,9 +81,10 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
         (await other.lock("aio/ttl", wait=1)).__class__  # free again
 
     async def test_killed_agent_loses_every_lock(self):
-        own = DevAgent().start()
+        own = await asyncio.to_thread(lambda: DevAgent().start())
         self.addCleanup(own.stop)
         client = await aio.Client.connect(own.socket)
+        self.addAsyncCleanup(client.close)
         locks = [await client.lock("aio/k%d" % i) for i in range(3)]
         own.kill()
         for lk in locks:
