@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/lock-agent/lock-agent/internal/leaktest"
 )
 
 // TestMain doubles as a helper client process: with LOCK_AGENT_HELPER_SOCKET
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 		helper(path, os.Getenv("LOCK_AGENT_HELPER_NAME"))
 		return
 	}
-	os.Exit(m.Run())
+	leaktest.Main(m)
 }
 
 func helper(path, name string) {
