@@ -1,11 +1,14 @@
 package tests
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // TestMasterFaults pauses masters with SIGSTOP (the process is alive, its
@@ -126,6 +129,48 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("never recovered")
+		}
+	}
+}
+
+// TestAgentStartsWithNoMasterReachable: an agent whose masters do not exist
+// yet starts anyway, shows them down, answers NO_QUORUM at once instead of
+// hanging, and serves as soon as they come up, without a restart.
+func TestAgentStartsWithNoMasterReachable(t *testing.T) {
+	servers := redistest.Reserve(t, 3)
+	a, err := agent.New(agenttest.Config(t, servers, time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-a.Ready()
+	c := agenttest.Dial(t, a.SocketPath())
+	st := c.Do("STATUS")
+	for _, d := range st.Data {
+		if d["state"] != "down" {
+			t.Fatalf("master %s is %s with nothing listening", d["master"], d["state"])
+		}
+	}
+	start := time.Now()
+	if r := c.Do("LOCK boot wait=10s"); r.Code != "NO_QUORUM" || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("got %q after %v", r.Line, time.Since(start))
+	}
+	for _, s := range servers {
+		s.Launch()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r := c.Do("LOCK boot wait=1s"); r.Kind == "OK" {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("never served after the masters came up: %s", r.Line)
 		}
 	}
 }

@@ -42,6 +42,31 @@ func Start(t testing.TB, n int) []*Server {
 	return out
 }
 
+// Reserve picks n free ports and returns servers that are not running yet:
+// addresses where nothing answers until Launch.
+func Reserve(t testing.TB, n int) []*Server {
+	t.Helper()
+	Start(t, 0) // the same skip-or-fail when redis-server is missing
+	out := make([]*Server, n)
+	for i := range out {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, t: t}
+		t.Cleanup(out[i].Stop)
+	}
+	return out
+}
+
+// Launch starts a reserved (or stopped) server on its port.
+func (s *Server) Launch() {
+	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatalf("redistest: %v", err)
+	}
+}
+
 func start(t testing.TB) *Server {
 	t.Helper()
 	var lastErr error
