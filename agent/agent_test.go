@@ -435,3 +435,26 @@ func evalCalls(t *testing.T, s *redistest.Server) int {
 	}
 	return total
 }
+
+func TestWaiterLimit(t *testing.T) {
+	a, _ := start(t, func(c *agent.Config) { c.Limits.MaxWaiters = 1 })
+	agenttest.Dial(t, a.Config.Socket.Path).Do("LOCK crowded")
+	first := agenttest.Dial(t, a.Config.Socket.Path)
+	_, waiting := first.Send("LOCK crowded wait=10s")
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	for deadline := time.Now().Add(2 * time.Second); c.Do("STATUS").Int("waiters") != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first waiter never queued")
+		}
+	}
+	if r := c.Do("LOCK crowded wait=10s"); r.Code != "LIMIT" {
+		t.Fatalf("second waiter: %s", r.Line)
+	}
+	first.Raw("c CANCEL 1\n")
+	if r := first.Await(waiting); r.Code != "CANCELLED" {
+		t.Fatalf("first waiter: %s", r.Line)
+	}
+	if n := c.Do("STATUS").Int("waiters"); n != 0 {
+		t.Fatalf("waiters after cancel: %d", n)
+	}
+}
