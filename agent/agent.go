@@ -42,7 +42,7 @@ type Agent struct {
 	sessions    map[uint64]*session
 	nextSession uint64
 	queues      map[string]*queue
-	waiters     int
+	waiters     atomic.Int64 // LOCKs waiting in a queue; queue.remove keeps it
 	holds       map[*renewal.Hold]*hold
 	attempts    atomic.Uint64 // numbers every acquire attempt: see holderID
 	stopping    bool
@@ -169,7 +169,7 @@ type Counts struct {
 func (a *Agent) counts() Counts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: a.waiters}
+	return Counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: int(a.waiters.Load())}
 }
 
 // holderID returns a fresh holder id for one acquire attempt of a

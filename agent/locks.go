@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -65,6 +66,7 @@ type queue struct {
 	mu      sync.Mutex
 	waiters []*waiter
 	changed chan struct{}
+	count   *atomic.Int64 // the agent's count of waiters in all queues
 }
 
 func (q *queue) poke() {
@@ -88,6 +90,7 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 			break
 		}
 	}
+	q.count.Add(-1)
 	return true
 }
 
@@ -207,14 +210,14 @@ func (a *Agent) enqueue(w *waiter) error {
 	if a.stopping {
 		return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 	}
-	if a.waiters >= a.cfg.Limits.MaxWaiters {
+	if a.waiters.Load() >= int64(a.cfg.Limits.MaxWaiters) {
 		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", a.cfg.Limits.MaxWaiters)
 	}
 	name := w.req.Names[0]
 	q := a.queues[name]
 	start := q == nil
 	if start {
-		q = &queue{name: name, changed: make(chan struct{}, 1)}
+		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters}
 		a.queues[name] = q
 	}
 	q.mu.Lock()
@@ -226,8 +229,8 @@ func (a *Agent) enqueue(w *waiter) error {
 	}
 	w.q = q
 	q.waiters = append(q.waiters, w)
+	a.waiters.Add(1)
 	q.mu.Unlock()
-	a.waiters++
 	if start {
 		go a.contend(q)
 	}
@@ -238,9 +241,6 @@ func (a *Agent) withdraw(w *waiter) bool {
 	if w.q == nil || !w.q.remove(w, withdrawn) {
 		return false
 	}
-	a.mu.Lock()
-	a.waiters--
-	a.mu.Unlock()
 	w.q.poke()
 	return true
 }
@@ -327,9 +327,6 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 		a.releaseAsync(q.name, holder)
 		return
 	}
-	a.mu.Lock()
-	a.waiters--
-	a.mu.Unlock()
 	h, err := w.sess.install(w, holder, g)
 	if err != nil {
 		a.releaseAsync(q.name, holder)
@@ -352,9 +349,6 @@ func (s *session) reenterQueued(w *waiter) bool {
 	if !ok || v <= 0 || !w.q.remove(w, granted) {
 		return false
 	}
-	s.a.mu.Lock()
-	s.a.waiters--
-	s.a.mu.Unlock()
 	h.count++
 	w.done <- result{h: h, validity: v}
 	return true
@@ -364,9 +358,6 @@ func (a *Agent) finish(q *queue, w *waiter, r result) {
 	if !q.remove(w, failed) {
 		return
 	}
-	a.mu.Lock()
-	a.waiters--
-	a.mu.Unlock()
 	w.done <- r
 }
 

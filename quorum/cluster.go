@@ -218,19 +218,49 @@ func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
 	}
 }
 
+// collect reads a round's answers until its outcome is certain or
+// MasterTimeout passed. judge says whether an answer agreed, or the error of
+// a master that failed. It returns the masters that agreed and that failed
+// (the skipped ones, passed in as errs, included), every failure's error,
+// and how many answers were left unread (for drain).
+func (c *Cluster) collect(answers <-chan answer, sent int, errs []error, judge func(answer) (bool, error)) (yes, failed int, _ []error, unread int) {
+	n := len(c.masters)
+	failed = len(errs)
+	refused := 0
+	deadline := time.NewTimer(c.cfg.MasterTimeout)
+	defer deadline.Stop()
+	got := 0
+	for ; got < sent && Decide(n, yes, failed+refused) == Pending; got++ {
+		a, ok := next(answers, deadline)
+		if !ok {
+			errs = append(errs, errUnanswered(sent-got))
+			failed += sent - got
+			break
+		}
+		agreed, err := judge(a)
+		switch {
+		case err != nil:
+			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			failed++
+		case agreed:
+			yes++
+		default:
+			refused++
+		}
+	}
+	return yes, failed, errs, sent - got
+}
+
 // errUnanswered stands for the masters that did not answer a round in time.
 func errUnanswered(n int) error {
 	return &MasterError{fmt.Sprintf("%d master(s)", n), context.DeadlineExceeded}
 }
 
 // drain waits for the answers a decided round did not read, then frees the round.
-func drain(answers <-chan answer, n int, cancel context.CancelFunc, late func(answer)) {
+func drain(answers <-chan answer, n int, cancel context.CancelFunc) {
 	go func() {
 		for range n {
-			a := <-answers
-			if late != nil {
-				late(a)
-			}
+			<-answers
 		}
 		cancel()
 	}()
@@ -249,37 +279,26 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	keys := []string{c.setKey(req.Name), c.setKey(req.Name) + ":fence", c.holderKey(req.Name, req.Holder)}
 	args := []string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}
 	answers, sent, errs, cancel := c.fanout(ctx, acquireScript, keys, args, false)
-	fences := make([]int64, n)       // > 0 where granted
-	yes, no, busy := 0, len(errs), 0 // no = busy + failed
+	fences := make([]int64, n) // > 0 where granted
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
-	deadline := time.NewTimer(c.cfg.MasterTimeout)
-	defer deadline.Stop()
-	got := 0
-	for ; got < sent && Decide(n, yes, no) == Pending; got++ {
-		a, ok := next(answers, deadline)
-		if !ok {
-			errs = append(errs, errUnanswered(sent-got))
-			no += sent - got
-			break
-		}
+	busy := 0
+	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
 		vals, err := a.res.AsIntSlice()
 		switch {
-		case err == nil && len(vals) == 2 && vals[0] == 1:
+		case err != nil:
+			return false, err
+		case len(vals) != 2:
+			return false, errors.New("unexpected acquire reply")
+		case vals[0] == 1:
 			fences[a.i] = vals[1]
-			yes++
-		case err == nil && len(vals) == 2:
-			busy++
-			no++
-			round.RetryAfter = max(round.RetryAfter, vals[1])
-		default:
-			if err == nil {
-				err = errors.New("unexpected acquire reply")
-			}
-			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-			no++
+			return true, nil
 		}
-	}
-	drain(answers, sent-got, cancel, nil)
+		busy++
+		round.RetryAfter = max(round.RetryAfter, vals[1])
+		return false, nil
+	})
+	no := busy + failed
+	drain(answers, unread, cancel)
 	round.Yes, round.Masters = yes, errs
 	if Decide(n, yes, no) == Won {
 		fence, err := c.settleFence(ctx, req.Name, fences)
@@ -291,7 +310,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			err = errors.New("validity used up before the grant completed")
 		}
 		round.Masters = append(round.Masters, err)
-	} else if no-busy <= n-c.quorum {
+	} else if failed <= n-c.quorum {
 		// Enough masters answered that, uncontended, a majority was
 		// possible: the name is held elsewhere (or the vote split). Only
 		// failures that alone rule out a majority make it NO_QUORUM.
@@ -426,30 +445,16 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	keys := []string{c.setKey(name), c.holderKey(name, holder)}
 	args := []string{holder, strconv.FormatInt(lease.Milliseconds(), 10)}
 	answers, sent, errs, cancel := c.fanout(ctx, renewScript, keys, args, false)
-	yes, no, gone := 0, len(errs), 0
-	deadline := time.NewTimer(c.cfg.MasterTimeout)
-	defer deadline.Stop()
-	got := 0
-	for ; got < sent && Decide(n, yes, no) == Pending; got++ {
-		a, ok := next(answers, deadline)
-		if !ok {
-			errs = append(errs, errUnanswered(sent-got))
-			no += sent - got
-			break
-		}
+	gone := 0
+	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
 		v, err := a.res.AsInt64()
-		switch {
-		case err != nil:
-			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-			no++
-		case v == 1:
-			yes++
-		default:
+		if err == nil && v == 0 {
 			gone++
-			no++
 		}
-	}
-	drain(answers, sent-got, cancel, nil)
+		return err == nil && v == 1, err
+	})
+	no := gone + failed
+	drain(answers, unread, cancel)
 	if Decide(n, yes, no) == Won && Validity(lease, c.clock.Now().Sub(start), c.cfg.DriftFactor) > 0 {
 		return start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
 	}
@@ -518,7 +523,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 		a, answered := next(answers, deadline)
 		if !answered {
 			errs = append(errs, errUnanswered(sent-got))
-			drain(answers, sent-got, func() {}, nil)
+			drain(answers, sent-got, func() {})
 			break
 		}
 		vals, err := a.res.ToArray()

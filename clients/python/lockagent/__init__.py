@@ -21,8 +21,8 @@ import socket
 import threading
 
 from ._wire import (Busy, BadName, BadRequest, Cancelled, Conflict, ConnectionClosed, Denied, InternalError,
-                    LimitReached, LockAgentError, LockLost, NoQuorum, NotHeld, ShuttingDown, UnknownVerb,
-                    holders_from, holds_from, lock_line, ms, owner_id, socket_path, status_from, Router)
+                    LimitReached, LockAgentError, LockLost, LockState, NoQuorum, NotHeld, ShuttingDown, UnknownVerb,
+                    holders_from, holds_from, lock_line, owner_id, socket_path, status_from, Router)
 
 __all__ = ["Client", "Lock", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
@@ -222,55 +222,26 @@ class Client:
         return holds_from(self._do("HOLDS"))
 
 
-class Lock:
+class Lock(LockState):
     """A held lock. Use it as a context manager to unlock on the way out,
     exceptions included. ``lost`` is a threading.Event set when the lock ends
     without unlock (``lost_reason`` says why: quorum, expired, revoked,
     shutdown, disconnected)."""
 
     def __init__(self, client, name, owner, on_lost=None):
-        self._client = client
-        self.name = name
-        self.owner = owner
-        self.fence = 0
-        self.count = 0
-        self.validity = 0.0
+        super().__init__(client, name, owner, on_lost)
         self.lost = threading.Event()
-        self.lost_reason = None
-        self._on_lost = on_lost
-        self._released = False
-
-    def _granted(self, f):
-        self.fence = int(f.get("fence", 0))
-        self.count = int(f.get("count", 0))
-        self.validity = int(f.get("validity", 0)) / 1000.0
-
-    def _lose(self, reason):
-        if self.lost.is_set() or self._released:
-            return
-        self.lost_reason = reason
-        self.lost.set()
-        if self._on_lost is not None:
-            try:
-                self._on_lost(self)
-            except Exception:  # a callback's failure must not kill the reader
-                pass
 
     def unlock(self):
         """Releases the lock (one re-entry of it). Raises LockLost if it was lost."""
-        if self.lost.is_set():
-            raise LockLost(self.name, self.lost_reason)
-        if self._released:
-            raise NotHeld("%s was already unlocked" % self.name)
-        self._client._do("UNLOCK %s owner=%s" % (self.name, self.owner))
+        self._check_unlock()
+        self._client._do(self._unlock_line())
         self._released = True
         self._client._untrack(self)
 
     def extend(self, ttl):
         """Sets the lease to ``ttl`` seconds from now; returns the new validity in seconds."""
-        reply = self._client._do("EXTEND %s ttl=%s owner=%s" % (self.name, ms(ttl), self.owner))
-        self.validity = int(reply.fields.get("validity", 0)) / 1000.0
-        return self.validity
+        return self._extended(self._client._do(self._extend_line(ttl)))
 
     def __enter__(self):
         return self

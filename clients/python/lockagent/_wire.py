@@ -190,3 +190,51 @@ def holds_from(reply):
     return [{"name": d.get("name"), "owner": d.get("owner", ""), "fence": int(d.get("fence", 0)),
              "count": int(d.get("count", 0)), "mode": d.get("mode"),
              "validity": int(d.get("validity", 0)) / 1000.0} for d in reply.data]
+
+
+class LockState:
+    """What the sync and asyncio Lock share: the grant's fields and the loss.
+    Subclasses set ``self.lost`` to their kind of Event before use."""
+
+    def __init__(self, client, name, owner, on_lost=None):
+        self._client = client
+        self.name = name
+        self.owner = owner
+        self.fence = 0
+        self.count = 0
+        self.validity = 0.0
+        self.lost_reason = None
+        self._on_lost = on_lost
+        self._released = False
+
+    def _granted(self, f):
+        self.fence = int(f.get("fence", 0))
+        self.count = int(f.get("count", 0))
+        self.validity = int(f.get("validity", 0)) / 1000.0
+
+    def _lose(self, reason):
+        if self.lost.is_set() or self._released:
+            return
+        self.lost_reason = reason
+        self.lost.set()
+        if self._on_lost is not None:
+            try:
+                self._on_lost(self)
+            except Exception:  # a callback's failure must not kill the reader
+                pass
+
+    def _check_unlock(self):
+        if self.lost.is_set():
+            raise LockLost(self.name, self.lost_reason)
+        if self._released:
+            raise NotHeld("%s was already unlocked" % self.name)
+
+    def _unlock_line(self):
+        return "UNLOCK %s owner=%s" % (self.name, self.owner)
+
+    def _extend_line(self, ttl):
+        return "EXTEND %s ttl=%s owner=%s" % (self.name, ms(ttl), self.owner)
+
+    def _extended(self, reply):
+        self.validity = int(reply.fields.get("validity", 0)) / 1000.0
+        return self.validity

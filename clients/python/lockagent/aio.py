@@ -14,8 +14,8 @@ agent and releases a grant that won the race.
 import asyncio
 import itertools
 
-from ._wire import (Busy, ConnectionClosed, LockAgentError, LockLost, NotHeld, holders_from, holds_from,
-                    lock_line, ms, owner_id, socket_path, status_from, Router)
+from ._wire import (Busy, ConnectionClosed, LockAgentError, LockLost, LockState, NotHeld, holders_from,
+                    holds_from, lock_line, owner_id, socket_path, status_from, Router)
 
 __all__ = ["Client", "Lock", "Busy", "ConnectionClosed", "LockAgentError", "LockLost", "NotHeld"]
 
@@ -181,50 +181,21 @@ class Client:
         return holds_from(await self._do("HOLDS"))
 
 
-class Lock:
+class Lock(LockState):
     """A held lock; ``async with`` unlocks it on the way out. ``lost`` is an asyncio.Event."""
 
     def __init__(self, client, name, owner, on_lost=None):
-        self._client = client
-        self.name = name
-        self.owner = owner
-        self.fence = 0
-        self.count = 0
-        self.validity = 0.0
+        super().__init__(client, name, owner, on_lost)
         self.lost = asyncio.Event()
-        self.lost_reason = None
-        self._on_lost = on_lost
-        self._released = False
-
-    def _granted(self, f):
-        self.fence = int(f.get("fence", 0))
-        self.count = int(f.get("count", 0))
-        self.validity = int(f.get("validity", 0)) / 1000.0
-
-    def _lose(self, reason):
-        if self.lost.is_set() or self._released:
-            return
-        self.lost_reason = reason
-        self.lost.set()
-        if self._on_lost is not None:
-            try:
-                self._on_lost(self)
-            except Exception:
-                pass
 
     async def unlock(self):
-        if self.lost.is_set():
-            raise LockLost(self.name, self.lost_reason)
-        if self._released:
-            raise NotHeld("%s was already unlocked" % self.name)
-        await self._client._do("UNLOCK %s owner=%s" % (self.name, self.owner))
+        self._check_unlock()
+        await self._client._do(self._unlock_line())
         self._released = True
         self._client._untrack(self)
 
     async def extend(self, ttl):
-        reply = await self._client._do("EXTEND %s ttl=%s owner=%s" % (self.name, ms(ttl), self.owner))
-        self.validity = int(reply.fields.get("validity", 0)) / 1000.0
-        return self.validity
+        return self._extended(await self._client._do(self._extend_line(ttl)))
 
     async def __aenter__(self):
         return self
