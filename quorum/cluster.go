@@ -54,7 +54,27 @@ type Cluster struct {
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
 
-	background sync.WaitGroup // releases of failed rounds still in flight
+	bgMu       sync.Mutex
+	bgClosed   bool           // set once Run is stopping: no new background work
+	background sync.WaitGroup // releases still in flight; Run waits for them
+}
+
+// goBackground runs f in a goroutine that Run waits for before it closes the
+// connections. Once Run is stopping it runs f inline instead: f is bounded by
+// its own deadline, and a WaitGroup may not grow while it is waited on.
+func (c *Cluster) goBackground(f func()) {
+	c.bgMu.Lock()
+	if c.bgClosed {
+		c.bgMu.Unlock()
+		f()
+		return
+	}
+	c.background.Add(1)
+	c.bgMu.Unlock()
+	go func() {
+		defer c.background.Done()
+		f()
+	}()
 }
 
 // AcquireRequest asks for one name for one holder.
@@ -145,6 +165,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	<-ctx.Done()
 	c.isDone.Store(true)
 	wg.Wait()
+	c.bgMu.Lock()
+	c.bgClosed = true
+	c.bgMu.Unlock()
 	c.background.Wait()
 	for _, m := range c.masters {
 		m.close()
@@ -375,11 +398,7 @@ func (c *Cluster) settleFence(ctx context.Context, name string, fences []int64) 
 // On each master the release follows the acquire on the same connection, so
 // it lands after it even if the acquire is still in flight.
 func (c *Cluster) releaseAsync(name, holder string) {
-	c.background.Add(1)
-	go func() {
-		defer c.background.Done()
-		c.Release(context.Background(), name, holder)
-	}()
+	c.goBackground(func() { c.Release(context.Background(), name, holder) })
 }
 
 // Release drops holder's hold of name on every connected master and wakes
@@ -419,14 +438,12 @@ collect:
 			break collect
 		}
 	}
-	c.background.Add(1)
-	go func() {
-		defer c.background.Done()
+	c.goBackground(func() {
 		for range sent - got {
 			<-answers
 		}
 		cancel()
-	}()
+	})
 	if got == len(errs) {
 		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
