@@ -144,7 +144,7 @@ func TestCancelEndsAWaitAndLeavesNothingHeld(t *testing.T) {
 	holder.Do("LOCK c")
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	tag, ch := c.Send("LOCK c wait=30s")
-	time.Sleep(50 * time.Millisecond) // let it queue
+	c.AwaitWaiters(1)
 	if r := c.Do("PING"); r.Kind != "OK" {
 		t.Fatal("a waiting LOCK held up PING")
 	}
@@ -179,7 +179,7 @@ func TestClosingTheConnectionReleasesAtOnce(t *testing.T) {
 	holder.Do("LOCK x")
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	_, ch := c.Send("LOCK x wait=10s")
-	time.Sleep(50 * time.Millisecond)
+	c.AwaitWaiters(1)
 	start := time.Now()
 	holder.Close()
 	r := c.Await(ch)
@@ -407,7 +407,8 @@ func TestLocalWaitersShareOneContender(t *testing.T) {
 	for range 20 {
 		agenttest.Dial(t, a.Config.Socket.Path).Send("LOCK crowd wait=10s")
 	}
-	time.Sleep(300 * time.Millisecond)
+	agenttest.Dial(t, a.Config.Socket.Path).AwaitWaiters(20)
+	time.Sleep(300 * time.Millisecond) // the window in which attempts are counted
 	// Health probes of both agents also run scripts: ~2 per master per agent here.
 	if n := evals() - before; n > 30 {
 		t.Fatalf("%d scripts ran on the masters for 20 parked waiters", n)
@@ -442,11 +443,7 @@ func TestWaiterLimit(t *testing.T) {
 	first := agenttest.Dial(t, a.Config.Socket.Path)
 	_, waiting := first.Send("LOCK crowded wait=10s")
 	c := agenttest.Dial(t, a.Config.Socket.Path)
-	for deadline := time.Now().Add(2 * time.Second); c.Do("STATUS").Int("waiters") != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first waiter never queued")
-		}
-	}
+	c.AwaitWaiters(1)
 	if r := c.Do("LOCK crowded wait=10s"); r.Code != "LIMIT" {
 		t.Fatalf("second waiter: %s", r.Line)
 	}

@@ -115,7 +115,7 @@ func TestWaiterOnAnotherAgentWakesOnRelease(t *testing.T) {
 	for range 10 {
 		holder.Do("LOCK wake")
 		_, ch := waiter.Send("LOCK wake wait=10s")
-		time.Sleep(30 * time.Millisecond) // the waiter is now parked on the release channel
+		waiter.AwaitWaiters(1)
 		start := time.Now()
 		holder.Do("UNLOCK wake")
 		r := waiter.Await(ch)
@@ -151,7 +151,7 @@ func TestKilledClientReleasesAtOnce(t *testing.T) {
 	}
 	waiter := agenttest.Dial(t, b.Config.Socket.Path)
 	_, ch := waiter.Send("LOCK crash wait=10s")
-	time.Sleep(30 * time.Millisecond)
+	waiter.AwaitWaiters(1)
 	start := time.Now()
 	cmd.Process.Kill()
 	r := waiter.Await(ch)
@@ -199,6 +199,7 @@ func TestTTLHoldExpiresWithLost(t *testing.T) {
 	granted := time.Now()
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	_, ch := other.Send("LOCK ttl wait=5s")
+	other.AwaitWaiters(1)
 	p := holder.Push(2 * time.Second)
 	lostAt := time.Now()
 	if !strings.HasPrefix(p, "* LOST ttl owner= fence="+r.Fields["fence"]+" reason=expired") {

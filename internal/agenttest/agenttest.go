@@ -237,6 +237,17 @@ func (c *Conn) Await(ch <-chan Reply) Reply {
 	return Reply{}
 }
 
+// AwaitWaiters polls STATUS until the agent has n waiting LOCKs (up to 5s):
+// a test's way to know a LOCK it sent is parked, without sleeping.
+func (c *Conn) AwaitWaiters(n int64) {
+	c.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); c.Do("STATUS").Int("waiters") != n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the agent never had %d waiters", n)
+		}
+	}
+}
+
 // Push returns the next push line, or "" after timeout.
 func (c *Conn) Push(timeout time.Duration) string {
 	select {
