@@ -45,7 +45,7 @@ type waiter struct {
 	tag    string
 	req    protocol.Lock
 	q      *queue
-	info   string
+	info   string // who-info recorded with the hold, less its since=
 	state  waiterState
 	done   chan result // receives exactly once, when state becomes granted or failed
 	cancel chan struct{}
@@ -140,7 +140,7 @@ func (s *session) lock(req *protocol.Request) error {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
 	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{})}
-	w.info = fmt.Sprintf("agent=%s pid=%d uid=%d owner=%s mode=%s since=%d", a.cfg.AgentID, s.cred.PID, s.cred.UID, l.Owner, l.Mode, time.Now().UnixMilli())
+	w.info = fmt.Sprintf("agent=%s pid=%d uid=%d owner=%s mode=%s", a.cfg.AgentID, s.cred.PID, s.cred.UID, l.Owner, l.Mode)
 	s.waits[req.Tag] = w
 	s.mu.Unlock()
 	defer func() {
@@ -283,7 +283,8 @@ func (a *Agent) contend(q *queue) {
 			lease = w.req.TTL
 		}
 		holder := a.holderID(w.sess.id, w.req.Owner)
-		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease, Info: w.info})
+		info := w.info + " since=" + strconv.FormatInt(time.Now().UnixMilli(), 10) // when this attempt (if it wins) began holding
+		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease, Info: info})
 		if err == nil {
 			a.grant(q, w, holder, g)
 			continue
