@@ -168,11 +168,30 @@ func (c *Cluster) Run(ctx context.Context) error {
 	c.bgMu.Lock()
 	c.bgClosed = true
 	c.bgMu.Unlock()
-	c.background.Wait()
-	for _, m := range c.masters {
-		m.close()
-	}
+	// Releases still in flight get a moment to land; past it, their leases
+	// expire in the masters. A stopping agent must not hang on a master that
+	// does not answer.
+	waitFor(stopGrace, c.background.Wait)
+	waitFor(time.Second, func() { c.eachMaster(context.Background(), func(_ context.Context, m *master) { m.close() }) })
 	return nil
+}
+
+// stopGrace bounds how long a stopping cluster waits for releases in flight.
+const stopGrace = 1500 * time.Millisecond
+
+// waitFor runs f and waits for it at most d.
+func waitFor(d time.Duration, f func()) {
+	done := make(chan struct{})
+	go func() {
+		f()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 func (c *Cluster) closed() bool { return c.isDone.Load() }
@@ -406,7 +425,7 @@ func (c *Cluster) releaseAsync(name, holder string) {
 // for a whole lease. So each master's release has a long deadline (it runs
 // in the background past the return), and it goes to masters marked down
 // too, to land when they answer again. The caller waits until every master
-// answered, or 2×MasterTimeout. It returns how many masters that answered
+// answered, or min(2×MasterTimeout, 1s). It returns how many masters that answered
 // held it; errors only when none answered.
 func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
 	keys := []string{c.setKey(name), c.holderKey(name, holder)}
@@ -421,7 +440,7 @@ func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error)
 		sent++
 		go func() { answers <- answer{i, m.eval(opCtx, releaseScript, keys, args)} }()
 	}
-	wait := time.NewTimer(2 * c.cfg.MasterTimeout)
+	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
 	defer wait.Stop()
 	held, got := 0, 0
 	var errs []error

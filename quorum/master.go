@@ -332,6 +332,12 @@ func (m *master) subscribeLoop(ctx context.Context) {
 			m.sub = nil
 			m.subMu.Unlock()
 		}
+		if ctx.Err() != nil {
+			// Stopping: handing the connection back would UNSUBSCRIBE with no
+			// deadline, hanging on a master that does not answer. Closing the
+			// client ends it instead.
+			return
+		}
 		release()
 		if ctx.Err() == nil {
 			m.log.Debug("subscriber reconnecting", "error", err)

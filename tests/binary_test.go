@@ -246,3 +246,86 @@ func shortTempDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// TestBinaryStopsWithin5sWithMastersPaused: a hold whose release cannot
+// reach any master does not keep a stopping agent past 5s, even with a long
+// master_timeout (its lease expires in the masters instead).
+func TestBinaryStopsWithin5sWithMastersPaused(t *testing.T) {
+	cmd, c, servers := pausedMastersAgent(t, "500ms")
+	c.Do("PING")
+	for _, s := range servers {
+		s.Pause()
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); exitCode(err) != 0 {
+		t.Fatalf("exit %d", exitCode(err))
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %v to stop", took)
+	} else {
+		t.Logf("stopped in %v with every master paused", took)
+	}
+}
+
+// pausedMastersAgent runs the binary over three masters with the given
+// master_timeout and a lock held by the returned connection.
+func pausedMastersAgent(t *testing.T, masterTimeout string) (*exec.Cmd, *agenttest.Conn, []*redistest.Server) {
+	bin := binary(t)
+	servers := redistest.Start(t, 3)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "socket { path = %q }\nlock { master_timeout = %q }\n", sock, masterTimeout)
+	for i, s := range servers {
+		fmt.Fprintf(&cfg, "redis \"m%d\" { address = %q }\n", i, s.Addr)
+	}
+	cfgPath := filepath.Join(dir, "agent.hcl")
+	os.WriteFile(cfgPath, []byte(cfg.String()), 0o600)
+	cmd := exec.Command(bin, "run", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitForSocket(t, sock)
+	c := agenttest.Dial(t, sock)
+	for deadline := time.Now().Add(5 * time.Second); c.Do("LOCK slow wait=1s").Kind != "OK"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("could not lock")
+		}
+	}
+	return cmd, c, servers
+}
+
+// TestBinarySecondSignalExitsAtOnce: with every master paused, releasing
+// on shutdown has to wait out its deadlines; a second SIGTERM ends the
+// process at once, with exit code 1.
+func TestBinarySecondSignalExitsAtOnce(t *testing.T) {
+	cmd, _, servers := pausedMastersAgent(t, "200ms")
+	for _, s := range servers {
+		s.Pause()
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		t.Fatalf("the first signal's shutdown did not wait for the paused masters (exit %d)", exitCode(err))
+	case <-time.After(150 * time.Millisecond):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if exitCode(err) != 1 {
+			t.Fatalf("exit %d after a second signal, want 1", exitCode(err))
+		}
+	case <-time.After(time.Second):
+		t.Fatal("still running 1s after a second signal")
+	}
+}
