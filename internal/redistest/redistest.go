@@ -118,6 +118,10 @@ func (s *Server) Do(args ...string) (string, error) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	return do(conn, args...)
+}
+
+func do(conn net.Conn, args ...string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
