@@ -26,7 +26,7 @@ func TestAgentRunsAsARestrictedACLUser(t *testing.T) {
 		if _, err := s.Do(args...); err != nil {
 			t.Fatal(err)
 		}
-		s.Do("ACL", "SETUSER", "lock-agent", "+client|setinfo") // Redis 7.2+ only: older servers refuse the rule
+		s.Do("ACL", "SETUSER", "lock-agent", "+client|setinfo")             // Redis 7.2+ only: older servers refuse the rule
 		if _, err := s.Do("ACL", "SETUSER", "default", "off"); err != nil { // nothing else may get in
 			t.Fatal(err)
 		}
