@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,33 @@ type Server struct {
 	port int
 	cmd  *exec.Cmd
 	t    testing.TB
+	tls  *TLSFiles // nil for plain TCP
+}
+
+// TLSFiles are the PEM files a TLS server is started with: it serves only
+// TLS, and requires client certificates signed by the CA.
+type TLSFiles struct {
+	Cert, Key, CA string
+	Client        *tls.Config // how the harness itself connects
+}
+
+// StartTLS is Start for servers that speak only TLS.
+func StartTLS(t testing.TB, n int, files *TLSFiles) []*Server {
+	t.Helper()
+	Start(t, 0)
+	out := make([]*Server, n)
+	for i := range out {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, t: t, tls: files}
+		if err := out[i].launch(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(out[i].Stop)
+	}
+	return out
 }
 
 // Start starts n redis-servers with no persistence and registers their stop.
@@ -86,8 +114,14 @@ func start(t testing.TB) *Server {
 }
 
 func (s *Server) launch() error {
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
+	if s.tls != nil {
+		args[1] = "0"
+		args = append(args, "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", s.tls.Cert,
+			"--tls-key-file", s.tls.Key, "--tls-ca-cert-file", s.tls.CA, "--tls-auth-clients", "yes")
+	}
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
@@ -112,7 +146,7 @@ func (s *Server) Ping() error {
 // Do runs one command over a fresh connection and returns the first reply
 // line (without its type byte); an error reply is an error.
 func (s *Server) Do(args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	conn, err := s.dial()
 	if err != nil {
 		return "", err
 	}
@@ -221,6 +255,13 @@ func (s *Server) kill() {
 	s.cmd.Process.Signal(syscall.SIGCONT)
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
+}
+
+func (s *Server) dial() (net.Conn, error) {
+	if s.tls != nil {
+		return tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, s.tls.Client)
+	}
+	return net.DialTimeout("tcp", s.Addr, time.Second)
 }
 
 func freePort() (int, error) {
