@@ -217,6 +217,17 @@ func (c *Cluster) channel(name string) string           { return c.setKey(name) 
 func (c *Cluster) markerKey() string                    { return c.cfg.KeyPrefix + "marker" }
 func (c *Cluster) holderKey(name, holder string) string { return c.holderPrefix(name) + holder }
 
+// nonVoters returns why each master that may not vote now cannot.
+func (c *Cluster) nonVoters() []error {
+	var errs []error
+	for _, m := range c.masters {
+		if err := m.voteErr(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 // answer is one master's reply in a round.
 type answer struct {
 	i   int
@@ -318,6 +329,12 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	}
 	start := c.clock.Now()
 	n := len(c.masters)
+	if errs := c.nonVoters(); len(errs) > n-c.quorum {
+		// A majority is out of reach before anything is sent: writing a
+		// grant to the few voters left would only be undone by a release
+		// (and its PUBLISH would wake every waiter into another doomed try).
+		return Grant{}, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
+	}
 	keys := []string{c.setKey(req.Name), c.setKey(req.Name) + ":fence", c.holderKey(req.Name, req.Holder)}
 	args := []string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}
 	answers, sent, errs, cancel := c.fanout(ctx, acquireScript, keys, args, false)
