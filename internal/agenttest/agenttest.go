@@ -248,6 +248,9 @@ func (c *Conn) AwaitWaiters(n int64) {
 	}
 }
 
+// Pushes is where push lines ("* ...") arrive.
+func (c *Conn) Pushes() <-chan string { return c.pushes }
+
 // Push returns the next push line, or "" after timeout.
 func (c *Conn) Push(timeout time.Duration) string {
 	select {
