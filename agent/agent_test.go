@@ -1,7 +1,10 @@
 package agent_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -453,5 +456,81 @@ func TestWaiterLimit(t *testing.T) {
 	}
 	if n := c.Do("STATUS").Int("waiters"); n != 0 {
 		t.Fatalf("waiters after cancel: %d", n)
+	}
+}
+
+func TestQuitReleasesTheSessionsHolds(t *testing.T) {
+	a, _ := start(t, nil)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("LOCK q1")
+	if r := c.Do("QUIT"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	select {
+	case <-c.Closed():
+	case <-time.After(2 * time.Second):
+		t.Fatal("QUIT did not close the connection")
+	}
+	if r := agenttest.Dial(t, a.Config.Socket.Path).Do("LOCK q1 wait=0"); r.Kind != "OK" {
+		t.Fatalf("hold survived QUIT: %s", r.Line)
+	}
+}
+
+// TestPipelinedRequestsAreAllServed pipelines 50,000 requests while reading:
+// the agent slows the client down rather than dropping it or a reply.
+func TestPipelinedRequestsAreAllServed(t *testing.T) {
+	a, _ := start(t, nil)
+	nc, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const n = 50000
+	go nc.Write([]byte(strings.Repeat("p PING\n", n)))
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(nc)
+	for i := range n {
+		line, err := r.ReadString('\n')
+		if err != nil || line != "p OK\n" {
+			t.Fatalf("reply %d: %q %v", i, line, err)
+		}
+	}
+}
+
+// TestAClientThatStopsReadingStallsOnlyItself floods the agent without
+// reading: its requests are throttled, everyone else is served as usual,
+// and once it goes away its hold is released at once.
+func TestAClientThatStopsReadingStallsOnlyItself(t *testing.T) {
+	a, _ := start(t, nil)
+	nc, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write([]byte("1 LOCK greedy\n"))
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(nc).ReadString('\n'); err != nil || !strings.HasPrefix(line, "1 OK") {
+		t.Fatalf("greedy lock: %q %v", line, err)
+	}
+	batch := []byte(strings.Repeat("p PING\n", 10000))
+	for blocked := false; !blocked; {
+		nc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := nc.Write(batch)
+		blocked = errors.Is(err, os.ErrDeadlineExceeded)
+		if err != nil && !blocked {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	other := agenttest.Dial(t, a.Config.Socket.Path)
+	for i := range 20 {
+		if r := other.Do(fmt.Sprintf("LOCK other%d wait=1s", i)); r.Kind != "OK" {
+			t.Fatalf("another client was held up: %s", r.Line)
+		}
+	}
+	if r := other.Do("LOCK greedy wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("the stalled client's hold: %s", r.Line)
+	}
+	nc.Close()
+	if r := other.Do("LOCK greedy wait=3s"); r.Kind != "OK" {
+		t.Fatalf("the stalled client's hold was not released when it went away: %s", r.Line)
 	}
 }

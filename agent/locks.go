@@ -126,8 +126,9 @@ func (s *session) lock(req *protocol.Request) error {
 	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
 		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
 			h.count++
-			s.send(grantLine(req.Tag, h, v))
+			line := grantLine(req.Tag, h, v)
 			s.mu.Unlock()
+			s.send(line)
 			return nil
 		}
 	}
@@ -403,10 +404,10 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	mine := s.holds[h.key()] == h
 	if mine {
 		delete(s.holds, h.key())
-		s.send(lostLine(h, string(reason)))
 	}
 	s.mu.Unlock()
 	if mine {
+		s.push(lostLine(h, string(reason)))
 		s.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
 		a.releaseAsync(rh.Name, rh.Holder)
 	}

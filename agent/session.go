@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/protocol"
@@ -18,9 +19,15 @@ type Cred struct {
 	PID, UID, GID int
 }
 
-// outQueue is how many lines may wait for a slow reader before the agent
-// gives up on it; a client that does not read its replies is disconnected.
+// outQueue is how many lines may wait for the writer. Replies beyond it
+// wait (the agent stops reading that client's requests: backpressure);
+// an unsolicited push beyond it closes the session, since a client that
+// cannot be told its lock is lost must not go on holding anything.
 const outQueue = 4096
+
+// closeFlush bounds how long a closing session's last lines may take to
+// write: a client that stopped reading cannot hold up its own cleanup.
+const closeFlush = 2 * time.Second
 
 // holdKey identifies a hold within a session.
 type holdKey struct {
@@ -171,19 +178,24 @@ func (s *session) answer(req *protocol.Request) {
 	}
 }
 
-// send queues one line for the writer. A session whose reader has fallen
-// outQueue lines behind is closed rather than allowed to block the agent.
+// send queues a reply line for the writer, waiting while the queue is
+// full. It must not be called with s.mu held.
 func (s *session) send(line []byte) {
 	select {
+	case s.out <- line:
 	case <-s.dead:
-		return
-	default:
 	}
+}
+
+// push queues an unsolicited line without ever waiting: it is called from
+// the watchdog and the shutdown path, which serve every session. A session
+// whose queue is full is closed instead.
+func (s *session) push(line []byte) {
 	select {
 	case s.out <- line:
 	case <-s.dead:
 	default:
-		s.log.Warn("client is not reading its replies; closing the session")
+		s.log.Warn("client is not reading; closing the session", "queued", outQueue)
 		s.conn.Close()
 	}
 }
@@ -242,24 +254,25 @@ func (s *session) bye(reason string) {
 		}
 		s.mu.Unlock()
 		for _, h := range holds {
-			s.send(lostLine(h, "shutdown"))
+			s.push(lostLine(h, "shutdown"))
 		}
 	}
-	s.send(protocol.Push("BYE").Str("reason", reason).Bytes())
+	s.push(protocol.Push("BYE").Str("reason", reason).Bytes())
 	s.flushAndClose()
 }
 
 // close ends the session: its waits are cancelled and its holds released in
-// the masters at once.
+// the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel()
-	s.reqs.Wait()
 	s.mu.Lock()
-	s.closing = true
+	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
 	s.holds = map[holdKey]*hold{}
 	s.mu.Unlock()
 	s.a.releaseAll(holds)
+	s.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	s.reqs.Wait()
 	s.a.mu.Lock()
 	delete(s.a.sessions, s.id)
 	s.a.mu.Unlock()
