@@ -1,3 +1,4 @@
+import signal
 import threading
 import time
 import unittest
@@ -102,6 +103,28 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(called.wait(1))
         with self.assertRaises(lockagent.LockLost):
             lk.unlock()
+
+    def test_an_interrupted_wait_leaves_nothing_held(self):
+        other = lockagent.Client(agent.socket)
+        self.addCleanup(other.close)
+        held = other.lock("py/interrupt")
+
+        class Interrupted(Exception):
+            pass
+
+        def interrupt(signum, frame):
+            raise Interrupted()
+
+        old = signal.signal(signal.SIGALRM, interrupt)
+        self.addCleanup(signal.signal, signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with self.assertRaises(Interrupted):  # as a KeyboardInterrupt would, mid-wait
+            self.client.lock("py/interrupt", wait=30)
+        self.assertEqual(self.client.holds(), [])
+        self.assertEqual(self.client.status()["waiters"], 0)
+        held.unlock()
+        # The name is free: the cancelled wait did not take it behind our back.
+        other.lock("py/interrupt", wait=0).unlock()
 
     def test_status_and_who(self):
         with self.client.lock("py/who") as lk:
