@@ -161,15 +161,15 @@ func (a *Agent) shutdown() {
 	}
 }
 
-// Counts is a snapshot for STATUS.
-type Counts struct {
+// counts is a snapshot for STATUS.
+type counts struct {
 	Sessions, Holds, Waiters int
 }
 
-func (a *Agent) counts() Counts {
+func (a *Agent) counts() counts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: int(a.waiters.Load())}
+	return counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: int(a.waiters.Load())}
 }
 
 // holderID returns a fresh holder id for one acquire attempt of a

@@ -217,46 +217,33 @@ func (c *Cluster) channel(name string) string           { return c.setKey(name) 
 func (c *Cluster) markerKey() string                    { return c.cfg.KeyPrefix + "marker" }
 func (c *Cluster) holderKey(name, holder string) string { return c.holderPrefix(name) + holder }
 
-// nonVoters returns why each master that may not vote now cannot.
-func (c *Cluster) nonVoters() []error {
-	var errs []error
-	for _, m := range c.masters {
-		if err := m.voteErr(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
-}
-
 // answer is one master's reply in a round.
 type answer struct {
 	i   int
 	res rueidis.RedisResult
 }
 
-// fanout sends one script to every master that may vote (or, with writes, is
-// reachable), each bounded by MasterTimeout, and returns the answers channel,
-// how many were sent, and the errors of masters skipped.
-func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, writes bool) (<-chan answer, int, []error, context.CancelFunc) {
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
-	answers := make(chan answer, len(c.masters))
-	var skipped []error
-	sent := 0
+// voters returns the masters that may vote now, and why each other one cannot.
+func (c *Cluster) voters() (to []int, skipped []error) {
 	for i, m := range c.masters {
-		if writes && !m.reachable() {
-			skipped = append(skipped, &MasterError{m.cfg.Name, ErrMasterDown})
-			continue
+		if err := m.voteErr(); err != nil {
+			skipped = append(skipped, err)
+		} else {
+			to = append(to, i)
 		}
-		if !writes {
-			if err := m.voteErr(); err != nil {
-				skipped = append(skipped, err)
-				continue
-			}
-		}
-		sent++
-		go func() { answers <- answer{i, m.eval(opCtx, s, keys, args)} }()
 	}
-	return answers, sent, skipped, cancel
+	return to, skipped
+}
+
+// fanout sends one script to the masters to, each bounded by MasterTimeout,
+// and returns where their answers come.
+func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc) {
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
+	answers := make(chan answer, len(to))
+	for _, i := range to {
+		go func() { answers <- answer{i, c.masters[i].eval(opCtx, s, keys, args)} }()
+	}
+	return answers, cancel
 }
 
 // next returns the next answer, or false once the round's deadline passed.
@@ -329,7 +316,8 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	}
 	start := c.clock.Now()
 	n := len(c.masters)
-	if errs := c.nonVoters(); len(errs) > n-c.quorum {
+	to, errs := c.voters()
+	if len(errs) > n-c.quorum {
 		// A majority is out of reach before anything is sent: writing a
 		// grant to the few voters left would only be undone by a release
 		// (and its PUBLISH would wake every waiter into another doomed try).
@@ -337,7 +325,8 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	}
 	keys := []string{c.setKey(req.Name), c.setKey(req.Name) + ":fence", c.holderKey(req.Name, req.Holder)}
 	args := []string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}
-	answers, sent, errs, cancel := c.fanout(ctx, acquireScript, keys, args, false)
+	answers, cancel := c.fanout(ctx, acquireScript, keys, args, to)
+	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
 	busy := 0
@@ -497,7 +486,9 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	n := len(c.masters)
 	keys := []string{c.setKey(name), c.holderKey(name, holder)}
 	args := []string{holder, strconv.FormatInt(lease.Milliseconds(), 10)}
-	answers, sent, errs, cancel := c.fanout(ctx, renewScript, keys, args, false)
+	to, errs := c.voters()
+	answers, cancel := c.fanout(ctx, renewScript, keys, args, to)
+	sent := len(to)
 	gone := 0
 	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
 		v, err := a.res.AsInt64()
@@ -533,14 +524,12 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, m := range c.masters {
-		if m.voteErr() != nil {
-			continue
-		}
+	to, _ := c.voters()
+	for _, i := range to {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := m.evalMulti(opCtx, renewScript, calls)
+			res := c.masters[i].evalMulti(opCtx, renewScript, calls)
 			mu.Lock()
 			defer mu.Unlock()
 			for i, r := range res {
@@ -561,7 +550,9 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 // Who returns the holders of name that a majority of the voting masters
 // record, with the highest fence any of them recorded.
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	answers, sent, errs, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, false)
+	to, errs := c.voters()
+	answers, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
+	sent := len(to)
 	defer cancel() // the fan-out's goroutines answer into a buffered channel: none is left blocked
 	type seen struct {
 		h     Holder

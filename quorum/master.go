@@ -74,14 +74,6 @@ func (m *master) voteErr() error {
 	return nil
 }
 
-// reachable reports whether writes (renewals, releases) are worth sending: a
-// quarantined master still gets them so its state converges.
-func (m *master) reachable() bool {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.client != nil && m.state != StateDown
-}
-
 func (m *master) status() MasterStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

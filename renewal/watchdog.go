@@ -136,13 +136,6 @@ func (w *Watchdog) Validity(h *Hold) (time.Duration, bool) {
 	return h.deadline.Sub(w.cfg.Clock.Now()), true
 }
 
-// Len returns the number of watched holds.
-func (w *Watchdog) Len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.holds)
-}
-
 func (w *Watchdog) poke() {
 	select {
 	case w.changed <- struct{}{}:
