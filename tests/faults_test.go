@@ -1,12 +1,10 @@
 package tests
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -99,23 +97,7 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 		s.Pause()
 	}
 	c := agenttest.Dial(t, a.Config.Socket.Path)
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		st := c.Do("STATUS")
-		down := 0
-		for _, d := range st.Data {
-			if d["state"] == "down" {
-				down++
-			}
-		}
-		if down == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("masters never shown down: %+v", st.Data)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.AwaitMasters("down", 3)
 	start := time.Now()
 	if r := c.Do("LOCK x wait=10s"); r.Code != "NO_QUORUM" || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("got %q after %v", r.Line, time.Since(start))
@@ -123,7 +105,7 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 	for _, s := range servers {
 		s.Resume()
 	}
-	for deadline = time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if r := c.Do("LOCK x wait=1s"); r.Kind == "OK" {
 			return
 		}
@@ -138,21 +120,8 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 // hanging, and serves as soon as they come up, without a restart.
 func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 	servers := redistest.Reserve(t, 3)
-	a, err := agent.New(agenttest.Config(t, servers, time.Second), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	<-a.Ready()
-	c := agenttest.Dial(t, a.SocketPath())
+	a := agenttest.StartNoWait(t, agenttest.Config(t, servers, time.Second))
+	c := agenttest.Dial(t, a.Config.Socket.Path)
 	st := c.Do("STATUS")
 	for _, d := range st.Data {
 		if d["state"] != "down" {

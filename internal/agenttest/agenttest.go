@@ -48,8 +48,19 @@ func Config(t testing.TB, servers []*redistest.Server, lease time.Duration) agen
 }
 
 // Start runs an agent with cfg until the test ends (or Stop), and waits
-// until it listens and a majority of its masters are up.
+// until it listens and all of its masters are up.
 func Start(t testing.TB, cfg agent.Config) *Agent {
+	t.Helper()
+	a := StartNoWait(t, cfg)
+	c := Dial(t, cfg.Socket.Path)
+	defer c.Close()
+	c.AwaitMasters("up", len(cfg.Masters))
+	return a
+}
+
+// StartNoWait runs an agent with cfg until the test ends (or Stop), and
+// waits only until it listens: its masters may be down.
+func StartNoWait(t testing.TB, cfg agent.Config) *Agent {
 	t.Helper()
 	level := hclog.Off
 	if os.Getenv("LOCK_AGENT_TEST_LOG") != "" {
@@ -78,25 +89,7 @@ func Start(t testing.TB, cfg agent.Config) *Agent {
 	case err := <-done:
 		t.Fatalf("agent did not start: %v", err)
 	}
-	c := Dial(t, cfg.Socket.Path)
-	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := c.Do("STATUS")
-		up := 0
-		for _, d := range r.Data {
-			if d["state"] == "up" {
-				up++
-			}
-		}
-		if up == len(cfg.Masters) {
-			return h
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("masters not up: %+v", r.Data)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return h
 }
 
 // Stop stops the agent gracefully and waits for it.
@@ -250,6 +243,29 @@ func (c *Conn) AwaitWaiters(n int64) {
 
 // Pushes is where push lines ("* ...") arrive.
 func (c *Conn) Pushes() <-chan string { return c.pushes }
+
+// AwaitMasters polls STATUS until n masters are in state (up, down or
+// quarantined), for up to 5s.
+func (c *Conn) AwaitMasters(state string, n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := c.Do("STATUS")
+		in := 0
+		for _, d := range r.Data {
+			if d["state"] == state {
+				in++
+			}
+		}
+		if in == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("never %d masters %s: %+v", n, state, r.Data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Push returns the next push line, or "" after timeout.
 func (c *Conn) Push(timeout time.Duration) string {
