@@ -59,7 +59,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		sessions: map[uint64]*session{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
-		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: cfg.Lock.Lease,
+		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 	})
 	if err != nil {
@@ -180,6 +180,14 @@ func (a *Agent) counts() counts {
 // so nothing needs the id to be stable.)
 func (a *Agent) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
+}
+
+// Quarantine is how long a master that lost its data sits out: every hold
+// it may have granted (a watchdog lease, or a ttl= up to max_ttl) has
+// ended by then on every master, drift included.
+func Quarantine(l LockConfig) time.Duration {
+	longest := l.Lease
+	return longest + time.Duration(float64(longest)*l.DriftFactor) + 2*l.MasterTimeout + 10*time.Millisecond
 }
 
 func randomHex(n int) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // DevMasters are the embedded in-process masters of `run -dev`: miniredis
@@ -24,6 +25,16 @@ func StartDevMasters(n int) (*DevMasters, error) {
 			return nil, fmt.Errorf("dev master: %w", err)
 		}
 		d.servers = append(d.servers, m)
+	}
+	// The embedded masters are new, empty and this process's own: no hold
+	// can have been granted from them, so they need not sit out a quarantine.
+	var masters []quorum.MasterConfig
+	for i, a := range d.Addrs() {
+		masters = append(masters, quorum.MasterConfig{Name: fmt.Sprintf("dev%d", i+1), Address: a})
+	}
+	if _, err := quorum.Bootstrap(context.Background(), Default().Lock.KeyPrefix, masters); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dev master: %w", err)
 	}
 	return d, nil
 }

@@ -380,7 +380,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (*hold, erro
 	if w.req.TTL > 0 {
 		lease = w.req.TTL
 	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease}, sess: s, owner: key.owner,
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record, Fence: g.Fence}, sess: s, owner: key.owner,
 		fence: g.Fence, count: 1, mode: w.req.Mode}
 	s.holds[key] = h
 	s.a.mu.Lock()

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // Cred is the peer's credentials from SO_PEERCRED (-1 where unknown).
@@ -303,10 +305,27 @@ func (s *session) status(req *protocol.Request) error {
 		return err
 	}
 	for _, m := range s.a.cluster.Status() {
-		s.send(protocol.Reply(req.Tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State)).Bytes())
+		l := protocol.Reply(req.Tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
+		switch m.State {
+		case quorum.StateQuarantined:
+			l.Int("quarantine_left", m.QuarantineLeft.Milliseconds())
+		case quorum.StateUnsafe, quorum.StateDown:
+			l.Str("reason", wordOf(m.Err))
+		}
+		s.send(l.Bytes())
 	}
 	c := s.a.counts()
 	s.send(protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Int("sessions", int64(c.Sessions)).
 		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).Bytes())
 	return nil
+}
+
+// wordOf makes free text one protocol value: no spaces, no '='.
+func wordOf(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '=' {
+			return '_'
+		}
+		return r
+	}, s)
 }

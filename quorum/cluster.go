@@ -31,10 +31,21 @@ type Config struct {
 	MasterTimeout time.Duration
 	// ProbeInterval is how often each master's health is probed; default 200ms.
 	ProbeInterval time.Duration
-	// Quarantine is how long a master that lost its data does not vote: at
-	// least the longest lease any agent grants. It is also how long the
-	// tombstone of a release that overtook its acquire lasts. Default 15s.
+	// SafetyInterval is how often each master's configuration is checked
+	// for what makes it unsafe (see UnsafeError); default 5s.
+	SafetyInterval time.Duration
+	// Quarantine is how long a master that lost its data does not vote,
+	// counted on its own clock from when an agent first meets it empty: at
+	// least the longest lease (watchdog lease or ttl=) any agent grants,
+	// plus drift. Default 15s.
 	Quarantine time.Duration
+	// Tombstone is how long the tombstone of a release that overtook its
+	// acquire lasts: longer than a command can sit in a connection. Default 15s.
+	Tombstone time.Duration
+	// MaxRounds bounds the rounds (acquire, extend, who) in flight at once;
+	// more wait their turn, and a round's deadlines start only when it is
+	// sent, so a burst is queued instead of timing out. Default 64.
+	MaxRounds int
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
 	Clock      Clock        // default RealClock
@@ -50,6 +61,11 @@ type Cluster struct {
 	masters []*master
 	quorum  int
 	isDone  atomic.Bool
+	rounds  chan struct{} // one token per round in flight: see MaxRounds
+	// giveBack is the release message of this agent's failed rounds, which
+	// its own waiters ignore.
+	giveBack string
+	epochs   atomic.Uint64 // numbers the epochs this agent may plant
 
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
@@ -90,6 +106,9 @@ type AcquireRequest struct {
 // Grant is a won acquire.
 type Grant struct {
 	Fence int64
+	// Record is what the masters hold for this grant (who-info and fence):
+	// the watchdog re-creates it on a master that lacks it (see Renew).
+	Record string
 	// Deadline is when the hold stops being known valid unless renewed:
 	// the round's start + lease − drift.
 	Deadline time.Time
@@ -99,7 +118,9 @@ type Grant struct {
 type MasterStatus struct {
 	Name, Address string
 	State         State
-	Err           string // the last error, if any
+	Err           string // the last error, if any, in the agent's words
+	// QuarantineLeft is, while quarantined, how long until it may vote.
+	QuarantineLeft time.Duration
 }
 
 // Holder is one current holder of a name as recorded in the masters.
@@ -109,15 +130,18 @@ type Holder struct {
 	Fence int64
 }
 
-// RenewKey names one hold to renew.
+// RenewKey names one hold to renew, with what to re-create where it is missing.
 type RenewKey struct {
 	Name, Holder string
+	Record       string // the Grant's Record
+	Fence        int64
 }
 
-// RenewResult counts the voting masters that renewed a hold (OK) and that
-// answered it is no longer there (Gone).
+// RenewResult counts the voting masters that renewed a hold (OK), that
+// answered it is no longer there (Gone), and, of those, where a renewal
+// that kept a majority re-created it (Repaired).
 type RenewResult struct {
-	OK, Gone int
+	OK, Gone, Repaired int
 }
 
 // New returns a Cluster for cfg. It does not connect; Run does.
@@ -131,8 +155,17 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = 200 * time.Millisecond
 	}
+	if cfg.SafetyInterval <= 0 {
+		cfg.SafetyInterval = 5 * time.Second
+	}
 	if cfg.Quarantine <= 0 {
 		cfg.Quarantine = 15 * time.Second
+	}
+	if cfg.Tombstone <= 0 {
+		cfg.Tombstone = 15 * time.Second
+	}
+	if cfg.MaxRounds <= 0 {
+		cfg.MaxRounds = 64
 	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = randomID()
@@ -143,7 +176,8 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{}}
+	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
+		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID}
 	for _, mc := range cfg.Masters {
 		c.masters = append(c.masters, &master{cfg: mc, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
@@ -211,10 +245,36 @@ func (c *Cluster) Status() []MasterStatus {
 	return out
 }
 
-func (c *Cluster) setKey(name string) string            { return c.cfg.KeyPrefix + "{" + name + "}" }
-func (c *Cluster) holderPrefix(name string) string      { return c.setKey(name) + ":h:" }
-func (c *Cluster) channel(name string) string           { return c.setKey(name) + ":released" }
-func (c *Cluster) markerKey() string                    { return c.cfg.KeyPrefix + "marker" }
+func (c *Cluster) setKey(name string) string       { return c.cfg.KeyPrefix + "{" + name + "}" }
+func (c *Cluster) holderPrefix(name string) string { return c.setKey(name) + ":h:" }
+func (c *Cluster) channel(name string) string      { return c.setKey(name) + ":released" }
+func (c *Cluster) markerKey() string               { return c.cfg.KeyPrefix + "epoch" }
+func (c *Cluster) fenceKey(name string) string     { return c.setKey(name) + ":fence" }
+
+// gateArgs are the gate's arguments (see gateLua): an epoch to plant on a
+// master that has none, and the quarantine to give it.
+func (c *Cluster) gateArgs() []string {
+	return []string{c.cfg.InstanceID + ":" + strconv.FormatUint(c.epochs.Add(1), 10), strconv.FormatInt(c.cfg.Quarantine.Milliseconds(), 10)}
+}
+
+// admit waits for a round's turn, at most budget, and returns its release.
+func (c *Cluster) admit(ctx context.Context, budget time.Duration) (func(), error) {
+	select {
+	case c.rounds <- struct{}{}:
+		return func() { <-c.rounds }, nil
+	default:
+	}
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case c.rounds <- struct{}{}:
+		return func() { <-c.rounds }, nil
+	case <-t.C:
+		return nil, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: []error{ErrOverloaded}}
+	case <-ctx.Done():
+		return nil, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: []error{ctx.Err()}}
+	}
+}
 func (c *Cluster) holderKey(name, holder string) string { return c.holderPrefix(name) + holder }
 
 // answer is one master's reply in a round.
@@ -254,7 +314,15 @@ func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
 	case a := <-answers:
 		return a, true
 	case <-deadline.C:
-		return answer{}, false
+		// A collector scheduled late (a loaded host) finds the deadline and
+		// answers ready at once: answers that came in time count.
+		select {
+		case a := <-answers:
+			deadline.Reset(0)
+			return a, true
+		default:
+			return answer{}, false
+		}
 	}
 }
 
@@ -296,14 +364,32 @@ func errUnanswered(n int) error {
 	return &MasterError{fmt.Sprintf("%d master(s)", n), context.DeadlineExceeded}
 }
 
-// drain waits for the answers a decided round did not read, then frees the round.
-func drain(answers <-chan answer, n int, cancel context.CancelFunc) {
-	go func() {
+// drain waits for the answers a decided round did not read, hands each to
+// late (if not nil), then frees the round.
+func (c *Cluster) drain(answers <-chan answer, n int, cancel context.CancelFunc, late func(answer)) {
+	if n == 0 {
+		cancel()
+		return
+	}
+	c.goBackground(func() {
 		for range n {
-			<-answers
+			a := <-answers
+			if late != nil {
+				late(a)
+			}
 		}
 		cancel()
-	}()
+	})
+}
+
+// quarantineLeft reads a script's {-2, ms} refusal: the master is
+// quarantined for ms more. It notes it and returns the error to count.
+func (c *Cluster) quarantineLeft(i int, vals []int64) error {
+	if len(vals) == 2 && vals[0] == -2 {
+		c.masters[i].quarantined(time.Duration(vals[1]) * time.Millisecond)
+		return ErrQuarantined
+	}
+	return nil
 }
 
 // Acquire tries once to win req.Name on a majority. It returns as soon as the
@@ -314,22 +400,26 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if c.closed() {
 		return Grant{}, ErrClosed
 	}
+	done, err := c.admit(ctx, req.Lease/2)
+	if err != nil {
+		return Grant{}, err
+	}
+	defer done()
 	start := c.clock.Now()
 	n := len(c.masters)
 	to, errs := c.voters()
 	if len(errs) > n-c.quorum {
 		// A majority is out of reach before anything is sent: writing a
-		// grant to the few voters left would only be undone by a release
-		// (and its PUBLISH would wake every waiter into another doomed try).
+		// grant to the few voters left would only be undone by a release.
 		return Grant{}, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
-	keys := []string{c.setKey(req.Name), c.setKey(req.Name) + ":fence", c.holderKey(req.Name, req.Holder)}
-	args := []string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}
+	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey()}
+	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}, c.gateArgs()...)
 	answers, cancel := c.fanout(ctx, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
-	busy := 0
+	var busyOn []int // masters that answered held: their counters may lag
 	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
 		vals, err := a.res.AsIntSlice()
 		switch {
@@ -341,28 +431,46 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			fences[a.i] = vals[1]
 			return true, nil
 		}
-		busy++
+		if err := c.quarantineLeft(a.i, vals); err != nil {
+			return false, err
+		}
+		busyOn = append(busyOn, a.i)
 		round.RetryAfter = max(round.RetryAfter, vals[1])
 		return false, nil
 	})
+	busy := len(busyOn)
 	no := busy + failed
-	drain(answers, unread, cancel)
 	round.Yes, round.Masters = yes, errs
 	if Decide(n, yes, no) == Won {
-		fence, err := c.settleFence(ctx, req.Name, fences)
+		fence, err := c.settleFence(ctx, req, fences)
+		if err == nil && len(busyOn) > 0 {
+			c.raiseFence(req, fence, busyOn)
+		}
+		// Masters whose answer was not read yet are brought up to the
+		// fence as their answers come: a master that missed this grant must
+		// not count below it in a later majority.
+		c.drain(answers, unread, cancel, func(a answer) {
+			if vals, err := a.res.AsIntSlice(); err == nil && (len(vals) != 2 || vals[1] != fence) && fence > 0 {
+				c.raiseFence(req, fence, []int{a.i})
+			}
+		})
 		validity := Validity(req.Lease, c.clock.Now().Sub(start), c.cfg.DriftFactor)
 		if err == nil && validity > 0 {
-			return Grant{Fence: fence, Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+			return Grant{Fence: fence, Record: record(req, fence),
+				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 		}
 		if err == nil {
 			err = errors.New("validity used up before the grant completed")
 		}
 		round.Masters = append(round.Masters, err)
-	} else if failed <= n-c.quorum {
-		// Enough masters answered that, uncontended, a majority was
-		// possible: the name is held elsewhere (or the vote split). Only
-		// failures that alone rule out a majority make it NO_QUORUM.
-		round.Kind = ErrBusy
+	} else {
+		c.drain(answers, unread, cancel, nil)
+		if failed <= n-c.quorum {
+			// Enough masters answered that, uncontended, a majority was
+			// possible: the name is held elsewhere (or the vote split). Only
+			// failures that alone rule out a majority make it NO_QUORUM.
+			round.Kind = ErrBusy
+		}
 	}
 	if yes > 0 || busy < sent {
 		// Something may have been granted (or may yet be, by an answer not
@@ -374,10 +482,11 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 
 // settleFence makes the grant's fence strictly greater than every earlier
 // grant's: the token is the highest counter among the granting majority, and
-// it is written back to every granting master that is behind, so that the
-// majority of the next grant (which must overlap this one) counts past it.
-// With all counters in step, as when uncontended, nothing is written.
-func (c *Cluster) settleFence(ctx context.Context, name string, fences []int64) (int64, error) {
+// it is written back to every granting master behind it before the grant is
+// answered (so that the majority of the next grant, which must overlap this
+// one, counts past it), with the record fixed to carry it. With a majority
+// in step, as when uncontended, nothing is waited for.
+func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []int64) (int64, error) {
 	var fence int64
 	for _, f := range fences {
 		fence = max(fence, f)
@@ -393,15 +502,18 @@ func (c *Cluster) settleFence(ctx context.Context, name string, fences []int64) 
 		}
 	}
 	if atFence >= c.quorum {
+		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
+			c.raiseFence(req, fence, behind)
+		}
 		return fence, nil
 	}
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
 	defer cancel()
+	keys, args := c.raiseFenceArgs(req, fence)
 	results := make(chan error, len(behind))
-	key := c.setKey(name) + ":fence"
 	for _, i := range behind {
 		go func() {
-			_, err := c.masters[i].eval(opCtx, raiseFenceScript, []string{key}, []string{strconv.FormatInt(fence, 10)}).AsInt64()
+			_, err := c.masters[i].eval(opCtx, raiseFenceScript, keys, args).AsInt64()
 			results <- err
 		}()
 	}
@@ -419,23 +531,57 @@ func (c *Cluster) settleFence(ctx context.Context, name string, fences []int64) 
 	return fence, nil
 }
 
-// releaseAsync releases a failed round's partial grants in the background.
-// On each master the release follows the acquire on the same connection, so
-// it lands after it even if the acquire is still in flight.
+// record is what the masters hold for a grant of req with fence.
+func record(req AcquireRequest, fence int64) string {
+	return req.Info + " fence=" + strconv.FormatInt(fence, 10)
+}
+
+func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []string) {
+	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)}, []string{strconv.FormatInt(fence, 10), record(req, fence)}
+}
+
+// raiseFence brings req's name's counter on the masters to at least fence
+// (and a record of req there to carry it), in the background.
+func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
+	keys, args := c.raiseFenceArgs(req, fence)
+	c.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
+		defer cancel()
+		for _, i := range to {
+			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
+		}
+	})
+}
+
+// releaseAsync gives back a failed round's partial grants in the background.
+// Its release message wakes other agents' waiters (the round's grants may
+// have landed late on every master and look like a holder to them) but not
+// this agent's own, which would only fail again at once. On each master the release follows the acquire on the same
+// connection, so it lands after it even if the acquire is still in flight.
 func (c *Cluster) releaseAsync(name, holder string) {
-	c.goBackground(func() { c.Release(context.Background(), name, holder) })
+	c.goBackground(func() { c.release(context.Background(), name, holder, false) })
 }
 
 // Release drops holder's hold of name on every connected master and wakes
-// waiters. A release must not be dropped: a key left behind blocks the name
-// for a whole lease. So each master's release has a long deadline (it runs
-// in the background past the return), and it goes to masters marked down
-// too, to land when they answer again. The caller waits until every master
-// answered, or min(2×MasterTimeout, 1s). It returns how many masters that answered
-// held it; errors only when none answered.
+// waiters anywhere. A release must not be dropped: a key left behind blocks
+// the name for a whole lease. So each master's release has a long deadline
+// and goes on in the background past the return, and it goes to masters
+// marked down too, to land when they answer again. The caller waits only
+// until a majority answered (or every master it sent to), at most
+// min(2×MasterTimeout, 1s): a hung master costs a release nothing. It
+// returns how many of the masters that answered held it; errors only when
+// none answered.
 func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
+	return c.release(ctx, name, holder, true)
+}
+
+func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (int, error) {
 	keys := []string{c.setKey(name), c.holderKey(name, holder)}
-	args := []string{holder, c.channel(name), name, strconv.FormatInt(c.cfg.Quarantine.Milliseconds(), 10)}
+	message := name
+	if !real {
+		message = c.giveBack
+	}
+	args := []string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
 	answers := make(chan answer, len(c.masters))
 	sent := 0
@@ -448,28 +594,24 @@ func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error)
 	}
 	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
 	defer wait.Stop()
-	held, got := 0, 0
+	held, got, ok := 0, 0, 0
 	var errs []error
 collect:
-	for ; got < sent; got++ {
+	for ; got < sent && ok < c.quorum; got++ {
 		select {
 		case a := <-answers:
 			if v, err := a.res.AsInt64(); err != nil {
 				errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
 			} else {
 				held += int(v)
+				ok++
 			}
 		case <-wait.C:
 			break collect
 		}
 	}
-	c.goBackground(func() {
-		for range sent - got {
-			<-answers
-		}
-		cancel()
-	})
-	if got == len(errs) {
+	c.drain(answers, sent-got, cancel, nil)
+	if ok == 0 {
 		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
 	return held, nil
@@ -478,27 +620,60 @@ collect:
 // ErrNotHeld: a majority of masters answered that the holder no longer holds the name.
 var ErrNotHeld = errors.New("quorum: not held")
 
+// renewArgs are the renew script's keys and arguments for holds.
+func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
+	keys = make([]string, 0, 1+2*len(holds))
+	keys = append(keys, c.markerKey())
+	args = make([]string, 0, 3+len(holds))
+	args = append(args, strconv.FormatInt(lease.Milliseconds(), 10))
+	args = append(args, c.gateArgs()...)
+	for _, h := range holds {
+		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
+		args = append(args, h.Holder)
+	}
+	return keys, args
+}
+
+// renewReply reads master i's answer to a renew script call: one 1 (renewed)
+// or 0 (gone) per hold.
+func (c *Cluster) renewReply(i int, res rueidis.RedisResult, n int) ([]int64, error) {
+	vals, err := res.AsIntSlice()
+	switch {
+	case err != nil:
+		return nil, err
+	case c.quarantineLeft(i, vals) != nil:
+		return nil, ErrQuarantined
+	case len(vals) != n+1 || vals[0] != 0:
+		return nil, errors.New("unexpected renew reply")
+	}
+	return vals[1:], nil
+}
+
 // Extend sets holder's lease on name to lease on a majority and returns the
 // new validity deadline. It fails with ErrNotHeld when a majority no longer
 // has the hold, else with ErrNoQuorum.
 func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Duration) (time.Time, error) {
+	done, err := c.admit(ctx, lease/2)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer done()
 	start := c.clock.Now()
 	n := len(c.masters)
-	keys := []string{c.setKey(name), c.holderKey(name, holder)}
-	args := []string{holder, strconv.FormatInt(lease.Milliseconds(), 10)}
+	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
 	to, errs := c.voters()
 	answers, cancel := c.fanout(ctx, renewScript, keys, args, to)
 	sent := len(to)
 	gone := 0
 	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
-		v, err := a.res.AsInt64()
-		if err == nil && v == 0 {
+		vals, err := c.renewReply(a.i, a.res, 1)
+		if err == nil && vals[0] == 0 {
 			gone++
 		}
-		return err == nil && v == 1, err
+		return err == nil && vals[0] == 1, err
 	})
 	no := gone + failed
-	drain(answers, unread, cancel)
+	c.drain(answers, unread, cancel, nil)
 	if Decide(n, yes, no) == Won && Validity(lease, c.clock.Now().Sub(start), c.cfg.DriftFactor) > 0 {
 		return start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
 	}
@@ -508,23 +683,31 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	return time.Time{}, &RoundError{Kind: ErrNoQuorum, Yes: yes, Needed: c.quorum, Masters: errs}
 }
 
+// renewBatch is how many holds one renew script call carries.
+const renewBatch = 256
+
 // Renew sets the lease of every hold in keys on every voting master, one
-// pipelined round trip per master, and counts the answers per hold.
+// pipelined round trip per master with a script call per renewBatch holds,
+// and counts the answers per hold. Then it repairs: a hold that a majority
+// renewed but some voting master lacks (that master was down at the grant,
+// or let the key expire while paused) is re-created there, so that it
+// regains its full redundancy before the next fault.
 func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKey) []RenewResult {
 	out := make([]RenewResult, len(keys))
 	if len(keys) == 0 {
 		return out
 	}
-	ms := strconv.FormatInt(lease.Milliseconds(), 10)
-	calls := make([]call, len(keys))
-	for i, k := range keys {
-		calls[i] = call{keys: []string{c.setKey(k.Name), c.holderKey(k.Name, k.Holder)}, args: []string{k.Holder, ms}}
+	var calls []call
+	for lo := 0; lo < len(keys); lo += renewBatch {
+		k, a := c.renewArgs(lease, keys[lo:min(lo+renewBatch, len(keys))])
+		calls = append(calls, call{keys: k, args: a})
 	}
 	opCtx, cancel := context.WithTimeout(ctx, c.cfg.MasterTimeout)
 	defer cancel()
+	to, _ := c.voters()
+	gone := make([][]int, len(c.masters)) // per master, the holds it lacks
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	to, _ := c.voters()
 	for _, i := range to {
 		wg.Add(1)
 		go func() {
@@ -532,24 +715,81 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 			res := c.masters[i].evalMulti(opCtx, renewScript, calls)
 			mu.Lock()
 			defer mu.Unlock()
-			for i, r := range res {
-				if v, err := r.AsInt64(); err == nil {
+			for b, r := range res {
+				lo := b * renewBatch
+				vals, err := c.renewReply(i, r, min(renewBatch, len(keys)-lo))
+				if err != nil {
+					continue
+				}
+				for j, v := range vals {
 					if v == 1 {
-						out[i].OK++
+						out[lo+j].OK++
 					} else {
-						out[i].Gone++
+						out[lo+j].Gone++
+						gone[i] = append(gone[i], lo+j)
 					}
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	c.repair(ctx, lease, keys, out, gone)
 	return out
+}
+
+// repair re-creates, on each master, the holds of gone that a majority renewed.
+func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewKey, out []RenewResult, gone [][]int) {
+	ms := strconv.FormatInt(lease.Milliseconds(), 10)
+	opCtx, cancel := context.WithTimeout(ctx, c.cfg.MasterTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, holds := range gone {
+		var idx []int
+		var calls []call
+		for _, h := range holds {
+			k := keys[h]
+			if out[h].OK < c.quorum || k.Record == "" {
+				continue
+			}
+			idx = append(idx, h)
+			calls = append(calls, call{
+				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
+				args: append([]string{k.Holder, ms, k.Record, c.holderPrefix(k.Name)}, append(c.gateArgs(), strconv.FormatInt(k.Fence, 10))...),
+			})
+		}
+		if len(calls) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := c.masters[i].evalMulti(opCtx, repairScript, calls)
+			mu.Lock()
+			defer mu.Unlock()
+			for j, r := range res {
+				if v, err := r.AsInt64(); err == nil && v == 2 {
+					out[idx[j]].Repaired++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, r := range out {
+		if r.Repaired > 0 {
+			c.cfg.Logger.Debug("hold re-created on masters that lacked it", "name", keys[i].Name, "masters", r.Repaired)
+		}
+	}
 }
 
 // Who returns the holders of name that a majority of the voting masters
 // record, with the highest fence any of them recorded.
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
+	done, err := c.admit(ctx, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	to, errs := c.voters()
 	answers, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
 	sent := len(to)
@@ -567,7 +807,6 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 		a, answered := next(answers, deadline)
 		if !answered {
 			errs = append(errs, errUnanswered(sent-got))
-			drain(answers, sent-got, func() {})
 			break
 		}
 		vals, err := a.res.ToArray()
@@ -624,8 +863,10 @@ type Watch struct {
 // C returns the wake-up channel.
 func (w *Watch) C() <-chan struct{} { return w.wake }
 
-// Watch subscribes to name's release messages on every master and returns
-// once each live subscriber confirmed (or MasterTimeout×4 passed).
+// Watch subscribes to name's release messages on every master. It returns
+// at once: each master's subscription is made in the background (a hung
+// master holds up nothing), and C receives when one is confirmed, since a
+// release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
 	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1)}
 	c.watchMu.Lock()
@@ -638,7 +879,15 @@ func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
 	first := len(set) == 1
 	c.watchMu.Unlock()
 	if first {
-		c.eachMaster(ctx, func(ctx context.Context, m *master) { m.subscribe(ctx, w.channel) })
+		for _, m := range c.masters {
+			c.goBackground(func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*c.cfg.MasterTimeout)
+				defer cancel()
+				if m.subscribe(ctx, w.channel) {
+					c.onMessage(w.channel, "")
+				}
+			})
+		}
 	}
 	return w
 }
@@ -675,7 +924,10 @@ func (c *Cluster) eachMaster(ctx context.Context, f func(context.Context, *maste
 	wg.Wait()
 }
 
-func (c *Cluster) onMessage(channel string) {
+func (c *Cluster) onMessage(channel, message string) {
+	if message == c.giveBack {
+		return
+	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	for w := range c.watches[channel] {
@@ -714,6 +966,37 @@ func (c *Cluster) watched(channel string) bool {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	return len(c.watches[channel]) > 0
+}
+
+// Bootstrap plants an epoch marker with no quarantine on each of masters
+// that has none, and returns the names of those it planted on. It is for
+// masters known to be new, that never served a lock (the -dev masters, a
+// new deployment): a master that lost its data looks the same, and
+// bootstrapping it instead of letting it sit out its quarantine can grant a
+// name that a forgotten hold still protects.
+func Bootstrap(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]string, error) {
+	c, err := New(Config{Masters: masters, KeyPrefix: keyPrefix})
+	if err != nil {
+		return nil, err
+	}
+	var planted []string
+	var errs []error
+	for _, m := range c.masters {
+		m.connect()
+		if m.getClient() == nil {
+			errs = append(errs, &MasterError{m.cfg.Name, m.lastErr})
+			continue
+		}
+		v, err := m.eval(ctx, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:" + randomID()}).AsInt64()
+		m.close()
+		switch {
+		case err != nil:
+			errs = append(errs, &MasterError{m.cfg.Name, err})
+		case v == 1:
+			planted = append(planted, m.cfg.Name)
+		}
+	}
+	return planted, errors.Join(errs...)
 }
 
 func randomID() string {

@@ -1,9 +1,15 @@
 package quorum
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
+
+	"github.com/redis/rueidis"
 )
 
 // Sentinel errors of the quorum package.
@@ -22,6 +28,10 @@ var (
 	ErrQuarantined = errors.New("quorum: master quarantined")
 	// ErrClosed: the cluster is closed.
 	ErrClosed = errors.New("quorum: closed")
+	// ErrUnsafe: the master is configured so that it may forget holds; see UnsafeError.
+	ErrUnsafe = errors.New("quorum: unsafe master")
+	// ErrOverloaded: a round waited its whole admission budget for a slot.
+	ErrOverloaded = errors.New("quorum: overloaded")
 )
 
 // MasterError is an error from one master; it unwraps to the cause.
@@ -30,7 +40,7 @@ type MasterError struct {
 	Err    error
 }
 
-func (e *MasterError) Error() string { return e.Master + ": " + e.Err.Error() }
+func (e *MasterError) Error() string { return e.Master + ": " + describe(e.Err) }
 func (e *MasterError) Unwrap() error { return e.Err }
 
 // RoundError says why a quorum round failed. It unwraps to ErrNoQuorum or
@@ -67,3 +77,58 @@ func (e *RoundError) Error() string {
 }
 
 func (e *RoundError) Unwrap() []error { return append([]error{e.Kind}, e.Masters...) }
+
+// redisErrors maps the first word of a Redis error reply to our words, so
+// no server's text reaches a client: it may be long, change between
+// versions, or carry key names.
+var redisErrors = map[string]string{
+	"NOPERM":      "refused by the master's ACL (NOPERM)",
+	"NOAUTH":      "master wants authentication (NOAUTH)",
+	"WRONGPASS":   "wrong username or password (WRONGPASS)",
+	"OOM":         "master is out of memory (OOM)",
+	"READONLY":    "master is a read-only replica (READONLY)",
+	"LOADING":     "master is loading its data (LOADING)",
+	"BUSY":        "master is busy running a script (BUSY)",
+	"MASTERDOWN":  "master is down (MASTERDOWN)",
+	"NOSCRIPT":    "script not loaded (NOSCRIPT)",
+	"WRONGTYPE":   "a key under the key prefix has the wrong type (WRONGTYPE)",
+	"CROSSSLOT":   "master is a Redis Cluster (CROSSSLOT)",
+	"MOVED":       "master is a Redis Cluster (MOVED)",
+	"CLUSTERDOWN": "master is a Redis Cluster (CLUSTERDOWN)",
+	"MISCONF":     "master cannot persist its data (MISCONF)",
+}
+
+// describe says what went wrong with a master in the agent's words.
+func describe(err error) string {
+	var unsafe *UnsafeError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &unsafe):
+		return unsafe.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, rueidis.ErrClosing):
+		return "connection closed"
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		word, _, _ := strings.Cut(re.Error(), " ")
+		if d, ok := redisErrors[word]; ok {
+			return d
+		}
+		return "master answered an error (" + token(word) + ")"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return "network error (" + op.Op + ")"
+	}
+	var me *MasterError
+	if errors.As(err, &me) {
+		return me.Error()
+	}
+	return err.Error()
+}

@@ -20,6 +20,10 @@ type MasterConfig struct {
 	Password string
 	DB       int
 	TLS      *tls.Config // nil for plain TCP
+	// AllowReplicas accepts a master that has replicas attached (for
+	// backups). A replica is never promoted by the agent; if something
+	// else promotes it, it is a new master that lost the last writes.
+	AllowReplicas bool
 }
 
 // State is a master's health as the agent sees it.
@@ -30,6 +34,9 @@ const (
 	StateUp          State = "up"
 	StateDown        State = "down"
 	StateQuarantined State = "quarantined"
+	// StateUnsafe: the master is configured so that it may forget holds
+	// (a replica, replicas attached, an eviction policy): it never votes.
+	StateUnsafe State = "unsafe"
 )
 
 // master is one Redis master: a rueidis client made once it can connect, a
@@ -43,9 +50,11 @@ type master struct {
 	client     rueidis.Client
 	state      State
 	lastErr    error
-	marker     string    // the data marker seen last; "" before the first probe
+	epoch      string    // the epoch marker seen last; "" before the first probe
 	failures   int       // consecutive failed probes
-	quarantine time.Time // while state is quarantined: when it ends
+	quarantine time.Time // when its quarantine (as the master told it) ends
+	unsafe     error     // why the master is unsafe, nil if it is not
+	checked    time.Time // when its configuration was last checked
 
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
@@ -68,10 +77,30 @@ func (m *master) voteErr() error {
 		return &MasterError{m.cfg.Name, ErrNotConnected}
 	case m.state == StateDown:
 		return &MasterError{m.cfg.Name, ErrMasterDown}
-	case m.state == StateQuarantined:
+	case m.unsafe != nil:
+		return &MasterError{m.cfg.Name, m.unsafe}
+	case m.cluster.clock.Now().Before(m.quarantine):
 		return &MasterError{m.cfg.Name, ErrQuarantined}
 	}
 	return nil
+}
+
+// quarantined records that the master answered it is quarantined for left
+// more: it is skipped until then, and its holds are gone, so waiters may
+// now win elsewhere.
+func (m *master) quarantined(left time.Duration) {
+	until := m.cluster.clock.Now().Add(left)
+	m.mu.Lock()
+	fresh := !m.cluster.clock.Now().Before(m.quarantine)
+	if until.After(m.quarantine) {
+		m.quarantine = until
+	}
+	down := m.state == StateDown // only the probe brings a master back from down
+	m.mu.Unlock()
+	if fresh && !down {
+		m.setState(StateQuarantined, ErrQuarantined)
+		m.cluster.wakeAll()
+	}
 }
 
 func (m *master) status() MasterStatus {
@@ -79,7 +108,10 @@ func (m *master) status() MasterStatus {
 	defer m.mu.RUnlock()
 	s := MasterStatus{Name: m.cfg.Name, Address: m.cfg.Address, State: m.state}
 	if m.lastErr != nil {
-		s.Err = m.lastErr.Error()
+		s.Err = describe(m.lastErr)
+	}
+	if m.state == StateQuarantined {
+		s.QuarantineLeft = max(m.quarantine.Sub(m.cluster.clock.Now()), 0)
 	}
 	return s
 }
@@ -90,9 +122,12 @@ func (m *master) setState(s State, err error) {
 	m.state, m.lastErr = s, err
 	m.mu.Unlock()
 	if old != s {
-		if err != nil {
+		switch {
+		case s == StateUnsafe:
+			m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
+		case err != nil:
 			m.log.Warn("master state changed", "from", old, "to", s, "error", err)
-		} else {
+		default:
 			m.log.Info("master state changed", "from", old, "to", s)
 		}
 	}
@@ -188,14 +223,22 @@ func (m *master) loadScripts() {
 	}
 }
 
-// probe checks the master answers within a master_timeout (twice) and still
-// has its data marker. A marker that changed means the master lost its data
-// (a restart without persistence, a flush): every hold it granted is gone,
-// so it must not vote until every lease that it could have granted is over.
+// probe checks the master answers within a master_timeout (twice), runs the
+// epoch gate (which plants a quarantined marker on a master that lost its
+// data), and now and then checks that the master is configured safely.
 func (m *master) probe(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 2*m.cluster.cfg.MasterTimeout)
+	cfg := &m.cluster.cfg
+	ctx, cancel := context.WithTimeout(ctx, 2*cfg.MasterTimeout)
 	defer cancel()
-	marker, err := m.eval(ctx, markerScript, []string{m.cluster.markerKey()}, []string{m.cluster.cfg.InstanceID + ":" + randomID()}).ToString()
+	vals, err := m.eval(ctx, markerScript, []string{m.cluster.markerKey()}, m.cluster.gateArgs()).ToArray()
+	var epoch string
+	var left int64
+	if err == nil && len(vals) == 2 {
+		epoch, _ = vals[0].ToString()
+		left, err = vals[1].AsInt64()
+	} else if err == nil {
+		err = errors.New("unexpected probe reply")
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return
@@ -214,21 +257,32 @@ func (m *master) probe(ctx context.Context) {
 	now := m.cluster.clock.Now()
 	m.mu.Lock()
 	m.failures = 0
-	lostData := m.marker != "" && marker != m.marker
-	m.marker = marker
-	until := m.quarantine
-	if lostData {
-		until = now.Add(m.cluster.cfg.Quarantine)
+	lostData := m.epoch != "" && epoch != m.epoch
+	m.epoch = epoch
+	if until := now.Add(time.Duration(left) * time.Millisecond); until.After(m.quarantine) || left == 0 {
 		m.quarantine = until
 	}
+	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
 	m.mu.Unlock()
-	switch {
-	case lostData:
+	if lostData {
+		m.log.Warn("master lost its data (its epoch changed); its holds are gone", "epoch", epoch)
 		m.loadScripts()
-		m.setState(StateQuarantined, errors.New("master lost its data; quarantined until every lease it granted has ended"))
-		m.cluster.wakeAll() // its holds are gone: waiters may now win elsewhere
-	case now.Before(until):
-		m.setState(StateQuarantined, nil)
+		m.cluster.wakeAll()
+	}
+	if check {
+		unsafe := m.checkSafety(ctx)
+		m.mu.Lock()
+		m.unsafe, m.checked = unsafe, now
+		m.mu.Unlock()
+	}
+	m.mu.RLock()
+	unsafe := m.unsafe
+	m.mu.RUnlock()
+	switch {
+	case unsafe != nil:
+		m.setState(StateUnsafe, unsafe)
+	case left > 0:
+		m.setState(StateQuarantined, ErrQuarantined)
 	default:
 		m.setState(StateUp, nil)
 	}
@@ -306,7 +360,7 @@ func (m *master) subscribeLoop(ctx context.Context) {
 		}
 		dc, release := c.Dedicate()
 		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
-			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel) },
+			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel, msg.Message) },
 		})
 		m.subMu.Lock()
 		err := m.subscribeAll(ctx, dc)
@@ -350,17 +404,19 @@ func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) e
 	return dc.Do(ctx, dc.B().Subscribe().Channel(chans...).Build()).Error()
 }
 
-// subscribe adds one channel to a live subscription; without one the next
-// (re)subscription picks it up.
-func (m *master) subscribe(ctx context.Context, ch string) {
+// subscribe adds one channel to a live subscription and says whether it
+// was confirmed; without one the next (re)subscription picks it up.
+func (m *master) subscribe(ctx context.Context, ch string) bool {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
-	if m.sub == nil {
-		return
+	if m.sub == nil || !m.cluster.watched(ch) {
+		return false
 	}
 	if err := m.sub.Do(ctx, m.sub.B().Subscribe().Channel(ch).Build()).Error(); err != nil {
 		m.log.Debug("subscribe failed", "channel", ch, "error", err)
+		return false
 	}
+	return true
 }
 
 // unsubscribe drops a channel that no watcher wants any more.

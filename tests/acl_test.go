@@ -13,8 +13,8 @@ import (
 
 // aclRules is the Redis ACL that docs/operations.md tells operators to give
 // the agent's user: keep the two in step.
-const aclRules = "~lock-agent:* &lock-agent:* +@scripting +smembers +pttl +srem +incr +set +sadd +pexpire +del +get +exists " +
-	"+publish +subscribe +unsubscribe +ping +hello +select"
+const aclRules = "~lock-agent:* &lock-agent:* +@scripting +smembers +pttl +srem +set +sadd +pexpire +del +get +exists " +
+	"+hset +hget +hmget +time +publish +subscribe +unsubscribe +ping +hello +select +info"
 
 // TestAgentRunsAsARestrictedACLUser runs the agent as a Redis user with only
 // the documented permissions, its password read from a file: locking,
@@ -37,6 +37,7 @@ func TestAgentRunsAsARestrictedACLUser(t *testing.T) {
 	for i := range cfg.Masters {
 		cfg.Masters[i].Username, cfg.Masters[i].Password = "lock-agent", "s3cret"
 	}
+	agenttest.Bootstrap(t, cfg)
 	a := agenttest.Start(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	waiter := agenttest.Dial(t, a.Config.Socket.Path)

@@ -28,6 +28,15 @@ var (
 	buildErr  error
 )
 
+// bootstrap runs `lock-agent bootstrap` on the new masters of a config, as
+// an operator does once for a new deployment.
+func bootstrap(t *testing.T, bin, cfgPath string) {
+	t.Helper()
+	if out, err := exec.Command(bin, "bootstrap", "-config", cfgPath).CombinedOutput(); err != nil || !strings.Contains(string(out), "bootstrapped as a new master") {
+		t.Fatalf("bootstrap: %v\n%s", err, out)
+	}
+}
+
 // binary builds cmd/lock-agent once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
@@ -98,6 +107,7 @@ func TestBinarySIGTERMReleasesEverything(t *testing.T) {
 	}
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	os.WriteFile(cfgPath, []byte(cfg.String()), 0o600)
+	bootstrap(t, bin, cfgPath)
 
 	cmd := exec.Command(bin, "run", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), raceNoExitSleep)
@@ -287,6 +297,7 @@ func pausedMastersAgent(t *testing.T, masterTimeout string) (*exec.Cmd, *agentte
 	}
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	os.WriteFile(cfgPath, []byte(cfg.String()), 0o600)
+	bootstrap(t, bin, cfgPath)
 	cmd := exec.Command(bin, "run", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), raceNoExitSleep)
 	if err := cmd.Start(); err != nil {

@@ -42,6 +42,7 @@ func TestMastersOverMutualTLS(t *testing.T) {
 	}
 	cfg := agenttest.Config(t, servers, 3*time.Second)
 	cfg.Masters = parsed.Masters
+	agenttest.Bootstrap(t, cfg)
 	a := agenttest.Start(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	waiter := agenttest.Dial(t, a.Config.Socket.Path)

@@ -2,6 +2,7 @@
 //
 //	lock-agent run -config FILE | run -dev
 //	lock-agent validate -config FILE
+//	lock-agent bootstrap -config FILE
 //	lock-agent exec [flags] NAME -- CMD [ARGS...]
 //	lock-agent status [-json] | who [-json] NAME
 //	lock-agent version
@@ -34,6 +35,7 @@ commands:
   run -config FILE     run the agent
   run -dev             run the agent with three embedded masters (no Redis needed)
   validate -config F   check a config file; exit 0 if valid, 2 if not
+  bootstrap -config F  mark a new deployment's masters as new (no first quarantine)
   exec [flags] NAME -- CMD [ARGS...]
                        run CMD while holding the lock NAME
   status [-json]       show the agent, its masters, sessions, holds and waiters
@@ -55,6 +57,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return runCmd(args[1:], stdout, stderr)
 	case "validate":
 		return validateCmd(args[1:], stdout, stderr)
+	case "bootstrap":
+		return bootstrapCmd(args[1:], stdout, stderr)
 	case "exec":
 		return execCmd(args[1:], stderr)
 	case "status":

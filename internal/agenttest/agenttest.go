@@ -29,8 +29,32 @@ type Agent struct {
 }
 
 // Config returns a test configuration over servers: a socket in a fresh
-// temporary directory, short timeouts, and the given lease.
+// temporary directory, short timeouts, and the given lease. It bootstraps
+// the servers (see quorum.Bootstrap) as the new masters they are, so they
+// need not sit out a quarantine: build configs before a test empties a
+// master, or the emptied master is taken for a new one.
 func Config(t testing.TB, servers []*redistest.Server, lease time.Duration) agent.Config {
+	t.Helper()
+	cfg := ConfigNoBootstrap(t, servers, lease)
+	if _, err := quorum.Bootstrap(context.Background(), cfg.Lock.KeyPrefix, cfg.Masters); err != nil {
+		// Masters that want credentials or TLS the test sets later:
+		// the test calls Bootstrap once it has.
+		t.Logf("agenttest: bootstrap: %v", err)
+	}
+	return cfg
+}
+
+// Bootstrap bootstraps cfg's masters as new ones, with their credentials.
+func Bootstrap(t testing.TB, cfg agent.Config) {
+	t.Helper()
+	if _, err := quorum.Bootstrap(context.Background(), cfg.Lock.KeyPrefix, cfg.Masters); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ConfigNoBootstrap is Config for masters that must be met as they are, as
+// a new agent meets them.
+func ConfigNoBootstrap(t testing.TB, servers []*redistest.Server, lease time.Duration) agent.Config {
 	cfg := agent.Default()
 	cfg.AgentID = "test"
 	dir, err := os.MkdirTemp("", "la")

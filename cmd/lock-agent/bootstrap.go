@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// bootstrapCmd marks the masters of a new deployment as new. A master the
+// agent meets without an epoch marker may have lost its data, so it sits
+// out a quarantine (max(lease, max_ttl) plus drift) before it votes; a
+// brand-new cluster's masters look just the same, and bootstrapping them
+// spares the wait. Never run it on masters that served locks and lost their
+// data: that is exactly what the quarantine protects.
+func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bootstrap", stderr)
+	path := fs.String("config", "", "config file naming the masters")
+	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: lock-agent bootstrap -config FILE")
+		return exitUsage
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	planted, err := quorum.Bootstrap(ctx, cfg.Lock.KeyPrefix, cfg.Masters)
+	for _, m := range cfg.Masters {
+		switch {
+		case slices.Contains(planted, m.Name):
+			fmt.Fprintf(stdout, "%s: bootstrapped as a new master\n", m.Name)
+		default:
+			fmt.Fprintf(stdout, "%s: left as it is (it has an epoch already, or could not be reached)\n", m.Name)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "lock-agent:", err)
+		return exitFailure
+	}
+	return exitOK
+}
