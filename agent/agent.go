@@ -186,7 +186,7 @@ func (a *Agent) holderID(sessionID uint64, owner string) string {
 // it may have granted (a watchdog lease, or a ttl= up to max_ttl) has
 // ended by then on every master, drift included.
 func Quarantine(l LockConfig) time.Duration {
-	longest := l.Lease
+	longest := max(l.Lease, l.MaxTTL)
 	return longest + time.Duration(float64(longest)*l.DriftFactor) + 2*l.MasterTimeout + 10*time.Millisecond
 }
 

@@ -44,6 +44,9 @@ type LockConfig struct {
 	// RetryMin and RetryMax bound the jittered back-off between attempts
 	// that failed without a clear holder (split votes, unreachable masters).
 	RetryMin, RetryMax time.Duration
+	// MaxTTL is the longest ttl= a LOCK may ask for. It bounds how long a
+	// master that lost its data must sit out (see Quarantine).
+	MaxTTL time.Duration
 }
 
 // Limits bound what clients can make the agent hold.
@@ -70,7 +73,8 @@ func Default() Config {
 		AgentID: host,
 		Socket:  SocketConfig{Path: DefaultSocketPath, Mode: 0o660},
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
-			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond},
+			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+			MaxTTL: 5 * time.Minute},
 		Limits: Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000},
 		Log:    LogConfig{Level: "info", Format: "text"},
 	}

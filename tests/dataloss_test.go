@@ -1,0 +1,205 @@
+package tests
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// grant is one contender's grant: when its OK arrived, and its fence.
+type grant struct {
+	who   string
+	at    time.Time
+	fence int64
+}
+
+// contenders try for name until stop closes: a waiter parked on a, a
+// poller on a, and a poller on each agent in more (started later). Each
+// grant is recorded and released at once.
+type contenders struct {
+	mu     sync.Mutex
+	grants []grant
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func contend(t *testing.T, name string, waiterOn string, pollers ...string) *contenders {
+	cs := &contenders{stop: make(chan struct{})}
+	record := func(who string, r agenttest.Reply) {
+		cs.mu.Lock()
+		cs.grants = append(cs.grants, grant{who, time.Now(), r.Int("fence")})
+		cs.mu.Unlock()
+	}
+	if waiterOn != "" {
+		w := agenttest.Dial(t, waiterOn)
+		cs.wg.Add(1)
+		go func() {
+			defer cs.wg.Done()
+			_, ch := w.Send("LOCK " + name + " wait=forever")
+			select {
+			case r := <-ch:
+				if r.Kind == "OK" {
+					record("waiter", r)
+					w.Do("UNLOCK " + name)
+				}
+			case <-cs.stop:
+			}
+		}()
+	}
+	for i, sock := range pollers {
+		p := agenttest.Dial(t, sock)
+		cs.wg.Add(1)
+		go func() {
+			defer cs.wg.Done()
+			for {
+				select {
+				case <-cs.stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				if r := p.Do("LOCK " + name + " wait=0"); r.Kind == "OK" {
+					record("poller"+string(rune('0'+i)), r)
+					p.Do("UNLOCK " + name)
+				}
+			}
+		}()
+	}
+	return cs
+}
+
+// check stops the contenders and fails if any was granted before the
+// holder's hold ended (its UNLOCK sent or its LOST received), or with a
+// fence not above the holder's.
+func (cs *contenders) check(t *testing.T, holderEnd time.Time, holderFence int64) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // a grant in flight at the end lands
+	close(cs.stop)
+	cs.wg.Wait()
+	if len(cs.grants) == 0 {
+		t.Fatal("no contender was granted the name after the holder ended (liveness)")
+	}
+	for _, g := range cs.grants {
+		if g.at.Before(holderEnd) {
+			t.Errorf("two holders: %s was granted %v before the holder's hold ended", g.who, holderEnd.Sub(g.at))
+		}
+		if g.fence <= holderFence {
+			t.Errorf("%s got fence %d, not above the holder's %d", g.who, g.fence, holderFence)
+		}
+	}
+}
+
+// dataLossAgents starts agents a and b over three new masters, and returns
+// an unstarted configuration for a third agent that will first meet the
+// masters mid-fault (so it must not be bootstrapped).
+func dataLossAgents(t *testing.T, lease, maxTTL time.Duration) (a, b *agenttest.Agent, late agent.Config, servers []*redistest.Server) {
+	servers = redistest.Start(t, 3)
+	configs := make([]agent.Config, 3)
+	for i, id := range []string{"host-a", "host-b", "host-c"} {
+		if i < 2 {
+			configs[i] = agenttest.Config(t, servers, lease)
+		} else {
+			configs[i] = agenttest.ConfigNoBootstrap(t, servers, lease)
+		}
+		configs[i].AgentID = id
+		configs[i].Lock.MaxTTL = maxTTL
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	return agenttest.Start(t, configs[0]), agenttest.Start(t, configs[1]), configs[2], servers
+}
+
+// TestKleppmannOrdering: h1 is granted on m0 and m1 while m2 is down; m2
+// returns; m1 restarts empty; then others ask — a waiter parked on another
+// agent, pollers, and an agent started during m1's quarantine. Nobody may
+// be granted the name while h1 holds it, with a watchdog hold or a ttl=
+// hold longer than the lease.
+func TestKleppmannOrdering(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lock string
+		// repaired: m1 restarts one renewal after m2 returned, so the
+		// watchdog has re-created the hold on m2 and h1 keeps it.
+		repaired bool
+	}{
+		{"a watchdog hold", "LOCK k", false},
+		{"a watchdog hold repaired before the restart", "LOCK k", true},
+		{"a ttl= hold longer than the lease", "LOCK k ttl=2500ms", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, late, servers := dataLossAgents(t, time.Second, 3*time.Second)
+			holder := agenttest.Dial(t, a.Config.Socket.Path)
+			servers[2].Pause()
+			holder.AwaitMasters("down", 1)
+			r := holder.Do(tc.lock)
+			if r.Kind != "OK" {
+				t.Fatal(r.Line)
+			}
+			fence := r.Int("fence")
+			servers[2].Resume()
+			holder.AwaitMasters("up", 3)
+			if tc.repaired {
+				time.Sleep(500 * time.Millisecond) // > lease/3: one renewal
+				if n := servers[2].Keys("lock-agent:{k}:h:*"); n != 1 {
+					t.Fatalf("the renewal did not re-create the hold on the master that missed the grant (%d keys)", n)
+				}
+			}
+			servers[1].Restart() // empty: it forgot h1
+			c := agenttest.StartNoWait(t, late) // first meets m1 empty, during its quarantine
+			cs := contend(t, "k", b.Config.Socket.Path, b.Config.Socket.Path, c.Config.Socket.Path)
+			// h1's hold ends at its LOST (a ttl= hold, or a watchdog hold
+			// left on a single master) or at its UNLOCK after 2.5 s.
+			var end time.Time
+			if p := holder.Push(2500 * time.Millisecond); p != "" {
+				end = time.Now()
+				if !strings.HasPrefix(p, "* LOST k ") {
+					t.Fatalf("holder heard %q", p)
+				}
+				if tc.repaired {
+					t.Fatalf("a hold on two masters of three was lost: %q", p)
+				}
+				t.Logf("holder was told %q", p)
+			} else {
+				end = time.Now()
+				if r := holder.Do("UNLOCK k"); r.Kind != "OK" {
+					t.Fatal(r.Line)
+				}
+			}
+			cs.check(t, end, fence)
+		})
+	}
+}
+
+// TestFlushallWhileHeld empties every master while a lock is held: the
+// holder must hear LOST before anyone else is granted the name, and the next
+// fence must still be greater than the holder's.
+func TestFlushallWhileHeld(t *testing.T) {
+	a, b, late, servers := dataLossAgents(t, time.Second, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	r := holder.Do("LOCK f")
+	if r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	fence := r.Int("fence")
+	for _, s := range servers {
+		if _, err := s.Do("FLUSHALL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := agenttest.StartNoWait(t, late)
+	cs := contend(t, "f", b.Config.Socket.Path, b.Config.Socket.Path, c.Config.Socket.Path)
+	p := holder.Push(3 * time.Second)
+	end := time.Now()
+	if !strings.HasPrefix(p, "* LOST f ") {
+		t.Fatalf("holder heard %q after every master was flushed", p)
+	}
+	time.Sleep(2 * time.Second) // past the quarantine: the name is free again
+	cs.check(t, end, fence)
+}
