@@ -85,6 +85,10 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if len(os.Args) > 0 {
 		name = sanitize(os.Args[0])
 	}
+	if err := checkClientName(name); err != nil {
+		c.Close()
+		return nil, err
+	}
 	r, err := c.do(ctx, "HELLO proto=1 client="+name)
 	if err != nil {
 		c.Close()
@@ -94,12 +98,13 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	return c, nil
 }
 
+// sanitize makes a client name (see checkClientName) of the program's name.
 func sanitize(s string) string {
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
 		s = s[i+1:]
 	}
 	s = strings.Map(func(r rune) rune {
-		if r == ' ' || r == '=' || r < 0x21 || r > 0x7e {
+		if r > 0x7e || !checkWord(string(r), 1, "._:/@+-") {
 			return '_'
 		}
 		return r
@@ -213,6 +218,9 @@ func (c *Client) push(words []string) {
 // send writes one request and returns its tag and where its reply will come.
 func (c *Client) send(line string) (string, *call, error) {
 	tag := strconv.FormatUint(c.nextTag.Add(1), 10)
+	if err := checkTag(tag); err != nil {
+		return "", nil, err
+	}
 	cl := &call{done: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.err != nil {
@@ -273,73 +281,102 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// Option adjusts a Lock call.
+// Option adjusts a Lock call. Lock checks every option's value before
+// sending anything; a bad one is an *ArgError.
 type Option func(*lockOptions)
 
 type lockOptions struct {
-	wait   time.Duration // < 0: forever
-	ttl    time.Duration
-	owner  string
-	shared bool
-	limit  int
+	wait    time.Duration
+	hasWait bool
+	ttl     time.Duration
+	hasTTL  bool
+	owner   string
+	shared  bool
+	limit   int
+	hasLim  bool
 }
 
 // Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
-// once. Without it Lock waits until granted or ctx ends.
-func Wait(d time.Duration) Option { return func(o *lockOptions) { o.wait = d } }
+// once; a negative d is an *ArgError (ErrInvalidArgument). Without Wait,
+// Lock waits until granted or ctx ends. d is rounded up to whole milliseconds.
+func Wait(d time.Duration) Option { return func(o *lockOptions) { o.wait, o.hasWait = d, true } }
 
-// TTL makes the lock end by itself after d (unless extended), with
-// Lock.Err() reporting reason "expired". Without it the agent keeps the lock
-// for as long as this Client is connected.
-func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl = d } }
+// TTL makes the lock end by itself after d (1ms to one year, rounded up to
+// whole milliseconds) unless extended, with Lock.Err() reporting reason
+// "expired". Without it the agent keeps the lock for as long as this Client
+// is connected.
+func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl, o.hasTTL = d, true } }
 
-// Owner names the owner of the lock within this connection. Each Lock call
-// is its own owner by default, so two goroutines contend even on one Client;
-// calls that pass the same Owner re-enter each other's lock instead.
+// Owner names the owner of the lock within this connection: 1-64 bytes of
+// [A-Za-z0-9._:-]. Each Lock call is its own owner by default, so two
+// goroutines contend even on one Client; calls that pass the same Owner
+// re-enter each other's lock instead.
 func Owner(id string) Option { return func(o *lockOptions) { o.owner = id } }
 
 // Shared asks for a read hold: many shared holders, no exclusive one.
 // (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
 func Shared() Option { return func(o *lockOptions) { o.shared = true } }
 
-// Limit makes the name a semaphore of n holders; every holder must pass the
-// same n. (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
-func Limit(n int) Option { return func(o *lockOptions) { o.limit = n } }
+// Limit makes the name a semaphore of n holders (1 to 1<<20); every holder
+// must pass the same n. (Agents of protocol v1 answer ErrBadRequest "not
+// supported yet" for now.)
+func Limit(n int) Option { return func(o *lockOptions) { o.limit, o.hasLim = n, true } }
 
-func durationArg(d time.Duration) string {
-	return strconv.FormatInt(max(d.Milliseconds(), 0), 10)
+// lockLine checks name and o and formats the LOCK request.
+func lockLine(name string, o lockOptions) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	if err := checkOwner(o.owner); err != nil {
+		return "", err
+	}
+	line := "LOCK " + name + " owner=" + o.owner
+	if o.hasWait {
+		if err := checkDuration("wait", o.wait, 0); err != nil {
+			return "", err
+		}
+		line += " wait=" + durationArg(o.wait)
+	}
+	if o.hasTTL {
+		if err := checkDuration("ttl", o.ttl, time.Millisecond); err != nil {
+			return "", err
+		}
+		line += " ttl=" + durationArg(o.ttl)
+	}
+	if o.shared {
+		line += " mode=shared"
+	}
+	if o.hasLim {
+		if err := checkLimit(o.limit); err != nil {
+			return "", err
+		}
+		line += " limit=" + strconv.Itoa(o.limit)
+	}
+	return line, nil
 }
 
-// Lock acquires name. It returns ErrBusy when a Wait ran out, and ctx.Err()
-// when ctx ended first: then the wait is cancelled at the agent and a grant
-// that won the race is released, so nothing stays held.
+// Lock acquires name: 1-200 bytes of [A-Za-z0-9._:/@+-]. A name or option
+// outside the protocol is an *ArgError, and nothing is sent. Lock returns
+// ErrBusy when a Wait ran out, and ctx.Err() when ctx ended first: then the
+// wait is cancelled at the agent and a grant that won the race is released,
+// so nothing stays held.
 func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	o := lockOptions{wait: -1}
+	var o lockOptions
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.owner == "" {
 		o.owner = "g" + strconv.FormatUint(c.owners.Add(1), 10)
 	}
-	var b strings.Builder
-	b.WriteString("LOCK " + name + " owner=" + o.owner)
-	if o.wait >= 0 {
-		b.WriteString(" wait=" + durationArg(o.wait))
-	}
-	if o.ttl > 0 {
-		b.WriteString(" ttl=" + durationArg(o.ttl))
-	}
-	if o.shared {
-		b.WriteString(" mode=shared")
-	}
-	if o.limit > 0 {
-		b.WriteString(" limit=" + strconv.Itoa(o.limit))
+	line, err := lockLine(name, o)
+	if err != nil {
+		return nil, err
 	}
 	// Register the lock before sending, so a LOST push racing the reply finds it.
 	l := &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	c.track(l)
-	tag, cl, err := c.send(b.String())
+	tag, cl, err := c.send(line)
 	if err != nil {
 		c.untrack(l)
 		return nil, err
@@ -492,9 +529,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return err
 }
 
-// Extend sets the lock's lease to d from now and returns its new validity.
+// Extend sets the lock's lease to d from now (1ms to one year, rounded up to
+// whole milliseconds; else an *ArgError) and returns its new validity.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) (time.Duration, error) {
 	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	if err := checkDuration("ttl", d, time.Millisecond); err != nil {
 		return 0, err
 	}
 	r, err := l.c.do(ctx, "EXTEND "+l.name+" ttl="+durationArg(d)+" owner="+l.owner)

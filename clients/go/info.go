@@ -64,6 +64,9 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 
 // Who returns the current holders of name as recorded in the masters.
 func (c *Client) Who(ctx context.Context, name string) ([]Holder, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
 	r, err := c.do(ctx, "WHO "+name)
 	if err != nil {
 		return nil, err
