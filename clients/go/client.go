@@ -236,6 +236,8 @@ func (c *Client) send(line string) (string, *call, error) {
 		c.mu.Lock()
 		delete(c.calls, tag)
 		c.mu.Unlock()
+		// Part of the line may have been written: the stream is unusable.
+		c.conn.Close()
 		return "", nil, fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return tag, cl, nil
@@ -441,6 +443,7 @@ type Lock struct {
 	cancel      context.CancelCauseFunc
 	done        chan struct{}
 	once        sync.Once
+	unlocking   atomic.Bool // an UNLOCK was sent
 
 	mu       sync.Mutex
 	fence    int64
@@ -460,6 +463,11 @@ func (l *Lock) grant(f map[string]string) {
 }
 
 func (l *Lock) lose(reason string) {
+	if reason == "disconnected" && l.unlocking.Load() {
+		// The UNLOCK was sent; the closed connection released the lock just as well.
+		l.end(ErrUnlocked)
+		return
+	}
 	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason})
 }
 
@@ -508,25 +516,90 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // Context is cancelled when the lock ends; context.Cause says why.
 func (l *Lock) Context() context.Context { return l.ctx }
 
-// Err returns nil while the lock is held, a *LostError (matching ErrLost)
-// after it was lost, or ErrNotHeld after Unlock.
+// Err returns nil while the lock is held; after it ended, why: a *LostError
+// (matching ErrLost) if it was lost, ErrUnlocked after Unlock.
 func (l *Lock) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
 }
 
-// Unlock releases the lock (one re-entry of it, when Owner re-entered).
+// unlockGrace is how long Unlock still waits for the agent's answer once its
+// ctx has ended: the UNLOCK is already on the wire, and the agent answers it
+// within a few master timeouts.
+const unlockGrace = 5 * time.Second
+
+// Unlock releases the lock (this re-entry of it, when Owner re-entered).
+// Afterwards Done is closed and Err is ErrUnlocked.
+//
+// The release does not depend on ctx: Unlock sends the UNLOCK even when ctx
+// is already done (as it is in a deferred Unlock of a job that was
+// cancelled), and waits for the agent's answer up to unlockGrace (5s) past
+// the end of ctx. It returns nil when the agent released the lock, or when
+// the connection closed meanwhile (the agent releases every lock of a closed
+// connection). It returns the *LostError if the lock had been lost before,
+// ErrNotHeld if it was already unlocked, and an error saying so if the agent
+// did not answer in time: the lock is then released when the answer comes,
+// and Done closes then.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.Err(); err != nil {
+		if errors.Is(err, ErrUnlocked) {
+			return fmt.Errorf("%w: %s was already unlocked", ErrNotHeld, l.name)
+		}
 		return err
 	}
-	_, err := l.c.do(ctx, "UNLOCK "+l.name+" owner="+l.owner)
-	if err == nil || errors.Is(err, ErrNotHeld) {
-		l.c.untrack(l)
-		l.end(ErrNotHeld)
+	l.unlocking.Store(true)
+	_, cl, err := l.c.send("UNLOCK " + l.name + " owner=" + l.owner)
+	if err != nil {
+		// The connection is gone: the agent released the lock with it.
+		<-l.done
+		return l.unlockResult()
 	}
-	return err
+	r, err := l.c.wait(ctx, cl)
+	if err != nil && err == ctx.Err() {
+		grace, cancel := context.WithTimeout(context.Background(), unlockGrace)
+		r, err = l.c.wait(grace, cl)
+		cancel()
+		if err == grace.Err() {
+			go func() { l.unlocked(l.c.wait(context.Background(), cl)) }()
+			return fmt.Errorf("lockagent: unlock %s: the agent did not answer within %v of %w; "+
+				"the lock is released when it does (Done closes then), or when the connection closes",
+				l.name, unlockGrace, ctx.Err())
+		}
+	}
+	if err := l.unlocked(r, err); err != nil {
+		return err
+	}
+	return l.unlockResult()
+}
+
+// unlocked ends the lock according to the answer to its UNLOCK, and returns
+// the answer's error if the lock may still be held.
+func (l *Lock) unlocked(_ reply, err error) error {
+	switch {
+	case err == nil:
+		l.c.untrack(l)
+		l.end(ErrUnlocked)
+	case errors.Is(err, ErrNotHeld):
+		// Lost before the UNLOCK arrived; its LOST push, which came first,
+		// has ended the lock with the reason, unless the agent sent none.
+		l.c.untrack(l)
+		l.end(err)
+	case errors.Is(err, ErrClosed):
+		<-l.done // ended by the connection's shutdown, as ErrUnlocked
+	default:
+		return err
+	}
+	return nil
+}
+
+// unlockResult is what Unlock returns once the lock has ended: nil if Unlock
+// ended it, else why it ended.
+func (l *Lock) unlockResult() error {
+	if err := l.Err(); !errors.Is(err, ErrUnlocked) {
+		return err
+	}
+	return nil
 }
 
 // Extend sets the lock's lease to d from now (1ms to one year, rounded up to

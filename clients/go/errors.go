@@ -26,6 +26,8 @@ var (
 	ErrClosed = errors.New("lockagent: connection closed")
 	// ErrLost: a held lock ended without Unlock; Lock.Err says why.
 	ErrLost = errors.New("lockagent: lock lost")
+	// ErrUnlocked: Lock.Err after Unlock released the lock.
+	ErrUnlocked = errors.New("lockagent: unlocked")
 	// ErrInvalidArgument: the client refused a name, owner or option value
 	// before sending anything; the *ArgError says which.
 	ErrInvalidArgument = errors.New("lockagent: invalid argument")
