@@ -10,7 +10,7 @@
 //
 //	c, err := lockagent.Dial(ctx, "")
 //	l, err := c.Lock(ctx, "jobs/nightly", lockagent.Wait(5*time.Second))
-//	defer l.Unlock(context.Background())
+//	defer l.Unlock(ctx) // releases even when ctx is cancelled by then
 //	doWork(l.Context(), l.Fence())
 package lockagent
 
@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,15 +29,31 @@ import (
 	"time"
 )
 
-// DefaultSocket is where the agent listens unless LOCK_AGENT_SOCKET says otherwise.
+// DefaultSocket is where a system agent listens (lock-agent run with the
+// default config).
 const DefaultSocket = "/run/lock-agent/agent.sock"
 
-// SocketPath returns $LOCK_AGENT_SOCKET, or DefaultSocket.
+// SocketPath returns where Dial("") connects: $LOCK_AGENT_SOCKET if set;
+// else DefaultSocket if something exists there; else the socket of
+// `lock-agent run -dev` (DevSocketPath).
 func SocketPath() string {
 	if p := os.Getenv("LOCK_AGENT_SOCKET"); p != "" {
 		return p
 	}
-	return DefaultSocket
+	if _, err := os.Stat(DefaultSocket); err == nil {
+		return DefaultSocket
+	}
+	return DevSocketPath()
+}
+
+// DevSocketPath is where `lock-agent run -dev` listens:
+// $XDG_RUNTIME_DIR/lock-agent/agent.sock, or, without XDG_RUNTIME_DIR,
+// lock-agent-UID/agent.sock in os.TempDir() (/tmp unless $TMPDIR is set).
+func DevSocketPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "lock-agent", "agent.sock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("lock-agent-%d", os.Getuid()), "agent.sock")
 }
 
 // Client is one connection to the agent.
@@ -70,6 +87,8 @@ type call struct {
 }
 
 // Dial connects to the agent at path ("" means SocketPath()) and says HELLO.
+// If nothing answers there, the error matches ErrConnect and says how to
+// start an agent or point the client at one.
 func Dial(ctx context.Context, path string) (*Client, error) {
 	if path == "" {
 		path = SocketPath()
@@ -77,7 +96,9 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("lockagent: dial %s: %w", path, err)
+		return nil, fmt.Errorf("%w at %s: %w; is the agent running? Start one with `lock-agent run -dev`, "+
+			"or set LOCK_AGENT_SOCKET to the socket it prints (without it, clients try %s, then %s)",
+			ErrConnect, path, err, DefaultSocket, DevSocketPath())
 	}
 	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{})}
 	go c.read()

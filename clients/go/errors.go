@@ -31,6 +31,8 @@ var (
 	// ErrInvalidArgument: the client refused a name, owner or option value
 	// before sending anything; the *ArgError says which.
 	ErrInvalidArgument = errors.New("lockagent: invalid argument")
+	// ErrConnect: Dial could not reach the agent's socket.
+	ErrConnect = errors.New("lockagent: cannot connect to the agent")
 )
 
 var byCode = map[string]error{
