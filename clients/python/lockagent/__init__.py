@@ -20,13 +20,16 @@ import itertools
 import socket
 import threading
 
-from ._wire import (Busy, BadName, BadRequest, Cancelled, Conflict, ConnectionClosed, Denied, InternalError,
-                    LimitReached, LockAgentError, LockLost, LockState, NoQuorum, NotHeld, ShuttingDown, UnknownVerb,
-                    holders_from, holds_from, lock_line, owner_id, socket_path, status_from, Router)
+from ._wire import (DEFAULT_SOCKET, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed,
+                    Denied, InternalError, InvalidArgument, InvalidName, LimitReached, LockAgentError, LockLost,
+                    LockState, NoQuorum, NotHeld, ShuttingDown, UnknownVerb, check_client_name, check_name,
+                    check_owner, check_tag, dev_socket_path, holders_from, holds_from, lock_line, socket_path,
+                    status_from, Router)
 
 __all__ = ["Client", "Lock", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
-           "ConnectionClosed", "LockLost"]
+           "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
+           "dev_socket_path", "DEFAULT_SOCKET"]
 
 __version__ = "0.1.0"
 
@@ -43,13 +46,18 @@ class Client:
     """One connection to the agent. Close it (or use ``with``) to release everything it holds."""
 
     def __init__(self, path=None, connect_timeout=5.0, client_name="python"):
+        """Connects to the agent at ``path`` (default: socket_path()); raises
+        ConnectError if nothing answers there. ``client_name`` (1-64 characters
+        of [A-Za-z0-9._:/@+-]) names the client in the agent's logs."""
+        check_client_name(client_name)
+        path = socket_path(path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(connect_timeout)
         try:
-            self._sock.connect(socket_path(path))
+            self._sock.connect(path)
         except OSError as e:
             self._sock.close()
-            raise ConnectionClosed("cannot connect to the agent at %s: %s" % (socket_path(path), e)) from e
+            raise ConnectError(path, e) from e
         self._sock.settimeout(None)
         self._wlock = threading.Lock()
         self._mu = threading.Lock()
@@ -59,7 +67,7 @@ class Client:
         self._closed = threading.Event()
         self._reader = threading.Thread(target=self._read, name="lockagent-reader", daemon=True)
         self._reader.start()
-        hello = self._do("HELLO proto=1 client=" + owner_id(client_name))
+        hello = self._do("HELLO proto=1 client=" + client_name)
         self.session = hello.fields.get("session")
 
     # -- plumbing -----------------------------------------------------------
@@ -105,7 +113,7 @@ class Client:
             lk._lose(f.get("reason", "unknown"))
 
     def _send(self, line):
-        tag = str(next(self._tags))
+        tag = check_tag(str(next(self._tags)))
         call = _Call()
         with self._mu:
             if self._closed.is_set():
@@ -172,18 +180,23 @@ class Client:
     def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None):
         """Acquires ``name`` and returns a held :class:`Lock`.
 
-        ``wait``: seconds to wait (0 tries once; None waits forever), then :class:`Busy`.
-        ``ttl``: seconds the lock may last before it ends by itself; None keeps it while connected.
-        ``owner``: defaults to the calling thread, so the same thread re-enters.
+        ``name``: 1-200 characters of [A-Za-z0-9._:/@+-].
+        ``wait``: seconds to wait (0 tries once; None waits forever), then :class:`Busy`;
+        negative is an InvalidArgument.
+        ``ttl``: seconds (more than 0) the lock may last before it ends by itself; None keeps it while connected.
+        ``owner``: 1-64 characters of [A-Za-z0-9._:-]; defaults to the calling thread, so the same thread re-enters.
+        A name, owner or option the protocol does not accept raises InvalidArgument
+        (InvalidName for a name) before anything is sent.
         ``on_lost(lock)``: called from the reader thread if the lock is lost; must not block.
         If the wait is interrupted (KeyboardInterrupt, ...), it is cancelled at the agent,
         and a grant that won the race is released.
         """
-        owner = owner_id(owner if owner is not None else "t%d" % threading.get_ident())
+        owner = check_owner(owner) if owner is not None else "t%d" % threading.get_ident()
+        line = lock_line(name, owner, wait, ttl)
         lk = Lock(self, name, owner, on_lost)
         self._track(lk)
         try:
-            tag, call = self._send(lock_line(name, owner, wait, ttl))
+            tag, call = self._send(line)
         except BaseException:
             self._untrack(lk)
             raise
@@ -215,7 +228,7 @@ class Client:
 
     def who(self, name):
         """The current holders of ``name``, on any host."""
-        return holders_from(self._do("WHO " + name))
+        return holders_from(self._do("WHO " + check_name(name)))
 
     def holds(self):
         """The locks this connection holds."""
@@ -241,7 +254,8 @@ class Lock(LockState):
 
     def extend(self, ttl):
         """Sets the lease to ``ttl`` seconds from now; returns the new validity in seconds."""
-        return self._extended(self._client._do(self._extend_line(ttl)))
+        line = self._extend_line(ttl)
+        return self._extended(self._client._do(line))
 
     def __enter__(self):
         return self

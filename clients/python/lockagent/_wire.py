@@ -1,14 +1,33 @@
 """The wire format shared by the sync and asyncio clients."""
 
+import math
+import numbers
 import os
 import re
 
 DEFAULT_SOCKET = "/run/lock-agent/agent.sock"
 
 
+def dev_socket_path():
+    """Where ``lock-agent run -dev`` listens: $XDG_RUNTIME_DIR/lock-agent/agent.sock,
+    or, without XDG_RUNTIME_DIR, lock-agent-UID/agent.sock in $TMPDIR (default /tmp)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return os.path.join(xdg, "lock-agent", "agent.sock")
+    return os.path.join(os.environ.get("TMPDIR") or "/tmp", "lock-agent-%d" % os.getuid(), "agent.sock")
+
+
 def socket_path(path=None):
-    """The agent's socket: path, else $LOCK_AGENT_SOCKET, else the default."""
-    return path or os.environ.get("LOCK_AGENT_SOCKET") or DEFAULT_SOCKET
+    """The agent's socket: ``path`` if given; else $LOCK_AGENT_SOCKET; else
+    /run/lock-agent/agent.sock if it exists; else the -dev socket (dev_socket_path())."""
+    if path:
+        return path
+    env = os.environ.get("LOCK_AGENT_SOCKET")
+    if env:
+        return env
+    if os.path.exists(DEFAULT_SOCKET):
+        return DEFAULT_SOCKET
+    return dev_socket_path()
 
 
 class LockAgentError(Exception):
@@ -76,6 +95,35 @@ class ConnectionClosed(LockAgentError):
     code = "CLOSED"
 
 
+class ConnectError(LockAgentError, ConnectionError):
+    """The client could not connect to the agent's socket (``path``); the
+    message says how to start an agent or point the client at one."""
+    code = "CONNECT"
+
+    def __init__(self, path, cause):
+        super().__init__(
+            "cannot connect to the agent at %s: %s; is the agent running? Start one with "
+            "`lock-agent run -dev`, or set LOCK_AGENT_SOCKET to the socket it prints "
+            "(without it, clients try %s, then %s)" % (path, cause, DEFAULT_SOCKET, dev_socket_path()))
+        self.path = path
+
+
+class InvalidArgument(BadRequest, ValueError):
+    """The client refused an argument before sending anything: ``argument``
+    (name, owner, wait, ttl, client_name, ...) was ``value``, outside what the
+    protocol accepts."""
+
+    def __init__(self, argument, value, want):
+        super().__init__("invalid %s %r: want %s" % (argument, value, want))
+        self.argument = argument
+        self.value = value
+
+
+class InvalidName(InvalidArgument, BadName):
+    """A lock name the client refused before sending anything."""
+    code = "BAD_NAME"
+
+
 class LockLost(LockAgentError):
     """A held lock ended without unlock; ``reason`` says why."""
     code = "LOST"
@@ -89,25 +137,74 @@ class LockLost(LockAgentError):
 ERRORS = {cls.code: cls for cls in (BadRequest, UnknownVerb, BadName, NotHeld, NoQuorum, Conflict,
                                       Denied, LimitReached, Cancelled, ShuttingDown, InternalError)}
 
-_OWNER_BAD = re.compile(r"[^A-Za-z0-9._:-]")
+# What protocol v1 accepts. Every word the client writes is checked against
+# these first, so a name or value can never be read as another word or request.
+_NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
+_OWNER = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_CLIENT_NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,64}")
+_TAG = re.compile(r"[A-Za-z0-9._-]{1,32}")
+YEAR = 365 * 24 * 3600  # the agent's bound on any duration, in seconds
 
 
-def owner_id(raw):
-    """Makes an owner id (1-64 chars of [A-Za-z0-9._:-]) from any string."""
-    return _OWNER_BAD.sub("_", str(raw))[:64]
+def _matches(pattern, value):
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
 
 
-def ms(seconds):
-    """Seconds (int or float) as a whole number of milliseconds for the wire."""
-    return str(max(int(round(seconds * 1000)), 0))
+def check_name(name):
+    if not _matches(_NAME, name):
+        raise InvalidName("name", name, "1-200 characters of [A-Za-z0-9._:/@+-]")
+    return name
+
+
+def check_owner(owner):
+    if not _matches(_OWNER, owner):
+        raise InvalidArgument("owner", owner, "1-64 characters of [A-Za-z0-9._:-]")
+    return owner
+
+
+def check_client_name(name):
+    if not _matches(_CLIENT_NAME, name):
+        raise InvalidArgument("client_name", name, "1-64 characters of [A-Za-z0-9._:/@+-]")
+    return name
+
+
+def check_tag(tag):
+    if not _matches(_TAG, tag):
+        raise InvalidArgument("tag", tag, "1-32 characters of [A-Za-z0-9._-]")
+    return tag
+
+
+def ms(argument, seconds, positive=False):
+    """``seconds`` (a real number, 0 to one year; more than 0 if ``positive``)
+    as whole milliseconds for the wire, rounded up so that a positive duration
+    never becomes 0."""
+    real = isinstance(seconds, numbers.Real) and not isinstance(seconds, bool)
+    if not (real and 0 <= seconds <= YEAR and (seconds > 0 or not positive)):
+        want = "seconds, more than 0 and at most one year" if positive else \
+            "seconds, 0 (try once) to one year, or None (wait forever)"
+        raise InvalidArgument(argument, seconds, want)
+    # Drop float noise (0.3 * 1000 is 300.00000000000006) before rounding up.
+    return str(math.ceil(round(seconds * 1000, 6)))
+
+
+def check_wait(wait):
+    if wait is not None:
+        ms("wait", wait)
+    return wait
+
+
+def check_ttl(ttl):
+    if ttl is not None:
+        ms("ttl", ttl, positive=True)
+    return ttl
 
 
 def lock_line(name, owner, wait, ttl):
-    parts = ["LOCK", name, "owner=" + owner]
+    parts = ["LOCK", check_name(name), "owner=" + check_owner(owner)]
     if wait is not None:
-        parts.append("wait=" + ms(wait))
+        parts.append("wait=" + ms("wait", wait))
     if ttl is not None:
-        parts.append("ttl=" + ms(ttl))
+        parts.append("ttl=" + ms("ttl", ttl, positive=True))
     return " ".join(parts)
 
 
@@ -233,7 +330,7 @@ class LockState:
         return "UNLOCK %s owner=%s" % (self.name, self.owner)
 
     def _extend_line(self, ttl):
-        return "EXTEND %s ttl=%s owner=%s" % (self.name, ms(ttl), self.owner)
+        return "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", ttl, positive=True), self.owner)
 
     def _extended(self, reply):
         self.validity = int(reply.fields.get("validity", 0)) / 1000.0

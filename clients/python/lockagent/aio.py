@@ -14,10 +14,12 @@ agent and releases a grant that won the race.
 import asyncio
 import itertools
 
-from ._wire import (Busy, ConnectionClosed, LockAgentError, LockLost, LockState, NotHeld, holders_from,
-                    holds_from, lock_line, owner_id, socket_path, status_from, Router)
+from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, InvalidName, LockAgentError, LockLost,
+                    LockState, NotHeld, check_client_name, check_name, check_owner, check_tag, holders_from,
+                    holds_from, lock_line, socket_path, status_from, Router)
 
-__all__ = ["Client", "Lock", "Busy", "ConnectionClosed", "LockAgentError", "LockLost", "NotHeld"]
+__all__ = ["Client", "Lock", "Busy", "ConnectError", "ConnectionClosed", "InvalidArgument", "InvalidName",
+           "LockAgentError", "LockLost", "NotHeld"]
 
 
 class Client:
@@ -35,12 +37,16 @@ class Client:
 
     @classmethod
     async def connect(cls, path=None, client_name="python-aio"):
+        """Connects to the agent at ``path`` (default: lockagent.socket_path());
+        raises ConnectError if nothing answers there."""
+        check_client_name(client_name)
+        path = socket_path(path)
         try:
-            reader, writer = await asyncio.open_unix_connection(socket_path(path))
+            reader, writer = await asyncio.open_unix_connection(path)
         except OSError as e:
-            raise ConnectionClosed("cannot connect to the agent at %s: %s" % (socket_path(path), e)) from e
+            raise ConnectError(path, e) from e
         c = cls(reader, writer)
-        hello = await c._do("HELLO proto=1 client=" + owner_id(client_name))
+        hello = await c._do("HELLO proto=1 client=" + client_name)
         c.session = hello.fields.get("session")
         return c
 
@@ -85,7 +91,7 @@ class Client:
     def _send(self, line):
         if self._closed.is_set():
             raise ConnectionClosed("the connection to the agent is closed")
-        tag = str(next(self._tags))
+        tag = check_tag(str(next(self._tags)))
         fut = asyncio.get_running_loop().create_future()
         self._calls[tag] = fut
         self._writer.write((tag + " " + line + "\n").encode())
@@ -140,11 +146,13 @@ class Client:
         if owner is None:
             task = asyncio.current_task()
             owner = "task%d" % id(task)
-        owner = owner_id(owner)
+        else:
+            check_owner(owner)
+        line = lock_line(name, owner, wait, ttl)
         lk = Lock(self, name, owner, on_lost)
         self._track(lk)
         try:
-            tag, fut = self._send(lock_line(name, owner, wait, ttl))
+            tag, fut = self._send(line)
             await self._writer.drain()
         except BaseException:
             self._untrack(lk)
@@ -175,7 +183,7 @@ class Client:
         return status_from(await self._do("STATUS"))
 
     async def who(self, name):
-        return holders_from(await self._do("WHO " + name))
+        return holders_from(await self._do("WHO " + check_name(name)))
 
     async def holds(self):
         return holds_from(await self._do("HOLDS"))
@@ -195,7 +203,8 @@ class Lock(LockState):
         self._client._untrack(self)
 
     async def extend(self, ttl):
-        return self._extended(await self._client._do(self._extend_line(ttl)))
+        line = self._extend_line(ttl)
+        return self._extended(await self._client._do(line))
 
     async def __aenter__(self):
         return self

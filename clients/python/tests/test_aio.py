@@ -1,4 +1,6 @@
 import asyncio
+import os
+import tempfile
 import unittest
 
 import lockagent
@@ -79,6 +81,13 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
         await asyncio.wait_for(lk.lost.wait(), 3)
         self.assertEqual(lk.lost_reason, "expired")
         (await other.lock("aio/ttl", wait=1)).__class__  # free again
+
+    async def test_no_agent_is_a_connect_error(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="lagn"), "none.sock")
+        self.addCleanup(os.rmdir, os.path.dirname(path))
+        with self.assertRaises(lockagent.ConnectError) as cm:
+            await aio.Client.connect(path)
+        self.assertIn("lock-agent run -dev", str(cm.exception))
 
     async def test_killed_agent_loses_every_lock(self):
         own = await asyncio.to_thread(lambda: DevAgent().start())

@@ -1,4 +1,6 @@
+import os
 import signal
+import tempfile
 import threading
 import time
 import unittest
@@ -133,6 +135,52 @@ class ClientTest(unittest.TestCase):
             who = self.client.who("py/who")
             self.assertEqual(len(who), 1)
             self.assertEqual((who[0]["fence"], who[0]["owner"]), (lk.fence, lk.owner))
+
+
+class ConnectTest(unittest.TestCase):
+    def test_no_agent_is_a_connect_error_that_says_what_to_do(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="lagn"), "none.sock")
+        self.addCleanup(os.rmdir, os.path.dirname(path))
+        with self.assertRaises(lockagent.ConnectError) as cm:
+            lockagent.Client(path)
+        self.assertNotIsInstance(cm.exception, lockagent.ConnectionClosed)
+        self.assertIsInstance(cm.exception, ConnectionError)
+        for want in (path, "lock-agent run -dev", "LOCK_AGENT_SOCKET"):
+            self.assertIn(want, str(cm.exception))
+
+    def _env(self, **env):
+        old = {k: os.environ.get(k) for k in env}
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+                                 for k, v in old.items()])
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def test_socket_path_search(self):
+        if os.path.exists(lockagent.DEFAULT_SOCKET):
+            self.skipTest("%s exists on this host" % lockagent.DEFAULT_SOCKET)
+        cases = [
+            ("LOCK_AGENT_SOCKET comes first", "/x/agent.sock", "/run/user/7", None, "/x/agent.sock"),
+            ("then the dev socket under XDG_RUNTIME_DIR", None, "/run/user/7", None,
+             "/run/user/7/lock-agent/agent.sock"),
+            ("then the dev socket in TMPDIR", None, None, "/somewhere",
+             "/somewhere/lock-agent-%d/agent.sock" % os.getuid()),
+            ("or in /tmp", None, None, None, "/tmp/lock-agent-%d/agent.sock" % os.getuid()),
+        ]
+        for what, env, xdg, tmp, want in cases:
+            with self.subTest(what):
+                self._env(LOCK_AGENT_SOCKET=env, XDG_RUNTIME_DIR=xdg, TMPDIR=tmp)
+                self.assertEqual(lockagent.socket_path(), want)
+
+    def test_the_client_finds_the_dev_agent_by_default(self):
+        if os.path.exists(lockagent.DEFAULT_SOCKET):
+            self.skipTest("%s exists on this host" % lockagent.DEFAULT_SOCKET)
+        # The agent was started with XDG_RUNTIME_DIR=D and listens on D/lock-agent/agent.sock.
+        self._env(LOCK_AGENT_SOCKET=None, XDG_RUNTIME_DIR=os.path.dirname(os.path.dirname(agent.socket)))
+        with lockagent.Client() as client:
+            client.ping()
 
 
 class KilledAgentTest(unittest.TestCase):
