@@ -11,7 +11,8 @@ One Client is one connection, safe to share between threads: requests are
 multiplexed by tag and a reader thread routes replies and pushes. A lock is
 held while the connection is open (the agent renews it); the agent releases
 it the moment the connection closes. The owner defaults to the calling
-thread, so a thread locking a name it holds re-enters it.
+thread (an id numbered once per process, never reused), so a thread locking
+a name it holds re-enters it, and any other thread contends for it.
 
 The asyncio variant with the same surface is ``lockagent.aio``.
 """
@@ -24,7 +25,7 @@ from ._wire import (DEFAULT_SOCKET, Busy, BadName, BadRequest, Cancelled, Confli
                     Denied, InternalError, InvalidArgument, InvalidName, LimitReached, LockAgentError, LockLost,
                     LockState, NoQuorum, NotHeld, ShuttingDown, UnknownVerb, check_client_name, check_name,
                     check_owner, check_tag, dev_socket_path, holders_from, holds_from, lock_line, socket_path,
-                    status_from, Router)
+                    status_from, thread_owner, Router)
 
 __all__ = ["Client", "Lock", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
@@ -184,14 +185,15 @@ class Client:
         ``wait``: seconds to wait (0 tries once; None waits forever), then :class:`Busy`;
         negative is an InvalidArgument.
         ``ttl``: seconds (more than 0) the lock may last before it ends by itself; None keeps it while connected.
-        ``owner``: 1-64 characters of [A-Za-z0-9._:-]; defaults to the calling thread, so the same thread re-enters.
+        ``owner``: 1-64 characters of [A-Za-z0-9._:-]; defaults to the calling thread (an id
+        never given to another thread, unlike its ident), so the same thread re-enters.
         A name, owner or option the protocol does not accept raises InvalidArgument
         (InvalidName for a name) before anything is sent.
         ``on_lost(lock)``: called from the reader thread if the lock is lost; must not block.
         If the wait is interrupted (KeyboardInterrupt, ...), it is cancelled at the agent,
         and a grant that won the race is released.
         """
-        owner = check_owner(owner) if owner is not None else "t%d" % threading.get_ident()
+        owner = check_owner(owner) if owner is not None else thread_owner()
         line = lock_line(name, owner, wait, ttl)
         lk = Lock(self, name, owner, on_lost)
         self._track(lk)

@@ -1,9 +1,11 @@
 """The wire format shared by the sync and asyncio clients."""
 
+import itertools
 import math
 import numbers
 import os
 import re
+import threading
 
 DEFAULT_SOCKET = "/run/lock-agent/agent.sock"
 
@@ -206,6 +208,25 @@ def lock_line(name, owner, wait, ttl):
     if ttl is not None:
         parts.append("ttl=" + ms("ttl", ttl, positive=True))
     return " ".join(parts)
+
+
+# Owners made for threads and tasks: numbered once per process, never reused,
+# unlike thread idents and id()s, which a new thread or task may get again.
+_owner_ids = itertools.count(1)
+_thread = threading.local()
+
+
+def new_owner(prefix):
+    return "%s%d" % (prefix, next(_owner_ids))
+
+
+def thread_owner():
+    """The calling thread's owner id, the same for the thread's whole life."""
+    try:
+        return _thread.owner
+    except AttributeError:
+        _thread.owner = owner = new_owner("t")
+        return owner
 
 
 def fields(words):

@@ -6,20 +6,37 @@
     async with await client.lock("jobs/nightly", wait=5) as lk:
         await do_work(fence=lk.fence)      # lk.lost is an asyncio.Event
 
-The owner defaults to the calling task, so a task locking a name it holds
-re-enters it. Cancelling a task that waits in lock() cancels the wait at the
+The owner defaults to the calling task (an id numbered once per process,
+never reused), so a task locking a name it holds re-enters it. Cancelling a task that waits in lock() cancels the wait at the
 agent and releases a grant that won the race.
 """
 
 import asyncio
 import itertools
+import weakref
 
 from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, InvalidName, LockAgentError, LockLost,
                     LockState, NotHeld, check_client_name, check_name, check_owner, check_tag, holders_from,
-                    holds_from, lock_line, socket_path, status_from, Router)
+                    holds_from, lock_line, new_owner, socket_path, status_from, thread_owner, Router)
 
 __all__ = ["Client", "Lock", "Busy", "ConnectError", "ConnectionClosed", "InvalidArgument", "InvalidName",
            "LockAgentError", "LockLost", "NotHeld"]
+
+
+# Each task's owner id, numbered once per process: unlike id(task), never
+# given again to a later task. Child tasks are owners of their own.
+_task_owners = weakref.WeakKeyDictionary()
+
+
+def task_owner():
+    """The calling task's owner id (the thread's outside any task)."""
+    task = asyncio.current_task()
+    if task is None:
+        return thread_owner()
+    owner = _task_owners.get(task)
+    if owner is None:
+        owner = _task_owners[task] = new_owner("a")
+    return owner
 
 
 class Client:
@@ -144,8 +161,7 @@ class Client:
     async def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None):
         """Acquires ``name``; see lockagent.Client.lock. The owner defaults to the calling task."""
         if owner is None:
-            task = asyncio.current_task()
-            owner = "task%d" % id(task)
+            owner = task_owner()
         else:
             check_owner(owner)
         line = lock_line(name, owner, wait, ttl)

@@ -82,6 +82,24 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(lk.lost_reason, "expired")
         (await other.lock("aio/ttl", wait=1)).__class__  # free again
 
+    async def test_a_task_that_ends_holding_a_lock_does_not_pass_it_on(self):
+        async def take(wait):
+            return await self.client.lock("aio/ended", wait=wait)
+
+        task = asyncio.ensure_future(take(None))
+        held = await task
+        del task
+        await asyncio.sleep(0)  # the task is freed, and later tasks often get its id()
+        # They are other owners all the same.
+        for _ in range(5):
+            task = asyncio.ensure_future(take(0))
+            with self.assertRaises(lockagent.Busy):
+                await task
+            del task
+            await asyncio.sleep(0)
+        await held.unlock()
+        self.assertEqual(await self.client.holds(), [])
+
     async def test_no_agent_is_a_connect_error(self):
         path = os.path.join(tempfile.mkdtemp(prefix="lagn"), "none.sock")
         self.addCleanup(os.rmdir, os.path.dirname(path))

@@ -137,6 +137,35 @@ class ClientTest(unittest.TestCase):
             self.assertEqual((who[0]["fence"], who[0]["owner"]), (lk.fence, lk.owner))
 
 
+class OwnerTest(unittest.TestCase):
+    def setUp(self):
+        self.client = lockagent.Client(agent.socket)
+        self.addCleanup(self.client.close)
+
+    def test_a_thread_that_exits_holding_a_lock_does_not_pass_it_on(self):
+        held = []
+        t = threading.Thread(target=lambda: held.append(self.client.lock("py/exited")))
+        t.start()
+        t.join()
+        # Later threads often get the dead thread's ident; they are other owners all the same.
+        idents = set()
+        for _ in range(5):
+            result = []
+            t = threading.Thread(target=lambda: _try(self.client, result, "py/exited"))
+            t.start()
+            t.join()
+            idents.add(t.ident)
+            self.assertIsInstance(result[0], lockagent.Busy, "a new thread (ident %d) re-entered it" % t.ident)
+        held[0].unlock()
+
+
+def _try(client, result, name):
+    try:
+        result.append(client.lock(name, wait=0))
+    except lockagent.LockAgentError as e:
+        result.append(e)
+
+
 class ConnectTest(unittest.TestCase):
     def test_no_agent_is_a_connect_error_that_says_what_to_do(self):
         path = os.path.join(tempfile.mkdtemp(prefix="lagn"), "none.sock")
