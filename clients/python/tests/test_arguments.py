@@ -65,6 +65,9 @@ class ArgumentsTest(unittest.TestCase):
             ("a wait of more than a year", "wait", lambda: c.lock("py/w4", wait=400 * 86400)),
             ("a zero ttl", "ttl", lambda: c.lock("py/t1", ttl=0)),
             ("a negative ttl", "ttl", lambda: c.lock("py/t2", ttl=-1)),
+            ("acquire with a negative wait", "wait", lambda: lockagent.Lock(c, "py/a1").acquire(wait=-1)),
+            ("acquire with threading.Lock's timeout=-1", "wait", lambda: lockagent.Lock(c, "py/a2").acquire(timeout=-1)),
+            ("a Lock made with a bad name", "name", lambda: lockagent.Lock(c, "py/a3 x")),
             ("WHO of a name with a newline", "name", lambda: c.who("py/victim\n96 UNLOCK py/victim")),
             ("extend by zero", "ttl", lambda: victim.extend(0)),
             ("a client name with a space", "client_name", lambda: lockagent.Client(self.proxy.path, client_name="a b")),
@@ -72,14 +75,14 @@ class ArgumentsTest(unittest.TestCase):
         for what, argument, call in cases:
             with self.subTest(what):
                 self.assertNothingSent(argument, call)
-        self.assertFalse(victim.lost.is_set())
+        self.assertTrue(victim.locked())
         holds = self.client.holds()
         self.assertEqual([(h["name"], h["count"]) for h in holds], [("py/victim", 1)])
         other = lockagent.Client(agent.socket)
         self.addCleanup(other.close)
         with self.assertRaises(lockagent.Busy):
             other.lock("py/victim", wait=0)
-        victim.unlock()
+        victim.release()
 
     def test_refusals_match_what_the_agent_would_answer(self):
         with self.assertRaises(lockagent.BadName) as cm:
@@ -98,7 +101,8 @@ class AioArgumentsTest(unittest.IsolatedAsyncioTestCase):
         victim = await client.lock("aio/victim")
         mark = proxy.mark()
         with self.assertRaises(lockagent.InvalidName):
-            await client.lock("x wait=0\n99 UNLOCK aio/victim")
+            async with client.lock("x wait=0\n99 UNLOCK aio/victim"):
+                pass
         with self.assertRaises(lockagent.InvalidArgument):
             await client.lock("aio/w", wait=-1)
         with self.assertRaises(lockagent.InvalidArgument):
@@ -107,7 +111,7 @@ class AioArgumentsTest(unittest.IsolatedAsyncioTestCase):
         sent = proxy.since(mark)
         self.assertEqual(len(sent), 1, "the agent was sent %r" % sent)
         self.assertEqual([(h["name"], h["count"]) for h in await client.holds()], [("aio/victim", 1)])
-        await victim.unlock()
+        await victim.release()
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ class OwnerTest(unittest.TestCase):
             t.join()
             idents.add(t.ident)
             self.assertIsInstance(result[0], lockagent.Busy, "a new thread (ident %d) re-entered it" % t.ident)
-        held[0].unlock()
+        held[0].release()  # from another thread, as a threading.Lock may be
 
 
 def _try(client, result, name):
@@ -164,6 +164,102 @@ def _try(client, result, name):
         result.append(client.lock(name, wait=0))
     except lockagent.LockAgentError as e:
         result.append(e)
+
+
+class LockObjectTest(unittest.TestCase):
+    def setUp(self):
+        self.client = lockagent.Client(agent.socket)
+        self.addCleanup(self.client.close)
+
+    def test_acquire_release_locked_like_threading_lock(self):
+        lk = lockagent.Lock(self.client, "py/object")
+        self.assertFalse(lk.locked())
+        self.assertTrue(lk.acquire())
+        self.assertTrue(lk.locked())
+        fence = lk.fence
+        other = []
+
+        def contend():
+            other.append(lk.acquire(blocking=False))
+            other.append(lk.acquire(timeout=0.05))
+            other.append(lk.acquire(wait=0.05))
+
+        t = threading.Thread(target=contend)
+        t.start()
+        t.join()
+        self.assertEqual(other, [False, False, False])
+        lk.release()
+        self.assertFalse(lk.locked())
+        with self.assertRaises(lockagent.NotHeld):
+            lk.release()
+        with lk:
+            self.assertTrue(lk.locked())
+            self.assertGreater(lk.fence, fence)
+        self.assertFalse(lk.locked())
+        self.assertEqual(self.client.holds(), [])
+
+    def test_one_lock_object_shared_by_threads_keeps_mutual_exclusion(self):
+        lk = lockagent.Lock(self.client, "py/shared-object")
+        inside, grants, errors = [0], [0], []
+        guard = threading.Lock()
+
+        def work():
+            try:
+                for _ in range(5):
+                    with lk:
+                        with guard:
+                            inside[0] += 1
+                            if inside[0] != 1:
+                                errors.append("%d threads inside" % inside[0])
+                        time.sleep(0.001)
+                        with guard:
+                            inside[0] -= 1
+                            grants[0] += 1
+            except Exception as e:  # reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=work) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(grants[0], 50)
+        self.assertEqual(self.client.holds(), [])
+
+    def test_the_same_thread_reenters_one_lock_object(self):
+        lk = lockagent.Lock(self.client, "py/reenter-object")
+        with lk:
+            with lk:
+                self.assertEqual(lk.count, 2)
+            self.assertTrue(lk.locked())
+        self.assertFalse(lk.locked())
+        self.assertEqual(self.client.holds(), [])
+
+    def test_leaving_a_with_block_whose_lock_was_lost_raises(self):
+        with self.assertRaises(lockagent.LockLost) as cm:
+            with self.client.lock("py/lost", ttl=0.2) as lk:
+                self.assertTrue(lk.lost.wait(3))
+        self.assertEqual(cm.exception.reason, "expired")
+        self.assertIn("expired", str(cm.exception))
+        with self.assertRaises(lockagent.LockLost):
+            with lockagent.Lock(self.client, "py/lost", ttl=0.2) as lk:
+                self.assertTrue(lk.lost.wait(3))
+        # Unless asked not to, or another exception is already on its way out.
+        with self.client.lock("py/lost", ttl=0.2, raise_on_lost=False) as lk:
+            self.assertTrue(lk.lost.wait(3))
+        with self.assertRaises(ZeroDivisionError):
+            with self.client.lock("py/lost", ttl=0.2) as lk:
+                self.assertTrue(lk.lost.wait(3))
+                1 / 0
+        self.assertEqual(self.client.holds(), [])
+
+    def test_client_lock_is_acquired_once_by_with(self):
+        lk = self.client.lock("py/once")
+        with lk:
+            self.assertEqual(lk.count, 1)
+        self.assertFalse(lk.locked())
+        self.assertEqual(self.client.holds(), [])
 
 
 class ConnectTest(unittest.TestCase):
