@@ -548,7 +548,7 @@ func (l *Lock) Err() error {
 // unlockGrace is how long Unlock still waits for the agent's answer once its
 // ctx has ended: the UNLOCK is already on the wire, and the agent answers it
 // within a few master timeouts.
-const unlockGrace = 5 * time.Second
+var unlockGrace = 5 * time.Second // a var for tests
 
 // Unlock releases the lock (this re-entry of it, when Owner re-entered).
 // Afterwards Done is closed and Err is ErrUnlocked.
@@ -560,8 +560,8 @@ const unlockGrace = 5 * time.Second
 // the connection closed meanwhile (the agent releases every lock of a closed
 // connection). It returns the *LostError if the lock had been lost before,
 // ErrNotHeld if it was already unlocked, and an error saying so if the agent
-// did not answer in time: the lock is then released when the answer comes,
-// and Done closes then.
+// did not answer in time (wrapping ctx.Err()): the lock may then still be
+// held until the agent answers or the connection closes, and Done closes then.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		if errors.Is(err, ErrUnlocked) {
@@ -583,8 +583,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		cancel()
 		if err == grace.Err() {
 			go func() { l.unlocked(l.c.wait(context.Background(), cl)) }()
-			return fmt.Errorf("lockagent: unlock %s: the agent did not answer within %v of %w; "+
-				"the lock is released when it does (Done closes then), or when the connection closes",
+			return fmt.Errorf("lockagent: unlock %s: sent, but the agent did not answer within %v of %w; "+
+				"it may still hold the lock until it answers (Done closes then) or the connection closes",
 				l.name, unlockGrace, ctx.Err())
 		}
 	}

@@ -17,6 +17,27 @@ type countingProxy struct {
 
 	mu    sync.Mutex
 	lines []string
+	gate  sync.Mutex // held while the agent's replies are held back
+}
+
+// gatedWriter writes only while the proxy's gate is open.
+type gatedWriter struct {
+	w io.Writer
+	p *countingProxy
+}
+
+func (g gatedWriter) Write(b []byte) (int, error) {
+	g.p.gate.Lock()
+	defer g.p.gate.Unlock()
+	return g.w.Write(b)
+}
+
+// holdReplies stops forwarding the agent's lines to clients until the
+// returned function is called (requests still reach the agent).
+func (p *countingProxy) holdReplies() (release func()) {
+	p.gate.Lock()
+	var once sync.Once
+	return func() { once.Do(p.gate.Unlock) }
 }
 
 // startProxy listens on a new socket and forwards each connection to target.
@@ -53,7 +74,7 @@ func startProxy(t *testing.T, target string) *countingProxy {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				io.Copy(in, out)
+				io.Copy(gatedWriter{in, p}, out)
 				in.Close()
 			}()
 			go func() {

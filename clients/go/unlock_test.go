@@ -3,6 +3,7 @@ package lockagent_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +86,37 @@ func TestUnlockWhileTheConnectionClosesIsARelease(t *testing.T) {
 		t.Fatalf("Unlock racing Close: %v", err)
 	}
 	<-l.Done()
+}
+
+// TestUnlockTheAgentDoesNotAnswerSaysSo: if no answer comes within the grace
+// after ctx ended, Unlock says the release is not confirmed, and the lock
+// ends when the answer does come.
+func TestUnlockTheAgentDoesNotAnswerSaysSo(t *testing.T) {
+	defer lockagent.SetUnlockGrace(100 * time.Millisecond)()
+	proxy := startProxy(t, agentSocket)
+	c := dial(t, proxy.path)
+	l, err := c.Lock(context.Background(), "go/unlock-unanswered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := proxy.holdReplies()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = l.Unlock(ctx)
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "may still hold") {
+		t.Fatalf("Unlock with no answer: %v", err)
+	}
+	if l.Err() != nil {
+		t.Fatalf("Err = %v before the answer came", l.Err())
+	}
+	release()
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after the answer came")
+	}
+	if !errors.Is(l.Err(), lockagent.ErrUnlocked) {
+		t.Fatalf("Err = %v, want ErrUnlocked", l.Err())
+	}
 }
