@@ -329,11 +329,11 @@ class Lock(LockBase):
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if self._released_inside():
+            return False
         try:
             self.release()
         except LockLost:
             if self._exit_raises(exc_type):
                 raise
-        except NotHeld:
-            pass  # released inside the block
         return False

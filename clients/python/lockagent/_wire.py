@@ -371,11 +371,16 @@ class LockBase:
         return self._owner if self._owner is not None else self._caller()
 
     def _current(self):
-        """The calling owner's hold; else the only hold (released from another
-        thread or task, as a threading.Lock may be); else None."""
+        """The calling owner's hold; else the only live hold, or the only hold
+        (released from another thread or task, as a threading.Lock may be); else None."""
         h = self._holds.get(self._owner_now())
-        if h is None and len(self._holds) == 1:
-            h = next(iter(self._holds.values()))
+        if h is None:
+            holds = list(self._holds.values())  # a copy: other threads may change the dict
+            live = [x for x in holds if x.live]
+            if len(live) == 1:
+                h = live[0]
+            elif len(holds) == 1:
+                h = holds[0]
         return h
 
     def _view(self):
@@ -487,10 +492,11 @@ class LockBase:
         with self._mu:
             self._forget(hold)
         self._client._untrack(hold)
-        if hold.lost.is_set():
-            raise LockLost(self.name, hold.lost_reason) from err
-        hold.released = True
-        raise err
+        if not hold.lost.is_set():
+            # NOT_HELD with no LOST push before it: lost all the same.
+            hold.lost_reason = "unknown"
+            hold.lost.set()
+        raise LockLost(self.name, hold.lost_reason) from err
 
     def _preacquired(self):
         """Consumes the mark client.lock() left, so the `with` that follows does not acquire again."""
@@ -503,6 +509,11 @@ class LockBase:
 
     def _exit_raises(self, exc_type):
         return self.raise_on_lost and exc_type is None
+
+    def _released_inside(self):
+        """True if the block being left released the lock itself."""
+        with self._mu:
+            return self._current() is None
 
     def _extend_line(self, ttl):
         hold = self._current()

@@ -283,11 +283,11 @@ class Lock(LockBase):
         return self
 
     async def __aexit__(self, exc_type, exc, tb):
+        if self._released_inside():
+            return False
         try:
             await self.release()
         except LockLost:
             if self._exit_raises(exc_type):
                 raise
-        except NotHeld:
-            pass
         return False
