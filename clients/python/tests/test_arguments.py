@@ -1,7 +1,6 @@
 """Names, owners and option values outside protocol v1 are refused by the
 client, and not one byte of them reaches the agent."""
 
-import asyncio
 import unittest
 
 import lockagent
