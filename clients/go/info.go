@@ -62,7 +62,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return s, nil
 }
 
-// Who returns the current holders of name as recorded in the masters.
+// Who returns the current holders of name as recorded in the masters. A name
+// outside the protocol is an *ArgError, and nothing is sent.
 func (c *Client) Who(ctx context.Context, name string) ([]Holder, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
