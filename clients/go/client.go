@@ -10,7 +10,7 @@
 //
 //	c, err := lockagent.Dial(ctx, "")
 //	l, err := c.Lock(ctx, "jobs/nightly", lockagent.Wait(5*time.Second))
-//	defer l.Unlock(context.Background())
+//	defer l.Unlock(ctx) // releases even when ctx is cancelled by then
 //	doWork(l.Context(), l.Fence())
 package lockagent
 
@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,15 +29,31 @@ import (
 	"time"
 )
 
-// DefaultSocket is where the agent listens unless LOCK_AGENT_SOCKET says otherwise.
+// DefaultSocket is where a system agent listens (lock-agent run with the
+// default config).
 const DefaultSocket = "/run/lock-agent/agent.sock"
 
-// SocketPath returns $LOCK_AGENT_SOCKET, or DefaultSocket.
+// SocketPath returns where Dial("") connects: $LOCK_AGENT_SOCKET if set;
+// else DefaultSocket if something exists there; else the socket of
+// `lock-agent run -dev` (DevSocketPath).
 func SocketPath() string {
 	if p := os.Getenv("LOCK_AGENT_SOCKET"); p != "" {
 		return p
 	}
-	return DefaultSocket
+	if _, err := os.Stat(DefaultSocket); err == nil {
+		return DefaultSocket
+	}
+	return DevSocketPath()
+}
+
+// DevSocketPath is where `lock-agent run -dev` listens:
+// $XDG_RUNTIME_DIR/lock-agent/agent.sock, or, without XDG_RUNTIME_DIR,
+// lock-agent-UID/agent.sock in os.TempDir() (/tmp unless $TMPDIR is set).
+func DevSocketPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "lock-agent", "agent.sock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("lock-agent-%d", os.Getuid()), "agent.sock")
 }
 
 // Client is one connection to the agent.
@@ -70,6 +87,8 @@ type call struct {
 }
 
 // Dial connects to the agent at path ("" means SocketPath()) and says HELLO.
+// If nothing answers there, the error matches ErrConnect and says how to
+// start an agent or point the client at one.
 func Dial(ctx context.Context, path string) (*Client, error) {
 	if path == "" {
 		path = SocketPath()
@@ -77,13 +96,19 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("lockagent: dial %s: %w", path, err)
+		return nil, fmt.Errorf("%w at %s: %w; is the agent running? Start one with `lock-agent run -dev`, "+
+			"or set LOCK_AGENT_SOCKET to the socket it prints (without it, clients try %s, then %s)",
+			ErrConnect, path, err, DefaultSocket, DevSocketPath())
 	}
 	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{})}
 	go c.read()
 	name := "go"
 	if len(os.Args) > 0 {
 		name = sanitize(os.Args[0])
+	}
+	if err := checkClientName(name); err != nil {
+		c.Close()
+		return nil, err
 	}
 	r, err := c.do(ctx, "HELLO proto=1 client="+name)
 	if err != nil {
@@ -94,12 +119,13 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	return c, nil
 }
 
+// sanitize makes a client name (see checkClientName) of the program's name.
 func sanitize(s string) string {
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
 		s = s[i+1:]
 	}
 	s = strings.Map(func(r rune) rune {
-		if r == ' ' || r == '=' || r < 0x21 || r > 0x7e {
+		if r > 0x7e || !checkWord(string(r), 1, "._:/@+-") {
 			return '_'
 		}
 		return r
@@ -213,6 +239,9 @@ func (c *Client) push(words []string) {
 // send writes one request and returns its tag and where its reply will come.
 func (c *Client) send(line string) (string, *call, error) {
 	tag := strconv.FormatUint(c.nextTag.Add(1), 10)
+	if err := checkTag(tag); err != nil {
+		return "", nil, err
+	}
 	cl := &call{done: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.err != nil {
@@ -228,6 +257,8 @@ func (c *Client) send(line string) (string, *call, error) {
 		c.mu.Lock()
 		delete(c.calls, tag)
 		c.mu.Unlock()
+		// Part of the line may have been written: the stream is unusable.
+		c.conn.Close()
 		return "", nil, fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return tag, cl, nil
@@ -273,73 +304,102 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// Option adjusts a Lock call.
+// Option adjusts a Lock call. Lock checks every option's value before
+// sending anything; a bad one is an *ArgError.
 type Option func(*lockOptions)
 
 type lockOptions struct {
-	wait   time.Duration // < 0: forever
-	ttl    time.Duration
-	owner  string
-	shared bool
-	limit  int
+	wait    time.Duration
+	hasWait bool
+	ttl     time.Duration
+	hasTTL  bool
+	owner   string
+	shared  bool
+	limit   int
+	hasLim  bool
 }
 
 // Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
-// once. Without it Lock waits until granted or ctx ends.
-func Wait(d time.Duration) Option { return func(o *lockOptions) { o.wait = d } }
+// once; a negative d is an *ArgError (ErrInvalidArgument). Without Wait,
+// Lock waits until granted or ctx ends. d is rounded up to whole milliseconds.
+func Wait(d time.Duration) Option { return func(o *lockOptions) { o.wait, o.hasWait = d, true } }
 
-// TTL makes the lock end by itself after d (unless extended), with
-// Lock.Err() reporting reason "expired". Without it the agent keeps the lock
-// for as long as this Client is connected.
-func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl = d } }
+// TTL makes the lock end by itself after d (1ms to one year, rounded up to
+// whole milliseconds) unless extended, with Lock.Err() reporting reason
+// "expired". Without it the agent keeps the lock for as long as this Client
+// is connected.
+func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl, o.hasTTL = d, true } }
 
-// Owner names the owner of the lock within this connection. Each Lock call
-// is its own owner by default, so two goroutines contend even on one Client;
-// calls that pass the same Owner re-enter each other's lock instead.
+// Owner names the owner of the lock within this connection: 1-64 bytes of
+// [A-Za-z0-9._:-]. Each Lock call is its own owner by default, so two
+// goroutines contend even on one Client; calls that pass the same Owner
+// re-enter each other's lock instead.
 func Owner(id string) Option { return func(o *lockOptions) { o.owner = id } }
 
 // Shared asks for a read hold: many shared holders, no exclusive one.
 // (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
 func Shared() Option { return func(o *lockOptions) { o.shared = true } }
 
-// Limit makes the name a semaphore of n holders; every holder must pass the
-// same n. (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
-func Limit(n int) Option { return func(o *lockOptions) { o.limit = n } }
+// Limit makes the name a semaphore of n holders (1 to 1<<20); every holder
+// must pass the same n. (Agents of protocol v1 answer ErrBadRequest "not
+// supported yet" for now.)
+func Limit(n int) Option { return func(o *lockOptions) { o.limit, o.hasLim = n, true } }
 
-func durationArg(d time.Duration) string {
-	return strconv.FormatInt(max(d.Milliseconds(), 0), 10)
+// lockLine checks name and o and formats the LOCK request.
+func lockLine(name string, o lockOptions) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	if err := checkOwner(o.owner); err != nil {
+		return "", err
+	}
+	line := "LOCK " + name + " owner=" + o.owner
+	if o.hasWait {
+		if err := checkDuration("wait", o.wait, 0); err != nil {
+			return "", err
+		}
+		line += " wait=" + durationArg(o.wait)
+	}
+	if o.hasTTL {
+		if err := checkDuration("ttl", o.ttl, time.Millisecond); err != nil {
+			return "", err
+		}
+		line += " ttl=" + durationArg(o.ttl)
+	}
+	if o.shared {
+		line += " mode=shared"
+	}
+	if o.hasLim {
+		if err := checkLimit(o.limit); err != nil {
+			return "", err
+		}
+		line += " limit=" + strconv.Itoa(o.limit)
+	}
+	return line, nil
 }
 
-// Lock acquires name. It returns ErrBusy when a Wait ran out, and ctx.Err()
-// when ctx ended first: then the wait is cancelled at the agent and a grant
-// that won the race is released, so nothing stays held.
+// Lock acquires name: 1-200 bytes of [A-Za-z0-9._:/@+-]. A name or option
+// outside the protocol is an *ArgError, and nothing is sent. Lock returns
+// ErrBusy when a Wait ran out, and ctx.Err() when ctx ended first: then the
+// wait is cancelled at the agent and a grant that won the race is released,
+// so nothing stays held.
 func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	o := lockOptions{wait: -1}
+	var o lockOptions
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.owner == "" {
 		o.owner = "g" + strconv.FormatUint(c.owners.Add(1), 10)
 	}
-	var b strings.Builder
-	b.WriteString("LOCK " + name + " owner=" + o.owner)
-	if o.wait >= 0 {
-		b.WriteString(" wait=" + durationArg(o.wait))
-	}
-	if o.ttl > 0 {
-		b.WriteString(" ttl=" + durationArg(o.ttl))
-	}
-	if o.shared {
-		b.WriteString(" mode=shared")
-	}
-	if o.limit > 0 {
-		b.WriteString(" limit=" + strconv.Itoa(o.limit))
+	line, err := lockLine(name, o)
+	if err != nil {
+		return nil, err
 	}
 	// Register the lock before sending, so a LOST push racing the reply finds it.
 	l := &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	c.track(l)
-	tag, cl, err := c.send(b.String())
+	tag, cl, err := c.send(line)
 	if err != nil {
 		c.untrack(l)
 		return nil, err
@@ -404,6 +464,7 @@ type Lock struct {
 	cancel      context.CancelCauseFunc
 	done        chan struct{}
 	once        sync.Once
+	unlocking   atomic.Bool // an UNLOCK was sent
 
 	mu       sync.Mutex
 	fence    int64
@@ -423,6 +484,11 @@ func (l *Lock) grant(f map[string]string) {
 }
 
 func (l *Lock) lose(reason string) {
+	if reason == "disconnected" && l.unlocking.Load() {
+		// The UNLOCK was sent; the closed connection released the lock just as well.
+		l.end(ErrUnlocked)
+		return
+	}
 	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason})
 }
 
@@ -471,30 +537,99 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // Context is cancelled when the lock ends; context.Cause says why.
 func (l *Lock) Context() context.Context { return l.ctx }
 
-// Err returns nil while the lock is held, a *LostError (matching ErrLost)
-// after it was lost, or ErrNotHeld after Unlock.
+// Err returns nil while the lock is held; after it ended, why: a *LostError
+// (matching ErrLost) if it was lost, ErrUnlocked after Unlock.
 func (l *Lock) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
 }
 
-// Unlock releases the lock (one re-entry of it, when Owner re-entered).
+// unlockGrace is how long Unlock still waits for the agent's answer once its
+// ctx has ended: the UNLOCK is already on the wire, and the agent answers it
+// within a few master timeouts.
+var unlockGrace = 5 * time.Second // a var for tests
+
+// Unlock releases the lock (this re-entry of it, when Owner re-entered).
+// Afterwards Done is closed and Err is ErrUnlocked.
+//
+// The release does not depend on ctx: Unlock sends the UNLOCK even when ctx
+// is already done (as it is in a deferred Unlock of a job that was
+// cancelled), and waits for the agent's answer up to unlockGrace (5s) past
+// the end of ctx. It returns nil when the agent released the lock, or when
+// the connection closed meanwhile (the agent releases every lock of a closed
+// connection). It returns the *LostError if the lock had been lost before,
+// ErrNotHeld if it was already unlocked, and an error saying so if the agent
+// did not answer in time (wrapping ctx.Err()): the lock may then still be
+// held until the agent answers or the connection closes, and Done closes then.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.Err(); err != nil {
+		if errors.Is(err, ErrUnlocked) {
+			return fmt.Errorf("%w: %s was already unlocked", ErrNotHeld, l.name)
+		}
 		return err
 	}
-	_, err := l.c.do(ctx, "UNLOCK "+l.name+" owner="+l.owner)
-	if err == nil || errors.Is(err, ErrNotHeld) {
-		l.c.untrack(l)
-		l.end(ErrNotHeld)
+	l.unlocking.Store(true)
+	_, cl, err := l.c.send("UNLOCK " + l.name + " owner=" + l.owner)
+	if err != nil {
+		// The connection is gone: the agent released the lock with it.
+		<-l.done
+		return l.unlockResult()
 	}
-	return err
+	r, err := l.c.wait(ctx, cl)
+	if err != nil && err == ctx.Err() {
+		grace, cancel := context.WithTimeout(context.Background(), unlockGrace)
+		r, err = l.c.wait(grace, cl)
+		cancel()
+		if err == grace.Err() {
+			go func() { l.unlocked(l.c.wait(context.Background(), cl)) }()
+			return fmt.Errorf("lockagent: unlock %s: sent, but the agent did not answer within %v of %w; "+
+				"it may still hold the lock until it answers (Done closes then) or the connection closes",
+				l.name, unlockGrace, ctx.Err())
+		}
+	}
+	if err := l.unlocked(r, err); err != nil {
+		return err
+	}
+	return l.unlockResult()
 }
 
-// Extend sets the lock's lease to d from now and returns its new validity.
+// unlocked ends the lock according to the answer to its UNLOCK, and returns
+// the answer's error if the lock may still be held.
+func (l *Lock) unlocked(_ reply, err error) error {
+	switch {
+	case err == nil:
+		l.c.untrack(l)
+		l.end(ErrUnlocked)
+	case errors.Is(err, ErrNotHeld):
+		// Lost before the UNLOCK arrived; its LOST push, which came first,
+		// has ended the lock with the reason, unless the agent sent none.
+		l.c.untrack(l)
+		l.end(err)
+	case errors.Is(err, ErrClosed):
+		<-l.done // ended by the connection's shutdown, as ErrUnlocked
+	default:
+		return err
+	}
+	return nil
+}
+
+// unlockResult is what Unlock returns once the lock has ended: nil if Unlock
+// ended it, else why it ended.
+func (l *Lock) unlockResult() error {
+	if err := l.Err(); !errors.Is(err, ErrUnlocked) {
+		return err
+	}
+	return nil
+}
+
+// Extend sets the lock's lease to d from now (1ms to one year, rounded up to
+// whole milliseconds; else an *ArgError) and returns its new validity.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) (time.Duration, error) {
 	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	if err := checkDuration("ttl", d, time.Millisecond); err != nil {
 		return 0, err
 	}
 	r, err := l.c.do(ctx, "EXTEND "+l.name+" ttl="+durationArg(d)+" owner="+l.owner)

@@ -109,8 +109,8 @@ func TestTypedErrors(t *testing.T) {
 	if _, err := c.Lock(ctx, "bad name{}"); !errors.Is(err, lockagent.ErrBadName) && !errors.Is(err, lockagent.ErrBadRequest) {
 		t.Fatalf("bad name: %v", err)
 	}
-	var e *lockagent.Error
-	if _, err := c.Lock(ctx, "go/{x}"); !errors.As(err, &e) || e.Code != "BAD_NAME" || !errors.Is(err, lockagent.ErrBadName) {
+	var e *lockagent.ArgError
+	if _, err := c.Lock(ctx, "go/{x}"); !errors.As(err, &e) || e.Arg != "name" || !errors.Is(err, lockagent.ErrBadName) {
 		t.Fatalf("bad name: %v", err)
 	}
 	if err := l.Unlock(ctx); err != nil {

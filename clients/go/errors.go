@@ -2,6 +2,7 @@ package lockagent
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -25,6 +26,13 @@ var (
 	ErrClosed = errors.New("lockagent: connection closed")
 	// ErrLost: a held lock ended without Unlock; Lock.Err says why.
 	ErrLost = errors.New("lockagent: lock lost")
+	// ErrUnlocked: Lock.Err after Unlock released the lock.
+	ErrUnlocked = errors.New("lockagent: unlocked")
+	// ErrInvalidArgument: the client refused a name, owner or option value
+	// before sending anything; the *ArgError says which.
+	ErrInvalidArgument = errors.New("lockagent: invalid argument")
+	// ErrConnect: Dial could not reach the agent's socket.
+	ErrConnect = errors.New("lockagent: cannot connect to the agent")
 )
 
 var byCode = map[string]error{
@@ -83,4 +91,30 @@ func (e *LostError) Error() string {
 // Is matches ErrLost, and ErrClosed when the connection dropped.
 func (e *LostError) Is(target error) bool {
 	return target == ErrLost || (target == ErrClosed && e.Reason == "disconnected")
+}
+
+// ArgError is an argument the client refused before writing anything to the
+// agent: a name, owner or option value outside what protocol v1 accepts. It
+// matches ErrInvalidArgument, and also ErrBadName for a name or ErrBadRequest
+// for anything else, the errors the agent would have answered.
+type ArgError struct {
+	Arg   string // name, owner, wait, ttl, limit, client name, tag
+	Value string
+	Want  string
+}
+
+func (e *ArgError) Error() string {
+	return fmt.Sprintf("lockagent: invalid %s %q: want %s", e.Arg, e.Value, e.Want)
+}
+
+func (e *ArgError) Is(target error) bool {
+	switch target {
+	case ErrInvalidArgument:
+		return true
+	case ErrBadName:
+		return e.Arg == "name"
+	case ErrBadRequest:
+		return e.Arg != "name"
+	}
+	return false
 }

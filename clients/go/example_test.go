@@ -13,7 +13,7 @@ import (
 // connection is open; the job's context ends if the lock is lost.
 func Example() {
 	ctx := context.Background()
-	c, err := lockagent.Dial(ctx, "") // $LOCK_AGENT_SOCKET or /run/lock-agent/agent.sock
+	c, err := lockagent.Dial(ctx, "") // $LOCK_AGENT_SOCKET, /run/lock-agent/agent.sock, or the -dev socket
 	if err != nil {
 		panic(err)
 	}

@@ -62,8 +62,12 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return s, nil
 }
 
-// Who returns the current holders of name as recorded in the masters.
+// Who returns the current holders of name as recorded in the masters. A name
+// outside the protocol is an *ArgError, and nothing is sent.
 func (c *Client) Who(ctx context.Context, name string) ([]Holder, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
 	r, err := c.do(ctx, "WHO "+name)
 	if err != nil {
 		return nil, err

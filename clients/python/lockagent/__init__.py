@@ -3,15 +3,20 @@ distributed locks over a Unix socket.
 
     import lockagent
 
-    client = lockagent.Client()            # $LOCK_AGENT_SOCKET or /run/lock-agent/agent.sock
+    client = lockagent.Client()            # see socket_path(): $LOCK_AGENT_SOCKET, the system or the -dev socket
     with client.lock("jobs/nightly", wait=5) as lk:
         do_work(fence=lk.fence)            # lk.lost is set if the lock is lost meanwhile
+                                           # and leaving the block then raises LockLost
 
 One Client is one connection, safe to share between threads: requests are
 multiplexed by tag and a reader thread routes replies and pushes. A lock is
 held while the connection is open (the agent renews it); the agent releases
 it the moment the connection closes. The owner defaults to the calling
-thread, so a thread locking a name it holds re-enters it.
+thread (an id numbered once per process, never reused), so a thread locking a
+name it holds re-enters it, and any other thread contends for it.
+
+Names, owners and every option are checked before anything is sent; a bad
+one raises InvalidArgument (InvalidName for a name), a ValueError.
 
 The asyncio variant with the same surface is ``lockagent.aio``.
 """
@@ -20,13 +25,16 @@ import itertools
 import socket
 import threading
 
-from ._wire import (Busy, BadName, BadRequest, Cancelled, Conflict, ConnectionClosed, Denied, InternalError,
-                    LimitReached, LockAgentError, LockLost, LockState, NoQuorum, NotHeld, ShuttingDown, UnknownVerb,
-                    holders_from, holds_from, lock_line, owner_id, socket_path, status_from, Router)
+from ._wire import (DEFAULT_SOCKET, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed, Denied,
+                    InternalError, InvalidArgument, InvalidName, LimitReached, LockAgentError, LockBase, LockLost,
+                    NoQuorum, NotHeld, ShuttingDown, UnknownVerb, check_client_name, check_name, check_tag,
+                    dev_socket_path, holders_from, holds_from, lock_line, socket_path, status_from, thread_owner,
+                    Router)
 
 __all__ = ["Client", "Lock", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
-           "ConnectionClosed", "LockLost"]
+           "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
+           "dev_socket_path", "DEFAULT_SOCKET"]
 
 __version__ = "0.1.0"
 
@@ -43,13 +51,18 @@ class Client:
     """One connection to the agent. Close it (or use ``with``) to release everything it holds."""
 
     def __init__(self, path=None, connect_timeout=5.0, client_name="python"):
+        """Connects to the agent at ``path`` (default: socket_path()); raises
+        ConnectError if nothing answers there. ``client_name`` (1-64 characters
+        of [A-Za-z0-9._:/@+-]) names the client in the agent's logs."""
+        check_client_name(client_name)
+        path = socket_path(path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(connect_timeout)
         try:
-            self._sock.connect(socket_path(path))
+            self._sock.connect(path)
         except OSError as e:
             self._sock.close()
-            raise ConnectionClosed("cannot connect to the agent at %s: %s" % (socket_path(path), e)) from e
+            raise ConnectError(path, e) from e
         self._sock.settimeout(None)
         self._wlock = threading.Lock()
         self._mu = threading.Lock()
@@ -57,9 +70,10 @@ class Client:
         self._locks = {}
         self._tags = itertools.count(1)
         self._closed = threading.Event()
+        self._down = threading.Event()  # set once _shutdown has ended every hold
         self._reader = threading.Thread(target=self._read, name="lockagent-reader", daemon=True)
         self._reader.start()
-        hello = self._do("HELLO proto=1 client=" + owner_id(client_name))
+        hello = self._do("HELLO proto=1 client=" + client_name)
         self.session = hello.fields.get("session")
 
     # -- plumbing -----------------------------------------------------------
@@ -92,20 +106,21 @@ class Client:
             self._closed.set()
         for call in calls.values():
             call.event.set()
-        for ls in locks.values():
-            for lk in ls:
-                lk._lose("disconnected")
+        for holds in locks.values():
+            for hold in holds:
+                hold.lose("disconnected")
+        self._down.set()
 
     def _push(self, kind, f):
         if kind != "LOST":
             return
         with self._mu:
-            ls = self._locks.pop((f.get("name"), f.get("owner", "")), [])
-        for lk in ls:
-            lk._lose(f.get("reason", "unknown"))
+            holds = self._locks.pop((f.get("name"), f.get("owner", "")), [])
+        for hold in holds:
+            hold.lose(f.get("reason", "unknown"))
 
     def _send(self, line):
-        tag = str(next(self._tags))
+        tag = check_tag(str(next(self._tags)))
         call = _Call()
         with self._mu:
             if self._closed.is_set():
@@ -132,17 +147,17 @@ class Client:
     def _do(self, line):
         return self._wait(self._send(line)[1])
 
-    def _track(self, lk):
+    def _track(self, hold):
         with self._mu:
-            self._locks.setdefault((lk.name, lk.owner), []).append(lk)
+            self._locks.setdefault((hold.name, hold.owner), []).append(hold)
 
-    def _untrack(self, lk):
+    def _untrack(self, hold):
         with self._mu:
-            ls = self._locks.get((lk.name, lk.owner), [])
-            if lk in ls:
-                ls.remove(lk)
-            if not ls:
-                self._locks.pop((lk.name, lk.owner), None)
+            holds = self._locks.get((hold.name, hold.owner), [])
+            if hold in holds:
+                holds.remove(hold)
+            if not holds:
+                self._locks.pop((hold.name, hold.owner), None)
 
     # -- API ------------------------------------------------------------------
 
@@ -169,45 +184,32 @@ class Client:
     def ping(self):
         self._do("PING")
 
-    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None):
-        """Acquires ``name`` and returns a held :class:`Lock`.
+    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+        """Acquires ``name`` and returns the held :class:`Lock`; raises Busy if
+        ``wait`` ran out. Use it in a ``with`` statement to release it on the way
+        out. The arguments are those of :class:`Lock`.
 
-        ``wait``: seconds to wait (0 tries once; None waits forever), then :class:`Busy`.
-        ``ttl``: seconds the lock may last before it ends by itself; None keeps it while connected.
-        ``owner``: defaults to the calling thread, so the same thread re-enters.
-        ``on_lost(lock)``: called from the reader thread if the lock is lost; must not block.
-        If the wait is interrupted (KeyboardInterrupt, ...), it is cancelled at the agent,
-        and a grant that won the race is released.
+        If the wait is interrupted (KeyboardInterrupt, ...), it is cancelled at
+        the agent, and a grant that won the race is released.
         """
-        owner = owner_id(owner if owner is not None else "t%d" % threading.get_ident())
-        lk = Lock(self, name, owner, on_lost)
-        self._track(lk)
-        try:
-            tag, call = self._send(lock_line(name, owner, wait, ttl))
-        except BaseException:
-            self._untrack(lk)
-            raise
-        try:
-            reply = self._wait(call)
-        except LockAgentError:
-            self._untrack(lk)
-            raise
-        except BaseException:
-            self._abandon(tag, call, lk)
-            raise
-        lk._granted(reply.fields)
+        lk = Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost)
+        hold = lk._acquire(lk.wait)
+        if hold is None:
+            raise Busy("%s: the wait ran out" % name)
+        hold.preacquired = True
         return lk
 
-    def _abandon(self, tag, call, lk):
+    def _abandon(self, tag, call, hold, fresh):
+        """Cancels an interrupted LOCK and gives back a grant that won the race."""
         try:
             self._do("CANCEL " + tag)
-            reply = self._wait(call)
-            lk._granted(reply.fields)
-            lk.unlock()
+            self._wait(call)
+            self._do(hold.unlock_line())
         except LockAgentError:
             pass
         finally:
-            self._untrack(lk)
+            if fresh:
+                self._untrack(hold)
 
     def status(self):
         """The agent's status: masters and their state, sessions, holds, waiters."""
@@ -215,41 +217,123 @@ class Client:
 
     def who(self, name):
         """The current holders of ``name``, on any host."""
-        return holders_from(self._do("WHO " + name))
+        return holders_from(self._do("WHO " + check_name(name)))
 
     def holds(self):
         """The locks this connection holds."""
         return holds_from(self._do("HOLDS"))
 
 
-class Lock(LockState):
-    """A held lock. Use it as a context manager to unlock on the way out,
-    exceptions included. ``lost`` is a threading.Event set when the lock ends
-    without unlock (``lost_reason`` says why: quorum, expired, revoked,
-    shutdown, disconnected)."""
+class Lock(LockBase):
+    """A distributed lock through ``client``, usable like threading.Lock:
+    ``acquire()``, ``release()``, ``locked()`` and ``with``. Made directly it is
+    not yet held; ``client.lock(...)`` returns one already acquired.
 
-    def __init__(self, client, name, owner, on_lost=None):
-        super().__init__(client, name, owner, on_lost)
-        self.lost = threading.Event()
+    ``name``: 1-200 characters of [A-Za-z0-9._:/@+-].
+    ``wait``: seconds acquire() and ``with`` wait by default: 0 tries once,
+    None (the default) waits forever; negative is an InvalidArgument.
+    ``ttl``: seconds each hold lasts at most before it ends by itself (lost,
+    reason "expired"); None keeps it while the client is connected.
+    ``owner``: 1-64 characters of [A-Za-z0-9._:-]; by default each thread is
+    its own owner, so the thread holding the lock re-enters it (acquire counts
+    up, release counts down) and other threads contend for it.
+    ``on_lost(lock)``: called from the reader thread if a hold is lost; must not block.
+    ``raise_on_lost``: leaving a ``with`` block whose hold was lost raises
+    LockLost (with the reason) unless another exception is already on its way
+    out. release() of a lost hold always raises LockLost.
 
-    def unlock(self):
-        """Releases the lock (one re-entry of it). Raises LockLost if it was lost."""
-        self._check_unlock()
-        self._client._do(self._unlock_line())
-        self._released = True
-        self._client._untrack(self)
+    ``lost`` is a threading.Event set when the hold ends without release;
+    ``lost_reason``, ``fence``, ``count`` and ``owner`` describe the calling
+    thread's hold, else the only or the latest one.
+    """
+
+    def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+        self._mu = threading.Lock()
+        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost)
+
+    @staticmethod
+    def _event():
+        return threading.Event()
+
+    @staticmethod
+    def _caller():
+        return thread_owner()
+
+    def acquire(self, blocking=True, timeout=None, *, wait=None):
+        """Acquires the lock; returns True, or False if the wait ran out.
+
+        ``wait`` (or its alias ``timeout``): seconds to wait, 0 tries once,
+        None uses the Lock's ``wait`` (default forever); negative is an
+        InvalidArgument (unlike threading.Lock, -1 does not mean forever).
+        ``blocking=False`` tries once.
+        """
+        return self._acquire(self._resolve_wait(blocking, timeout, wait)) is not None
+
+    def _acquire(self, wait):
+        owner = self._owner_now()
+        line = lock_line(self.name, owner, wait, self.ttl)
+        hold, fresh = self._begin(owner)
+        client = self._client
+        if fresh:
+            client._track(hold)  # before sending, so a LOST racing the reply finds it
+        try:
+            tag, call = client._send(line)
+        except BaseException:
+            if fresh:
+                client._untrack(hold)
+            raise
+        try:
+            reply = client._wait(call)
+        except Busy:
+            if fresh:
+                client._untrack(hold)
+            return None
+        except LockAgentError:
+            if fresh:
+                client._untrack(hold)
+            raise
+        except BaseException:
+            client._abandon(tag, call, hold, fresh)
+            raise
+        self._granted(hold, reply.fields)
+        return hold
+
+    def release(self):
+        """Releases the calling thread's hold (one re-entry of it), or the
+        only hold when another thread took it. Raises LockLost if it was lost,
+        NotHeld if this Lock does not hold it."""
+        hold = self._to_release()
+        client = self._client
+        try:
+            _, call = client._send(hold.unlock_line())
+            hold.unlocking = hold.count <= 1
+            reply = client._wait(call)
+        except (NotHeld, ConnectionClosed) as e:
+            if isinstance(e, ConnectionClosed):
+                client._down.wait(5)  # let the reader mark what the closed connection took
+            self._after_failed_unlock(hold, e)
+            return
+        self._released(hold, reply)
+
+    unlock = release  # the name of earlier versions
 
     def extend(self, ttl):
         """Sets the lease to ``ttl`` seconds from now; returns the new validity in seconds."""
-        return self._extended(self._client._do(self._extend_line(ttl)))
+        hold, line = self._extend_line(ttl)
+        hold.validity = int(self._client._do(line).fields.get("validity", 0)) / 1000.0
+        return hold.validity
 
     def __enter__(self):
+        if not self._preacquired() and self._acquire(self.wait) is None:
+            raise Busy("%s: the wait ran out" % self.name)
         return self
 
-    def __exit__(self, *exc):
-        if not self.lost.is_set() and not self._released:
-            try:
-                self.unlock()
-            except ConnectionClosed:
-                pass  # the agent released it with the connection
+    def __exit__(self, exc_type, exc, tb):
+        if self._released_inside():
+            return False
+        try:
+            self.release()
+        except LockLost:
+            if self._exit_raises(exc_type):
+                raise
         return False

@@ -1,14 +1,35 @@
 """The wire format shared by the sync and asyncio clients."""
 
+import itertools
+import math
+import numbers
 import os
 import re
+import threading
 
 DEFAULT_SOCKET = "/run/lock-agent/agent.sock"
 
 
+def dev_socket_path():
+    """Where ``lock-agent run -dev`` listens: $XDG_RUNTIME_DIR/lock-agent/agent.sock,
+    or, without XDG_RUNTIME_DIR, lock-agent-UID/agent.sock in $TMPDIR (default /tmp)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return os.path.join(xdg, "lock-agent", "agent.sock")
+    return os.path.join(os.environ.get("TMPDIR") or "/tmp", "lock-agent-%d" % os.getuid(), "agent.sock")
+
+
 def socket_path(path=None):
-    """The agent's socket: path, else $LOCK_AGENT_SOCKET, else the default."""
-    return path or os.environ.get("LOCK_AGENT_SOCKET") or DEFAULT_SOCKET
+    """The agent's socket: ``path`` if given; else $LOCK_AGENT_SOCKET; else
+    /run/lock-agent/agent.sock if it exists; else the -dev socket (dev_socket_path())."""
+    if path:
+        return path
+    env = os.environ.get("LOCK_AGENT_SOCKET")
+    if env:
+        return env
+    if os.path.exists(DEFAULT_SOCKET):
+        return DEFAULT_SOCKET
+    return dev_socket_path()
 
 
 class LockAgentError(Exception):
@@ -76,6 +97,35 @@ class ConnectionClosed(LockAgentError):
     code = "CLOSED"
 
 
+class ConnectError(LockAgentError, ConnectionError):
+    """The client could not connect to the agent's socket (``path``); the
+    message says how to start an agent or point the client at one."""
+    code = "CONNECT"
+
+    def __init__(self, path, cause):
+        super().__init__(
+            "cannot connect to the agent at %s: %s; is the agent running? Start one with "
+            "`lock-agent run -dev`, or set LOCK_AGENT_SOCKET to the socket it prints "
+            "(without it, clients try %s, then %s)" % (path, cause, DEFAULT_SOCKET, dev_socket_path()))
+        self.path = path
+
+
+class InvalidArgument(BadRequest, ValueError):
+    """The client refused an argument before sending anything: ``argument``
+    (name, owner, wait, ttl, client_name, ...) was ``value``, outside what the
+    protocol accepts."""
+
+    def __init__(self, argument, value, want):
+        super().__init__("invalid %s %r: want %s" % (argument, value, want))
+        self.argument = argument
+        self.value = value
+
+
+class InvalidName(InvalidArgument, BadName):
+    """A lock name the client refused before sending anything."""
+    code = "BAD_NAME"
+
+
 class LockLost(LockAgentError):
     """A held lock ended without unlock; ``reason`` says why."""
     code = "LOST"
@@ -89,26 +139,94 @@ class LockLost(LockAgentError):
 ERRORS = {cls.code: cls for cls in (BadRequest, UnknownVerb, BadName, NotHeld, NoQuorum, Conflict,
                                       Denied, LimitReached, Cancelled, ShuttingDown, InternalError)}
 
-_OWNER_BAD = re.compile(r"[^A-Za-z0-9._:-]")
+# What protocol v1 accepts. Every word the client writes is checked against
+# these first, so a name or value can never be read as another word or request.
+_NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
+_OWNER = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_CLIENT_NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,64}")
+_TAG = re.compile(r"[A-Za-z0-9._-]{1,32}")
+YEAR = 365 * 24 * 3600  # the agent's bound on any duration, in seconds
 
 
-def owner_id(raw):
-    """Makes an owner id (1-64 chars of [A-Za-z0-9._:-]) from any string."""
-    return _OWNER_BAD.sub("_", str(raw))[:64]
+def _matches(pattern, value):
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
 
 
-def ms(seconds):
-    """Seconds (int or float) as a whole number of milliseconds for the wire."""
-    return str(max(int(round(seconds * 1000)), 0))
+def check_name(name):
+    if not _matches(_NAME, name):
+        raise InvalidName("name", name, "1-200 characters of [A-Za-z0-9._:/@+-]")
+    return name
+
+
+def check_owner(owner):
+    if not _matches(_OWNER, owner):
+        raise InvalidArgument("owner", owner, "1-64 characters of [A-Za-z0-9._:-]")
+    return owner
+
+
+def check_client_name(name):
+    if not _matches(_CLIENT_NAME, name):
+        raise InvalidArgument("client_name", name, "1-64 characters of [A-Za-z0-9._:/@+-]")
+    return name
+
+
+def check_tag(tag):
+    if not _matches(_TAG, tag):
+        raise InvalidArgument("tag", tag, "1-32 characters of [A-Za-z0-9._-]")
+    return tag
+
+
+def ms(argument, seconds, positive=False):
+    """``seconds`` (a real number, 0 to one year; more than 0 if ``positive``)
+    as whole milliseconds for the wire, rounded up so that a positive duration
+    never becomes 0."""
+    real = isinstance(seconds, numbers.Real) and not isinstance(seconds, bool)
+    if not (real and 0 <= seconds <= YEAR and (seconds > 0 or not positive)):
+        want = "seconds, more than 0 and at most one year" if positive else \
+            "seconds, 0 (try once) to one year, or None (wait forever)"
+        raise InvalidArgument(argument, seconds, want)
+    # Drop float noise (0.3 * 1000 is 300.00000000000006) before rounding up.
+    return str(math.ceil(round(seconds * 1000, 6)))
+
+
+def check_wait(wait):
+    if wait is not None:
+        ms("wait", wait)
+    return wait
+
+
+def check_ttl(ttl):
+    if ttl is not None:
+        ms("ttl", ttl, positive=True)
+    return ttl
 
 
 def lock_line(name, owner, wait, ttl):
-    parts = ["LOCK", name, "owner=" + owner]
+    parts = ["LOCK", check_name(name), "owner=" + check_owner(owner)]
     if wait is not None:
-        parts.append("wait=" + ms(wait))
+        parts.append("wait=" + ms("wait", wait))
     if ttl is not None:
-        parts.append("ttl=" + ms(ttl))
+        parts.append("ttl=" + ms("ttl", ttl, positive=True))
     return " ".join(parts)
+
+
+# Owners made for threads and tasks: numbered once per process, never reused,
+# unlike thread idents and id()s, which a new thread or task may get again.
+_owner_ids = itertools.count(1)
+_thread = threading.local()
+
+
+def new_owner(prefix):
+    return "%s%d" % (prefix, next(_owner_ids))
+
+
+def thread_owner():
+    """The calling thread's owner id, the same for the thread's whole life."""
+    try:
+        return _thread.owner
+    except AttributeError:
+        _thread.owner = owner = new_owner("t")
+        return owner
 
 
 def fields(words):
@@ -192,49 +310,213 @@ def holds_from(reply):
              "validity": int(d.get("validity", 0)) / 1000.0} for d in reply.data]
 
 
-class LockState:
-    """What the sync and asyncio Lock share: the grant's fields and the loss.
-    Subclasses set ``self.lost`` to their kind of Event before use."""
+class Hold:
+    """One owner's grant of a Lock, from the agent's OK until it is released or
+    lost. A Lock keeps one per owner holding it; the client routes LOST pushes
+    to it by (name, owner)."""
 
-    def __init__(self, client, name, owner, on_lost=None):
-        self._client = client
-        self.name = name
+    def __init__(self, lock, owner, lost_event):
+        self.lock = lock
+        self.name = lock.name
         self.owner = owner
         self.fence = 0
         self.count = 0
         self.validity = 0.0
+        self.lost = lost_event
         self.lost_reason = None
-        self._on_lost = on_lost
-        self._released = False
+        self.released = False
+        self.unlocking = False  # an UNLOCK of the last re-entry is on the wire
+        self.preacquired = False  # acquired by client.lock(); the next `with` enters without acquiring
 
-    def _granted(self, f):
+    def granted(self, f):
         self.fence = int(f.get("fence", 0))
         self.count = int(f.get("count", 0))
         self.validity = int(f.get("validity", 0)) / 1000.0
 
-    def _lose(self, reason):
-        if self.lost.is_set() or self._released:
+    @property
+    def live(self):
+        return not self.released and not self.lost.is_set()
+
+    def lose(self, reason):
+        if not self.live:
+            return
+        if reason == "disconnected" and self.unlocking:
+            self.released = True  # the closed connection released it, as the UNLOCK would have
             return
         self.lost_reason = reason
         self.lost.set()
+        self.lock._lost(self)
+
+    def unlock_line(self):
+        return "UNLOCK %s owner=%s" % (self.name, self.owner)
+
+
+class LockBase:
+    """What the sync and asyncio Lock share: arguments, checked when the Lock is
+    made, and the holds of its owners. Subclasses give ``_caller()`` (the
+    calling thread's or task's owner), ``_event()`` and ``_mu`` and do the I/O."""
+
+    def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+        self._client = client
+        self.name = check_name(name)
+        self.wait = check_wait(wait)
+        self.ttl = check_ttl(ttl)
+        self._owner = None if owner is None else check_owner(owner)
+        self._on_lost = on_lost
+        self.raise_on_lost = raise_on_lost
+        self._holds = {}  # owner -> Hold, granted and not yet released (lost ones until acknowledged)
+        self._last = Hold(self, self._owner, self._event())  # what the properties show when nothing is held
+
+    def _owner_now(self):
+        return self._owner if self._owner is not None else self._caller()
+
+    def _current(self):
+        """The calling owner's hold; else the only live hold, or the only hold
+        (released from another thread or task, as a threading.Lock may be); else None."""
+        h = self._holds.get(self._owner_now())
+        if h is None:
+            holds = list(self._holds.values())  # a copy: other threads may change the dict
+            live = [x for x in holds if x.live]
+            if len(live) == 1:
+                h = live[0]
+            elif len(holds) == 1:
+                h = holds[0]
+        return h
+
+    def _view(self):
+        return self._current() or self._last
+
+    @property
+    def owner(self):
+        """The owner of the hold the properties show."""
+        return self._view().owner
+
+    @property
+    def fence(self):
+        """The fencing token of the current (else the last) grant."""
+        return self._view().fence
+
+    @property
+    def count(self):
+        """The re-entry count at the last grant or release."""
+        return self._view().count
+
+    @property
+    def validity(self):
+        """Seconds the hold was known valid at its grant or last extend."""
+        return self._view().validity
+
+    @property
+    def lost(self):
+        """An Event set when the hold ends without release."""
+        return self._view().lost
+
+    @property
+    def lost_reason(self):
+        """Why it was lost: quorum, expired, revoked, shutdown, or disconnected."""
+        return self._view().lost_reason
+
+    def locked(self):
+        """True while this Lock holds its name (for any of its owners) and has not lost it."""
+        with self._mu:
+            return any(h.live for h in self._holds.values())
+
+    def _lost(self, hold):
         if self._on_lost is not None:
             try:
                 self._on_lost(self)
             except Exception:  # a callback's failure must not kill the reader
                 pass
 
-    def _check_unlock(self):
-        if self.lost.is_set():
-            raise LockLost(self.name, self.lost_reason)
-        if self._released:
-            raise NotHeld("%s was already unlocked" % self.name)
+    def _resolve_wait(self, blocking, timeout, wait):
+        if timeout is not None and wait is not None:
+            raise InvalidArgument("timeout", timeout, "wait= or timeout=, not both")
+        w = wait if wait is not None else timeout
+        if not blocking:
+            if w not in (None, 0):
+                raise InvalidArgument("timeout", w, "none with blocking=False")
+            return 0
+        return check_wait(self.wait if w is None else w)
 
-    def _unlock_line(self):
-        return "UNLOCK %s owner=%s" % (self.name, self.owner)
+    def _begin(self, owner):
+        """The hold an acquire by owner adds to, and whether it is new."""
+        with self._mu:
+            hold = self._holds.get(owner)
+            if hold is not None and hold.live:
+                return hold, False
+        return Hold(self, owner, self._event()), True
+
+    def _granted(self, hold, fields):
+        hold.granted(fields)
+        with self._mu:
+            self._holds[hold.owner] = hold
+            self._last = hold
+
+    def _to_release(self):
+        """The hold release() ends; raises LockLost (and forgets one re-entry) if it was lost."""
+        with self._mu:
+            hold = self._current()
+            if hold is None:
+                raise NotHeld("%s is not held through this Lock" % self.name)
+            if hold.live:
+                return hold
+            hold.count -= 1
+            if hold.count <= 0:
+                self._forget(hold)
+        raise LockLost(self.name, hold.lost_reason)
+
+    def _forget(self, hold):
+        if self._holds.get(hold.owner) is hold:
+            del self._holds[hold.owner]
+
+    def _released(self, hold, reply):
+        """Records the answer to an UNLOCK: one re-entry fewer."""
+        hold.count = int(reply.fields.get("count", 0))
+        if hold.count > 0:
+            hold.unlocking = False
+            return
+        hold.released = True
+        with self._mu:
+            self._forget(hold)
+        self._client._untrack(hold)
+
+    def _after_failed_unlock(self, hold, err):
+        """An UNLOCK that the agent answered NOT_HELD, or that the connection's
+        end cut short: raises what the caller must know, or returns if released."""
+        if isinstance(err, ConnectionClosed) and not hold.lost.is_set():
+            # The agent releases every hold of a closed connection.
+            hold.released = True
+            with self._mu:
+                self._forget(hold)
+            return
+        with self._mu:
+            self._forget(hold)
+        self._client._untrack(hold)
+        if not hold.lost.is_set():
+            # NOT_HELD with no LOST push before it: lost all the same.
+            hold.lost_reason = "unknown"
+            hold.lost.set()
+        raise LockLost(self.name, hold.lost_reason) from err
+
+    def _preacquired(self):
+        """Consumes the mark client.lock() left, so the `with` that follows does not acquire again."""
+        with self._mu:
+            hold = self._current()
+            if hold is not None and hold.preacquired:
+                hold.preacquired = False
+                return True
+        return False
+
+    def _exit_raises(self, exc_type):
+        return self.raise_on_lost and exc_type is None
+
+    def _released_inside(self):
+        """True if the block being left released the lock itself."""
+        with self._mu:
+            return self._current() is None
 
     def _extend_line(self, ttl):
-        return "EXTEND %s ttl=%s owner=%s" % (self.name, ms(ttl), self.owner)
-
-    def _extended(self, reply):
-        self.validity = int(reply.fields.get("validity", 0)) / 1000.0
-        return self.validity
+        hold = self._current()
+        if hold is None or not hold.live:
+            raise NotHeld("%s is not held through this Lock" % self.name)
+        return hold, "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", ttl, positive=True), hold.owner)

@@ -3,21 +3,43 @@
     from lockagent import aio
 
     client = await aio.Client.connect()
-    async with await client.lock("jobs/nightly", wait=5) as lk:
+    async with client.lock("jobs/nightly", wait=5) as lk:
         await do_work(fence=lk.fence)      # lk.lost is an asyncio.Event
 
-The owner defaults to the calling task, so a task locking a name it holds
-re-enters it. Cancelling a task that waits in lock() cancels the wait at the
-agent and releases a grant that won the race.
+``client.lock(...)`` returns an aio.Lock that ``async with`` acquires and
+releases; ``await client.lock(...)`` (the form of earlier versions) acquires it
+at once, and ``async with await client.lock(...)`` still works. The owner
+defaults to the calling task (an id numbered once per process, never reused),
+so a task locking a name it holds re-enters it. Cancelling a task that waits
+for a lock cancels the wait at the agent and releases a grant that won the race.
 """
 
 import asyncio
+import contextlib
 import itertools
+import weakref
 
-from ._wire import (Busy, ConnectionClosed, LockAgentError, LockLost, LockState, NotHeld, holders_from,
-                    holds_from, lock_line, owner_id, socket_path, status_from, Router)
+from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, InvalidName, LockAgentError, LockBase,
+                    LockLost, NotHeld, check_client_name, check_name, check_tag, holders_from, holds_from, lock_line,
+                    new_owner, socket_path, status_from, thread_owner, Router)
 
-__all__ = ["Client", "Lock", "Busy", "ConnectionClosed", "LockAgentError", "LockLost", "NotHeld"]
+__all__ = ["Client", "Lock", "Busy", "ConnectError", "ConnectionClosed", "InvalidArgument", "InvalidName",
+           "LockAgentError", "LockLost", "NotHeld"]
+
+# Each task's owner id, numbered once per process: unlike id(task), never
+# given again to a later task. Child tasks are owners of their own.
+_task_owners = weakref.WeakKeyDictionary()
+
+
+def task_owner():
+    """The calling task's owner id (the thread's outside any task)."""
+    task = asyncio.current_task()
+    if task is None:
+        return thread_owner()
+    owner = _task_owners.get(task)
+    if owner is None:
+        owner = _task_owners[task] = new_owner("a")
+    return owner
 
 
 class Client:
@@ -35,12 +57,16 @@ class Client:
 
     @classmethod
     async def connect(cls, path=None, client_name="python-aio"):
+        """Connects to the agent at ``path`` (default: lockagent.socket_path());
+        raises ConnectError if nothing answers there."""
+        check_client_name(client_name)
+        path = socket_path(path)
         try:
-            reader, writer = await asyncio.open_unix_connection(socket_path(path))
+            reader, writer = await asyncio.open_unix_connection(path)
         except OSError as e:
-            raise ConnectionClosed("cannot connect to the agent at %s: %s" % (socket_path(path), e)) from e
+            raise ConnectError(path, e) from e
         c = cls(reader, writer)
-        hello = await c._do("HELLO proto=1 client=" + owner_id(client_name))
+        hello = await c._do("HELLO proto=1 client=" + client_name)
         c.session = hello.fields.get("session")
         return c
 
@@ -72,20 +98,20 @@ class Client:
         for fut in calls.values():
             if not fut.done():
                 fut.set_exception(ConnectionClosed("the connection to the agent is closed"))
-        for ls in locks.values():
-            for lk in ls:
-                lk._lose("disconnected")
+        for holds in locks.values():
+            for hold in holds:
+                hold.lose("disconnected")
 
     def _push(self, kind, f):
         if kind != "LOST":
             return
-        for lk in self._locks.pop((f.get("name"), f.get("owner", "")), []):
-            lk._lose(f.get("reason", "unknown"))
+        for hold in self._locks.pop((f.get("name"), f.get("owner", "")), []):
+            hold.lose(f.get("reason", "unknown"))
 
     def _send(self, line):
         if self._closed.is_set():
             raise ConnectionClosed("the connection to the agent is closed")
-        tag = str(next(self._tags))
+        tag = check_tag(str(next(self._tags)))
         fut = asyncio.get_running_loop().create_future()
         self._calls[tag] = fut
         self._writer.write((tag + " " + line + "\n").encode())
@@ -103,15 +129,15 @@ class Client:
         await self._writer.drain()
         return self._check(await fut)
 
-    def _track(self, lk):
-        self._locks.setdefault((lk.name, lk.owner), []).append(lk)
+    def _track(self, hold):
+        self._locks.setdefault((hold.name, hold.owner), []).append(hold)
 
-    def _untrack(self, lk):
-        ls = self._locks.get((lk.name, lk.owner), [])
-        if lk in ls:
-            ls.remove(lk)
-        if not ls:
-            self._locks.pop((lk.name, lk.owner), None)
+    def _untrack(self, hold):
+        holds = self._locks.get((hold.name, hold.owner), [])
+        if hold in holds:
+            holds.remove(hold)
+        if not holds:
+            self._locks.pop((hold.name, hold.owner), None)
 
     @property
     def closed(self):
@@ -135,75 +161,133 @@ class Client:
     async def ping(self):
         await self._do("PING")
 
-    async def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None):
-        """Acquires ``name``; see lockagent.Client.lock. The owner defaults to the calling task."""
-        if owner is None:
-            task = asyncio.current_task()
-            owner = "task%d" % id(task)
-        owner = owner_id(owner)
-        lk = Lock(self, name, owner, on_lost)
-        self._track(lk)
-        try:
-            tag, fut = self._send(lock_line(name, owner, wait, ttl))
-            await self._writer.drain()
-        except BaseException:
-            self._untrack(lk)
-            raise
-        try:
-            reply = self._check(await asyncio.shield(fut))
-        except LockAgentError:
-            self._untrack(lk)
-            raise
-        except asyncio.CancelledError:
-            await asyncio.shield(self._abandon(tag, fut, lk))
-            raise
-        lk._granted(reply.fields)
-        return lk
+    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+        """An aio.Lock of ``name`` (arguments as for lockagent.Lock): ``async
+        with client.lock(...)`` acquires it, raising Busy if ``wait`` runs out,
+        and releases it; ``await client.lock(...)`` acquires it at once."""
+        return Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost)
 
-    async def _abandon(self, tag, fut, lk):
+    async def _abandon(self, tag, fut, hold, fresh):
+        """Cancels a LOCK whose task was cancelled and gives back a grant that won the race."""
         try:
             await self._do("CANCEL " + tag)
-            reply = self._check(await fut)
-            lk._granted(reply.fields)
-            await lk.unlock()
+            self._check(await fut)
+            await self._do(hold.unlock_line())
         except LockAgentError:
             pass
         finally:
-            self._untrack(lk)
+            if fresh:
+                self._untrack(hold)
 
     async def status(self):
         return status_from(await self._do("STATUS"))
 
     async def who(self, name):
-        return holders_from(await self._do("WHO " + name))
+        return holders_from(await self._do("WHO " + check_name(name)))
 
     async def holds(self):
         return holds_from(await self._do("HOLDS"))
 
 
-class Lock(LockState):
-    """A held lock; ``async with`` unlocks it on the way out. ``lost`` is an asyncio.Event."""
+class Lock(LockBase):
+    """A distributed lock through an aio.Client, usable like asyncio.Lock:
+    ``await acquire()``, ``await release()``, ``locked()`` and ``async with``.
+    The arguments and properties are those of lockagent.Lock, with tasks for
+    threads; ``lost`` is an asyncio.Event. Awaiting it acquires it and returns it.
+    """
 
-    def __init__(self, client, name, owner, on_lost=None):
-        super().__init__(client, name, owner, on_lost)
-        self.lost = asyncio.Event()
+    _mu = contextlib.nullcontext()  # one event loop: nothing to guard
 
-    async def unlock(self):
-        self._check_unlock()
-        await self._client._do(self._unlock_line())
-        self._released = True
-        self._client._untrack(self)
+    @staticmethod
+    def _event():
+        return asyncio.Event()
 
-    async def extend(self, ttl):
-        return self._extended(await self._client._do(self._extend_line(ttl)))
+    @staticmethod
+    def _caller():
+        return task_owner()
 
-    async def __aenter__(self):
+    async def acquire(self, blocking=True, timeout=None, *, wait=None):
+        """Acquires the lock; returns True, or False if the wait ran out.
+        ``wait``/``timeout`` as for lockagent.Lock.acquire."""
+        return await self._acquire(self._resolve_wait(blocking, timeout, wait)) is not None
+
+    async def _acquire(self, wait):
+        owner = self._owner_now()
+        line = lock_line(self.name, owner, wait, self.ttl)
+        hold, fresh = self._begin(owner)
+        client = self._client
+        if fresh:
+            client._track(hold)
+        try:
+            tag, fut = client._send(line)
+            await client._writer.drain()
+        except BaseException:
+            if fresh:
+                client._untrack(hold)
+            raise
+        try:
+            reply = client._check(await asyncio.shield(fut))
+        except Busy:
+            if fresh:
+                client._untrack(hold)
+            return None
+        except LockAgentError:
+            if fresh:
+                client._untrack(hold)
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(client._abandon(tag, fut, hold, fresh))
+            raise
+        self._granted(hold, reply.fields)
+        return hold
+
+    async def _acquire_or_raise(self):
+        hold = await self._acquire(self.wait)
+        if hold is None:
+            raise Busy("%s: the wait ran out" % self.name)
+        return hold
+
+    def __await__(self):
+        return self._awaited().__await__()
+
+    async def _awaited(self):
+        (await self._acquire_or_raise()).preacquired = True
         return self
 
-    async def __aexit__(self, *exc):
-        if not self.lost.is_set() and not self._released:
-            try:
-                await self.unlock()
-            except ConnectionClosed:
-                pass
+    async def release(self):
+        """Releases the calling task's hold (one re-entry of it), or the only
+        hold when another task took it. Raises LockLost if it was lost,
+        NotHeld if this Lock does not hold it."""
+        hold = self._to_release()
+        client = self._client
+        try:
+            _, fut = client._send(hold.unlock_line())
+            hold.unlocking = hold.count <= 1
+            await client._writer.drain()
+            reply = client._check(await fut)
+        except (NotHeld, ConnectionClosed) as e:
+            self._after_failed_unlock(hold, e)
+            return
+        self._released(hold, reply)
+
+    unlock = release  # the name of earlier versions
+
+    async def extend(self, ttl):
+        hold, line = self._extend_line(ttl)
+        hold.validity = int((await self._client._do(line)).fields.get("validity", 0)) / 1000.0
+        return hold.validity
+
+    async def __aenter__(self):
+        if not self._preacquired():
+            await self._acquire_or_raise()
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        if self._released_inside():
+            return False
+        try:
+            await self.release()
+        except LockLost:
+            if self._exit_raises(exc_type):
+                raise
         return False

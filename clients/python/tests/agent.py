@@ -56,3 +56,95 @@ class DevAgent:
         if self.proc:
             self.proc.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class CountingProxy:
+    """Sits between clients and the agent and records every line a client
+    writes, so a test can prove what reached the agent and what did not."""
+
+    def __init__(self, target):
+        import socket
+        import threading
+        self._socket = socket
+        self.target = target
+        self.dir = tempfile.mkdtemp(prefix="lagx")  # short: a socket path has at most 107 bytes
+        self.path = os.path.join(self.dir, "proxy.sock")
+        self._mu = threading.Lock()
+        self._lines = []
+        self._conns = []
+        self._threads = []
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.path)
+        self._listener.listen()
+        self._spawn(self._accept)
+
+    def _spawn(self, target, *args):
+        import threading
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            agent = self._socket.socket(self._socket.AF_UNIX, self._socket.SOCK_STREAM)
+            agent.connect(self.target)
+            with self._mu:
+                self._conns += [client, agent]
+            self._spawn(self._up, client, agent)
+            self._spawn(self._down, agent, client)
+
+    def _up(self, client, agent):
+        try:
+            for line in client.makefile("rb"):
+                with self._mu:
+                    self._lines.append(line)
+                agent.sendall(line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._shut(agent)
+
+    def _down(self, agent, client):
+        try:
+            while True:
+                data = agent.recv(65536)
+                if not data:
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._shut(client)
+
+    def _shut(self, sock):
+        try:
+            sock.shutdown(self._socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def mark(self):
+        """How many lines were forwarded so far."""
+        with self._mu:
+            return len(self._lines)
+
+    def since(self, mark):
+        """The lines forwarded after ``mark``, as bytes."""
+        with self._mu:
+            return self._lines[mark:]
+
+    def close(self):
+        self._shut(self._listener)  # wakes the accept(); close() alone does not
+        self._listener.close()
+        with self._mu:
+            conns = list(self._conns)
+        for c in conns:
+            self._shut(c)
+        for t in self._threads:
+            t.join(5)
+        for c in conns:
+            c.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
