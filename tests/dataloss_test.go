@@ -151,7 +151,7 @@ func TestKleppmannOrdering(t *testing.T) {
 					t.Fatalf("the renewal did not re-create the hold on the master that missed the grant (%d keys)", n)
 				}
 			}
-			servers[1].Restart() // empty: it forgot h1
+			servers[1].Restart()                // empty: it forgot h1
 			c := agenttest.StartNoWait(t, late) // first meets m1 empty, during its quarantine
 			cs := contend(t, "k", b.Config.Socket.Path, b.Config.Socket.Path, c.Config.Socket.Path)
 			// h1's hold ends at its LOST (a ttl= hold, or a watchdog hold
