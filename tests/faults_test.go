@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,43 @@ func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("never served after the masters came up: %s", r.Line)
 		}
+	}
+}
+
+// TestAHungMasterCostsNothing pauses one master of three (SIGSTOP: its
+// socket open, nothing answering): UNLOCK must not wait for it, nor a new
+// waiter's subscription, so releases and handoffs across agents stay fast.
+func TestAHungMasterCostsNothing(t *testing.T) {
+	a, b, servers := twoAgents(t, 15*time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	waiter := agenttest.Dial(t, b.Config.Socket.Path)
+	servers[0].Pause()
+	var unlocks, handoffs []time.Duration
+	for i := range 15 {
+		name := "hung" + strconv.Itoa(i) // a new name each time: every wait subscribes anew
+		if r := holder.Do("LOCK " + name); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		_, ch := waiter.Send("LOCK " + name + " wait=10s")
+		waiter.AwaitWaiters(1)
+		time.Sleep(20 * time.Millisecond) // the waiter tried and parked
+		start := time.Now()
+		if r := holder.Do("UNLOCK " + name); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		unlocks = append(unlocks, time.Since(start))
+		if r := waiter.Await(ch); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		handoffs = append(handoffs, time.Since(start))
+		waiter.Do("UNLOCK " + name)
+	}
+	p50 := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	t.Logf("one master hung: UNLOCK p50 %v, handoff p50 %v", p50(unlocks), p50(handoffs))
+	if p50(unlocks) > 10*time.Millisecond || p50(handoffs) > 20*time.Millisecond {
+		t.Fatalf("one master hung: UNLOCK p50 %v (want <= 10ms), handoff p50 %v (want <= 20ms)", p50(unlocks), p50(handoffs))
 	}
 }
