@@ -46,6 +46,10 @@ type Config struct {
 	// more wait their turn, and a round's deadlines start only when it is
 	// sent, so a burst is queued instead of timing out. Default 64.
 	MaxRounds int
+	// AdmitTimeout bounds how long a round waits for its turn before it
+	// fails with ErrOverloaded. Waiting costs a round nothing (its validity
+	// counts from when it is sent). Default 1m.
+	AdmitTimeout time.Duration
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
 	Clock      Clock        // default RealClock
@@ -166,6 +170,9 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	if cfg.MaxRounds <= 0 {
 		cfg.MaxRounds = 64
+	}
+	if cfg.AdmitTimeout <= 0 {
+		cfg.AdmitTimeout = time.Minute
 	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = randomID()
@@ -400,7 +407,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if c.closed() {
 		return Grant{}, ErrClosed
 	}
-	done, err := c.admit(ctx, req.Lease/2)
+	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -653,7 +660,7 @@ func (c *Cluster) renewReply(i int, res rueidis.RedisResult, n int) ([]int64, er
 // new validity deadline. It fails with ErrNotHeld when a majority no longer
 // has the hold, else with ErrNoQuorum.
 func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Duration) (time.Time, error) {
-	done, err := c.admit(ctx, lease/2)
+	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -785,7 +792,7 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 // Who returns the holders of name that a majority of the voting masters
 // record, with the highest fence any of them recorded.
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	done, err := c.admit(ctx, time.Second)
+	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
 	if err != nil {
 		return nil, err
 	}
