@@ -11,7 +11,7 @@ import (
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
-func newCluster(t *testing.T, servers []*redistest.Server, quarantine time.Duration) *Cluster {
+func newCluster(t testing.TB, servers []*redistest.Server, quarantine time.Duration) *Cluster {
 	t.Helper()
 	return startCluster(t, testConfig(t, servers, quarantine, true))
 }
@@ -19,7 +19,7 @@ func newCluster(t *testing.T, servers []*redistest.Server, quarantine time.Durat
 // testConfig is a cluster configuration over servers. With fresh, the
 // servers are bootstrapped first: they are new, so they need not sit out a
 // quarantine.
-func testConfig(t *testing.T, servers []*redistest.Server, quarantine time.Duration, fresh bool) Config {
+func testConfig(t testing.TB, servers []*redistest.Server, quarantine time.Duration, fresh bool) Config {
 	t.Helper()
 	cfg := Config{KeyPrefix: "t:", DriftFactor: 0.01, MasterTimeout: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond,
 		Quarantine: quarantine, Tombstone: 5 * time.Second}
@@ -35,7 +35,7 @@ func testConfig(t *testing.T, servers []*redistest.Server, quarantine time.Durat
 }
 
 // startCluster runs a cluster until the test ends and waits until every master is up.
-func startCluster(t *testing.T, cfg Config) *Cluster {
+func startCluster(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	c := runCluster(t, cfg)
 	waitStates(t, c, func(st []MasterStatus) bool {
@@ -50,7 +50,7 @@ func startCluster(t *testing.T, cfg Config) *Cluster {
 }
 
 // runCluster runs a cluster until the test ends.
-func runCluster(t *testing.T, cfg Config) *Cluster {
+func runCluster(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	c, err := New(cfg)
 	if err != nil {
@@ -69,7 +69,7 @@ func runCluster(t *testing.T, cfg Config) *Cluster {
 	return c
 }
 
-func waitStates(t *testing.T, c *Cluster, ok func([]MasterStatus) bool) {
+func waitStates(t testing.TB, c *Cluster, ok func([]MasterStatus) bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !ok(c.Status()) {
