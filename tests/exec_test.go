@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"golang.org/x/sys/unix"
 )
 
 // lockAgent runs the binary with args and returns its exit code, stdout and stderr.
@@ -179,5 +181,219 @@ func TestStatusAndWhoCommands(t *testing.T) {
 	}
 	if code, out, _ := lockAgent(t, "who", "-socket", sock, "ops/free"); code != 0 || !strings.Contains(out, "is free") {
 		t.Fatalf("who of a free name: exit %d\n%s", code, out)
+	}
+}
+
+// waitForFile waits until path exists with content, and returns it.
+func waitForFile(t *testing.T, path string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("nothing written to %s", path)
+	return ""
+}
+
+// alive tells whether process pid exists (and is not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// lockIsFreeWithin tries `exec -n NAME -- true` until it runs, within d.
+func lockIsFreeWithin(t *testing.T, sock, name string, d time.Duration) bool {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "-conflict-exit", "75", name, "--", "true"); code == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled: like flock(1),
+// the lock belongs to the descriptor the command inherited, so kill -9 of
+// exec does not free it while its command still runs; the command's end
+// does.
+func TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command(binary(t), "exec", "-socket", sock, "jobs/killed", "--", "sh", "-c", `echo $$ > `+pidFile+`; exec sleep 30`)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+	time.Sleep(200 * time.Millisecond) // what the agent would need to release it
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "jobs/killed", "--", "true"); code != 1 || !strings.Contains(errOut, "busy") {
+		t.Fatalf("exec was killed while its command runs, and a second exec ran: exit %d %q", code, errOut)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !lockIsFreeWithin(t, sock, "jobs/killed", 3*time.Second) {
+		t.Fatal("the lock was not released when the command ended")
+	}
+}
+
+// TestExecKeepsTheLockWhileABackgroundJobRuns: a command that leaves a job
+// running in the background leaves it the lock, as flock(1) does.
+func TestExecKeepsTheLockWhileABackgroundJobRuns(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/background", "--", "sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $! > `+pidFile)
+	if code != 0 {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	time.Sleep(200 * time.Millisecond)
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "jobs/background", "--", "true"); code != 1 || !strings.Contains(errOut, "busy") {
+		t.Fatalf("a second exec ran beside the first one's background job: exit %d %q", code, errOut)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !lockIsFreeWithin(t, sock, "jobs/background", 3*time.Second) {
+		t.Fatal("the lock was not released when the background job ended")
+	}
+}
+
+// TestExecReleasesBeforeItExits: with nothing left running, the lock is
+// free by the time exec has exited, so back-to-back runs never see it busy.
+func TestExecReleasesBeforeItExits(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	for i := range 5 {
+		if code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-wait", "0", "jobs/again", "--", "true"); code != 0 {
+			t.Fatalf("run %d: exit %d %q", i, code, errOut)
+		}
+	}
+}
+
+// TestExecLossStopsTheWholeJob: after a loss nothing the command started
+// outlives the lock, and exec exits 124.
+func TestExecLossStopsTheWholeJob(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-ttl", "300ms", "-kill-after", "300ms", "jobs/whole", "--",
+		"sh", "-c", `sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & echo $! > `+pidFile+`; sleep 30`)
+	if code != 124 || !strings.Contains(errOut, "lost") {
+		t.Fatalf("exit %d, want 124: %q", code, errOut)
+	}
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatal("the job's background process outlived the lost lock")
+	}
+	if code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-ttl", "300ms", "-quiet", "jobs/quiet", "--", "sleep", "30"); code != 124 || errOut != "" {
+		t.Fatalf("-quiet loss: exit %d %q", code, errOut)
+	}
+}
+
+// TestExecCommandLine: flock's habits work (-w in seconds, -n, -E, flags
+// after NAME, -c), and a busy lock with -conflict-exit 0 prints nothing.
+func TestExecCommandLine(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	holder := agenttest.Dial(t, sock)
+	holder.Do("LOCK jobs/held")
+
+	start := time.Now()
+	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-w", "0.4", "jobs/held", "--", "echo", "ran")
+	if took := time.Since(start); code != 1 || out != "" || took < 400*time.Millisecond || !strings.Contains(errOut, "busy") {
+		t.Fatalf("-w 0.4 (seconds): exit %d after %v, %q %q", code, took, out, errOut)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"flags after NAME are flags", []string{"jobs/after", "-wait", "5", "--", "echo", "ran"}, 0, "ran\n"},
+		{"a flag after NAME without --", []string{"jobs/after", "-n", "echo", "ran"}, 0, "ran\n"},
+		{"-c runs a shell string", []string{"jobs/shell", "-c", "echo $LOCK_AGENT_NAME"}, 0, "jobs/shell\n"},
+		{"-E sets the busy status", []string{"-n", "-E", "75", "jobs/held", "echo", "ran"}, 75, ""},
+		{"the command's own flags are its own", []string{"jobs/own", "--", "sh", "-c", `printf "%s\n" "$0"`, "-n"}, 0, "-n\n"},
+	} {
+		code, out, errOut := lockAgent(t, append([]string{"exec", "-socket", sock}, tc.args...)...)
+		if code != tc.code || out != tc.out {
+			t.Errorf("%s: exit %d %q %q, want %d %q", tc.name, code, out, errOut, tc.code, tc.out)
+		}
+	}
+	if code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "-conflict-exit", "0", "jobs/held", "--", "echo", "ran"); code != 0 || out != "" || errOut != "" {
+		t.Errorf("-conflict-exit 0 must be silent (cron mails output): exit %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := lockAgent(t, "exec", "-h"); code != 0 || !strings.Contains(out, "-wait D") || strings.Contains(out, "-1ns") || !strings.Contains(out, "124") {
+		t.Errorf("exec -h: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"jobs/x", "-wait", "soon", "--", "true"}, {"jobs/x", "-c", "true", "extra"}, {"-n"}} {
+		if code, _, _ := lockAgent(t, append([]string{"exec", "-socket", sock}, bad...)...); code != 2 {
+			t.Errorf("exec %q: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+// openPTY returns a new pseudo-terminal's controlling side and terminal.
+func openPTY(t *testing.T) (ptm, pts *os.File) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	go io.Copy(io.Discard, ptm) // the terminal's output must not fill up
+	return ptm, pts
+}
+
+// TestExecCtrlCReachesTheCommandOnce runs exec on a terminal, as a shell
+// would (its own session, the foreground): each ^C reaches the command once,
+// not once from the terminal and again forwarded by exec.
+func TestExecCtrlCReachesTheCommandOnce(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	ptm, pts := openPTY(t)
+	dir := t.TempDir()
+	ints, ready := filepath.Join(dir, "ints"), filepath.Join(dir, "ready")
+	cmd := exec.Command(binary(t), "exec", "-socket", a.Config.Socket.Path, "jobs/tty", "--", "sh", "-c",
+		`trap 'echo INT >> `+ints+`' INT; echo yes > `+ready+`; while :; do sleep 0.05 & wait $!; done`)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitForFile(t, ready)
+	const presses = 5
+	for range presses {
+		ptm.Write([]byte{3}) // ^C
+		time.Sleep(150 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	data, _ := os.ReadFile(ints)
+	if n := strings.Count(string(data), "INT"); n != presses {
+		t.Errorf("%d ^C reached the command %d times", presses, n)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); exitCode(err) != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d after SIGTERM, want 143", exitCode(err))
 	}
 }

@@ -2,7 +2,7 @@
 //
 //	lock-agent run -config FILE | run -dev
 //	lock-agent validate -config FILE
-//	lock-agent exec [flags] NAME -- CMD [ARGS...]
+//	lock-agent exec [flags] NAME [flags] [--] CMD [ARGS...] | -c STRING
 //	lock-agent status [-json] | who [-json] NAME
 //	lock-agent version
 package main
@@ -34,8 +34,9 @@ commands:
   run -config FILE     run the agent
   run -dev             run the agent with three embedded masters (no Redis needed)
   validate -config F   check a config file; exit 0 if valid, 2 if not
-  exec [flags] NAME -- CMD [ARGS...]
-                       run CMD while holding the lock NAME
+  exec [flags] NAME [--] CMD [ARGS...]
+                       run CMD while holding the lock NAME (flock(1) for
+                       the cluster; see lock-agent exec -h)
   status [-json]       show the agent, its masters, sessions, holds and waiters
   who [-json] NAME     show who holds NAME, on any host
   version              print the version
@@ -56,7 +57,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "validate":
 		return validateCmd(args[1:], stdout, stderr)
 	case "exec":
-		return execCmd(args[1:], stderr)
+		return execCmd(args[1:], stdout, stderr)
 	case "status":
 		return statusCmd(args[1:], stdout, stderr)
 	case "who":
