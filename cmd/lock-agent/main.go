@@ -164,22 +164,32 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			cancel()
 		})
 	}
-	{ // Signals: the first stops the agent gracefully, a second exits at once.
+	{ // Signals: the first stops the agent gracefully, a second exits at
+		// once; SIGHUP reloads the config file.
 		sig := make(chan os.Signal, 2)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		stop := make(chan struct{})
 		g.Add(func() error {
-			select {
-			case s := <-sig:
-				log.Info("received signal, stopping", "signal", s)
-				go func() {
-					<-sig
-					log.Warn("second signal: exiting at once")
-					os.Exit(exitFailure)
-				}()
-			case <-stop:
+			for {
+				select {
+				case s := <-sig:
+					if s == syscall.SIGHUP {
+						reload(log, *path, &cfg)
+						continue
+					}
+					log.Info("received signal, stopping", "signal", s)
+					go func() {
+						for s := range sig {
+							if s != syscall.SIGHUP {
+								log.Warn("second signal: exiting at once", "signal", s)
+								os.Exit(exitFailure)
+							}
+						}
+					}()
+				case <-stop:
+				}
+				return nil
 			}
-			return nil
 		}, func(error) { close(stop) })
 	}
 	if err := g.Run(); err != nil {
@@ -188,4 +198,36 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("exiting")
 	return exitOK
+}
+
+// reload applies SIGHUP: the config file is read again with the same loader
+// as at start. What can change live is applied, every other change is
+// logged as waiting for a restart, and an invalid file changes nothing.
+func reload(log hclog.Logger, path string, cfg *agent.Config) {
+	if path == "" {
+		log.Info("SIGHUP: nothing to reload in dev mode")
+		return
+	}
+	next, err := loadConfig(path)
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded, keeping the running one", "file", path, "error", err)
+		return
+	}
+	changes := agent.Changes(*cfg, next)
+	if len(changes) == 0 {
+		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)
+		return
+	}
+	for _, c := range changes {
+		switch {
+		case c.Setting == "Log.Level":
+			log.SetLevel(hclog.LevelFromString(next.Log.Level))
+			cfg.Log.Level = next.Log.Level
+			log.Info("SIGHUP: applied", "setting", c.Setting, "old", c.Old, "new", c.New)
+		case c.Old == "" && c.New == "":
+			log.Warn("SIGHUP: changed in the file; takes effect on restart", "setting", c.Setting)
+		default:
+			log.Warn("SIGHUP: changed in the file; takes effect on restart", "setting", c.Setting, "old", c.Old, "new", c.New)
+		}
+	}
 }
