@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 	"golang.org/x/sys/unix"
 )
 
@@ -156,15 +157,16 @@ func TestStatusAndWhoCommands(t *testing.T) {
 	c := agenttest.Dial(t, sock)
 	c.Do("LOCK ops/blocker owner=batch")
 	code, out, _ := lockAgent(t, "status", "-socket", sock)
-	if code != 0 || !strings.Contains(out, "3/3 masters up (quorum 2, ok)") || !strings.Contains(out, "MASTER") {
+	if code != 0 || !strings.Contains(out, "3/3 masters up (quorum 2, ok)") || !strings.Contains(out, "MASTER") || !strings.Contains(out, "agent host-a ") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "status", "-socket", sock, "-json")
 	var st struct {
+		ID      string
 		Quorum  int
 		Masters []struct{ State string }
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Quorum != 2 || len(st.Masters) != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Quorum != 2 || len(st.Masters) != 3 || st.ID != "host-a" {
 		t.Fatalf("status -json: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "who", "-socket", sock, "ops/blocker")
@@ -395,5 +397,26 @@ func TestExecCtrlCReachesTheCommandOnce(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); exitCode(err) != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit %d after SIGTERM, want 143", exitCode(err))
+	}
+}
+
+// TestStatusWithoutQuorumFails: status exits 3 when the agent answers but
+// fewer than a quorum of its masters are up, so scripts and health checks
+// can tell.
+func TestStatusWithoutQuorumFails(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 3*time.Second)
+	cfg.AgentID = "lonely"
+	a := agenttest.StartNoWait(t, cfg)
+	for _, s := range servers[:2] {
+		s.Stop()
+	}
+	agenttest.Dial(t, a.Config.Socket.Path).AwaitMasters("up", 1)
+	code, out, _ := lockAgent(t, "status", "-socket", a.Config.Socket.Path)
+	if code != 3 || !strings.Contains(out, "1/3 masters up (quorum 2, NO QUORUM)") || !strings.Contains(out, "agent lonely ") {
+		t.Fatalf("status without quorum: exit %d, want 3\n%s", code, out)
+	}
+	if code, out, _ := lockAgent(t, "status", "-socket", a.Config.Socket.Path, "-json"); code != 3 || !strings.Contains(out, `"id": "lonely"`) {
+		t.Fatalf("status -json without quorum: exit %d, want 3\n%s", code, out)
 	}
 }

@@ -28,48 +28,6 @@ func dialAgent(ctx context.Context, path string, stderr io.Writer) (*lockagent.C
 	return c, true
 }
 
-func statusCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("status", stderr)
-	socket := socketFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lock-agent status [-socket PATH] [-json]")
-		return exitUsage
-	}
-	c, ok := dialAgent(context.Background(), *socket, stderr)
-	if !ok {
-		return exitFailure
-	}
-	defer c.Close()
-	s, err := c.Status(context.Background())
-	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent status:", err)
-		return exitFailure
-	}
-	if *asJSON {
-		return printJSON(stdout, stderr, s)
-	}
-	up := 0
-	for _, m := range s.Masters {
-		if m.State == "up" {
-			up++
-		}
-	}
-	health := "ok"
-	if up < s.Quorum {
-		health = "NO QUORUM"
-	}
-	fmt.Fprintf(stdout, "agent %s: %d/%d masters up (quorum %d, %s); %d sessions, %d holds, %d waiters\n\n",
-		s.Agent, up, len(s.Masters), s.Quorum, health, s.Sessions, s.Holds, s.Waiters)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MASTER\tADDRESS\tSTATE")
-	for _, m := range s.Masters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Address, m.State)
-	}
-	tw.Flush()
-	return exitOK
-}
-
 func whoCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("who", stderr)
 	socket := socketFlag(fs)
