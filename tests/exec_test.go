@@ -420,3 +420,53 @@ func TestStatusWithoutQuorumFails(t *testing.T) {
 		t.Fatalf("status -json without quorum: exit %d, want 3\n%s", code, out)
 	}
 }
+
+// TestExecFollowsCtrlZAndFg runs exec under a job-control shell on a
+// terminal: ^Z stops the command and exec (the shell sees the job
+// stopped), fg resumes both with the command in the foreground, where ^C
+// still reaches it once.
+func TestExecFollowsCtrlZAndFg(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash for job control")
+	}
+	a, _, _ := twoAgents(t, 3*time.Second)
+	ptm, pts := openPTY(t)
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	job := `trap 'echo INT >> ` + file("ints") + `' INT; echo $PPID > ` + file("exec") + `; while :; do echo tick >> ` + file("ticks") + `; sleep 0.05 & wait $!; done`
+	shell := `set -m; ` + binary(t) + ` exec -socket ` + a.Config.Socket.Path + ` jobs/fg -c '` + strings.ReplaceAll(job, `'`, `'\''`) + `'
+echo stopped > ` + file("stopped") + `
+fg
+echo "done $?" > ` + file("done")
+	cmd := exec.Command("bash", "-c", shell)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	execPID, _ := strconv.Atoi(waitForFile(t, file("exec")))
+	defer syscall.Kill(execPID, syscall.SIGKILL)
+	ticks := func() int { b, _ := os.ReadFile(file("ticks")); return strings.Count(string(b), "tick") }
+
+	ptm.Write([]byte{26}) // ^Z
+	waitForFile(t, file("stopped"))
+	// fg: the job runs again.
+	before := ticks()
+	for deadline := time.Now().Add(5 * time.Second); ticks() < before+3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not run again after fg")
+		}
+	}
+	ptm.Write([]byte{3}) // ^C, to the command in the foreground again
+	time.Sleep(300 * time.Millisecond)
+	if b, _ := os.ReadFile(file("ints")); strings.Count(string(b), "INT") != 1 {
+		t.Fatalf("after fg, one ^C reached the command %d times", strings.Count(string(b), "INT"))
+	}
+	syscall.Kill(execPID, syscall.SIGTERM)
+	if got := waitForFile(t, file("done")); got != "done 143" {
+		t.Fatalf("exec after SIGTERM: %q, want done 143", got)
+	}
+	cmd.Wait()
+}
