@@ -470,3 +470,49 @@ echo "done $?" > ` + file("done")
 	}
 	cmd.Wait()
 }
+
+// TestExecScriptThatLocksItself runs the README's idiom: a script that runs
+// itself again under exec. One copy runs; a second one finds it busy.
+func TestExecScriptThatLocksItself(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var guard string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.Contains(line, `[ "$LOCK_AGENT_NAME" = jobs/sync ]`) {
+			guard = line
+		}
+	}
+	if guard == "" {
+		t.Fatal("no self-locking script in the README")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sync")
+	os.WriteFile(script, []byte("#!/bin/sh\n"+guard+"\necho \"locked $LOCK_AGENT_FENCE $1\"\nsleep ${2:-0}\n"), 0o755)
+	run := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(script, args...)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binary(t))+":"+os.Getenv("PATH"),
+			"LOCK_AGENT_SOCKET="+a.Config.Socket.Path, raceNoExitSleep)
+		return cmd
+	}
+	if out, err := run("first").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "locked ") || !strings.HasSuffix(string(out), " first\n") {
+		t.Fatalf("exit %d: %q", exitCode(err), out)
+	}
+	long := run("long", "30")
+	var out syncBuffer
+	long.Stdout = &out
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { long.Process.Signal(syscall.SIGTERM); long.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "locked"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long run never locked")
+		}
+	}
+	if out, err := run("second").CombinedOutput(); exitCode(err) != 1 || !strings.Contains(string(out), "busy") {
+		t.Fatalf("a second copy while the first runs: exit %d %q", exitCode(err), out)
+	}
+}
