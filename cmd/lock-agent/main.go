@@ -37,7 +37,8 @@ commands:
   exec [flags] NAME [--] CMD [ARGS...]
                        run CMD while holding the lock NAME (flock(1) for
                        the cluster; see lock-agent exec -h)
-  status [-json]       show the agent, its masters, sessions, holds and waiters
+  status [-json]       show the agent, its masters, sessions, holds and waiters;
+                       exit 3 if fewer than a quorum of masters are up
   who [-json] NAME     show who holds NAME, on any host
   version              print the version
 `
