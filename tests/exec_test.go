@@ -385,13 +385,15 @@ func TestExecCtrlCReachesTheCommandOnce(t *testing.T) {
 	defer cmd.Process.Kill()
 	waitForFile(t, ready)
 	const presses = 5
-	for range presses {
+	count := func() int { b, _ := os.ReadFile(ints); return strings.Count(string(b), "INT") }
+	for i := range presses {
 		ptm.Write([]byte{3}) // ^C
-		time.Sleep(150 * time.Millisecond)
+		for deadline := time.Now().Add(5 * time.Second); count() <= i && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // time for a second delivery to show
 	}
-	time.Sleep(200 * time.Millisecond)
-	data, _ := os.ReadFile(ints)
-	if n := strings.Count(string(data), "INT"); n != presses {
+	if n := count(); n != presses {
 		t.Errorf("%d ^C reached the command %d times", presses, n)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
