@@ -402,7 +402,7 @@ func (j *job) exited(ws syscall.WaitStatus) int {
 	if ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
-	if syscall.Kill(-j.pgid, 0) == nil {
+	if err := syscall.Kill(-j.pgid, 0); err == nil || errors.Is(err, syscall.EPERM) {
 		return code // background jobs hold the lock; never UNLOCK under them
 	}
 	fence := j.l.Fence()
