@@ -33,7 +33,7 @@ func lockAgent(t *testing.T, args ...string) (int, string, string) {
 func TestExecExitCodesAndEnvironment(t *testing.T) {
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
-	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/env", "--", "sh", "-c", `echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE"`)
+	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/env", "--", "sh", "-c", `echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE"; test -S /proc/self/fd/$LOCK_AGENT_FD || test "$(readlink /proc/$$/fd/$LOCK_AGENT_FD | cut -c1-7)" = socket`)
 	fields := strings.Fields(out)
 	if code != 0 || len(fields) != 2 || fields[0] != "jobs/env" {
 		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)

@@ -291,8 +291,11 @@ func (j *job) run() int {
 		j.say("%v", err)
 		return exitFailure
 	}
+	// F_DUPFD leaves close-on-exec off. At 10 or above, the copy is clear of
+	// the standard descriptors (even if exec was started with one closed) and
+	// of the ones os/exec moves while setting them up in the child.
 	inherited := -1
-	if cerr := rc.Control(func(fd uintptr) { inherited, err = unix.Dup(int(fd)) }); cerr != nil {
+	if cerr := rc.Control(func(fd uintptr) { inherited, err = unix.FcntlInt(fd, unix.F_DUPFD, 10) }); cerr != nil {
 		err = cerr
 	}
 	if err != nil {
