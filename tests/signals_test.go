@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,8 +33,25 @@ func binaryAgent(t *testing.T, extra string) (*exec.Cmd, *syncBuffer, string, st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	waitForSocket(t, sock)
+	waitForListener(t, sock)
 	return cmd, logs, cfgPath, sock, servers
+}
+
+// waitForListener waits until the agent accepts connections on sock: the
+// socket file appears a moment before it listens.
+func waitForListener(t *testing.T, sock string) {
+	t.Helper()
+	waitForSocket(t, sock)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		conn, err := net.Dial("unix", sock)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s: %v", sock, err)
+		}
+	}
 }
 
 func writeAgentConfig(t *testing.T, path, sock string, servers []*redistest.Server, extra string) {
@@ -150,4 +168,40 @@ func TestBinaryDevModeSurvivesSIGHUP(t *testing.T) {
 	if err := cmd.Wait(); exitCode(err) != 0 {
 		t.Fatalf("exit %d after SIGHUP then SIGTERM\n%s", exitCode(err), logs.String())
 	}
+}
+
+// TestBinaryOutlivesItsLogReader: with its log going to a pipe whose reader
+// is gone (`run -dev 2>&1 | tee`, and the terminal closed), the agent's next
+// log line must not kill it (SIGPIPE) before it has released its holds.
+func TestBinaryOutlivesItsLogReader(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	dir := shortTempDir(t)
+	sock := filepath.Join(dir, "agent.sock")
+	cfgPath := filepath.Join(dir, "agent.hcl")
+	writeAgentConfig(t, cfgPath, sock, servers, "")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "run", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	w.Close()
+	waitForListener(t, sock)
+	c := agenttest.Dial(t, sock)
+	c.AwaitMasters("up", 3)
+	if r := c.Do("LOCK pipe/held wait=2s"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	r.Close()                          // the reader goes away
+	cmd.Process.Signal(syscall.SIGHUP) // and the agent logs
+	time.Sleep(300 * time.Millisecond)
+	if r := c.Do("PING"); r.Kind != "OK" {
+		t.Fatalf("the agent died writing its log to a closed pipe: %s", r.Line)
+	}
+	stopAndCheckReleased(t, cmd, syscall.SIGTERM, c, servers, &syncBuffer{})
 }

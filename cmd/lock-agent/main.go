@@ -115,6 +115,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	// A log write to a pipe whose reader is gone (run -dev | tee, and the
+	// terminal closed) must fail, not kill the agent before it releases.
+	signal.Ignore(syscall.SIGPIPE)
+
 	var g run.Group
 	var cfg agent.Config
 	agentDone := make(chan struct{}) // closed when the agent has released everything
