@@ -118,6 +118,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	// A log write to a pipe whose reader is gone (run -dev | tee, and the
 	// terminal closed) must fail, not kill the agent before it releases.
 	signal.Ignore(syscall.SIGPIPE)
+	// Caught from the start, so a SIGHUP while starting does not kill it
+	// either; the signal actor below handles them once everything runs.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 
 	var g run.Group
 	var cfg agent.Config
@@ -171,8 +175,6 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	{ // Signals: the first stops the agent gracefully, a second exits at
 		// once; SIGHUP reloads the config file.
-		sig := make(chan os.Signal, 2)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		stop := make(chan struct{})
 		g.Add(func() error {
 			for {
