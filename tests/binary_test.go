@@ -108,7 +108,7 @@ func TestBinarySIGTERMReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitForSocket(t, sock)
+	waitForListener(t, sock)
 	c := agenttest.Dial(t, sock)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if r := c.Do("LOCK e2e/one wait=1s"); r.Kind == "OK" {
@@ -294,7 +294,7 @@ func pausedMastersAgent(t *testing.T, masterTimeout string) (*exec.Cmd, *agentte
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	waitForSocket(t, sock)
+	waitForListener(t, sock)
 	c := agenttest.Dial(t, sock)
 	for deadline := time.Now().Add(5 * time.Second); c.Do("LOCK slow wait=1s").Kind != "OK"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
