@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,16 +178,45 @@ func Parse(src []byte, filename string) (Config, error) {
 	if diags.HasErrors() {
 		return Config{}, &ConfigError{diags}
 	}
+	// Decoding goes on past an unknown or mistyped attribute, so the values
+	// it did decode are still checked: one run reports every error.
 	var fc fileConfig
-	if diags := gohcl.DecodeBody(file.Body, nil, &fc); diags.HasErrors() {
-		return Config{}, &ConfigError{diags}
-	}
+	decodeDiags := gohcl.DecodeBody(file.Body, nil, &fc)
 	v := validator{body: file.Body.(*hclsyntax.Body), file: filename}
 	c := v.build(&fc)
-	if v.diags.HasErrors() {
-		return Config{}, &ConfigError{v.diags}
+	if diags := mergeDiags(decodeDiags, v.diags); diags.HasErrors() {
+		return Config{}, &ConfigError{diags}
 	}
 	return c, nil
+}
+
+// mergeDiags returns the decoder's errors, then the validator's on lines the
+// decoder had nothing to say about (a missing attribute is one error, not
+// also an invalid empty value), sorted by position.
+func mergeDiags(decoded, validated hcl.Diagnostics) hcl.Diagnostics {
+	lines := map[int]bool{}
+	for _, d := range decoded {
+		if d.Subject != nil {
+			lines[d.Subject.Start.Line] = true
+		}
+	}
+	out := append(hcl.Diagnostics{}, decoded...)
+	for _, d := range validated {
+		if d.Subject == nil || !lines[d.Subject.Start.Line] {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *hcl.Diagnostic) int {
+		return cmp.Compare(line(a), line(b))
+	})
+	return out
+}
+
+func line(d *hcl.Diagnostic) int {
+	if d.Subject == nil {
+		return 0
+	}
+	return d.Subject.Start.Line
 }
 
 // ConfigError is every problem found in a config file.
@@ -221,7 +253,11 @@ type validator struct {
 // errorf records an error about attribute attr of the block of type typ
 // (and label, for labelled blocks).
 func (v *validator) errorf(typ, label, attr, format string, args ...any) {
-	rng := v.rangeOf(typ, label, attr)
+	v.errorAt(v.rangeOf(typ, label, attr), typ, label, attr, format, args...)
+}
+
+// errorAt is errorf at a given position.
+func (v *validator) errorAt(rng hcl.Range, typ, label, attr, format string, args ...any) {
 	key := typ
 	if label != "" {
 		key += " \"" + label + "\""
@@ -286,6 +322,9 @@ func (v *validator) build(fc *fileConfig) Config {
 		}
 		if s.Group != nil {
 			c.Socket.Group = *s.Group
+			if err := groupExists(c.Socket.Group); err != nil {
+				v.errorf("socket", "", "group", "%v", err)
+			}
 		}
 	}
 	v.masters(fc.Redis, &c)
@@ -353,45 +392,66 @@ func (v *validator) masters(blocks []redisBlock, c *Config) {
 			Subject: &hcl.Range{Filename: v.file, Start: hcl.InitialPos, End: hcl.InitialPos}})
 		return
 	}
+	// The decoded blocks are in file order: the i-th is the i-th redis
+	// block of the body, so each error points into its own block even when
+	// two share a name.
+	var syntax []*hclsyntax.Block
+	for _, b := range v.body.Blocks {
+		if b.Type == "redis" {
+			syntax = append(syntax, b)
+		}
+	}
 	seen := map[string]bool{}
-	for _, b := range blocks {
+	for i, b := range blocks {
+		at := func(attr string) hcl.Range {
+			if i >= len(syntax) {
+				return v.rangeOf("redis", b.Name, attr)
+			}
+			if a, ok := syntax[i].Body.Attributes[attr]; ok {
+				return a.SrcRange
+			}
+			return syntax[i].DefRange()
+		}
+		errorf := func(attr, format string, args ...any) {
+			v.errorAt(at(attr), "redis", b.Name, attr, format, args...)
+		}
 		if seen[b.Name] {
-			v.errorf("redis", b.Name, "", "a second redis block named %q", b.Name)
+			errorf("", "a second redis block named %q", b.Name)
 		}
 		seen[b.Name] = true
 		m := quorum.MasterConfig{Name: b.Name, Address: b.Address}
 		if host, port, ok := strings.Cut(b.Address, ":"); !ok || host == "" || port == "" {
-			v.errorf("redis", b.Name, "address", "want host:port, got %q", b.Address)
+			errorf("address", "want host:port, got %q", b.Address)
 		}
 		if b.Username != nil {
 			m.Username = *b.Username
 		}
 		switch {
 		case b.Password != nil && b.PasswordFile != nil:
-			v.errorf("redis", b.Name, "password_file", "give password or password_file, not both")
+			errorf("password_file", "give password or password_file, not both")
 		case b.Password != nil:
 			m.Password = *b.Password
 		case b.PasswordFile != nil:
 			pw, err := os.ReadFile(*b.PasswordFile)
 			if err != nil {
-				v.errorf("redis", b.Name, "password_file", "%v", err)
+				errorf("password_file", "%v", err)
 			}
 			m.Password = strings.TrimRight(string(pw), "\r\n")
 		}
 		if b.DB != nil {
 			if *b.DB < 0 {
-				v.errorf("redis", b.Name, "db", "want a database number >= 0")
+				errorf("db", "want a database number >= 0")
 			}
 			m.DB = *b.DB
 		}
 		if b.TLS != nil {
-			m.TLS = v.tls(b.Name, b.TLS)
+			m.TLS = v.tls(b.TLS, errorf)
 		}
 		c.Masters = append(c.Masters, m)
 	}
 }
 
-func (v *validator) tls(name string, t *tlsBlock) *tls.Config {
+func (v *validator) tls(t *tlsBlock, errorf func(attr, format string, args ...any)) *tls.Config {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.ServerName != nil {
 		cfg.ServerName = *t.ServerName
@@ -400,18 +460,30 @@ func (v *validator) tls(name string, t *tlsBlock) *tls.Config {
 		pem, err := os.ReadFile(*t.CAFile)
 		pool := x509.NewCertPool()
 		if err != nil || !pool.AppendCertsFromPEM(pem) {
-			v.errorf("redis", name, "tls", "ca_file %q: no PEM certificates could be read (%v)", *t.CAFile, err)
+			errorf("tls", "ca_file %q: no PEM certificates could be read (%v)", *t.CAFile, err)
 		}
 		cfg.RootCAs = pool
 	}
 	if (t.CertFile == nil) != (t.KeyFile == nil) {
-		v.errorf("redis", name, "tls", "cert_file and key_file go together")
+		errorf("tls", "cert_file and key_file go together")
 	} else if t.CertFile != nil {
 		cert, err := tls.LoadX509KeyPair(*t.CertFile, *t.KeyFile)
 		if err != nil {
-			v.errorf("redis", name, "tls", "client certificate: %v", err)
+			errorf("tls", "client certificate: %v", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg
+}
+
+// groupExists checks a socket group: a name must exist on this host (the
+// agent would fail at start otherwise); a number is taken as it is.
+func groupExists(group string) error {
+	if _, err := strconv.Atoi(group); err == nil {
+		return nil
+	}
+	if _, err := user.LookupGroup(group); err != nil {
+		return fmt.Errorf("no group %q on this host (create it with groupadd, or give a numeric gid)", group)
+	}
+	return nil
 }

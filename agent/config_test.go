@@ -44,6 +44,11 @@ func TestParseErrors(t *testing.T) {
 		{"a socket mode the owner cannot use is an error", "redis \"a\" { address = \"h:1\" }\nsocket { mode = \"0066\" }", []string{"x.hcl:2", "mode"}},
 		{"a master_timeout too close to the lease is an error", "redis \"a\" { address = \"h:1\" }\nlock {\n  lease = \"1s\"\n  master_timeout = \"500ms\"\n}", []string{"master_timeout"}},
 		{"two masters with one name is an error", "redis \"a\" { address = \"h:1\" }\nredis \"a\" { address = \"h:2\" }", []string{"second redis block"}},
+		{"a second redis block with a name is reported at its own line", "redis \"a\" { address = \"h:1\" }\n\nredis \"a\" { address = \"h:2\" }", []string{"x.hcl:3", "second redis block"}},
+		{"an error in a second block with a name points into that block", "redis \"a\" { address = \"h:1\" }\nredis \"a\" {\n  address = \"nohost\"\n}", []string{"x.hcl:3", "want host:port"}},
+		{"an unknown argument does not hide the other errors", "redis \"a\" { address = \"nohost\" }\nlock {\n  leese = \"1s\"\n  drift_factor = 0.9\n}",
+			[]string{"x.hcl:1", "address", "x.hcl:3", "leese", "x.hcl:4", "drift_factor"}},
+		{"a socket group that does not exist is an error", "redis \"a\" { address = \"h:1\" }\nsocket {\n  group = \"no-such-group-7f3a\"\n}", []string{"x.hcl:3", "no group \"no-such-group-7f3a\""}},
 		{"a password and a password file is an error", "redis \"a\" {\n address = \"h:1\"\n password = \"x\"\n password_file = \"/nope\"\n}", []string{"x.hcl:4", "not both"}},
 	}
 	for _, tt := range tests {
@@ -70,5 +75,14 @@ func TestPasswordFileIsRead(t *testing.T) {
 }`), "x.hcl")
 	if err != nil || cfg.Masters[0].Password != "s3cret" {
 		t.Fatalf("%+v %v", cfg.Masters, err)
+	}
+}
+
+func TestSocketGroupsThatExistAreAccepted(t *testing.T) {
+	for _, group := range []string{"root", "0", "54321"} {
+		cfg, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\nsocket { group = \""+group+"\" }"), "x.hcl")
+		if err != nil || cfg.Socket.Group != group {
+			t.Errorf("group %q: %v", group, err)
+		}
 	}
 }

@@ -315,7 +315,7 @@ func (s *session) status(req *protocol.Request) error {
 		s.send(l.Bytes())
 	}
 	c := s.a.counts()
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Int("sessions", int64(c.Sessions)).
+	s.send(protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
 		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).Bytes())
 	return nil
 }

@@ -78,7 +78,8 @@ func TestBinaryValidate(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.hcl")
 	os.WriteFile(bad, []byte("redis \"a\" { address = \"h:1\" }\nlock {\n  leese = \"1s\"\n  drift_factor = 2\n}\n"), 0o600)
 	out, err = exec.Command(bin, "validate", "-config", bad).CombinedOutput()
-	if exitCode(err) != 2 || !strings.Contains(string(out), "bad.hcl:3") || !strings.Contains(string(out), `Did you mean "lease"`) {
+	if exitCode(err) != 2 || !strings.Contains(string(out), "bad.hcl:3") || !strings.Contains(string(out), `Did you mean "lease"`) ||
+		!strings.Contains(string(out), "bad.hcl:4: Invalid lock.drift_factor") { // every error in one run
 		t.Fatalf("bad config: exit %d: %s", exitCode(err), out)
 	}
 	if _, err := exec.Command(bin, "validate").CombinedOutput(); exitCode(err) != 2 {
@@ -117,7 +118,7 @@ func TestBinarySIGTERMReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitForSocket(t, sock)
+	waitForListener(t, sock)
 	c := agenttest.Dial(t, sock)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if r := c.Do("LOCK e2e/one wait=1s"); r.Kind == "OK" {
@@ -304,7 +305,7 @@ func pausedMastersAgent(t *testing.T, masterTimeout string) (*exec.Cmd, *agentte
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	waitForSocket(t, sock)
+	waitForListener(t, sock)
 	c := agenttest.Dial(t, sock)
 	for deadline := time.Now().Add(5 * time.Second); c.Do("LOCK slow wait=1s").Kind != "OK"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

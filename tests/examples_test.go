@@ -3,7 +3,9 @@ package tests
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +101,14 @@ func TestProductionConfigExampleIsValid(t *testing.T) {
 	pass := filepath.Join(dir, "redis.pass")
 	os.WriteFile(pass, []byte("secret\n"), 0o600)
 	cfg := filepath.Join(dir, "agent.hcl")
-	os.WriteFile(cfg, []byte(strings.ReplaceAll(string(data), "/etc/lock-agent/redis.pass", pass)), 0o600)
+	// The socket group must exist where validate runs: use this process's.
+	group, err := user.LookupGroupId(strconv.Itoa(os.Getgid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(data), "/etc/lock-agent/redis.pass", pass)
+	text = strings.Replace(text, `group = "lockers"`, `group = "`+group.Name+`"`, 1)
+	os.WriteFile(cfg, []byte(text), 0o600)
 	if code, out, errOut := lockAgent(t, "validate", "-config", cfg); code != 0 || !strings.Contains(out, "3 masters, quorum 2") {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}

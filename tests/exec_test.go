@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+	"golang.org/x/sys/unix"
 )
 
 // lockAgent runs the binary with args and returns its exit code, stdout and stderr.
@@ -30,7 +33,7 @@ func lockAgent(t *testing.T, args ...string) (int, string, string) {
 func TestExecExitCodesAndEnvironment(t *testing.T) {
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
-	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/env", "--", "sh", "-c", `echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE"`)
+	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/env", "--", "sh", "-c", `echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE"; test -S /proc/self/fd/$LOCK_AGENT_FD || test "$(readlink /proc/$$/fd/$LOCK_AGENT_FD | cut -c1-7)" = socket`)
 	fields := strings.Fields(out)
 	if code != 0 || len(fields) != 2 || fields[0] != "jobs/env" {
 		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
@@ -154,15 +157,16 @@ func TestStatusAndWhoCommands(t *testing.T) {
 	c := agenttest.Dial(t, sock)
 	c.Do("LOCK ops/blocker owner=batch")
 	code, out, _ := lockAgent(t, "status", "-socket", sock)
-	if code != 0 || !strings.Contains(out, "3/3 masters up (quorum 2, ok)") || !strings.Contains(out, "MASTER") {
+	if code != 0 || !strings.Contains(out, "3/3 masters up (quorum 2, ok)") || !strings.Contains(out, "MASTER") || !strings.Contains(out, "agent host-a ") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "status", "-socket", sock, "-json")
 	var st struct {
+		ID      string
 		Quorum  int
 		Masters []struct{ State string }
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Quorum != 2 || len(st.Masters) != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Quorum != 2 || len(st.Masters) != 3 || st.ID != "host-a" {
 		t.Fatalf("status -json: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "who", "-socket", sock, "ops/blocker")
@@ -179,5 +183,338 @@ func TestStatusAndWhoCommands(t *testing.T) {
 	}
 	if code, out, _ := lockAgent(t, "who", "-socket", sock, "ops/free"); code != 0 || !strings.Contains(out, "is free") {
 		t.Fatalf("who of a free name: exit %d\n%s", code, out)
+	}
+}
+
+// waitForFile waits until path exists with content, and returns it.
+func waitForFile(t *testing.T, path string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("nothing written to %s", path)
+	return ""
+}
+
+// alive tells whether process pid exists (and is not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// lockIsFreeWithin tries `exec -n NAME -- true` until it runs, within d.
+func lockIsFreeWithin(t *testing.T, sock, name string, d time.Duration) bool {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "-conflict-exit", "75", name, "--", "true"); code == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled: like flock(1),
+// the lock belongs to the descriptor the command inherited, so kill -9 of
+// exec does not free it while its command still runs; the command's end
+// does.
+func TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command(binary(t), "exec", "-socket", sock, "jobs/killed", "--", "sh", "-c", `echo $$ > `+pidFile+`; exec sleep 30`)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+	time.Sleep(200 * time.Millisecond) // what the agent would need to release it
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "jobs/killed", "--", "true"); code != 1 || !strings.Contains(errOut, "busy") {
+		t.Fatalf("exec was killed while its command runs, and a second exec ran: exit %d %q", code, errOut)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !lockIsFreeWithin(t, sock, "jobs/killed", 3*time.Second) {
+		t.Fatal("the lock was not released when the command ended")
+	}
+}
+
+// TestExecKeepsTheLockWhileABackgroundJobRuns: a command that leaves a job
+// running in the background leaves it the lock, as flock(1) does.
+func TestExecKeepsTheLockWhileABackgroundJobRuns(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/background", "--", "sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $! > `+pidFile)
+	if code != 0 {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	time.Sleep(200 * time.Millisecond)
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "jobs/background", "--", "true"); code != 1 || !strings.Contains(errOut, "busy") {
+		t.Fatalf("a second exec ran beside the first one's background job: exit %d %q", code, errOut)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !lockIsFreeWithin(t, sock, "jobs/background", 3*time.Second) {
+		t.Fatal("the lock was not released when the background job ended")
+	}
+}
+
+// TestExecReleasesBeforeItExits: with nothing left running, the lock is
+// free by the time exec has exited, so back-to-back runs never see it busy.
+func TestExecReleasesBeforeItExits(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	for i := range 5 {
+		if code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-wait", "0", "jobs/again", "--", "true"); code != 0 {
+			t.Fatalf("run %d: exit %d %q", i, code, errOut)
+		}
+	}
+}
+
+// TestExecLossStopsTheWholeJob: after a loss nothing the command started
+// outlives the lock, and exec exits 124.
+func TestExecLossStopsTheWholeJob(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-ttl", "300ms", "-kill-after", "300ms", "jobs/whole", "--",
+		"sh", "-c", `sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & echo $! > `+pidFile+`; sleep 30`)
+	if code != 124 || !strings.Contains(errOut, "lost") {
+		t.Fatalf("exit %d, want 124: %q", code, errOut)
+	}
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatal("the job's background process outlived the lost lock")
+	}
+	if code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-ttl", "300ms", "-quiet", "jobs/quiet", "--", "sleep", "30"); code != 124 || errOut != "" {
+		t.Fatalf("-quiet loss: exit %d %q", code, errOut)
+	}
+}
+
+// TestExecCommandLine: flock's habits work (-w in seconds, -n, -E, flags
+// after NAME, -c), and a busy lock with -conflict-exit 0 prints nothing.
+func TestExecCommandLine(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	holder := agenttest.Dial(t, sock)
+	holder.Do("LOCK jobs/held")
+
+	start := time.Now()
+	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-w", "0.4", "jobs/held", "--", "echo", "ran")
+	if took := time.Since(start); code != 1 || out != "" || took < 400*time.Millisecond || !strings.Contains(errOut, "busy") {
+		t.Fatalf("-w 0.4 (seconds): exit %d after %v, %q %q", code, took, out, errOut)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"flags after NAME are flags", []string{"jobs/after", "-wait", "5", "--", "echo", "ran"}, 0, "ran\n"},
+		{"a flag after NAME without --", []string{"jobs/after", "-n", "echo", "ran"}, 0, "ran\n"},
+		{"-c runs a shell string", []string{"jobs/shell", "-c", "echo $LOCK_AGENT_NAME"}, 0, "jobs/shell\n"},
+		{"-E sets the busy status", []string{"-n", "-E", "75", "jobs/held", "echo", "ran"}, 75, ""},
+		{"the command's own flags are its own", []string{"jobs/own", "--", "sh", "-c", `printf "%s\n" "$0"`, "-n"}, 0, "-n\n"},
+	} {
+		code, out, errOut := lockAgent(t, append([]string{"exec", "-socket", sock}, tc.args...)...)
+		if code != tc.code || out != tc.out {
+			t.Errorf("%s: exit %d %q %q, want %d %q", tc.name, code, out, errOut, tc.code, tc.out)
+		}
+	}
+	if code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "-conflict-exit", "0", "jobs/held", "--", "echo", "ran"); code != 0 || out != "" || errOut != "" {
+		t.Errorf("-conflict-exit 0 must be silent (cron mails output): exit %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := lockAgent(t, "exec", "-h"); code != 0 || !strings.Contains(out, "-wait D") || strings.Contains(out, "-1ns") || !strings.Contains(out, "124") {
+		t.Errorf("exec -h: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"jobs/x", "-wait", "soon", "--", "true"}, {"jobs/x", "-c", "true", "extra"}, {"-n"}} {
+		if code, _, _ := lockAgent(t, append([]string{"exec", "-socket", sock}, bad...)...); code != 2 {
+			t.Errorf("exec %q: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+// openPTY returns a new pseudo-terminal's controlling side and terminal.
+func openPTY(t *testing.T) (ptm, pts *os.File) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	go io.Copy(io.Discard, ptm) // the terminal's output must not fill up
+	return ptm, pts
+}
+
+// TestExecCtrlCReachesTheCommandOnce runs exec on a terminal, as a shell
+// would (its own session, the foreground): each ^C reaches the command once,
+// not once from the terminal and again forwarded by exec.
+func TestExecCtrlCReachesTheCommandOnce(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	ptm, pts := openPTY(t)
+	dir := t.TempDir()
+	ints, ready := filepath.Join(dir, "ints"), filepath.Join(dir, "ready")
+	cmd := exec.Command(binary(t), "exec", "-socket", a.Config.Socket.Path, "jobs/tty", "--", "sh", "-c",
+		`trap 'echo INT >> `+ints+`' INT; echo yes > `+ready+`; while :; do sleep 0.05 & wait $!; done`)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitForFile(t, ready)
+	const presses = 5
+	count := func() int { b, _ := os.ReadFile(ints); return strings.Count(string(b), "INT") }
+	for i := range presses {
+		ptm.Write([]byte{3}) // ^C
+		for deadline := time.Now().Add(5 * time.Second); count() <= i && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // time for a second delivery to show
+	}
+	if n := count(); n != presses {
+		t.Errorf("%d ^C reached the command %d times", presses, n)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); exitCode(err) != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d after SIGTERM, want 143", exitCode(err))
+	}
+}
+
+// TestStatusWithoutQuorumFails: status exits 3 when the agent answers but
+// fewer than a quorum of its masters are up, so scripts and health checks
+// can tell.
+func TestStatusWithoutQuorumFails(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 3*time.Second)
+	cfg.AgentID = "lonely"
+	a := agenttest.StartNoWait(t, cfg)
+	for _, s := range servers[:2] {
+		s.Stop()
+	}
+	agenttest.Dial(t, a.Config.Socket.Path).AwaitMasters("up", 1)
+	code, out, _ := lockAgent(t, "status", "-socket", a.Config.Socket.Path)
+	if code != 3 || !strings.Contains(out, "1/3 masters up (quorum 2, NO QUORUM)") || !strings.Contains(out, "agent lonely ") {
+		t.Fatalf("status without quorum: exit %d, want 3\n%s", code, out)
+	}
+	if code, out, _ := lockAgent(t, "status", "-socket", a.Config.Socket.Path, "-json"); code != 3 || !strings.Contains(out, `"id": "lonely"`) {
+		t.Fatalf("status -json without quorum: exit %d, want 3\n%s", code, out)
+	}
+}
+
+// TestExecFollowsCtrlZAndFg runs exec under a job-control shell on a
+// terminal: ^Z stops the command and exec (the shell sees the job
+// stopped), fg resumes both with the command in the foreground, where ^C
+// still reaches it once.
+func TestExecFollowsCtrlZAndFg(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash for job control")
+	}
+	a, _, _ := twoAgents(t, 3*time.Second)
+	ptm, pts := openPTY(t)
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	job := `trap 'echo INT >> ` + file("ints") + `' INT; echo $PPID > ` + file("exec") + `; while :; do echo tick >> ` + file("ticks") + `; sleep 0.05 & wait $!; done`
+	shell := `set -m; ` + binary(t) + ` exec -socket ` + a.Config.Socket.Path + ` jobs/fg -c '` + strings.ReplaceAll(job, `'`, `'\''`) + `'
+echo stopped > ` + file("stopped") + `
+fg
+echo "done $?" > ` + file("done")
+	cmd := exec.Command("bash", "-c", shell)
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	execPID, _ := strconv.Atoi(waitForFile(t, file("exec")))
+	defer syscall.Kill(execPID, syscall.SIGKILL)
+	ticks := func() int { b, _ := os.ReadFile(file("ticks")); return strings.Count(string(b), "tick") }
+
+	ptm.Write([]byte{26}) // ^Z
+	waitForFile(t, file("stopped"))
+	// fg: the job runs again.
+	before := ticks()
+	for deadline := time.Now().Add(5 * time.Second); ticks() < before+3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not run again after fg")
+		}
+	}
+	ptm.Write([]byte{3}) // ^C, to the command in the foreground again
+	time.Sleep(300 * time.Millisecond)
+	if b, _ := os.ReadFile(file("ints")); strings.Count(string(b), "INT") != 1 {
+		t.Fatalf("after fg, one ^C reached the command %d times", strings.Count(string(b), "INT"))
+	}
+	syscall.Kill(execPID, syscall.SIGTERM)
+	if got := waitForFile(t, file("done")); got != "done 143" {
+		t.Fatalf("exec after SIGTERM: %q, want done 143", got)
+	}
+	cmd.Wait()
+}
+
+// TestExecScriptThatLocksItself runs the README's idiom: a script that runs
+// itself again under exec. One copy runs; a second one finds it busy.
+func TestExecScriptThatLocksItself(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var guard string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.Contains(line, `[ "$LOCK_AGENT_NAME" = jobs/sync ]`) {
+			guard = line
+		}
+	}
+	if guard == "" {
+		t.Fatal("no self-locking script in the README")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sync")
+	os.WriteFile(script, []byte("#!/bin/sh\n"+guard+"\necho \"locked $LOCK_AGENT_FENCE $1\"\nsleep ${2:-0}\n"), 0o755)
+	run := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(script, args...)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binary(t))+":"+os.Getenv("PATH"),
+			"LOCK_AGENT_SOCKET="+a.Config.Socket.Path, raceNoExitSleep)
+		return cmd
+	}
+	if out, err := run("first").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "locked ") || !strings.HasSuffix(string(out), " first\n") {
+		t.Fatalf("exit %d: %q", exitCode(err), out)
+	}
+	long := run("long", "30")
+	var out syncBuffer
+	long.Stdout = &out
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { long.Process.Signal(syscall.SIGTERM); long.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "locked"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long run never locked")
+		}
+	}
+	if out, err := run("second").CombinedOutput(); exitCode(err) != 1 || !strings.Contains(string(out), "busy") {
+		t.Fatalf("a second copy while the first runs: exit %d %q", exitCode(err), out)
 	}
 }

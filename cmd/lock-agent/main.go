@@ -3,7 +3,7 @@
 //	lock-agent run -config FILE | run -dev
 //	lock-agent validate -config FILE
 //	lock-agent bootstrap -config FILE
-//	lock-agent exec [flags] NAME -- CMD [ARGS...]
+//	lock-agent exec [flags] NAME [flags] [--] CMD [ARGS...] | -c STRING
 //	lock-agent status [-json] | who [-json] NAME
 //	lock-agent version
 package main
@@ -36,9 +36,11 @@ commands:
   run -dev             run the agent with three embedded masters (no Redis needed)
   validate -config F   check a config file; exit 0 if valid, 2 if not
   bootstrap -config F  mark a new deployment's masters as new (no first quarantine)
-  exec [flags] NAME -- CMD [ARGS...]
-                       run CMD while holding the lock NAME
-  status [-json]       show the agent, its masters, sessions, holds and waiters
+  exec [flags] NAME [--] CMD [ARGS...]
+                       run CMD while holding the lock NAME (flock(1) for
+                       the cluster; see lock-agent exec -h)
+  status [-json]       show the agent, its masters, sessions, holds and waiters;
+                       exit 3 if fewer than a quorum of masters are up
   who [-json] NAME     show who holds NAME, on any host
   version              print the version
 `
@@ -60,7 +62,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "bootstrap":
 		return bootstrapCmd(args[1:], stdout, stderr)
 	case "exec":
-		return execCmd(args[1:], stderr)
+		return execCmd(args[1:], stdout, stderr)
 	case "status":
 		return statusCmd(args[1:], stdout, stderr)
 	case "who":
@@ -117,6 +119,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	// A log write to a pipe whose reader is gone (run -dev | tee, and the
+	// terminal closed) must fail, not kill the agent before it releases.
+	signal.Ignore(syscall.SIGPIPE)
+	// Caught from the start, so a SIGHUP while starting does not kill it
+	// either; the signal actor below handles them once everything runs.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+
 	var g run.Group
 	var cfg agent.Config
 	agentDone := make(chan struct{}) // closed when the agent has released everything
@@ -167,22 +177,30 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			cancel()
 		})
 	}
-	{ // Signals: the first stops the agent gracefully, a second exits at once.
-		sig := make(chan os.Signal, 2)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	{ // Signals: the first stops the agent gracefully, a second exits at
+		// once; SIGHUP reloads the config file.
 		stop := make(chan struct{})
 		g.Add(func() error {
-			select {
-			case s := <-sig:
-				log.Info("received signal, stopping", "signal", s)
-				go func() {
-					<-sig
-					log.Warn("second signal: exiting at once")
-					os.Exit(exitFailure)
-				}()
-			case <-stop:
+			for {
+				select {
+				case s := <-sig:
+					if s == syscall.SIGHUP {
+						reload(log, *path, &cfg)
+						continue
+					}
+					log.Info("received signal, stopping", "signal", s)
+					go func() {
+						for s := range sig {
+							if s != syscall.SIGHUP {
+								log.Warn("second signal: exiting at once", "signal", s)
+								os.Exit(exitFailure)
+							}
+						}
+					}()
+				case <-stop:
+				}
+				return nil
 			}
-			return nil
 		}, func(error) { close(stop) })
 	}
 	if err := g.Run(); err != nil {
@@ -191,4 +209,36 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("exiting")
 	return exitOK
+}
+
+// reload applies SIGHUP: the config file is read again with the same loader
+// as at start. What can change live is applied, every other change is
+// logged as waiting for a restart, and an invalid file changes nothing.
+func reload(log hclog.Logger, path string, cfg *agent.Config) {
+	if path == "" {
+		log.Info("SIGHUP: nothing to reload in dev mode")
+		return
+	}
+	next, err := loadConfig(path)
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded, keeping the running one", "file", path, "error", err)
+		return
+	}
+	changes := agent.Changes(*cfg, next)
+	if len(changes) == 0 {
+		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)
+		return
+	}
+	for _, c := range changes {
+		switch {
+		case c.Setting == "Log.Level":
+			log.SetLevel(hclog.LevelFromString(next.Log.Level))
+			cfg.Log.Level = next.Log.Level
+			log.Info("SIGHUP: applied", "setting", c.Setting, "old", c.Old, "new", c.New)
+		case c.Old == "" && c.New == "":
+			log.Warn("SIGHUP: changed in the file; takes effect on restart", "setting", c.Setting)
+		default:
+			log.Warn("SIGHUP: changed in the file; takes effect on restart", "setting", c.Setting, "old", c.Old, "new", c.New)
+		}
+	}
 }

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// Change is one setting that differs between the running config and a
+// reloaded one.
+type Change struct {
+	Setting  string // Go path of the setting, e.g. "Log.Level", "Limits.MaxSessions"
+	Old, New string // "" for settings whose values are not shown (masters: passwords)
+	// Live is true for settings a SIGHUP applies to the running agent.
+	// The others take effect on the next start.
+	Live bool
+}
+
+// liveSettings can change while the agent runs. Everything else is read by
+// the agent's goroutines without a lock, or shapes what is already open
+// (socket, masters, leases held under the old values), so it needs a restart.
+var liveSettings = map[string]bool{"Log.Level": true}
+
+// Changes lists every setting that differs between old and new, in the
+// order of the Config struct. It is what SIGHUP reports and applies.
+func Changes(old, new Config) []Change {
+	var out []Change
+	diff(reflect.ValueOf(old), reflect.ValueOf(new), "", &out)
+	return out
+}
+
+func diff(o, n reflect.Value, path string, out *[]Change) {
+	if o.Kind() == reflect.Struct && path != "Masters" {
+		for i := range o.NumField() {
+			name := o.Type().Field(i).Name
+			if path != "" {
+				name = path + "." + name
+			}
+			diff(o.Field(i), n.Field(i), name, out)
+		}
+		return
+	}
+	if path == "Masters" {
+		o, n = reflect.ValueOf(masterKeys(o.Interface().([]quorum.MasterConfig))), reflect.ValueOf(masterKeys(n.Interface().([]quorum.MasterConfig)))
+	}
+	if reflect.DeepEqual(o.Interface(), n.Interface()) {
+		return
+	}
+	c := Change{Setting: path, Live: liveSettings[path]}
+	if path != "Masters" { // may carry passwords
+		c.Old, c.New = fmt.Sprint(o.Interface()), fmt.Sprint(n.Interface())
+	}
+	*out = append(*out, c)
+}
+
+// masterKey is what identifies a master's connection. A TLS config is
+// compared by whether there is one and its server name: two loads of the
+// same files never compare equal as values.
+type masterKey struct {
+	Name, Address, Username, Password string
+	DB                                int
+	TLS                               bool
+	ServerName                        string
+}
+
+func masterKeys(ms []quorum.MasterConfig) []masterKey {
+	keys := make([]masterKey, len(ms))
+	for i, m := range ms {
+		keys[i] = masterKey{Name: m.Name, Address: m.Address, Username: m.Username, Password: m.Password, DB: m.DB, TLS: m.TLS != nil}
+		if m.TLS != nil {
+			keys[i].ServerName = m.TLS.ServerName
+		}
+	}
+	return keys
+}

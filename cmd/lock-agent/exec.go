@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	lockagent "github.com/lock-agent/lock-agent/clients/go"
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes of exec besides the command's own status.
+const (
+	exitBusy     = 1   // default of -conflict-exit: the lock was busy (flock's)
+	exitLost     = 124 // the lock was lost while the command ran; it was stopped (like timeout(1))
+	exitNotExec  = 126 // the command could not be run
+	exitNotFound = 127 // the command was not found
+)
+
+const execUsage = `usage: lock-agent exec [flags] NAME [flags] [--] CMD [ARGS...]
+       lock-agent exec [flags] NAME [flags] -c 'SHELL COMMAND'
+
+Runs CMD while holding the lock NAME, cluster-wide: flock(1) for the whole cluster.
+The lock is held by the agent connection, and CMD inherits a copy of it (its
+number is in LOCK_AGENT_FD): the lock stays held while CMD, or anything it
+started that kept that descriptor, runs -- also if exec itself is killed -- and
+is released when the last of them exits. CMD also gets LOCK_AGENT_NAME and
+LOCK_AGENT_FENCE. CMD runs in its own process group (the terminal's foreground
+group when exec has the terminal); SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+exec are passed on to that group once.
+
+If the lock is lost, CMD's process group gets SIGTERM at once and SIGKILL after
+-kill-after, and exec exits 124.
+
+flags:
+  -wait D, -w D       give up after D: seconds ("5", "0.5") or a Go duration ("1m");
+                      0 tries once (default: wait forever)
+  -n                  same as -wait 0 (flock's --nonblock)
+  -conflict-exit N, -E N
+                      exit status when the lock is busy (default 1); with 0,
+                      nothing is printed either
+  -ttl D              hold at most D, then the lock is lost (default: while CMD runs)
+  -kill-after D       after a lost lock, SIGKILL CMD's group D after SIGTERM (default 5s)
+  -c STRING           run STRING with /bin/sh -c instead of CMD
+  -quiet, -q          print nothing of exec's own (busy, lost) on stderr
+  -shared, -s         take a shared (read) hold
+  -limit N            treat NAME as a semaphore of N holders
+  -socket PATH        agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
+
+exit status: CMD's status (128+N if killed by signal N); 1 (or -conflict-exit)
+if the lock was busy; 124 if the lock was lost; 1 if the agent could not be
+reached or refused; 2 on bad usage; 126 if CMD could not run, 127 if not found.
+`
+
+// execOptions is a parsed exec command line.
+type execOptions struct {
+	socket       string
+	wait         waitValue
+	ttl          time.Duration
+	shared       bool
+	limit        int
+	conflictExit int
+	killAfter    time.Duration
+	quiet        bool
+	shell        string
+	name         string
+	command      []string
+}
+
+// waitValue is -wait: seconds as a plain number, as flock -w takes them, or a
+// Go duration. Unset means forever.
+type waitValue struct {
+	d   time.Duration
+	set bool
+}
+
+func (w *waitValue) String() string {
+	if w == nil || !w.set {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitValue) Set(s string) error {
+	d, err := parseWait(s)
+	if err != nil {
+		return err
+	}
+	w.d, w.set = d, true
+	return nil
+}
+
+func parseWait(s string) (time.Duration, error) {
+	if s == "forever" {
+		return -1, nil
+	}
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if secs < 0 || secs > 1e9 {
+			return 0, fmt.Errorf("want seconds >= 0, got %s", s)
+		}
+		return time.Duration(secs * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want seconds (5, 0.5) or a duration (1m), got %q", s)
+	}
+	return d, nil
+}
+
+// errHelp is -h: the usage goes to stdout and exec exits 0.
+var errHelp = errors.New("help")
+
+// parseExecArgs reads flags before and after NAME, up to "--" or the first
+// word that is not a flag.
+func parseExecArgs(args []string) (*execOptions, error) {
+	o := &execOptions{conflictExit: exitBusy, killAfter: 5 * time.Second}
+	fs := flag.NewFlagSet("lock-agent exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&o.socket, "socket", lockagent.SocketPath(), "")
+	fs.Var(&o.wait, "wait", "")
+	fs.Var(&o.wait, "w", "")
+	fs.BoolFunc("n", "", func(string) error { o.wait = waitValue{0, true}; return nil })
+	fs.DurationVar(&o.ttl, "ttl", 0, "")
+	fs.BoolVar(&o.shared, "shared", false, "")
+	fs.BoolVar(&o.shared, "s", false, "")
+	fs.IntVar(&o.limit, "limit", 0, "")
+	fs.IntVar(&o.conflictExit, "conflict-exit", exitBusy, "")
+	fs.IntVar(&o.conflictExit, "E", exitBusy, "")
+	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "")
+	fs.BoolVar(&o.quiet, "quiet", false, "")
+	fs.BoolVar(&o.quiet, "q", false, "")
+	fs.StringVar(&o.shell, "c", "", "")
+	parse := func(args []string) error {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return errHelp
+			}
+			return err
+		}
+		return nil
+	}
+	if err := parse(args); err != nil {
+		return nil, err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return nil, errors.New("no lock NAME")
+	}
+	o.name, rest = rest[0], rest[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		if err := parse(rest); err != nil { // flags after NAME, as flock takes -c
+			return nil, err
+		}
+		rest = fs.Args()
+	}
+	switch {
+	case o.shell != "" && len(rest) > 0:
+		return nil, errors.New("give -c STRING or a command, not both")
+	case o.shell != "":
+		o.command = []string{"/bin/sh", "-c", o.shell}
+	case len(rest) == 0:
+		return nil, errors.New("no command to run")
+	default:
+		o.command = rest
+	}
+	if o.conflictExit < 0 || o.conflictExit > 255 {
+		return nil, fmt.Errorf("-conflict-exit %d: want 0 to 255", o.conflictExit)
+	}
+	return o, nil
+}
+
+// forwarded are the signals exec passes on to the command's process group.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+func execCmd(args []string, stdout, stderr io.Writer) int {
+	o, err := parseExecArgs(args)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(stdout, execUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "lock-agent exec: %v\n\n%s", err, execUsage)
+		return exitUsage
+	}
+	say := func(format string, a ...any) {
+		if !o.quiet {
+			fmt.Fprintf(stderr, "lock-agent exec: "+format+"\n", a...)
+		}
+	}
+
+	// Signals that arrive while waiting for the lock give up the wait.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	c, ok := dialAgent(context.Background(), o.socket, stderr)
+	if !ok {
+		return exitFailure
+	}
+	l, code, ok := acquire(c, o, sigs, say)
+	if !ok {
+		c.Close()
+		return code
+	}
+	j := &job{o: o, c: c, l: l, sigs: sigs, say: say}
+	return j.run()
+}
+
+// acquire takes the lock, or says why not and returns the exit status.
+func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say func(string, ...any)) (*lockagent.Lock, int, bool) {
+	var opts []lockagent.Option
+	if o.wait.set && o.wait.d >= 0 {
+		opts = append(opts, lockagent.Wait(o.wait.d))
+	}
+	if o.ttl > 0 {
+		opts = append(opts, lockagent.TTL(o.ttl))
+	}
+	if o.shared {
+		opts = append(opts, lockagent.Shared())
+	}
+	if o.limit > 0 {
+		opts = append(opts, lockagent.Limit(o.limit))
+	}
+	type locked struct {
+		l   *lockagent.Lock
+		err error
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan locked, 1)
+	go func() {
+		l, err := c.Lock(ctx, o.name, opts...)
+		got <- locked{l, err}
+	}()
+	select {
+	case r := <-got:
+		switch {
+		case errors.Is(r.err, lockagent.ErrBusy):
+			if o.conflictExit != 0 { // 0 is "busy is fine": cron mails any output
+				say("%s is busy", o.name)
+			}
+			return nil, o.conflictExit, false
+		case r.err != nil:
+			say("%s: %v", o.name, r.err)
+			return nil, exitFailure, false
+		}
+		return r.l, 0, true
+	case s := <-sigs:
+		cancel()
+		<-got
+		say("%v while waiting for %s", s, o.name)
+		return nil, 128 + int(s.(syscall.Signal)), false
+	}
+}
+
+// job is the command running under the lock.
+type job struct {
+	o    *execOptions
+	c    *lockagent.Client
+	l    *lockagent.Lock
+	sigs <-chan os.Signal
+	say  func(string, ...any)
+
+	pgid int
+	tty  bool // the job has the terminal's foreground
+}
+
+// event is a change of the command's state, from wait4.
+type event struct {
+	status  syscall.WaitStatus
+	stopped bool
+}
+
+func (j *job) run() int {
+	// The command inherits a duplicate of the agent connection, without
+	// close-on-exec: the session, and the lock, end only when the last
+	// process holding it exits.
+	rc, err := j.c.SyscallConn()
+	if err != nil {
+		j.say("%v", err)
+		return exitFailure
+	}
+	// F_DUPFD leaves close-on-exec off. At 10 or above, the copy is clear of
+	// the standard descriptors (even if exec was started with one closed) and
+	// of the ones os/exec moves while setting them up in the child.
+	inherited := -1
+	if cerr := rc.Control(func(fd uintptr) { inherited, err = unix.FcntlInt(fd, unix.F_DUPFD, 10) }); cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		j.say("duplicating the agent connection: %v", err)
+		return exitFailure
+	}
+	cmd := exec.Command(j.o.command[0], j.o.command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "LOCK_AGENT_NAME="+j.o.name,
+		"LOCK_AGENT_FENCE="+strconv.FormatInt(j.l.Fence(), 10), "LOCK_AGENT_FD="+strconv.Itoa(inherited))
+	// The command leads its own process group, so that a lost lock stops
+	// everything it started, and signals reach it once: from the terminal
+	// when it has the foreground, else from exec.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if j.tty = foreground(); j.tty {
+		signal.Ignore(syscall.SIGTTOU) // to take the terminal back when it is done
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
+	err = cmd.Start()
+	unix.Close(inherited)
+	if err != nil {
+		j.say("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitNotExec
+	}
+	defer cmd.Process.Release()
+	j.pgid = cmd.Process.Pid
+	events := make(chan event, 1)
+	go watch(cmd.Process.Pid, events)
+	for {
+		select {
+		case s := <-j.sigs:
+			j.signal(s.(syscall.Signal))
+		case e := <-events:
+			if e.stopped {
+				j.suspend()
+				continue
+			}
+			j.takeTerminal()
+			return j.exited(e.status)
+		case <-j.l.Done():
+			return j.lost(events)
+		}
+	}
+}
+
+// watch reports the command's stops and its exit. It reaps the command.
+func watch(pid int, events chan<- event) {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(pid, &ws, syscall.WUNTRACED, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil { // cannot happen for our own child; report it as gone
+			events <- event{status: syscall.WaitStatus(exitFailure << 8)}
+			return
+		}
+		if ws.Stopped() {
+			events <- event{stopped: true}
+			continue
+		}
+		events <- event{status: ws}
+		return
+	}
+}
+
+// foreground tells whether exec runs in the foreground of a terminal on
+// its standard input.
+func foreground() bool {
+	pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && pgrp == syscall.Getpgrp()
+}
+
+func (j *job) signal(s syscall.Signal) {
+	syscall.Kill(-j.pgid, s)
+}
+
+// takeTerminal gives the terminal back to exec's group.
+func (j *job) takeTerminal() {
+	if j.tty {
+		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, syscall.Getpgrp())
+	}
+}
+
+// suspend follows a job stopped from the terminal (^Z): exec stops too, so
+// the shell sees the job stopped, and hands the terminal back on resuming.
+func (j *job) suspend() {
+	if !j.tty {
+		return // stopped by someone else: they will continue it
+	}
+	j.takeTerminal()
+	syscall.Kill(0, syscall.SIGTSTP)
+	// Continued (fg): the command's group gets the terminal and runs again.
+	unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, j.pgid)
+	syscall.Kill(-j.pgid, syscall.SIGCONT)
+}
+
+// exited ends exec with the command's status. Whatever the command left
+// running in its group keeps the lock; otherwise exec closes its copy of
+// the connection and waits (briefly) until the agent has released the lock,
+// so that a next exec of the same name right after this one finds it free.
+func (j *job) exited(ws syscall.WaitStatus) int {
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	if err := syscall.Kill(-j.pgid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+		return code // background jobs hold the lock; never UNLOCK under them
+	}
+	fence := j.l.Fence()
+	j.c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := lockagent.Dial(ctx, j.o.socket)
+	if err != nil {
+		return code
+	}
+	defer c.Close()
+	for ctx.Err() == nil {
+		holders, err := c.Who(ctx, j.o.name)
+		if err != nil || !heldBy(holders, fence) {
+			return code
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return code // still held: a process outside the group kept the connection
+}
+
+func heldBy(holders []lockagent.Holder, fence int64) bool {
+	for _, h := range holders {
+		if h.Fence == fence {
+			return true
+		}
+	}
+	return false
+}
+
+// lost stops the whole job: SIGTERM to its group, SIGKILL to what is left
+// of it after -kill-after.
+func (j *job) lost(events <-chan event) int {
+	j.say("%v; stopping %s", j.l.Err(), j.o.command[0])
+	j.signal(syscall.SIGTERM)
+	j.signal(syscall.SIGCONT) // a stopped job must run to act on it
+	deadline := time.After(j.o.killAfter)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	exited := false
+	for !exited || syscall.Kill(-j.pgid, 0) == nil {
+		select {
+		case e := <-events:
+			exited = exited || !e.stopped
+		case <-tick.C:
+		case <-deadline:
+			j.say("%s still running %v after SIGTERM; killing it", j.o.command[0], j.o.killAfter)
+			j.signal(syscall.SIGKILL)
+			for !exited {
+				exited = !(<-events).stopped
+			}
+			deadline = nil
+		}
+	}
+	j.takeTerminal()
+	return exitLost
+}

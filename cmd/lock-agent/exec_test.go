@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseExecArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wait    time.Duration // -1: forever
+		exit    int
+		command []string
+	}{
+		{"flags before NAME", []string{"-wait", "5", "n", "--", "cmd", "-x"}, 5 * time.Second, 1, []string{"cmd", "-x"}},
+		{"flags after NAME, as flock takes them", []string{"n", "-w", "0.5", "-E", "0", "--", "cmd"}, 500 * time.Millisecond, 0, []string{"cmd"}},
+		{"a Go duration is a wait too", []string{"-wait", "2m", "n", "cmd"}, 2 * time.Minute, 1, []string{"cmd"}},
+		{"-n tries once", []string{"n", "-n", "cmd", "-n"}, 0, 1, []string{"cmd", "-n"}},
+		{"no -wait waits forever", []string{"n", "cmd"}, -1, 1, []string{"cmd"}},
+		{"-c runs a shell string", []string{"n", "-c", "a | b"}, -1, 1, []string{"/bin/sh", "-c", "a | b"}},
+		{"a command after -- may look like a flag", []string{"n", "--", "-weird"}, -1, 1, []string{"-weird"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseExecArgs(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait := time.Duration(-1)
+			if o.wait.set {
+				wait = o.wait.d
+			}
+			if o.name != "n" || wait != tt.wait || o.conflictExit != tt.exit || !reflect.DeepEqual(o.command, tt.command) {
+				t.Fatalf("got name %q wait %v exit %d command %q", o.name, wait, o.conflictExit, o.command)
+			}
+		})
+	}
+}
+
+func TestParseExecArgsErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"no NAME", nil},
+		{"no command", []string{"n"}},
+		{"no command after --", []string{"n", "--"}},
+		{"a wait that is not a time", []string{"-wait", "soon", "n", "cmd"}},
+		{"a negative wait", []string{"-w", "-1", "n", "cmd"}},
+		{"-c and a command", []string{"n", "-c", "x", "cmd"}},
+		{"an exit status out of range", []string{"-E", "300", "n", "cmd"}},
+		{"an unknown flag after NAME", []string{"n", "-frob", "cmd"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := parseExecArgs(tt.args); err == nil || errors.Is(err, errHelp) {
+				t.Fatalf("accepted %q (%v)", tt.args, err)
+			}
+		})
+	}
+	if _, err := parseExecArgs([]string{"-h"}); !errors.Is(err, errHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	lockagent "github.com/lock-agent/lock-agent/clients/go"
+)
+
+// exitNoQuorum is status's exit code when the agent answers but fewer than
+// a quorum of its masters are up: every new LOCK would get NO_QUORUM.
+const exitNoQuorum = 3
+
+// agentStatus is the STATUS reply. The Go client's Status has no agent id,
+// so status speaks the one request itself.
+type agentStatus struct {
+	ID       string             `json:"id"`
+	Version  string             `json:"agent"`
+	Sessions int                `json:"sessions"`
+	Holds    int                `json:"holds"`
+	Waiters  int                `json:"waiters"`
+	Quorum   int                `json:"quorum"`
+	Up       int                `json:"up"`
+	Masters  []lockagent.Master `json:"masters"`
+}
+
+func statusCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("status", stderr)
+	socket := socketFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: lock-agent status [-socket PATH] [-json]\n\nexit status: 0 a quorum of masters is up; 3 the agent answers without a quorum;\n1 the agent cannot be reached; 2 bad usage")
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := queryStatus(ctx, *socket)
+	if err != nil {
+		fmt.Fprintln(stderr, "lock-agent status:", err)
+		return exitFailure
+	}
+	code := exitOK
+	health := "ok"
+	if s.Up < s.Quorum {
+		code, health = exitNoQuorum, "NO QUORUM"
+	}
+	if *asJSON {
+		if c := printJSON(stdout, stderr, s); c != exitOK {
+			return c
+		}
+		return code
+	}
+	fmt.Fprintf(stdout, "agent %s (lock-agent %s): %d/%d masters up (quorum %d, %s); %d sessions, %d holds, %d waiters\n\n",
+		s.ID, s.Version, s.Up, len(s.Masters), s.Quorum, health, s.Sessions, s.Holds, s.Waiters)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MASTER\tADDRESS\tSTATE")
+	for _, m := range s.Masters {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Address, m.State)
+	}
+	tw.Flush()
+	return code
+}
+
+// queryStatus sends one STATUS and reads its DATA lines and final reply.
+func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", path, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(conn, "1 STATUS\n"); err != nil {
+		return nil, err
+	}
+	s := &agentStatus{}
+	r := bufio.NewScanner(conn)
+	for r.Scan() {
+		words := strings.Fields(r.Text())
+		if len(words) >= 2 && words[0] == "-" && words[1] == "ERR" { // refused: LIMIT, SHUTTING_DOWN
+			return nil, fmt.Errorf("%s", strings.Join(words[2:], " "))
+		}
+		if len(words) < 2 || words[0] != "1" {
+			continue // a push
+		}
+		f := fields(words[2:])
+		switch words[1] {
+		case "DATA":
+			m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"]}
+			s.Masters = append(s.Masters, m)
+			if m.State == "up" {
+				s.Up++
+			}
+		case "OK":
+			s.ID, s.Version = f["id"], f["agent"]
+			s.Sessions, _ = strconv.Atoi(f["sessions"])
+			s.Holds, _ = strconv.Atoi(f["holds"])
+			s.Waiters, _ = strconv.Atoi(f["waiters"])
+			s.Quorum, _ = strconv.Atoi(f["quorum"])
+			return s, nil
+		default:
+			return nil, fmt.Errorf("%s", strings.Join(words[1:], " "))
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("the agent closed the connection")
+}
+
+func fields(words []string) map[string]string {
+	f := map[string]string{}
+	for _, w := range words {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			f[k] = v
+		}
+	}
+	return f
+}
