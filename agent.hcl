@@ -25,6 +25,11 @@ redis "a" {
   # username = "lock-agent"  # Redis ACL user
   # password = "..."         # or: password_file = "/etc/lock-agent/redis-a.pass"
   db = 0
+  # A master with replicas attached is refused (a failover would promote one
+  # that missed the last grants): set this only for a backup replica that is
+  # never promoted. Replicas, and any maxmemory-policy but noeviction, are
+  # always refused.
+  allow_replicas = false
   # tls {
   #   ca_file     = "/etc/lock-agent/ca.pem"
   #   cert_file   = "/etc/lock-agent/client.pem"

@@ -126,13 +126,15 @@ type socketBlock struct {
 }
 
 type redisBlock struct {
-	Name         string    `hcl:"name,label"`
-	Address      string    `hcl:"address"`
-	Username     *string   `hcl:"username,optional"`
-	Password     *string   `hcl:"password,optional"`
-	PasswordFile *string   `hcl:"password_file,optional"`
-	DB           *int      `hcl:"db,optional"`
-	TLS          *tlsBlock `hcl:"tls,block"`
+	Name         string  `hcl:"name,label"`
+	Address      string  `hcl:"address"`
+	Username     *string `hcl:"username,optional"`
+	Password     *string `hcl:"password,optional"`
+	PasswordFile *string `hcl:"password_file,optional"`
+	DB           *int    `hcl:"db,optional"`
+	// AllowReplicas accepts this master with replicas attached.
+	AllowReplicas *bool     `hcl:"allow_replicas,optional"`
+	TLS           *tlsBlock `hcl:"tls,block"`
 }
 
 type tlsBlock struct {
@@ -443,6 +445,9 @@ func (v *validator) masters(blocks []redisBlock, c *Config) {
 				errorf("db", "want a database number >= 0")
 			}
 			m.DB = *b.DB
+		}
+		if b.AllowReplicas != nil {
+			m.AllowReplicas = *b.AllowReplicas
 		}
 		if b.TLS != nil {
 			m.TLS = v.tls(b.TLS, errorf)

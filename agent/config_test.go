@@ -86,3 +86,19 @@ func TestSocketGroupsThatExistAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+func TestAllowReplicasIsPerMaster(t *testing.T) {
+	c, err := Parse([]byte(`
+redis "a" {
+  address = "127.0.0.1:1"
+  allow_replicas = true
+}
+redis "b" { address = "127.0.0.1:2" }
+`), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Masters[0].AllowReplicas || c.Masters[1].AllowReplicas {
+		t.Fatalf("masters %+v", c.Masters)
+	}
+}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,5 +177,43 @@ func TestAHungMasterCostsNothing(t *testing.T) {
 	t.Logf("one master hung: UNLOCK p50 %v, handoff p50 %v", p50(unlocks), p50(handoffs))
 	if p50(unlocks) > 10*time.Millisecond || p50(handoffs) > 20*time.Millisecond {
 		t.Fatalf("one master hung: UNLOCK p50 %v (want <= 10ms), handoff p50 %v (want <= 20ms)", p50(unlocks), p50(handoffs))
+	}
+}
+
+// TestUnsafeAndQuarantinedMastersAreShown: an operator sees, in `lock-agent
+// status` and its JSON, which master is unsafe and why, and how long a
+// master that lost its data sits out; the agent still serves with the other two.
+func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, time.Second)
+	cfg.Lock.MaxTTL = 5 * time.Second
+	a := agenttest.Start(t, cfg)
+	sock := a.Config.Socket.Path
+	if _, err := servers[0].Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
+		t.Fatal(err)
+	}
+	servers[1].Restart()
+	c := agenttest.Dial(t, sock)
+	c.AwaitMasters("unsafe", 1)
+	c.AwaitMasters("quarantined", 1)
+	code, out, _ := lockAgent(t, "status", "-socket", sock)
+	if code != 3 || !strings.Contains(out, "unsafe") || !strings.Contains(out, "maxmemory_policy:allkeys-lru") ||
+		!strings.Contains(out, "lost its data; votes again in") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	code, out, _ = lockAgent(t, "status", "-socket", sock, "-json")
+	var st struct {
+		Masters []struct {
+			State, Reason    string
+			QuarantineLeftMS int64 `json:"quarantine_left_ms"`
+		}
+	}
+	if code != 3 || json.Unmarshal([]byte(out), &st) != nil || st.Masters[0].Reason == "" || st.Masters[1].QuarantineLeftMS <= 0 {
+		t.Fatalf("status -json: exit %d\n%s", code, out)
+	}
+	servers[0].Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	c.AwaitMasters("up", 2)
+	if r := c.Do("LOCK still-served wait=2s"); r.Kind != "OK" {
+		t.Fatalf("two safe masters are a quorum: %s", r.Line)
 	}
 }

@@ -20,7 +20,17 @@ type Status struct {
 type Master struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
-	State   string `json:"state"` // up, down or quarantined
+	State   string `json:"state"` // up, down, quarantined or unsafe
+	// Reason says why a master is down or unsafe, as one word.
+	Reason string `json:"reason,omitempty"`
+	// QuarantineLeftMS is, while quarantined, how long until it votes again.
+	QuarantineLeftMS int64 `json:"quarantine_left_ms,omitempty"`
+}
+
+// masterOf reads one STATUS DATA line.
+func masterOf(d map[string]string) Master {
+	left, _ := strconv.ParseInt(d["quarantine_left"], 10, 64)
+	return Master{Name: d["master"], Address: d["address"], State: d["state"], Reason: d["reason"], QuarantineLeftMS: left}
 }
 
 // Holder is one current holder of a name, on any host.
@@ -57,7 +67,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	s := Status{Agent: r.fields["agent"], Sessions: atoi(r.fields["sessions"]), Holds: atoi(r.fields["holds"]),
 		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"])}
 	for _, d := range r.data {
-		s.Masters = append(s.Masters, Master{Name: d["master"], Address: d["address"], State: d["state"]})
+		s.Masters = append(s.Masters, masterOf(d))
 	}
 	return s, nil
 }

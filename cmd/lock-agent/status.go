@@ -60,9 +60,13 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "agent %s (lock-agent %s): %d/%d masters up (quorum %d, %s); %d sessions, %d holds, %d waiters\n\n",
 		s.ID, s.Version, s.Up, len(s.Masters), s.Quorum, health, s.Sessions, s.Holds, s.Waiters)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MASTER\tADDRESS\tSTATE")
+	fmt.Fprintln(tw, "MASTER\tADDRESS\tSTATE\tWHY")
 	for _, m := range s.Masters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Address, m.State)
+		why := m.Reason
+		if m.State == "quarantined" {
+			why = fmt.Sprintf("lost its data; votes again in %v", time.Duration(m.QuarantineLeftMS)*time.Millisecond)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Address, m.State, why)
 	}
 	tw.Flush()
 	return code
@@ -95,7 +99,8 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 		f := fields(words[2:])
 		switch words[1] {
 		case "DATA":
-			m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"]}
+			left, _ := strconv.ParseInt(f["quarantine_left"], 10, 64)
+			m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left}
 			s.Masters = append(s.Masters, m)
 			if m.State == "up" {
 				s.Up++
