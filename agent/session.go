@@ -173,8 +173,9 @@ func (s *session) dispatch(line string) (quit bool) {
 			s.send(protocol.ErrorLine(req.Tag, err))
 			return false
 		}
+		// close releases the holds, then closes the connection: a client
+		// that sees it close knows they are released.
 		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
-		s.flushAndClose()
 		return true
 	}
 	if err := s.answer(req); err != nil {
