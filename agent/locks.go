@@ -204,12 +204,14 @@ func (s *session) lock(req *protocol.Request) error {
 	s.waits[req.Tag] = w
 	s.mu.Unlock()
 	if err := a.enqueue(w); err != nil {
-		s.forgetWait(req.Tag)
+		s.forgetWait(w)
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		defer s.forgetWait(req.Tag)
 		r := s.await(w)
+		// Before the reply: the client may reuse the tag, and a grant
+		// must not count against max_holds_per_session twice.
+		s.forgetWait(w)
 		switch {
 		case r.err == nil:
 			s.send(grantLine(req.Tag, r))
@@ -223,10 +225,17 @@ func (s *session) lock(req *protocol.Request) error {
 	return nil
 }
 
-func (s *session) forgetWait(tag string) {
+// forgetWait takes w out of the session's waits, if it is still there.
+func (s *session) forgetWait(w *waiter) {
 	s.mu.Lock()
-	delete(s.waits, tag)
+	s.dropWaitLocked(w)
 	s.mu.Unlock()
+}
+
+func (s *session) dropWaitLocked(w *waiter) {
+	if s.waits[w.tag] == w {
+		delete(s.waits, w.tag)
+	}
 }
 
 // errSessionGone ends the waits of a closing session. The client may have
@@ -515,6 +524,7 @@ func (s *session) reenterQueued(w *waiter) bool {
 		return false
 	}
 	h.count++
+	s.dropWaitLocked(w)
 	w.done <- result{fence: h.fence, count: h.count, validity: v}
 	return true
 }
@@ -546,6 +556,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease}, sess: s, owner: key.owner,
 		fence: g.Fence, count: 1, mode: w.req.Mode}
 	s.holds[key] = h
+	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
 	s.a.mu.Unlock()
