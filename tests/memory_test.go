@@ -132,4 +132,3 @@ func TestMemoryPerHoldAndSession(t *testing.T) {
 		t.Errorf("a hold costs %.0f bytes (want under 4 KiB)", perHold)
 	}
 }
-
