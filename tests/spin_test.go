@@ -31,7 +31,8 @@ func plantHolder(t *testing.T, s *redistest.Server, name string) {
 // attemptRate parks a LOCK of name on a's agent and returns how many
 // acquire attempts a second it makes, seen by MONITOR on one master: an
 // acquire is the one script call that names the fence key.
-func attemptRate(t *testing.T, a *agenttest.Agent, master *redistest.Server, name string, during func(stop <-chan struct{})) float64 {
+// It returns the parked LOCK's reply channel too.
+func attemptRate(t *testing.T, a *agenttest.Agent, master *redistest.Server, name string, during func(stop <-chan struct{})) (float64, *agenttest.Conn, <-chan agenttest.Reply) {
 	t.Helper()
 	const window = time.Second
 	c := agenttest.Dial(t, a.Config.Socket.Path)
@@ -54,7 +55,7 @@ func attemptRate(t *testing.T, a *agenttest.Agent, master *redistest.Server, nam
 		t.Fatalf("the waiter was answered: %s", r.Line)
 	default:
 	}
-	return float64(attempts) / window.Seconds()
+	return float64(attempts) / window.Seconds(), c, ch
 }
 
 // monitor counts the commands s runs for d that mention word.
@@ -92,10 +93,19 @@ func TestASplitVoteDoesNotSpin(t *testing.T) {
 	a := agenttest.Start(t, agenttest.Config(t, servers, 15*time.Second))
 	plantHolder(t, servers[0], "split")
 	plantHolder(t, servers[1], "split")
-	rate := attemptRate(t, a, servers[0], "split", nil)
+	rate, c, ch := attemptRate(t, a, servers[0], "split", nil)
 	t.Logf("%.1f attempts/s while the name is held on two of three masters", rate)
 	if rate > 25 {
 		t.Fatalf("%.0f attempts/s: a waiter that cannot progress must make at most ~20", rate)
+	}
+	// Once the other holder is gone, the backed-off waiter gets the name
+	// within one back-off (at most 100ms here), not a lease later.
+	for _, s := range servers[:2] {
+		s.Do("DEL", "lock-agent:{split}:h:elsewhere")
+	}
+	start := time.Now()
+	if r := c.Await(ch); r.Kind != "OK" || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("after the other holder left: %s after %v", r.Line, time.Since(start))
 	}
 }
 
@@ -122,7 +132,7 @@ func TestReleaseMessagesThatFreeNothingDoNotDriveTheWaiter(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	rate := attemptRate(t, a, servers[0], "noisy", publish)
+	rate, _, _ := attemptRate(t, a, servers[0], "noisy", publish)
 	t.Logf("%.1f attempts/s under a flood of release messages", rate)
 	if rate > 25 {
 		t.Fatalf("%.0f attempts/s: a waiter that cannot progress must make at most ~20", rate)
