@@ -50,15 +50,25 @@ lock {
   drift_factor = 0.01
   # Deadline of one operation on one master. Must be well under lease/9.
   master_timeout = "50ms"
-  # Jittered back-off between attempts after a split vote.
+  # Jittered back-off between attempts that failed without a clear holder
+  # (split votes, no quorum, release messages that freed nothing): it doubles
+  # from retry_min up to retry_max (at least 100ms) while attempts keep failing.
   retry_min = "20ms"
   retry_max = "200ms"
+  # Longest ttl= a LOCK or EXTEND may ask for; longer is BAD_REQUEST. A master
+  # that restarts empty sits out max(lease, max_ttl), so keep it modest.
+  # The shortest ttl= is 50ms.
+  max_ttl = "5m"
 }
 
 limits {
   max_sessions          = 10000  # connections at once
   max_holds_per_session = 1000   # names one connection may hold or wait for
   max_waiters           = 100000 # waiting LOCKs in the whole agent
+  max_sessions_per_uid  = 1000   # connections at once of one peer uid
+  # Close a session that has no hold, no waiting LOCK and sent no request for
+  # this long (it is told "* BYE reason=idle"). Default: never.
+  # idle_timeout = "10m"
 }
 
 log {

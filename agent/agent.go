@@ -40,6 +40,7 @@ type Agent struct {
 
 	mu          sync.Mutex
 	sessions    map[uint64]*session
+	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64
 	queues      map[string]*queue
 	waiters     atomic.Int64 // LOCKs waiting in a queue; queue.remove keeps it
@@ -56,7 +57,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		log = hclog.NewNullLogger()
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,

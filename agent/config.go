@@ -47,8 +47,9 @@ type LockConfig struct {
 	// RetryMin and RetryMax bound the jittered back-off between attempts
 	// that failed without a clear holder (split votes, unreachable masters).
 	RetryMin, RetryMax time.Duration
-	// MaxTTL is the longest ttl= a LOCK may ask for. It bounds how long a
-	// master that lost its data must sit out (see Quarantine).
+	// MaxTTL is the longest ttl= a LOCK or EXTEND may ask for; default 5m.
+	// With the lease it bounds how long a master that lost its data sits
+	// out (see Quarantine): every hold it may have forgotten has ended by then.
 	MaxTTL time.Duration
 }
 
@@ -57,6 +58,12 @@ type Limits struct {
 	MaxSessions        int
 	MaxHoldsPerSession int
 	MaxWaiters         int
+	// MaxSessionsPerUID bounds the sessions of one peer uid (SO_PEERCRED),
+	// so that one local user cannot take every session; default 1000.
+	MaxSessionsPerUID int
+	// IdleTimeout closes a session (with * BYE reason=idle) that has had no
+	// hold, no wait and no request for that long; 0, the default, never does.
+	IdleTimeout time.Duration
 }
 
 // LogConfig is the log level and format.
@@ -78,7 +85,7 @@ func Default() Config {
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
 			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			MaxTTL: 5 * time.Minute},
-		Limits: Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000},
+		Limits: Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
 		Log:    LogConfig{Level: "info", Format: "text"},
 	}
 }
@@ -151,12 +158,15 @@ type lockBlock struct {
 	MasterTimeout *string  `hcl:"master_timeout,optional"`
 	RetryMin      *string  `hcl:"retry_min,optional"`
 	RetryMax      *string  `hcl:"retry_max,optional"`
+	MaxTTL        *string  `hcl:"max_ttl,optional"`
 }
 
 type limitsBlock struct {
-	MaxSessions        *int `hcl:"max_sessions,optional"`
-	MaxHoldsPerSession *int `hcl:"max_holds_per_session,optional"`
-	MaxWaiters         *int `hcl:"max_waiters,optional"`
+	MaxSessions        *int    `hcl:"max_sessions,optional"`
+	MaxHoldsPerSession *int    `hcl:"max_holds_per_session,optional"`
+	MaxWaiters         *int    `hcl:"max_waiters,optional"`
+	MaxSessionsPerUID  *int    `hcl:"max_sessions_per_uid,optional"`
+	IdleTimeout        *string `hcl:"idle_timeout,optional"`
 }
 
 type logBlock struct {
@@ -335,6 +345,10 @@ func (v *validator) build(fc *fileConfig) Config {
 		v.duration("lock", "master_timeout", l.MasterTimeout, &c.Lock.MasterTimeout)
 		v.duration("lock", "retry_min", l.RetryMin, &c.Lock.RetryMin)
 		v.duration("lock", "retry_max", l.RetryMax, &c.Lock.RetryMax)
+		v.duration("lock", "max_ttl", l.MaxTTL, &c.Lock.MaxTTL)
+		if c.Lock.MaxTTL < MinTTL {
+			v.errorf("lock", "", "max_ttl", "want at least the minimum ttl %v, got %v", MinTTL, c.Lock.MaxTTL)
+		}
 		if l.KeyPrefix != nil {
 			c.Lock.KeyPrefix = *l.KeyPrefix
 		}
@@ -358,7 +372,8 @@ func (v *validator) build(fc *fileConfig) Config {
 			attr string
 			val  *int
 			dst  *int
-		}{{"max_sessions", l.MaxSessions, &c.Limits.MaxSessions}, {"max_holds_per_session", l.MaxHoldsPerSession, &c.Limits.MaxHoldsPerSession}, {"max_waiters", l.MaxWaiters, &c.Limits.MaxWaiters}} {
+		}{{"max_sessions", l.MaxSessions, &c.Limits.MaxSessions}, {"max_holds_per_session", l.MaxHoldsPerSession, &c.Limits.MaxHoldsPerSession}, {"max_waiters", l.MaxWaiters, &c.Limits.MaxWaiters},
+			{"max_sessions_per_uid", l.MaxSessionsPerUID, &c.Limits.MaxSessionsPerUID}} {
 			if p.val == nil {
 				continue
 			}
@@ -367,6 +382,7 @@ func (v *validator) build(fc *fileConfig) Config {
 			}
 			*p.dst = *p.val
 		}
+		v.duration("limits", "idle_timeout", l.IdleTimeout, &c.Limits.IdleTimeout)
 	}
 	if l := fc.Log; l != nil {
 		if l.Level != nil {

@@ -66,6 +66,27 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+func TestParseSessionAndTTLLimits(t *testing.T) {
+	cfg, err := Parse([]byte(`redis "a" { address = "h:1" }
+lock { max_ttl = "90s" }
+limits {
+  max_sessions_per_uid = 7
+  idle_timeout = "10m"
+}`), "x.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Lock.MaxTTL != 90*time.Second || cfg.Limits.MaxSessionsPerUID != 7 || cfg.Limits.IdleTimeout != 10*time.Minute {
+		t.Fatalf("decoded %+v %+v", cfg.Lock, cfg.Limits)
+	}
+	if _, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock { max_ttl = \"10ms\" }"), "x.hcl"); err == nil || !strings.Contains(err.Error(), "max_ttl") {
+		t.Fatalf("a max_ttl under the minimum ttl: %v", err)
+	}
+	if d := Default(); d.Lock.MaxTTL != 5*time.Minute || d.Limits.MaxSessionsPerUID != 1000 || d.Limits.IdleTimeout != 0 {
+		t.Fatalf("defaults %+v %+v", d.Lock, d.Limits)
+	}
+}
+
 func TestPasswordFileIsRead(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
 	os.WriteFile(pw, []byte("s3cret\n"), 0o600)

@@ -50,10 +50,18 @@ type waiter struct {
 	done   chan result // receives exactly once, when state becomes granted or failed
 	cancel chan struct{}
 	once   sync.Once
+	// after, if not nil, is closed once this session's release of the name
+	// landed: the contender tries the masters for w only then.
+	after <-chan struct{}
+	// heard is the queue's heard when w joined it (see queue.heard).
+	heard uint64
 }
 
+// result is a LOCK's outcome: a snapshot of the hold taken under the
+// session's lock, or an error.
 type result struct {
-	h        *hold
+	fence    int64
+	count    int
 	validity time.Duration
 	err      error // quorum.ErrBusy for BUSY
 }
@@ -67,6 +75,31 @@ type queue struct {
 	waiters []*waiter
 	changed chan struct{}
 	count   *atomic.Int64 // the agent's count of waiters in all queues
+	// heard counts the rounds in which a majority of masters answered;
+	// noQuorum is the last round's error if it was NO_QUORUM. A wait that
+	// ends with no such round since it began answers NO_QUORUM, not BUSY.
+	heard    uint64
+	noQuorum error
+}
+
+// roundDone records whether a round for the head heard from a majority.
+func (q *queue) roundDone(noQuorum error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.noQuorum = noQuorum
+	if noQuorum == nil {
+		q.heard++
+	}
+}
+
+// timedOut is the answer of w, just withdrawn because its wait ran out.
+func (q *queue) timedOut(w *waiter) result {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.heard == w.heard && q.noQuorum != nil {
+		return result{err: protocol.Errorf(protocol.ErrNoQuorum, "%v", q.noQuorum)}
+	}
+	return result{err: quorum.ErrBusy}
 }
 
 func (q *queue) poke() {
@@ -108,6 +141,26 @@ func unsupported(l protocol.Lock) error {
 	return nil
 }
 
+// MinTTL is the shortest ttl= a LOCK or EXTEND may ask for: below it, the
+// drift allowance (lease×drift_factor + 2ms) and the LOST lead
+// (max(10ms, ttl/50)) leave a hold little or no validity.
+const MinTTL = 50 * time.Millisecond
+
+// checkTTL bounds a ttl= between MinTTL and lock.max_ttl; 0 (none) passes.
+func (a *Agent) checkTTL(ttl time.Duration) error {
+	switch {
+	case ttl == 0:
+	case ttl < MinTTL:
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is below the minimum ttl %v", ttl, MinTTL)
+	case ttl > a.cfg.Lock.MaxTTL:
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is above lock.max_ttl %v", ttl, a.cfg.Lock.MaxTTL)
+	}
+	return nil
+}
+
+// lock takes effect at once, in the order of the session's lines: a
+// re-entry is answered, anything else joins its name's queue. The wait
+// runs in its own goroutine.
 func (s *session) lock(req *protocol.Request) error {
 	l, err := protocol.ParseLock(req)
 	if err != nil {
@@ -117,6 +170,9 @@ func (s *session) lock(req *protocol.Request) error {
 		return err
 	}
 	a := s.a
+	if err := a.checkTTL(l.TTL); err != nil {
+		return err
+	}
 	name := l.Names[0]
 	s.mu.Lock()
 	if s.closing {
@@ -126,7 +182,7 @@ func (s *session) lock(req *protocol.Request) error {
 	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
 		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
 			h.count++
-			line := grantLine(req.Tag, h, v)
+			line := grantLine(req.Tag, result{fence: h.fence, count: h.count, validity: v})
 			s.mu.Unlock()
 			s.send(line)
 			return nil
@@ -142,26 +198,44 @@ func (s *session) lock(req *protocol.Request) error {
 	}
 	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{})}
 	w.info = fmt.Sprintf("agent=%s pid=%d uid=%d owner=%s mode=%s", a.cfg.AgentID, s.cred.PID, s.cred.UID, l.Owner, l.Mode)
+	if r := s.releasing[name]; r != nil {
+		w.after = r.done
+	}
 	s.waits[req.Tag] = w
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waits, req.Tag)
-		s.mu.Unlock()
-	}()
 	if err := a.enqueue(w); err != nil {
+		s.forgetWait(w)
 		return err
 	}
-	r := s.await(w)
-	switch {
-	case r.err == nil:
-		s.send(grantLine(req.Tag, r.h, r.validity))
-	case errors.Is(r.err, quorum.ErrBusy):
-		s.send(protocol.Reply(req.Tag, protocol.KindBusy).Bytes())
-	default:
-		return r.err
-	}
+	s.spawn(req.Tag, func() error {
+		r := s.await(w)
+		// Before the reply: the client may reuse the tag, and a grant
+		// must not count against max_holds_per_session twice.
+		s.forgetWait(w)
+		switch {
+		case r.err == nil:
+			s.send(grantLine(req.Tag, r))
+		case errors.Is(r.err, quorum.ErrBusy):
+			s.send(protocol.Reply(req.Tag, protocol.KindBusy).Bytes())
+		default:
+			return r.err
+		}
+		return nil
+	})
 	return nil
+}
+
+// forgetWait takes w out of the session's waits, if it is still there.
+func (s *session) forgetWait(w *waiter) {
+	s.mu.Lock()
+	s.dropWaitLocked(w)
+	s.mu.Unlock()
+}
+
+func (s *session) dropWaitLocked(w *waiter) {
+	if s.waits[w.tag] == w {
+		delete(s.waits, w.tag)
+	}
 }
 
 // errSessionGone ends the waits of a closing session. The client may have
@@ -182,7 +256,10 @@ func (s *session) await(w *waiter) result {
 	case r := <-w.done:
 		return r
 	case <-timeout:
-		why = result{err: quorum.ErrBusy}
+		if s.a.withdraw(w) {
+			return w.q.timedOut(w)
+		}
+		return <-w.done
 	case <-w.cancel:
 		why = result{err: protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")}
 	case <-s.ctx.Done():
@@ -194,8 +271,8 @@ func (s *session) await(w *waiter) result {
 	return <-w.done
 }
 
-func grantLine(tag string, h *hold, validity time.Duration) []byte {
-	return protocol.Reply(tag, protocol.KindOK).Int("fence", h.fence).Int("validity", validity.Milliseconds()).Int("count", int64(h.count)).Bytes()
+func grantLine(tag string, r result) []byte {
+	return protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count)).Bytes()
 }
 
 func lostLine(h *hold, reason string) []byte {
@@ -229,6 +306,7 @@ func (a *Agent) enqueue(w *waiter) error {
 		return nil
 	}
 	w.q = q
+	w.heard = q.heard
 	q.waiters = append(q.waiters, w)
 	a.waiters.Add(1)
 	q.mu.Unlock()
@@ -259,10 +337,39 @@ func (a *Agent) head(q *queue) *waiter {
 	return q.waiters[0]
 }
 
-// contend works for the queue's head until the queue is empty: it tries the
-// masters, and while the name is held elsewhere it sleeps until a release
-// message, its timer fallback (the holder's remaining lease: PUBLISH does
-// not fire on expiry), or a change in the queue.
+// stuckRetry is the least the back-off of a waiter that keeps failing grows
+// to, whatever retry_max is: such a waiter tries at most 1/(stuckRetry/2),
+// about 20 times a second.
+const stuckRetry = 100 * time.Millisecond
+
+// backoff is the jittered wait before the next attempt after fails
+// consecutive failed ones: it doubles from retry_min up to
+// max(retry_max, stuckRetry), and is drawn from its upper half.
+func (a *Agent) backoff(fails int) time.Duration {
+	ceiling := a.backoffCeiling()
+	d := max(a.cfg.Lock.RetryMin, time.Millisecond)
+	for i := 1; i < fails && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (a *Agent) backoffCeiling() time.Duration { return max(a.cfg.Lock.RetryMax, stuckRetry) }
+
+// contend works for the queue's head until the queue is empty. While the
+// name is held elsewhere it sleeps until a release message, its timer
+// fallback (the holder's remaining lease: PUBLISH does not fire on expiry),
+// or a change in the queue. Attempts that cannot succeed yet back off
+// instead of spinning:
+//   - a split vote (some masters granted, the round failed: its own release
+//     publishes) waits a jittered back-off that release messages do not cut;
+//   - a round that did not reach a majority (NO_QUORUM) backs off the same
+//     way, and keeps trying until the head's wait ends;
+//   - a release message is acted on at once, unless attempts have been
+//     failing (split votes, or attempts that earlier messages caused) with
+//     no quiet spell since: then it waits a back-off first. Messages that
+//     free nothing the waiter could get must not drive it.
 func (a *Agent) contend(q *queue) {
 	var watch *quorum.Watch
 	defer func() {
@@ -271,6 +378,11 @@ func (a *Agent) contend(q *queue) {
 		}
 	}()
 	ctx := a.runCtx
+	var (
+		fails     int       // failed attempts since the last grant or quiet spell that a split vote, no quorum or a wake-up caused
+		woken     bool      // the coming attempt follows a wake-up
+		notBefore time.Time // no attempt before this
+	)
 	for {
 		w := a.head(q)
 		if w == nil {
@@ -279,6 +391,36 @@ func (a *Agent) contend(q *queue) {
 		if w.sess.reenterQueued(w) {
 			continue
 		}
+		if w.after != nil {
+			select {
+			case <-w.after:
+			case <-ctx.Done():
+			}
+			w.after = nil
+		}
+		if ctx.Err() != nil {
+			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
+			continue
+		}
+		if d := notBefore.Sub(a.clock.Now()); d > 0 {
+			// Backing off: release messages do not cut it short. A change
+			// in the queue only makes the loop look at its head again.
+			t := a.clock.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-q.changed:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		if watch != nil {
+			// This attempt sees every release so far.
+			select {
+			case <-watch.C():
+			default:
+			}
+		}
 		lease := a.cfg.Lock.Lease
 		if w.req.TTL > 0 {
 			lease = w.req.TTL
@@ -286,16 +428,29 @@ func (a *Agent) contend(q *queue) {
 		holder := a.holderID(w.sess.id, w.req.Owner)
 		info := w.info + " since=" + strconv.FormatInt(time.Now().UnixMilli(), 10) // when this attempt (if it wins) began holding
 		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease, Info: info})
+		wasWoken := woken
+		woken = false
 		if err == nil {
+			q.roundDone(nil)
 			a.grant(q, w, holder, g)
+			fails = 0
 			continue
 		}
 		var round *quorum.RoundError
 		errors.As(err, &round)
 		if !errors.Is(err, quorum.ErrBusy) {
-			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrNoQuorum, "%v", err)})
+			if w.req.Wait == 0 || round == nil {
+				a.finish(q, w, result{err: protocol.Errorf(protocol.ErrNoQuorum, "%v", err)})
+				continue
+			}
+			// A slow or unreachable majority may be back soon: the waits
+			// of the queue go on, and end as NO_QUORUM if it is not.
+			q.roundDone(err)
+			fails++
+			notBefore = a.clock.Now().Add(a.backoff(fails))
 			continue
 		}
+		q.roundDone(nil)
 		if w.req.Wait == 0 {
 			a.finish(q, w, result{err: quorum.ErrBusy})
 			continue
@@ -306,20 +461,36 @@ func (a *Agent) contend(q *queue) {
 			watch = a.cluster.Watch(ctx, q.name)
 			continue
 		}
-		delay := time.Duration(round.RetryAfter) * time.Millisecond
-		if round.Yes > 0 || delay <= 0 {
+		if round.Yes > 0 || round.RetryAfter <= 0 {
 			// A split vote, or a holder with no lease: back off with jitter
 			// so that contending agents do not split again in lock step.
-			delay = a.cfg.Lock.RetryMin + rand.N(a.cfg.Lock.RetryMax-a.cfg.Lock.RetryMin+1)
+			fails++
+			notBefore = a.clock.Now().Add(a.backoff(fails))
+			continue
 		}
-		t := a.clock.NewTimer(min(delay, a.cfg.Lock.Lease))
+		if wasWoken {
+			fails++
+		}
+		parked := a.clock.Now()
+		t := a.clock.NewTimer(min(time.Duration(round.RetryAfter)*time.Millisecond, a.cfg.Lock.Lease))
 		select {
 		case <-watch.C():
-		case <-t.C():
+			woken = true
 		case <-q.changed:
+			woken = true
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
+		if !woken {
+			continue
+		}
+		if a.clock.Now().Sub(parked) >= a.backoffCeiling() {
+			fails = 0 // a quiet spell: this wake-up is likely a real release
+		}
+		if fails > 0 {
+			notBefore = a.clock.Now().Add(a.backoff(fails))
+		}
 	}
 }
 
@@ -329,13 +500,14 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 		a.releaseAsync(q.name, holder)
 		return
 	}
-	h, err := w.sess.install(w, holder, g)
+	r, err := w.sess.install(w, holder, g)
 	if err != nil {
 		a.releaseAsync(q.name, holder)
 		w.done <- result{err: err}
 		return
 	}
-	w.done <- result{h: h, validity: g.Deadline.Sub(a.clock.Now())}
+	r.validity = g.Deadline.Sub(a.clock.Now())
+	w.done <- r
 }
 
 // reenterQueued grants w as a re-entry when its session+owner came to hold
@@ -352,7 +524,8 @@ func (s *session) reenterQueued(w *waiter) bool {
 		return false
 	}
 	h.count++
-	w.done <- result{h: h, validity: v}
+	s.dropWaitLocked(w)
+	w.done <- result{fence: h.fence, count: h.count, validity: v}
 	return true
 }
 
@@ -364,11 +537,11 @@ func (a *Agent) finish(q *queue, w *waiter, r result) {
 }
 
 // install records a granted hold in the session and the watchdog.
-func (s *session) install(w *waiter, holder string, g quorum.Grant) (*hold, error) {
+func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
-		return nil, errSessionGone
+		return result{}, errSessionGone
 	}
 	key := holdKey{w.req.Names[0], w.req.Owner}
 	if old := s.holds[key]; old != nil {
@@ -383,11 +556,12 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (*hold, erro
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record, Fence: g.Fence}, sess: s, owner: key.owner,
 		fence: g.Fence, count: 1, mode: w.req.Mode}
 	s.holds[key] = h
+	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
-	return h, nil
+	return result{fence: h.fence, count: h.count}, nil
 }
 
 // onLost is the watchdog's report of a hold that ended on its own.
@@ -452,6 +626,9 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	wg.Wait()
 }
 
+// unlock drops the hold from the session at once, in the order of the
+// session's lines; the release in the masters runs in its own goroutine and
+// the reply comes when it is done.
 func (s *session) unlock(req *protocol.Request) error {
 	u, err := protocol.ParseUnlock(req)
 	if err != nil {
@@ -469,21 +646,61 @@ func (s *session) unlock(req *protocol.Request) error {
 	}
 	h.count--
 	count := h.count
+	var rel *release
 	if count == 0 {
 		delete(s.holds, key)
+		rel = s.releaseStarted(key.name)
 	}
 	s.mu.Unlock()
-	if count == 0 {
-		s.a.forget(h)
-		s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+	reply := protocol.Reply(req.Tag, protocol.KindOK).Int("count", int64(count)).Bytes()
+	if count > 0 {
+		s.send(reply)
+		return nil
 	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("count", int64(count)).Bytes())
+	s.a.forget(h)
+	s.spawn(req.Tag, func() error {
+		s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+		s.releaseDone(key.name, rel)
+		s.send(reply)
+		return nil
+	})
 	return nil
 }
 
+// releaseStarted notes a release of name on its way to the masters. s.mu is held.
+func (s *session) releaseStarted(name string) *release {
+	r := s.releasing[name]
+	if r == nil {
+		if s.releasing == nil {
+			s.releasing = map[string]*release{}
+		}
+		r = &release{done: make(chan struct{})}
+		s.releasing[name] = r
+	}
+	r.n++
+	return r
+}
+
+// releaseDone notes that a release of name landed.
+func (s *session) releaseDone(name string, r *release) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.n--; r.n == 0 {
+		close(r.done)
+		delete(s.releasing, name)
+		if len(s.releasing) == 0 {
+			s.releasing = nil
+		}
+	}
+}
+
+// extend finds the hold at once; the masters are asked in its own goroutine.
 func (s *session) extend(req *protocol.Request) error {
 	e, err := protocol.ParseExtend(req)
 	if err != nil {
+		return err
+	}
+	if err := s.a.checkTTL(e.TTL); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -492,17 +709,20 @@ func (s *session) extend(req *protocol.Request) error {
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
-	deadline, err := s.a.cluster.Extend(s.ctx, h.rh.Name, h.rh.Holder, e.TTL)
-	switch {
-	case errors.Is(err, quorum.ErrNotHeld):
-		return protocol.Errorf(protocol.ErrNotHeld, "%s is no longer held in the masters", e.Name)
-	case err != nil:
-		return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
-	}
-	if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
-		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
-	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", deadline.Sub(s.a.clock.Now()).Milliseconds()).Bytes())
+	s.spawn(req.Tag, func() error {
+		deadline, err := s.a.cluster.Extend(s.ctx, h.rh.Name, h.rh.Holder, e.TTL)
+		switch {
+		case errors.Is(err, quorum.ErrNotHeld):
+			return protocol.Errorf(protocol.ErrNotHeld, "%s is no longer held in the masters", e.Name)
+		case err != nil:
+			return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
+		}
+		if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
+			return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+		}
+		s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", deadline.Sub(s.a.clock.Now()).Milliseconds()).Bytes())
+		return nil
+	})
 	return nil
 }
 
@@ -548,6 +768,11 @@ func (s *session) who(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
+	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })
+	return nil
+}
+
+func (s *session) whoReply(tag, name string) error {
 	holders, err := s.a.cluster.Who(s.ctx, name)
 	if err != nil {
 		return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
@@ -559,12 +784,12 @@ func (s *session) who(req *protocol.Request) error {
 				fields[k] = v
 			}
 		}
-		l := protocol.Reply(req.Tag, protocol.KindData)
+		l := protocol.Reply(tag, protocol.KindData)
 		for _, k := range whoFields {
 			l.Str(k, fields[k])
 		}
 		s.send(l.Bytes())
 	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("n", int64(len(holders))).Bytes())
+	s.send(protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders))).Bytes())
 	return nil
 }

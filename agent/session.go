@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,6 +39,9 @@ type holdKey struct {
 
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
+//
+// Lock order: session.mu, then Agent.mu, then queue.mu. outbox.mu is taken
+// alone: nothing is sent with another lock held.
 type session struct {
 	a      *Agent
 	id     uint64
@@ -46,15 +50,42 @@ type session struct {
 	log    hclog.Logger
 	ctx    context.Context // ends when the session closes: cancels its waits
 	cancel context.CancelFunc
+	reqs   sync.WaitGroup // requests still working in their own goroutine
+	out    outbox
 
-	out     chan []byte   // lines for the writer; nil is "flush and close"
-	dead    chan struct{} // closed when the writer stops
-	reqs    sync.WaitGroup
+	// lastRequest is when the last request line arrived (UnixNano); idle
+	// is the idle_timeout check, nil when there is none.
+	lastRequest atomic.Int64
+	idle        *time.Timer
+
+	mu        sync.Mutex
+	holds     map[holdKey]*hold
+	waits     map[string]*waiter  // by tag, for CANCEL
+	releasing map[string]*release // names being released in the masters; nil when none
+	inflight  int                 // requests working in their own goroutine
+	closing   bool
+	client    string
+}
+
+// release is this session's releases of one name still on their way to the
+// masters. A LOCK of that name that arrives meanwhile tries the masters only
+// once they landed, so that UNLOCK x then LOCK x is a release, then a grant.
+type release struct {
+	n    int
+	done chan struct{} // closed when n drops to 0
+}
+
+// outbox is a session's lines waiting for the connection. A writer
+// goroutine runs only while there is something to write: an idle session
+// costs neither a goroutine nor a buffer for it.
+type outbox struct {
 	mu      sync.Mutex
-	holds   map[holdKey]*hold
-	waits   map[string]*waiter // by tag, for CANCEL
-	closing bool
-	client  string
+	lines   [][]byte
+	writing bool          // a writer goroutine is running
+	closing bool          // close the connection once every line is written
+	room    chan struct{} // closed when the writer takes lines; a full queue's replies wait on it
+	done    bool          // the connection is closed for writing: lines are dropped
+	dead    chan struct{} // closed when done becomes true
 }
 
 func (a *Agent) open(conn *net.UnixConn) {
@@ -63,27 +94,35 @@ func (a *Agent) open(conn *net.UnixConn) {
 		a.log.Debug("peer credentials unavailable", "error", err)
 	}
 	a.mu.Lock()
-	if a.stopping || len(a.sessions) >= a.cfg.Limits.MaxSessions {
-		stopping := a.stopping
+	var refuse error
+	switch lim := a.cfg.Limits; {
+	case a.stopping:
+		refuse = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+	case len(a.sessions) >= lim.MaxSessions:
+		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", lim.MaxSessions)
+	case a.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
+		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions of uid %d (max_sessions_per_uid=%d)", cred.UID, lim.MaxSessionsPerUID)
+	}
+	if refuse != nil {
 		a.mu.Unlock()
-		if stopping {
-			conn.Write(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")))
-		} else {
-			conn.Write(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", a.cfg.Limits.MaxSessions)))
-		}
+		conn.Write(protocol.ErrorLine(protocol.NoTag, refuse))
 		conn.Close()
 		return
 	}
 	a.nextSession++
-	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, out: make(chan []byte, outQueue), dead: make(chan struct{}),
-		holds: map[holdKey]*hold{}, waits: map[string]*waiter{}}
+	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}, waits: map[string]*waiter{}}
+	s.out.dead = make(chan struct{})
 	s.ctx, s.cancel = context.WithCancel(a.runCtx)
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	a.sessions[s.id] = s
+	a.uidSessions[cred.UID]++
 	a.sessionsWG.Add(1)
 	a.mu.Unlock()
 	s.log.Debug("opened", "gid", cred.GID)
-	go s.write()
+	s.lastRequest.Store(time.Now().UnixNano())
+	if d := a.cfg.Limits.IdleTimeout; d > 0 {
+		s.idle = time.AfterFunc(d, s.checkIdle)
+	}
 	go s.serve()
 }
 
@@ -111,13 +150,16 @@ func (s *session) serve() {
 			s.bye("protocol")
 			return
 		}
+		s.lastRequest.Store(time.Now().UnixNano())
 		if quit := s.dispatch(string(line)); quit {
 			return
 		}
 	}
 }
 
-// dispatch answers one line. Verbs that talk to the masters run in their own
+// dispatch answers one line. Every request takes effect here, in the order
+// its line arrived: a LOCK joins its queue, an UNLOCK drops its hold. Only
+// the part that waits (for the name, or for the masters) runs in its own
 // goroutine, so a waiting LOCK never holds up the lines after it.
 func (s *session) dispatch(line string) (quit bool) {
 	req, err := protocol.Parse(line)
@@ -128,120 +170,212 @@ func (s *session) dispatch(line string) (quit bool) {
 		s.send(protocol.ErrorLine(req.Tag, err))
 		return false
 	}
-	switch req.Verb {
-	case protocol.VerbLock, protocol.VerbUnlock, protocol.VerbExtend, protocol.VerbWho:
-		s.reqs.Add(1)
-		go func() {
-			defer s.reqs.Done()
-			s.answer(req)
-		}()
-	case protocol.VerbQuit:
+	if req.Verb == protocol.VerbQuit {
 		if err := req.NoArgs(); err != nil {
 			s.send(protocol.ErrorLine(req.Tag, err))
 			return false
 		}
+		// close releases the holds, then closes the connection: a client
+		// that sees it close knows they are released.
 		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
-		s.flushAndClose()
 		return true
-	default:
-		s.answer(req)
+	}
+	if err := s.answer(req); err != nil {
+		s.send(protocol.ErrorLine(req.Tag, err))
 	}
 	return false
 }
 
-func (s *session) answer(req *protocol.Request) {
-	var err error
+func (s *session) answer(req *protocol.Request) error {
 	switch req.Verb {
 	case protocol.VerbHello:
-		err = s.hello(req)
+		return s.hello(req)
 	case protocol.VerbPing:
-		if err = req.NoArgs(); err == nil {
-			s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+		if err := req.NoArgs(); err != nil {
+			return err
 		}
+		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+		return nil
 	case protocol.VerbLock:
-		err = s.lock(req)
+		return s.lock(req)
 	case protocol.VerbUnlock:
-		err = s.unlock(req)
+		return s.unlock(req)
 	case protocol.VerbExtend:
-		err = s.extend(req)
+		return s.extend(req)
 	case protocol.VerbCancel:
-		err = s.cancelWait(req)
+		return s.cancelWait(req)
 	case protocol.VerbHolds:
-		err = s.listHolds(req)
+		return s.listHolds(req)
 	case protocol.VerbStatus:
-		err = s.status(req)
+		return s.status(req)
 	case protocol.VerbWho:
-		err = s.who(req)
-	default:
-		err = protocol.Errorf(protocol.ErrUnknownVerb, "no verb %s", req.Verb)
+		return s.who(req)
 	}
-	if err != nil {
-		s.send(protocol.ErrorLine(req.Tag, err))
+	return protocol.Errorf(protocol.ErrUnknownVerb, "no verb %s", req.Verb)
+}
+
+// spawn finishes request tag in its own goroutine; an error is its reply.
+func (s *session) spawn(tag string, f func() error) {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		if err := f(); err != nil {
+			s.send(protocol.ErrorLine(tag, err))
+		}
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+}
+
+// checkIdle closes the session if it has had no hold, no wait and no
+// request for idle_timeout; else it looks again when it next could be.
+func (s *session) checkIdle() {
+	limit := s.a.cfg.Limits.IdleTimeout
+	quiet := time.Since(time.Unix(0, s.lastRequest.Load()))
+	s.mu.Lock()
+	busy := len(s.holds) > 0 || len(s.waits) > 0 || s.inflight > 0
+	closing := s.closing
+	s.mu.Unlock()
+	switch {
+	case closing:
+	case busy:
+		s.idle.Reset(limit)
+	case quiet < limit:
+		s.idle.Reset(limit - quiet)
+	default:
+		s.log.Debug("closing an idle session", "idle", quiet)
+		s.bye("idle")
 	}
 }
 
 // send queues a reply line for the writer, waiting while the queue is
 // full. It must not be called with s.mu held.
 func (s *session) send(line []byte) {
-	select {
-	case s.out <- line:
-	case <-s.dead:
+	o := &s.out
+	o.mu.Lock()
+	for len(o.lines) >= outQueue && !o.done {
+		if o.room == nil {
+			o.room = make(chan struct{})
+		}
+		room := o.room
+		o.mu.Unlock()
+		<-room
+		o.mu.Lock()
 	}
+	s.queueLocked(line)
+	o.mu.Unlock()
 }
 
 // push queues an unsolicited line without ever waiting: it is called from
 // the watchdog and the shutdown path, which serve every session. A session
 // whose queue is full is closed instead.
 func (s *session) push(line []byte) {
-	select {
-	case s.out <- line:
-	case <-s.dead:
-	default:
+	o := &s.out
+	o.mu.Lock()
+	if len(o.lines) >= outQueue && !o.done {
+		o.mu.Unlock()
 		s.log.Warn("client is not reading; closing the session", "queued", outQueue)
 		s.conn.Close()
+		return
+	}
+	s.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// queueLocked adds a line and makes sure a writer runs. s.out.mu is held.
+func (s *session) queueLocked(line []byte) {
+	o := &s.out
+	if o.done {
+		return
+	}
+	o.lines = append(o.lines, line)
+	if !o.writing {
+		o.writing = true
+		go s.write()
 	}
 }
 
-// flushAndClose asks the writer to write what is queued, then close.
+// flushAndClose has the writer write what is queued, then close the
+// connection; a client that does not read gets closeFlush to take it.
 func (s *session) flushAndClose() {
-	select {
-	case s.out <- nil:
-	case <-s.dead:
-	default:
-		s.conn.Close()
+	o := &s.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done || o.closing {
+		return
+	}
+	o.closing = true
+	s.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	if !o.writing {
+		o.writing = true
+		go s.write()
 	}
 }
 
-// write sends queued lines, as many per system call as are waiting.
+// write sends queued lines, as many per system call as are waiting, and
+// returns when there are none left.
 func (s *session) write() {
-	defer close(s.dead)
+	o := &s.out
 	var buf []byte
-	for line := range s.out {
-		closing := line == nil
-		buf = append(buf[:0], line...)
-	more:
-		for !closing && len(buf) < 64<<10 {
-			select {
-			case l := <-s.out:
-				if l == nil {
-					closing = true
-				}
-				buf = append(buf, l...)
-			default:
-				break more
-			}
+	for {
+		o.mu.Lock()
+		n := 0
+		buf = buf[:0]
+		for n < len(o.lines) && len(buf) < 64<<10 {
+			buf = append(buf, o.lines[n]...)
+			n++
 		}
-		if len(buf) > 0 {
-			if _, err := s.conn.Write(buf); err != nil {
+		rest := copy(o.lines, o.lines[n:])
+		clear(o.lines[rest:])
+		o.lines = o.lines[:rest]
+		if rest == 0 && cap(o.lines) > 64 {
+			o.lines = nil // an idle session does not keep a burst's queue
+		}
+		if n > 0 && o.room != nil {
+			close(o.room)
+			o.room = nil
+		}
+		if n == 0 {
+			closing := o.closing
+			if !closing {
+				o.writing = false
+			}
+			o.mu.Unlock()
+			if closing {
 				s.conn.Close()
-				return
+				s.writeDone()
 			}
+			return
 		}
-		if closing {
+		o.mu.Unlock()
+		if _, err := s.conn.Write(buf); err != nil {
 			s.conn.Close()
+			s.writeDone()
 			return
 		}
 	}
+}
+
+// writeDone marks the connection closed for writing: later lines are dropped.
+func (s *session) writeDone() {
+	o := &s.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.writing = false
+	if o.done {
+		return
+	}
+	o.done = true
+	o.lines = nil
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
+	close(o.dead)
 }
 
 // bye tells the client the agent is closing the connection (pushing LOST for
@@ -267,6 +401,9 @@ func (s *session) bye(reason string) {
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel()
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	s.mu.Lock()
 	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
@@ -277,9 +414,12 @@ func (s *session) close() {
 	s.reqs.Wait()
 	s.a.mu.Lock()
 	delete(s.a.sessions, s.id)
+	if s.a.uidSessions[s.cred.UID]--; s.a.uidSessions[s.cred.UID] <= 0 {
+		delete(s.a.uidSessions, s.cred.UID)
+	}
 	s.a.mu.Unlock()
 	s.flushAndClose()
-	<-s.dead
+	<-s.out.dead
 	s.log.Debug("closed", "released", len(holds))
 	s.a.sessionsWG.Done()
 }

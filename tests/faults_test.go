@@ -41,13 +41,13 @@ func TestMasterFaults(t *testing.T) {
 		t.Fatalf("another agent got a renewed lock: %s", r.Line)
 	}
 
-	// Two of three down: LOCK answers NO_QUORUM fast, and the hold is LOST
-	// before its validity runs out.
+	// Two of three down: LOCK wait=0 answers NO_QUORUM fast, and the hold
+	// is LOST before its validity runs out.
 	h := holder.Do("HOLDS")
 	validUntil := time.Now().Add(time.Duration(agenttest.Reply{Fields: h.Data[0]}.Int("validity")) * time.Millisecond)
 	servers[1].Pause()
 	start := time.Now()
-	r := other.Do("LOCK two-down wait=5s")
+	r := other.Do("LOCK two-down wait=0")
 	if took := time.Since(start); r.Code != "NO_QUORUM" || took > 6*timeout {
 		t.Fatalf("with two masters paused: %q after %v (master_timeout %v)", r.Line, took, timeout)
 	}
@@ -87,8 +87,8 @@ func TestMasterFaults(t *testing.T) {
 }
 
 // TestAgentStartsWithMastersDown: an agent whose masters are unreachable
-// starts, answers NO_QUORUM without hanging, shows the masters down, and
-// serves once they come up.
+// starts, shows the masters down, answers NO_QUORUM when a LOCK's wait ends
+// (at once for wait=0), and serves once they come up.
 func TestAgentStartsWithMastersDown(t *testing.T) {
 	a, _, servers := twoAgents(t, time.Second)
 	for _, s := range servers {
@@ -96,10 +96,7 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 	}
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	c.AwaitMasters("down", 3)
-	start := time.Now()
-	if r := c.Do("LOCK x wait=10s"); r.Code != "NO_QUORUM" || time.Since(start) > 100*time.Millisecond {
-		t.Fatalf("got %q after %v", r.Line, time.Since(start))
-	}
+	noQuorumAfterTheWait(t, c, "x")
 	for _, s := range servers {
 		s.Resume()
 	}
@@ -114,8 +111,8 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 }
 
 // TestAgentStartsWithNoMasterReachable: an agent whose masters do not exist
-// yet starts anyway, shows them down, answers NO_QUORUM at once instead of
-// hanging, and serves as soon as they come up, without a restart.
+// yet starts anyway, shows them down, answers NO_QUORUM when a LOCK's wait
+// ends instead of hanging, and serves as soon as they come up, without a restart.
 func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 	servers := redistest.Reserve(t, 3)
 	a := agenttest.StartNoWait(t, agenttest.Config(t, servers, time.Second))
@@ -126,10 +123,7 @@ func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 			t.Fatalf("master %s is %s with nothing listening", d["master"], d["state"])
 		}
 	}
-	start := time.Now()
-	if r := c.Do("LOCK boot wait=10s"); r.Code != "NO_QUORUM" || time.Since(start) > 100*time.Millisecond {
-		t.Fatalf("got %q after %v", r.Line, time.Since(start))
-	}
+	noQuorumAfterTheWait(t, c, "boot")
 	for _, s := range servers {
 		s.Launch()
 	}
@@ -215,5 +209,45 @@ func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
 	c.AwaitMasters("up", 2)
 	if r := c.Do("LOCK still-served wait=2s"); r.Kind != "OK" {
 		t.Fatalf("two safe masters are a quorum: %s", r.Line)
+	}
+}
+
+// noQuorumAfterTheWait checks, with no master reachable, that LOCK wait=0
+// answers NO_QUORUM at once and LOCK wait=300ms when its wait is over.
+func noQuorumAfterTheWait(t *testing.T, c *agenttest.Conn, name string) {
+	t.Helper()
+	start := time.Now()
+	if r := c.Do("LOCK " + name + " wait=0"); r.Code != "NO_QUORUM" || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("wait=0: got %q after %v", r.Line, time.Since(start))
+	}
+	start = time.Now()
+	r := c.Do("LOCK " + name + " wait=300ms")
+	if took := time.Since(start); r.Code != "NO_QUORUM" || took < 300*time.Millisecond || took > time.Second {
+		t.Fatalf("wait=300ms: got %q after %v", r.Line, took)
+	}
+}
+
+// TestAWaitingLockOutlastsAnOutage: a LOCK that may wait keeps trying while
+// a majority of masters is away, and is granted when they come back within
+// its wait; wait=forever included.
+func TestAWaitingLockOutlastsAnOutage(t *testing.T) {
+	for _, wait := range []string{"wait=10s", "wait=forever"} {
+		t.Run(wait, func(t *testing.T) {
+			a, _, servers := twoAgents(t, time.Second)
+			c := agenttest.Dial(t, a.Config.Socket.Path)
+			servers[0].Pause()
+			servers[1].Pause()
+			_, ch := c.Send("LOCK outage " + wait)
+			select {
+			case r := <-ch:
+				t.Fatalf("answered while the majority was away: %s", r.Line)
+			case <-time.After(500 * time.Millisecond):
+			}
+			servers[0].Resume()
+			servers[1].Resume()
+			if r := c.Await(ch); r.Kind != "OK" {
+				t.Fatalf("after the masters came back: %s", r.Line)
+			}
+		})
 	}
 }

@@ -250,6 +250,11 @@ func (c *Conn) Await(ch <-chan Reply) Reply {
 	case r := <-ch:
 		return r
 	case <-c.closed:
+		select { // the reply may have come just before the close
+		case r := <-ch:
+			return r
+		default:
+		}
 		c.t.Fatal("connection closed while waiting for a reply")
 	case <-time.After(10 * time.Second):
 		c.t.Fatal("no reply in 10s")

@@ -1,0 +1,256 @@
+package agent_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// lineConn is a raw connection read line by line, for tests that pipeline
+// several requests in one write and look at the order of the replies.
+type lineConn struct {
+	t  *testing.T
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func dialLines(t *testing.T, path string) *lineConn {
+	nc, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &lineConn{t, nc, bufio.NewReader(nc)}
+}
+
+func (c *lineConn) write(lines ...string) {
+	c.nc.Write([]byte(strings.Join(lines, "\n") + "\n"))
+}
+
+// next returns the next line that is not a push, waiting at most d.
+func (c *lineConn) next(d time.Duration) string {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(d))
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			c.t.Fatalf("no reply: %v", err)
+		}
+		if !strings.HasPrefix(line, "* ") {
+			return strings.TrimSuffix(line, "\n")
+		}
+	}
+}
+
+// field returns key's value in a reply line.
+func field(line, key string) string {
+	for _, w := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(w, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestPipelinedUnlockThenLockReleasesThenAcquires: UNLOCK x then LOCK x in
+// one write take effect in that order: a release, then a new grant with a
+// larger fence, never a re-entry of the hold being released.
+func TestPipelinedUnlockThenLockReleasesThenAcquires(t *testing.T) {
+	a, _ := start(t, nil)
+	c := dialLines(t, a.Config.Socket.Path)
+	c.write("l LOCK x")
+	fence, _ := strconv.ParseInt(field(c.next(5*time.Second), "fence"), 10, 64)
+	for i := range 200 {
+		c.write("u UNLOCK x", "l LOCK x")
+		replies := map[string]string{}
+		for range 2 {
+			line := c.next(5 * time.Second)
+			replies[strings.Fields(line)[0]] = line
+		}
+		if u := replies["u"]; field(u, "count") != "0" {
+			t.Fatalf("pair %d: UNLOCK answered %q", i, u)
+		}
+		l := replies["l"]
+		next, _ := strconv.ParseInt(field(l, "fence"), 10, 64)
+		if !strings.HasPrefix(l, "l OK") || field(l, "count") != "1" || next <= fence {
+			t.Fatalf("pair %d: LOCK after UNLOCK answered %q (fence before %d): a re-entry, not a new grant", i, l, fence)
+		}
+		fence = next
+	}
+}
+
+// TestPipelinedLocksJoinTheQueueInArrivalOrder: three LOCKs of different
+// owners in one write are granted in the order of their lines, and while
+// they wait, later lines (an UNLOCK of another owner) are still served.
+func TestPipelinedLocksJoinTheQueueInArrivalOrder(t *testing.T) {
+	a, _ := start(t, nil)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK order"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	c := dialLines(t, a.Config.Socket.Path)
+	c.write("m LOCK mine owner=m")
+	if r := c.next(5 * time.Second); !strings.HasPrefix(r, "m OK") {
+		t.Fatal(r)
+	}
+	c.write("a LOCK order owner=a wait=10s", "b LOCK order owner=b wait=10s", "c LOCK order owner=c wait=10s", "u UNLOCK mine owner=m")
+	if r := c.next(5 * time.Second); !strings.HasPrefix(r, "u OK count=0") {
+		t.Fatalf("the UNLOCK behind three waiting LOCKs: %q", r)
+	}
+	holder.AwaitWaiters(3)
+	holder.Do("UNLOCK order")
+	// Each grant is unlocked as it comes; the next grant may arrive before
+	// the UNLOCK's reply, which is sent once the release landed.
+	var granted []string
+	for len(granted) < 3 {
+		r := c.next(5 * time.Second)
+		tag, kind := strings.Fields(r)[0], strings.Fields(r)[1]
+		switch {
+		case kind != "OK":
+			t.Fatalf("unexpected reply %q", r)
+		case len(tag) == 1:
+			granted = append(granted, tag)
+			c.write(fmt.Sprintf("u%s UNLOCK order owner=%s", tag, tag))
+		}
+	}
+	if got := strings.Join(granted, ""); got != "abc" {
+		t.Fatalf("granted in the order %s, want abc", got)
+	}
+}
+
+// TestPipelinedReentriesAreCountedOnce: two LOCKs of one owner in one write
+// are a grant and a re-entry, answered count=1 and count=2, each with the
+// count its own request made.
+func TestPipelinedReentriesAreCountedOnce(t *testing.T) {
+	a, _ := start(t, nil)
+	c := dialLines(t, a.Config.Socket.Path)
+	for i := range 50 {
+		c.write("a LOCK twice", "b LOCK twice")
+		counts := map[string]string{}
+		for range 2 {
+			line := c.next(5 * time.Second)
+			counts[strings.Fields(line)[0]] = field(line, "count")
+		}
+		if counts["a"] != "1" || counts["b"] != "2" {
+			t.Fatalf("round %d: counts %v, want a=1 b=2", i, counts)
+		}
+		c.write("u UNLOCK twice", "v UNLOCK twice")
+		c.next(5 * time.Second)
+		c.next(5 * time.Second)
+	}
+}
+
+func TestTTLBounds(t *testing.T) {
+	a, _ := start(t, func(c *agent.Config) { c.Lock.MaxTTL = time.Minute })
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := c.Do("LOCK held"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	tests := []struct {
+		name, line, want string // want: "OK", or a text the BAD_REQUEST must contain
+	}{
+		{"a ttl under the minimum is refused, naming the minimum", "LOCK b1 ttl=3ms", "50ms"},
+		{"a ttl of one nanosecond is refused", "LOCK b2 ttl=1ns", "50ms"},
+		{"the minimum ttl is granted", "LOCK b3 ttl=50ms", "OK"},
+		{"the maximum ttl is granted", "LOCK b4 ttl=1m", "OK"},
+		{"a ttl over lock.max_ttl is refused, naming it", "LOCK b5 ttl=61s", "max_ttl"},
+		{"EXTEND under the minimum is refused", "EXTEND held ttl=10ms", "50ms"},
+		{"EXTEND over lock.max_ttl is refused", "EXTEND held ttl=2m", "max_ttl"},
+		{"EXTEND within the bounds is done", "EXTEND held ttl=30s", "OK"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := c.Do(tt.line)
+			switch {
+			case tt.want == "OK" && r.Kind != "OK":
+				t.Fatalf("%q: %s", tt.line, r.Line)
+			case tt.want != "OK" && (r.Code != "BAD_REQUEST" || !strings.Contains(r.Line, tt.want)):
+				t.Fatalf("%q: %s (want BAD_REQUEST naming %s)", tt.line, r.Line, tt.want)
+			}
+		})
+	}
+	if r := c.Do("HOLDS"); r.Int("n") != 3 {
+		t.Fatalf("a refused ttl left a hold: %+v", r.Data)
+	}
+}
+
+func TestSessionsPerUID(t *testing.T) {
+	a, _ := start(t, func(c *agent.Config) { c.Limits.MaxSessionsPerUID = 2 })
+	first := agenttest.Dial(t, a.Config.Socket.Path)
+	first.Do("PING")
+	agenttest.Dial(t, a.Config.Socket.Path).Do("PING")
+	nc, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	line, _ := bufio.NewReader(nc).ReadString('\n')
+	if !strings.HasPrefix(line, "- ERR LIMIT") || !strings.Contains(line, "max_sessions_per_uid=2") {
+		t.Fatalf("third session of one uid got %q", line)
+	}
+	first.Close()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c := agenttest.Dial(t, a.Config.Socket.Path)
+		select {
+		case <-c.Closed():
+		case <-time.After(50 * time.Millisecond):
+			if r := c.Do("PING"); r.Kind == "OK" {
+				return // a closed session gave its place back
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed session's place was not given back")
+		}
+	}
+}
+
+func TestIdleSessionsAreClosed(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	a, _ := start(t, func(c *agent.Config) { c.Limits.IdleTimeout = idle })
+	blocker := agenttest.Dial(t, a.Config.Socket.Path)
+	blocker.Do("LOCK taken")
+
+	quiet := agenttest.Dial(t, a.Config.Socket.Path)
+	quiet.Do("PING")
+	holding := agenttest.Dial(t, a.Config.Socket.Path)
+	holding.Do("LOCK mine")
+	waiting := agenttest.Dial(t, a.Config.Socket.Path)
+	waiting.Send("LOCK taken wait=forever")
+	chatty := agenttest.Dial(t, a.Config.Socket.Path)
+	start := time.Now()
+	for time.Since(start) < 3*idle {
+		chatty.Do("PING")
+		time.Sleep(idle / 4)
+	}
+	select {
+	case <-quiet.Closed():
+	case <-time.After(2 * idle):
+		t.Fatal("an idle session was not closed")
+	}
+	if p := quiet.Push(time.Second); p != "* BYE reason=idle" {
+		t.Fatalf("idle session was told %q", p)
+	}
+	for name, c := range map[string]*agenttest.Conn{"a session with a hold": holding, "a session with a wait": waiting, "a session sending requests": chatty} {
+		select {
+		case <-c.Closed():
+			t.Fatalf("%s was closed as idle", name)
+		default:
+		}
+	}
+	if r := holding.Do("UNLOCK mine"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	select {
+	case <-holding.Closed():
+	case <-time.After(3 * idle):
+		t.Fatal("a session that released its hold was not closed once idle")
+	}
+}
