@@ -213,12 +213,17 @@ func (c *Cluster) Run(ctx context.Context) error {
 	// expire in the masters. A stopping agent must not hang on a master that
 	// does not answer.
 	waitFor(stopGrace, c.background.Wait)
-	waitFor(time.Second, func() { c.eachMaster(context.Background(), func(_ context.Context, m *master) { m.close() }) })
+	waitFor(closeGrace, func() { c.eachMaster(context.Background(), func(_ context.Context, m *master) { m.close() }) })
 	return nil
 }
 
-// stopGrace bounds how long a stopping cluster waits for releases in flight.
-const stopGrace = 1500 * time.Millisecond
+// stopGrace bounds how long a stopping cluster waits for the answers of
+// releases in flight (they are written already), and closeGrace how long it
+// waits for its connections to close.
+const (
+	stopGrace  = time.Second
+	closeGrace = 500 * time.Millisecond
+)
 
 // waitFor runs f and waits for it at most d.
 func waitFor(d time.Duration, f func()) {

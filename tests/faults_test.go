@@ -188,8 +188,14 @@ func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
 	}
 	servers[1].Restart()
 	c := agenttest.Dial(t, sock)
-	c.AwaitMasters("unsafe", 1)
 	c.AwaitMasters("quarantined", 1)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) { // checked every 5 s
+		if st := c.Do("STATUS"); st.Data[0]["state"] == "unsafe" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("never unsafe: %+v", st.Data)
+		}
+	}
 	code, out, _ := lockAgent(t, "status", "-socket", sock)
 	if code != 3 || !strings.Contains(out, "unsafe") || !strings.Contains(out, "maxmemory_policy:allkeys-lru") ||
 		!strings.Contains(out, "lost its data; votes again in") {

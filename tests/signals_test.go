@@ -25,6 +25,7 @@ func binaryAgent(t *testing.T, extra string) (*exec.Cmd, *syncBuffer, string, st
 	sock := filepath.Join(dir, "agent.sock")
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	writeAgentConfig(t, cfgPath, sock, servers, extra)
+	bootstrap(t, binary(t), cfgPath)
 	cmd := exec.Command(binary(t), "run", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), raceNoExitSleep)
 	logs := &syncBuffer{}
@@ -179,6 +180,7 @@ func TestBinaryOutlivesItsLogReader(t *testing.T) {
 	sock := filepath.Join(dir, "agent.sock")
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	writeAgentConfig(t, cfgPath, sock, servers, "")
+	bootstrap(t, binary(t), cfgPath)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -98,10 +98,12 @@ func TestASplitVoteDoesNotSpin(t *testing.T) {
 	if rate > 25 {
 		t.Fatalf("%.0f attempts/s: a waiter that cannot progress must make at most ~20", rate)
 	}
-	// Once the other holder is gone, the backed-off waiter gets the name
-	// within one back-off (at most 100ms here), not a lease later.
+	// Once the other holder releases (its release message included), the
+	// backed-off waiter gets the name within one back-off (at most 100ms
+	// here), not a lease later.
 	for _, s := range servers[:2] {
 		s.Do("DEL", "lock-agent:{split}:h:elsewhere")
+		s.Do("PUBLISH", "lock-agent:{split}:released", "split")
 	}
 	start := time.Now()
 	if r := c.Await(ch); r.Kind != "OK" || time.Since(start) > 500*time.Millisecond {
