@@ -578,10 +578,13 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	mine := s.holds[h.key()] == h
 	if mine {
 		delete(s.holds, h.key())
+		// Queued before s.mu is let go: an UNLOCK that finds the hold gone
+		// (it looks under s.mu) answers NOT_HELD after the client heard why.
+		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+		s.push(lostLine(h, string(reason)))
 	}
 	s.mu.Unlock()
 	if mine {
-		s.push(lostLine(h, string(reason)))
 		s.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
 		a.releaseAsync(rh.Name, rh.Holder)
 	}

@@ -41,7 +41,9 @@ type holdKey struct {
 // the connection does.
 //
 // Lock order: session.mu, then Agent.mu, then queue.mu. outbox.mu is taken
-// alone: nothing is sent with another lock held.
+// last: nothing is sent (send may wait) with another lock held, but a push
+// (which never waits) may be queued under session.mu, to order it before
+// replies that look at the session's holds.
 type session struct {
 	a      *Agent
 	id     uint64

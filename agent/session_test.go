@@ -254,3 +254,50 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 		t.Fatal("a session that released its hold was not closed once idle")
 	}
 }
+
+// TestLostComesBeforeNotHeld: an UNLOCK that races a hold's expiry and
+// answers NOT_HELD must come after the hold's LOST on the connection, so
+// that a client always knows why its hold is gone.
+func TestLostComesBeforeNotHeld(t *testing.T) {
+	a, _ := start(t, nil)
+	conn, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	raced := 0
+	for i := range 40 {
+		name := "race" + strconv.Itoa(i)
+		fmt.Fprintf(conn, "1 LOCK %s ttl=50ms\n", name)
+		line, err := r.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "1 OK ") {
+			t.Fatalf("lock: %q %v", line, err)
+		}
+		// Around the LOST: validity (~48ms) less the 10ms lead, give or take.
+		time.Sleep(time.Duration(34+i%10) * time.Millisecond)
+		fmt.Fprintf(conn, "2 UNLOCK %s\n", name)
+		lost := false
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(line, "* LOST "+name+" ") {
+				lost = true
+				continue
+			}
+			if strings.HasPrefix(line, "2 ") {
+				if strings.Contains(line, "NOT_HELD") {
+					raced++
+					if !lost {
+						t.Fatalf("NOT_HELD for %s before its LOST", name)
+					}
+				}
+				break
+			}
+		}
+	}
+	t.Logf("%d of 40 UNLOCKs came after the expiry", raced)
+}
