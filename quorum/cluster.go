@@ -695,15 +695,20 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	return time.Time{}, &RoundError{Kind: ErrNoQuorum, Yes: yes, Needed: c.quorum, Masters: errs}
 }
 
-// renewBatch is how many holds one renew script call carries.
-const renewBatch = 256
+// renewBatch is how many holds one renew script call carries, and
+// renewChunk how many such calls go to a master at once: a chunk at a time,
+// so that a large renewal does not fill the connection's buffers at once.
+const (
+	renewBatch = 256
+	renewChunk = 16
+)
 
-// Renew sets the lease of every hold in keys on every voting master, one
-// pipelined round trip per master with a script call per renewBatch holds,
-// and counts the answers per hold. Then it repairs: a hold that a majority
-// renewed but some voting master lacks (that master was down at the grant,
-// or let the key expire while paused) is re-created there, so that it
-// regains its full redundancy before the next fault.
+// Renew sets the lease of every hold in keys on every voting master, in
+// pipelined chunks of script calls of renewBatch holds each, and counts the
+// answers per hold. Then it repairs: a hold that a majority renewed but
+// some voting master lacks (that master was down at the grant, or let the
+// key expire while paused) is re-created there, so that it regains its
+// full redundancy before the next fault.
 func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKey) []RenewResult {
 	out := make([]RenewResult, len(keys))
 	if len(keys) == 0 {
@@ -714,33 +719,40 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		k, a := c.renewArgs(lease, keys[lo:min(lo+renewBatch, len(keys))])
 		calls = append(calls, call{keys: k, args: a})
 	}
-	opCtx, cancel := context.WithTimeout(ctx, c.cfg.MasterTimeout)
-	defer cancel()
 	to, _ := c.voters()
 	gone := make([][]int, len(c.masters)) // per master, the holds it lacks
+	// A round may take up to a quarter lease: validity counts from before
+	// it began, so a slow round is safe, and cutting a busy master's
+	// renewal short would lose holds that it was about to keep.
+	roundCtx, cancelRound := context.WithTimeout(ctx, max(c.cfg.MasterTimeout, lease/4))
+	defer cancelRound()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, i := range to {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := c.masters[i].evalMulti(opCtx, renewScript, calls)
-			mu.Lock()
-			defer mu.Unlock()
-			for b, r := range res {
-				lo := b * renewBatch
-				vals, err := c.renewReply(i, r, min(renewBatch, len(keys)-lo))
-				if err != nil {
-					continue
-				}
-				for j, v := range vals {
-					if v == 1 {
-						out[lo+j].OK++
-					} else {
-						out[lo+j].Gone++
-						gone[i] = append(gone[i], lo+j)
+			for first := 0; first < len(calls) && roundCtx.Err() == nil; first += renewChunk {
+				chunk := calls[first:min(first+renewChunk, len(calls))]
+				lo := first * renewBatch
+				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
+				mu.Lock()
+				for b, r := range res {
+					at := lo + b*renewBatch
+					vals, err := c.renewReply(i, r, min(renewBatch, len(keys)-at))
+					if err != nil {
+						continue
+					}
+					for j, v := range vals {
+						if v == 1 {
+							out[at+j].OK++
+						} else {
+							out[at+j].Gone++
+							gone[i] = append(gone[i], at+j)
+						}
 					}
 				}
+				mu.Unlock()
 			}
 		}()
 	}

@@ -47,7 +47,9 @@ type master struct {
 	log     hclog.Logger
 
 	mu         sync.RWMutex
-	client     rueidis.Client
+	client     rueidis.Client // rounds: acquire, release, extend, who, fences
+	bulk       rueidis.Client // renewals and repairs, which may be large
+	health     rueidis.Client // the probe and the safety check
 	state      State
 	lastErr    error
 	epoch      string    // the epoch marker seen last; "" before the first probe
@@ -161,9 +163,45 @@ func (m *master) run(ctx context.Context) {
 	}
 }
 
+// connect makes the master's three connections. Each is one pipeline, so
+// commands on it run in the order they were issued: the release of a failed
+// or decided round can never overtake an acquire of that round still in
+// flight (with several pipes it can, orphaning a key for a whole lease).
+// Renewals, which can be large, go on their own connection, which the
+// master serves turn about with the rounds' instead of queueing rounds
+// behind them; and the probe has its own, so that it measures the master,
+// not how busy our own pipelines are (a busy master is not a dead one).
 func (m *master) connect() {
+	var clients [3]rueidis.Client
+	for i := range clients {
+		c, err := m.newClient()
+		if err != nil {
+			for _, c := range clients[:i] {
+				c.Close()
+			}
+			m.setState(StateDown, err)
+			return
+		}
+		clients[i] = c
+	}
+	m.mu.Lock()
+	if m.cluster.closed() {
+		m.mu.Unlock()
+		for _, c := range clients {
+			c.Close()
+		}
+		return
+	}
+	m.client, m.bulk, m.health = clients[0], clients[1], clients[2]
+	close(m.connected)
+	m.mu.Unlock()
+	m.log.Info("connected", "address", m.cfg.Address)
+	m.loadScripts()
+}
+
+func (m *master) newClient() (rueidis.Client, error) {
 	timeout := m.cluster.cfg.MasterTimeout
-	client, err := rueidis.NewClient(rueidis.ClientOption{
+	return rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:       []string{m.cfg.Address},
 		Username:          m.cfg.Username,
 		Password:          m.cfg.Password,
@@ -172,32 +210,34 @@ func (m *master) connect() {
 		ForceSingleClient: true,
 		DisableCache:      true,
 		// Lock scripts must never be retried: a retried acquire may run twice.
-		DisableRetry: true,
-		// Exactly one pipelined connection per master, so commands run in
-		// the order they were issued: the release of a failed or decided
-		// round can never overtake an acquire of that round still in flight
-		// (with several pipes it can, orphaning a key for a whole lease).
-		PipelineMultiplex: -1,
+		DisableRetry:      true,
+		PipelineMultiplex: -1, // one pipeline: see connect
 		Dialer:            net.Dialer{Timeout: max(4*timeout, time.Second), KeepAlive: 30 * time.Second},
 		// Detect a hung connection well within a lease; the probe marks the
 		// master down sooner than this.
 		ConnWriteTimeout: max(10*timeout, 2*time.Second),
 	})
-	if err != nil {
-		m.setState(StateDown, err)
-		return
+}
+
+// lane picks one of the master's connections.
+type lane int
+
+const (
+	laneRounds lane = iota
+	laneBulk
+	laneHealth
+)
+
+func (m *master) conn(l lane) rueidis.Client {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	switch l {
+	case laneBulk:
+		return m.bulk
+	case laneHealth:
+		return m.health
 	}
-	m.mu.Lock()
-	if m.cluster.closed() {
-		m.mu.Unlock()
-		client.Close()
-		return
-	}
-	m.client = client
-	close(m.connected)
-	m.mu.Unlock()
-	m.log.Info("connected", "address", m.cfg.Address)
-	m.loadScripts()
+	return m.client
 }
 
 // loadScripts puts every script in the master's cache, so that EVALSHA does
@@ -228,9 +268,11 @@ func (m *master) loadScripts() {
 // data), and now and then checks that the master is configured safely.
 func (m *master) probe(ctx context.Context) {
 	cfg := &m.cluster.cfg
-	ctx, cancel := context.WithTimeout(ctx, 2*cfg.MasterTimeout)
+	// Generous: a busy master (or a busy agent) is not a dead one, and
+	// rounds decide without a hung master before it is marked down.
+	ctx, cancel := context.WithTimeout(ctx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
 	defer cancel()
-	vals, err := m.eval(ctx, markerScript, []string{m.cluster.markerKey()}, m.cluster.gateArgs()).ToArray()
+	vals, err := m.evalOn(ctx, laneHealth, markerScript, []string{m.cluster.markerKey()}, m.cluster.gateArgs()).ToArray()
 	var epoch string
 	var left int64
 	if err == nil && len(vals) == 2 {
@@ -270,10 +312,11 @@ func (m *master) probe(ctx context.Context) {
 		m.cluster.wakeAll()
 	}
 	if check {
-		unsafe := m.checkSafety(ctx)
-		m.mu.Lock()
-		m.unsafe, m.checked = unsafe, now
-		m.mu.Unlock()
+		if unsafe, ok := m.checkSafety(ctx); ok {
+			m.mu.Lock()
+			m.unsafe, m.checked = unsafe, now
+			m.mu.Unlock()
+		}
 	}
 	m.mu.RLock()
 	unsafe := m.unsafe
@@ -288,9 +331,15 @@ func (m *master) probe(ctx context.Context) {
 	}
 }
 
-// eval runs s by EVALSHA, loading it with EVAL when the master does not know it.
+// eval runs s on the rounds' connection: see evalOn.
 func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueidis.RedisResult {
-	c := m.getClient()
+	return m.evalOn(ctx, laneRounds, s, keys, args)
+}
+
+// evalOn runs s on the connection l by EVALSHA, loading it with EVAL when
+// the master does not know it.
+func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []string) rueidis.RedisResult {
+	c := m.conn(l)
 	if c == nil {
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
@@ -301,9 +350,10 @@ func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueid
 	return r
 }
 
-// evalMulti runs one script over many key sets in one pipelined round trip.
+// evalMulti runs one script over many key sets in one pipelined round trip
+// on the bulk connection.
 func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueidis.RedisResult {
-	c := m.getClient()
+	c := m.conn(laneBulk)
 	if c == nil {
 		out := make([]rueidis.RedisResult, len(calls))
 		for i := range out {
@@ -431,11 +481,13 @@ func (m *master) unsubscribe(ctx context.Context, ch string) {
 
 func (m *master) close() {
 	m.mu.Lock()
-	c := m.client
-	m.client = nil
+	clients := []rueidis.Client{m.client, m.bulk, m.health}
+	m.client, m.bulk, m.health = nil, nil, nil
 	m.mu.Unlock()
-	if c != nil {
-		c.Close()
+	for _, c := range clients {
+		if c != nil {
+			c.Close()
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redis/rueidis"
 )
 
 // UnsafeError says why a master may forget holds, and so must not vote.
@@ -19,17 +21,23 @@ func (e *UnsafeError) Error() string { return "unsafe master: " + e.Reason }
 // Unwrap makes an UnsafeError match ErrUnsafe.
 func (e *UnsafeError) Unwrap() error { return ErrUnsafe }
 
-// checkSafety reads the master's INFO and returns why it is unsafe, or nil.
-func (m *master) checkSafety(ctx context.Context) error {
-	c := m.getClient()
+// checkSafety reads the master's INFO and returns why it is unsafe, nil if
+// it is safe, and ok false when it could not tell (a timeout on a busy
+// master says nothing about its configuration: the last verdict stands).
+// A master that refuses INFO cannot be checked, and is unsafe.
+func (m *master) checkSafety(ctx context.Context) (unsafe error, ok bool) {
+	c := m.conn(laneHealth)
 	if c == nil {
-		return nil
+		return nil, false
 	}
 	info, err := c.Do(ctx, c.B().Info().Build()).ToString()
-	if err != nil {
-		return &UnsafeError{Reason: "info-refused:" + token(describe(err))}
+	if _, refused := rueidis.IsRedisErr(err); refused {
+		return &UnsafeError{Reason: "info-refused:" + token(describe(err))}, true
 	}
-	return unsafeInfo(info, m.cfg.AllowReplicas)
+	if err != nil {
+		return nil, false
+	}
+	return unsafeInfo(info, m.cfg.AllowReplicas), true
 }
 
 // unsafeInfo judges a master by its INFO text. A master is unsafe when it
