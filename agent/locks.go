@@ -3,10 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +42,7 @@ type waiter struct {
 	tag    string
 	req    protocol.Lock
 	q      *queue
-	info   string // who-info recorded with the hold, less its since=
+	who    quorum.Who // recorded with the hold; SinceMilli is set per attempt
 	state  waiterState
 	done   chan result // receives exactly once, when state becomes granted or failed
 	cancel chan struct{}
@@ -197,7 +194,7 @@ func (s *session) lock(req *protocol.Request) error {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
 	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{})}
-	w.info = fmt.Sprintf("agent=%s pid=%d uid=%d owner=%s mode=%s", a.cfg.AgentID, s.cred.PID, s.cred.UID, l.Owner, l.Mode)
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
 	if r := s.releasing[name]; r != nil {
 		w.after = r.done
 	}
@@ -426,8 +423,10 @@ func (a *Agent) contend(q *queue) {
 			lease = w.req.TTL
 		}
 		holder := a.holderID(w.sess.id, w.req.Owner)
-		info := w.info + " since=" + strconv.FormatInt(time.Now().UnixMilli(), 10) // when this attempt (if it wins) began holding
-		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease, Info: info})
+		who := w.who
+		who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
+		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
+			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode)}, Who: who})
 		wasWoken := woken
 		woken = false
 		if err == nil {
@@ -553,7 +552,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	if w.req.TTL > 0 {
 		lease = w.req.TTL
 	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record, Fence: g.Fence}, sess: s, owner: key.owner,
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record}, sess: s, owner: key.owner,
 		fence: g.Fence, count: 1, mode: w.req.Mode}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
@@ -763,9 +762,6 @@ func (s *session) listHolds(req *protocol.Request) error {
 	return nil
 }
 
-// whoFields is the order of a WHO DATA line.
-var whoFields = []string{"agent", "pid", "uid", "owner", "mode", "fence", "since"}
-
 func (s *session) who(req *protocol.Request) error {
 	name, err := protocol.ParseWho(req)
 	if err != nil {
@@ -781,17 +777,10 @@ func (s *session) whoReply(tag, name string) error {
 		return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
 	}
 	for _, h := range holders {
-		fields := map[string]string{"fence": strconv.FormatInt(h.Fence, 10)}
-		for _, kv := range strings.Fields(h.Info) {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				fields[k] = v
-			}
-		}
-		l := protocol.Reply(tag, protocol.KindData)
-		for _, k := range whoFields {
-			l.Str(k, fields[k])
-		}
-		s.send(l.Bytes())
+		r := h.Record
+		s.send(protocol.Reply(tag, protocol.KindData).Str("agent", r.Who.Agent).Int("pid", int64(r.Who.PID)).
+			Int("uid", int64(r.Who.UID)).Str("owner", r.Who.Owner).Str("mode", string(r.Claim.Mode)).
+			Int("fence", r.Fence).Int("since", r.Who.SinceMilli).Bytes())
 	}
 	s.send(protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders))).Bytes())
 	return nil

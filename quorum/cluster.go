@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,15 +103,17 @@ type AcquireRequest struct {
 	// every attempt: once released, a holder id is refused for Quarantine.
 	Holder string
 	Lease  time.Duration // the lease set on each master
-	Info   string        // who-info recorded with the hold (space-separated key=value)
+	Claim  Claim
+	Who    Who // recorded with the hold
 }
 
 // Grant is a won acquire.
 type Grant struct {
 	Fence int64
-	// Record is what the masters hold for this grant (who-info and fence):
-	// the watchdog re-creates it on a master that lacks it (see Renew).
-	Record string
+	Slot  int // a semaphore's slot; 0 for a lock
+	// Record is what the masters hold for this grant: the watchdog
+	// re-creates it on a master that lacks it (see Renew).
+	Record Record
 	// Deadline is when the hold stops being known valid unless renewed:
 	// the round's start + lease − drift.
 	Deadline time.Time
@@ -127,18 +128,17 @@ type MasterStatus struct {
 	QuarantineLeft time.Duration
 }
 
-// Holder is one current holder of a name as recorded in the masters.
+// Holder is one current holder of a name as recorded in the masters, with
+// the highest fence any of them recorded.
 type Holder struct {
-	ID    string
-	Info  string // the Info of the AcquireRequest
-	Fence int64
+	ID     string
+	Record Record
 }
 
 // RenewKey names one hold to renew, with what to re-create where it is missing.
 type RenewKey struct {
 	Name, Holder string
-	Record       string // the Grant's Record
-	Fence        int64
+	Record       Record // the Grant's; a zero Record is never re-created
 }
 
 // RenewResult counts the voting masters that renewed a hold (OK), that
@@ -339,36 +339,41 @@ func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
 }
 
 // collect reads a round's answers until its outcome is certain or
-// MasterTimeout passed. judge says whether an answer agreed, or the error of
-// a master that failed. It returns the masters that agreed and that failed
-// (the skipped ones, passed in as errs, included), every failure's error,
-// and how many answers were left unread (for drain).
-func (c *Cluster) collect(answers <-chan answer, sent int, errs []error, judge func(answer) (bool, error)) (yes, failed int, _ []error, unread int) {
+// MasterTimeout passed. judge says which slot an answer granted (0 for a
+// lock), or that it refused, or the error of a master that failed. It
+// returns the grants per slot, the masters that failed (the skipped ones,
+// passed in as errs, included), every failure's error, and how many answers
+// were left unread (for drain).
+func (c *Cluster) collect(answers <-chan answer, sent int, errs []error, judge func(answer) (slot int, agreed bool, err error)) (granted map[int]int, failed int, _ []error, unread int) {
 	n := len(c.masters)
+	granted = map[int]int{}
 	failed = len(errs)
 	refused := 0
 	deadline := time.NewTimer(c.cfg.MasterTimeout)
 	defer deadline.Stop()
 	got := 0
-	for ; got < sent && Decide(n, yes, failed+refused) == Pending; got++ {
+	for ; got < sent; got++ {
+		if o, _ := DecideSlots(n, granted, failed+refused); o != Pending {
+			break
+		}
 		a, ok := next(answers, deadline)
 		if !ok {
 			errs = append(errs, errUnanswered(sent-got))
 			failed += sent - got
 			break
 		}
-		agreed, err := judge(a)
+		slot, agreed, err := judge(a)
 		switch {
 		case err != nil:
 			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
 			failed++
 		case agreed:
-			yes++
+			granted[slot]++
 		default:
 			refused++
 		}
 	}
-	return yes, failed, errs, sent - got
+	return granted, failed, errs, sent - got
 }
 
 // errUnanswered stands for the masters that did not answer a round in time.
@@ -426,49 +431,75 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		return Grant{}, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
 	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey()}
-	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}, c.gateArgs()...)
+	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
+	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
+		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10))
 	answers, cancel := c.fanout(ctx, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
+	slots := make([]int, n)    // the slot granted there
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
 	var busyOn []int // masters that answered held: their counters may lag
-	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
+	conflicts := 0
+	granted, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (int, bool, error) {
 		vals, err := a.res.AsIntSlice()
 		switch {
 		case err != nil:
-			return false, err
+			return 0, false, err
+		case len(vals) == 3 && vals[0] == 1:
+			fences[a.i], slots[a.i] = vals[1], int(vals[2])
+			return slots[a.i], true, nil
 		case len(vals) != 2:
-			return false, errors.New("unexpected acquire reply")
-		case vals[0] == 1:
-			fences[a.i] = vals[1]
-			return true, nil
+			return 0, false, errors.New("unexpected acquire reply")
+		case vals[0] == -3:
+			conflicts++
+			round.HeldLimit = int(vals[1])
+			return 0, false, nil
 		}
 		if err := c.quarantineLeft(a.i, vals); err != nil {
-			return false, err
+			return 0, false, err
 		}
 		busyOn = append(busyOn, a.i)
 		round.RetryAfter = max(round.RetryAfter, vals[1])
-		return false, nil
+		return 0, false, nil
 	})
-	busy := len(busyOn)
-	no := busy + failed
-	round.Yes, round.Masters = yes, errs
-	if Decide(n, yes, no) == Won {
+	yes := 0
+	for _, g := range granted {
+		yes += g
+	}
+	busy := len(busyOn) + conflicts
+	outcome, slot := DecideSlots(n, granted, busy+failed)
+	round.Yes, round.Masters, round.BestSlot = yes, errs, slot
+	if outcome == Won {
+		for i := range fences { // the masters that granted another slot give it back
+			if fences[i] > 0 && slots[i] != slot {
+				fences[i] = 0
+				c.releaseOn(req.Name, req.Holder, i)
+			}
+		}
 		fence, err := c.settleFence(ctx, req, fences)
 		if err == nil && len(busyOn) > 0 {
 			c.raiseFence(req, fence, busyOn)
 		}
 		// Masters whose answer was not read yet are brought up to the
 		// fence as their answers come: a master that missed this grant must
-		// not count below it in a later majority.
+		// not count below it in a later majority. One that granted another
+		// slot gives it back.
 		c.drain(answers, unread, cancel, func(a answer) {
-			if vals, err := a.res.AsIntSlice(); err == nil && (len(vals) != 2 || vals[1] != fence) && fence > 0 {
+			vals, err := a.res.AsIntSlice()
+			switch {
+			case err != nil || fence == 0:
+			case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
+				c.releaseOn(req.Name, req.Holder, a.i)
+			case len(vals) != 3 || vals[1] != fence:
 				c.raiseFence(req, fence, []int{a.i})
 			}
 		})
 		validity := Validity(req.Lease, c.clock.Now().Sub(start), c.cfg.DriftFactor)
 		if err == nil && validity > 0 {
-			return Grant{Fence: fence, Record: record(req, fence),
+			claim := req.Claim
+			claim.Slot = slot
+			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Who: req.Who},
 				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 		}
 		if err == nil {
@@ -477,7 +508,12 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		round.Masters = append(round.Masters, err)
 	} else {
 		c.drain(answers, unread, cancel, nil)
-		if failed <= n-c.quorum {
+		switch {
+		case conflicts >= c.quorum:
+			// A majority holds the name for another kind of claim: waiting
+			// would not help.
+			round.Kind = ErrConflict
+		case failed <= n-c.quorum:
 			// Enough masters answered that, uncontended, a majority was
 			// possible: the name is held elsewhere (or the vote split). Only
 			// failures that alone rule out a majority make it NO_QUORUM.
@@ -543,13 +579,8 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 	return fence, nil
 }
 
-// record is what the masters hold for a grant of req with fence.
-func record(req AcquireRequest, fence int64) string {
-	return req.Info + " fence=" + strconv.FormatInt(fence, 10)
-}
-
 func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []string) {
-	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)}, []string{strconv.FormatInt(fence, 10), record(req, fence)}
+	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)}, []string{strconv.FormatInt(fence, 10)}
 }
 
 // raiseFence brings req's name's counter on the masters to at least fence
@@ -563,6 +594,25 @@ func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
 			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
 		}
 	})
+}
+
+// releaseOn gives back, on master i alone, a grant of a slot that lost.
+func (c *Cluster) releaseOn(name, holder string, i int) {
+	keys, args := c.releaseArgs(name, holder, false)
+	c.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
+		defer cancel()
+		c.masters[i].eval(ctx, releaseScript, keys, args)
+	})
+}
+
+func (c *Cluster) releaseArgs(name, holder string, real bool) (keys, args []string) {
+	message := name
+	if !real {
+		message = c.giveBack
+	}
+	return []string{c.setKey(name), c.holderKey(name, holder)},
+		[]string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 }
 
 // releaseAsync gives back a failed round's partial grants in the background.
@@ -588,12 +638,7 @@ func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error)
 }
 
 func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (int, error) {
-	keys := []string{c.setKey(name), c.holderKey(name, holder)}
-	message := name
-	if !real {
-		message = c.giveBack
-	}
-	args := []string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
+	keys, args := c.releaseArgs(name, holder, real)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
 	answers := make(chan answer, len(c.masters))
 	sent := 0
@@ -677,13 +722,14 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	answers, cancel := c.fanout(ctx, renewScript, keys, args, to)
 	sent := len(to)
 	gone := 0
-	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
+	granted, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (int, bool, error) {
 		vals, err := c.renewReply(a.i, a.res, 1)
 		if err == nil && vals[0] == 0 {
 			gone++
 		}
-		return err == nil && vals[0] == 1, err
+		return 0, err == nil && vals[0] == 1, err
 	})
+	yes := granted[0]
 	no := gone + failed
 	c.drain(answers, unread, cancel, nil)
 	if Decide(n, yes, no) == Won && Validity(lease, c.clock.Now().Sub(start), c.cfg.DriftFactor) > 0 {
@@ -773,13 +819,14 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 		var calls []call
 		for _, h := range holds {
 			k := keys[h]
-			if out[h].OK < c.quorum || k.Record == "" {
+			if out[h].OK < c.quorum || k.Record.Fence == 0 {
 				continue
 			}
 			idx = append(idx, h)
+			args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
 			calls = append(calls, call{
 				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
-				args: append([]string{k.Holder, ms, k.Record, c.holderPrefix(k.Name)}, append(c.gateArgs(), strconv.FormatInt(k.Fence, 10))...),
+				args: append(args, k.Record.fields()...),
 			})
 		}
 		if len(calls) == 0 {
@@ -839,18 +886,22 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 			continue
 		}
 		ok++
-		for j := 0; j+2 < len(vals); j += 3 {
+		width := 1 + len(recordFields)
+		for j := 0; j+width <= len(vals); j += width {
 			id, _ := vals[j].ToString()
-			info, _ := vals[j+1].ToString()
-			info, fence := splitFence(info)
+			f := make([]string, len(recordFields))
+			for k := range f {
+				f[k], _ = vals[j+1+k].ToString()
+			}
+			r := recordOf(f)
 			s := byID[id]
 			if s == nil {
-				s = &seen{h: Holder{ID: id, Info: info}}
+				s = &seen{h: Holder{ID: id, Record: r}}
 				byID[id] = s
 				order = append(order, id)
 			}
 			s.count++
-			s.h.Fence = max(s.h.Fence, fence)
+			s.h.Record.Fence = max(s.h.Record.Fence, r.Fence)
 		}
 	}
 	if ok < c.quorum {
@@ -863,15 +914,6 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 		}
 	}
 	return out, nil
-}
-
-func splitFence(info string) (string, int64) {
-	i := strings.LastIndex(info, " fence=")
-	if i < 0 {
-		return info, 0
-	}
-	f, _ := strconv.ParseInt(info[i+len(" fence="):], 10, 64)
-	return info[:i], f
 }
 
 // Watch is a subscription to the release messages of one name. C receives

@@ -81,7 +81,7 @@ func waitStates(t testing.TB, c *Cluster, ok func([]MasterStatus) bool) {
 }
 
 func req(name, holder string) AcquireRequest {
-	return AcquireRequest{Name: name, Holder: holder, Lease: 5 * time.Second, Info: "agent=t owner=" + holder}
+	return AcquireRequest{Name: name, Holder: holder, Lease: 5 * time.Second, Who: Who{Agent: "t", Owner: holder}}
 }
 
 func TestAcquireReleaseAndBusy(t *testing.T) {
@@ -200,7 +200,7 @@ func TestRenewExtendAndWho(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	if _, err := c.Acquire(ctx, AcquireRequest{Name: "r", Holder: "h1", Lease: 300 * time.Millisecond, Info: "agent=x pid=1"}); err != nil {
+	if _, err := c.Acquire(ctx, AcquireRequest{Name: "r", Holder: "h1", Lease: 300 * time.Millisecond, Who: Who{Agent: "x", PID: 1, SinceMilli: 42}}); err != nil {
 		t.Fatal(err)
 	}
 	res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h1"}, {Name: "r", Holder: "ghost"}})
@@ -210,7 +210,7 @@ func TestRenewExtendAndWho(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond) // past the first lease: the renewal must have replaced it
 	who, err := c.Who(ctx, "r")
-	if err != nil || len(who) != 1 || who[0].ID != "h1" || who[0].Info != "agent=x pid=1" || who[0].Fence < 1 {
+	if err != nil || len(who) != 1 || who[0].ID != "h1" || who[0].Record.Who != (Who{Agent: "x", PID: 1, SinceMilli: 42}) || who[0].Record.Fence < 1 || who[0].Record.Claim.Mode != Exclusive {
 		t.Fatalf("who = %+v, %v", who, err)
 	}
 	if _, err := c.Extend(ctx, "r", "h1", time.Second); err != nil {

@@ -30,6 +30,9 @@ var (
 	ErrClosed = errors.New("quorum: closed")
 	// ErrUnsafe: the master is configured so that it may forget holds; see UnsafeError.
 	ErrUnsafe = errors.New("quorum: unsafe master")
+	// ErrConflict: a majority holds the name for another kind of claim (a
+	// semaphore of another limit, or a lock against a semaphore).
+	ErrConflict = errors.New("quorum: held with another limit")
 	// ErrOverloaded: a round waited its whole admission budget for a slot.
 	ErrOverloaded = errors.New("quorum: overloaded")
 )
@@ -46,20 +49,27 @@ func (e *MasterError) Unwrap() error { return e.Err }
 // RoundError says why a quorum round failed. It unwraps to ErrNoQuorum or
 // ErrBusy and to every master's error.
 type RoundError struct {
-	Kind    error // ErrNoQuorum or ErrBusy
+	Kind    error // ErrNoQuorum, ErrBusy or ErrConflict
 	Yes     int   // masters that agreed
 	Needed  int
 	Masters []error
 	// RetryAfter is, for ErrBusy, how long until the other holder's lease
 	// runs out on the masters: the fallback wake-up of a waiter.
 	RetryAfter int64 // milliseconds
+	// HeldLimit is, for ErrConflict, the limit the name is held with (1: a lock).
+	HeldLimit int
+	// BestSlot is the slot most masters granted: the one to ask for next.
+	BestSlot int
 }
 
 func (e *RoundError) Error() string {
 	var b strings.Builder
-	if e.Kind == ErrBusy {
+	switch e.Kind {
+	case ErrBusy:
 		b.WriteString("held by another")
-	} else {
+	case ErrConflict:
+		fmt.Fprintf(&b, "held with limit=%d", e.HeldLimit)
+	default:
 		fmt.Fprintf(&b, "%d of %d needed masters agreed", e.Yes, e.Needed)
 	}
 	for i, m := range e.Masters {

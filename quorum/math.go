@@ -40,3 +40,27 @@ func Decide(n, yes, no int) Outcome {
 	}
 	return Pending
 }
+
+// DecideSlots is Decide for a claim that must win a majority on one slot
+// (a semaphore's; 0 for a lock): granted[s] masters granted slot s, no
+// refused or failed, the rest have not answered. It returns Won and the
+// slot as soon as one slot has a majority, Lost once no slot can reach one
+// (masters granting different slots split the vote), else Pending.
+func DecideSlots(n int, granted map[int]int, no int) (Outcome, int) {
+	q := Majority(n)
+	unanswered := n - no
+	best, bestSlot := 0, 0
+	for s, g := range granted {
+		unanswered -= g
+		if g > best || (g == best && s < bestSlot) {
+			best, bestSlot = g, s
+		}
+	}
+	switch {
+	case best >= q:
+		return Won, bestSlot
+	case best+unanswered < q:
+		return Lost, bestSlot
+	}
+	return Pending, bestSlot
+}

@@ -200,25 +200,24 @@ func TestRenewalRepairsAHoldMissingOnAMaster(t *testing.T) {
 	if n := servers[2].Keys("t:{r}:h:h"); n != 0 {
 		t.Fatal("the down master has the hold")
 	}
-	res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h", Record: g.Record, Fence: g.Fence},
-		{Name: "ghost", Holder: "x", Record: "agent=x fence=1", Fence: 1}})
+	res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h", Record: g.Record},
+		{Name: "ghost", Holder: "x", Record: Record{Fence: 1}}})
 	if res[0].OK != 2 || res[0].Gone != 1 || res[0].Repaired != 1 {
 		t.Fatalf("renew %+v", res[0])
 	}
 	if res[1].Repaired != 0 {
 		t.Fatalf("a hold no majority has was re-created: %+v", res[1])
 	}
-	if v, _ := servers[2].Do("GET", "t:{r}:h:h"); v != g.Record {
-		t.Fatalf("re-created record %q, want %q", v, g.Record)
+	if v, _ := servers[2].Do("HGET", "t:{r}:h:h", "fence"); v != strconv.FormatInt(g.Fence, 10) {
+		t.Fatalf("re-created record has fence %q, want %d", v, g.Fence)
 	}
 	if v, _ := servers[2].Do("GET", "t:{r}:fence"); v != strconv.FormatInt(g.Fence, 10) {
 		t.Fatalf("fence counter %q on the repaired master, want %d", v, g.Fence)
 	}
 	// A repair never takes a name from another holder.
 	c.Release(ctx, "r", "h")
-	servers[0].Do("SET", "t:{r}:h:other", "x", "PX", "5000")
-	servers[0].Do("SADD", "t:{r}", "other")
-	if res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h", Record: g.Record, Fence: g.Fence}}); res[0].Repaired != 0 {
+	plantHolder(servers[0], "t:{r}", "other")
+	if res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h", Record: g.Record}}); res[0].Repaired != 0 {
 		t.Fatalf("a released hold came back: %+v", res[0])
 	}
 }
@@ -263,8 +262,7 @@ func TestAFailedRoundDoesNotWakeItsOwnAgent(t *testing.T) {
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
 	for _, s := range servers[:2] {
-		s.Do("SET", "t:{s}:h:other", "x", "PX", "5000")
-		s.Do("SADD", "t:{s}", "other")
+		plantHolder(s, "t:{s}", "other")
 	}
 	waitStates(t, c, func([]MasterStatus) bool { // subscribers up
 		for _, m := range c.masters {
@@ -327,7 +325,7 @@ func TestABurstIsQueuedNotTimedOut(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Acquire(ctx, AcquireRequest{Name: fmt.Sprintf("b%d", i), Holder: "h", Lease: 15 * time.Second, Info: "x"}); err != nil {
+			if _, err := c.Acquire(ctx, AcquireRequest{Name: fmt.Sprintf("b%d", i), Holder: "h", Lease: 15 * time.Second}); err != nil {
 				errs <- err
 			}
 		}()
@@ -354,4 +352,12 @@ func TestABurstIsQueuedNotTimedOut(t *testing.T) {
 	if failed > 0 {
 		t.Fatalf("%d of %d acquires failed, e.g. %v", failed, n, first)
 	}
+}
+
+// plantHolder records a foreign exclusive holder of a name (its set key)
+// directly on s, as another agent's acquire would, for 5 s.
+func plantHolder(s *redistest.Server, set, holder string) {
+	s.Do("HSET", set+":h:"+holder, "mode", "exclusive", "limit", "1", "slot", "0", "fence", "1", "agent", "elsewhere")
+	s.Do("PEXPIRE", set+":h:"+holder, "5000")
+	s.Do("SADD", set, holder)
 }

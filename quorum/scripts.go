@@ -8,7 +8,8 @@ import (
 // A name's keys on one master all share the hash tag {name}:
 //
 //	P{name}            set of holder ids that may hold the name
-//	P{name}:h:HOLDER   one per holder; value = who-info and fence; PX = its lease
+//	P{name}:h:HOLDER   one per holder: a hash of its claim (mode, limit, slot),
+//	                   fence and who-info (agent, pid, uid, owner, since); PX = its lease
 //	P{name}:fence      the fence counter; never expires
 //	P{name}:released:HOLDER  tombstone of a release that found no key (see releaseSrc)
 //	Pepoch             the master's epoch marker: a hash {epoch, until}
@@ -48,13 +49,24 @@ local function gate(marker, epoch, quarantine)
 end
 `
 
-// acquireSrc grants HOLDER if no other live holder is listed and HOLDER's
-// attempt was not already released (a tombstone: see releaseSrc).
-// KEYS: set, fence, holder key, marker. ARGV: holder, lease ms, info, holder
-// key prefix, epoch, quarantine ms.
-// Returns {1, fence} on grant, {0, ms until the longest other holder's lease
-// ends} when held, {0, -1} when the attempt was released before it arrived,
-// {-2, ms} while the master is quarantined.
+// recordFields are the fields of a holder's record hash, in the order the
+// scripts take and return them.
+var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since"}
+
+// acquireSrc grants HOLDER a claim on the name if it is compatible with
+// every other live holder, and HOLDER's attempt was not already released (a
+// tombstone: see releaseSrc). Claims: an exclusive lock (limit 1) goes with
+// no other holder; a shared one with shared ones only; a semaphore of limit
+// K > 1 takes one of K slots (the one asked for, or the lowest free), with
+// holders of the same K only.
+// KEYS: set, fence, holder key, marker. ARGV: holder, lease ms, holder key
+// prefix, epoch, quarantine ms, mode, limit, slot (0: any), agent, pid,
+// uid, owner, since.
+// Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
+// (the longest; for a full semaphore the shortest)} when held, {0, -1} when
+// the attempt was released before it arrived, {-2, ms} while the master is
+// quarantined, {-3, K} when live holders have another kind (K their limit, 1
+// for a lock).
 //
 // The fence counter is a hybrid clock: a counter that is missing (a new name,
 // or a master that lost its data) starts at the master's time, in whole
@@ -65,34 +77,59 @@ end
 // when every master lost its counters, as long as master clocks do not step
 // back and differ by less than the quarantine.
 const acquireSrc = gateLua + `
-local q, floor = gate(KEYS[4], ARGV[5], tonumber(ARGV[6]))
+local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
 if q > 0 then return {-2, q} end
 if redis.call('EXISTS', KEYS[1] .. ':released:' .. ARGV[1]) == 1 then return {0, -1} end
-local wait = -1
+local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local wait, soonest, conflict = -1, -1, 0
+local taken = {}
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if m ~= ARGV[1] then
-    local ttl = redis.call('PTTL', ARGV[4] .. m)
+    local key = ARGV[3] .. m
+    local ttl = redis.call('PTTL', key)
     if ttl == -2 then
       redis.call('SREM', KEYS[1], m)
-    elseif ttl > wait then
-      wait = ttl
-    elseif wait < 0 then
-      wait = 0
+    else
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot')
+      local hl = tonumber(h[2]) or 1
+      if hl ~= limit and (hl > 1 or limit > 1) then
+        conflict = hl
+      elseif limit > 1 then
+        taken[tonumber(h[3]) or 0] = true
+        if soonest < 0 or ttl < soonest then soonest = ttl end
+      elseif mode ~= 'shared' or h[1] ~= 'shared' then
+        if ttl > wait then wait = ttl elseif wait < 0 then wait = 0 end
+      end
     end
   end
 end
-if wait >= 0 then return {0, wait} end
+if conflict > 0 then return {-3, conflict} end
+local slot = 0
+if limit > 1 then
+  if want > 0 then
+    if not taken[want] then slot = want end
+  else
+    for s = 1, limit do
+      if not taken[s] then slot = s break end
+    end
+  end
+  if slot == 0 then return {0, math.max(soonest, 0)} end
+elseif wait >= 0 then
+  return {0, wait}
+end
 local cur = redis.call('GET', KEYS[2])
 local fence
 if cur then fence = tonumber(cur) + 1 else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
 fence = string.format('%d', fence)
 redis.call('SET', KEYS[2], fence)
-redis.call('SET', KEYS[3], ARGV[3] .. ' fence=' .. fence, 'PX', ARGV[2])
+redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
+  'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return {1, tonumber(fence)}
+return {1, tonumber(fence), slot}
 `
 
 // renewSrc sets the lease of many holds at once: one script call per batch
@@ -121,29 +158,41 @@ return out
 
 // repairSrc re-creates a hold that a majority still has on a master that
 // lacks it (it was down at the grant, or expired the key while paused), so
-// the hold regains its full redundancy. It never takes the name from
-// another holder, never undoes a release, and raises the fence counter to
-// the hold's fence. KEYS: set, fence, holder key, marker. ARGV: holder,
-// lease ms, record, holder key prefix, epoch, quarantine ms, fence.
+// the hold regains its full redundancy. It never re-creates it beside a
+// holder it is not compatible with, never undoes a release, and raises the
+// fence counter to the hold's fence. KEYS: set, fence, holder key, marker.
+// ARGV: holder, lease ms, holder key prefix, epoch, quarantine ms, then the
+// record's fields in recordFields order.
 // Returns 2 if re-created, 1 if it was there, 0 if it may not be, -2 while quarantined.
 const repairSrc = gateLua + `
-local q = gate(KEYS[4], ARGV[5], tonumber(ARGV[6]))
+local q = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
 if q > 0 then return -2 end
 if redis.call('PEXPIRE', KEYS[3], ARGV[2]) == 1 then return 1 end
 if redis.call('EXISTS', KEYS[1] .. ':released:' .. ARGV[1]) == 1 then return 0 end
+local mode, limit, slot = ARGV[6], tonumber(ARGV[7]), ARGV[8]
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if m ~= ARGV[1] then
-    if redis.call('PTTL', ARGV[4] .. m) ~= -2 then return 0 end
-    redis.call('SREM', KEYS[1], m)
+    local key = ARGV[3] .. m
+    if redis.call('PTTL', key) == -2 then
+      redis.call('SREM', KEYS[1], m)
+    else
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot')
+      local hl = tonumber(h[2]) or 1
+      if hl ~= limit then return 0 end
+      if limit > 1 and h[3] == slot then return 0 end
+      if limit == 1 and (mode ~= 'shared' or h[1] ~= 'shared') then return 0 end
+    end
   end
 end
-redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
+redis.call('HSET', KEYS[3], 'mode', ARGV[6], 'limit', ARGV[7], 'slot', ARGV[8], 'fence', ARGV[9],
+  'agent', ARGV[10], 'pid', ARGV[11], 'uid', ARGV[12], 'owner', ARGV[13], 'since', ARGV[14])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[7]) then
-  redis.call('SET', KEYS[2], ARGV[7])
+if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[9]) then
+  redis.call('SET', KEYS[2], ARGV[9])
 end
 return 2
 `
@@ -170,10 +219,10 @@ return held
 `
 
 // raiseFenceSrc raises the fence counter to at least ARGV[1] and, if the
-// holder key exists, makes its record (ARGV[2]) carry the settled fence.
+// holder's record exists, makes it carry that fence.
 // KEYS: fence, holder key. Returns the counter after.
 const raiseFenceSrc = `
-if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2], 'XX', 'KEEPTTL') end
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 local want = tonumber(ARGV[1])
 if cur < want then
@@ -183,15 +232,17 @@ end
 return cur
 `
 
-// whoSrc lists the live holders: {holder, info, pttl, ...}. KEYS: set. ARGV: holder key prefix.
+// whoSrc lists the live holders: {holder, the record's fields in
+// recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
 const whoSrc = `
 local out = {}
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local info = redis.call('GET', ARGV[1] .. m)
-  if info then
+  local key = ARGV[1] .. m
+  if redis.call('EXISTS', key) == 1 then
     table.insert(out, m)
-    table.insert(out, info)
-    table.insert(out, redis.call('PTTL', ARGV[1] .. m))
+    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since')) do
+      table.insert(out, v or '')
+    end
   end
 end
 return out

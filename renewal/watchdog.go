@@ -37,10 +37,9 @@ type Hold struct {
 	// Lease is the lease the hold was granted with: its ttl for a Fixed
 	// hold, else the watchdog lease. It sets the hold's lead (see Lead).
 	Lease time.Duration
-	// Record and Fence are the grant's (quorum.Grant): a renewal re-creates
-	// the hold with them on a master that lacks it.
-	Record string
-	Fence  int64
+	// Record is the grant's (quorum.Grant): a renewal re-creates the hold
+	// with it on a master that lacks it.
+	Record quorum.Record
 
 	deadline time.Time // guarded by Watchdog.mu
 }
@@ -218,7 +217,7 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 	if len(r.holds) > 0 {
 		keys := make([]quorum.RenewKey, len(r.holds))
 		for i, h := range r.holds {
-			keys[i] = quorum.RenewKey{Name: h.Name, Holder: h.Holder, Record: h.Record, Fence: h.Fence}
+			keys[i] = quorum.RenewKey{Name: h.Name, Holder: h.Holder, Record: h.Record}
 		}
 		r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
 	}

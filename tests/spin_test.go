@@ -23,7 +23,11 @@ func plantHolder(t *testing.T, s *redistest.Server, name string) {
 	if _, err := s.Do("PEXPIRE", set, "60000"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Do("SET", set+":h:elsewhere", "agent=elsewhere pid=1 uid=1 owner= mode=exclusive fence=1", "PX", "60000"); err != nil {
+	if _, err := s.Do("HSET", set+":h:elsewhere", "mode", "exclusive", "limit", "1", "slot", "0", "fence", "1",
+		"agent", "elsewhere", "pid", "1", "uid", "1", "owner", "", "since", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do("PEXPIRE", set+":h:elsewhere", "60000"); err != nil {
 		t.Fatal(err)
 	}
 }

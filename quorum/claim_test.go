@@ -1,0 +1,176 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// TestDecideSlotsEveryAnswer tries every combination of answers from 3 and
+// 5 masters (not yet answered, refused or failed, or granted one of three
+// slots): a claim is won exactly when one slot has a majority, lost exactly
+// when no slot can still reach one, and a round with every answer in is
+// never pending.
+func TestDecideSlotsEveryAnswer(t *testing.T) {
+	const pending, no = -1, 0 // answer kinds besides slots 1..3
+	for _, n := range []int{3, 5} {
+		q := Majority(n)
+		answers := make([]int, n)
+		var try func(i int)
+		try = func(i int) {
+			if i < n {
+				for a := pending; a <= 3; a++ {
+					answers[i] = a
+					try(i + 1)
+				}
+				return
+			}
+			granted := map[int]int{}
+			refused, waiting := 0, 0
+			for _, a := range answers {
+				switch a {
+				case pending:
+					waiting++
+				case no:
+					refused++
+				default:
+					granted[a]++
+				}
+			}
+			got, slot := DecideSlots(n, granted, refused)
+			want := Pending
+			best := 0
+			for _, g := range granted {
+				best = max(best, g)
+			}
+			switch {
+			case best >= q:
+				want = Won
+			case best+waiting < q:
+				want = Lost
+			}
+			if got != want || (want == Won && granted[slot] < q) || (waiting == 0 && got == Pending) {
+				t.Fatalf("n=%d answers %v: got %v slot %d, want %v", n, answers, got, slot, want)
+			}
+		}
+		try(0)
+	}
+}
+
+func claimReq(name, holder string, claim Claim) AcquireRequest {
+	return AcquireRequest{Name: name, Holder: holder, Lease: 5 * time.Second, Claim: claim, Who: Who{Agent: "t", Owner: holder}}
+}
+
+// TestClaimKindsOnRealMasters: shared claims go together and exclude an
+// exclusive one; a semaphore hands out distinct slots and refuses another
+// limit (or a lock) as a conflict.
+func TestClaimKindsOnRealMasters(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	shared, sem3 := Claim{Mode: Shared}, Claim{Limit: 3}
+	for _, h := range []string{"r1", "r2"} {
+		if _, err := c.Acquire(ctx, claimReq("rw", h, shared)); err != nil {
+			t.Fatalf("shared %s: %v", h, err)
+		}
+	}
+	if _, err := c.Acquire(ctx, claimReq("rw", "w", Claim{})); !errors.Is(err, ErrBusy) {
+		t.Fatalf("exclusive while shared holders: %v, want busy", err)
+	}
+	who, err := c.Who(ctx, "rw")
+	if err != nil || len(who) != 2 || who[0].Record.Claim.Mode != Shared {
+		t.Fatalf("who = %+v %v", who, err)
+	}
+	c.Release(ctx, "rw", "r1")
+	c.Release(ctx, "rw", "r2")
+	if _, err := c.Acquire(ctx, claimReq("rw", "w2", Claim{})); err != nil {
+		t.Fatalf("exclusive once the readers left: %v", err)
+	}
+	if _, err := c.Acquire(ctx, claimReq("rw", "r3", shared)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("shared while an exclusive holder: %v, want busy", err)
+	}
+
+	seen := map[int]bool{}
+	for i := range 3 {
+		g, err := c.Acquire(ctx, claimReq("sem", fmt.Sprintf("s%d", i), sem3))
+		if err != nil || g.Slot < 1 || g.Slot > 3 || seen[g.Slot] || g.Record.Claim.Slot != g.Slot {
+			t.Fatalf("semaphore holder %d: %+v %v (slots so far %v)", i, g, err, seen)
+		}
+		seen[g.Slot] = true
+	}
+	if _, err := c.Acquire(ctx, claimReq("sem", "s4", sem3)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a fourth holder of limit=3: %v, want busy", err)
+	}
+	var round *RoundError
+	if _, err := c.Acquire(ctx, claimReq("sem", "s5", Claim{Limit: 5})); !errors.Is(err, ErrConflict) || !errors.As(err, &round) || round.HeldLimit != 3 {
+		t.Fatalf("limit=5 on a limit=3 semaphore: %v, want a conflict naming 3", err)
+	}
+	if _, err := c.Acquire(ctx, claimReq("sem", "plain", Claim{})); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a lock on a semaphore: %v, want a conflict", err)
+	}
+	if _, err := c.Acquire(ctx, claimReq("rw", "sem", sem3)); !errors.Is(err, ErrConflict) || !errors.As(err, &round) || round.HeldLimit != 1 {
+		t.Fatalf("a semaphore on a locked name: %v, want a conflict naming 1", err)
+	}
+}
+
+// plantClaim records a foreign holder of name with claim on s, for 5 s.
+func plantClaim(s *redistest.Server, name, holder string, claim Claim) {
+	key := "t:{" + name + "}:h:" + holder
+	s.Do("HSET", key, "mode", string(claim.mode()), "limit", fmt.Sprint(claim.limit()), "slot", fmt.Sprint(claim.Slot), "fence", "1", "agent", "elsewhere")
+	s.Do("PEXPIRE", key, "5000")
+	s.Do("SADD", "t:{"+name+"}", holder)
+}
+
+// TestSplitVotesPerKind: masters that disagree. A semaphore whose masters
+// grant different slots keeps the slot with a majority and gives back the
+// others; with no slot on a majority it gives back everything. A shared
+// claim wins on the masters where only readers hold.
+func TestSplitVotesPerKind(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+
+	// m0 has slot 1 taken, so it grants slot 2; m1 and m2 grant slot 1.
+	plantClaim(servers[0], "split", "other", Claim{Limit: 2, Slot: 1})
+	g, err := c.Acquire(ctx, claimReq("split", "h", Claim{Limit: 2}))
+	if err != nil || g.Slot != 1 {
+		t.Fatalf("got %+v %v, want slot 1 (the majority's)", g, err)
+	}
+	time.Sleep(100 * time.Millisecond) // the give-back is in the background
+	if servers[0].Keys("t:{split}:h:h") != 0 {
+		t.Fatal("m0's grant of the losing slot 2 was not given back")
+	}
+
+	// Every master grants a different slot: nothing is won, all is given back.
+	plantClaim(servers[0], "three", "a", Claim{Limit: 3, Slot: 1})
+	plantClaim(servers[0], "three", "b", Claim{Limit: 3, Slot: 2}) // m0 grants 3
+	plantClaim(servers[1], "three", "a", Claim{Limit: 3, Slot: 1})
+	plantClaim(servers[1], "three", "c", Claim{Limit: 3, Slot: 3}) // m1 grants 2
+	plantClaim(servers[2], "three", "b", Claim{Limit: 3, Slot: 2})
+	plantClaim(servers[2], "three", "c", Claim{Limit: 3, Slot: 3}) // m2 grants 1
+	_, err = c.Acquire(ctx, claimReq("three", "h", Claim{Limit: 3}))
+	var round *RoundError
+	if !errors.Is(err, ErrBusy) || !errors.As(err, &round) || round.Yes != 3 {
+		t.Fatalf("three slots, three masters: %v, want a busy split of 3 grants", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i, s := range servers {
+		if s.Keys("t:{three}:h:h") != 0 {
+			t.Fatalf("m%d kept a grant of a split round", i)
+		}
+	}
+
+	// Readers on m1, a writer on m0: a reader wins on m1 and m2.
+	plantClaim(servers[0], "rws", "writer", Claim{})
+	plantClaim(servers[1], "rws", "reader", Claim{Mode: Shared})
+	if _, err := c.Acquire(ctx, claimReq("rws", "h", Claim{Mode: Shared})); err != nil {
+		t.Fatalf("a reader with readers on m1 and nothing on m2: %v", err)
+	}
+	if _, err := c.Acquire(ctx, claimReq("rws", "w", Claim{})); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a writer against those readers: %v, want busy", err)
+	}
+}
