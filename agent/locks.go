@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,18 +14,52 @@ import (
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// hold is one name held by one session+owner. count and the session's map
-// are guarded by the session's mu.
+// hold is one name held by one session+owner. count, acquired, mode and
+// the session's map are guarded by the session's mu.
 type hold struct {
 	rh    *renewal.Hold // name, holder id, and whether it is a ttl= hold
 	sess  *session
 	owner string
 	fence int64
 	count int
-	mode  protocol.Mode
+	// acquired is the mode of each acquisition, the most recent last
+	// (len == count): UNLOCK undoes them last first.
+	acquired []protocol.Mode
+	mode     protocol.Mode // as the masters hold it: exclusive while any acquisition is
+	limit    int           // 1 for a lock, K for a semaphore
+	slot     int           // a semaphore's slot
+}
+
+// limitOf is a LOCK's limit: 1 for a plain lock.
+func limitOf(l protocol.Lock) int { return max(l.Limit, 1) }
+
+// reenter counts another acquisition of h by its session+owner, or says why
+// it contradicts the hold: another limit, or shared to exclusive (an
+// upgrade would deadlock two readers that both try it). s.mu is held.
+func (h *hold) reenter(l protocol.Lock) error {
+	switch {
+	case limitOf(l) != h.limit:
+		return protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", h.rh.Name, h.limit)
+	case h.mode == protocol.Shared && l.Mode == protocol.Exclusive:
+		return protocol.Errorf(protocol.ErrConflict, "no upgrade: %s is held shared", h.rh.Name)
+	}
+	h.count++
+	h.acquired = append(h.acquired, l.Mode)
+	return nil
+}
+
+// snapshot is what a grant or re-entry answers, taken under s.mu.
+func (h *hold) snapshot(validity time.Duration) result {
+	return result{fence: h.fence, count: h.count, validity: validity, limit: h.limit, slot: h.slot}
 }
 
 func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
+
+// lastRound is what a failed round advises the next attempt for the same waiter.
+type lastRound struct {
+	w        *waiter
+	bestSlot int
+}
 
 // waiterState is where a waiter is; it changes only under its queue's mu.
 type waiterState int
@@ -57,10 +92,11 @@ type waiter struct {
 // result is a LOCK's outcome: a snapshot of the hold taken under the
 // session's lock, or an error.
 type result struct {
-	fence    int64
-	count    int
-	validity time.Duration
-	err      error // quorum.ErrBusy for BUSY
+	fence       int64
+	count       int
+	limit, slot int
+	validity    time.Duration
+	err         error // quorum.ErrBusy for BUSY
 }
 
 // queue is this agent's waiters for one name in arrival order. One contender
@@ -128,10 +164,8 @@ func unsupported(l protocol.Lock) error {
 	switch {
 	case len(l.Names) > 1:
 		return protocol.Errorf(protocol.ErrBadRequest, "multi-name LOCK not supported yet")
-	case l.Mode == protocol.Shared:
-		return protocol.Errorf(protocol.ErrBadRequest, "mode=shared not supported yet")
-	case l.Limit > 0:
-		return protocol.Errorf(protocol.ErrBadRequest, "limit= not supported yet")
+	case l.Mode == protocol.Shared && l.Limit > 1:
+		return protocol.Errorf(protocol.ErrBadRequest, "mode=shared goes with a lock, not with limit=%d", l.Limit)
 	case l.Fair:
 		return protocol.Errorf(protocol.ErrBadRequest, "fair=true not supported yet")
 	}
@@ -178,8 +212,11 @@ func (s *session) lock(req *protocol.Request) error {
 	}
 	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
 		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
-			h.count++
-			line := grantLine(req.Tag, result{fence: h.fence, count: h.count, validity: v})
+			if err := h.reenter(l); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			line := grantLine(req.Tag, h.snapshot(v))
 			s.mu.Unlock()
 			s.send(line)
 			return nil
@@ -269,7 +306,11 @@ func (s *session) await(w *waiter) result {
 }
 
 func grantLine(tag string, r result) []byte {
-	return protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count)).Bytes()
+	l := protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count))
+	if r.limit > 1 {
+		l.Int("slot", int64(r.slot))
+	}
+	return l.Bytes()
 }
 
 func lostLine(h *hold, reason string) []byte {
@@ -376,9 +417,10 @@ func (a *Agent) contend(q *queue) {
 	}()
 	ctx := a.runCtx
 	var (
-		fails     int       // failed attempts since the last grant or quiet spell that a split vote, no quorum or a wake-up caused
-		woken     bool      // the coming attempt follows a wake-up
-		notBefore time.Time // no attempt before this
+		fails     int        // failed attempts since the last grant or quiet spell that a split vote, no quorum or a wake-up caused
+		woken     bool       // the coming attempt follows a wake-up
+		notBefore time.Time  // no attempt before this
+		last      *lastRound // the last failed round's advice
 	)
 	for {
 		w := a.head(q)
@@ -423,10 +465,14 @@ func (a *Agent) contend(q *queue) {
 			lease = w.req.TTL
 		}
 		holder := a.holderID(w.sess.id, w.req.Owner)
+		slot := 0
+		if last != nil && last.w == w {
+			slot = last.bestSlot // after a split, ask for the slot most masters granted
+		}
 		who := w.who
 		who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
 		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
-			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode)}, Who: who})
+			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode), Limit: limitOf(w.req), Slot: slot}, Who: who})
 		wasWoken := woken
 		woken = false
 		if err == nil {
@@ -437,6 +483,14 @@ func (a *Agent) contend(q *queue) {
 		}
 		var round *quorum.RoundError
 		errors.As(err, &round)
+		if round != nil {
+			last = &lastRound{w: w, bestSlot: round.BestSlot}
+		}
+		if errors.Is(err, quorum.ErrConflict) {
+			// Held for another kind of claim: waiting would not help.
+			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", q.name, round.HeldLimit)})
+			continue
+		}
 		if !errors.Is(err, quorum.ErrBusy) {
 			if w.req.Wait == 0 || round == nil {
 				a.finish(q, w, result{err: protocol.Errorf(protocol.ErrNoQuorum, "%v", err)})
@@ -522,9 +576,13 @@ func (s *session) reenterQueued(w *waiter) bool {
 	if !ok || v <= 0 || !w.q.remove(w, granted) {
 		return false
 	}
-	h.count++
+	if err := h.reenter(w.req); err != nil {
+		s.dropWaitLocked(w)
+		w.done <- result{err: err}
+		return true
+	}
 	s.dropWaitLocked(w)
-	w.done <- result{fence: h.fence, count: h.count, validity: v}
+	w.done <- h.snapshot(v)
 	return true
 }
 
@@ -553,14 +611,14 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		lease = w.req.TTL
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record}, sess: s, owner: key.owner,
-		fence: g.Fence, count: 1, mode: w.req.Mode}
+		fence: g.Fence, count: 1, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
-	return result{fence: h.fence, count: h.count}, nil
+	return h.snapshot(0), nil
 }
 
 // onLost is the watchdog's report of a hold that ended on its own.
@@ -646,8 +704,26 @@ func (s *session) unlock(req *protocol.Request) error {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", key.name, key.owner)
 	}
+	undo := len(h.acquired) - 1 // the most recent acquisition
+	if u.Mode == protocol.Exclusive {
+		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
+			undo--
+		}
+		if undo < 0 {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", key.name)
+		}
+	}
+	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
 	h.count--
 	count := h.count
+	// Only shared acquisitions left of an exclusive hold: it becomes shared
+	// (here at once, so that a following exclusive LOCK is an upgrade; in
+	// the masters by the downgrade round).
+	downgrade := count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive)
+	if downgrade {
+		h.mode = protocol.Shared
+	}
 	var rel *release
 	if count == 0 {
 		delete(s.holds, key)
@@ -655,6 +731,16 @@ func (s *session) unlock(req *protocol.Request) error {
 	}
 	s.mu.Unlock()
 	reply := protocol.Reply(req.Tag, protocol.KindOK).Int("count", int64(count)).Bytes()
+	if downgrade {
+		s.spawn(req.Tag, func() error {
+			if err := s.a.cluster.Downgrade(s.ctx, h.rh.Name, h.rh.Holder); err != nil {
+				s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
+			}
+			s.send(reply)
+			return nil
+		})
+		return nil
+	}
 	if count > 0 {
 		s.send(reply)
 		return nil
@@ -751,8 +837,12 @@ func (s *session) listHolds(req *protocol.Request) error {
 	var lines [][]byte
 	for _, h := range s.holds {
 		v, _ := s.a.watchdog.Validity(h.rh)
-		lines = append(lines, protocol.Reply(req.Tag, protocol.KindData).Str("name", h.rh.Name).Str("owner", h.owner).
-			Int("fence", h.fence).Int("count", int64(h.count)).Str("mode", string(h.mode)).Int("validity", v.Milliseconds()).Bytes())
+		l := protocol.Reply(req.Tag, protocol.KindData).Str("name", h.rh.Name).Str("owner", h.owner).
+			Int("fence", h.fence).Int("count", int64(h.count)).Str("mode", string(h.mode)).Int("validity", v.Milliseconds())
+		if h.limit > 1 {
+			l.Int("limit", int64(h.limit)).Int("slot", int64(h.slot))
+		}
+		lines = append(lines, l.Bytes())
 	}
 	s.mu.Unlock()
 	for _, l := range lines {
@@ -778,9 +868,13 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	for _, h := range holders {
 		r := h.Record
-		s.send(protocol.Reply(tag, protocol.KindData).Str("agent", r.Who.Agent).Int("pid", int64(r.Who.PID)).
+		l := protocol.Reply(tag, protocol.KindData).Str("agent", r.Who.Agent).Int("pid", int64(r.Who.PID)).
 			Int("uid", int64(r.Who.UID)).Str("owner", r.Who.Owner).Str("mode", string(r.Claim.Mode)).
-			Int("fence", r.Fence).Int("since", r.Who.SinceMilli).Bytes())
+			Int("fence", r.Fence).Int("since", r.Who.SinceMilli)
+		if r.Claim.Limit > 1 {
+			l.Int("limit", int64(r.Claim.Limit)).Int("slot", int64(r.Claim.Slot))
+		}
+		s.send(l.Bytes())
 	}
 	s.send(protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders))).Bytes())
 	return nil

@@ -46,10 +46,12 @@ type Lock struct {
 	Fair  bool
 }
 
-// Unlock is a parsed UNLOCK.
+// Unlock is a parsed UNLOCK. Mode is "" (undo the most recent acquisition)
+// or Exclusive (undo the most recent exclusive one: a downgrade).
 type Unlock struct {
 	Names []string
 	Owner string
+	Mode  Mode
 }
 
 // Extend is a parsed EXTEND.
@@ -182,8 +184,8 @@ func ParseLock(r *Request) (Lock, error) {
 		},
 		"limit": func(v string) error {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 1<<20 {
-				return Errorf(ErrBadRequest, "bad limit %q: want 1 to %d", clip(v), 1<<20)
+			if err != nil || n < 1 || n > MaxLimit {
+				return Errorf(ErrBadRequest, "bad limit %q: want 1 to %d", clip(v), MaxLimit)
 			}
 			l.Limit = n
 			return nil
@@ -200,7 +202,10 @@ func ParseLock(r *Request) (Lock, error) {
 	return l, err
 }
 
-// ParseUnlock reads UNLOCK NAME [NAME ...] [owner=].
+// MaxLimit is the most slots a semaphore (limit=) may have.
+const MaxLimit = 4096
+
+// ParseUnlock reads UNLOCK NAME [NAME ...] [owner=] [mode=exclusive].
 func ParseUnlock(r *Request) (Unlock, error) {
 	var u Unlock
 	if err := r.argCount(1, -1); err != nil {
@@ -210,7 +215,16 @@ func ParseUnlock(r *Request) (Unlock, error) {
 	if u.Names, err = names(r.Args); err != nil {
 		return u, err
 	}
-	return u, r.options(map[string]func(string) error{"owner": owner(&u.Owner)})
+	return u, r.options(map[string]func(string) error{
+		"owner": owner(&u.Owner),
+		"mode": func(v string) error {
+			if Mode(v) != Exclusive {
+				return Errorf(ErrBadRequest, "bad mode %q: UNLOCK takes mode=exclusive (a downgrade)", clip(v))
+			}
+			u.Mode = Exclusive
+			return nil
+		},
+	})
 }
 
 // ParseExtend reads EXTEND NAME ttl=DUR [owner=].

@@ -677,6 +677,28 @@ collect:
 // ErrNotHeld: a majority of masters answered that the holder no longer holds the name.
 var ErrNotHeld = errors.New("quorum: not held")
 
+// Downgrade makes holder's exclusive hold of name shared on a majority, and
+// wakes the name's waiters anywhere. Until it succeeds the hold stays
+// exclusive: more than it needs, never less.
+func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
+	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
+	if err != nil {
+		return err
+	}
+	defer done()
+	to, errs := c.voters()
+	answers, cancel := c.fanout(ctx, downgradeScript, []string{c.holderKey(name, holder)}, []string{c.channel(name), name}, to)
+	granted, _, errs, unread := c.collect(answers, len(to), errs, func(a answer) (int, bool, error) {
+		v, err := a.res.AsInt64()
+		return 0, err == nil && v == 1, err
+	})
+	c.drain(answers, unread, cancel, nil)
+	if granted[0] < c.quorum {
+		return &RoundError{Kind: ErrNoQuorum, Yes: granted[0], Needed: c.quorum, Masters: errs}
+	}
+	return nil
+}
+
 // renewArgs are the renew script's keys and arguments for holds.
 func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
 	keys = make([]string, 0, 1+2*len(holds))

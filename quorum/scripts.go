@@ -218,6 +218,16 @@ end
 return held
 `
 
+// downgradeSrc makes an exclusive hold shared and wakes waiters (readers
+// may now be granted). KEYS: holder key. ARGV: channel, name.
+// Returns 1 if the hold is there.
+const downgradeSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'mode', 'shared')
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
+`
+
 // raiseFenceSrc raises the fence counter to at least ARGV[1] and, if the
 // holder's record exists, makes it carry that fence.
 // KEYS: fence, holder key. Returns the counter after.
@@ -276,7 +286,7 @@ func newScript(src string) *script {
 }
 
 // allScripts are loaded into a master when it connects or loses its data.
-var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript}
+var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript}
 
 var (
 	acquireScript    = newScript(acquireSrc)
@@ -287,4 +297,5 @@ var (
 	whoScript        = newScript(whoSrc)
 	markerScript     = newScript(markerSrc)
 	bootstrapScript  = newScript(bootstrapSrc)
+	downgradeScript  = newScript(downgradeSrc)
 )

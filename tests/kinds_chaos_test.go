@@ -1,0 +1,170 @@
+package tests
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// kindHold is one hold seen by a chaos client: from its OK until its
+// UNLOCK or its LOST, on this process's clock.
+type kindHold struct {
+	start, end time.Time
+	fence      int64
+	who        int
+	shared     bool
+	slot       string
+}
+
+// kindsUnderChaos runs clients on two agents that take name with the LOCK
+// line lock(client) gives, while masters are paused at random (one at a
+// time, and now and then two, so that holds are lost), and returns every
+// hold, sorted by start.
+func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
+	a, b, servers := twoAgents(t, time.Second)
+	stop := time.Now().Add(6 * time.Second)
+	var chaos sync.WaitGroup
+	chaos.Add(1)
+	go func() {
+		defer chaos.Done()
+		rng := rand.New(rand.NewPCG(3, 4))
+		for round := 0; time.Now().Before(stop); round++ {
+			picked := rng.Perm(len(servers))[:1+round%3/2] // two at once every third round
+			for _, i := range picked {
+				servers[i].Pause()
+			}
+			time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+			for _, i := range picked {
+				servers[i].Resume()
+			}
+			time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
+		}
+	}()
+	var mu sync.Mutex
+	var held []kindHold
+	var wg sync.WaitGroup
+	for i := range clients {
+		agent := a
+		if i%2 == 1 {
+			agent = b
+		}
+		c := agenttest.Dial(t, agent.Config.Socket.Path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 11))
+			for time.Now().Before(stop) {
+				line := lock(i, rng)
+				r := c.Do(line + " wait=500ms")
+				if r.Kind != "OK" {
+					if r.Code == "NO_QUORUM" {
+						time.Sleep(20 * time.Millisecond)
+					}
+					continue
+				}
+				h := kindHold{start: time.Now(), fence: r.Int("fence"), who: i, shared: strings.Contains(line, "mode=shared"), slot: r.Fields["slot"]}
+				select {
+				case p := <-c.Pushes():
+					h.end = time.Now()
+					if !strings.HasPrefix(p, "* LOST "+name) {
+						t.Errorf("client %d: unexpected push %q", i, p)
+					}
+				case <-time.After(time.Duration(rng.IntN(60)) * time.Millisecond):
+					h.end = time.Now()
+					c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
+				}
+				mu.Lock()
+				held = append(held, h)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	chaos.Wait()
+	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
+	if len(held) < 20 {
+		t.Fatalf("only %d grants under chaos", len(held))
+	}
+	return held
+}
+
+func overlap(x, y kindHold) bool { return x.start.Before(y.end) && y.start.Before(x.end) }
+
+// checkReadWrite: no exclusive hold overlaps any other hold, and a grant
+// that excludes earlier holds has a greater fence than each of them.
+func checkReadWrite(held []kindHold) error {
+	for i, x := range held {
+		for _, y := range held[i+1:] {
+			if (!x.shared || !y.shared) && overlap(x, y) {
+				return fmt.Errorf("an exclusive hold overlaps another: client %d (shared=%v, fence %d) and client %d (shared=%v, fence %d)",
+					x.who, x.shared, x.fence, y.who, y.shared, y.fence)
+			}
+			if (!x.shared || !y.shared) && y.fence <= x.fence {
+				return fmt.Errorf("fence %d (shared=%v) granted after %d (shared=%v)", y.fence, y.shared, x.fence, x.shared)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSemaphore: never more than limit holds at once, never two on one
+// slot, and fences grow per slot in grant order.
+func checkSemaphore(held []kindHold, limit int) error {
+	for i, x := range held {
+		at := 0 // holds at the instant x was granted, x included
+		for j, y := range held {
+			if !y.start.After(x.start) && x.start.Before(y.end) {
+				at++
+			}
+			if j > i && y.slot == x.slot && overlap(x, y) {
+				return fmt.Errorf("two holds on slot %s at once: clients %d and %d", x.slot, x.who, y.who)
+			}
+		}
+		if at > limit {
+			return fmt.Errorf("%d holds at once when client %d was granted (limit %d)", at, x.who, limit)
+		}
+		for _, y := range held[i+1:] {
+			if y.slot == x.slot && y.fence <= x.fence {
+				return fmt.Errorf("fence %d on slot %s after %d", y.fence, x.slot, x.fence)
+			}
+		}
+	}
+	return nil
+}
+
+// TestReadWriteUnderChaos: readers and writers on two agents while
+// masters fail at random.
+func TestReadWriteUnderChaos(t *testing.T) {
+	held := kindsUnderChaos(t, "rwc", 6, func(client int, rng *rand.Rand) string {
+		if rng.IntN(3) == 0 {
+			return "LOCK rwc"
+		}
+		return "LOCK rwc mode=shared"
+	})
+	if err := checkReadWrite(held); err != nil {
+		t.Fatal(err)
+	}
+	shared := 0
+	for _, h := range held {
+		if h.shared {
+			shared++
+		}
+	}
+	t.Logf("%d holds (%d shared) under random master pauses: no exclusive overlap", len(held), shared)
+}
+
+// TestSemaphoreUnderChaos: limit=2 for five clients on two agents while
+// masters fail at random.
+func TestSemaphoreUnderChaos(t *testing.T) {
+	held := kindsUnderChaos(t, "semc", 5, func(int, *rand.Rand) string { return "LOCK semc limit=2" })
+	if err := checkSemaphore(held, 2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d semaphore holds under random master pauses: at most 2 at once, one per slot", len(held))
+}
