@@ -166,6 +166,9 @@ func (s *session) lock(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow("lock", l.Names...); err != nil {
+		return err
+	}
 	if err := unsupported(l); err != nil {
 		return err
 	}
@@ -188,9 +191,9 @@ func (s *session) lock(req *protocol.Request) error {
 			return nil
 		}
 	}
-	if len(s.holds)+len(s.waits) >= a.cfg.Limits.MaxHoldsPerSession {
+	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
 		s.mu.Unlock()
-		return protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", a.cfg.Limits.MaxHoldsPerSession)
+		return protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
 	if _, dup := s.waits[req.Tag]; dup {
 		s.mu.Unlock()
@@ -288,8 +291,8 @@ func (a *Agent) enqueue(w *waiter) error {
 	if a.stopping {
 		return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 	}
-	if a.waiters.Load() >= int64(a.cfg.Limits.MaxWaiters) {
-		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", a.cfg.Limits.MaxWaiters)
+	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
+		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
 	}
 	name := w.req.Names[0]
 	q := a.queues[name]
@@ -637,6 +640,9 @@ func (s *session) unlock(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow("unlock", u.Names...); err != nil {
+		return err
+	}
 	if len(u.Names) > 1 {
 		return protocol.Errorf(protocol.ErrBadRequest, "multi-name UNLOCK not supported yet")
 	}
@@ -701,6 +707,9 @@ func (s *session) releaseDone(name string, r *release) {
 func (s *session) extend(req *protocol.Request) error {
 	e, err := protocol.ParseExtend(req)
 	if err != nil {
+		return err
+	}
+	if err := s.allow("extend", e.Name); err != nil {
 		return err
 	}
 	if err := s.a.checkTTL(e.TTL); err != nil {
@@ -769,6 +778,9 @@ var whoFields = []string{"agent", "pid", "uid", "owner", "mode", "fence", "since
 func (s *session) who(req *protocol.Request) error {
 	name, err := protocol.ParseWho(req)
 	if err != nil {
+		return err
+	}
+	if err := s.allow("who", name); err != nil {
 		return err
 	}
 	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })
