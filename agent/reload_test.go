@@ -21,7 +21,9 @@ func TestChanges(t *testing.T) {
 		{"a new log level is applied live", func(c *Config) { c.Log.Level = "debug" }, []Change{{"Log.Level", "info", "debug", true}}},
 		{"a limit is applied live", func(c *Config) { c.Limits.MaxWaiters = 5 }, []Change{{"Limits.MaxWaiters", "100000", "5", true}}},
 		{"the idle timeout is applied live", func(c *Config) { c.Limits.IdleTimeout = time.Minute }, []Change{{"Limits.IdleTimeout", "0s", "1m0s", true}}},
-		{"new access rules are applied live and shown", func(c *Config) { c.ACL = &ACL{Rules: []Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}} },
+		{"new access rules are applied live and shown", func(c *Config) {
+			c.ACL = &ACL{Rules: []Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
+		},
 			[]Change{{"ACL", "none (anyone who can open the socket may do anything)", `rule "r": uid 7 may who on `, true}}},
 		{"the max_ttl waits for a restart", func(c *Config) { c.Lock.MaxTTL = time.Minute }, []Change{{"Lock.MaxTTL", "5m0s", "1m0s", false}}},
 		{"several changes are listed in order", func(c *Config) { c.Lock.Lease = time.Second; c.Log.Format = "json" },
