@@ -2,7 +2,10 @@ package agent
 
 import (
 	"errors"
+	"os"
+	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -261,4 +264,36 @@ func TestParseACLErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResolvePeerFindsSupplementaryGroups takes a user of this host that is a
+// member of a group other than its primary one (from /etc/group) and checks
+// that a session of its uid is in that group.
+func TestResolvePeerFindsSupplementaryGroups(t *testing.T) {
+	data, err := os.ReadFile("/etc/group")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) != 4 || f[3] == "" {
+			continue
+		}
+		gid, _ := strconv.Atoi(f[2])
+		for _, member := range strings.Split(f[3], ",") {
+			u, err := user.Lookup(member)
+			if err != nil || u.Gid == f[2] {
+				continue
+			}
+			uid, _ := strconv.Atoi(u.Uid)
+			primary, _ := strconv.Atoi(u.Gid)
+			p := resolvePeer(Cred{UID: uid, GID: primary})
+			if !slices.Contains(p.GIDs, gid) || !slices.Contains(p.GIDs, primary) {
+				t.Fatalf("%s (uid %d) is a member of %s (%d), but its peer has gids %v", member, uid, f[0], gid, p.GIDs)
+			}
+			t.Logf("%s (uid %d) is in its supplementary group %s (%d): gids %v", member, uid, f[0], gid, p.GIDs)
+			return
+		}
+	}
+	t.Skip("no user of this host has a supplementary group in /etc/group")
 }
