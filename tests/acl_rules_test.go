@@ -352,3 +352,49 @@ func firstLine(t *testing.T, sock string) string {
 	line, _ := bufio.NewReader(nc).ReadString('\n')
 	return strings.TrimSpace(line)
 }
+
+// TestBinarySIGHUPAppliesAccessRules runs the real binary with rules that
+// deny uid 65534 (nobody); SIGHUP with rules that allow it (and a lower
+// max_holds_per_session) lets the same connection lock at once, within the
+// new limit; an invalid file (an unknown user) is refused at its line and
+// the running rules stay.
+func TestBinarySIGHUPAppliesAccessRules(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("connecting as uid %d needs root; running as uid %d", nobodyUID, os.Geteuid())
+	}
+	const rootRule = "acl {\n  rule \"root\" {\n    uid   = 0\n    names = [\"**\"]\n  }\n"
+	cmd, logs, cfgPath, sock, servers := binaryAgent(t, rootRule+"}\n")
+	for path, mode := range map[string]os.FileMode{filepath.Dir(sock): 0o755, sock: 0o666} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := agenttest.Dial(t, sock)
+	root.AwaitMasters("up", 3)
+	nobody := dialAs(t, sock, nobodyUID, nobodyUID)
+	wantDenied(t, nobody.Do("LOCK jobs/x wait=2s"), "no rule allows uid 65534 (nobody) to lock jobs/x: no rule is for this uid or its groups")
+
+	writeAgentConfig(t, cfgPath, sock, servers, rootRule+"  rule \"nobody\" {\n    user  = \"nobody\"\n    names = [\"jobs/*\"]\n  }\n}\nlimits { max_holds_per_session = 1 }\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitForLog(t, logs, "SIGHUP: applied: setting=ACL")
+	waitForLog(t, logs, "SIGHUP: applied: setting=Limits.MaxHoldsPerSession old=1000 new=1")
+	wantOK(t, nobody.Do("LOCK jobs/x wait=2s"))
+	if r := nobody.Do("LOCK jobs/y wait=2s"); r.Code != "LIMIT" {
+		t.Fatalf("LOCK over the reloaded max_holds_per_session: %s", r.Line)
+	}
+
+	// Line 8 of the file: agent, socket, three masters, then this.
+	writeAgentConfig(t, cfgPath, sock, servers, "acl {\n  rule \"nobody\" {\n    user  = \"no-such-user-7f3a\"\n    names = [\"**\"]\n  }\n}\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitForLog(t, logs, "config not reloaded, keeping the running one")
+	if l := logs.String(); !strings.Contains(l, "agent.hcl:8: Invalid acl rule") || !strings.Contains(l, "no-such-user-7f3a") {
+		t.Errorf("the reload error does not say where and what:\n%s", logs.String())
+	}
+	wantOK(t, nobody.Do("UNLOCK jobs/x"))
+	wantOK(t, nobody.Do("LOCK jobs/z wait=2s"))
+	wantDenied(t, nobody.Do("LOCK reports/x wait=2s"), `its rules "nobody" allow lock only on jobs/*`)
+	if r := root.Do("WHO jobs/z"); r.Int("n") != 1 {
+		t.Fatalf("root's rule after the refused reload: %s", r.Line)
+	}
+	stopAndCheckReleased(t, cmd, syscall.SIGTERM, nobody, servers, logs)
+}
