@@ -240,7 +240,7 @@ func TestAccessRulesCanChangeWhileSessionsAreOpen(t *testing.T) {
 	a.SetLive(allow)
 	wantOK(t, c.Do("LOCK live/a wait=2s"))
 	wantDenied(t, c.Do("WHO other/a"), "only on live/*") // the old rule is gone
-	a.SetLive(cfg)                                      // no acl block: anything goes
+	a.SetLive(cfg)                                       // no acl block: anything goes
 	wantOK(t, c.Do("LOCK other/b wait=2s"))
 	a.SetLive(deny)
 	wantDenied(t, c.Do("UNLOCK live/a"), "do not allow unlock")
