@@ -297,3 +297,48 @@ func TestResolvePeerFindsSupplementaryGroups(t *testing.T) {
 	}
 	t.Skip("no user of this host has a supplementary group in /etc/group")
 }
+
+// TestTheSampleACLIsValid uncomments the acl block of the sample agent.hcl
+// (its group put to one that exists here) and loads it.
+func TestTheSampleACLIsValid(t *testing.T) {
+	data, err := os.ReadFile("../agent.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "# acl {") || len(block) > 0 && strings.HasPrefix(line, "# ") {
+			block = append(block, strings.TrimPrefix(line, "# "))
+		}
+	}
+	if len(block) < 3 {
+		t.Fatal("no commented acl block in the sample")
+	}
+	src := strings.ReplaceAll(string(data)+strings.Join(block, "\n"), `group = "batch"`, `group = "root"`)
+	cfg, err := Parse([]byte(src), "agent.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.ACL.Rules) != 2 || len(cfg.ACL.Rules[0].Verbs) != 4 || cfg.ACL.Rules[1].Verbs[0] != "who" {
+		t.Fatalf("the sample's rules: %v", cfg.ACL)
+	}
+}
+
+// TestTheOperationsACLExampleIsValid loads the example of docs/operations.md's
+// "Access rules" (its group put to one that exists here).
+func TestTheOperationsACLExampleIsValid(t *testing.T) {
+	data, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(data), "## Access rules")
+	_, example, _ := strings.Cut(section, "```hcl\n")
+	example, _, _ = strings.Cut(example, "```")
+	cfg, err := Parse([]byte(aclMaster+strings.ReplaceAll(example, `group = "batch"`, `group = "root"`)), "operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ACL == nil || len(cfg.ACL.Rules) != 2 {
+		t.Fatalf("the example's rules: %v", cfg.ACL)
+	}
+}
