@@ -398,3 +398,39 @@ func TestBinarySIGHUPAppliesAccessRules(t *testing.T) {
 	}
 	stopAndCheckReleased(t, cmd, syscall.SIGTERM, nobody, servers, logs)
 }
+
+// TestBinaryValidateChecksAccessRules: `lock-agent validate` reports every
+// bad rule at its line, in one run, and exits 2.
+func TestBinaryValidateChecksAccessRules(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "agent.hcl")
+	os.WriteFile(cfg, []byte(`redis "a" { address = "h:1" }
+acl {
+  rule "no-one" {
+    names = ["x"]
+  }
+  rule "bad-glob" {
+    uid   = 1
+    names = ["jobs/a**"]
+  }
+  rule "bad-verb" {
+    gid   = 1
+    names = ["x"]
+    verbs = ["lock", "steal"]
+  }
+  rule "ghost" {
+    user  = "no-such-user-7f3a"
+    names = ["x"]
+  }
+}
+`), 0o600)
+	out, err := exec.Command(binary(t), "validate", "-config", cfg).CombinedOutput()
+	for _, want := range []string{`agent.hcl:3: Invalid acl rule "no-one"`, "for no one", `agent.hcl:8: Invalid acl rule "bad-glob".names`,
+		`agent.hcl:13: Invalid acl rule "bad-verb".verbs: unknown verb "steal"`, `agent.hcl:16: Invalid acl rule "ghost".user: no user "no-such-user-7f3a"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%q missing", want)
+		}
+	}
+	if exitCode(err) != 2 || t.Failed() {
+		t.Fatalf("exit %d:\n%s", exitCode(err), out)
+	}
+}
