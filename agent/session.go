@@ -238,19 +238,24 @@ func (s *session) spawn(tag string, f func() error) {
 // checkIdle closes the session if it has had no hold, no wait and no
 // request for idle_timeout; else it looks again when it next could be.
 func (s *session) checkIdle() {
+	// The timeout is read and the timer set under s.mu, as armIdle does
+	// after a SIGHUP: a new timeout is never overwritten by the old one.
+	s.mu.Lock()
 	limit := s.a.limits().IdleTimeout
 	quiet := time.Since(time.Unix(0, s.lastRequest.Load()))
-	s.mu.Lock()
 	busy := len(s.holds) > 0 || len(s.waits) > 0 || s.inflight > 0
-	closing, idle := s.closing, s.idle
-	s.mu.Unlock()
+	idle := false
 	switch {
-	case closing, limit <= 0: // a SIGHUP turned it off
+	case s.closing, limit <= 0: // a SIGHUP turned it off
 	case busy:
-		idle.Reset(limit)
+		s.idle.Reset(limit)
 	case quiet < limit:
-		idle.Reset(limit - quiet)
+		s.idle.Reset(limit - quiet)
 	default:
+		idle = true
+	}
+	s.mu.Unlock()
+	if idle {
 		s.log.Debug("closing an idle session", "idle", quiet)
 		s.bye("idle")
 	}
