@@ -61,6 +61,7 @@ lock {
   max_ttl = "5m"
 }
 
+# SIGHUP applies new limits at once, to the requests that follow.
 limits {
   max_sessions          = 10000  # connections at once
   max_holds_per_session = 1000   # names one connection may hold or wait for
@@ -75,3 +76,23 @@ log {
   level  = "info" # trace, debug, info, warn, error
   format = "text" # text or json
 }
+
+# Access rules by the client's credentials (SO_PEERCRED). Without an acl block,
+# whoever can open the socket may do anything. With one, LOCK, UNLOCK, EXTEND
+# and WHO are allowed only when, for every name they carry, some rule is for
+# the client's uid or one of its groups (primary or supplementary), lists the
+# verb, and has a glob that matches the name; else ERR DENIED says why. STATUS,
+# PING, HELLO, HOLDS, CANCEL and QUIT are always allowed. Users and groups are
+# looked up at start and on SIGHUP, which applies new rules at once.
+# acl {
+#   rule "batch" {
+#     group = "batch"                  # or user = "alice", uid = 1001, gid = 1001: exactly one
+#     names = ["jobs/*", "reports/**"] # * within one /-segment, ** across segments
+#     verbs = ["lock", "unlock", "extend", "who"] # default: all four
+#   }
+#   rule "ops" {
+#     user  = "root"
+#     names = ["**"]                   # every name
+#     verbs = ["who"]
+#   }
+# }

@@ -28,7 +28,8 @@ const shutdownGrace = 4 * time.Second
 
 // Agent is one running lock agent.
 type Agent struct {
-	cfg      Config
+	cfg      Config // as at start; what a SIGHUP changes is in live
+	live     atomic.Pointer[live]
 	log      hclog.Logger
 	clock    quorum.Clock
 	cluster  *quorum.Cluster
@@ -58,6 +59,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
+	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,

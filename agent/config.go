@@ -28,6 +28,9 @@ type Config struct {
 	Lock    LockConfig
 	Limits  Limits
 	Log     LogConfig
+	// ACL is the access rules by peer credentials; nil (no acl block)
+	// lets whoever can open the socket do anything.
+	ACL *ACL
 }
 
 // SocketConfig is where and how the agent listens.
@@ -120,6 +123,7 @@ type fileConfig struct {
 	Lock   *lockBlock   `hcl:"lock,block"`
 	Limits *limitsBlock `hcl:"limits,block"`
 	Log    *logBlock    `hcl:"log,block"`
+	ACL    *aclBlock    `hcl:"acl,block"`
 }
 
 type agentBlock struct {
@@ -400,6 +404,7 @@ func (v *validator) build(fc *fileConfig) Config {
 			}
 		}
 	}
+	c.ACL = v.acl(fc.ACL)
 	return c
 }
 

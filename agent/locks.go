@@ -197,6 +197,9 @@ func (s *session) lock(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow("lock", l.Names...); err != nil {
+		return err
+	}
 	if err := unsupported(l); err != nil {
 		return err
 	}
@@ -222,9 +225,9 @@ func (s *session) lock(req *protocol.Request) error {
 			return nil
 		}
 	}
-	if len(s.holds)+len(s.waits) >= a.cfg.Limits.MaxHoldsPerSession {
+	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
 		s.mu.Unlock()
-		return protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", a.cfg.Limits.MaxHoldsPerSession)
+		return protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
 	if _, dup := s.waits[req.Tag]; dup {
 		s.mu.Unlock()
@@ -326,8 +329,8 @@ func (a *Agent) enqueue(w *waiter) error {
 	if a.stopping {
 		return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 	}
-	if a.waiters.Load() >= int64(a.cfg.Limits.MaxWaiters) {
-		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", a.cfg.Limits.MaxWaiters)
+	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
+		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
 	}
 	name := w.req.Names[0]
 	q := a.queues[name]
@@ -694,6 +697,9 @@ func (s *session) unlock(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow("unlock", u.Names...); err != nil {
+		return err
+	}
 	if len(u.Names) > 1 {
 		return protocol.Errorf(protocol.ErrBadRequest, "multi-name UNLOCK not supported yet")
 	}
@@ -788,6 +794,9 @@ func (s *session) extend(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow("extend", e.Name); err != nil {
+		return err
+	}
 	if err := s.a.checkTTL(e.TTL); err != nil {
 		return err
 	}
@@ -855,6 +864,9 @@ func (s *session) listHolds(req *protocol.Request) error {
 func (s *session) who(req *protocol.Request) error {
 	name, err := protocol.ParseWho(req)
 	if err != nil {
+		return err
+	}
+	if err := s.allow("who", name); err != nil {
 		return err
 	}
 	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })

@@ -19,7 +19,13 @@ func TestChanges(t *testing.T) {
 	}{
 		{"the same file is no change", func(c *Config) {}, nil},
 		{"a new log level is applied live", func(c *Config) { c.Log.Level = "debug" }, []Change{{"Log.Level", "info", "debug", true}}},
-		{"a limit waits for a restart", func(c *Config) { c.Limits.MaxWaiters = 5 }, []Change{{"Limits.MaxWaiters", "100000", "5", false}}},
+		{"a limit is applied live", func(c *Config) { c.Limits.MaxWaiters = 5 }, []Change{{"Limits.MaxWaiters", "100000", "5", true}}},
+		{"the idle timeout is applied live", func(c *Config) { c.Limits.IdleTimeout = time.Minute }, []Change{{"Limits.IdleTimeout", "0s", "1m0s", true}}},
+		{"new access rules are applied live and shown", func(c *Config) {
+			c.ACL = &ACL{Rules: []Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
+		},
+			[]Change{{"ACL", "none (anyone who can open the socket may do anything)", `rule "r": uid 7 may who on `, true}}},
+		{"the max_ttl waits for a restart", func(c *Config) { c.Lock.MaxTTL = time.Minute }, []Change{{"Lock.MaxTTL", "5m0s", "1m0s", false}}},
 		{"several changes are listed in order", func(c *Config) { c.Lock.Lease = time.Second; c.Log.Format = "json" },
 			[]Change{{"Lock.Lease", "15s", "1s", false}, {"Log.Format", "text", "json", false}}},
 		{"a master's password is a change that is not shown", func(c *Config) {
@@ -37,5 +43,35 @@ func TestChanges(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAppliedIsWhatSIGHUPChanges: after a reload, the running config has
+// every live change of the file and none of the others, so the next SIGHUP
+// reports again only what still waits for a restart.
+func TestAppliedIsWhatSIGHUPChanges(t *testing.T) {
+	base := Default()
+	next := base
+	next.Log.Level, next.Log.Format = "debug", "json"
+	next.Limits = Limits{MaxSessions: 1, MaxHoldsPerSession: 2, MaxWaiters: 3, MaxSessionsPerUID: 4, IdleTimeout: time.Second}
+	next.ACL = &ACL{}
+	next.Lock.Lease = time.Second
+	var live, restart []string
+	for _, c := range Changes(base, next) {
+		if c.Live {
+			live = append(live, c.Setting)
+		} else {
+			restart = append(restart, c.Setting)
+		}
+	}
+	if len(live) != 7 || len(restart) != 2 {
+		t.Fatalf("live %v, restart %v", live, restart)
+	}
+	var left []string
+	for _, c := range Changes(Applied(base, next), next) {
+		left = append(left, c.Setting)
+	}
+	if !reflect.DeepEqual(left, restart) {
+		t.Fatalf("after Applied, still changed: %v; want only %v", left, restart)
 	}
 }

@@ -55,12 +55,16 @@ type session struct {
 	reqs   sync.WaitGroup // requests still working in their own goroutine
 	out    outbox
 
-	// lastRequest is when the last request line arrived (UnixNano); idle
-	// is the idle_timeout check, nil when there is none.
+	// lastRequest is when the last request line arrived (UnixNano).
 	lastRequest atomic.Int64
-	idle        *time.Timer
+
+	// peer is the uid's user and groups, looked up once when an access
+	// rule first needs them (see allow).
+	peerOnce sync.Once
+	peer     Peer
 
 	mu        sync.Mutex
+	idle      *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds     map[holdKey]*hold
 	waits     map[string]*waiter  // by tag, for CANCEL
 	releasing map[string]*release // names being released in the masters; nil when none
@@ -97,7 +101,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	}
 	a.mu.Lock()
 	var refuse error
-	switch lim := a.cfg.Limits; {
+	switch lim := a.limits(); {
 	case a.stopping:
 		refuse = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 	case len(a.sessions) >= lim.MaxSessions:
@@ -114,6 +118,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	a.nextSession++
 	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}, waits: map[string]*waiter{}}
 	s.out.dead = make(chan struct{})
+	s.lastRequest.Store(time.Now().UnixNano())
 	s.ctx, s.cancel = context.WithCancel(a.runCtx)
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	a.sessions[s.id] = s
@@ -121,10 +126,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	a.sessionsWG.Add(1)
 	a.mu.Unlock()
 	s.log.Debug("opened", "gid", cred.GID)
-	s.lastRequest.Store(time.Now().UnixNano())
-	if d := a.cfg.Limits.IdleTimeout; d > 0 {
-		s.idle = time.AfterFunc(d, s.checkIdle)
-	}
+	s.armIdle()
 	go s.serve()
 }
 
@@ -236,21 +238,45 @@ func (s *session) spawn(tag string, f func() error) {
 // checkIdle closes the session if it has had no hold, no wait and no
 // request for idle_timeout; else it looks again when it next could be.
 func (s *session) checkIdle() {
-	limit := s.a.cfg.Limits.IdleTimeout
-	quiet := time.Since(time.Unix(0, s.lastRequest.Load()))
+	// The timeout is read and the timer set under s.mu, as armIdle does
+	// after a SIGHUP: a new timeout is never overwritten by the old one.
 	s.mu.Lock()
+	limit := s.a.limits().IdleTimeout
+	quiet := time.Since(time.Unix(0, s.lastRequest.Load()))
 	busy := len(s.holds) > 0 || len(s.waits) > 0 || s.inflight > 0
-	closing := s.closing
-	s.mu.Unlock()
+	idle := false
 	switch {
-	case closing:
+	case s.closing, limit <= 0: // a SIGHUP turned it off
 	case busy:
 		s.idle.Reset(limit)
 	case quiet < limit:
 		s.idle.Reset(limit - quiet)
 	default:
+		idle = true
+	}
+	s.mu.Unlock()
+	if idle {
 		s.log.Debug("closing an idle session", "idle", quiet)
 		s.bye("idle")
+	}
+}
+
+// armIdle starts the idle_timeout check, or has it look again at once when
+// a SIGHUP changed the timeout.
+func (s *session) armIdle() {
+	d := s.a.limits().IdleTimeout
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+	case d <= 0:
+		if s.idle != nil {
+			s.idle.Stop()
+		}
+	case s.idle == nil:
+		s.idle = time.AfterFunc(d, s.checkIdle)
+	default:
+		s.idle.Reset(0) // checkIdle measures the quiet time against the new timeout
 	}
 }
 
@@ -403,10 +429,10 @@ func (s *session) bye(reason string) {
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel()
+	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
 	}
-	s.mu.Lock()
 	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
 	s.holds = map[holdKey]*hold{}

@@ -77,7 +77,7 @@ func waitForLog(t *testing.T, logs *syncBuffer, want string) {
 }
 
 // TestBinarySIGHUPReloadsTheConfig: SIGHUP does not stop the agent. It
-// reads the file again, applies the log level, says which changes wait for
+// reads the file again, applies the log level and limits, says which changes wait for
 // a restart, and keeps the running config when the file is invalid. Holds
 // are untouched throughout.
 func TestBinarySIGHUPReloadsTheConfig(t *testing.T) {
@@ -91,10 +91,11 @@ func TestBinarySIGHUPReloadsTheConfig(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitForLog(t, logs, "nothing changed")
 
-	writeAgentConfig(t, cfgPath, sock, servers, "log { level = \"debug\" }\nlimits { max_waiters = 5 }\n")
+	writeAgentConfig(t, cfgPath, sock, servers, "log { level = \"debug\" }\nlimits { max_waiters = 5 }\nlock { max_ttl = \"1m\" }\n")
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitForLog(t, logs, "SIGHUP: applied: setting=Log.Level old=info new=debug")
-	waitForLog(t, logs, "takes effect on restart: setting=Limits.MaxWaiters old=100000 new=5")
+	waitForLog(t, logs, "SIGHUP: applied: setting=Limits.MaxWaiters old=100000 new=5")
+	waitForLog(t, logs, "takes effect on restart: setting=Lock.MaxTTL old=5m0s new=1m0s")
 	agenttest.Dial(t, sock).Do("PING") // logged only at debug level
 	waitForLog(t, logs, "opened")
 

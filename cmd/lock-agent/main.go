@@ -156,9 +156,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	log := hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(cfg.Log.Level),
 		JSONFormat: cfg.Log.Format == "json", Output: stderr})
 
+	var a *agent.Agent
 	{ // The agent: socket, sessions, watchdog and masters.
-		a, err := agent.New(cfg, log)
-		if err != nil {
+		var err error
+		if a, err = agent.New(cfg, log); err != nil {
 			log.Error("cannot start", "error", err)
 			return exitFailure
 		}
@@ -185,7 +186,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 				select {
 				case s := <-sig:
 					if s == syscall.SIGHUP {
-						reload(log, *path, &cfg)
+						reload(log, *path, &cfg, a)
 						continue
 					}
 					log.Info("received signal, stopping", "signal", s)
@@ -212,9 +213,11 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // reload applies SIGHUP: the config file is read again with the same loader
-// as at start. What can change live is applied, every other change is
-// logged as waiting for a restart, and an invalid file changes nothing.
-func reload(log hclog.Logger, path string, cfg *agent.Config) {
+// as at start (users and groups of access rules are looked up anew). What
+// can change live (log level, limits, access rules) is applied, every other
+// change is logged as waiting for a restart, and an invalid file changes
+// nothing.
+func reload(log hclog.Logger, path string, cfg *agent.Config, a *agent.Agent) {
 	if path == "" {
 		log.Info("SIGHUP: nothing to reload in dev mode")
 		return
@@ -229,11 +232,12 @@ func reload(log hclog.Logger, path string, cfg *agent.Config) {
 		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)
 		return
 	}
+	log.SetLevel(hclog.LevelFromString(next.Log.Level))
+	a.SetLive(next)
+	*cfg = agent.Applied(*cfg, next)
 	for _, c := range changes {
 		switch {
-		case c.Setting == "Log.Level":
-			log.SetLevel(hclog.LevelFromString(next.Log.Level))
-			cfg.Log.Level = next.Log.Level
+		case c.Live:
 			log.Info("SIGHUP: applied", "setting", c.Setting, "old", c.Old, "new", c.New)
 		case c.Old == "" && c.New == "":
 			log.Warn("SIGHUP: changed in the file; takes effect on restart", "setting", c.Setting)

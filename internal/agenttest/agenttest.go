@@ -160,6 +160,12 @@ func Dial(t testing.TB, path string) *Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return NewConn(t, nc)
+}
+
+// NewConn speaks the protocol over a connection made elsewhere (by another
+// process, as another user). It is closed when the test ends.
+func NewConn(t testing.TB, nc net.Conn) *Conn {
 	c := &Conn{t: t, conn: nc, wait: map[string]chan Reply{}, data: map[string][]map[string]string{},
 		pushes: make(chan string, 1000), closed: make(chan struct{})}
 	go c.read()
