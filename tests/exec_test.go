@@ -518,3 +518,27 @@ func TestExecScriptThatLocksItself(t *testing.T) {
 		t.Fatalf("a second copy while the first runs: exit %d %q", exitCode(err), out)
 	}
 }
+
+// TestExecSharedAndSemaphore: exec takes a read hold or a semaphore slot,
+// and tells the command its slot.
+func TestExecSharedAndSemaphore(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	c := agenttest.Dial(t, sock)
+	if r := c.Do("LOCK jobs/rw mode=shared"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-shared", "-w", "0", "jobs/rw", "--", "true"); code != 0 {
+		t.Fatalf("a shared exec beside a reader: exit %d, %s", code, errOut)
+	}
+	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-w", "0", "jobs/rw", "--", "true"); code != 1 {
+		t.Fatalf("an exclusive exec beside a reader: exit %d, want 1 (busy)", code)
+	}
+	if r := c.Do("LOCK jobs/sem limit=2"); r.Fields["slot"] != "1" {
+		t.Fatal(r.Line)
+	}
+	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-limit", "2", "jobs/sem", "--", "sh", "-c", `echo "$LOCK_AGENT_SLOT"`)
+	if code != 0 || strings.TrimSpace(out) != "2" {
+		t.Fatalf("exec -limit 2 with slot 1 taken: exit %d, out %q, err %q", code, out, errOut)
+	}
+}

@@ -336,13 +336,14 @@ func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl, o.hasTTL
 // re-enter each other's lock instead.
 func Owner(id string) Option { return func(o *lockOptions) { o.owner = id } }
 
-// Shared asks for a read hold: many shared holders, no exclusive one.
-// (Agents of protocol v1 answer ErrBadRequest "not supported yet" for now.)
+// Shared asks for a read hold: many shared holders, no exclusive one. An
+// owner's shared Lock inside its exclusive hold re-enters it; an exclusive
+// Lock inside its shared hold is ErrConflict (no upgrade).
 func Shared() Option { return func(o *lockOptions) { o.shared = true } }
 
-// Limit makes the name a semaphore of n holders (1 to 1<<20); every holder
-// must pass the same n. (Agents of protocol v1 answer ErrBadRequest "not
-// supported yet" for now.)
+// Limit makes the name a semaphore of n slots (1 to 4096): at most n
+// holders at once, cluster-wide, each on its own slot (Lock.Slot). Every
+// holder must pass the same n; another n is ErrConflict at once.
 func Limit(n int) Option { return func(o *lockOptions) { o.limit, o.hasLim = n, true } }
 
 // lockLine checks name and o and formats the LOCK request.
@@ -469,6 +470,7 @@ type Lock struct {
 	mu       sync.Mutex
 	fence    int64
 	count    int64
+	slot     int
 	validity time.Duration
 	at       time.Time // when validity was reported
 	err      error
@@ -479,6 +481,7 @@ func (l *Lock) grant(f map[string]string) {
 	defer l.mu.Unlock()
 	l.fence, _ = strconv.ParseInt(f["fence"], 10, 64)
 	l.count, _ = strconv.ParseInt(f["count"], 10, 64)
+	l.slot, _ = strconv.Atoi(f["slot"])
 	ms, _ := strconv.ParseInt(f["validity"], 10, 64)
 	l.validity, l.at = time.Duration(ms)*time.Millisecond, time.Now()
 }
@@ -504,6 +507,14 @@ func (l *Lock) end(err error) {
 
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
+
+// Slot is a semaphore hold's slot, 1 to its limit; 0 for a lock. Fence a
+// semaphore's resource per slot.
+func (l *Lock) Slot() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slot
+}
 
 // Owner returns the owner the lock is held by.
 func (l *Lock) Owner() string { return l.owner }

@@ -206,3 +206,36 @@ func TestStatusAndWho(t *testing.T) {
 		t.Fatalf("who %+v %v", who, err)
 	}
 }
+
+func TestSharedAndSemaphoreLocks(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	r1, err := c.Lock(ctx, "go/rw", lockagent.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.Lock(ctx, "go/rw", lockagent.Shared())
+	if err != nil {
+		t.Fatalf("a second reader: %v", err)
+	}
+	if _, err := c.Lock(ctx, "go/rw", lockagent.Wait(0)); !errors.Is(err, lockagent.ErrBusy) {
+		t.Fatalf("a writer while readers hold: %v", err)
+	}
+	r1.Unlock(ctx)
+	r2.Unlock(ctx)
+
+	slots := map[int]bool{}
+	for range 2 {
+		l, err := c.Lock(ctx, "go/sem", lockagent.Limit(2))
+		if err != nil || l.Slot() < 1 || l.Slot() > 2 || slots[l.Slot()] {
+			t.Fatalf("semaphore: slot %d, %v (slots so far %v)", l.Slot(), err, slots)
+		}
+		slots[l.Slot()] = true
+	}
+	if _, err := c.Lock(ctx, "go/sem", lockagent.Limit(2), lockagent.Wait(0)); !errors.Is(err, lockagent.ErrBusy) {
+		t.Fatalf("a third holder of limit=2: %v", err)
+	}
+	if _, err := c.Lock(ctx, "go/sem", lockagent.Limit(3)); !errors.Is(err, lockagent.ErrConflict) {
+		t.Fatalf("another limit: %v", err)
+	}
+}

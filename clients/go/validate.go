@@ -14,7 +14,7 @@ const (
 	maxOwnerLen  = 64
 	maxClientLen = 64
 	maxTagLen    = 32
-	maxLimit     = 1 << 20
+	maxLimit     = 4096
 	// maxDuration is the agent's bound on any duration: one year.
 	maxDuration = 365 * 24 * time.Hour
 	nameChars   = "[A-Za-z0-9._:/@+-]"

@@ -55,7 +55,7 @@ func TestBadArgumentsNeverReachTheAgent(t *testing.T) {
 		{"a zero ttl", "ttl", lock("go/t1", lockagent.TTL(0))},
 		{"a negative ttl", "ttl", lock("go/t2", lockagent.TTL(-time.Second))},
 		{"a zero limit", "limit", lock("go/l1", lockagent.Limit(0))},
-		{"a limit over 1<<20", "limit", lock("go/l2", lockagent.Limit(1<<20+1))},
+		{"a limit over 4096", "limit", lock("go/l2", lockagent.Limit(4097))},
 		{"WHO of a name with a newline", "name", func() error {
 			_, err := c.Who(ctx, "go/victim\n96 UNLOCK go/victim owner=me")
 			return err

@@ -34,7 +34,7 @@ The lock is held by the agent connection, and CMD inherits a copy of it (its
 number is in LOCK_AGENT_FD): the lock stays held while CMD, or anything it
 started that kept that descriptor, runs -- also if exec itself is killed -- and
 is released when the last of them exits. CMD also gets LOCK_AGENT_NAME and
-LOCK_AGENT_FENCE. CMD runs in its own process group (the terminal's foreground
+LOCK_AGENT_FENCE (and LOCK_AGENT_SLOT, with -limit). CMD runs in its own process group (the terminal's foreground
 group when exec has the terminal); SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
 exec are passed on to that group once.
 
@@ -305,7 +305,7 @@ func (j *job) run() int {
 	cmd := exec.Command(j.o.command[0], j.o.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "LOCK_AGENT_NAME="+j.o.name,
-		"LOCK_AGENT_FENCE="+strconv.FormatInt(j.l.Fence(), 10), "LOCK_AGENT_FD="+strconv.Itoa(inherited))
+		"LOCK_AGENT_FENCE="+strconv.FormatInt(j.l.Fence(), 10), "LOCK_AGENT_SLOT="+strconv.Itoa(j.l.Slot()), "LOCK_AGENT_FD="+strconv.Itoa(inherited))
 	// The command leads its own process group, so that a lost lock stops
 	// everything it started, and signals reach it once: from the terminal
 	// when it has the foreground, else from exec.
