@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,8 @@ type Agent struct {
 	clock    quorum.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
-	instance string // random per process: holder ids of a restarted agent never collide
+	health   *health // liveness of the agent's own loops
+	instance string  // random per process: holder ids of a restarted agent never collide
 
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
@@ -55,7 +57,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
+	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, health: newHealth(time.Now), instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
@@ -68,7 +70,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	a.cluster = cluster
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: cluster, OnLost: a.onLost, Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: cluster, OnLost: a.health.onLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
 	return a, nil
 }
@@ -93,7 +95,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run} {
+	probe := func(ctx context.Context) error { return a.health.probeWatchdog(ctx, a.watchdog, a.clock) }
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe} {
 		back.Add(1)
 		go func() {
 			defer back.Done()
@@ -123,10 +126,17 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) accept() {
 	for {
+		// The deadline turns the loop even when nobody connects: each
+		// turn is its beat (see health).
+		a.ln.SetDeadline(time.Now().Add(a.health.every))
 		conn, err := a.ln.AcceptUnix()
+		a.health.beat(loopAccept)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
 			}
 			a.log.Warn("accept failed", "error", err)
 			time.Sleep(10 * time.Millisecond)
