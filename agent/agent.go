@@ -86,12 +86,12 @@ func (a *Agent) SocketPath() string { return a.cfg.Socket.Path }
 // and its holds are released in the masters; then the watchdog and the
 // masters' connections stop. It returns an error only if it could not start.
 func (a *Agent) Run(ctx context.Context) error {
-	ln, err := listen(a.cfg.Socket)
+	ln, fromSystemd, err := listen(a.cfg.Socket)
 	if err != nil {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
