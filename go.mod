@@ -4,14 +4,13 @@ go 1.26.8
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/oklog/run v1.2.0
 	github.com/redis/rueidis v1.0.79
 	golang.org/x/sys v0.49.0
 )
-
-require github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 
 require (
 	github.com/agext/levenshtein v1.2.1 // indirect
