@@ -85,8 +85,9 @@ func (h *health) check() error {
 // every other hold goes on to lost.
 func (h *health) onLost(lost func(*renewal.Hold, renewal.Reason)) func(*renewal.Hold, renewal.Reason) {
 	return func(rh *renewal.Hold, reason renewal.Reason) {
-		if h.probe.CompareAndSwap(rh, nil) {
+		if rh == h.probe.Load() {
 			h.beat(loopWatchdog)
+			h.probe.Store(nil) // only now: a wedged beat must not bring more probes
 			return
 		}
 		lost(rh, reason)
