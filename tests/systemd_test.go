@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -472,5 +474,44 @@ func TestSystemdActivationRefusesASocketAtAnotherPath(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the agent made its own socket anyway: %v", err)
+	}
+}
+
+// TestSystemdUnitsExample checks the service and socket units against what
+// the agent does: notify readiness and watchdog, and a socket at the
+// agent's default path that survives the service's restarts.
+func TestSystemdUnitsExample(t *testing.T) {
+	service := unitSettings(t, "../examples/systemd/lock-agent.service")
+	socket := unitSettings(t, "../examples/systemd/lock-agent.socket")
+	for _, c := range []struct{ unit, key, want string }{
+		{"service", "Type", "notify"},
+		{"service", "NotifyAccess", "main"},
+		{"service", "Requires", "lock-agent.socket"},
+		{"service", "Also", "lock-agent.socket"},
+		{"service", "Restart", "on-failure"},
+		{"service", "RuntimeDirectory", "lock-agent"},
+		{"service", "RuntimeDirectoryPreserve", "yes"}, // else the socket in it is deleted when the agent stops
+		{"socket", "ListenStream", agent.DefaultSocketPath},
+		{"socket", "SocketMode", "0660"},
+		{"socket", "SocketGroup", service["Group"]},
+		{"socket", "DirectoryMode", "0750"},
+		{"socket", "Accept", "no"},
+		{"socket", "WantedBy", "sockets.target"},
+	} {
+		settings := map[string]map[string]string{"service": service, "socket": socket}[c.unit]
+		if got := settings[c.key]; got != c.want {
+			t.Errorf("%s unit: %s=%q, want %q", c.unit, c.key, got, c.want)
+		}
+	}
+	if !slices.Contains(strings.Fields(service["After"]), "lock-agent.socket") {
+		t.Errorf("service unit: After=%q lacks lock-agent.socket", service["After"])
+	}
+	watchdog, err := time.ParseDuration(service["WatchdogSec"] + "s")
+	if err != nil || watchdog < 10*time.Second {
+		t.Errorf("service unit: WatchdogSec=%q, want 10 or more (a wedge takes up to 4s to be seen)", service["WatchdogSec"])
+	}
+	start, err := time.ParseDuration(service["TimeoutStartSec"] + "s")
+	if ready := agent.Default().Systemd.ReadyTimeout; err != nil || start <= ready {
+		t.Errorf("service unit: TimeoutStartSec=%q, want more than systemd.ready_timeout (%v)", service["TimeoutStartSec"], ready)
 	}
 }
