@@ -34,8 +34,9 @@ type Agent struct {
 	clock    quorum.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
-	health   *health // liveness of the agent's own loops
-	instance string  // random per process: holder ids of a restarted agent never collide
+	instance string // random per process: holder ids of a restarted agent never collide
+
+	health *health // liveness of the agent's own loops: see health.go
 
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
@@ -57,8 +58,9 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, health: newHealth(time.Now), instance: randomHex(4), ready: make(chan struct{}),
+	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
+	a.health = newHealth(time.Now)
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,
