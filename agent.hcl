@@ -96,3 +96,13 @@ log {
 #     verbs = ["who"]
 #   }
 # }
+
+# Only used when systemd runs the agent as a Type=notify service (see
+# examples/systemd and docs/operations.md); otherwise ignored.
+systemd {
+  # READY=1 is sent once the socket listens and a quorum of masters is up,
+  # or after this long with STATUS= saying there is no quorum (the agent
+  # then serves, and its LOCKs fail with NO_QUORUM until masters return).
+  # Keep it under the unit's TimeoutStartSec.
+  ready_timeout = "30s"
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ type Agent struct {
 	watchdog *renewal.Watchdog
 	instance string // random per process: holder ids of a restarted agent never collide
 
+	health *health // liveness of the agent's own loops: see health.go
+
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
@@ -60,6 +63,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
+	a.health = newHealth(time.Now)
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,
@@ -71,7 +75,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	a.cluster = cluster
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: cluster, OnLost: a.onLost, Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: cluster, OnLost: a.health.onLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
 	return a, nil
 }
@@ -87,16 +91,17 @@ func (a *Agent) SocketPath() string { return a.cfg.Socket.Path }
 // and its holds are released in the masters; then the watchdog and the
 // masters' connections stop. It returns an error only if it could not start.
 func (a *Agent) Run(ctx context.Context) error {
-	ln, err := listen(a.cfg.Socket)
+	ln, fromSystemd, err := listen(a.cfg.Socket)
 	if err != nil {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run} {
+	probe := func(ctx context.Context) error { return a.health.probeWatchdog(ctx, a.watchdog, a.clock) }
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe} {
 		back.Add(1)
 		go func() {
 			defer back.Done()
@@ -126,10 +131,17 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) accept() {
 	for {
+		// The deadline turns the loop even when nobody connects: each
+		// turn is its beat (see health).
+		a.ln.SetDeadline(time.Now().Add(a.health.every))
 		conn, err := a.ln.AcceptUnix()
+		a.health.beat(loopAccept)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
 			}
 			a.log.Warn("accept failed", "error", err)
 			time.Sleep(10 * time.Millisecond)

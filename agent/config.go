@@ -31,6 +31,7 @@ type Config struct {
 	// ACL is the access rules by peer credentials; nil (no acl block)
 	// lets whoever can open the socket do anything.
 	ACL *ACL
+	Systemd SystemdConfig
 }
 
 // SocketConfig is where and how the agent listens.
@@ -75,6 +76,15 @@ type LogConfig struct {
 	Format string // text or json
 }
 
+// SystemdConfig is how the agent talks to systemd when it runs as a
+// Type=notify service; without NOTIFY_SOCKET it is unused.
+type SystemdConfig struct {
+	// ReadyTimeout is how long READY=1 waits for a quorum of masters once
+	// the socket listens; then READY=1 is sent anyway, with STATUS= saying
+	// there is no quorum. Default 30s.
+	ReadyTimeout time.Duration
+}
+
 // DefaultSocketPath is where a production agent listens.
 const DefaultSocketPath = "/run/lock-agent/agent.sock"
 
@@ -88,8 +98,9 @@ func Default() Config {
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
 			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			MaxTTL: 5 * time.Minute},
-		Limits: Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
-		Log:    LogConfig{Level: "info", Format: "text"},
+		Limits:  Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Systemd: SystemdConfig{ReadyTimeout: 30 * time.Second},
 	}
 }
 
@@ -117,13 +128,14 @@ func DevSocketPath() string {
 // The HCL file's shape. Decoding is strict: no remain fields, so an unknown
 // block or attribute is an error at its file:line.
 type fileConfig struct {
-	Agent  *agentBlock  `hcl:"agent,block"`
-	Socket *socketBlock `hcl:"socket,block"`
-	Redis  []redisBlock `hcl:"redis,block"`
-	Lock   *lockBlock   `hcl:"lock,block"`
-	Limits *limitsBlock `hcl:"limits,block"`
-	Log    *logBlock    `hcl:"log,block"`
-	ACL    *aclBlock    `hcl:"acl,block"`
+	Agent   *agentBlock   `hcl:"agent,block"`
+	Socket  *socketBlock  `hcl:"socket,block"`
+	Redis   []redisBlock  `hcl:"redis,block"`
+	Lock    *lockBlock    `hcl:"lock,block"`
+	Limits  *limitsBlock  `hcl:"limits,block"`
+	Log     *logBlock     `hcl:"log,block"`
+	ACL     *aclBlock     `hcl:"acl,block"`
+	Systemd *systemdBlock `hcl:"systemd,block"`
 }
 
 type agentBlock struct {
@@ -171,6 +183,10 @@ type limitsBlock struct {
 	MaxWaiters         *int    `hcl:"max_waiters,optional"`
 	MaxSessionsPerUID  *int    `hcl:"max_sessions_per_uid,optional"`
 	IdleTimeout        *string `hcl:"idle_timeout,optional"`
+}
+
+type systemdBlock struct {
+	ReadyTimeout *string `hcl:"ready_timeout,optional"`
 }
 
 type logBlock struct {
@@ -405,6 +421,9 @@ func (v *validator) build(fc *fileConfig) Config {
 		}
 	}
 	c.ACL = v.acl(fc.ACL)
+	if sd := fc.Systemd; sd != nil {
+		v.duration("systemd", "ready_timeout", sd.ReadyTimeout, &c.Systemd.ReadyTimeout)
+	}
 	return c
 }
 

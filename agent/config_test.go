@@ -123,3 +123,38 @@ redis "b" { address = "127.0.0.1:2" }
 		t.Fatalf("masters %+v", c.Masters)
 	}
 }
+
+func TestConfigSystemdReadyTimeout(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want time.Duration
+		err  []string // every one must appear in the error text; nil for no error
+	}{
+		{"no systemd block waits 30s for a quorum", ``, 30 * time.Second, nil},
+		{"an empty systemd block keeps the default", "systemd {}", 30 * time.Second, nil},
+		{"ready_timeout is a Go duration", "systemd {\n  ready_timeout = \"2m\"\n}", 2 * time.Minute, nil},
+		{"a ready_timeout that is not a duration names its line", "systemd {\n  ready_timeout = \"soon\"\n}", 0, []string{"x.hcl:3", "systemd.ready_timeout", "soon"}},
+		{"a zero ready_timeout is an error", "systemd {\n  ready_timeout = \"0s\"\n}", 0, []string{"x.hcl:3", "systemd.ready_timeout"}},
+		{"a typo in the systemd block suggests the key", "systemd {\n  ready_timout = \"1s\"\n}", 0, []string{"x.hcl:3", "Did you mean \"ready_timeout\""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\n"+tt.src), "x.hcl")
+			if tt.err == nil {
+				if err != nil || cfg.Systemd.ReadyTimeout != tt.want {
+					t.Fatalf("ready_timeout %v, %v; want %v", cfg.Systemd.ReadyTimeout, err, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.err {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

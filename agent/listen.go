@@ -12,29 +12,34 @@ import (
 	"time"
 )
 
-// listen opens the agent's Unix socket safely:
+// listen returns the socket systemd passed for cfg.Path (socket
+// activation: see activated), and whether it did; else it opens the
+// agent's Unix socket safely:
 //   - an existing path is only removed if it is a socket nobody answers on;
 //     a regular file, a directory or a symlink is never touched;
 //   - the socket is created owner-only (umask) and only then given its group
 //     and mode, so it is never wider open than configured.
-func listen(cfg SocketConfig) (*net.UnixListener, error) {
+func listen(cfg SocketConfig) (ln *net.UnixListener, fromSystemd bool, err error) {
+	if ln, err := activated(cfg.Path); ln != nil || err != nil {
+		return ln, ln != nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
+		return nil, false, fmt.Errorf("socket directory: %w", err)
 	}
 	if err := removeStale(cfg.Path); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	old := syscall.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Path, Net: "unix"})
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Path, Net: "unix"})
 	syscall.Umask(old)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := setOwnership(cfg); err != nil {
 		ln.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return ln, nil
+	return ln, false, nil
 }
 
 func removeStale(path string) error {

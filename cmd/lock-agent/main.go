@@ -156,13 +156,12 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	log := hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(cfg.Log.Level),
 		JSONFormat: cfg.Log.Format == "json", Output: stderr})
 
-	var a *agent.Agent
+	a, err := agent.New(cfg, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return exitFailure
+	}
 	{ // The agent: socket, sessions, watchdog and masters.
-		var err error
-		if a, err = agent.New(cfg, log); err != nil {
-			log.Error("cannot start", "error", err)
-			return exitFailure
-		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
 			if *dev {
@@ -177,6 +176,13 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			log.Info("stopping agent")
 			cancel()
 		})
+	}
+	{ // systemd (Type=notify): READY=1 once there is a quorum, STATUS=,
+		// WATCHDOG=1 while the agent's loops turn, STOPPING=1. Without
+		// NOTIFY_SOCKET it does nothing.
+		n := agent.NewNotifier(a, cfg.Systemd, log.Named("systemd"))
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return n.Run(ctx) }, func(error) { cancel() })
 	}
 	{ // Signals: the first stops the agent gracefully, a second exits at
 		// once; SIGHUP reloads the config file.

@@ -1,0 +1,33 @@
+package agent
+
+import "time"
+
+// SetHealthTiming shortens how often the agents New makes beat and when
+// a loop counts as wedged, until the test ends.
+func SetHealthTiming(t interface{ Cleanup(func()) }, beat, stale time.Duration) {
+	oldBeat, oldStale := healthBeat, healthStale
+	healthBeat, healthStale = beat, stale
+	t.Cleanup(func() { healthBeat, healthStale = oldBeat, oldStale })
+}
+
+// Wedge makes the loop named loop (see loop.String) block at its next beat
+// until the returned release is called (or the test ends).
+func Wedge(t interface{ Cleanup(func()) }, loop string) (release func()) {
+	released := make(chan struct{})
+	wedge := func(l string) {
+		if l == loop {
+			<-released
+		}
+	}
+	wedgeHook.Store(&wedge)
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			wedgeHook.Store(nil)
+			close(released)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}

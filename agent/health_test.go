@@ -1,0 +1,65 @@
+package agent_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// TestHealthSeesAWedgedLoop wedges each of the agent's loops in its own
+// goroutine: Healthy names it, and only it, and recovers once it turns again.
+func TestHealthSeesAWedgedLoop(t *testing.T) {
+	agent.SetHealthTiming(t, 20*time.Millisecond, 200*time.Millisecond)
+	a := agenttest.Start(t, agenttest.Config(t, redistest.Start(t, 3), 3*time.Second))
+	healthy := func() {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Second); a.Healthy() != nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not healthy: %v", a.Healthy())
+			}
+		}
+		// and it stays so: the loops keep beating
+		time.Sleep(400 * time.Millisecond)
+		if err := a.Healthy(); err != nil {
+			t.Fatalf("healthy, then not: %v", err)
+		}
+	}
+	healthy()
+	for _, loop := range []string{"accept loop", "renewal watchdog"} {
+		t.Run(loop, func(t *testing.T) {
+			release := agent.Wedge(t, loop)
+			var err error
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if err = a.Healthy(); err != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("still healthy 2s after the %s was wedged", loop)
+				}
+			}
+			if !strings.Contains(err.Error(), loop+" silent for") || strings.Count(err.Error(), "silent") != 1 {
+				t.Fatalf("with the %s wedged: %v", loop, err)
+			}
+			release()
+			healthy()
+		})
+	}
+	// A wedged accept loop is a real one: a client is not served.
+	release := agent.Wedge(t, "accept loop")
+	time.Sleep(100 * time.Millisecond) // the loop is parked at its next beat
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	_, reply := c.Send("PING")
+	select {
+	case r := <-reply:
+		t.Fatalf("served with the accept loop wedged: %s", r.Line)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	if r := c.Await(reply); r.Kind != "OK" {
+		t.Fatalf("PING after the accept loop turned again: %s", r.Line)
+	}
+}
