@@ -18,6 +18,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -41,6 +42,8 @@ const (
 	wakeups    = 200
 	wakeWindow = 8 * time.Second
 	wakePark   = 20 * time.Millisecond
+	// compareMaxRefusals bounds how often one LOCK is tried again.
+	compareMaxRefusals = 1000
 	// compareLockTimeout bounds a LOCK that should be granted at once.
 	compareLockTimeout = 10 * time.Second
 )
@@ -79,17 +82,35 @@ func BenchmarkCompare(b *testing.B) {
 	})
 }
 
-// lockCycle locks and unlocks name, which must be free.
-func lockCycle(b *testing.B, cl locker, name string) {
+// lockAgain locks name as a client would, trying again at once after a
+// refusal (see errRefused), until ctx ends; it counts the refusals.
+func lockAgain(ctx context.Context, cl locker, name string) (granted bool, refused int, err error) {
+	for range compareMaxRefusals {
+		granted, err = cl.lock(ctx, name)
+		if !errors.Is(err, errRefused) {
+			return granted, refused, err
+		}
+		refused++
+		if ctx.Err() != nil {
+			return false, refused, nil
+		}
+	}
+	return false, refused, err
+}
+
+// lockCycle locks and unlocks name, which must be free, and returns how
+// many times the LOCK was refused on the way.
+func lockCycle(b *testing.B, cl locker, name string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), compareLockTimeout)
 	defer cancel()
-	ok, err := cl.lock(ctx, name)
+	ok, refused, err := lockAgain(ctx, cl, name)
 	if err != nil || !ok {
 		b.Fatalf("lock %s: granted %v, %v", name, ok, err)
 	}
 	if err := cl.unlock(name); err != nil {
 		b.Fatal(err)
 	}
+	return refused
 }
 
 // benchSerial: one client locking and unlocking a free name: LOCK+UNLOCK
@@ -100,22 +121,25 @@ func benchSerial(b *testing.B, c *contender) {
 		lockCycle(b, cl, "serial")
 	}
 	var samples []time.Duration
+	refused := 0
 	b.ResetTimer()
 	for range b.N {
 		end := time.Now().Add(compareWindow)
 		for n := 0; n < compareMaxCycles && time.Now().Before(end); n++ {
 			start := time.Now()
-			lockCycle(b, cl, "serial")
+			refused += lockCycle(b, cl, "serial")
 			samples = append(samples, time.Since(start))
 		}
 	}
 	b.StopTimer()
 	report(b, "", samples)
+	b.ReportMetric(float64(refused), "refused")
 }
 
 // workload is what workers locking and unlocking names for a window did.
 type workload struct {
 	grants  []int         // per worker
+	refused []int         // per worker: LOCKs refused, and tried again
 	maxWait time.Duration // the longest LOCK, counting one cut off by the window
 	took    time.Duration // until the last worker stopped
 }
@@ -128,13 +152,24 @@ func (c workload) perSecond() float64 {
 	return float64(total) / c.took.Seconds()
 }
 
+func (c workload) report(b *testing.B) {
+	b.ReportMetric(c.perSecond(), "cycles/s")
+	total := 0
+	for _, r := range c.refused {
+		total += r
+	}
+	b.ReportMetric(float64(total), "refused")
+}
+
 // add sums another window of the same workers into c.
 func (c *workload) add(o workload) {
 	if c.grants == nil {
 		c.grants = make([]int, len(o.grants))
+		c.refused = make([]int, len(o.refused))
 	}
 	for i, g := range o.grants {
 		c.grants[i] += g
+		c.refused[i] += o.refused[i]
 	}
 	c.maxWait = max(c.maxWait, o.maxWait)
 	c.took += o.took
@@ -144,7 +179,7 @@ func (c *workload) add(o workload) {
 // names[worker] with no pause, for d. It fails if two workers ever hold a
 // name at once: a fast lock that does not exclude is no contender.
 func runWorkers(b *testing.B, clients []locker, names []string, d time.Duration) workload {
-	out := workload{grants: make([]int, len(clients))}
+	out := workload{grants: make([]int, len(clients)), refused: make([]int, len(clients))}
 	waits := make([]time.Duration, len(clients))
 	holders := map[string]*atomic.Int32{}
 	for _, name := range names {
@@ -160,8 +195,9 @@ func runWorkers(b *testing.B, clients []locker, names []string, d time.Duration)
 			defer wg.Done()
 			for n := 0; n < compareMaxCycles && ctx.Err() == nil; n++ {
 				t0 := time.Now()
-				ok, err := cl.lock(ctx, names[i])
+				ok, refused, err := lockAgain(ctx, cl, names[i])
 				waits[i] = max(waits[i], time.Since(t0))
+				out.refused[i] += refused
 				if err != nil {
 					b.Error(err)
 					return
@@ -220,7 +256,7 @@ func benchDistinct(b *testing.B, c *contender) {
 		names[i] = fmt.Sprintf("distinct/%d", i)
 	}
 	r := measureWorkers(b, makeClients(b, c, len(names), false), names)
-	b.ReportMetric(r.perSecond(), "cycles/s")
+	r.report(b)
 }
 
 // repeatName returns n copies of name.
@@ -232,7 +268,7 @@ func repeatName(name string, n int) []string {
 // throughput, fairness between the clients, and the longest wait.
 func benchOneName(b *testing.B, c *contender) {
 	r := measureWorkers(b, makeClients(b, c, 16, false), repeatName("one", 16))
-	b.ReportMetric(r.perSecond(), "cycles/s")
+	r.report(b)
 	most, least := slices.Max(r.grants), slices.Min(r.grants)
 	b.ReportMetric(float64(least), "min-grants")
 	if least > 0 {
@@ -246,7 +282,7 @@ func benchOneName(b *testing.B, c *contender) {
 // the grants, and the longest wait.
 func benchTwoAgents(b *testing.B, c *contender) {
 	r := measureWorkers(b, makeClients(b, c, 16, true), repeatName("two", 16))
-	b.ReportMetric(r.perSecond(), "cycles/s")
+	r.report(b)
 	var groups [2]int
 	for i, g := range r.grants {
 		groups[i/8] += g
@@ -265,6 +301,7 @@ func benchWakeup(b *testing.B, c *contender, holderGroup, waiterGroup int) {
 	holder, waiter := c.client(b, holderGroup), c.client(b, waiterGroup)
 	lockCycle(b, holder, "wake")
 	lockCycle(b, waiter, "wake")
+	refused := 0
 	var samples []time.Duration
 	// The timer runs throughout, so that b.N stays 1 under the default
 	// -benchtime too.
@@ -272,25 +309,33 @@ func benchWakeup(b *testing.B, c *contender, holderGroup, waiterGroup int) {
 	for range b.N {
 		end := time.Now().Add(wakeWindow)
 		for n := 0; n < wakeups && time.Now().Before(end); n++ {
-			samples = append(samples, wakeOnce(b, c, holder, waiter, waiterGroup))
+			took, r := wakeOnce(b, c, holder, waiter, waiterGroup)
+			samples = append(samples, took)
+			refused += r
 		}
 	}
 	b.StopTimer()
 	report(b, "", samples)
+	b.ReportMetric(float64(refused), "refused")
 	b.ReportMetric(0, "ns/op")
 }
 
-// wakeOnce times one hand-over of "wake" from holder to waiter.
-func wakeOnce(b *testing.B, c *contender, holder, waiter locker, waiterGroup int) time.Duration {
+// wakeOnce times one hand-over of "wake" from holder to waiter, and
+// counts the LOCKs refused on the way.
+func wakeOnce(b *testing.B, c *contender, holder, waiter locker, waiterGroup int) (time.Duration, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), compareLockTimeout)
 	defer cancel()
-	if ok, err := holder.lock(ctx, "wake"); !ok || err != nil {
+	ok, refused, err := lockAgain(ctx, holder, "wake")
+	if !ok || err != nil {
 		b.Fatalf("holder: granted %v, %v", ok, err)
 	}
 	granted := make(chan time.Time, 1)
+	waiterRefused := 0
 	go func() {
 		defer close(granted)
-		ok, err := waiter.lock(ctx, "wake")
+		var ok bool
+		var err error
+		ok, waiterRefused, err = lockAgain(ctx, waiter, "wake")
 		if !ok || err != nil {
 			b.Errorf("waiter: granted %v, %v", ok, err)
 			return
@@ -312,5 +357,5 @@ func wakeOnce(b *testing.B, c *contender, holder, waiter locker, waiterGroup int
 	if err := waiter.unlock("wake"); err != nil {
 		b.Fatal(err)
 	}
-	return at.Sub(released)
+	return at.Sub(released), refused + waiterRefused
 }

@@ -29,10 +29,15 @@ import (
 // locker is one client of a contender, used by one goroutine at a time.
 type locker interface {
 	// lock takes name, waiting for it until ctx ends: false if ctx ended
-	// first. ctx must have a deadline.
+	// first, errRefused if the masters could not decide in time. ctx must
+	// have a deadline.
 	lock(ctx context.Context, name string) (bool, error)
 	unlock(name string) error
 }
+
+// errRefused is a LOCK that the masters could not decide in time (the
+// agent's NO_QUORUM, a master's error or timeout): a client tries again.
+var errRefused = errors.New("refused")
 
 // contender makes clients of one kind.
 type contender struct {
@@ -108,10 +113,11 @@ type floorAttempt struct {
 }
 
 // acquire fans SET out and returns as soon as a majority decided; the
-// other answers are still collected for release.
-func (f *floor) acquire(key string) (*floorAttempt, bool) {
-	a := &floorAttempt{key: key, token: f.run + "-" + strconv.FormatUint(f.tokens.Add(1), 36)}
-	votes := make(chan bool, len(f.masters))
+// other answers are still collected for release. A refusal is one that a
+// master's error decided.
+func (f *floor) acquire(key string) (a *floorAttempt, granted bool, err error) {
+	a = &floorAttempt{key: key, token: f.run + "-" + strconv.FormatUint(f.tokens.Add(1), 36)}
+	votes := make(chan error, len(f.masters))
 	for _, c := range f.masters {
 		answer := make(chan error, 1)
 		a.answers = append(a.answers, answer)
@@ -120,18 +126,26 @@ func (f *floor) acquire(key string) (*floorAttempt, bool) {
 			defer cancel()
 			err := c.Do(ctx, c.B().Set().Key(key).Value(a.token).Nx().PxMilliseconds(floorLease.Milliseconds()).Build()).Error()
 			answer <- err
-			votes <- err == nil
+			votes <- err
 		}()
 	}
 	yes, no := 0, 0
+	var failed []error
 	for yes < f.quorum && no <= len(f.masters)-f.quorum {
-		if <-votes {
+		switch vote := <-votes; {
+		case vote == nil:
 			yes++
-		} else {
+		case rueidis.IsRedisNil(vote):
 			no++
+		default:
+			no++
+			failed = append(failed, vote)
 		}
 	}
-	return a, yes >= f.quorum
+	if yes < f.quorum && failed != nil {
+		err = fmt.Errorf("%w: floor: %w", errRefused, errors.Join(failed...))
+	}
+	return a, yes >= f.quorum, err
 }
 
 // release deletes the attempt's key on every master where it may be ours,
@@ -164,13 +178,16 @@ type floorClient struct {
 func (c *floorClient) lock(ctx context.Context, name string) (bool, error) {
 	key := "floor:" + name
 	for {
-		a, ok := c.floor.acquire(key)
+		a, ok, refused := c.floor.acquire(key)
 		if ok {
 			c.held[name] = a
 			return true, nil
 		}
 		if err := c.floor.release(a); err != nil {
 			return false, err
+		}
+		if refused != nil {
+			return false, refused
 		}
 		if !sleepCtx(ctx, pollDelay()) {
 			return false, nil
@@ -222,7 +239,7 @@ func (c *redsyncClient) lock(ctx context.Context, name string) (bool, error) {
 		}
 		var redisErr *redsync.RedisError
 		if errors.As(err, &redisErr) {
-			return false, err
+			return false, fmt.Errorf("%w: redsync: %w", errRefused, err)
 		}
 	}
 }
@@ -316,6 +333,8 @@ func (c *lineClient) lock(ctx context.Context, name string) (bool, error) {
 		return true, nil
 	case strings.HasPrefix(r, "BUSY"):
 		return false, nil
+	case strings.HasPrefix(r, "ERR NO_QUORUM"):
+		return false, fmt.Errorf("%w: agent: %s", errRefused, r)
 	}
 	return false, fmt.Errorf("agent: LOCK %s: %s", name, r)
 }
