@@ -30,7 +30,7 @@ type Config struct {
 	Log     LogConfig
 	// ACL is the access rules by peer credentials; nil (no acl block)
 	// lets whoever can open the socket do anything.
-	ACL *ACL
+	ACL     *ACL
 	Systemd SystemdConfig
 }
 
