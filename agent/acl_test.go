@@ -309,6 +309,8 @@ func TestTheSampleACLIsValid(t *testing.T) {
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.HasPrefix(line, "# acl {") || len(block) > 0 && strings.HasPrefix(line, "# ") {
 			block = append(block, strings.TrimPrefix(line, "# "))
+		} else if len(block) > 0 {
+			break // the block's comment ends at the first other line
 		}
 	}
 	if len(block) < 3 {

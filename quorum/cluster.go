@@ -307,15 +307,39 @@ func (c *Cluster) voters() (to []int, skipped []error) {
 	return to, skipped
 }
 
-// fanout sends one script to the masters to, each bounded by MasterTimeout,
-// and returns where their answers come.
-func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc) {
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
+// fanout sends one script to the masters to, and returns where their
+// answers come and the round's deadline (see roundTimeout).
+func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc, time.Duration) {
+	timeout := c.roundTimeout(to)
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	answers := make(chan answer, len(to))
 	for _, i := range to {
-		go func() { answers <- answer{i, c.masters[i].eval(opCtx, s, keys, args)} }()
+		go func() {
+			m := c.masters[i]
+			start := time.Now()
+			r := m.eval(opCtx, s, keys, args)
+			if r.Error() == nil || !errors.Is(r.Error(), context.DeadlineExceeded) {
+				m.observe(time.Since(start))
+			} else {
+				m.observe(timeout)
+			}
+			answers <- answer{i, r}
+		}()
 	}
-	return answers, cancel
+	return answers, cancel, timeout
+}
+
+// roundTimeout is a round's deadline: MasterTimeout, or longer while the
+// masters' recent answers have been slow (a busy host: the agent's own CPU
+// counts in what it measures), up to 10×MasterTimeout. A slow round is
+// safe (validity counts from its start); cutting it short on a busy host
+// turned healthy masters' answers into NO_QUORUM.
+func (c *Cluster) roundTimeout(to []int) time.Duration {
+	d := c.cfg.MasterTimeout
+	for _, i := range to {
+		d = max(d, min(4*c.masters[i].latency(), 10*c.cfg.MasterTimeout))
+	}
+	return d
 }
 
 // next returns the next answer, or false once the round's deadline passed.
@@ -344,12 +368,12 @@ func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
 // returns the grants per slot, the masters that failed (the skipped ones,
 // passed in as errs, included), every failure's error, and how many answers
 // were left unread (for drain).
-func (c *Cluster) collect(answers <-chan answer, sent int, errs []error, judge func(answer) (slot int, agreed bool, err error)) (granted map[int]int, failed int, _ []error, unread int) {
+func (c *Cluster) collect(answers <-chan answer, sent int, timeout time.Duration, errs []error, judge func(answer) (slot int, agreed bool, err error)) (granted map[int]int, failed int, _ []error, unread int) {
 	n := len(c.masters)
 	granted = map[int]int{}
 	failed = len(errs)
 	refused := 0
-	deadline := time.NewTimer(c.cfg.MasterTimeout)
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	got := 0
 	for ; got < sent; got++ {
@@ -434,14 +458,14 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10))
-	answers, cancel := c.fanout(ctx, acquireScript, keys, args, to)
+	answers, cancel, timeout := c.fanout(ctx, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	slots := make([]int, n)    // the slot granted there
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
 	var busyOn []int // masters that answered held: their counters may lag
 	conflicts := 0
-	granted, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (int, bool, error) {
+	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
 		vals, err := a.res.AsIntSlice()
 		switch {
 		case err != nil:
@@ -687,8 +711,8 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 	}
 	defer done()
 	to, errs := c.voters()
-	answers, cancel := c.fanout(ctx, downgradeScript, []string{c.holderKey(name, holder)}, []string{c.channel(name), name}, to)
-	granted, _, errs, unread := c.collect(answers, len(to), errs, func(a answer) (int, bool, error) {
+	answers, cancel, timeout := c.fanout(ctx, downgradeScript, []string{c.holderKey(name, holder)}, []string{c.channel(name), name}, to)
+	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
 		v, err := a.res.AsInt64()
 		return 0, err == nil && v == 1, err
 	})
@@ -741,10 +765,10 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	n := len(c.masters)
 	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
 	to, errs := c.voters()
-	answers, cancel := c.fanout(ctx, renewScript, keys, args, to)
+	answers, cancel, timeout := c.fanout(ctx, renewScript, keys, args, to)
 	sent := len(to)
 	gone := 0
-	granted, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (int, bool, error) {
+	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
 		vals, err := c.renewReply(a.i, a.res, 1)
 		if err == nil && vals[0] == 0 {
 			gone++
@@ -884,7 +908,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	}
 	defer done()
 	to, errs := c.voters()
-	answers, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
+	answers, cancel, timeout := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
 	sent := len(to)
 	defer cancel() // the fan-out's goroutines answer into a buffered channel: none is left blocked
 	type seen struct {
@@ -894,7 +918,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	byID := map[string]*seen{}
 	var order []string
 	ok := 0
-	deadline := time.NewTimer(c.cfg.MasterTimeout)
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for got := range sent {
 		a, answered := next(answers, deadline)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -58,11 +59,28 @@ type master struct {
 	unsafe     error     // why the master is unsafe, nil if it is not
 	checked    time.Time // when its configuration was last checked
 
+	// lat is a moving average of this master's answer times, in ns: see
+	// Cluster.roundTimeout.
+	lat atomic.Int64
+
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
 
 	connected chan struct{} // closed once client is set
 }
+
+// observe adds one answer time to the master's moving average (weight 1/8).
+func (m *master) observe(d time.Duration) {
+	for {
+		old := m.lat.Load()
+		next := old + (int64(d)-old)/8
+		if m.lat.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+func (m *master) latency() time.Duration { return time.Duration(m.lat.Load()) }
 
 func (m *master) getClient() rueidis.Client {
 	m.mu.RLock()

@@ -60,8 +60,8 @@ func TestExecExitCodesAndEnvironment(t *testing.T) {
 	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-wait", "100ms", "-conflict-exit", "75", "jobs/busy", "--", "true"); code != 75 {
 		t.Fatalf("busy with -conflict-exit 75: exit %d", code)
 	}
-	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-shared", "jobs/shared", "--", "true"); code != 1 || !strings.Contains(errOut, "not supported yet") {
-		t.Fatalf("-shared: exit %d %q", code, errOut)
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-limit", "2", "-shared", "jobs/shared", "--", "true"); code != 1 || !strings.Contains(errOut, "limit") {
+		t.Fatalf("-shared with -limit 2: exit %d %q", code, errOut)
 	}
 	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "jobs/x"); code != 2 {
 		t.Fatalf("no command: exit %d, want 2", code)
