@@ -675,18 +675,26 @@ func (a *Agent) releaseAsync(name, holder string) {
 	go a.release(context.Background(), name, holder)
 }
 
-// releaseAll releases holds in parallel and returns when all are done.
+// releaseAll releases holds in one batched round per master and returns
+// when it is done, then lets the names' local waiters try at once.
 func (a *Agent) releaseAll(holds map[holdKey]*hold) {
-	var wg sync.WaitGroup
+	if len(holds) == 0 {
+		return
+	}
+	keys := make([]quorum.RenewKey, 0, len(holds))
 	for _, h := range holds {
 		a.forget(h)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.release(context.Background(), h.rh.Name, h.rh.Holder)
-		}()
+		keys = append(keys, quorum.RenewKey{Name: h.rh.Name, Holder: h.rh.Holder})
 	}
-	wg.Wait()
+	a.cluster.ReleaseMany(context.Background(), keys)
+	for _, k := range keys {
+		a.mu.Lock()
+		q := a.queues[k.Name]
+		a.mu.Unlock()
+		if q != nil {
+			q.poke()
+		}
+	}
 }
 
 // unlock drops the hold from the session at once, in the order of the

@@ -698,6 +698,43 @@ collect:
 	return held, nil
 }
 
+// releaseChunk is how many releases ReleaseMany pipelines to a master at once.
+const releaseChunk = 1024
+
+// ReleaseMany releases many holds at once, as a closing session or a
+// stopping agent does: on every connected master (down ones too: see
+// Release), in pipelined chunks on the bulk connection, with no goroutine
+// per hold. It returns when every master answered or its deadline passed
+// (max(20×MasterTimeout, 1s), plus 10µs per hold); a release that did not
+// land leaves its lease to expire.
+func (c *Cluster) ReleaseMany(ctx context.Context, holds []RenewKey) {
+	if len(holds) == 0 {
+		return
+	}
+	calls := make([]call, len(holds))
+	for i, h := range holds {
+		keys, args := c.releaseArgs(h.Name, h.Holder, true)
+		calls[i] = call{keys: keys, args: args}
+	}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
+		max(20*c.cfg.MasterTimeout, time.Second)+time.Duration(len(holds))*10*time.Microsecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range c.masters {
+		if m.conn(laneBulk) == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lo := 0; lo < len(calls) && opCtx.Err() == nil; lo += releaseChunk {
+				m.evalMulti(opCtx, releaseScript, calls[lo:min(lo+releaseChunk, len(calls))])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // ErrNotHeld: a majority of masters answered that the holder no longer holds the name.
 var ErrNotHeld = errors.New("quorum: not held")
 

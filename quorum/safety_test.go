@@ -361,3 +361,34 @@ func plantHolder(s *redistest.Server, set, holder string) {
 	s.Do("PEXPIRE", set+":h:"+holder, "5000")
 	s.Do("SADD", set, holder)
 }
+
+// TestReleaseManyReleasesEveryHold: a closing session's or stopping agent's
+// holds go in one batched round per master, with their release messages.
+func TestReleaseManyReleasesEveryHold(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	var holds []RenewKey
+	for i := range 300 {
+		name := fmt.Sprintf("many%d", i)
+		if _, err := c.Acquire(ctx, req(name, "h")); err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, RenewKey{Name: name, Holder: "h"})
+	}
+	w := c.Watch(ctx, "many7")
+	defer w.Close()
+	time.Sleep(100 * time.Millisecond) // subscribed
+	drainWake(w)
+	c.ReleaseMany(ctx, holds)
+	for i, s := range servers {
+		if n := s.Keys("t:{many*}:h:*"); n != 0 {
+			t.Fatalf("m%d still has %d holder keys", i, n)
+		}
+	}
+	select {
+	case <-w.C():
+	case <-time.After(time.Second):
+		t.Fatal("no release message")
+	}
+}
