@@ -5,6 +5,7 @@
 package renewal
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -42,6 +43,41 @@ type Hold struct {
 	Record quorum.Record
 
 	deadline time.Time // guarded by Watchdog.mu
+	expiry   time.Time // deadline less the lead: when it is declared lost; guarded by Watchdog.mu
+	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
+}
+
+// byExpiry is the watched holds as a min-heap on expiry, so that the next
+// expiry is found in O(1) and kept in O(log n) per change: a scan of every
+// hold per change made a burst of grants quadratic.
+type byExpiry []*Hold
+
+func (b byExpiry) Len() int           { return len(b) }
+func (b byExpiry) Less(i, j int) bool { return b[i].expiry.Before(b[j].expiry) }
+func (b byExpiry) Swap(i, j int) {
+	b[i], b[j] = b[j], b[i]
+	b[i].index, b[j].index = i, j
+}
+func (b *byExpiry) Push(x any) {
+	h := x.(*Hold)
+	h.index = len(*b)
+	*b = append(*b, h)
+}
+func (b *byExpiry) Pop() any {
+	old := *b
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	*b = old[:len(old)-1]
+	return h
+}
+
+// setDeadline moves h's deadline (and so its expiry). w.mu is held.
+func (w *Watchdog) setDeadline(h *Hold, deadline time.Time) {
+	h.deadline = deadline
+	h.expiry = deadline.Add(-w.lead(h))
+	if _, ok := w.holds[h]; ok {
+		heap.Fix(&w.byExpiry, h.index)
+	}
 }
 
 // lead is how long before its deadline h is declared lost.
@@ -72,11 +108,12 @@ type Config struct {
 
 // Watchdog renews holds and reports the ones it loses.
 type Watchdog struct {
-	cfg     Config
-	quorum  int
-	mu      sync.Mutex
-	holds   map[*Hold]struct{}
-	changed chan struct{}
+	cfg      Config
+	quorum   int
+	mu       sync.Mutex
+	holds    map[*Hold]struct{}
+	byExpiry byExpiry // the same holds
+	changed  chan struct{}
 }
 
 // New returns a Watchdog; Run makes it work.
@@ -99,8 +136,11 @@ func (w *Watchdog) Interval() time.Duration { return w.cfg.Lease / 3 }
 // Add starts watching h, valid until deadline.
 func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 	w.mu.Lock()
-	h.deadline = deadline
-	w.holds[h] = struct{}{}
+	w.setDeadline(h, deadline)
+	if _, ok := w.holds[h]; !ok {
+		w.holds[h] = struct{}{}
+		heap.Push(&w.byExpiry, h)
+	}
 	w.mu.Unlock()
 	w.poke()
 }
@@ -111,8 +151,16 @@ func (w *Watchdog) Remove(h *Hold) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, ok := w.holds[h]
-	delete(w.holds, h)
+	if ok {
+		w.drop(h)
+	}
 	return ok
+}
+
+// drop stops watching h, which is watched. w.mu is held.
+func (w *Watchdog) drop(h *Hold) {
+	delete(w.holds, h)
+	heap.Remove(&w.byExpiry, h.index)
 }
 
 // Extend moves h's deadline to deadline after an EXTEND that set its lease
@@ -121,8 +169,8 @@ func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool
 	w.mu.Lock()
 	_, ok := w.holds[h]
 	if ok {
-		h.deadline = deadline
-		h.Lease = lease
+		h.Lease = lease // before the deadline: it sets the lead
+		w.setDeadline(h, deadline)
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -191,10 +239,8 @@ func (w *Watchdog) Run(ctx context.Context) error {
 func (w *Watchdog) armExpiry(t quorum.Timer) {
 	w.mu.Lock()
 	var next time.Time
-	for h := range w.holds {
-		if end := h.deadline.Add(-w.lead(h)); next.IsZero() || end.Before(next) {
-			next = end
-		}
+	if len(w.byExpiry) > 0 {
+		next = w.byExpiry[0].expiry
 	}
 	w.mu.Unlock()
 	t.Stop()
@@ -239,10 +285,10 @@ func (w *Watchdog) apply(r round) {
 		switch {
 		case res.OK >= w.quorum && deadline.After(now):
 			if deadline.After(h.deadline) {
-				h.deadline = deadline
+				w.setDeadline(h, deadline)
 			}
 		case res.Gone > w.cfg.Masters-w.quorum:
-			delete(w.holds, h)
+			w.drop(h)
 			lost = append(lost, h)
 		default:
 			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
@@ -260,11 +306,10 @@ func (w *Watchdog) expire() {
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
 	w.mu.Lock()
-	for h := range w.holds {
-		if !h.deadline.After(now.Add(w.lead(h))) {
-			delete(w.holds, h)
-			lost = append(lost, h)
-		}
+	for len(w.byExpiry) > 0 && !w.byExpiry[0].expiry.After(now) {
+		h := w.byExpiry[0]
+		w.drop(h)
+		lost = append(lost, h)
 	}
 	w.mu.Unlock()
 	for _, h := range lost {

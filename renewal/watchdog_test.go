@@ -2,6 +2,8 @@ package renewal
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -236,4 +238,60 @@ func TestAShortTTLHoldIsNotLostEarly(t *testing.T) {
 	h.expectNoLoss()
 	h.runBy(5*time.Millisecond, 100*time.Millisecond)
 	h.expectLoss(hold, ReasonExpired, start.Add(300*time.Millisecond))
+}
+
+// TestManyFixedHoldsExpireEachAtItsOwnTime adds, removes and extends many
+// ttl= holds in random order: each is lost in the clock step its expiry
+// falls in (deadline less lead), never before, and removed ones never.
+func TestManyFixedHoldsExpireEachAtItsOwnTime(t *testing.T) {
+	h := newHarness(t)
+	h.lost = make(chan lostEvent, 1000)
+	rng := rand.New(rand.NewPCG(5, 6))
+	start := h.clock.Now()
+	expiry := map[*Hold]time.Time{}
+	var holds []*Hold
+	for i := range 300 {
+		valid := time.Duration(100+rng.IntN(2900)) * time.Millisecond
+		hold := &Hold{Name: fmt.Sprintf("n%d", i), Holder: "x", Fixed: true, Lease: valid}
+		h.w.Add(hold, start.Add(valid))
+		holds = append(holds, hold)
+		expiry[hold] = start.Add(valid - h.w.lead(hold))
+	}
+	for _, hold := range holds[:50] { // removed: never reported
+		h.w.Remove(hold)
+		delete(expiry, hold)
+	}
+	for _, hold := range holds[50:100] { // extended: reported at the new time
+		valid := time.Duration(3000+rng.IntN(1000)) * time.Millisecond
+		h.w.Extend(hold, valid, start.Add(valid))
+		expiry[hold] = start.Add(valid - h.w.lead(hold))
+	}
+	h.settle()
+	const step = 50 * time.Millisecond
+	for elapsed := time.Duration(0); elapsed < 5*time.Second; elapsed += step {
+		h.clock.Advance(step)
+		h.settle()
+		now := h.clock.Now()
+		for {
+			select {
+			case e := <-h.lost:
+				want, ok := expiry[e.hold]
+				if !ok || e.at.Before(want) || e.at.Sub(want) >= step {
+					t.Fatalf("%s lost at %v, want in the step of %v (watched %v)", e.hold.Name, e.at.Sub(start), want.Sub(start), ok)
+				}
+				delete(expiry, e.hold)
+				continue
+			default:
+			}
+			break
+		}
+		for hold, at := range expiry {
+			if !at.After(now) {
+				t.Fatalf("%s not lost by %v (its expiry %v)", hold.Name, now.Sub(start), at.Sub(start))
+			}
+		}
+	}
+	if len(expiry) != 0 {
+		t.Fatalf("%d holds never lost", len(expiry))
+	}
 }
