@@ -54,6 +54,9 @@ type Config struct {
 	InstanceID string
 	Clock      Clock        // default RealClock
 	Logger     hclog.Logger // default a null logger
+	// Observer hears of each master's latency, quarantines and fence
+	// write-backs, for metrics; default NopObserver.
+	Observer Observer
 }
 
 // Cluster is the set of masters and the quorum operations over them. Its
@@ -183,10 +186,13 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID}
-	for _, mc := range cfg.Masters {
-		c.masters = append(c.masters, &master{cfg: mc, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
+	for i, mc := range cfg.Masters {
+		c.masters = append(c.masters, &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
 	}
 	return c, nil
@@ -307,15 +313,24 @@ func (c *Cluster) voters() (to []int, skipped []error) {
 	return to, skipped
 }
 
-// fanout sends one script to the masters to, each bounded by MasterTimeout,
-// and returns where their answers come.
-func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc) {
+// fanout sends one script (of op) to the masters to, each bounded by
+// MasterTimeout, and returns where their answers come.
+func (c *Cluster) fanout(ctx context.Context, op Op, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc) {
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
 	answers := make(chan answer, len(to))
 	for _, i := range to {
-		go func() { answers <- answer{i, c.masters[i].eval(opCtx, s, keys, args)} }()
+		go func() { answers <- answer{i, c.timedEval(opCtx, op, i, s, keys, args)} }()
 	}
 	return answers, cancel
+}
+
+// timedEval is master i's eval, timed for the Observer. Latency is not
+// lease logic: it reads the monotonic clock, not the Cluster's Clock.
+func (c *Cluster) timedEval(ctx context.Context, op Op, i int, s *script, keys, args []string) rueidis.RedisResult {
+	start := time.Now()
+	r := c.masters[i].eval(ctx, s, keys, args)
+	c.cfg.Observer.MasterOp(i, op, time.Since(start))
+	return r
 }
 
 // next returns the next answer, or false once the round's deadline passed.
@@ -427,7 +442,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	}
 	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey()}
 	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), req.Info, c.holderPrefix(req.Name)}, c.gateArgs()...)
-	answers, cancel := c.fanout(ctx, acquireScript, keys, args, to)
+	answers, cancel := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
@@ -519,6 +534,7 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 		}
 		return fence, nil
 	}
+	c.cfg.Observer.FenceWriteBack(len(behind), true)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
 	defer cancel()
 	keys, args := c.raiseFenceArgs(req, fence)
@@ -555,6 +571,7 @@ func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []
 // raiseFence brings req's name's counter on the masters to at least fence
 // (and a record of req there to carry it), in the background.
 func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
+	c.cfg.Observer.FenceWriteBack(len(to), false)
 	keys, args := c.raiseFenceArgs(req, fence)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
@@ -602,7 +619,7 @@ func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (
 			continue
 		}
 		sent++
-		go func() { answers <- answer{i, m.eval(opCtx, releaseScript, keys, args)} }()
+		go func() { answers <- answer{i, c.timedEval(opCtx, OpRelease, i, releaseScript, keys, args)} }()
 	}
 	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
 	defer wait.Stop()
@@ -674,7 +691,7 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	n := len(c.masters)
 	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
 	to, errs := c.voters()
-	answers, cancel := c.fanout(ctx, renewScript, keys, args, to)
+	answers, cancel := c.fanout(ctx, OpExtend, renewScript, keys, args, to)
 	sent := len(to)
 	gone := 0
 	yes, failed, errs, unread := c.collect(answers, sent, errs, func(a answer) (bool, error) {
@@ -724,7 +741,9 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			start := time.Now() // latency, not lease logic: see timedEval
 			res := c.masters[i].evalMulti(opCtx, renewScript, calls)
+			c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
 			mu.Lock()
 			defer mu.Unlock()
 			for b, r := range res {
@@ -803,7 +822,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	}
 	defer done()
 	to, errs := c.voters()
-	answers, cancel := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
+	answers, cancel := c.fanout(ctx, OpWho, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
 	sent := len(to)
 	defer cancel() // the fan-out's goroutines answer into a buffered channel: none is left blocked
 	type seen struct {
