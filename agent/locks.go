@@ -25,6 +25,8 @@ type hold struct {
 	fence int64
 	count int
 	mode  protocol.Mode
+	// granted is when it was granted, for lock_agent_hold_seconds.
+	granted time.Time
 }
 
 func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
@@ -55,6 +57,8 @@ type waiter struct {
 	after <-chan struct{}
 	// heard is the queue's heard when w joined it (see queue.heard).
 	heard uint64
+	// joined is when its LOCK arrived, for lock_agent_wait_seconds.
+	joined time.Time
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
@@ -80,6 +84,7 @@ type queue struct {
 	// ends with no such round since it began answers NO_QUORUM, not BUSY.
 	heard    uint64
 	noQuorum error
+	metrics  *metrics // keeps the waiters gauges in step with count
 }
 
 // roundDone records whether a round for the head heard from a majority.
@@ -124,6 +129,7 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 		}
 	}
 	q.count.Add(-1)
+	q.metrics.mode(w.req.Mode).waiters.Dec()
 	return true
 }
 
@@ -184,6 +190,7 @@ func (s *session) lock(req *protocol.Request) error {
 			h.count++
 			line := grantLine(req.Tag, result{fence: h.fence, count: h.count, validity: v})
 			s.mu.Unlock()
+			a.metrics.mode(l.Mode).reentries.Inc()
 			s.send(line)
 			return nil
 		}
@@ -196,7 +203,7 @@ func (s *session) lock(req *protocol.Request) error {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
-	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{})}
+	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{}), joined: time.Now()}
 	w.info = fmt.Sprintf("agent=%s pid=%d uid=%d owner=%s mode=%s", a.cfg.AgentID, s.cred.PID, s.cred.UID, l.Owner, l.Mode)
 	if r := s.releasing[name]; r != nil {
 		w.after = r.done
@@ -209,6 +216,7 @@ func (s *session) lock(req *protocol.Request) error {
 	}
 	s.spawn(req.Tag, func() error {
 		r := s.await(w)
+		a.metrics.lockAnswered(w, r)
 		// Before the reply: the client may reuse the tag, and a grant
 		// must not count against max_holds_per_session twice.
 		s.forgetWait(w)
@@ -295,7 +303,7 @@ func (a *Agent) enqueue(w *waiter) error {
 	q := a.queues[name]
 	start := q == nil
 	if start {
-		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters}
+		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters, metrics: a.metrics}
 		a.queues[name] = q
 	}
 	q.mu.Lock()
@@ -309,6 +317,7 @@ func (a *Agent) enqueue(w *waiter) error {
 	w.heard = q.heard
 	q.waiters = append(q.waiters, w)
 	a.waiters.Add(1)
+	a.metrics.mode(w.req.Mode).waiters.Inc()
 	q.mu.Unlock()
 	if start {
 		go a.contend(q)
@@ -554,11 +563,12 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		lease = w.req.TTL
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record, Fence: g.Fence}, sess: s, owner: key.owner,
-		fence: g.Fence, count: 1, mode: w.req.Mode}
+		fence: g.Fence, count: 1, mode: w.req.Mode, granted: time.Now()}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
+	s.a.metrics.holdStarted(h)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
 	return result{fence: h.fence, count: h.count}, nil
@@ -569,6 +579,9 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	a.mu.Lock()
 	h := a.holds[rh]
 	delete(a.holds, rh)
+	if h != nil {
+		a.metrics.holdEnded(h)
+	}
 	a.mu.Unlock()
 	if h == nil {
 		return
@@ -582,6 +595,7 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 		// (it looks under s.mu) answers NOT_HELD after the client heard why.
 		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
 		s.push(lostLine(h, string(reason)))
+		a.metrics.lost(reason)
 	}
 	s.mu.Unlock()
 	if mine {
@@ -593,7 +607,10 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // forget drops a hold from the agent's books before it is released.
 func (a *Agent) forget(h *hold) {
 	a.mu.Lock()
-	delete(a.holds, h.rh)
+	if a.holds[h.rh] == h { // not if it was lost already
+		delete(a.holds, h.rh)
+		a.metrics.holdEnded(h)
+	}
 	a.mu.Unlock()
 	a.watchdog.Remove(h.rh)
 }
@@ -718,6 +735,7 @@ func (s *session) extend(req *protocol.Request) error {
 		case errors.Is(err, quorum.ErrNotHeld):
 			return protocol.Errorf(protocol.ErrNotHeld, "%s is no longer held in the masters", e.Name)
 		case err != nil:
+			s.a.metrics.noQuorumAnswered("extend")
 			return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
 		}
 		if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
@@ -778,6 +796,7 @@ func (s *session) who(req *protocol.Request) error {
 func (s *session) whoReply(tag, name string) error {
 	holders, err := s.a.cluster.Who(s.ctx, name)
 	if err != nil {
+		s.a.metrics.noQuorumAnswered("who")
 		return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
 	}
 	for _, h := range holders {
