@@ -594,8 +594,8 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 		// Queued before s.mu is let go: an UNLOCK that finds the hold gone
 		// (it looks under s.mu) answers NOT_HELD after the client heard why.
 		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+		a.metrics.lost(reason) // counted before the client can hear of it
 		s.push(lostLine(h, string(reason)))
-		a.metrics.lost(reason)
 	}
 	s.mu.Unlock()
 	if mine {
