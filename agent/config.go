@@ -28,6 +28,8 @@ type Config struct {
 	Lock    LockConfig
 	Limits  Limits
 	Log     LogConfig
+	// Telemetry is the opt-in metrics listener; off by default.
+	Telemetry TelemetryConfig
 }
 
 // SocketConfig is where and how the agent listens.
@@ -120,6 +122,8 @@ type fileConfig struct {
 	Lock   *lockBlock   `hcl:"lock,block"`
 	Limits *limitsBlock `hcl:"limits,block"`
 	Log    *logBlock    `hcl:"log,block"`
+	// Telemetry is decoded and checked in telemetry.go.
+	Telemetry *telemetryBlock `hcl:"telemetry,block"`
 }
 
 type agentBlock struct {
@@ -400,6 +404,7 @@ func (v *validator) build(fc *fileConfig) Config {
 			}
 		}
 	}
+	v.telemetry(fc.Telemetry, &c)
 	return c
 }
 

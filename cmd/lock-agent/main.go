@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -156,12 +157,15 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	log := hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(cfg.Log.Level),
 		JSONFormat: cfg.Log.Format == "json", Output: stderr})
 
+	// The agent's metrics, for the telemetry listener.
+	var metrics http.Handler
 	{ // The agent: socket, sessions, watchdog and masters.
 		a, err := agent.New(cfg, log)
 		if err != nil {
 			log.Error("cannot start", "error", err)
 			return exitFailure
 		}
+		metrics = a.MetricsHandler()
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
 			if *dev {
@@ -174,6 +178,18 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			return a.Run(ctx)
 		}, func(error) {
 			log.Info("stopping agent")
+			cancel()
+		})
+	}
+	if addr := cfg.Telemetry.PrometheusListen; addr != "" { // Metrics: GET /metrics on their own listener, never the client socket.
+		srv, err := agent.ListenMetrics(addr, metrics, log.Named("telemetry"))
+		if err != nil {
+			log.Error("cannot serve metrics", "telemetry.prometheus_listen", addr, "error", err)
+			return exitFailure
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return srv.Run(ctx) }, func(error) {
+			log.Info("stopping metrics listener")
 			cancel()
 		})
 	}
