@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -108,7 +109,9 @@ func TestBinaryRefusesATakenMetricsPort(t *testing.T) {
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	writeAgentConfig(t, cfgPath, filepath.Join(dir, "agent.sock"), servers,
 		fmt.Sprintf("telemetry { prometheus_listen = %q }\n", taken.Addr()))
-	cmd := exec.Command(binary(t), "run", "-config", cfgPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // an agent that starts anyway is killed
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), "run", "-config", cfgPath)
 	cmd.Env = append(cmd.Environ(), raceNoExitSleep)
 	out, err := cmd.CombinedOutput()
 	if exitCode(err) != 1 || !strings.Contains(string(out), "cannot serve metrics") {
