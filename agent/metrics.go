@@ -63,8 +63,10 @@ var (
 	holdBuckets     = prometheus.ExponentialBuckets(.01, 4, 11)  // 10ms … 2.9h
 	batchBuckets    = prometheus.ExponentialBuckets(1, 4, 8)     // 1 … 16384 holds
 	roundBuckets    = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
-	agentNamespace  = "lock_agent"
-	masterLabel     = []string{"master"}
+)
+
+// The series read at scrape time (see stateCollector).
+var (
 	masterStateDesc = prometheus.NewDesc("lock_agent_master_state",
 		"1 for the state each master is in (up, down, quarantined, unsafe), 0 for the others.", []string{"master", "state"}, nil)
 	masterStates = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe}
@@ -106,7 +108,7 @@ func newMetrics(masters []quorum.MasterConfig) *metrics {
 
 	masterOp := f.histogramVec("master_op_duration_seconds",
 		"Time for one master to answer one operation (acquire, renew, extend, release, who), timeouts included, by master.", masterOpBuckets, "master", "op")
-	quarantines := f.counterVec("quarantines_total", "Times a master entered quarantine because it lost its data, by master.", masterLabel...)
+	quarantines := f.counterVec("quarantines_total", "Times a master entered quarantine because it lost its data, by master.", "master")
 	for _, mc := range masters {
 		for op := range quorum.NumOps {
 			m.masterOp[op] = append(m.masterOp[op], masterOp.WithLabelValues(mc.Name, op.String()))
@@ -119,40 +121,42 @@ func newMetrics(masters []quorum.MasterConfig) *metrics {
 	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: agentNamespace, Name: "build_info", Help: "Always 1; the version is a label.",
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Always 1; the version is a label.",
 			ConstLabels: prometheus.Labels{"version": Version}}, func() float64 { return 1 }))
 	return m
 }
+
+const namespace = "lock_agent"
 
 // factory registers the agent's series under the lock_agent_ namespace.
 type factory struct{ reg *prometheus.Registry }
 
 func (f factory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: agentNamespace, Name: name, Help: help})
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
 	f.reg.MustRegister(c)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: agentNamespace, Name: name, Help: help}, labels)
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: agentNamespace, Name: name, Help: help}, labels)
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
 	f.reg.MustRegister(g)
 	return g
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: agentNamespace, Name: name, Help: help, Buckets: buckets})
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
 	f.reg.MustRegister(h)
 	return h
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: agentNamespace, Name: name, Help: help, Buckets: buckets}, labels)
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
 	return h
 }
