@@ -134,13 +134,10 @@ func TestMetricsFollowLocksAndAnswers(t *testing.T) {
 
 	// The watchdog renews the hold every lease/3: its round and each
 	// master's part in it are timed.
-	s = awaitMetric(t, a, 1, "lock_agent_renewal_batch_holds")
-	if s.value("lock_agent_renewal_round_duration_seconds") < 1 {
-		t.Error("no renewal round time")
-	}
-	if s.value("lock_agent_master_op_duration_seconds", "master", "m1", "op", "renew") < 1 {
-		t.Error("no renew latency for master m1")
-	}
+	// (One by one: a scrape may fall between the round's observations.)
+	awaitMetric(t, a, 1, "lock_agent_renewal_batch_holds")
+	awaitMetric(t, a, 1, "lock_agent_renewal_round_duration_seconds")
+	awaitMetric(t, a, 1, "lock_agent_master_op_duration_seconds", "master", "m1", "op", "renew")
 
 	c.Do("UNLOCK m/a")
 	if r := c.Do("UNLOCK m/a"); r.Kind != "OK" {
