@@ -344,3 +344,38 @@ func TestTelemetryConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsCountFenceSettlesAndQuarantines: a grant whose masters
+// disagree on the fence waits for it to be written back, and a master that
+// lost its data is counted as it enters quarantine.
+func TestMetricsCountFenceSettlesAndQuarantines(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
+	c := agenttest.Dial(t, a.SocketPath())
+	s := scrapeAgent(t, a)
+	s.expect(t, 0, "lock_agent_fence_settles_total")
+	s.expect(t, 0, "lock_agent_quarantines_total", "master", "m0")
+
+	// With m2 out, m0 and m1 are the granting majority; m0's counter is
+	// far behind m1's, so the grant waits until m0 is brought up to it.
+	servers[2].Pause()
+	c.AwaitMasters("down", 1)
+	if _, err := servers[0].Do("SET", "lock-agent:{f}:fence", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Do("LOCK f"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	s = scrapeAgent(t, a)
+	s.expect(t, 1, "lock_agent_fence_settles_total")
+	s.expect(t, 1, "lock_agent_fence_writebacks_total")
+	servers[2].Resume()
+	c.AwaitMasters("up", 3)
+
+	if _, err := servers[0].Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	s = awaitMetric(t, a, 1, "lock_agent_quarantines_total", "master", "m0")
+	s.expect(t, 1, "lock_agent_master_state", "master", "m0", "state", "quarantined")
+	s.expect(t, 0, "lock_agent_quarantines_total", "master", "m1")
+}
