@@ -106,3 +106,12 @@ systemd {
   # Keep it under the unit's TimeoutStartSec.
   ready_timeout = "30s"
 }
+
+# Metrics for Prometheus (docs/operations.md, "Metrics"). Opt-in: without
+# prometheus_listen nothing is served. They are served as GET /metrics on
+# their own TCP listener, never on the client socket. They carry no lock
+# names, owners or pids, but they show the load: keep the listener on
+# loopback or a management network.
+telemetry {
+  # prometheus_listen = "127.0.0.1:9464"
+}

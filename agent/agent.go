@@ -35,6 +35,7 @@ type Agent struct {
 	clock    quorum.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
+	metrics  *metrics
 	instance string // random per process: holder ids of a restarted agent never collide
 
 	health *health // liveness of the agent's own loops: see health.go
@@ -61,21 +62,24 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		log = hclog.NewNullLogger()
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}}
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
+		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = newHealth(time.Now)
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
+		Observer: a.metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.cluster = cluster
+	a.metrics.registry.MustRegister(stateCollector{a})
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: cluster, OnLost: a.health.onLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: observedRenewer{cluster, a.metrics}, OnLost: a.health.onLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
 	return a, nil
 }

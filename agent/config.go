@@ -32,6 +32,8 @@ type Config struct {
 	// lets whoever can open the socket do anything.
 	ACL     *ACL
 	Systemd SystemdConfig
+	// Telemetry is the opt-in metrics listener; off by default.
+	Telemetry TelemetryConfig
 }
 
 // SocketConfig is where and how the agent listens.
@@ -136,6 +138,8 @@ type fileConfig struct {
 	Log     *logBlock     `hcl:"log,block"`
 	ACL     *aclBlock     `hcl:"acl,block"`
 	Systemd *systemdBlock `hcl:"systemd,block"`
+	// Telemetry is decoded and checked in telemetry.go.
+	Telemetry *telemetryBlock `hcl:"telemetry,block"`
 }
 
 type agentBlock struct {
@@ -424,6 +428,7 @@ func (v *validator) build(fc *fileConfig) Config {
 	if sd := fc.Systemd; sd != nil {
 		v.duration("systemd", "ready_timeout", sd.ReadyTimeout, &c.Systemd.ReadyTimeout)
 	}
+	v.telemetry(fc.Telemetry, &c)
 	return c
 }
 

@@ -28,6 +28,11 @@ type hold struct {
 	mode     protocol.Mode // as the masters hold it: exclusive while any acquisition is
 	limit    int           // 1 for a lock, K for a semaphore
 	slot     int           // a semaphore's slot
+	// granted is when it was granted, for lock_agent_hold_seconds.
+	granted time.Time
+	// gaugeMode is the mode the holds gauge counts it under; guarded by
+	// Agent.mu (mode changes under the session's).
+	gaugeMode protocol.Mode
 }
 
 // limitOf is a LOCK's limit: 1 for a plain lock.
@@ -87,6 +92,8 @@ type waiter struct {
 	after <-chan struct{}
 	// heard is the queue's heard when w joined it (see queue.heard).
 	heard uint64
+	// joined is when its LOCK arrived, for lock_agent_wait_seconds.
+	joined time.Time
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
@@ -113,6 +120,7 @@ type queue struct {
 	// ends with no such round since it began answers NO_QUORUM, not BUSY.
 	heard    uint64
 	noQuorum error
+	metrics  *metrics // keeps the waiters gauges in step with count
 }
 
 // roundDone records whether a round for the head heard from a majority.
@@ -157,6 +165,7 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 		}
 	}
 	q.count.Add(-1)
+	q.metrics.mode(w.req.Mode).waiters.Dec()
 	return true
 }
 
@@ -221,6 +230,7 @@ func (s *session) lock(req *protocol.Request) error {
 			}
 			line := grantLine(req.Tag, h.snapshot(v))
 			s.mu.Unlock()
+			a.metrics.mode(l.Mode).reentries.Inc()
 			s.send(line)
 			return nil
 		}
@@ -233,7 +243,7 @@ func (s *session) lock(req *protocol.Request) error {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
-	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{})}
+	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{}), joined: time.Now()}
 	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
 	if r := s.releasing[name]; r != nil {
 		w.after = r.done
@@ -246,6 +256,7 @@ func (s *session) lock(req *protocol.Request) error {
 	}
 	s.spawn(req.Tag, func() error {
 		r := s.await(w)
+		a.metrics.lockAnswered(w, r)
 		// Before the reply: the client may reuse the tag, and a grant
 		// must not count against max_holds_per_session twice.
 		s.forgetWait(w)
@@ -336,7 +347,7 @@ func (a *Agent) enqueue(w *waiter) error {
 	q := a.queues[name]
 	start := q == nil
 	if start {
-		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters}
+		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters, metrics: a.metrics}
 		a.queues[name] = q
 	}
 	q.mu.Lock()
@@ -350,6 +361,7 @@ func (a *Agent) enqueue(w *waiter) error {
 	w.heard = q.heard
 	q.waiters = append(q.waiters, w)
 	a.waiters.Add(1)
+	a.metrics.mode(w.req.Mode).waiters.Inc()
 	q.mu.Unlock()
 	if start {
 		go a.contend(q)
@@ -614,11 +626,12 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		lease = w.req.TTL
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record}, sess: s, owner: key.owner,
-		fence: g.Fence, count: 1, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot}
+		fence: g.Fence, count: 1, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
+	s.a.metrics.holdStarted(h)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
 	return h.snapshot(0), nil
@@ -629,6 +642,9 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	a.mu.Lock()
 	h := a.holds[rh]
 	delete(a.holds, rh)
+	if h != nil {
+		a.metrics.holdEnded(h)
+	}
 	a.mu.Unlock()
 	if h == nil {
 		return
@@ -641,6 +657,7 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 		// Queued before s.mu is let go: an UNLOCK that finds the hold gone
 		// (it looks under s.mu) answers NOT_HELD after the client heard why.
 		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+		a.metrics.lost(reason) // counted before the client can hear of it
 		s.push(lostLine(h, string(reason)))
 	}
 	s.mu.Unlock()
@@ -653,7 +670,10 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // forget drops a hold from the agent's books before it is released.
 func (a *Agent) forget(h *hold) {
 	a.mu.Lock()
-	delete(a.holds, h.rh)
+	if a.holds[h.rh] == h { // not if it was lost already
+		delete(a.holds, h.rh)
+		a.metrics.holdEnded(h)
+	}
 	a.mu.Unlock()
 	a.watchdog.Remove(h.rh)
 }
@@ -737,6 +757,11 @@ func (s *session) unlock(req *protocol.Request) error {
 	downgrade := count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive)
 	if downgrade {
 		h.mode = protocol.Shared
+		s.a.mu.Lock()
+		if s.a.holds[h.rh] == h {
+			s.a.metrics.holdDowngraded(h)
+		}
+		s.a.mu.Unlock()
 	}
 	var rel *release
 	if count == 0 {
@@ -820,6 +845,7 @@ func (s *session) extend(req *protocol.Request) error {
 		case errors.Is(err, quorum.ErrNotHeld):
 			return protocol.Errorf(protocol.ErrNotHeld, "%s is no longer held in the masters", e.Name)
 		case err != nil:
+			s.a.metrics.noQuorumAnswered("extend")
 			return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
 		}
 		if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
@@ -884,6 +910,7 @@ func (s *session) who(req *protocol.Request) error {
 func (s *session) whoReply(tag, name string) error {
 	holders, err := s.a.cluster.Who(s.ctx, name)
 	if err != nil {
+		s.a.metrics.noQuorumAnswered("who")
 		return protocol.Errorf(protocol.ErrNoQuorum, "%v", err)
 	}
 	for _, h := range holders {

@@ -53,6 +53,9 @@ type Config struct {
 	InstanceID string
 	Clock      Clock        // default RealClock
 	Logger     hclog.Logger // default a null logger
+	// Observer hears of each master's latency, quarantines and fence
+	// write-backs, for metrics; default NopObserver.
+	Observer Observer
 }
 
 // Cluster is the set of masters and the quorum operations over them. Its
@@ -183,10 +186,13 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID}
-	for _, mc := range cfg.Masters {
-		c.masters = append(c.masters, &master{cfg: mc, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
+	for i, mc := range cfg.Masters {
+		c.masters = append(c.masters, &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
 	}
 	return c, nil
@@ -307,9 +313,9 @@ func (c *Cluster) voters() (to []int, skipped []error) {
 	return to, skipped
 }
 
-// fanout sends one script to the masters to, and returns where their
-// answers come and the round's deadline (see roundTimeout).
-func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc, time.Duration) {
+// fanout sends one script (of op) to the masters to, and returns where
+// their answers come and the round's deadline (see roundTimeout).
+func (c *Cluster) fanout(ctx context.Context, op Op, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc, time.Duration) {
 	timeout := c.roundTimeout(to)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	answers := make(chan answer, len(to))
@@ -317,7 +323,7 @@ func (c *Cluster) fanout(ctx context.Context, s *script, keys, args []string, to
 		go func() {
 			m := c.masters[i]
 			start := time.Now()
-			r := m.eval(opCtx, s, keys, args)
+			r := c.timedEval(opCtx, op, i, s, keys, args)
 			if r.Error() == nil || !errors.Is(r.Error(), context.DeadlineExceeded) {
 				m.observe(time.Since(start))
 			} else {
@@ -340,6 +346,15 @@ func (c *Cluster) roundTimeout(to []int) time.Duration {
 		d = max(d, min(4*c.masters[i].latency(), 10*c.cfg.MasterTimeout))
 	}
 	return d
+}
+
+// timedEval is master i's eval, timed for the Observer. Latency is not
+// lease logic: it reads the monotonic clock, not the Cluster's Clock.
+func (c *Cluster) timedEval(ctx context.Context, op Op, i int, s *script, keys, args []string) rueidis.RedisResult {
+	start := time.Now()
+	r := c.masters[i].eval(ctx, s, keys, args)
+	c.cfg.Observer.MasterOp(i, op, time.Since(start))
+	return r
 }
 
 // next returns the next answer, or false once the round's deadline passed.
@@ -458,7 +473,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10))
-	answers, cancel, timeout := c.fanout(ctx, acquireScript, keys, args, to)
+	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	slots := make([]int, n)    // the slot granted there
@@ -579,6 +594,7 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 		}
 		return fence, nil
 	}
+	c.cfg.Observer.FenceWriteBack(len(behind), true)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
 	defer cancel()
 	keys, args := c.raiseFenceArgs(req, fence)
@@ -610,6 +626,7 @@ func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []
 // raiseFence brings req's name's counter on the masters to at least fence
 // (and a record of req there to carry it), in the background.
 func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
+	c.cfg.Observer.FenceWriteBack(len(to), false)
 	keys, args := c.raiseFenceArgs(req, fence)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
@@ -671,7 +688,7 @@ func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (
 			continue
 		}
 		sent++
-		go func() { answers <- answer{i, m.eval(opCtx, releaseScript, keys, args)} }()
+		go func() { answers <- answer{i, c.timedEval(opCtx, OpRelease, i, releaseScript, keys, args)} }()
 	}
 	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
 	defer wait.Stop()
@@ -748,7 +765,7 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 	}
 	defer done()
 	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, downgradeScript, []string{c.holderKey(name, holder)}, []string{c.channel(name), name}, to)
+	answers, cancel, timeout := c.fanout(ctx, OpDowngrade, downgradeScript, []string{c.holderKey(name, holder)}, []string{c.channel(name), name}, to)
 	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
 		v, err := a.res.AsInt64()
 		return 0, err == nil && v == 1, err
@@ -802,7 +819,7 @@ func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Du
 	n := len(c.masters)
 	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
 	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, renewScript, keys, args, to)
+	answers, cancel, timeout := c.fanout(ctx, OpExtend, renewScript, keys, args, to)
 	sent := len(to)
 	gone := 0
 	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
@@ -864,7 +881,9 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 			for first := 0; first < len(calls) && roundCtx.Err() == nil; first += renewChunk {
 				chunk := calls[first:min(first+renewChunk, len(calls))]
 				lo := first * renewBatch
+				start := time.Now() // latency, not lease logic: see timedEval
 				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
+				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
 				mu.Lock()
 				for b, r := range res {
 					at := lo + b*renewBatch
@@ -945,7 +964,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	}
 	defer done()
 	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
+	answers, cancel, timeout := c.fanout(ctx, OpWho, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
 	sent := len(to)
 	defer cancel() // the fan-out's goroutines answer into a buffered channel: none is left blocked
 	type seen struct {

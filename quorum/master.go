@@ -44,6 +44,7 @@ const (
 // health probe that marks it up, down or quarantined, and a subscriber.
 type master struct {
 	cfg     MasterConfig
+	index   int // in Config.Masters: how an Observer names it
 	cluster *Cluster
 	log     hclog.Logger
 
@@ -141,6 +142,9 @@ func (m *master) setState(s State, err error) {
 	old := m.state
 	m.state, m.lastErr = s, err
 	m.mu.Unlock()
+	if old != s && s == StateQuarantined {
+		m.cluster.cfg.Observer.Quarantined(m.index)
+	}
 	if old != s {
 		switch {
 		case s == StateUnsafe:

@@ -161,6 +161,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "error", err)
 		return exitFailure
 	}
+	metrics := a.MetricsHandler() // for the telemetry listener
 	{ // The agent: socket, sessions, watchdog and masters.
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
@@ -183,6 +184,18 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		n := agent.NewNotifier(a, cfg.Systemd, log.Named("systemd"))
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return n.Run(ctx) }, func(error) { cancel() })
+	}
+	if addr := cfg.Telemetry.PrometheusListen; addr != "" { // Metrics: GET /metrics on their own listener, never the client socket.
+		srv, err := agent.ListenMetrics(addr, metrics, log.Named("telemetry"))
+		if err != nil {
+			log.Error("cannot serve metrics", "telemetry.prometheus_listen", addr, "error", err)
+			return exitFailure
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return srv.Run(ctx) }, func(error) {
+			log.Info("stopping metrics listener")
+			cancel()
+		})
 	}
 	{ // Signals: the first stops the agent gracefully, a second exits at
 		// once; SIGHUP reloads the config file.

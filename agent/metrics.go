@@ -1,0 +1,275 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics is the agent's Prometheus registry and the series it updates.
+//
+// Every label value comes from a fixed set (modes, reasons, verbs, ops,
+// states) or from the config (master names): never from a request. No lock
+// name, owner or pid may become a label value, or the number of series
+// would grow with the traffic. Every series is created here, up front, so
+// that recording an event on the request path is an atomic add, with no
+// lookup by label and no allocation.
+type metrics struct {
+	registry *prometheus.Registry
+	byMode   map[protocol.Mode]*modeMetrics // read-only once built
+	noQuorum map[string]prometheus.Counter  // by verb: lock, extend, who
+	losses   map[renewal.Reason]prometheus.Counter
+
+	masterOp         [quorum.NumOps][]prometheus.Observer // by op, then master index
+	quarantines      []prometheus.Counter                 // by master index
+	fenceSettles     prometheus.Counter
+	fenceWriteBacks  prometheus.Counter
+	renewalBatch     prometheus.Observer
+	renewalRoundTime prometheus.Observer
+}
+
+// modeMetrics are the series of one lock mode.
+type modeMetrics struct {
+	holds, waiters          prometheus.Gauge
+	grants, reentries, busy prometheus.Counter
+	wait                    [numOutcomes]prometheus.Observer
+	held                    prometheus.Observer
+}
+
+// outcome is how a LOCK's wait ended, for lock_agent_wait_seconds.
+type outcome int
+
+const (
+	outcomeGranted outcome = iota
+	outcomeBusy
+	outcomeFailed // any error reply: NO_QUORUM, CANCELLED, SHUTTING_DOWN
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"granted", "busy", "failed"}
+
+// Bucket bounds, in seconds (holds for the batch size).
+var (
+	masterOpBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	waitBuckets     = prometheus.ExponentialBuckets(.001, 4, 10) // 1ms … 4.4m
+	holdBuckets     = prometheus.ExponentialBuckets(.01, 4, 11)  // 10ms … 2.9h
+	batchBuckets    = prometheus.ExponentialBuckets(1, 4, 8)     // 1 … 16384 holds
+	roundBuckets    = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+)
+
+// The series read at scrape time (see stateCollector).
+var (
+	masterStateDesc = prometheus.NewDesc("lock_agent_master_state",
+		"1 for the state each master is in (up, down, quarantined, unsafe), 0 for the others.", []string{"master", "state"}, nil)
+	masterStates = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe}
+	sessionsDesc = prometheus.NewDesc("lock_agent_sessions", "Client connections open.", nil, nil)
+	quorumDesc   = prometheus.NewDesc("lock_agent_quorum", "How many masters must agree: a majority of those configured.", nil, nil)
+)
+
+func newMetrics(masters []quorum.MasterConfig) *metrics {
+	reg := prometheus.NewRegistry()
+	f := factory{reg}
+	m := &metrics{registry: reg, byMode: map[protocol.Mode]*modeMetrics{}, noQuorum: map[string]prometheus.Counter{},
+		losses: map[renewal.Reason]prometheus.Counter{}}
+
+	holds := f.gaugeVec("holds", "Names held by this agent's clients, by mode (a re-entered hold counts once).", "mode")
+	waiters := f.gaugeVec("waiters", "LOCKs waiting in this agent's queues, by mode.", "mode")
+	grants := f.counterVec("grants_total", "LOCKs granted a name from the masters, by mode.", "mode")
+	reentries := f.counterVec("reentries_total", "LOCKs granted as a re-entry of a hold the session and owner had, by mode.", "mode")
+	busy := f.counterVec("busy_total", "LOCKs answered BUSY: the name stayed held elsewhere until their wait ended, by mode.", "mode")
+	wait := f.histogramVec("wait_seconds", "How long LOCKs waited in the queue, by mode and outcome (granted, busy, failed).", waitBuckets, "mode", "outcome")
+	held := f.histogramVec("hold_seconds", "How long holds lasted, from the grant to UNLOCK, loss or disconnect, by mode.", holdBuckets, "mode")
+	for _, mode := range []protocol.Mode{protocol.Exclusive, protocol.Shared} {
+		mm := &modeMetrics{holds: holds.WithLabelValues(string(mode)), waiters: waiters.WithLabelValues(string(mode)),
+			grants: grants.WithLabelValues(string(mode)), reentries: reentries.WithLabelValues(string(mode)),
+			busy: busy.WithLabelValues(string(mode)), held: held.WithLabelValues(string(mode))}
+		for o := range numOutcomes {
+			mm.wait[o] = wait.WithLabelValues(string(mode), outcomeNames[o])
+		}
+		m.byMode[mode] = mm
+	}
+
+	noQuorum := f.counterVec("no_quorum_total", "Requests answered ERR NO_QUORUM, by verb (lock, extend, who).", "verb")
+	for _, verb := range []string{"lock", "extend", "who"} {
+		m.noQuorum[verb] = noQuorum.WithLabelValues(verb)
+	}
+	losses := f.counterVec("losses_total", "Holds lost without their client asking (pushed as LOST), by reason (quorum, expired, revoked).", "reason")
+	for _, r := range []renewal.Reason{renewal.ReasonQuorum, renewal.ReasonExpired, renewal.ReasonRevoked} {
+		m.losses[r] = losses.WithLabelValues(string(r))
+	}
+
+	masterOp := f.histogramVec("master_op_duration_seconds",
+		"Time for one master to answer one operation (acquire, renew, extend, release, who), timeouts included, by master.", masterOpBuckets, "master", "op")
+	quarantines := f.counterVec("quarantines_total", "Times a master entered quarantine because it lost its data, by master.", "master")
+	for _, mc := range masters {
+		for op := range quorum.NumOps {
+			m.masterOp[op] = append(m.masterOp[op], masterOp.WithLabelValues(mc.Name, op.String()))
+		}
+		m.quarantines = append(m.quarantines, quarantines.WithLabelValues(mc.Name))
+	}
+	m.fenceSettles = f.counter("fence_settles_total", "Grants that waited for their fence to be written back because no majority of the granting masters was in step.")
+	m.fenceWriteBacks = f.counter("fence_writebacks_total", "Masters a grant's fence was written back to (waited for or in the background).")
+	m.renewalBatch = f.histogram("renewal_batch_holds", "Holds renewed per watchdog round.", batchBuckets)
+	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
+
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Always 1; the version is a label.",
+			ConstLabels: prometheus.Labels{"version": Version}}, func() float64 { return 1 }))
+	return m
+}
+
+const namespace = "lock_agent"
+
+// factory registers the agent's series under the lock_agent_ namespace.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// mode returns the series of a mode; the parser admits only known modes.
+func (m *metrics) mode(mode protocol.Mode) *modeMetrics {
+	if mm := m.byMode[mode]; mm != nil {
+		return mm
+	}
+	return m.byMode[protocol.Exclusive]
+}
+
+// lockAnswered records the answer to a LOCK that went through a queue.
+func (m *metrics) lockAnswered(w *waiter, r result) {
+	mm := m.mode(w.req.Mode)
+	o := outcomeFailed
+	switch {
+	case r.err == nil && r.count > 1:
+		mm.reentries.Inc()
+		o = outcomeGranted
+	case r.err == nil:
+		mm.grants.Inc()
+		o = outcomeGranted
+	case errors.Is(r.err, quorum.ErrBusy):
+		mm.busy.Inc()
+		o = outcomeBusy
+	case errors.Is(r.err, protocol.ErrNoQuorum):
+		m.noQuorum["lock"].Inc()
+	}
+	mm.wait[o].Observe(time.Since(w.joined).Seconds())
+}
+
+// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
+func (m *metrics) noQuorumAnswered(verb string) { m.noQuorum[verb].Inc() }
+
+func (m *metrics) holdStarted(h *hold) { m.mode(h.gaugeMode).holds.Inc() }
+
+// holdDowngraded moves a hold from the exclusive holds to the shared ones.
+// Agent.mu is held.
+func (m *metrics) holdDowngraded(h *hold) {
+	m.mode(h.gaugeMode).holds.Dec()
+	h.gaugeMode = protocol.Shared
+	m.mode(h.gaugeMode).holds.Inc()
+}
+
+func (m *metrics) holdEnded(h *hold) {
+	mm := m.mode(h.gaugeMode)
+	mm.holds.Dec()
+	mm.held.Observe(time.Since(h.granted).Seconds())
+}
+
+func (m *metrics) lost(reason renewal.Reason) {
+	if c := m.losses[reason]; c != nil {
+		c.Inc()
+	}
+}
+
+// MasterOp implements quorum.Observer.
+func (m *metrics) MasterOp(master int, op quorum.Op, d time.Duration) {
+	m.masterOp[op][master].Observe(d.Seconds())
+}
+
+// Quarantined implements quorum.Observer.
+func (m *metrics) Quarantined(master int) { m.quarantines[master].Inc() }
+
+// FenceWriteBack implements quorum.Observer.
+func (m *metrics) FenceWriteBack(masters int, waited bool) {
+	if waited {
+		m.fenceSettles.Inc()
+	}
+	m.fenceWriteBacks.Add(float64(masters))
+}
+
+// observedRenewer times the watchdog's renewal rounds.
+type observedRenewer struct {
+	renewal.Renewer
+	m *metrics
+}
+
+func (r observedRenewer) Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	start := time.Now()
+	out := r.Renewer.Renew(ctx, lease, keys)
+	r.m.renewalRoundTime.Observe(time.Since(start).Seconds())
+	r.m.renewalBatch.Observe(float64(len(keys)))
+	return out
+}
+
+// stateCollector reads, at each scrape, what the agent already keeps:
+// sessions and the masters' states.
+type stateCollector struct{ a *Agent }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- masterStateDesc
+	ch <- sessionsDesc
+	ch <- quorumDesc
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, ms := range c.a.cluster.Status() {
+		for _, st := range masterStates {
+			v := 0.0
+			if ms.State == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(masterStateDesc, prometheus.GaugeValue, v, ms.Name, string(st))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.a.counts().Sessions))
+	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(c.a.cluster.Quorum()))
+}
+
+// MetricsHandler serves the agent's metrics in the Prometheus text format.
+// The agent keeps its metrics whether or not anything serves them.
+func (a *Agent) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{Registry: a.metrics.registry})
+}
