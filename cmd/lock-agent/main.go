@@ -162,7 +162,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	metrics := a.MetricsHandler() // for the telemetry listener
-	{ // The agent: socket, sessions, watchdog and masters.
+	{                             // The agent: socket, sessions, watchdog and masters.
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
 			if *dev {
