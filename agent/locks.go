@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,8 +173,6 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 
 func unsupported(l protocol.Lock) error {
 	switch {
-	case len(l.Names) > 1:
-		return protocol.Errorf(protocol.ErrBadRequest, "multi-name LOCK not supported yet")
 	case l.Mode == protocol.Shared && l.Limit > 1:
 		return protocol.Errorf(protocol.ErrBadRequest, "mode=shared goes with a lock, not with limit=%d", l.Limit)
 	case l.Fair:
@@ -212,54 +212,22 @@ func (s *session) lock(req *protocol.Request) error {
 	if err := unsupported(l); err != nil {
 		return err
 	}
-	a := s.a
-	if err := a.checkTTL(l.TTL); err != nil {
+	if err := s.a.checkTTL(l.TTL); err != nil {
 		return err
 	}
-	name := l.Names[0]
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return protocol.Errorf(protocol.ErrShuttingDown, "session is closing")
+	if len(l.Names) > 1 {
+		return s.lockMany(req.Tag, l)
 	}
-	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
-		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
-			if err := h.reenter(l); err != nil {
-				s.mu.Unlock()
-				return err
-			}
-			line := grantLine(req.Tag, h.snapshot(v))
-			s.mu.Unlock()
-			a.metrics.mode(l.Mode).reentries.Inc()
-			s.send(line)
-			return nil
-		}
-	}
-	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
-		s.mu.Unlock()
-		return protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
-	}
-	if _, dup := s.waits[req.Tag]; dup {
-		s.mu.Unlock()
-		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
-	}
-	w := &waiter{sess: s, tag: req.Tag, req: l, done: make(chan result, 1), cancel: make(chan struct{}), joined: time.Now()}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
-	if r := s.releasing[name]; r != nil {
-		w.after = r.done
-	}
-	s.waits[req.Tag] = w
-	s.mu.Unlock()
-	if err := a.enqueue(w); err != nil {
-		s.forgetWait(w)
+	w, r, err := s.claim(req.Tag, l)
+	if err != nil {
 		return err
+	}
+	if w == nil {
+		s.send(grantLine(req.Tag, r))
+		return nil
 	}
 	s.spawn(req.Tag, func() error {
-		r := s.await(w)
-		a.metrics.lockAnswered(w, r)
-		// Before the reply: the client may reuse the tag, and a grant
-		// must not count against max_holds_per_session twice.
-		s.forgetWait(w)
+		r := s.finishClaim(w)
 		switch {
 		case r.err == nil:
 			s.send(grantLine(req.Tag, r))
@@ -271,6 +239,154 @@ func (s *session) lock(req *protocol.Request) error {
 		return nil
 	})
 	return nil
+}
+
+// claim takes l's one name at once: a re-entry is answered (w nil, r its
+// result); anything else joins the name's queue as w, which the caller
+// awaits with finishClaim.
+func (s *session) claim(tag string, l protocol.Lock) (w *waiter, r result, err error) {
+	a := s.a
+	name := l.Names[0]
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, r, protocol.Errorf(protocol.ErrShuttingDown, "session is closing")
+	}
+	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
+		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
+			if err := h.reenter(l); err != nil {
+				s.mu.Unlock()
+				return nil, r, err
+			}
+			r := h.snapshot(v)
+			s.mu.Unlock()
+			a.metrics.mode(l.Mode).reentries.Inc()
+			return nil, r, nil
+		}
+	}
+	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
+		s.mu.Unlock()
+		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
+	}
+	if _, dup := s.waits[tag]; dup {
+		s.mu.Unlock()
+		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
+	}
+	w = &waiter{sess: s, tag: tag, req: l, done: make(chan result, 1), cancel: make(chan struct{}), joined: time.Now()}
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
+	if r := s.releasing[name]; r != nil {
+		w.after = r.done
+	}
+	s.waits[tag] = w
+	s.mu.Unlock()
+	if err := a.enqueue(w); err != nil {
+		s.forgetWait(w)
+		return nil, r, err
+	}
+	return w, r, nil
+}
+
+// finishClaim awaits w's result.
+func (s *session) finishClaim(w *waiter) result {
+	r := s.await(w)
+	s.a.metrics.lockAnswered(w, r)
+	// Before the reply: the client may reuse the tag, and a grant must not
+	// count against max_holds_per_session twice.
+	s.forgetWait(w)
+	return r
+}
+
+// lockMany is a LOCK of several names: all are granted or none is held.
+// The names are claimed in byte order, whatever order they were given,
+// each holding the ones before it while it waits, under one wait= budget:
+// two multi-locks over the same names then never wait for each other in a
+// cycle. The reply lists fences and counts in the order the names were given.
+func (s *session) lockMany(tag string, l protocol.Lock) error {
+	for i, name := range l.Names {
+		if slices.Contains(l.Names[:i], name) {
+			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
+		}
+	}
+	if l.TTL > 0 {
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl= with several names not supported yet")
+	}
+	s.mu.Lock()
+	held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession
+	s.mu.Unlock()
+	if held+len(l.Names) > lim {
+		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+len(l.Names), lim)
+	}
+	order := make([]int, len(l.Names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return strings.Compare(l.Names[i], l.Names[j]) })
+	deadline := time.Now().Add(l.Wait)
+	s.spawn(tag, func() error {
+		results := make([]result, len(l.Names))
+		var claimed []string
+		for _, i := range order {
+			one := l
+			one.Names = l.Names[i : i+1]
+			if l.Wait > 0 && l.Wait != protocol.Forever {
+				one.Wait = max(time.Until(deadline), time.Millisecond)
+			}
+			w, r, err := s.claim(tag, one)
+			if err == nil && w != nil {
+				r = s.finishClaim(w)
+				err = r.err
+			}
+			if err != nil {
+				s.rollback(claimed, l.Owner)
+				if errors.Is(err, quorum.ErrBusy) {
+					s.send(protocol.Reply(tag, protocol.KindBusy).Bytes())
+					return nil
+				}
+				return err
+			}
+			results[i] = r
+			claimed = append(claimed, l.Names[i])
+		}
+		s.send(grantManyLine(tag, results))
+		return nil
+	})
+	return nil
+}
+
+// rollback undoes the acquisition a failed multi-lock made of each of
+// names (the most recent one), and waits until what it released is released.
+func (s *session) rollback(names []string, owner string) {
+	var finish []func()
+	s.mu.Lock()
+	for _, name := range names {
+		if s.holds[holdKey{name, owner}] == nil {
+			continue // lost meanwhile
+		}
+		if _, f := s.undoLocked(holdKey{name, owner}, ""); f != nil {
+			finish = append(finish, f)
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range finish {
+		f()
+	}
+}
+
+// grantManyLine answers a multi-lock: fences, counts (and slots) in the
+// order the names were given, and the smallest validity.
+func grantManyLine(tag string, rs []result) []byte {
+	fences, counts, slots := make([]string, len(rs)), make([]string, len(rs)), make([]string, len(rs))
+	validity := rs[0].validity
+	for i, r := range rs {
+		fences[i], counts[i], slots[i] = strconv.FormatInt(r.fence, 10), strconv.Itoa(r.count), strconv.Itoa(r.slot)
+		validity = min(validity, r.validity)
+	}
+	l := protocol.Reply(tag, protocol.KindOK).Str("fence", strings.Join(fences, ",")).Int("validity", validity.Milliseconds()).
+		Str("count", strings.Join(counts, ","))
+	if rs[0].limit > 1 {
+		l.Str("slot", strings.Join(slots, ","))
+	}
+	return l.Bytes()
 }
 
 // forgetWait takes w out of the session's waits, if it is still there.
@@ -728,70 +844,89 @@ func (s *session) unlock(req *protocol.Request) error {
 	if err := s.allow("unlock", u.Names...); err != nil {
 		return err
 	}
-	if len(u.Names) > 1 {
-		return protocol.Errorf(protocol.ErrBadRequest, "multi-name UNLOCK not supported yet")
-	}
-	key := holdKey{u.Names[0], u.Owner}
+	// All or nothing: every name must be held (with an exclusive
+	// acquisition, for a downgrade) before anything is undone.
 	s.mu.Lock()
-	h := s.holds[key]
-	if h == nil {
-		s.mu.Unlock()
-		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", key.name, key.owner)
+	for i, name := range u.Names {
+		if slices.Contains(u.Names[:i], name) {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
+		}
+		h := s.holds[holdKey{name, u.Owner}]
+		if h == nil {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
+		}
+		if u.Mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
+		}
 	}
-	undo := len(h.acquired) - 1 // the most recent acquisition
-	if u.Mode == protocol.Exclusive {
+	counts := make([]string, len(u.Names))
+	var finish []func()
+	for i, name := range u.Names {
+		count, f := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
+		counts[i] = strconv.Itoa(count)
+		if f != nil {
+			finish = append(finish, f)
+		}
+	}
+	s.mu.Unlock()
+	reply := protocol.Reply(req.Tag, protocol.KindOK).Str("count", strings.Join(counts, ",")).Bytes()
+	if len(finish) == 0 {
+		s.send(reply)
+		return nil
+	}
+	s.spawn(req.Tag, func() error {
+		for _, f := range finish {
+			f()
+		}
+		s.send(reply)
+		return nil
+	})
+	return nil
+}
+
+// undoLocked undoes the most recent acquisition of key (the most recent
+// exclusive one, for mode exclusive), which the caller checked exists, and
+// returns the count left and what remains to do in the masters (a release
+// or a downgrade; nil if nothing). s.mu is held.
+func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
+	h := s.holds[key]
+	undo := len(h.acquired) - 1
+	if mode == protocol.Exclusive {
 		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
 			undo--
-		}
-		if undo < 0 {
-			s.mu.Unlock()
-			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", key.name)
 		}
 	}
 	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
 	h.count--
-	count := h.count
 	// Only shared acquisitions left of an exclusive hold: it becomes shared
 	// (here at once, so that a following exclusive LOCK is an upgrade; in
 	// the masters by the downgrade round).
-	downgrade := count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive)
-	if downgrade {
+	if h.count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
 		h.mode = protocol.Shared
 		s.a.mu.Lock()
 		if s.a.holds[h.rh] == h {
 			s.a.metrics.holdDowngraded(h)
 		}
 		s.a.mu.Unlock()
-	}
-	var rel *release
-	if count == 0 {
-		delete(s.holds, key)
-		rel = s.releaseStarted(key.name)
-	}
-	s.mu.Unlock()
-	reply := protocol.Reply(req.Tag, protocol.KindOK).Int("count", int64(count)).Bytes()
-	if downgrade {
-		s.spawn(req.Tag, func() error {
+		return h.count, func() {
 			if err := s.a.cluster.Downgrade(s.ctx, h.rh.Name, h.rh.Holder); err != nil {
 				s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
 			}
-			s.send(reply)
-			return nil
-		})
-		return nil
+		}
 	}
-	if count > 0 {
-		s.send(reply)
-		return nil
+	if h.count > 0 {
+		return h.count, nil
 	}
-	s.a.forget(h)
-	s.spawn(req.Tag, func() error {
+	delete(s.holds, key)
+	rel := s.releaseStarted(key.name)
+	return 0, func() {
+		s.a.forget(h)
 		s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
 		s.releaseDone(key.name, rel)
-		s.send(reply)
-		return nil
-	})
-	return nil
+	}
 }
 
 // releaseStarted notes a release of name on its way to the masters. s.mu is held.
