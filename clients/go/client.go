@@ -417,6 +417,90 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 	return l, nil
 }
 
+// LockAll takes several names at once: all are granted, or none is held.
+// The agent claims them in byte order whatever order they are given, so two
+// LockAll calls over overlapping names never deadlock, and Wait bounds the
+// whole. It returns one Lock per name, in the order given; after the grant
+// each is independent (unlock any subset; each may be lost on its own).
+// All of them share one owner. TTL is not supported with several names.
+func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([]*Lock, error) {
+	if len(names) == 0 {
+		return nil, &ArgError{Arg: "names", Value: "", Want: "at least one name"}
+	}
+	var o lockOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.owner == "" {
+		o.owner = "g" + strconv.FormatUint(c.owners.Add(1), 10)
+	}
+	line, err := lockLine(names[0], o)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names[1:] {
+		if err := checkName(n); err != nil {
+			return nil, err
+		}
+	}
+	line = "LOCK " + strings.Join(names, " ") + strings.TrimPrefix(line, "LOCK "+names[0])
+	ls := make([]*Lock, len(names))
+	for i, n := range names {
+		ls[i] = &Lock{c: c, name: n, owner: o.owner, done: make(chan struct{})}
+		ls[i].ctx, ls[i].cancel = context.WithCancelCause(context.Background())
+		c.track(ls[i])
+	}
+	untrack := func() {
+		for _, l := range ls {
+			c.untrack(l)
+		}
+	}
+	tag, cl, err := c.send(line)
+	if err != nil {
+		untrack()
+		return nil, err
+	}
+	r, err := c.wait(ctx, cl)
+	if ctx.Err() != nil && err == ctx.Err() {
+		cleanup, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.do(cleanup, "CANCEL "+tag)
+		if r, err := c.wait(cleanup, cl); err == nil && r.kind == "OK" {
+			grantAll(ls, r.fields)
+			for _, l := range ls {
+				l.Unlock(cleanup)
+			}
+		}
+		untrack()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		untrack()
+		return nil, err
+	}
+	grantAll(ls, r.fields)
+	return ls, nil
+}
+
+// grantAll spreads a multi-lock's reply (comma-separated fences, counts and
+// slots, in the order of ls) over its locks.
+func grantAll(ls []*Lock, f map[string]string) {
+	fences, counts, slots := strings.Split(f["fence"], ","), strings.Split(f["count"], ","), strings.Split(f["slot"], ",")
+	for i, l := range ls {
+		g := map[string]string{"validity": f["validity"]}
+		if i < len(fences) {
+			g["fence"] = fences[i]
+		}
+		if i < len(counts) {
+			g["count"] = counts[i]
+		}
+		if i < len(slots) {
+			g["slot"] = slots[i]
+		}
+		l.grant(g)
+	}
+}
+
 // abandon cancels a LOCK whose caller gave up, and releases it if it was
 // granted before the CANCEL arrived.
 func (c *Client) abandon(tag string, cl *call, l *Lock, cause error) error {

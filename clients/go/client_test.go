@@ -239,3 +239,29 @@ func TestSharedAndSemaphoreLocks(t *testing.T) {
 		t.Fatalf("another limit: %v", err)
 	}
 }
+
+func TestLockAll(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	ls, err := c.LockAll(ctx, []string{"go/m2", "go/m1"})
+	if err != nil || len(ls) != 2 || ls[0].Name() != "go/m2" || ls[0].Fence() == 0 || ls[1].Fence() == 0 {
+		t.Fatalf("LockAll: %v %v", ls, err)
+	}
+	other, err := c.Lock(ctx, "go/m3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LockAll(ctx, []string{"go/m4", "go/m3"}, lockagent.Wait(0)); !errors.Is(err, lockagent.ErrBusy) {
+		t.Fatalf("LockAll with one name held: %v", err)
+	}
+	if l, err := c.Lock(ctx, "go/m4", lockagent.Wait(0)); err != nil {
+		t.Fatalf("a failed LockAll left go/m4 held: %v", err)
+	} else {
+		l.Unlock(ctx)
+	}
+	for _, l := range append(ls, other) {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
