@@ -184,7 +184,7 @@ class Client:
     def ping(self):
         self._do("PING")
 
-    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None):
         """Acquires ``name`` and returns the held :class:`Lock`; raises Busy if
         ``wait`` ran out. Use it in a ``with`` statement to release it on the way
         out. The arguments are those of :class:`Lock`.
@@ -192,7 +192,8 @@ class Client:
         If the wait is interrupted (KeyboardInterrupt, ...), it is cancelled at
         the agent, and a grant that won the race is released.
         """
-        lk = Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost)
+        lk = Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
+                  shared=shared, limit=limit)
         hold = lk._acquire(lk.wait)
         if hold is None:
             raise Busy("%s: the wait ran out" % name)
@@ -247,9 +248,10 @@ class Lock(LockBase):
     thread's hold, else the only or the latest one.
     """
 
-    def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+    def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
+                 shared=False, limit=None):
         self._mu = threading.Lock()
-        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost)
+        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost, shared, limit)
 
     @staticmethod
     def _event():
@@ -271,7 +273,7 @@ class Lock(LockBase):
 
     def _acquire(self, wait):
         owner = self._owner_now()
-        line = lock_line(self.name, owner, wait, self.ttl)
+        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:

@@ -201,12 +201,30 @@ def check_ttl(ttl):
     return ttl
 
 
-def lock_line(name, owner, wait, ttl):
+MAX_LIMIT = 4096
+
+
+def check_limit(limit, shared):
+    """A semaphore's limit: None (a lock) or 1..4096, and not with shared."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument("limit", limit, "an int from 1 to %d" % MAX_LIMIT)
+    if shared and limit > 1:
+        raise InvalidArgument("limit", limit, "1 with shared=True (a read lock is not a semaphore)")
+    return limit
+
+
+def lock_line(name, owner, wait, ttl, shared=False, limit=None):
     parts = ["LOCK", check_name(name), "owner=" + check_owner(owner)]
     if wait is not None:
         parts.append("wait=" + ms("wait", wait))
     if ttl is not None:
         parts.append("ttl=" + ms("ttl", ttl, positive=True))
+    if shared:
+        parts.append("mode=shared")
+    if limit is not None:
+        parts.append("limit=%d" % limit)
     return " ".join(parts)
 
 
@@ -321,6 +339,7 @@ class Hold:
         self.owner = owner
         self.fence = 0
         self.count = 0
+        self.slot = 0
         self.validity = 0.0
         self.lost = lost_event
         self.lost_reason = None
@@ -331,6 +350,7 @@ class Hold:
     def granted(self, f):
         self.fence = int(f.get("fence", 0))
         self.count = int(f.get("count", 0))
+        self.slot = int(f.get("slot", 0))
         self.validity = int(f.get("validity", 0)) / 1000.0
 
     @property
@@ -356,11 +376,14 @@ class LockBase:
     made, and the holds of its owners. Subclasses give ``_caller()`` (the
     calling thread's or task's owner), ``_event()`` and ``_mu`` and do the I/O."""
 
-    def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+    def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
+                 shared=False, limit=None):
         self._client = client
         self.name = check_name(name)
         self.wait = check_wait(wait)
         self.ttl = check_ttl(ttl)
+        self.shared = bool(shared)
+        self.limit = check_limit(limit, self.shared)
         self._owner = None if owner is None else check_owner(owner)
         self._on_lost = on_lost
         self.raise_on_lost = raise_on_lost
@@ -395,6 +418,11 @@ class LockBase:
     def fence(self):
         """The fencing token of the current (else the last) grant."""
         return self._view().fence
+
+    @property
+    def slot(self):
+        """A semaphore hold's slot (1 to its limit); 0 for a lock."""
+        return self._view().slot
 
     @property
     def count(self):

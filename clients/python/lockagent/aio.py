@@ -161,11 +161,12 @@ class Client:
     async def ping(self):
         await self._do("PING")
 
-    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True):
+    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None):
         """An aio.Lock of ``name`` (arguments as for lockagent.Lock): ``async
         with client.lock(...)`` acquires it, raising Busy if ``wait`` runs out,
         and releases it; ``await client.lock(...)`` acquires it at once."""
-        return Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost)
+        return Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
+                  shared=shared, limit=limit)
 
     async def _abandon(self, tag, fut, hold, fresh):
         """Cancels a LOCK whose task was cancelled and gives back a grant that won the race."""
@@ -213,7 +214,7 @@ class Lock(LockBase):
 
     async def _acquire(self, wait):
         owner = self._owner_now()
-        line = lock_line(self.name, owner, wait, self.ttl)
+        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:
