@@ -171,3 +171,35 @@ func BenchmarkBareEvalshaFanout(b *testing.B) {
 	b.StopTimer()
 	report(b, "", samples)
 }
+
+// BenchmarkKinds is one client's LOCK + UNLOCK through the agent for each
+// kind of lock, and a 3-name multi-lock against 3 single locks in turn.
+func BenchmarkKinds(b *testing.B) {
+	servers := redistest.Start(b, 3)
+	a := agenttest.Start(b, agenttest.Config(b, servers, 15*time.Second))
+	for _, bc := range []struct {
+		name          string
+		locks, unlock []string
+	}{
+		{"exclusive", []string{"LOCK k"}, []string{"UNLOCK k"}},
+		{"shared", []string{"LOCK k mode=shared"}, []string{"UNLOCK k"}},
+		{"semaphore", []string{"LOCK k limit=3"}, []string{"UNLOCK k"}},
+		{"three-single", []string{"LOCK a", "LOCK b", "LOCK c"}, []string{"UNLOCK a", "UNLOCK b", "UNLOCK c"}},
+		{"three-multi", []string{"LOCK a b c"}, []string{"UNLOCK a b c"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := agenttest.Dial(b, a.Config.Socket.Path)
+			samples := make([]time.Duration, 0, b.N)
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				for _, l := range append(bc.locks, bc.unlock...) {
+					if r := c.Do(l); r.Kind != "OK" {
+						b.Fatal(r.Line)
+					}
+				}
+				samples = append(samples, time.Since(start))
+			}
+			report(b, "", samples)
+		})
+	}
+}
