@@ -456,6 +456,9 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if c.closed() {
 		return Grant{}, ErrClosed
 	}
+	if l := req.Claim.limit(); req.Claim.Slot < 0 || req.Claim.Slot > l || (l == 1 && req.Claim.Slot != 0) {
+		return Grant{}, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
+	}
 	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
 	if err != nil {
 		return Grant{}, err

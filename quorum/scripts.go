@@ -107,7 +107,7 @@ if conflict > 0 then return {-3, conflict} end
 local slot = 0
 if limit > 1 then
   if want > 0 then
-    if not taken[want] then slot = want end
+    if want <= limit and not taken[want] then slot = want end
   else
     for s = 1, limit do
       if not taken[s] then slot = s break end
@@ -199,21 +199,20 @@ return 2
 
 // releaseSrc drops HOLDER and wakes waiters anywhere with the message
 // ARGV[3] (the name, or the give-back of a failed round that the agent's own
-// waiters ignore: waking them made them spin). Holder ids are one per
-// acquire attempt, so a release that finds no key arrived before (or instead
-// of) its attempt's acquire: commands to one master can be reordered by
-// reconnects, script reloads and deadlines. It then leaves a tombstone for
-// tombstone ms so that a late acquire of that attempt is refused instead of
-// orphaning a key for a whole lease.
+// waiters ignore: waking them made them spin). It always leaves a
+// tombstone for tombstone ms, so that nothing brings the hold back: holder
+// ids are one per acquire attempt, and commands can arrive out of order
+// (reconnects, script reloads, deadlines, and the renewal connection), so an
+// acquire of the attempt may land after its release, or a renewal's repair
+// after it.
 // KEYS: set, holder key. ARGV: holder, channel, message, tombstone ms.
 // Returns 1 if it held.
 const releaseSrc = `
 local held = redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
 if held == 1 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
-else
-  redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
 end
 return held
 `
