@@ -23,9 +23,12 @@ import (
 
 // gateLua is the first thing every script that votes runs: it refuses the
 // vote of a master that lost its data. The epoch marker is planted once; a
-// master that restarted empty or was flushed has none, so the first script
-// to meet it plants a new one whose quarantine ends ARGV-given ms later on
-// the master's own clock. Every agent, including one started during the
+// master that restarted empty or was flushed has none, and one that
+// restarted from a snapshot (RDB, an AOF not fsynced always, a backup) or
+// had its data replaced (REPLICAOF) has one that another server process
+// left (the marker records the run_id), so its data may be stale: the
+// first script to meet it plants a new one whose quarantine ends ARGV-given
+// ms later on the master's own clock. Every agent, including one started during the
 // quarantine, reads the same end from the master, and no vote of an emptied
 // master counts until every hold it may have forgotten has ended.
 // gate(marker, epoch, quarantine ms) returns the ms of quarantine left (0:
@@ -35,14 +38,22 @@ local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local function run_id()
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then return '' end
+  return string.match(info, 'run_id:(%x+)') or ''
+end
 local function gate(marker, epoch, quarantine)
   local now = math.floor(now_us() / 1000)
-  local m = redis.call('HMGET', marker, 'epoch', 'until', 'floor')
-  if not m[1] then
+  local m = redis.call('HMGET', marker, 'epoch', 'until', 'floor', 'run')
+  local run = run_id()
+  if not m[1] or (m[4] and run ~= '' and m[4] ~= run) then
     local floor = (math.floor(now / 1000) + 1) * 1000000
-    redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine), 'floor', string.format('%d', floor))
+    redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
+      'floor', string.format('%d', floor), 'run', run)
     return quarantine, floor
   end
+  if not m[4] and run ~= '' then redis.call('HSET', marker, 'run', run) end
   local left = (tonumber(m[2]) or 0) - now
   if left < 0 then left = 0 end
   return left, tonumber(m[3]) or 0
@@ -71,8 +82,9 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // The fence counter is a hybrid clock: a counter that is missing (a new name,
 // or a master that lost its data) starts at the master's time, in whole
 // seconds counted in µs (so that masters agree on a new name's first fence
-// and no write-back is needed), and at least at the marker's floor: the
-// whole second after the master was found empty. Each grant adds one, and a
+// and no write-back is needed), and every fence is at least the marker's
+// floor: the whole second after the master was found empty or stale (a
+// stale counter is behind fences already issued). Each grant adds one, and a
 // grant takes far more than a µs, so a fence never repeats or goes back even
 // when every master lost its counters, as long as master clocks do not step
 // back and differ by less than the quarantine.
@@ -119,7 +131,7 @@ elseif wait >= 0 then
 end
 local cur = redis.call('GET', KEYS[2])
 local fence
-if cur then fence = tonumber(cur) + 1 else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
+if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
 fence = string.format('%d', fence)
 redis.call('SET', KEYS[2], fence)
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
@@ -268,9 +280,9 @@ return {redis.call('HGET', KEYS[1], 'epoch'), q}
 // bootstrapSrc plants an epoch marker with no quarantine on a master that
 // has none. Only for masters known to be new: see Bootstrap.
 // KEYS: marker. ARGV: epoch. Returns 1 if planted.
-const bootstrapSrc = `
+const bootstrapSrc = gateLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'until', '0')
+redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'until', '0', 'run', run_id())
 return 1
 `
 

@@ -24,6 +24,7 @@ type Server struct {
 	cmd  *exec.Cmd
 	t    testing.TB
 	tls  *TLSFiles // nil for plain TCP
+	dir  string    // its working directory
 }
 
 // TLSFiles are the PEM files a TLS server is started with: it serves only
@@ -114,7 +115,17 @@ func start(t testing.TB) *Server {
 }
 
 func (s *Server) launch() error {
-	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	if s.dir == "" {
+		// Its own directory: a dump.rdb left in the working directory (a
+		// test that saved) would otherwise be loaded at every start.
+		dir, err := os.MkdirTemp("", "redistest")
+		if err != nil {
+			return err
+		}
+		s.dir = dir
+		s.t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
 	if s.tls != nil {
 		args[1] = "0"

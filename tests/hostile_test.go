@@ -1,0 +1,471 @@
+package tests
+
+// Hostile review tests: each one drives real agents over real redis-servers
+// into a sequence that the safety work claims cannot happen.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// cutProxy forwards TCP to one redis-server until Cut: then it closes every
+// connection it carries and refuses new ones (a partition between one agent
+// and that master; other agents keep talking to it directly).
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	delay  atomic.Int64
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, s)
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
+		go func() { defer p.wg.Done(); p.copyReplies(c, s); c.Close() }()
+	}
+}
+
+// copyReplies copies the master's replies to the agent, each read held back
+// by the proxy's delay (so replies arrive late, in order).
+func (p *cutProxy) copyReplies(c, s net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Delay holds back the master's replies by d (0: none).
+func (p *cutProxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Cut drops every connection and refuses new ones.
+func (p *cutProxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+}
+
+// Restore accepts connections again.
+func (p *cutProxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+func (p *cutProxy) close() {
+	p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+}
+
+
+func atoiOr(s string) int64 {
+	s = strings.TrimSpace(s)
+	var n int64
+	neg := false
+	for i, c := range s {
+		if i == 0 && c == '-' {
+			neg = true
+			continue
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n
+}
+
+// rdbServer is a redis-server with RDB persistence in its own directory, as
+// a stock redis.conf has it (save 3600 1 300 100 60 10000): a crash loses
+// the writes after the last snapshot, but not the epoch marker.
+type rdbServer struct {
+	t    *testing.T
+	Addr string
+	port string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+func startRDB(t *testing.T) *rdbServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	s := &rdbServer{t: t, Addr: addr, port: port, dir: t.TempDir()}
+	s.launch()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *rdbServer) launch() {
+	s.t.Helper()
+	s.cmd = exec.Command("redis-server", "--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--dbfilename", "dump.rdb", "--protected-mode", "no", "--loglevel", "warning")
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err := s.Do("PING"); err == nil {
+			return
+		}
+	}
+	s.t.Fatal("rdb redis-server did not start")
+}
+
+// crash kills the server with SIGKILL and starts it again on the same port:
+// it loads its last snapshot.
+func (s *rdbServer) crash() {
+	s.kill()
+	s.launch()
+}
+
+func (s *rdbServer) kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+}
+
+func (s *rdbServer) Do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(line, "-") {
+		return "", fmt.Errorf("%s", strings.TrimSpace(line))
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// TestHostileStaleSnapshotRestartVotesAtOnce: a master that crashes and
+// reloads an RDB snapshot taken before a grant has lost that grant but kept
+// its epoch marker, so the gate lets it vote at once; nothing (not the
+// safety check, not the probe) notices the restart. With the hold on {A, C}
+// (B was down at the grant) and C restored from a snapshot, {B, C} grant the
+// name to a second holder while the first still holds it.
+func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
+	rs := redistest.Start(t, 2)
+	c := startRDB(t)
+	servers := []*redistest.Server{rs[0], rs[1], {Addr: c.Addr}}
+	const lease = 3 * time.Second
+	cfg1 := agenttest.Config(t, servers, lease)
+	cfg1.AgentID = "one"
+	cfg2 := agenttest.Config(t, servers, lease)
+	cfg2.AgentID = "two"
+	a1 := agenttest.Start(t, cfg1)
+	a2 := agenttest.Start(t, cfg2)
+	if _, err := c.Do("SAVE"); err != nil { // the periodic snapshot: marker in it, no hold
+		t.Fatal(err)
+	}
+
+	one := agenttest.Dial(t, a1.Config.Socket.Path)
+	two := agenttest.Dial(t, a2.Config.Socket.Path)
+	rs[1].Pause() // B is down at the grant
+	one.AwaitMasters("down", 1)
+	r1 := one.Do("LOCK snap")
+	if r1.Kind != "OK" {
+		t.Fatalf("lock: %s", r1.Line)
+	}
+	c.crash() // C reloads the snapshot: the hold is gone, the marker is not
+	rs[1].Resume()
+	end := time.Now().Add(3 * time.Second)
+	for time.Now().Before(end) {
+		r := two.Do("LOCK snap wait=0")
+		if r.Kind == "OK" {
+			// HOLDS is answered after any LOST the agent queued: a hold it
+			// lists with validity left was not lost when two was granted.
+			h := one.Do("HOLDS")
+			if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
+				t.Logf("holder one lost it first (%+v): no overlap this time", h.Data)
+				return
+			}
+			t.Fatalf("OVERLAP: two granted (%s) while one still holds snap (granted %s; HOLDS after the grant: validity=%sms); status of C: %+v",
+				r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Log("two was never granted: held")
+}
+
+
+// TestHostileStaleSnapshotRepeatsAFence: the same stale reload rolls back the
+// fence counter with the marker intact, so the hybrid clock never restarts it
+// from the master's time: a later holder is handed the fence an earlier one
+// already has (here while the earlier one still holds the name, too).
+func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
+	rs := redistest.Start(t, 2)
+	c := startRDB(t)
+	servers := []*redistest.Server{rs[0], rs[1], {Addr: c.Addr}}
+	const lease = 3 * time.Second
+	cfg1 := agenttest.Config(t, servers, lease)
+	cfg1.AgentID = "one"
+	cfg2 := agenttest.Config(t, servers, lease)
+	cfg2.AgentID = "two"
+	a1 := agenttest.Start(t, cfg1)
+	a2 := agenttest.Start(t, cfg2)
+	one := agenttest.Dial(t, a1.Config.Socket.Path)
+	two := agenttest.Dial(t, a2.Config.Socket.Path)
+	if r := one.Do("LOCK fr"); r.Kind != "OK" { // every master's counter in step
+		t.Fatalf("lock: %s", r.Line)
+	}
+	one.Do("UNLOCK fr")
+	time.Sleep(100 * time.Millisecond)
+	if _, err := c.Do("SAVE"); err != nil {
+		t.Fatal(err)
+	}
+	rs[1].Pause()
+	one.AwaitMasters("down", 1)
+	r1 := one.Do("LOCK fr")
+	if r1.Kind != "OK" {
+		t.Fatalf("lock: %s", r1.Line)
+	}
+	c.crash()
+	rs[1].Resume()
+	two.AwaitMasters("up", 3) // one attempt: failed attempts would count the survivors' counters up
+	two.Do("WHO fr")          // reconnects two's rounds connection to C (WHO writes nothing)
+	two.Do("WHO fr")
+	for i, s := range servers {
+		v, _ := s.Do("GET", "lock-agent:{fr}:fence")
+		t.Logf("master %d counter %s", i, v)
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		r := two.Do("LOCK fr wait=0")
+		t.Logf("two: %s", r.Line)
+		if r.Kind == "OK" {
+			if r.Int("fence") <= r1.Int("fence") {
+				t.Fatalf("FENCE REPEATED: first holder got %s, a later holder got %s", r1.Line, r.Line)
+			}
+			t.Logf("fences %d then %d", r1.Int("fence"), r.Int("fence"))
+			return
+		}
+	}
+	t.Log("never granted")
+}
+
+
+
+
+// TestHostilePartitionedHolderIsLostFirst is the baseline of the EXTEND
+// tests: without EXTEND, a watchdog holder cut off from every master at a
+// random phase of its renewal hears LOST before another agent is granted.
+func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	const lease = time.Second
+	cfgA := agenttest.Config(t, servers, lease)
+	cfgA.AgentID = "A"
+	var proxies []*cutProxy
+	for i := range cfgA.Masters {
+		p := newCutProxy(t, servers[i].Addr)
+		proxies = append(proxies, p)
+		cfgA.Masters[i].Address = p.Addr()
+	}
+	cfgB := agenttest.Config(t, servers, lease)
+	cfgB.AgentID = "B"
+	a := agenttest.Start(t, cfgA)
+	b := agenttest.Start(t, cfgB)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
+	for attempt := range 6 {
+		if r := holder.Do("LOCK pl wait=3s"); r.Kind != "OK" {
+			t.Fatalf("lock: %s", r.Line)
+		}
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		k := 2 + rng.IntN(2) // cut two or all three
+		for _, i := range rng.Perm(3)[:k] {
+			proxies[i].Cut()
+		}
+		cut := time.Now()
+		lostAt := make(chan time.Time, 1)
+		go func() { // the LOST's arrival, stamped as the holder's reader delivers it
+			select {
+			case <-holder.Pushes():
+				lostAt <- time.Now()
+			case <-time.After(3 * time.Second):
+				lostAt <- time.Time{}
+			}
+		}()
+		for time.Since(cut) < 2*time.Second {
+			if r := other.Do("LOCK pl wait=0"); r.Kind == "OK" {
+				granted := time.Now()
+				l := <-lostAt
+				if l.IsZero() || l.After(granted) {
+					t.Fatalf("OVERLAP on attempt %d (%d of 3 cut): granted %s %v after the cut; the holder's LOST came %v later",
+						attempt, k, r.Line, granted.Sub(cut), l.Sub(granted))
+				}
+				t.Logf("attempt %d (%d cut): LOST %v after the cut, %v before the grant", attempt, k, l.Sub(cut), granted.Sub(l))
+				other.Do("UNLOCK pl")
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		for _, p := range proxies {
+			p.Restore()
+		}
+		holder.Do("UNLOCK pl")
+		for holder.Push(20*time.Millisecond) != "" {
+		}
+		holder.AwaitMasters("up", 3)
+	}
+}
+
+// TestHostileReplacedDataVotesAtOnce: a master whose data is replaced by a
+// copy of another master's (here: briefly a replica of it, as a
+// mis-pointed REPLICAOF or a restore from the wrong backup would do) carries
+// that master's epoch marker. The probe even sees the epoch change and logs
+// "master lost its data", but nothing quarantines it: it votes at once
+// without the holds it granted.
+func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	const lease = 3 * time.Second
+	cfg1 := agenttest.Config(t, servers, lease)
+	cfg1.AgentID = "one"
+	cfg2 := agenttest.Config(t, servers, lease)
+	cfg2.AgentID = "two"
+	a1 := agenttest.Start(t, cfg1)
+	a2 := agenttest.Start(t, cfg2)
+	one := agenttest.Dial(t, a1.Config.Socket.Path)
+	two := agenttest.Dial(t, a2.Config.Socket.Path)
+	t.Cleanup(func() { servers[1].Resume(); servers[2].Do("REPLICAOF", "NO", "ONE") })
+	before, _ := servers[2].Do("HGET", "lock-agent:epoch", "epoch")
+
+	servers[1].Pause() // B is down at the grant: the hold is on {A, C}
+	one.AwaitMasters("down", 1)
+	r1 := one.Do("LOCK rep")
+	if r1.Kind != "OK" {
+		t.Fatalf("lock: %s", r1.Line)
+	}
+	servers[1].Resume()
+	if _, err := servers[1].Do("CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
+		t.Fatal(err)
+	}
+	// A replica writes the RDB it receives into its dir (the test's working
+	// directory), where every redistest server started later would load it:
+	// have it load the RDB from the socket instead, and check.
+	if _, err := servers[2].Do("CONFIG", "SET", "repl-diskless-load", "swapdb"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := os.Stat("dump.rdb"); err == nil {
+			os.Remove("dump.rdb")
+			t.Error("a dump.rdb was left in the working directory")
+		}
+	})
+	host, port, _ := net.SplitHostPort(servers[1].Addr)
+	if _, err := servers[2].Do("REPLICAOF", host, port); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if info, _ := servers[2].Info("replication"); strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("C never synced")
+		}
+	}
+	servers[2].Do("REPLICAOF", "NO", "ONE")
+	after, _ := servers[2].Do("HGET", "lock-agent:epoch", "epoch")
+	t.Logf("C's epoch marker: %s before, %s after (B's)", before, after)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		r := two.Do("LOCK rep wait=0")
+		if r.Kind != "OK" {
+			continue
+		}
+		h := one.Do("HOLDS")
+		if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
+			t.Logf("one lost it first (%+v)", h.Data)
+			return
+		}
+		t.Fatalf("OVERLAP: two granted (%s) while one holds rep (%s; HOLDS after the grant: validity=%sms); C: %+v",
+			r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
+	}
+	t.Log("never granted")
+}
+
