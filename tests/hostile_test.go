@@ -123,7 +123,6 @@ func (p *cutProxy) close() {
 	p.wg.Wait()
 }
 
-
 func atoiOr(s string) int64 {
 	s = strings.TrimSpace(s)
 	var n int64
@@ -274,7 +273,6 @@ func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
 	t.Log("two was never granted: held")
 }
 
-
 // TestHostileStaleSnapshotRepeatsAFence: the same stale reload rolls back the
 // fence counter with the marker intact, so the hybrid clock never restarts it
 // from the master's time: a later holder is handed the fence an earlier one
@@ -328,9 +326,6 @@ func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
 	}
 	t.Log("never granted")
 }
-
-
-
 
 // TestHostilePartitionedHolderIsLostFirst is the baseline of the EXTEND
 // tests: without EXTEND, a watchdog holder cut off from every master at a
@@ -468,4 +463,3 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 	}
 	t.Log("never granted")
 }
-
