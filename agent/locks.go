@@ -35,6 +35,8 @@ type hold struct {
 	// gaugeMode is the mode the holds gauge counts it under; guarded by
 	// Agent.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
+	// extending is held by the EXTEND in flight.
+	extending sync.Mutex
 }
 
 // limitOf is a LOCK's limit: 1 for a plain lock.
@@ -975,6 +977,13 @@ func (s *session) extend(req *protocol.Request) error {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
 	s.spawn(req.Tag, func() error {
+		// One EXTEND of a hold at a time: two in flight could leave the
+		// masters with one lease and the agent with the other.
+		h.extending.Lock()
+		defer h.extending.Unlock()
+		if !s.a.watchdog.BeginExtend(h.rh, e.TTL) {
+			return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+		}
 		deadline, err := s.a.cluster.Extend(s.ctx, h.rh.Name, h.rh.Holder, e.TTL)
 		switch {
 		case errors.Is(err, quorum.ErrNotHeld):

@@ -141,7 +141,8 @@ type Holder struct {
 // RenewKey names one hold to renew, with what to re-create where it is missing.
 type RenewKey struct {
 	Name, Holder string
-	Record       Record // the Grant's; a zero Record is never re-created
+	Record       Record        // the Grant's; a zero Record is never re-created
+	Lease        time.Duration // the lease to set; 0: Renew's lease
 }
 
 // RenewResult counts the voting masters that renewed a hold (OK), that
@@ -780,16 +781,20 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 	return nil
 }
 
-// renewArgs are the renew script's keys and arguments for holds.
+// renewArgs are the renew script's keys and arguments for holds, each with
+// its own lease (lease where it has none).
 func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
 	keys = make([]string, 0, 1+2*len(holds))
 	keys = append(keys, c.markerKey())
-	args = make([]string, 0, 3+len(holds))
-	args = append(args, strconv.FormatInt(lease.Milliseconds(), 10))
+	args = make([]string, 0, 2+2*len(holds))
 	args = append(args, c.gateArgs()...)
 	for _, h := range holds {
+		l := h.Lease
+		if l <= 0 {
+			l = lease
+		}
 		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
-		args = append(args, h.Holder)
+		args = append(args, h.Holder, strconv.FormatInt(l.Milliseconds(), 10))
 	}
 	return keys, args
 }
@@ -928,6 +933,10 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 				continue
 			}
 			idx = append(idx, h)
+			ms := ms
+			if k.Lease > 0 {
+				ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
+			}
 			args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
 			calls = append(calls, call{
 				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},

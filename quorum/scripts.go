@@ -146,20 +146,20 @@ return {1, tonumber(fence), slot}
 
 // renewSrc sets the lease of many holds at once: one script call per batch
 // keeps the watchdog's cost per hold small. Used by the watchdog and EXTEND.
-// KEYS: marker, then set and holder key of each hold. ARGV: lease ms, epoch,
-// quarantine ms, then each hold's holder id.
+// KEYS: marker, then set and holder key of each hold. ARGV: epoch,
+// quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
 // gone, or {-2, ms} while the master is quarantined.
 const renewSrc = gateLua + `
-local q = gate(KEYS[1], ARGV[2], tonumber(ARGV[3]))
+local q = gate(KEYS[1], ARGV[1], tonumber(ARGV[2]))
 if q > 0 then return {-2, q} end
-local lease = tonumber(ARGV[1])
 local out = {0}
-for i = 4, #ARGV do
-  local set, key = KEYS[2 * (i - 4) + 2], KEYS[2 * (i - 4) + 3]
-  if redis.call('PEXPIRE', key, ARGV[1]) == 1 then
+for i = 3, #ARGV, 2 do
+  local n = (i - 3) / 2
+  local set, key, lease = KEYS[2 * n + 2], KEYS[2 * n + 3], ARGV[i + 1]
+  if redis.call('PEXPIRE', key, lease) == 1 then
     redis.call('SADD', set, ARGV[i])
-    if redis.call('PTTL', set) < lease then redis.call('PEXPIRE', set, ARGV[1]) end
+    if redis.call('PTTL', set) < tonumber(lease) then redis.call('PEXPIRE', set, lease) end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -45,6 +45,10 @@ type Hold struct {
 	deadline time.Time // guarded by Watchdog.mu
 	expiry   time.Time // deadline less the lead: when it is declared lost; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
+	// gen counts the EXTENDs begun (guarded by Watchdog.mu): a renewal
+	// round that began under another gen may have landed before or after
+	// the EXTEND on each master, so its answer for h says nothing.
+	gen uint64
 }
 
 // byExpiry is the watched holds as a min-heap on expiry, so that the next
@@ -169,8 +173,29 @@ func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool
 	w.mu.Lock()
 	_, ok := w.holds[h]
 	if ok {
+		h.gen++
 		h.Lease = lease // before the deadline: it sets the lead
 		w.setDeadline(h, deadline)
+	}
+	w.mu.Unlock()
+	w.poke()
+	return ok
+}
+
+// BeginExtend is called before an EXTEND that sets h's lease to lease is
+// sent: the masters may apply it whether or not the EXTEND succeeds, so h
+// is held no longer than that lease from now would keep it, and renewal
+// rounds already in flight no longer count for it. It returns false if h
+// is no longer watched. A watchdog hold is renewed with its lease as set by
+// the last EXTEND that succeeded.
+func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
+	w.mu.Lock()
+	_, ok := w.holds[h]
+	if ok {
+		h.gen++
+		if d := w.cfg.Clock.Now().Add(quorum.Validity(lease, 0, w.cfg.DriftFactor)); d.Before(h.deadline) {
+			w.setDeadline(h, d)
+		}
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -195,9 +220,11 @@ func (w *Watchdog) poke() {
 }
 
 type round struct {
-	start time.Time
-	holds []*Hold
-	res   []quorum.RenewResult
+	start  time.Time
+	holds  []*Hold
+	leases []time.Duration // each hold's lease as the round set it
+	gens   []uint64        // each hold's gen when the round began
+	res    []quorum.RenewResult
 }
 
 // Run renews and expires holds until ctx ends. Renewal rounds run in their
@@ -254,17 +281,21 @@ func (w *Watchdog) armExpiry(t quorum.Timer) {
 func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 	w.mu.Lock()
 	r := round{start: w.cfg.Clock.Now()}
+	var keys []quorum.RenewKey
 	for h := range w.holds {
 		if !h.Fixed {
+			lease := h.Lease
+			if lease <= 0 {
+				lease = w.cfg.Lease
+			}
 			r.holds = append(r.holds, h)
+			r.leases = append(r.leases, lease)
+			r.gens = append(r.gens, h.gen)
+			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Record: h.Record, Lease: lease})
 		}
 	}
 	w.mu.Unlock()
 	if len(r.holds) > 0 {
-		keys := make([]quorum.RenewKey, len(r.holds))
-		for i, h := range r.holds {
-			keys[i] = quorum.RenewKey{Name: h.Name, Holder: h.Holder, Record: h.Record}
-		}
 		r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
 	}
 	done <- r
@@ -273,14 +304,14 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 // apply moves the deadline of every hold a majority renewed to the round's
 // start + lease − drift, and drops the holds a majority no longer has.
 func (w *Watchdog) apply(r round) {
-	deadline := r.start.Add(quorum.Validity(w.cfg.Lease, 0, w.cfg.DriftFactor))
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
 	w.mu.Lock()
 	for i, h := range r.holds {
-		if _, ok := w.holds[h]; !ok {
+		if _, ok := w.holds[h]; !ok || h.gen != r.gens[i] {
 			continue
 		}
+		deadline := r.start.Add(quorum.Validity(r.leases[i], 0, w.cfg.DriftFactor))
 		res := r.res[i]
 		switch {
 		case res.OK >= w.quorum && deadline.After(now):

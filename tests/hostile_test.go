@@ -463,3 +463,201 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 	}
 	t.Log("never granted")
 }
+
+// TestHostileExtendedWatchdogHoldOutlivesItsKeys: EXTEND of a watchdog hold
+// sets the hold's deadline to now+ttl, but the watchdog's next renewal sets
+// the keys' lease back to lock.lease, and apply() never lowers a deadline.
+// Once agent A is cut off from the masters, its keys expire lock.lease after
+// the last renewal while A still reports the hold valid (and sends no LOST)
+// until the EXTEND's deadline: agent B is granted the name meanwhile.
+func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	const lease = time.Second
+	cfgA := agenttest.Config(t, servers, lease)
+	cfgA.AgentID = "A"
+	var proxies []*cutProxy
+	for i := range cfgA.Masters {
+		p := newCutProxy(t, servers[i].Addr)
+		proxies = append(proxies, p)
+		cfgA.Masters[i].Address = p.Addr()
+	}
+	cfgB := agenttest.Config(t, servers, lease)
+	cfgB.AgentID = "B"
+	a := agenttest.Start(t, cfgA)
+	b := agenttest.Start(t, cfgB)
+
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK ext"); r.Kind != "OK" {
+		t.Fatalf("lock: %s", r.Line)
+	}
+	if r := holder.Do("EXTEND ext ttl=10s"); r.Kind != "OK" || r.Int("validity") < 9000 {
+		t.Fatalf("extend: %s", r.Line)
+	}
+	// Let the watchdog renew at least once (every lease/3): the keys go back
+	// to a 1s lease, the hold's deadline stays at ~10s.
+	time.Sleep(lease/3 + 300*time.Millisecond)
+	maxPTTL := int64(0)
+	for _, s := range servers {
+		out, _ := s.Do("EVAL", "local k = redis.call('KEYS', ARGV[1]); local m = -2; for _, x in ipairs(k) do m = math.max(m, redis.call('PTTL', x)) end; return m", "0", "lock-agent:{ext}:h:*")
+		if n := atoiOr(out); n > maxPTTL {
+			maxPTTL = n
+		}
+	}
+	t.Logf("after a watchdog renewal: longest holder-key PTTL on the masters = %dms", maxPTTL)
+
+	// Partition A from every master.
+	for _, p := range proxies {
+		p.Cut()
+	}
+	time.Sleep(lease + 300*time.Millisecond) // the keys' lease runs out on the masters
+
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	r := other.Do("LOCK ext wait=0")
+	grantedB := time.Now()
+	if r.Kind != "OK" {
+		t.Logf("B was refused (%s): no overlap this time", r.Line)
+		return
+	}
+	// Is A's hold still live? A LOST push before B's grant would end it.
+	if p := holder.Push(0); p != "" {
+		t.Logf("A was told %q before B's grant", p)
+		return
+	}
+	h := holder.Do("HOLDS")
+	if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
+		t.Fatalf("OVERLAP: B granted %s at %v while A still holds ext with validity=%sms and no LOST (keys' PTTL was %dms after a renewal)",
+			r.Line, grantedB.Format("15:04:05.000"), h.Data[0]["validity"], maxPTTL)
+	}
+}
+
+// TestHostileShortExtendDuringARenewalRound: the converse of the test above.
+// A renewal round that started before an EXTEND ttl=200ms (kept in flight by
+// a master that does not answer, which it waits for up to lease/4) lands its
+// PEXPIRE lease before the EXTEND's PEXPIRE 200ms, and then apply() raises
+// the hold's deadline to round start + lease − drift. The keys expire 200ms
+// after the EXTEND; the holder is told nothing until a later round finds
+// them gone, and another agent is granted the name meanwhile.
+func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
+	a, b, servers := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	for attempt := range 25 {
+		if r := holder.Do("LOCK se wait=3s"); r.Kind != "OK" {
+			t.Fatalf("lock: %s", r.Line)
+		}
+		servers[2].Pause()
+		time.Sleep(time.Duration(rng.IntN(333)) * time.Millisecond)
+		ext := holder.Do("EXTEND se ttl=200ms")
+		extended := time.Now()
+		resumed := false
+		for time.Since(extended) < 900*time.Millisecond {
+			if !resumed && time.Since(extended) > 400*time.Millisecond {
+				servers[2].Resume()
+				resumed = true
+			}
+			r := other.Do("LOCK se wait=0")
+			if r.Kind == "OK" {
+				if p := holder.Push(0); p == "" {
+					h := holder.Do("HOLDS")
+					if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
+						t.Fatalf("OVERLAP on attempt %d: %s granted %v after EXTEND (%s) while the holder still holds se with validity=%sms and no LOST",
+							attempt, r.Line, time.Since(extended), ext.Line, h.Data[0]["validity"])
+					}
+				}
+				other.Do("UNLOCK se")
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !resumed {
+			servers[2].Resume()
+		}
+		holder.Do("UNLOCK se")
+		for holder.Push(50*time.Millisecond) != "" {
+		}
+		other.AwaitMasters("up", 3)
+		holder.AwaitMasters("up", 3)
+	}
+	t.Log("no overlap in 25 attempts")
+}
+
+// TestHostilePipelinedExtendsDisagree: two EXTENDs of one ttl= hold sent
+// back to back run in their own goroutines; nothing orders their PEXPIREs on
+// the masters with their watchdog.Extend calls. When the masters apply
+// ttl=10s then ttl=100ms but the agent records the 10s deadline last, the
+// keys are gone 100ms later while the holder is told it holds for 10s.
+func TestHostilePipelinedExtendsDisagree(t *testing.T) {
+	a, b, _ := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	for attempt := range 40 {
+		if r := holder.Do("LOCK pe ttl=5s wait=3s"); r.Kind != "OK" {
+			t.Fatalf("lock: %s", r.Line)
+		}
+		_, long := holder.Send("EXTEND pe ttl=10s")
+		_, short := holder.Send("EXTEND pe ttl=100ms")
+		rl, rs := holder.Await(long), holder.Await(short)
+		time.Sleep(250 * time.Millisecond)
+		if r := other.Do("LOCK pe wait=0"); r.Kind == "OK" {
+			if p := holder.Push(0); p == "" {
+				h := holder.Do("HOLDS")
+				if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
+					t.Fatalf("OVERLAP on attempt %d: %s granted while the holder holds pe with validity=%sms, no LOST (extends answered %q, %q)",
+						attempt, r.Line, h.Data[0]["validity"], rl.Line, rs.Line)
+				}
+			}
+			other.Do("UNLOCK pe")
+		}
+		holder.Do("UNLOCK pe")
+		for holder.Push(20*time.Millisecond) != "" {
+		}
+	}
+	t.Log("no overlap in 40 attempts")
+}
+
+// TestHostileFailedShorteningExtend: EXTEND ttl=100ms of a ttl=10s hold is
+// executed by every master, but two of the answers come late (slow
+// replies), so the agent counts it as failed (NO_QUORUM) and keeps the old
+// 10s deadline. A failed EXTEND may have been applied: the keys are gone
+// 100ms later, another agent is granted the name, and the holder still
+// holds it with ~10s of validity and no LOST.
+func TestHostileFailedShorteningExtend(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, time.Second)
+	cfgA.AgentID = "A"
+	var proxies []*cutProxy
+	for i := 1; i < 3; i++ {
+		p := newCutProxy(t, servers[i].Addr)
+		proxies = append(proxies, p)
+		cfgA.Masters[i].Address = p.Addr()
+	}
+	cfgB := agenttest.Config(t, servers, time.Second)
+	cfgB.AgentID = "B"
+	a := agenttest.Start(t, cfgA)
+	b := agenttest.Start(t, cfgB)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	if r := holder.Do("LOCK fx ttl=10s"); r.Kind != "OK" {
+		t.Fatalf("lock: %s", r.Line)
+	}
+	for _, p := range proxies {
+		p.Delay(150 * time.Millisecond) // replies of m1 and m2 come after master_timeout
+	}
+	ext := holder.Do("EXTEND fx ttl=100ms")
+	for _, p := range proxies {
+		p.Delay(0)
+	}
+	t.Logf("EXTEND answered %s", ext.Line)
+	time.Sleep(300 * time.Millisecond)
+	r := other.Do("LOCK fx wait=0")
+	if r.Kind != "OK" {
+		t.Logf("B refused (%s)", r.Line)
+		return
+	}
+	h := holder.Do("HOLDS")
+	if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
+		t.Fatalf("OVERLAP: B granted %s while A holds fx with validity=%sms and no LOST (its EXTEND answered %q)",
+			r.Line, h.Data[0]["validity"], ext.Line)
+	}
+}
