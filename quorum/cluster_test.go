@@ -225,17 +225,7 @@ func TestWatchWakesOnRelease(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	waitStates(t, c, func([]MasterStatus) bool { // subscribers up: a Watch must confirm on each
-		for _, m := range c.masters {
-			m.subMu.Lock()
-			up := m.sub != nil
-			m.subMu.Unlock()
-			if !up {
-				return false
-			}
-		}
-		return true
-	})
+	waitSubscribed(t, c) // a Watch must confirm on each
 	w := c.Watch(ctx, "w")
 	defer w.Close()
 	drainWake(w)
@@ -300,4 +290,20 @@ func TestAReleaseThatOvertakesItsAcquireWins(t *testing.T) {
 	if _, err := c.Acquire(ctx, req("o", "attempt-2")); err != nil {
 		t.Fatalf("the name was blocked: %v", err)
 	}
+}
+
+// waitSubscribed waits until every master's subscriber is up.
+func waitSubscribed(t testing.TB, c *Cluster) {
+	t.Helper()
+	waitStates(t, c, func([]MasterStatus) bool {
+		for _, m := range c.masters {
+			m.subMu.Lock()
+			up := m.sub != nil
+			m.subMu.Unlock()
+			if !up {
+				return false
+			}
+		}
+		return true
+	})
 }

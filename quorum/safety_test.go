@@ -264,17 +264,7 @@ func TestAFailedRoundDoesNotWakeItsOwnAgent(t *testing.T) {
 	for _, s := range servers[:2] {
 		plantHolder(s, "t:{s}", "other")
 	}
-	waitStates(t, c, func([]MasterStatus) bool { // subscribers up
-		for _, m := range c.masters {
-			m.subMu.Lock()
-			up := m.sub != nil
-			m.subMu.Unlock()
-			if !up {
-				return false
-			}
-		}
-		return true
-	})
+	waitSubscribed(t, c)
 	other := startCluster(t, testConfig(t, servers, time.Second, false))
 	w := c.Watch(ctx, "s")
 	defer w.Close()
