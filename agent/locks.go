@@ -587,9 +587,13 @@ func (a *Agent) contend(q *queue) {
 			continue
 		}
 		if watch != nil {
-			// This attempt sees every release so far.
+			// This attempt sees every release, and subscription, so far.
 			select {
 			case <-watch.C():
+			default:
+			}
+			select {
+			case <-watch.Recheck():
 			default:
 			}
 		}
@@ -664,6 +668,8 @@ func (a *Agent) contend(q *queue) {
 			woken = true
 		case <-q.changed:
 			woken = true
+		case <-watch.Recheck():
+			// A subscription confirmed: look again, as for the timer.
 		case <-t.C():
 		case <-ctx.Done():
 		}

@@ -1037,18 +1037,24 @@ type Watch struct {
 	c       *Cluster
 	channel string
 	wake    chan struct{}
+	recheck chan struct{}
 	once    sync.Once
 }
 
 // C returns the wake-up channel.
 func (w *Watch) C() <-chan struct{} { return w.wake }
 
+// Recheck receives (coalesced) when a master confirmed the subscription: a
+// release before it would have been missed, so look again. It is not a
+// release: an attempt it prompts that fails says nothing about contention.
+func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
+
 // Watch subscribes to name's release messages on every master. It returns
 // at once: each master's subscription is made in the background (a hung
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1)}
+	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	if set == nil {
@@ -1064,7 +1070,11 @@ func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*c.cfg.MasterTimeout)
 				defer cancel()
 				if m.subscribe(ctx, w.channel) {
-					c.onMessage(w.channel, "")
+					c.watchMu.Lock()
+					for w := range c.watches[w.channel] {
+						signal(w.recheck)
+					}
+					c.watchMu.Unlock()
 				}
 			})
 		}
@@ -1125,9 +1135,12 @@ func (c *Cluster) wakeAll() {
 	}
 }
 
-func (w *Watch) signal() {
+func (w *Watch) signal() { signal(w.wake) }
+
+// signal sends on a coalescing channel without waiting.
+func signal(ch chan struct{}) {
 	select {
-	case w.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

@@ -216,3 +216,32 @@ func TestTTLHoldExpiresWithLost(t *testing.T) {
 		t.Fatalf("expired hold still listed: %+v", h.Data)
 	}
 }
+
+// TestAParkedWaiterWakesAtOnce: a waiter parked a while (its subscriptions
+// confirmed) is granted within milliseconds of the release. A confirmation
+// that woke it into a failed attempt used to count as a failed wake-up, so
+// the real release then waited out a back-off (about 8 ms at p50).
+func TestAParkedWaiterWakesAtOnce(t *testing.T) {
+	a, b, _ := twoAgents(t, 15*time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	waiter := agenttest.Dial(t, b.Config.Socket.Path)
+	var took []time.Duration
+	for range 10 {
+		holder.Do("LOCK parked")
+		_, ch := waiter.Send("LOCK parked wait=10s")
+		waiter.AwaitWaiters(1)
+		time.Sleep(20 * time.Millisecond)
+		start := time.Now()
+		holder.Do("UNLOCK parked")
+		if r := waiter.Await(ch); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		took = append(took, time.Since(start))
+		waiter.Do("UNLOCK parked")
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("wake-ups after a 20 ms park: median %v, slowest %v", took[len(took)/2], took[len(took)-1])
+	if took[len(took)/2] > 4*time.Millisecond {
+		t.Fatalf("median wake-up %v after a 20 ms park", took[len(took)/2])
+	}
+}
