@@ -63,6 +63,14 @@ type master struct {
 	// lat is a moving average of this master's answer times, in ns: see
 	// Cluster.roundTimeout.
 	lat atomic.Int64
+	// runID is the server run_id the last probe verified its marker carries
+	// ("" before): every gate call compares the marker's with it.
+	runID atomic.Pointer[string]
+	// reload asks the probe to load the scripts. They are loaded only after
+	// a probe ran the gate that reads the run_id, so that no EVALSHA (whose
+	// gate does not read it) finds them on a restarted master nobody
+	// checked. A NOSCRIPT sets it too (a restart, SCRIPT FLUSH).
+	reload atomic.Bool
 
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
@@ -218,7 +226,7 @@ func (m *master) connect() {
 	close(m.connected)
 	m.mu.Unlock()
 	m.log.Info("connected", "address", m.cfg.Address)
-	m.loadScripts()
+	m.reload.Store(true) // by the probe, once it checked the master's run_id
 }
 
 func (m *master) newClient() (rueidis.Client, error) {
@@ -294,12 +302,14 @@ func (m *master) probe(ctx context.Context) {
 	// rounds decide without a hung master before it is marked down.
 	ctx, cancel := context.WithTimeout(ctx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
 	defer cancel()
-	vals, err := m.evalOn(ctx, laneHealth, markerScript, []string{m.cluster.markerKey()}, m.cluster.gateArgs()).ToArray()
+	vals, err := m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs()).ToArray()
 	var epoch string
 	var left int64
-	if err == nil && len(vals) == 2 {
+	if err == nil && len(vals) == 3 {
 		epoch, _ = vals[0].ToString()
 		left, err = vals[1].AsInt64()
+		run, _ := vals[2].ToString()
+		m.runID.Store(&run)
 	} else if err == nil {
 		err = errors.New("unexpected probe reply")
 	}
@@ -330,8 +340,10 @@ func (m *master) probe(ctx context.Context) {
 	m.mu.Unlock()
 	if lostData {
 		m.log.Warn("master lost its data (its epoch changed); its holds are gone", "epoch", epoch)
-		m.loadScripts()
 		m.cluster.wakeAll()
+	}
+	if lostData || m.reload.Swap(false) {
+		m.loadScripts()
 	}
 	if check {
 		if unsafe, ok := m.checkSafety(ctx); ok {
@@ -358,16 +370,34 @@ func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueid
 	return m.evalOn(ctx, laneRounds, s, keys, args)
 }
 
-// evalOn runs s on the connection l by EVALSHA, loading it with EVAL when
-// the master does not know it.
+// gateArgs are args with, for a script that runs the gate, the run_id this
+// master was verified with appended to the epoch argument (see script.gateArg).
+func (m *master) gateArgs(s *script, args []string) []string {
+	if s.gateArg < 0 || s.gateArg >= len(args) {
+		return args
+	}
+	run := ""
+	if p := m.runID.Load(); p != nil {
+		run = *p
+	}
+	out := make([]string, len(args))
+	copy(out, args)
+	out[s.gateArg] += ";" + run
+	return out
+}
+
+// evalOn runs s on the connection l by EVALSHA, running its fallback by
+// EVAL when the master does not know it (see script.afterRestart).
 func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []string) rueidis.RedisResult {
 	c := m.conn(l)
 	if c == nil {
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
+	args = m.gateArgs(s, args)
 	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
-		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		m.reload.Store(true)
+		r = c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	return r
 }
@@ -383,9 +413,11 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 		}
 		return out
 	}
+	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
 	for i, k := range calls {
-		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build()
+		args[i] = m.gateArgs(s, k.args)
+		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
 	}
 	out := c.DoMulti(ctx, cmds...)
 	var redo []int
@@ -395,10 +427,11 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 		}
 	}
 	if len(redo) > 0 {
+		m.reload.Store(true)
 		cmds = cmds[:0]
 		for _, i := range redo {
 			k := calls[i]
-			cmds = append(cmds, c.B().Eval().Script(s.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+			cmds = append(cmds, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build())
 		}
 		for j, r := range c.DoMulti(ctx, cmds...) {
 			out[redo[j]] = r

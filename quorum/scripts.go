@@ -3,6 +3,7 @@ package quorum
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"strings"
 )
 
 // A name's keys on one master all share the hash tag {name}:
@@ -43,20 +44,28 @@ local function run_id()
   if type(info) ~= 'string' then return '' end
   return string.match(info, 'run_id:(%x+)') or ''
 end
-local function gate(marker, epoch, quarantine)
+local CHECK_RUN = true
+local function gate(marker, epocharg, quarantine)
+  local epoch, expected = string.match(epocharg, '^(.-);(.*)$')
+  if not epoch then epoch, expected = epocharg, '' end
   local now = math.floor(now_us() / 1000)
   local m = redis.call('HMGET', marker, 'epoch', 'until', 'floor', 'run')
-  local run = run_id()
-  if not m[1] or (m[4] and run ~= '' and m[4] ~= run) then
+  local known = m[4] and m[4] ~= ''
+  local run = ''
+  if CHECK_RUN then run = run_id() end
+  if not m[1] or (known and run ~= '' and m[4] ~= run) then
     local floor = (math.floor(now / 1000) + 1) * 1000000
     redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
       'floor', string.format('%d', floor), 'run', run)
     return quarantine, floor
   end
-  if not m[4] and run ~= '' then redis.call('HSET', marker, 'run', run) end
   local left = (tonumber(m[2]) or 0) - now
-  if left < 0 then left = 0 end
-  return left, tonumber(m[3]) or 0
+  if left > 0 then return left, tonumber(m[3]) or 0 end
+  if not CHECK_RUN and known and expected ~= '' and m[4] ~= expected then
+    return 1, 0 -- another server's marker, or the agent's view is old: no vote until a probe looks
+  end
+  if not known and run ~= '' then redis.call('HSET', marker, 'run', run) end
+  return 0, tonumber(m[3]) or 0
 end
 `
 
@@ -270,11 +279,11 @@ return out
 `
 
 // markerSrc is the health probe: it runs the gate (planting a quarantined
-// marker on a master that has none) and returns {epoch, ms of quarantine left}.
-// KEYS: marker. ARGV: epoch, quarantine ms.
+// marker on a master that has none) and returns {epoch, ms of quarantine
+// left, run_id}. KEYS: marker. ARGV: epoch, quarantine ms.
 const markerSrc = gateLua + `
 local q = gate(KEYS[1], ARGV[1], tonumber(ARGV[2]))
-return {redis.call('HGET', KEYS[1], 'epoch'), q}
+return {redis.call('HGET', KEYS[1], 'epoch'), q, redis.call('HGET', KEYS[1], 'run') or ''}
 `
 
 // bootstrapSrc plants an epoch marker with no quarantine on a master that
@@ -289,24 +298,52 @@ return 1
 // script is a Lua script with its SHA1, run by EVALSHA with an EVAL fallback.
 type script struct {
 	src, sha string
+	// gateArg is, for a script that runs the gate, the index of its epoch
+	// argument, to which each master's call appends ";" and the run_id the
+	// agent last verified for that master (-1 for other scripts).
+	gateArg int
+	// afterRestart, for a script that runs the gate, is the variant whose
+	// gate reads the server's run_id (INFO server, a third of the
+	// throughput if done on every call). EVALSHA runs the variant that only
+	// compares the marker's run_id with the one the agent verified (which
+	// finds data copied from another master, REPLICAOF); a master that
+	// restarted has lost its script cache, so its first EVALSHA answers
+	// NOSCRIPT and the fallback EVAL runs this one, in the same round. The
+	// probe always runs it.
+	afterRestart *script
 }
 
-func newScript(src string) *script {
+func newScript(src string, gateArg int) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+	s := &script{src: src, sha: hex.EncodeToString(sum[:]), gateArg: gateArg}
+	if strings.Contains(src, "local CHECK_RUN = true") {
+		s.afterRestart = &script{src: src, sha: s.sha, gateArg: gateArg}
+		s.src = strings.Replace(src, "local CHECK_RUN = true", "local CHECK_RUN = false", 1)
+		sum := sha1.Sum([]byte(s.src))
+		s.sha = hex.EncodeToString(sum[:])
+	}
+	return s
+}
+
+// fallback is what runs when the master does not know s: see afterRestart.
+func (s *script) fallback() *script {
+	if s.afterRestart != nil {
+		return s.afterRestart
+	}
+	return s
 }
 
 // allScripts are loaded into a master when it connects or loses its data.
 var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript}
 
 var (
-	acquireScript    = newScript(acquireSrc)
-	renewScript      = newScript(renewSrc)
-	repairScript     = newScript(repairSrc)
-	releaseScript    = newScript(releaseSrc)
-	raiseFenceScript = newScript(raiseFenceSrc)
-	whoScript        = newScript(whoSrc)
-	markerScript     = newScript(markerSrc)
-	bootstrapScript  = newScript(bootstrapSrc)
-	downgradeScript  = newScript(downgradeSrc)
+	acquireScript    = newScript(acquireSrc, 3)
+	renewScript      = newScript(renewSrc, 0)
+	repairScript     = newScript(repairSrc, 3)
+	releaseScript    = newScript(releaseSrc, -1)
+	raiseFenceScript = newScript(raiseFenceSrc, -1)
+	whoScript        = newScript(whoSrc, -1)
+	markerScript     = newScript(markerSrc, 0)
+	bootstrapScript  = newScript(bootstrapSrc, -1)
+	downgradeScript  = newScript(downgradeSrc, -1)
 )

@@ -187,7 +187,7 @@ func TestAHungMasterCostsNothing(t *testing.T) {
 func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, time.Second)
-	cfg.Lock.MaxTTL = 5 * time.Second
+	cfg.Lock.MaxTTL = 20 * time.Second // the quarantine outlasts the unsafe check's 5 s period
 	a := agenttest.Start(t, cfg)
 	sock := a.Config.Socket.Path
 	if _, err := servers[0].Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
