@@ -32,3 +32,8 @@ lock {
 log {
   format = "json"
 }
+
+# Metrics for Prometheus on loopback (docs/operations.md, "Metrics").
+telemetry {
+  prometheus_listen = "127.0.0.1:9464"
+}

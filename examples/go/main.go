@@ -2,7 +2,7 @@
 // while watching for the lock to be lost, and releases it.
 //
 //	go run ./cmd/lock-agent run -dev        # in one terminal; it prints LOCK_AGENT_SOCKET
-//	go run ./examples/go                    # in another, with LOCK_AGENT_SOCKET set
+//	go run ./examples/go                    # in another: it finds the -dev socket by itself
 package main
 
 import (
@@ -16,7 +16,7 @@ import (
 
 func main() {
 	ctx := context.Background()
-	c, err := lockagent.Dial(ctx, "") // $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock
+	c, err := lockagent.Dial(ctx, "") // $LOCK_AGENT_SOCKET, /run/lock-agent/agent.sock, else the -dev socket
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -12,7 +12,7 @@ from lockagent import aio
 
 
 def with_threads():
-    with lockagent.Client() as client:  # $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock
+    with lockagent.Client() as client:  # $LOCK_AGENT_SOCKET, /run/lock-agent/agent.sock, else the -dev socket
         try:
             with client.lock("examples/nightly-report", wait=10) as lk:
                 print("holding %s with fence %d" % (lk.name, lk.fence))
