@@ -18,8 +18,9 @@ socket {
 
 # One block per independent Redis master: no replicas, no failover between
 # them. At least one; an odd number (3 or 5) is what RedLock wants. The quorum
-# is a majority of the blocks. Run them without persistence only if a master
-# that restarts empty may sit out one lease (the agent quarantines it).
+# is a majority of the blocks. Persistence is not required: a master that
+# restarts (empty, or from a snapshot) sits out max(lease, max_ttl) + drift
+# before it votes again (see docs/operations.md, "The masters").
 redis "a" {
   address = "10.0.0.11:6379" # required: host:port
   # username = "lock-agent"  # Redis ACL user
@@ -48,7 +49,8 @@ lock {
   key_prefix = "lock-agent:"
   # Clock drift allowance: validity = lease - elapsed - lease*drift_factor - 2ms.
   drift_factor = 0.01
-  # Deadline of one operation on one master. Must be well under lease/9.
+  # Deadline of one operation on one master; it grows (up to 10x) while the
+  # masters' recent answers are slow. Must be well under lease/9.
   master_timeout = "50ms"
   # Jittered back-off between attempts that failed without a clear holder
   # (split votes, no quorum, release messages that freed nothing): it doubles
