@@ -1,0 +1,365 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
+)
+
+// hold is one name held by one session+owner. count, acquired, mode and
+// the session's map are guarded by the session's mu.
+type hold struct {
+	rh    *renewal.Hold // name, holder id, and whether it is a ttl= hold
+	sess  *session
+	owner string
+	fence int64
+	count int
+	// acquired is the mode of each acquisition, the most recent last
+	// (len == count): UNLOCK undoes them last first.
+	acquired []protocol.Mode
+	mode     protocol.Mode // as the masters hold it: exclusive while any acquisition is
+	limit    int           // 1 for a lock, K for a semaphore
+	slot     int           // a semaphore's slot
+	// granted is when it was granted, for lock_agent_hold_seconds.
+	granted time.Time
+	// gaugeMode is the mode the holds gauge counts it under; guarded by
+	// Agent.mu (mode changes under the session's).
+	gaugeMode protocol.Mode
+	// extending is held by the EXTEND in flight.
+	extending sync.Mutex
+}
+
+// limitOf is a LOCK's limit: 1 for a plain lock.
+func limitOf(l protocol.Lock) int { return max(l.Limit, 1) }
+
+// reenter counts another acquisition of h by its session+owner, or says why
+// it contradicts the hold: another limit, or shared to exclusive (an
+// upgrade would deadlock two readers that both try it). s.mu is held.
+func (h *hold) reenter(l protocol.Lock) error {
+	switch {
+	case limitOf(l) != h.limit:
+		return protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", h.rh.Name, h.limit)
+	case h.mode == protocol.Shared && l.Mode == protocol.Exclusive:
+		return protocol.Errorf(protocol.ErrConflict, "no upgrade: %s is held shared", h.rh.Name)
+	}
+	h.count++
+	h.acquired = append(h.acquired, l.Mode)
+	return nil
+}
+
+// snapshot is what a grant or re-entry answers, taken under s.mu.
+func (h *hold) snapshot(validity time.Duration) result {
+	return result{fence: h.fence, count: h.count, validity: validity, limit: h.limit, slot: h.slot}
+}
+
+func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
+
+func lostLine(h *hold, reason string) []byte {
+	return protocol.Push("LOST").Word(h.rh.Name).Str("owner", h.owner).Int("fence", h.fence).Str("reason", reason).Bytes()
+}
+
+// install records a granted hold in the session and the watchdog.
+func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return result{}, errSessionGone
+	}
+	key := holdKey{w.req.Names[0], w.req.Owner}
+	if old := s.holds[key]; old != nil {
+		// Lost while w's attempt was in flight and not yet forgotten: the
+		// new grant replaces it.
+		s.a.forget(old)
+	}
+	lease := s.a.cfg.Lock.Lease
+	if w.req.TTL > 0 {
+		lease = w.req.TTL
+	}
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record}, sess: s, owner: key.owner,
+		fence: g.Fence, count: 1, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
+	s.holds[key] = h
+	s.dropWaitLocked(w) // now counted as a hold
+	s.a.mu.Lock()
+	s.a.holds[h.rh] = h
+	s.a.metrics.holdStarted(h)
+	s.a.mu.Unlock()
+	s.a.watchdog.Add(h.rh, g.Deadline)
+	return h.snapshot(0), nil
+}
+
+// onLost is the watchdog's report of a hold that ended on its own.
+func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
+	a.mu.Lock()
+	h := a.holds[rh]
+	delete(a.holds, rh)
+	if h != nil {
+		a.metrics.holdEnded(h)
+	}
+	a.mu.Unlock()
+	if h == nil {
+		return
+	}
+	s := h.sess
+	s.mu.Lock()
+	mine := s.holds[h.key()] == h
+	if mine {
+		delete(s.holds, h.key())
+		// Queued before s.mu is let go: an UNLOCK that finds the hold gone
+		// (it looks under s.mu) answers NOT_HELD after the client heard why.
+		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+		a.metrics.lost(reason) // counted before the client can hear of it
+		s.push(lostLine(h, string(reason)))
+	}
+	s.mu.Unlock()
+	if mine {
+		s.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
+		a.releaseAsync(rh.Name, rh.Holder)
+	}
+}
+
+// forget drops a hold from the agent's books before it is released.
+func (a *Agent) forget(h *hold) {
+	a.mu.Lock()
+	if a.holds[h.rh] == h { // not if it was lost already
+		delete(a.holds, h.rh)
+		a.metrics.holdEnded(h)
+	}
+	a.mu.Unlock()
+	a.watchdog.Remove(h.rh)
+}
+
+// release drops a hold in the masters and lets local waiters try at once.
+func (a *Agent) release(ctx context.Context, name, holder string) {
+	if _, err := a.cluster.Release(ctx, name, holder); err != nil {
+		a.log.Warn("release reached no master; the lease will expire", "name", name, "error", err)
+	}
+	a.mu.Lock()
+	q := a.queues[name]
+	a.mu.Unlock()
+	if q != nil {
+		q.poke()
+	}
+}
+
+func (a *Agent) releaseAsync(name, holder string) {
+	go a.release(context.Background(), name, holder)
+}
+
+// releaseAll releases holds in one batched round per master and returns
+// when it is done, then lets the names' local waiters try at once.
+func (a *Agent) releaseAll(holds map[holdKey]*hold) {
+	if len(holds) == 0 {
+		return
+	}
+	keys := make([]quorum.RenewKey, 0, len(holds))
+	for _, h := range holds {
+		a.forget(h)
+		keys = append(keys, quorum.RenewKey{Name: h.rh.Name, Holder: h.rh.Holder})
+	}
+	a.cluster.ReleaseMany(context.Background(), keys)
+	for _, k := range keys {
+		a.mu.Lock()
+		q := a.queues[k.Name]
+		a.mu.Unlock()
+		if q != nil {
+			q.poke()
+		}
+	}
+}
+
+// unlock drops the hold from the session at once, in the order of the
+// session's lines; the release in the masters runs in its own goroutine and
+// the reply comes when it is done.
+func (s *session) unlock(req *protocol.Request) error {
+	u, err := protocol.ParseUnlock(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("unlock", u.Names...); err != nil {
+		return err
+	}
+	// All or nothing: every name must be held (with an exclusive
+	// acquisition, for a downgrade) before anything is undone.
+	s.mu.Lock()
+	for i, name := range u.Names {
+		if slices.Contains(u.Names[:i], name) {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
+		}
+		h := s.holds[holdKey{name, u.Owner}]
+		if h == nil {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
+		}
+		if u.Mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
+		}
+	}
+	counts := make([]string, len(u.Names))
+	var finish []func()
+	for i, name := range u.Names {
+		count, f := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
+		counts[i] = strconv.Itoa(count)
+		if f != nil {
+			finish = append(finish, f)
+		}
+	}
+	s.mu.Unlock()
+	reply := protocol.Reply(req.Tag, protocol.KindOK).Str("count", strings.Join(counts, ",")).Bytes()
+	if len(finish) == 0 {
+		s.send(reply)
+		return nil
+	}
+	s.spawn(req.Tag, func() error {
+		for _, f := range finish {
+			f()
+		}
+		s.send(reply)
+		return nil
+	})
+	return nil
+}
+
+// undoLocked undoes the most recent acquisition of key (the most recent
+// exclusive one, for mode exclusive), which the caller checked exists, and
+// returns the count left and what remains to do in the masters (a release
+// or a downgrade; nil if nothing). s.mu is held.
+func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
+	h := s.holds[key]
+	undo := len(h.acquired) - 1
+	if mode == protocol.Exclusive {
+		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
+			undo--
+		}
+	}
+	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
+	h.count--
+	// Only shared acquisitions left of an exclusive hold: it becomes shared
+	// (here at once, so that a following exclusive LOCK is an upgrade; in
+	// the masters by the downgrade round).
+	if h.count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+		h.mode = protocol.Shared
+		s.a.mu.Lock()
+		if s.a.holds[h.rh] == h {
+			s.a.metrics.holdDowngraded(h)
+		}
+		s.a.mu.Unlock()
+		return h.count, func() {
+			if err := s.a.cluster.Downgrade(s.ctx, h.rh.Name, h.rh.Holder); err != nil {
+				s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
+			}
+		}
+	}
+	if h.count > 0 {
+		return h.count, nil
+	}
+	delete(s.holds, key)
+	rel := s.releaseStarted(key.name)
+	return 0, func() {
+		s.a.forget(h)
+		s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+		s.releaseDone(key.name, rel)
+	}
+}
+
+// releaseStarted notes a release of name on its way to the masters. s.mu is held.
+func (s *session) releaseStarted(name string) *release {
+	r := s.releasing[name]
+	if r == nil {
+		if s.releasing == nil {
+			s.releasing = map[string]*release{}
+		}
+		r = &release{done: make(chan struct{})}
+		s.releasing[name] = r
+	}
+	r.n++
+	return r
+}
+
+// releaseDone notes that a release of name landed.
+func (s *session) releaseDone(name string, r *release) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.n--; r.n == 0 {
+		close(r.done)
+		delete(s.releasing, name)
+		if len(s.releasing) == 0 {
+			s.releasing = nil
+		}
+	}
+}
+
+// extend finds the hold at once; the masters are asked in its own goroutine.
+func (s *session) extend(req *protocol.Request) error {
+	e, err := protocol.ParseExtend(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("extend", e.Name); err != nil {
+		return err
+	}
+	if err := s.a.checkTTL(e.TTL); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	h := s.holds[holdKey{e.Name, e.Owner}]
+	s.mu.Unlock()
+	if h == nil {
+		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
+	}
+	s.spawn(req.Tag, func() error {
+		// One EXTEND of a hold at a time: two in flight could leave the
+		// masters with one lease and the agent with the other.
+		h.extending.Lock()
+		defer h.extending.Unlock()
+		if !s.a.watchdog.BeginExtend(h.rh, e.TTL) {
+			return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+		}
+		deadline, err := s.a.cluster.Extend(s.ctx, h.rh.Name, h.rh.Holder, e.TTL)
+		switch {
+		case errors.Is(err, quorum.ErrNotHeld):
+			return protocol.Errorf(protocol.ErrNotHeld, "%s is no longer held in the masters", e.Name)
+		case err != nil:
+			s.a.metrics.noQuorumAnswered("extend")
+			return quorumError(err)
+		}
+		if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
+			return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+		}
+		s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", deadline.Sub(s.a.clock.Now()).Milliseconds()).Bytes())
+		return nil
+	})
+	return nil
+}
+
+func (s *session) listHolds(req *protocol.Request) error {
+	if err := req.NoArgs(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var lines [][]byte
+	for _, h := range s.holds {
+		v, _ := s.a.watchdog.Validity(h.rh)
+		l := protocol.Reply(req.Tag, protocol.KindData).Str("name", h.rh.Name).Str("owner", h.owner).
+			Int("fence", h.fence).Int("count", int64(h.count)).Str("mode", string(h.mode)).Int("validity", v.Milliseconds())
+		if h.limit > 1 {
+			l.Int("limit", int64(h.limit)).Int("slot", int64(h.slot))
+		}
+		lines = append(lines, l.Bytes())
+	}
+	s.mu.Unlock()
+	for _, l := range lines {
+		s.send(l)
+	}
+	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("n", int64(len(lines))).Bytes())
+	return nil
+}

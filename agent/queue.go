@@ -1,0 +1,374 @@
+package agent
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// lastRound is what a failed round advises the next attempt for the same waiter.
+type lastRound struct {
+	w        *waiter
+	bestSlot int
+}
+
+// waiterState is where a waiter is; it changes only under its queue's mu.
+type waiterState int
+
+const (
+	queued    waiterState = iota
+	granted               // the contender won it: the result is in done
+	failed                // the contender gave up on it: the result is in done
+	withdrawn             // its LOCK went away (timeout, CANCEL, session closed)
+)
+
+// queue is this agent's waiters for one name in arrival order. One contender
+// goroutine works for its head against the masters, so an agent with many
+// local waiters sends one attempt, and holds one subscription, per name.
+type queue struct {
+	name    string
+	mu      sync.Mutex
+	waiters []*waiter
+	changed chan struct{}
+	count   *atomic.Int64 // the agent's count of waiters in all queues
+	// heard counts the rounds in which a majority of masters answered;
+	// noQuorum is the last round's error if it was NO_QUORUM. A wait that
+	// ends with no such round since it began answers NO_QUORUM, not BUSY.
+	heard    uint64
+	noQuorum error
+	metrics  *metrics // keeps the waiters gauges in step with count
+}
+
+// roundDone records whether a round for the head heard from a majority.
+func (q *queue) roundDone(noQuorum error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.noQuorum = noQuorum
+	if noQuorum == nil {
+		q.heard++
+	}
+}
+
+// timedOut is the answer of w, just withdrawn because its wait ran out.
+func (q *queue) timedOut(w *waiter) result {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.heard == w.heard && q.noQuorum != nil {
+		return result{err: quorumError(q.noQuorum)}
+	}
+	return result{err: quorum.ErrBusy}
+}
+
+func (q *queue) poke() {
+	select {
+	case q.changed <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes w out of the queue if it is still queued, giving it state st.
+func (q *queue) remove(w *waiter, st waiterState) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.state != queued {
+		return false
+	}
+	w.state = st
+	for i, o := range q.waiters {
+		if o == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			break
+		}
+	}
+	q.count.Add(-1)
+	q.metrics.mode(w.req.Mode).waiters.Dec()
+	return true
+}
+
+// enqueue puts w at the back of its name's queue, starting the name's
+// contender if it has none. A wait=0 LOCK behind other local waiters is BUSY
+// at once: the name is contended and it may not wait.
+func (a *Agent) enqueue(w *waiter) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping {
+		return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+	}
+	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
+		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
+	}
+	name := w.req.Names[0]
+	q := a.queues[name]
+	start := q == nil
+	if start {
+		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters, metrics: a.metrics}
+		a.queues[name] = q
+	}
+	q.mu.Lock()
+	if w.req.Wait == 0 && len(q.waiters) > 0 {
+		q.mu.Unlock()
+		w.state = failed
+		w.done <- result{err: quorum.ErrBusy}
+		return nil
+	}
+	w.q = q
+	w.heard = q.heard
+	q.waiters = append(q.waiters, w)
+	a.waiters.Add(1)
+	a.metrics.mode(w.req.Mode).waiters.Inc()
+	q.mu.Unlock()
+	if start {
+		go a.contend(q)
+	}
+	return nil
+}
+
+func (a *Agent) withdraw(w *waiter) bool {
+	if w.q == nil || !w.q.remove(w, withdrawn) {
+		return false
+	}
+	w.q.poke()
+	return true
+}
+
+// head returns the first waiter, or nil after retiring an empty queue.
+func (a *Agent) head(q *queue) *waiter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiters) == 0 {
+		delete(a.queues, q.name)
+		return nil
+	}
+	return q.waiters[0]
+}
+
+// stuckRetry is the least the back-off of a waiter that keeps failing grows
+// to, whatever retry_max is: such a waiter tries at most 1/(stuckRetry/2),
+// about 20 times a second.
+const stuckRetry = 100 * time.Millisecond
+
+// backoff is the jittered wait before the next attempt after fails
+// consecutive failed ones: it doubles from retry_min up to
+// max(retry_max, stuckRetry), and is drawn from its upper half.
+func (a *Agent) backoff(fails int) time.Duration {
+	ceiling := a.backoffCeiling()
+	d := max(a.cfg.Lock.RetryMin, time.Millisecond)
+	for i := 1; i < fails && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (a *Agent) backoffCeiling() time.Duration { return max(a.cfg.Lock.RetryMax, stuckRetry) }
+
+// contend works for the queue's head until the queue is empty. While the
+// name is held elsewhere it sleeps until a release message, its timer
+// fallback (the holder's remaining lease: PUBLISH does not fire on expiry),
+// or a change in the queue. Attempts that cannot succeed yet back off
+// instead of spinning:
+//   - a split vote (some masters granted, the round failed: its own release
+//     publishes) waits a jittered back-off that release messages do not cut;
+//   - a round that did not reach a majority (NO_QUORUM) backs off the same
+//     way, and keeps trying until the head's wait ends;
+//   - a release message is acted on at once, unless attempts have been
+//     failing (split votes, or attempts that earlier messages caused) with
+//     no quiet spell since: then it waits a back-off first. Messages that
+//     free nothing the waiter could get must not drive it.
+func (a *Agent) contend(q *queue) {
+	var watch *quorum.Watch
+	defer func() {
+		if watch != nil {
+			watch.Close()
+		}
+	}()
+	ctx := a.runCtx
+	var (
+		fails     int        // failed attempts since the last grant or quiet spell that a split vote, no quorum or a wake-up caused
+		woken     bool       // the coming attempt follows a wake-up
+		notBefore time.Time  // no attempt before this
+		last      *lastRound // the last failed round's advice
+	)
+	for {
+		w := a.head(q)
+		if w == nil {
+			return
+		}
+		if w.sess.reenterQueued(w) {
+			continue
+		}
+		if w.after != nil {
+			select {
+			case <-w.after:
+			case <-ctx.Done():
+			}
+			w.after = nil
+		}
+		if ctx.Err() != nil {
+			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
+			continue
+		}
+		if d := notBefore.Sub(a.clock.Now()); d > 0 {
+			// Backing off: release messages do not cut it short. A change
+			// in the queue only makes the loop look at its head again.
+			t := a.clock.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-q.changed:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		if watch != nil {
+			// This attempt sees every release, and subscription, so far.
+			select {
+			case <-watch.C():
+			default:
+			}
+			select {
+			case <-watch.Recheck():
+			default:
+			}
+		}
+		lease := a.cfg.Lock.Lease
+		if w.req.TTL > 0 {
+			lease = w.req.TTL
+		}
+		holder := a.holderID(w.sess.id, w.req.Owner)
+		slot := 0
+		if last != nil && last.w == w {
+			slot = last.bestSlot // after a split, ask for the slot most masters granted
+		}
+		who := w.who
+		who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
+		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
+			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode), Limit: limitOf(w.req), Slot: slot}, Who: who})
+		wasWoken := woken
+		woken = false
+		if err == nil {
+			q.roundDone(nil)
+			a.grant(q, w, holder, g)
+			fails = 0
+			continue
+		}
+		var round *quorum.RoundError
+		errors.As(err, &round)
+		if round != nil {
+			last = &lastRound{w: w, bestSlot: round.BestSlot}
+		}
+		if errors.Is(err, quorum.ErrConflict) {
+			// Held for another kind of claim: waiting would not help.
+			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", q.name, round.HeldLimit)})
+			continue
+		}
+		if !errors.Is(err, quorum.ErrBusy) {
+			if w.req.Wait == 0 || round == nil {
+				a.finish(q, w, result{err: quorumError(err)})
+				continue
+			}
+			// A slow or unreachable majority may be back soon: the waits
+			// of the queue go on, and end as NO_QUORUM if it is not.
+			q.roundDone(err)
+			fails++
+			notBefore = a.clock.Now().Add(a.backoff(fails))
+			continue
+		}
+		q.roundDone(nil)
+		if w.req.Wait == 0 {
+			a.finish(q, w, result{err: quorum.ErrBusy})
+			continue
+		}
+		if watch == nil {
+			// Subscribe, then try again at once: a release between the
+			// first attempt and the subscription would otherwise be missed.
+			watch = a.cluster.Watch(ctx, q.name)
+			continue
+		}
+		if round.Yes > 0 || round.RetryAfter <= 0 {
+			// A split vote, or a holder with no lease: back off with jitter
+			// so that contending agents do not split again in lock step.
+			fails++
+			notBefore = a.clock.Now().Add(a.backoff(fails))
+			continue
+		}
+		if wasWoken {
+			fails++
+		}
+		parked := a.clock.Now()
+		t := a.clock.NewTimer(min(time.Duration(round.RetryAfter)*time.Millisecond, a.cfg.Lock.Lease))
+		select {
+		case <-watch.C():
+			woken = true
+		case <-q.changed:
+			woken = true
+		case <-watch.Recheck():
+			// A subscription confirmed: look again, as for the timer.
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if !woken {
+			continue
+		}
+		if a.clock.Now().Sub(parked) >= a.backoffCeiling() {
+			fails = 0 // a quiet spell: this wake-up is likely a real release
+		}
+		if fails > 0 {
+			notBefore = a.clock.Now().Add(a.backoff(fails))
+		}
+	}
+}
+
+// grant hands a won name to w, or gives it back if w went away meanwhile.
+func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
+	if !q.remove(w, granted) {
+		a.releaseAsync(q.name, holder)
+		return
+	}
+	r, err := w.sess.install(w, holder, g)
+	if err != nil {
+		a.releaseAsync(q.name, holder)
+		w.done <- result{err: err}
+		return
+	}
+	r.validity = g.Deadline.Sub(a.clock.Now())
+	w.done <- r
+}
+
+// reenterQueued grants w as a re-entry when its session+owner came to hold
+// the name while w waited (two pipelined LOCKs of one owner).
+func (s *session) reenterQueued(w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
+	if h == nil {
+		return false
+	}
+	v, ok := s.a.watchdog.Validity(h.rh)
+	if !ok || v <= 0 || !w.q.remove(w, granted) {
+		return false
+	}
+	if err := h.reenter(w.req); err != nil {
+		s.dropWaitLocked(w)
+		w.done <- result{err: err}
+		return true
+	}
+	s.dropWaitLocked(w)
+	w.done <- h.snapshot(v)
+	return true
+}
+
+func (a *Agent) finish(q *queue, w *waiter, r result) {
+	if !q.remove(w, failed) {
+		return
+	}
+	w.done <- r
+}

@@ -1,0 +1,372 @@
+package agent
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// waiter is one LOCK waiting in its name's queue.
+type waiter struct {
+	sess   *session
+	tag    string
+	req    protocol.Lock
+	q      *queue
+	who    quorum.Who // recorded with the hold; SinceMilli is set per attempt
+	state  waiterState
+	done   chan result // receives exactly once, when state becomes granted or failed
+	cancel chan struct{}
+	once   sync.Once
+	// after, if not nil, is closed once this session's release of the name
+	// landed: the contender tries the masters for w only then.
+	after <-chan struct{}
+	// heard is the queue's heard when w joined it (see queue.heard).
+	heard uint64
+	// joined is when its LOCK arrived, for lock_agent_wait_seconds.
+	joined time.Time
+}
+
+// result is a LOCK's outcome: a snapshot of the hold taken under the
+// session's lock, or an error.
+type result struct {
+	fence       int64
+	count       int
+	limit, slot int
+	validity    time.Duration
+	err         error // quorum.ErrBusy for BUSY
+}
+
+func unsupported(l protocol.Lock) error {
+	switch {
+	case l.Mode == protocol.Shared && l.Limit > 1:
+		return protocol.Errorf(protocol.ErrBadRequest, "mode=shared goes with a lock, not with limit=%d", l.Limit)
+	case l.Fair:
+		return protocol.Errorf(protocol.ErrBadRequest, "fair=true not supported yet")
+	}
+	return nil
+}
+
+// MinTTL is the shortest ttl= a LOCK or EXTEND may ask for: below it, the
+// drift allowance (lease×drift_factor + 2ms) and the LOST lead
+// (max(10ms, ttl/50)) leave a hold little or no validity.
+const MinTTL = 50 * time.Millisecond
+
+// checkTTL bounds a ttl= between MinTTL and lock.max_ttl; 0 (none) passes.
+func (a *Agent) checkTTL(ttl time.Duration) error {
+	switch {
+	case ttl == 0:
+	case ttl < MinTTL:
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is below the minimum ttl %v", ttl, MinTTL)
+	case ttl > a.cfg.Lock.MaxTTL:
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is above lock.max_ttl %v", ttl, a.cfg.Lock.MaxTTL)
+	}
+	return nil
+}
+
+// lock takes effect at once, in the order of the session's lines: a
+// re-entry is answered, anything else joins its name's queue. The wait
+// runs in its own goroutine.
+func (s *session) lock(req *protocol.Request) error {
+	l, err := protocol.ParseLock(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("lock", l.Names...); err != nil {
+		return err
+	}
+	if err := unsupported(l); err != nil {
+		return err
+	}
+	if err := s.a.checkTTL(l.TTL); err != nil {
+		return err
+	}
+	if len(l.Names) > 1 {
+		return s.lockMany(req.Tag, l)
+	}
+	w, r, err := s.claim(req.Tag, l)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		s.send(grantLine(req.Tag, r))
+		return nil
+	}
+	s.spawn(req.Tag, func() error {
+		r := s.finishClaim(w)
+		switch {
+		case r.err == nil:
+			s.send(grantLine(req.Tag, r))
+		case errors.Is(r.err, quorum.ErrBusy):
+			s.send(protocol.Reply(req.Tag, protocol.KindBusy).Bytes())
+		default:
+			return r.err
+		}
+		return nil
+	})
+	return nil
+}
+
+// claim takes l's one name at once: a re-entry is answered (w nil, r its
+// result); anything else joins the name's queue as w, which the caller
+// awaits with finishClaim.
+func (s *session) claim(tag string, l protocol.Lock) (w *waiter, r result, err error) {
+	a := s.a
+	name := l.Names[0]
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, r, protocol.Errorf(protocol.ErrShuttingDown, "session is closing")
+	}
+	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
+		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
+			if err := h.reenter(l); err != nil {
+				s.mu.Unlock()
+				return nil, r, err
+			}
+			r := h.snapshot(v)
+			s.mu.Unlock()
+			a.metrics.mode(l.Mode).reentries.Inc()
+			return nil, r, nil
+		}
+	}
+	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
+		s.mu.Unlock()
+		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
+	}
+	if _, dup := s.waits[tag]; dup {
+		s.mu.Unlock()
+		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
+	}
+	w = &waiter{sess: s, tag: tag, req: l, done: make(chan result, 1), cancel: make(chan struct{}), joined: time.Now()}
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
+	if r := s.releasing[name]; r != nil {
+		w.after = r.done
+	}
+	s.waits[tag] = w
+	s.mu.Unlock()
+	if err := a.enqueue(w); err != nil {
+		s.forgetWait(w)
+		return nil, r, err
+	}
+	return w, r, nil
+}
+
+// finishClaim awaits w's result.
+func (s *session) finishClaim(w *waiter) result {
+	r := s.await(w)
+	s.a.metrics.lockAnswered(w, r)
+	// Before the reply: the client may reuse the tag, and a grant must not
+	// count against max_holds_per_session twice.
+	s.forgetWait(w)
+	return r
+}
+
+// lockMany is a LOCK of several names: all are granted or none is held.
+// The names are claimed in byte order, whatever order they were given,
+// each holding the ones before it while it waits, under one wait= budget:
+// two multi-locks over the same names then never wait for each other in a
+// cycle. The reply lists fences and counts in the order the names were given.
+func (s *session) lockMany(tag string, l protocol.Lock) error {
+	for i, name := range l.Names {
+		if slices.Contains(l.Names[:i], name) {
+			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
+		}
+	}
+	if l.TTL > 0 {
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl= with several names not supported yet")
+	}
+	s.mu.Lock()
+	held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession
+	s.mu.Unlock()
+	if held+len(l.Names) > lim {
+		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+len(l.Names), lim)
+	}
+	order := make([]int, len(l.Names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return strings.Compare(l.Names[i], l.Names[j]) })
+	deadline := time.Now().Add(l.Wait)
+	s.spawn(tag, func() error {
+		results := make([]result, len(l.Names))
+		var claimed []string
+		for _, i := range order {
+			one := l
+			one.Names = l.Names[i : i+1]
+			if l.Wait > 0 && l.Wait != protocol.Forever {
+				one.Wait = max(time.Until(deadline), time.Millisecond)
+			}
+			w, r, err := s.claim(tag, one)
+			if err == nil && w != nil {
+				r = s.finishClaim(w)
+				err = r.err
+			}
+			if err != nil {
+				s.rollback(claimed, l.Owner)
+				if errors.Is(err, quorum.ErrBusy) {
+					s.send(protocol.Reply(tag, protocol.KindBusy).Bytes())
+					return nil
+				}
+				return err
+			}
+			results[i] = r
+			claimed = append(claimed, l.Names[i])
+		}
+		s.send(grantManyLine(tag, results))
+		return nil
+	})
+	return nil
+}
+
+// rollback undoes the acquisition a failed multi-lock made of each of
+// names (the most recent one), and waits until what it released is released.
+func (s *session) rollback(names []string, owner string) {
+	var finish []func()
+	s.mu.Lock()
+	for _, name := range names {
+		if s.holds[holdKey{name, owner}] == nil {
+			continue // lost meanwhile
+		}
+		if _, f := s.undoLocked(holdKey{name, owner}, ""); f != nil {
+			finish = append(finish, f)
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range finish {
+		f()
+	}
+}
+
+// grantManyLine answers a multi-lock: fences, counts (and slots) in the
+// order the names were given, and the smallest validity.
+func grantManyLine(tag string, rs []result) []byte {
+	fences, counts, slots := make([]string, len(rs)), make([]string, len(rs)), make([]string, len(rs))
+	validity := rs[0].validity
+	for i, r := range rs {
+		fences[i], counts[i], slots[i] = strconv.FormatInt(r.fence, 10), strconv.Itoa(r.count), strconv.Itoa(r.slot)
+		validity = min(validity, r.validity)
+	}
+	l := protocol.Reply(tag, protocol.KindOK).Str("fence", strings.Join(fences, ",")).Int("validity", validity.Milliseconds()).
+		Str("count", strings.Join(counts, ","))
+	if rs[0].limit > 1 {
+		l.Str("slot", strings.Join(slots, ","))
+	}
+	return l.Bytes()
+}
+
+// forgetWait takes w out of the session's waits, if it is still there.
+func (s *session) forgetWait(w *waiter) {
+	s.mu.Lock()
+	s.dropWaitLocked(w)
+	s.mu.Unlock()
+}
+
+func (s *session) dropWaitLocked(w *waiter) {
+	if s.waits[w.tag] == w {
+		delete(s.waits, w.tag)
+	}
+}
+
+// errSessionGone ends the waits of a closing session. The client may have
+// only shut its writing side, so it is still told.
+var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
+
+// await waits for w's result, or withdraws it when its wait runs out, it is
+// cancelled, or the session closes. A result that won the race is kept.
+func (s *session) await(w *waiter) result {
+	var timeout <-chan time.Time
+	if w.req.Wait > 0 {
+		t := time.NewTimer(w.req.Wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var why result
+	select {
+	case r := <-w.done:
+		return r
+	case <-timeout:
+		if s.a.withdraw(w) {
+			return w.q.timedOut(w)
+		}
+		return <-w.done
+	case <-w.cancel:
+		why = result{err: protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")}
+	case <-s.ctx.Done():
+		why = result{err: errSessionGone}
+	}
+	if s.a.withdraw(w) {
+		return why
+	}
+	return <-w.done
+}
+
+func grantLine(tag string, r result) []byte {
+	l := protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count))
+	if r.limit > 1 {
+		l.Int("slot", int64(r.slot))
+	}
+	return l.Bytes()
+}
+
+func (s *session) cancelWait(req *protocol.Request) error {
+	tag, err := protocol.ParseCancel(req)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	w := s.waits[tag]
+	s.mu.Unlock()
+	if w != nil {
+		w.once.Do(func() { close(w.cancel) })
+	}
+	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	return nil
+}
+
+func (s *session) who(req *protocol.Request) error {
+	name, err := protocol.ParseWho(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("who", name); err != nil {
+		return err
+	}
+	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })
+	return nil
+}
+
+func (s *session) whoReply(tag, name string) error {
+	holders, err := s.a.cluster.Who(s.ctx, name)
+	if err != nil {
+		s.a.metrics.noQuorumAnswered("who")
+		return quorumError(err)
+	}
+	for _, h := range holders {
+		r := h.Record
+		l := protocol.Reply(tag, protocol.KindData).Str("agent", r.Who.Agent).Int("pid", int64(r.Who.PID)).
+			Int("uid", int64(r.Who.UID)).Str("owner", r.Who.Owner).Str("mode", string(r.Claim.Mode)).
+			Int("fence", r.Fence).Int("since", r.Who.SinceMilli)
+		if r.Claim.Limit > 1 {
+			l.Int("limit", int64(r.Claim.Limit)).Int("slot", int64(r.Claim.Slot))
+		}
+		s.send(l.Bytes())
+	}
+	s.send(protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders))).Bytes())
+	return nil
+}
+
+// quorumError is the answer for err from a round of the masters: a closed
+// cluster (the agent is stopping) is SHUTTING_DOWN, anything else
+// NO_QUORUM. The chain is kept, so callers can still ask what it was.
+func quorumError(err error) error {
+	if errors.Is(err, quorum.ErrClosed) {
+		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
+	}
+	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
+}
