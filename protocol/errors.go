@@ -71,20 +71,18 @@ func CodeOf(err error) Code {
 type Error struct {
 	Err error
 	Msg string
-	// Cause, if not nil, is what led to it (a quorum error, say): it stays
-	// in the chain for errors.Is and errors.As, but not in the reply.
+	// Cause, if not nil, is what led to it (a quorum error, say): errors.Is
+	// still finds it, but the reply does not show it.
 	Cause error
 }
 
 func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
 
-// Unwrap gives the sentinel and, if any, the cause.
-func (e *Error) Unwrap() []error {
-	if e.Cause == nil {
-		return []error{e.Err}
-	}
-	return []error{e.Err, e.Cause}
-}
+// Is reports whether target is in the cause's chain. (Unwrap gives only the
+// sentinel: an Unwrap() []error would allocate on every errors.Is, which
+// the metrics on the request path may not.)
+func (e *Error) Is(target error) bool { return e.Cause != nil && errors.Is(e.Cause, target) }
 
 // Errorf returns an *Error wrapping sentinel with a formatted message.
 func Errorf(sentinel error, format string, args ...any) error {
