@@ -108,6 +108,10 @@ type AcquireRequest struct {
 	Lease  time.Duration // the lease set on each master
 	Claim  Claim
 	Who    Who // recorded with the hold
+	// Entry is the claim's place in the name's queue (see Enqueue), if it
+	// has one: it may then pass the entries behind it. Without one it may
+	// pass no conflicting entry.
+	Entry *Entry
 }
 
 // Grant is a won acquire.
@@ -141,8 +145,11 @@ type Holder struct {
 // RenewKey names one hold to renew, with what to re-create where it is missing.
 type RenewKey struct {
 	Name, Holder string
-	Record       Record        // the Grant's; a zero Record is never re-created
-	Lease        time.Duration // the lease to set; 0: Renew's lease
+	// Entry marks a queue entry's heartbeat: Holder is then the entry's
+	// Member, and Record is zero.
+	Entry  bool
+	Record Record        // the Grant's; a zero Record is never re-created
+	Lease  time.Duration // the lease to set; 0: Renew's lease
 }
 
 // RenewResult counts the voting masters that renewed a hold (OK), that
@@ -473,17 +480,22 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		// grant to the few voters left would only be undone by a release.
 		return Grant{}, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
-	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey()}
+	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
+		c.queueKey(req.Name), c.deadlinesKey(req.Name)}
 	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
+	entry := ""
+	if req.Entry != nil {
+		entry = req.Entry.Member()
+	}
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
-		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10))
+		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry)
 	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	slots := make([]int, n)    // the slot granted there
 	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
-	var busyOn []int // masters that answered held: their counters may lag
-	conflicts := 0
+	var busyOn []int           // masters that answered held: their counters may lag
+	conflicts, readers := 0, 0 // readers: busy answers where only shared holders block
 	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
 		vals, err := a.res.AsIntSlice()
 		switch {
@@ -492,7 +504,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		case len(vals) == 3 && vals[0] == 1:
 			fences[a.i], slots[a.i] = vals[1], int(vals[2])
 			return slots[a.i], true, nil
-		case len(vals) != 2:
+		case len(vals) != 2 && len(vals) != 3:
 			return 0, false, errors.New("unexpected acquire reply")
 		case vals[0] == -3:
 			conflicts++
@@ -504,6 +516,9 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		}
 		busyOn = append(busyOn, a.i)
 		round.RetryAfter = max(round.RetryAfter, vals[1])
+		if len(vals) == 3 && vals[2] == 1 {
+			readers++
+		}
 		return 0, false, nil
 	})
 	yes := 0
@@ -513,6 +528,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	busy := len(busyOn) + conflicts
 	outcome, slot := DecideSlots(n, granted, busy+failed)
 	round.Yes, round.Masters, round.BestSlot = yes, errs, slot
+	round.OnlyReaders = readers > 0 && readers == len(busyOn)
 	if outcome == Won {
 		for i := range fences { // the masters that granted another slot give it back
 			if fences[i] > 0 && slots[i] != slot {
@@ -792,6 +808,11 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 		l := h.Lease
 		if l <= 0 {
 			l = lease
+		}
+		if h.Entry {
+			keys = append(keys, c.queueKey(h.Name), c.deadlinesKey(h.Name))
+			args = append(args, h.Holder, "q"+strconv.FormatInt(l.Milliseconds(), 10))
+			continue
 		}
 		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
 		args = append(args, h.Holder, strconv.FormatInt(l.Milliseconds(), 10))

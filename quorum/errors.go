@@ -60,6 +60,9 @@ type RoundError struct {
 	HeldLimit int
 	// BestSlot is the slot most masters granted: the one to ask for next.
 	BestSlot int
+	// OnlyReaders is, for ErrBusy, that only shared holders kept an
+	// exclusive claim out: it may take a place in the queue (see Entry).
+	OnlyReaders bool
 }
 
 func (e *RoundError) Error() string {

@@ -13,10 +13,12 @@ const (
 	OpRelease
 	OpWho
 	OpDowngrade // an exclusive hold made shared
+	OpEnqueue   // a queue entry given its ticket, or the ticket settled
+	OpDequeue   // queue entries removed
 	NumOps      // how many Ops there are
 )
 
-var opNames = [NumOps]string{"acquire", "renew", "extend", "release", "who", "downgrade"}
+var opNames = [NumOps]string{"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue"}
 
 // String returns the op's name: acquire, renew, extend, release, who or downgrade.
 func (o Op) String() string {

@@ -13,6 +13,12 @@ import (
 //	                   fence and who-info (agent, pid, uid, owner, since); PX = its lease
 //	P{name}:fence      the fence counter; never expires
 //	P{name}:released:HOLDER  tombstone of a release that found no key (see releaseSrc)
+//	P{name}:q          the name's queue (fair=true, and writers that readers
+//	                   block): a sorted set of entries "ID|mode|limit" scored
+//	                   by their settled ticket; ties order by ID
+//	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
+//	P{name}:qseq       the ticket counter; never expires
+//	P{name}:qx:ENTRY   tombstone of an entry that left (see dequeueSrc)
 //	Pepoch             the master's epoch marker: a hash {epoch, until}
 //
 // The set expires no sooner than any member's holder key, so a live holder
@@ -69,6 +75,45 @@ local function gate(marker, epocharg, quarantine)
 end
 `
 
+// queueLua is the queue rule, run by acquire once a claim is compatible with
+// the holders: it may not pass a live entry ahead of its own (ahead of every
+// entry, for a claim with none: a request that does not queue counts as
+// arriving after all of them) that it conflicts with. Entries whose
+// heartbeat ran out (their agent died) are dropped first. For a semaphore,
+// the entries ahead with its limit wait for free slots first.
+// queue_wait(queue, deadlines, own entry, mode, limit, free slots) returns
+// -1 if the claim may be granted, else the ms until the soonest blocking
+// entry's heartbeat runs out (the fallback wake-up: a leaving entry publishes).
+const queueLua = `
+local function queue_wait(q, qd, me, mode, limit, free)
+  if redis.call('EXISTS', q) == 0 then return -1 end
+  local now = math.floor(now_us() / 1000)
+  for _, d in ipairs(redis.call('ZRANGEBYSCORE', qd, '-inf', now)) do
+    redis.call('ZREM', q, d)
+    redis.call('ZREM', qd, d)
+  end
+  local wait, ahead = -1, 0
+  for _, e in ipairs(redis.call('ZRANGE', q, 0, -1)) do
+    if e == me then break end
+    local em, el = string.match(e, '|(%a+)|(%d+)$')
+    el = tonumber(el) or 1
+    local blocks
+    if limit > 1 and el == limit then
+      ahead = ahead + 1
+      blocks = ahead >= free
+    else
+      blocks = el ~= limit or mode ~= 'shared' or em ~= 'shared'
+    end
+    if blocks then
+      local left = math.max((tonumber(redis.call('ZSCORE', qd, e)) or now) - now, 0)
+      if wait < 0 or left < wait then wait = left end
+    end
+  end
+  if redis.call('ZCARD', q) == 0 then redis.call('DEL', q, qd) end
+  return wait
+end
+`
+
 // recordFields are the fields of a holder's record hash, in the order the
 // scripts take and return them.
 var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since"}
@@ -79,11 +124,15 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // no other holder; a shared one with shared ones only; a semaphore of limit
 // K > 1 takes one of K slots (the one asked for, or the lowest free), with
 // holders of the same K only.
-// KEYS: set, fence, holder key, marker. ARGV: holder, lease ms, holder key
-// prefix, epoch, quarantine ms, mode, limit, slot (0: any), agent, pid,
-// uid, owner, since.
+// A claim the holders allow must also pass the queue rule (see queueLua).
+// KEYS: set, fence, holder key, marker, queue, queue deadlines. ARGV:
+// holder, lease ms, holder key prefix, epoch, quarantine ms, mode, limit,
+// slot (0: any), agent, pid, uid, owner, since, the claim's queue entry (”:
+// none).
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
-// (the longest; for a full semaphore the shortest)} when held, {0, -1} when
+// (the longest; for a full semaphore the shortest), 1 if only shared
+// holders block it} when held, {0, ms, 0} when the queue blocks it (ms: see
+// queueLua), {0, -1} when
 // the attempt was released before it arrived, {-2, ms} while the master is
 // quarantined, {-3, K} when live holders have another kind (K their limit, 1
 // for a lock).
@@ -97,12 +146,12 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // grant takes far more than a µs, so a fence never repeats or goes back even
 // when every master lost its counters, as long as master clocks do not step
 // back and differ by less than the quarantine.
-const acquireSrc = gateLua + `
+const acquireSrc = gateLua + queueLua + `
 local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
 if q > 0 then return {-2, q} end
 if redis.call('EXISTS', KEYS[1] .. ':released:' .. ARGV[1]) == 1 then return {0, -1} end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local wait, soonest, conflict = -1, -1, 0
+local wait, soonest, conflict, readers = -1, -1, 0, 1
 local taken = {}
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if m ~= ARGV[1] then
@@ -120,13 +169,17 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         if soonest < 0 or ttl < soonest then soonest = ttl end
       elseif mode ~= 'shared' or h[1] ~= 'shared' then
         if ttl > wait then wait = ttl elseif wait < 0 then wait = 0 end
+        if h[1] ~= 'shared' then readers = 0 end
       end
     end
   end
 end
 if conflict > 0 then return {-3, conflict} end
-local slot = 0
+local slot, free = 0, 0
 if limit > 1 then
+  for s = 1, limit do
+    if not taken[s] then free = free + 1 end
+  end
   if want > 0 then
     if want <= limit and not taken[want] then slot = want end
   else
@@ -134,10 +187,12 @@ if limit > 1 then
       if not taken[s] then slot = s break end
     end
   end
-  if slot == 0 then return {0, math.max(soonest, 0)} end
+  if slot == 0 then return {0, math.max(soonest, 0), 0} end
 elseif wait >= 0 then
-  return {0, wait}
+  return {0, wait, readers}
 end
+local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)
+if qwait >= 0 then return {0, qwait, 0} end
 local cur = redis.call('GET', KEYS[2])
 local fence
 if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
@@ -155,6 +210,10 @@ return {1, tonumber(fence), slot}
 
 // renewSrc sets the lease of many holds at once: one script call per batch
 // keeps the watchdog's cost per hold small. Used by the watchdog and EXTEND.
+// A queue entry's heartbeat rides in the same batch: its keys are the queue
+// and its deadlines, its holder id the entry, and its lease "q" and the ms;
+// it is renewed only while the entry is queued (never re-added: it may have
+// left meanwhile).
 // KEYS: marker, then set and holder key of each hold. ARGV: epoch,
 // quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
@@ -163,10 +222,19 @@ const renewSrc = gateLua + `
 local q = gate(KEYS[1], ARGV[1], tonumber(ARGV[2]))
 if q > 0 then return {-2, q} end
 local out = {0}
+local now
 for i = 3, #ARGV, 2 do
   local n = (i - 3) / 2
   local set, key, lease = KEYS[2 * n + 2], KEYS[2 * n + 3], ARGV[i + 1]
-  if redis.call('PEXPIRE', key, lease) == 1 then
+  if string.sub(lease, 1, 1) == 'q' then
+    if redis.call('ZSCORE', set, ARGV[i]) then
+      now = now or math.floor(now_us() / 1000)
+      redis.call('ZADD', key, 'XX', now + tonumber(string.sub(lease, 2)), ARGV[i])
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+  elseif redis.call('PEXPIRE', key, lease) == 1 then
     redis.call('SADD', set, ARGV[i])
     if redis.call('PTTL', set) < tonumber(lease) then redis.call('PEXPIRE', set, lease) end
     out[#out + 1] = 1
@@ -262,6 +330,85 @@ end
 return cur
 `
 
+// enqueueSrc gives each entry a place in the name's queue: a ticket from
+// the master's counter, which counts like a fence (a hybrid clock: at least
+// the master's time in whole seconds, in µs), so that masters roughly agree
+// and agree exactly once settled (see settleSrc). An entry already queued
+// keeps its ticket; one that left (a tombstone) gets none (0).
+// KEYS: queue, deadlines, ticket counter, marker. ARGV: epoch, quarantine
+// ms, heartbeat ms, tombstone prefix, then the entries in arrival order.
+// Returns {0, ticket...}, or {-2, ms} while quarantined.
+const enqueueSrc = gateLua + `
+local q = gate(KEYS[4], ARGV[1], tonumber(ARGV[2]))
+if q > 0 then return {-2, q} end
+local now = math.floor(now_us() / 1000)
+local base = math.floor(now / 1000) * 1000000
+local out = {0}
+for i = 5, #ARGV do
+  local m, t = ARGV[i], 0
+  if redis.call('EXISTS', ARGV[4] .. m) == 0 then
+    local s = redis.call('ZSCORE', KEYS[1], m)
+    if s then
+      t = tonumber(s)
+    else
+      t = math.max(tonumber(redis.call('GET', KEYS[3]) or '0') + 1, base)
+      redis.call('SET', KEYS[3], string.format('%d', t))
+      redis.call('ZADD', KEYS[1], string.format('%d', t), m)
+    end
+    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), m)
+  end
+  out[#out + 1] = t
+end
+return out
+`
+
+// settleSrc writes each entry's settled ticket (the highest a majority
+// gave it), so that every master orders the queue alike, and raises the
+// counter past it, so that an entry made after this one reached a majority
+// gets a later ticket on every master of that majority. An entry that left
+// meanwhile (a tombstone) is not brought back.
+// KEYS: queue, deadlines, ticket counter. ARGV: heartbeat ms, tombstone
+// prefix, then entry and ticket pairs. Returns 1.
+const settleSrc = `
+local t = redis.call('TIME')
+local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+for i = 3, #ARGV, 2 do
+  local m, ticket = ARGV[i], ARGV[i + 1]
+  if redis.call('EXISTS', ARGV[2] .. m) == 0 then
+    redis.call('ZADD', KEYS[1], ticket, m)
+    redis.call('ZADD', KEYS[2], deadline, m)
+    if tonumber(redis.call('GET', KEYS[3]) or '0') < tonumber(ticket) then
+      redis.call('SET', KEYS[3], ticket)
+    end
+  end
+end
+return 1
+`
+
+// dequeueSrc takes entries out of the name's queue and wakes its waiters
+// anywhere. It leaves a tombstone of each for tombstone ms: an enqueue or
+// settle of the entry still on its way (another connection, a reconnect)
+// must not bring it back to block the queue for a heartbeat.
+// KEYS: queue, deadlines. ARGV: channel, message, tombstone prefix,
+// tombstone ms, then the entries. Returns how many were queued.
+const dequeueSrc = `
+local n = 0
+for i = 5, #ARGV do
+  n = n + redis.call('ZREM', KEYS[1], ARGV[i])
+  redis.call('ZREM', KEYS[2], ARGV[i])
+  redis.call('SET', ARGV[3] .. ARGV[i], '1', 'PX', ARGV[4])
+end
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1], KEYS[2]) end
+if n > 0 then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
+return n
+`
+
+// queueLenSrc counts the live entries of a name's queue. KEYS: deadlines.
+const queueLenSrc = `
+local t = redis.call('TIME')
+return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)), '+inf')
+`
+
 // whoSrc lists the live holders: {holder, the record's fields in
 // recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
 const whoSrc = `
@@ -334,7 +481,8 @@ func (s *script) fallback() *script {
 }
 
 // allScripts are loaded into a master when it connects or loses its data.
-var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript}
+var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript,
+	enqueueScript, settleScript, dequeueScript, queueLenScript}
 
 var (
 	acquireScript    = newScript(acquireSrc, 3)
@@ -346,4 +494,8 @@ var (
 	markerScript     = newScript(markerSrc, 0)
 	bootstrapScript  = newScript(bootstrapSrc, -1)
 	downgradeScript  = newScript(downgradeSrc, -1)
+	enqueueScript    = newScript(enqueueSrc, 0)
+	settleScript     = newScript(settleSrc, -1)
+	dequeueScript    = newScript(dequeueSrc, -1)
+	queueLenScript   = newScript(queueLenSrc, -1)
 )

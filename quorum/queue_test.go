@@ -1,0 +1,152 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+func entryReq(name, holder string, claim Claim, e *Entry) AcquireRequest {
+	r := claimReq(name, holder, claim)
+	r.Entry = e
+	return r
+}
+
+// TestQueueOrdersClaims: a claim may not pass a conflicting entry ahead of
+// its own, and one without an entry may pass none; adjacent readers go
+// together; an entry that leaves lets the next one through.
+func TestQueueOrdersClaims(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, claimReq("q", "holder", Claim{})); err != nil {
+		t.Fatal(err)
+	}
+	first, second := &Entry{ID: "a:1", Claim: Claim{}}, &Entry{ID: "b:1", Claim: Claim{}}
+	t1, err := c.Enqueue(ctx, "q", []Entry{*first}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := c.Enqueue(ctx, "q", []Entry{*second}, 5*time.Second)
+	if err != nil || t2[0] <= t1[0] {
+		t.Fatalf("second ticket %v (%v), want > %v", t2, err, t1)
+	}
+	for i, s := range servers {
+		if got, _ := s.Do("ZSCORE", "t:{q}:q", second.Member()); got != fmt.Sprint(t2[0]) {
+			t.Fatalf("m%d holds ticket %q for the second entry, want the settled %d", i, got, t2[0])
+		}
+	}
+	if n, err := c.QueueLen(ctx, "q"); err != nil || n != 2 {
+		t.Fatalf("queue length %d %v, want 2", n, err)
+	}
+	c.Release(ctx, "q", "holder")
+
+	if _, err := c.Acquire(ctx, entryReq("q", "h2", Claim{}, second)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the second entry passed the first: %v", err)
+	}
+	if _, err := c.Acquire(ctx, claimReq("q", "plain", Claim{Mode: Shared})); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a reader with no entry passed queued writers: %v", err)
+	}
+	if _, err := c.Acquire(ctx, entryReq("q", "h1", Claim{}, first)); err != nil {
+		t.Fatalf("the first entry: %v", err)
+	}
+	c.Dequeue(ctx, "q", []Entry{*first})
+	c.Release(ctx, "q", "h1")
+	if _, err := c.Acquire(ctx, entryReq("q", "h2b", Claim{}, second)); err != nil {
+		t.Fatalf("the second entry once the first left: %v", err)
+	}
+	c.Dequeue(ctx, "q", []Entry{*second})
+	c.Release(ctx, "q", "h2b")
+	for i, s := range servers {
+		if s.Keys("t:{q}:q") + s.Keys("t:{q}:qd") != 0 {
+			t.Fatalf("m%d kept queue keys after the queue emptied", i)
+		}
+	}
+
+	// Readers queued behind a writer go together once it leaves; a writer
+	// behind them waits.
+	if _, err := c.Acquire(ctx, claimReq("rw", "w", Claim{})); err != nil {
+		t.Fatal(err)
+	}
+	readers := []Entry{{ID: "r:1", Claim: Claim{Mode: Shared}}, {ID: "r:2", Claim: Claim{Mode: Shared}}}
+	writer := Entry{ID: "w:2", Claim: Claim{}}
+	if _, err := c.Enqueue(ctx, "rw", append(readers, writer), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Release(ctx, "rw", "w")
+	for i := range readers {
+		if _, err := c.Acquire(ctx, entryReq("rw", readers[i].ID, readers[i].Claim, &readers[i])); err != nil {
+			t.Fatalf("reader %d: %v", i, err)
+		}
+	}
+	var round *RoundError
+	if _, err := c.Acquire(ctx, entryReq("rw", "w2", Claim{}, &writer)); !errors.Is(err, ErrBusy) || !errors.As(err, &round) || !round.OnlyReaders {
+		t.Fatalf("the writer behind two readers: %v, want busy on readers only", err)
+	}
+}
+
+// TestQueueEntriesOfADeadAgentLapse: entries whose heartbeat stops leave
+// the queue once it lapses; renewed ones stay.
+func TestQueueEntriesOfADeadAgentLapse(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	dead, live := Entry{ID: "dead:1"}, Entry{ID: "live:1"}
+	if _, err := c.Enqueue(ctx, "d", []Entry{dead, live}, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		r := c.Renew(ctx, time.Second, []RenewKey{{Name: "d", Holder: live.Member(), Entry: true, Lease: 300 * time.Millisecond}})
+		if r[0].OK != 3 {
+			t.Fatalf("heartbeat renewed on %d masters, want 3", r[0].OK)
+		}
+	}
+	if _, err := c.Acquire(ctx, entryReq("d", "h", Claim{}, &live)); err != nil {
+		t.Fatalf("the live entry behind a dead one: %v", err)
+	}
+	if _, err := c.Acquire(ctx, entryReq("d2", "h", Claim{}, &live)); err != nil {
+		t.Fatalf("an entry on another name's queue: %v", err)
+	}
+	c.Dequeue(ctx, "d", []Entry{live})
+	r := c.Renew(ctx, time.Second, []RenewKey{{Name: "d", Holder: live.Member(), Entry: true, Lease: time.Second}})
+	if r[0].Gone != 3 {
+		t.Fatalf("a dequeued entry's heartbeat: %+v, want gone everywhere", r[0])
+	}
+	// A settle that arrives after the dequeue does not bring it back.
+	if tickets, err := c.Enqueue(ctx, "d", []Entry{live}, time.Second); err != nil || tickets[0] != 0 {
+		t.Fatalf("re-enqueue of a dequeued entry: %v %v, want ticket 0", tickets, err)
+	}
+}
+
+// TestQueueTicketsSettleOverLaggingMasters: masters whose counters differ
+// still order the queue alike, and an entry made later goes behind on
+// every master, whichever majority it reaches.
+func TestQueueTicketsSettleOverLaggingMasters(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	servers[0].Do("SET", "t:{s}:qseq", "9000000000000000")
+	a := Entry{ID: "a"}
+	ta, err := c.Enqueue(ctx, "s", []Entry{a}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the settle goes on past a majority
+	for i, s := range servers {
+		if got, _ := s.Do("ZSCORE", "t:{s}:q", a.Member()); got != fmt.Sprint(ta[0]) {
+			t.Fatalf("m%d orders the entry by %s, want the settled %d", i, got, ta[0])
+		}
+	}
+	servers[0].Pause()
+	defer servers[0].Resume()
+	b := Entry{ID: "b"}
+	tb, err := c.Enqueue(ctx, "s", []Entry{b}, 5*time.Second)
+	if err != nil || tb[0] <= ta[0] {
+		t.Fatalf("a later entry on the other majority: %v %v, want > %d", tb, err, ta[0])
+	}
+}
