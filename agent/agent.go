@@ -50,10 +50,14 @@ type Agent struct {
 	queues      map[string]*queue
 	waiters     atomic.Int64 // LOCKs waiting in a queue; queue.remove keeps it
 	holds       map[*renewal.Hold]*hold
-	attempts    atomic.Uint64 // numbers every acquire attempt: see holderID
-	stopping    bool
-	runCtx      context.Context
-	sessionsWG  sync.WaitGroup
+	// entryMu guards entries, the waiters whose queue entries the watchdog
+	// renews, by their heartbeat. It is taken last of all.
+	entryMu    sync.Mutex
+	entries    map[*renewal.Hold]*waiter
+	attempts   atomic.Uint64 // numbers every acquire attempt: see holderID
+	stopping   bool
+	runCtx     context.Context
+	sessionsWG sync.WaitGroup
 }
 
 // New builds an agent from cfg. It does not listen or connect until Run.
@@ -63,6 +67,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
+		entries: map[*renewal.Hold]*waiter{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = newHealth(time.Now)

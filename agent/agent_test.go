@@ -44,7 +44,6 @@ func TestBadInputGetsItsCodeAndTheConnectionStaysUsable(t *testing.T) {
 		{"shared mode with a limit", "1 LOCK a mode=shared limit=3", "BAD_REQUEST"},
 		{"a semaphore of more than 4096 slots", "1 LOCK a limit=4097", "BAD_REQUEST"},
 		{"a downgrade of something else than exclusive", "1 UNLOCK a mode=shared", "BAD_REQUEST"},
-		{"fair locking, not supported yet", "1 LOCK a fair=true", "BAD_REQUEST"},
 		{"a multi-lock naming a name twice", "1 LOCK a b a", "BAD_REQUEST"},
 		{"a multi-lock with a ttl, not supported yet", "1 LOCK a b ttl=1s", "BAD_REQUEST"},
 		{"UNLOCK of a name not held", "1 UNLOCK a", "NOT_HELD"},

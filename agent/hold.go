@@ -97,6 +97,9 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 
 // onLost is the watchdog's report of a hold that ended on its own.
 func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
+	if a.entryLost(rh) {
+		return
+	}
 	a.mu.Lock()
 	h := a.holds[rh]
 	delete(a.holds, rh)

@@ -42,6 +42,12 @@ type queue struct {
 	heard    uint64
 	noQuorum error
 	metrics  *metrics // keeps the waiters gauges in step with count
+	// wantEntries (guarded by mu) says a waiter wants an entry (see
+	// fair.go); enterAfter and enterFails, the contender's alone, back off
+	// a failed round that makes them.
+	wantEntries bool
+	enterAfter  time.Time
+	enterFails  int
 }
 
 // roundDone records whether a round for the head heard from a majority.
@@ -118,6 +124,13 @@ func (a *Agent) enqueue(w *waiter) error {
 	}
 	w.q = q
 	w.heard = q.heard
+	if w.req.Fair && w.req.Wait != 0 && len(q.waiters) > 0 {
+		// Behind this agent's waiters: the name is contended, so it
+		// takes its place in the masters' queue at once.
+		w.wantsEntry = true
+		q.wantEntries = true
+		defer q.poke()
+	}
 	q.waiters = append(q.waiters, w)
 	a.waiters.Add(1)
 	a.metrics.mode(w.req.Mode).waiters.Inc()
@@ -132,6 +145,7 @@ func (a *Agent) withdraw(w *waiter) bool {
 	if w.q == nil || !w.q.remove(w, withdrawn) {
 		return false
 	}
+	a.leave(w)
 	w.q.poke()
 	return true
 }
@@ -215,6 +229,7 @@ func (a *Agent) contend(q *queue) {
 			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
 			continue
 		}
+		a.enter(ctx, q)
 		if d := notBefore.Sub(a.clock.Now()); d > 0 {
 			// Backing off: release messages do not cut it short. A change
 			// in the queue only makes the loop look at its head again.
@@ -249,8 +264,13 @@ func (a *Agent) contend(q *queue) {
 		}
 		who := w.who
 		who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
+		claim := claimOf(w.req)
+		claim.Slot = slot
+		q.mu.Lock()
+		entry := w.entry
+		q.mu.Unlock()
 		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
-			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode), Limit: limitOf(w.req), Slot: slot}, Who: who})
+			Claim: claim, Who: who, Entry: entry})
 		wasWoken := woken
 		woken = false
 		if err == nil {
@@ -286,6 +306,9 @@ func (a *Agent) contend(q *queue) {
 			a.finish(q, w, result{err: quorum.ErrBusy})
 			continue
 		}
+		if a.wantEntry(q, w, round) {
+			continue // try again once it has its place in the queue
+		}
 		if watch == nil {
 			// Subscribe, then try again at once: a release between the
 			// first attempt and the subscription would otherwise be missed.
@@ -308,7 +331,9 @@ func (a *Agent) contend(q *queue) {
 		case <-watch.C():
 			woken = true
 		case <-q.changed:
-			woken = true
+			// A waiter that only wants an entry is not a wake-up: the
+			// attempt after it says nothing about contention.
+			woken = !q.entriesWanted()
 		case <-watch.Recheck():
 			// A subscription confirmed: look again, as for the timer.
 		case <-t.C():
@@ -333,6 +358,7 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 		a.releaseAsync(q.name, holder)
 		return
 	}
+	defer a.leave(w) // once the hold is in place
 	r, err := w.sess.install(w, holder, g)
 	if err != nil {
 		a.releaseAsync(q.name, holder)
@@ -356,6 +382,7 @@ func (s *session) reenterQueued(w *waiter) bool {
 	if !ok || v <= 0 || !w.q.remove(w, granted) {
 		return false
 	}
+	defer s.a.leave(w)
 	if err := h.reenter(w.req); err != nil {
 		s.dropWaitLocked(w)
 		w.done <- result{err: err}
@@ -370,5 +397,6 @@ func (a *Agent) finish(q *queue, w *waiter, r result) {
 	if !q.remove(w, failed) {
 		return
 	}
+	a.leave(w)
 	w.done <- r
 }

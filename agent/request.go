@@ -10,6 +10,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
 )
 
 // waiter is one LOCK waiting in its name's queue.
@@ -30,6 +31,11 @@ type waiter struct {
 	heard uint64
 	// joined is when its LOCK arrived, for lock_agent_wait_seconds.
 	joined time.Time
+	// wantsEntry, entry and entryHold (guarded by the queue's mu) are its
+	// place in the name's queue in the masters: see fair.go.
+	wantsEntry bool
+	entry      *quorum.Entry
+	entryHold  *renewal.Hold // its heartbeat, which the watchdog renews
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
@@ -46,8 +52,6 @@ func unsupported(l protocol.Lock) error {
 	switch {
 	case l.Mode == protocol.Shared && l.Limit > 1:
 		return protocol.Errorf(protocol.ErrBadRequest, "mode=shared goes with a lock, not with limit=%d", l.Limit)
-	case l.Fair:
-		return protocol.Errorf(protocol.ErrBadRequest, "fair=true not supported yet")
 	}
 	return nil
 }
@@ -357,7 +361,13 @@ func (s *session) whoReply(tag, name string) error {
 		}
 		s.send(l.Bytes())
 	}
-	s.send(protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders))).Bytes())
+	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)))
+	// The queue's length is a second round; a WHO without it still says
+	// who holds the name.
+	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil && queued > 0 {
+		end.Int("queued", int64(queued))
+	}
+	s.send(end.Bytes())
 	return nil
 }
 

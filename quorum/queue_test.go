@@ -62,7 +62,7 @@ func TestQueueOrdersClaims(t *testing.T) {
 	c.Dequeue(ctx, "q", []Entry{*second})
 	c.Release(ctx, "q", "h2b")
 	for i, s := range servers {
-		if s.Keys("t:{q}:q") + s.Keys("t:{q}:qd") != 0 {
+		if s.Keys("t:{q}:q")+s.Keys("t:{q}:qd") != 0 {
 			t.Fatalf("m%d kept queue keys after the queue emptied", i)
 		}
 	}

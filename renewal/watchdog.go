@@ -35,6 +35,10 @@ type Hold struct {
 	Name, Holder string
 	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
 	Fixed bool
+	// Entry marks a waiter's queue entry (quorum.Entry): Holder is the
+	// entry's Member, and renewing it is its heartbeat. It is lost like a
+	// hold, and its waiter then needs a new place.
+	Entry bool
 	// Lease is the lease the hold was granted with: its ttl for a Fixed
 	// hold, else the watchdog lease. It sets the hold's lead (see Lead).
 	Lease time.Duration
@@ -291,7 +295,7 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 			r.holds = append(r.holds, h)
 			r.leases = append(r.leases, lease)
 			r.gens = append(r.gens, h.gen)
-			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Record: h.Record, Lease: lease})
+			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Record: h.Record, Lease: lease})
 		}
 	}
 	w.mu.Unlock()
