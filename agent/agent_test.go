@@ -45,7 +45,6 @@ func TestBadInputGetsItsCodeAndTheConnectionStaysUsable(t *testing.T) {
 		{"a semaphore of more than 4096 slots", "1 LOCK a limit=4097", "BAD_REQUEST"},
 		{"a downgrade of something else than exclusive", "1 UNLOCK a mode=shared", "BAD_REQUEST"},
 		{"a multi-lock naming a name twice", "1 LOCK a b a", "BAD_REQUEST"},
-		{"a multi-lock with a ttl, not supported yet", "1 LOCK a b ttl=1s", "BAD_REQUEST"},
 		{"UNLOCK of a name not held", "1 UNLOCK a", "NOT_HELD"},
 		{"EXTEND of a name not held", "1 EXTEND a ttl=1s", "NOT_HELD"},
 		{"EXTEND without ttl", "1 EXTEND a", "BAD_REQUEST"},

@@ -182,9 +182,6 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
 		}
 	}
-	if l.TTL > 0 {
-		return protocol.Errorf(protocol.ErrBadRequest, "ttl= with several names not supported yet")
-	}
 	s.mu.Lock()
 	held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession
 	s.mu.Unlock()
@@ -203,6 +200,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		for _, i := range order {
 			one := l
 			one.Names = l.Names[i : i+1]
+			one.TTL = 0 // on the watchdog's lease until all are won: see fixAll
 			if l.Wait > 0 && l.Wait != protocol.Forever {
 				one.Wait = max(time.Until(deadline), time.Millisecond)
 			}
@@ -222,9 +220,63 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 			results[i] = r
 			claimed = append(claimed, l.Names[i])
 		}
+		if l.TTL > 0 {
+			if err := s.fixAll(l, results); err != nil {
+				s.rollback(claimed, l.Owner)
+				return err
+			}
+		}
 		s.send(grantManyLine(tag, results))
 		return nil
 	})
+	return nil
+}
+
+// fixAll sets the names of a multi-lock with ttl= (won on the watchdog's
+// lease) to that ttl, in one round per name, all at once: from then on they
+// are ttl= holds, not renewed. A name re-entered by this LOCK keeps the
+// hold it had. It fails with NO_QUORUM if any round does; the caller then
+// releases everything.
+func (s *session) fixAll(l protocol.Lock, results []result) error {
+	var errs = make([]error, len(l.Names))
+	var wg sync.WaitGroup
+	for i, name := range l.Names {
+		if results[i].count != 1 {
+			continue
+		}
+		s.mu.Lock()
+		h := s.holds[holdKey{name, l.Owner}]
+		s.mu.Unlock()
+		if h == nil {
+			errs[i] = protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.extending.Lock()
+			defer h.extending.Unlock()
+			if !s.a.watchdog.BeginExtend(h.rh, l.TTL) {
+				errs[i] = protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
+				return
+			}
+			deadline, err := s.a.cluster.Extend(s.ctx, name, h.rh.Holder, l.TTL)
+			switch {
+			case err != nil:
+				errs[i] = quorumError(err)
+			case !s.a.watchdog.Fix(h.rh, l.TTL, deadline):
+				errs[i] = protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
+			default:
+				results[i].validity = deadline.Sub(s.a.clock.Now())
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

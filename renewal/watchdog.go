@@ -30,7 +30,7 @@ type Renewer interface {
 }
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
-// not changed after.
+// not changed after, but by the watchdog's own methods (Extend, Fix).
 type Hold struct {
 	Name, Holder string
 	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
@@ -179,6 +179,23 @@ func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool
 	if ok {
 		h.gen++
 		h.Lease = lease // before the deadline: it sets the lead
+		w.setDeadline(h, deadline)
+	}
+	w.mu.Unlock()
+	w.poke()
+	return ok
+}
+
+// Fix makes h, a watchdog hold, a ttl= hold: after a round that set its
+// lease to lease on a majority, it is no longer renewed and ends at
+// deadline. It returns false if h is no longer watched.
+func (w *Watchdog) Fix(h *Hold, lease time.Duration, deadline time.Time) bool {
+	w.mu.Lock()
+	_, ok := w.holds[h]
+	if ok {
+		h.gen++
+		h.Fixed = true
+		h.Lease = lease
 		w.setDeadline(h, deadline)
 	}
 	w.mu.Unlock()

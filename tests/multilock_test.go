@@ -105,3 +105,42 @@ func TestMultiLocksInOppositeOrdersNeverDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiLockWithTTL: the names of a multi-lock with ttl= are won on the
+// watchdog's lease, then all set to the ttl: each ends with its own LOST
+// expired at the ttl, and another agent then gets them. A name the
+// multi-lock re-entered keeps its watchdog hold.
+func TestMultiLockWithTTL(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	if r := c.Do("LOCK t/kept"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	r := c.Do("LOCK t/b t/a t/kept ttl=600ms")
+	if r.Kind != "OK" || r.Int("validity") > 600 || r.Fields["count"] != "1,1,2" {
+		t.Fatalf("multi-lock with ttl: %s", r.Line)
+	}
+	granted := time.Now()
+	lost := map[string]bool{}
+	for range 2 {
+		p := c.Push(2 * time.Second)
+		f := strings.Fields(p)
+		if len(f) < 3 || f[1] != "LOST" || !strings.Contains(p, "reason=expired") {
+			t.Fatalf("push %q", p)
+		}
+		lost[f[2]] = true
+	}
+	if d := time.Since(granted); !lost["t/a"] || !lost["t/b"] || d < 450*time.Millisecond || d > 800*time.Millisecond {
+		t.Fatalf("lost %v %v after a 600ms grant", lost, d)
+	}
+	if h := c.Do("HOLDS"); h.Int("n") != 1 || h.Data[0]["name"] != "t/kept" {
+		t.Fatalf("after the ttl: %+v, want only t/kept", h.Data)
+	}
+	if r := other.Do("LOCK t/a t/b wait=1s"); r.Kind != "OK" {
+		t.Fatalf("the expired names elsewhere: %s", r.Line)
+	}
+	if r := other.Do("LOCK t/kept wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("the re-entered name was given up: %s", r.Line)
+	}
+}
