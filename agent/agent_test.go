@@ -412,8 +412,9 @@ func TestLocalWaitersShareOneContender(t *testing.T) {
 	}
 	agenttest.Dial(t, a.Config.Socket.Path).AwaitWaiters(20)
 	time.Sleep(300 * time.Millisecond) // the window in which attempts are counted
-	// Health probes of both agents also run scripts: ~2 per master per agent here.
-	if n := evals() - before; n > 30 {
+	// Health probes of both agents also run scripts: up to 30 in all here,
+	// on a loaded host. One attempt per waiter would add 60.
+	if n := evals() - before; n > 45 {
 		t.Fatalf("%d scripts ran on the masters for 20 parked waiters", n)
 	} else {
 		t.Logf("%d scripts ran on 3 masters in 300ms with 20 parked waiters (probes included)", n)
