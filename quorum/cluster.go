@@ -700,6 +700,29 @@ func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error)
 
 func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (int, error) {
 	keys, args := c.releaseArgs(name, holder, real)
+	held := 0
+	var errs []error
+	ok := c.everywhere(ctx, OpRelease, releaseScript, keys, args, func(a answer) error {
+		v, err := a.res.AsInt64()
+		if err != nil {
+			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
+		}
+		held += int(v)
+		return err
+	})
+	if ok == 0 {
+		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
+	}
+	return held, nil
+}
+
+// everywhere runs a script that must not be dropped (a write-back, a
+// removal) on every connected master, down ones too, with a long deadline
+// that goes on in the background past the return, as Release does. It
+// waits until a majority answered, or at most min(2×MasterTimeout, 1s),
+// and returns how many answered without error (by judge, if not nil: it
+// reads each answer that comes in time).
+func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string, judge func(answer) error) int {
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
 	answers := make(chan answer, len(c.masters))
 	sent := 0
@@ -708,20 +731,20 @@ func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (
 			continue
 		}
 		sent++
-		go func() { answers <- answer{i, c.timedEval(opCtx, OpRelease, i, releaseScript, keys, args)} }()
+		go func() { answers <- answer{i, c.timedEval(opCtx, op, i, s, keys, args)} }()
 	}
 	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
 	defer wait.Stop()
-	held, got, ok := 0, 0, 0
-	var errs []error
+	got, ok := 0, 0
 collect:
 	for ; got < sent && ok < c.quorum; got++ {
 		select {
 		case a := <-answers:
-			if v, err := a.res.AsInt64(); err != nil {
-				errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-			} else {
-				held += int(v)
+			err := a.res.Error()
+			if judge != nil {
+				err = judge(a)
+			}
+			if err == nil {
 				ok++
 			}
 		case <-wait.C:
@@ -729,10 +752,7 @@ collect:
 		}
 	}
 	c.drain(answers, sent-got, cancel, nil)
-	if ok == 0 {
-		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
-	}
-	return held, nil
+	return ok
 }
 
 // releaseChunk is how many releases ReleaseMany pipelines to a master at once.

@@ -94,7 +94,7 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 	if len(settle) == 2 {
 		return tickets, nil
 	}
-	if ok := c.everywhere(ctx, OpEnqueue, settleScript, keys[:3], settle); ok < c.quorum {
+	if ok := c.everywhere(ctx, OpEnqueue, settleScript, keys[:3], settle, nil); ok < c.quorum {
 		return nil, &RoundError{Kind: ErrNoQuorum, Yes: ok, Needed: c.quorum}
 	}
 	return tickets, nil
@@ -112,7 +112,7 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 	for _, e := range entries {
 		args = append(args, e.Member())
 	}
-	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.queueKey(name), c.deadlinesKey(name)}, args)
+	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.queueKey(name), c.deadlinesKey(name)}, args, nil)
 }
 
 // QueueLen returns how many live entries name's queue has: the most any
@@ -136,38 +136,4 @@ func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
 		return 0, &RoundError{Kind: ErrNoQuorum, Yes: granted[0], Needed: c.quorum, Masters: errs}
 	}
 	return most, nil
-}
-
-// everywhere runs a script that must not be dropped (a write-back, a
-// removal) on every connected master, down ones too, with a long deadline
-// that goes on in the background past the return, as Release does. It
-// waits until a majority answered, or at most min(2×MasterTimeout, 1s),
-// and returns how many answered without error.
-func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string) int {
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
-	answers := make(chan answer, len(c.masters))
-	sent := 0
-	for i, m := range c.masters {
-		if m.getClient() == nil {
-			continue
-		}
-		sent++
-		go func() { answers <- answer{i, c.timedEval(opCtx, op, i, s, keys, args)} }()
-	}
-	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
-	defer wait.Stop()
-	got, ok := 0, 0
-collect:
-	for ; got < sent && ok < c.quorum; got++ {
-		select {
-		case a := <-answers:
-			if a.res.Error() == nil {
-				ok++
-			}
-		case <-wait.C:
-			break collect
-		}
-	}
-	c.drain(answers, sent-got, cancel, nil)
-	return ok
 }
