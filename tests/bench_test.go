@@ -129,6 +129,37 @@ func BenchmarkWakeup(b *testing.B) {
 	report(b, "", samples)
 }
 
+// BenchmarkFairHandoff measures a fair=true hand-over across agents: how
+// long a queued waiter on one agent takes to get the name after its holder
+// on another agent unlocks it, against the same with plain LOCKs.
+func BenchmarkFairHandoff(b *testing.B) {
+	servers := redistest.Start(b, 3)
+	c1 := agenttest.Config(b, servers, 15*time.Second)
+	c1.AgentID = "a"
+	c2 := agenttest.Config(b, servers, 15*time.Second)
+	c2.AgentID = "b"
+	holder := agenttest.Dial(b, agenttest.Start(b, c1).Config.Socket.Path)
+	waiter := agenttest.Dial(b, agenttest.Start(b, c2).Config.Socket.Path)
+	for _, opts := range []string{"", " fair=true"} {
+		b.Run(map[string]string{"": "plain", " fair=true": "fair"}[opts], func(b *testing.B) {
+			samples := make([]time.Duration, 0, b.N)
+			for range b.N {
+				holder.Do("LOCK handoff" + opts)
+				_, ch := waiter.Send("LOCK handoff wait=10s" + opts)
+				time.Sleep(5 * time.Millisecond) // queued and parked on the release channel
+				start := time.Now()
+				holder.Raw("u UNLOCK handoff\n")
+				if r := waiter.Await(ch); r.Kind != "OK" {
+					b.Fatal(r.Line)
+				}
+				samples = append(samples, time.Since(start))
+				waiter.Do("UNLOCK handoff")
+			}
+			report(b, "", samples)
+		})
+	}
+}
+
 // BenchmarkBareEvalshaFanout is the floor the agent is measured against: an
 // EVALSHA that sets a key fanned out to the same three masters in parallel,
 // then one that deletes it: two round trips to a majority, no agent, no
