@@ -168,3 +168,23 @@ func TestSemaphoreUnderChaos(t *testing.T) {
 	}
 	t.Logf("%d semaphore holds under random master pauses: at most 2 at once, one per slot", len(held))
 }
+
+// TestFairQueueUnderChaos: fair readers and writers, and plain writers, on
+// two agents while masters fail at random: queue entries come and go (most
+// waits end before their turn), and still no exclusive hold overlaps
+// another, fences grow, and the queue never wedges the name.
+func TestFairQueueUnderChaos(t *testing.T) {
+	held := kindsUnderChaos(t, "fairc", 6, func(client int, rng *rand.Rand) string {
+		switch rng.IntN(3) {
+		case 0:
+			return "LOCK fairc fair=true"
+		case 1:
+			return "LOCK fairc fair=true mode=shared"
+		}
+		return "LOCK fairc"
+	})
+	if err := checkReadWrite(held); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d holds under random master pauses with a fair queue: no exclusive overlap", len(held))
+}
