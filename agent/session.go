@@ -285,6 +285,20 @@ func (s *session) armIdle() {
 func (s *session) send(line []byte) {
 	o := &s.out
 	o.mu.Lock()
+	if !o.writing && !o.done && len(o.lines) == 0 {
+		// Nothing queued and no writer: this goroutine writes the line
+		// itself, saving a writer goroutine's start and wake-up per reply,
+		// then writes whatever was queued meanwhile.
+		o.writing = true
+		o.mu.Unlock()
+		if _, err := s.conn.Write(line); err != nil {
+			s.conn.Close()
+			s.writeDone()
+			return
+		}
+		s.write()
+		return
+	}
 	for len(o.lines) >= outQueue && !o.done {
 		if o.room == nil {
 			o.room = make(chan struct{})
