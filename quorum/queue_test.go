@@ -150,3 +150,30 @@ func TestQueueTicketsSettleOverLaggingMasters(t *testing.T) {
 		t.Fatalf("a later entry on the other majority: %v %v, want > %d", tb, err, ta[0])
 	}
 }
+
+// TestQueueSplitVote: masters whose queues differ (an entry that reached
+// only one master, which has not settled) vote each by its own: the claim
+// wins on the majority that has nothing ahead of it, and an entry that
+// reached no majority blocks nothing there.
+func TestQueueSplitVote(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	lone := Entry{ID: "lone"}
+	servers[0].Do("ZADD", "t:{sv}:q", "1", lone.Member())
+	servers[0].Do("ZADD", "t:{sv}:qd", "99999999999999", lone.Member())
+	g, err := c.Acquire(ctx, claimReq("sv", "h", Claim{}))
+	if err != nil {
+		t.Fatalf("a claim with an entry ahead on one master of three: %v", err)
+	}
+	c.Release(ctx, "sv", "h")
+	servers[1].Do("ZADD", "t:{sv}:q", "1", lone.Member())
+	servers[1].Do("ZADD", "t:{sv}:qd", "99999999999999", lone.Member())
+	var round *RoundError
+	if _, err := c.Acquire(ctx, claimReq("sv", "h2", Claim{})); !errors.Is(err, ErrBusy) || !errors.As(err, &round) || round.Yes != 1 {
+		t.Fatalf("the same entry on two masters: %v, want busy with one yes", err)
+	}
+	if _, err := c.Acquire(ctx, entryReq("sv", "h3", Claim{}, &lone)); err != nil || g.Fence == 0 {
+		t.Fatalf("the entry itself: %v", err)
+	}
+}
