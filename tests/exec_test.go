@@ -174,11 +174,16 @@ func TestStatusAndWhoCommands(t *testing.T) {
 		t.Fatalf("who: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "who", "-socket", sock, "-json", "ops/blocker")
-	var holders []struct {
-		PID   int
-		Owner string
+	var who struct {
+		Name    string
+		Holders []struct {
+			PID   int
+			Owner string
+		}
+		Queued *int // only from an agent with fair queues; no one waits here
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &holders) != nil || len(holders) != 1 || holders[0].PID != os.Getpid() {
+	if code != 0 || json.Unmarshal([]byte(out), &who) != nil || who.Name != "ops/blocker" || len(who.Holders) != 1 ||
+		who.Holders[0].PID != os.Getpid() || (who.Queued != nil && *who.Queued != 0) {
 		t.Fatalf("who -json: exit %d\n%s", code, out)
 	}
 	if code, out, _ := lockAgent(t, "who", "-socket", sock, "ops/free"); code != 0 || !strings.Contains(out, "is free") {
