@@ -38,11 +38,11 @@ LOCK_AGENT_FENCE (and LOCK_AGENT_SLOT, with -limit). CMD runs in its own process
 group when exec has the terminal); SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
 exec are passed on to that group once.
 
-Several names, separated by commas (a,b,c; a comma is never part of a name),
-are taken at once, all or none, without deadlocks against other holders of
-some of them; every flag applies to each name. LOCK_AGENT_NAME is then NAME
-as given (a,b,c), and LOCK_AGENT_FENCE and LOCK_AGENT_SLOT are comma lists in
-the same order.
+Several names, joined by commas (a,b,c; a comma is never part of a name),
+are taken in one request, all or none; two execs over overlapping names
+never deadlock, whatever order they give them in. Every flag applies to each
+name. LOCK_AGENT_NAME is then NAME as given (a,b,c), and LOCK_AGENT_FENCE and
+LOCK_AGENT_SLOT are comma lists in the same order, one entry per name.
 
 If the lock (any of the names) is lost, CMD's process group gets SIGTERM at
 once and SIGKILL after -kill-after, and exec exits 124.
