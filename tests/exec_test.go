@@ -546,6 +546,18 @@ func TestExecSharedAndSemaphore(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "2" {
 		t.Fatalf("exec -limit 2 with slot 1 taken: exit %d, out %q, err %q", code, out, errOut)
 	}
+	// -limit applies to every name; the slots come in the order given.
+	code, out, errOut = lockAgent(t, "exec", "-socket", sock, "-limit", "2", "jobs/sem2,jobs/sem", "--", "sh", "-c", `echo "$LOCK_AGENT_SLOT"`)
+	if code != 0 || strings.TrimSpace(out) != "1,2" {
+		t.Fatalf("exec -limit 2 of a free semaphore and one with slot 1 taken: exit %d, out %q, err %q, want 1,2", code, out, errOut)
+	}
+	// -shared too: beside a reader of jobs/rw, both names are read holds.
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-shared", "-w", "0", "jobs/rw2,jobs/rw", "--", "true"); code != 0 {
+		t.Fatalf("a shared exec of two names beside a reader: exit %d, %s", code, errOut)
+	}
+	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-w", "0", "jobs/rw2,jobs/rw", "--", "true"); code != 1 {
+		t.Fatalf("an exclusive exec of two names, one beside a reader: exit %d, want 1 (busy)", code)
+	}
 }
 
 // runningExec is a `lock-agent exec` started in the background.
