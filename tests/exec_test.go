@@ -174,11 +174,16 @@ func TestStatusAndWhoCommands(t *testing.T) {
 		t.Fatalf("who: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "who", "-socket", sock, "-json", "ops/blocker")
-	var holders []struct {
-		PID   int
-		Owner string
+	var who struct {
+		Name    string
+		Holders []struct {
+			PID   int
+			Owner string
+		}
+		Queued *int // only from an agent with fair queues; no one waits here
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &holders) != nil || len(holders) != 1 || holders[0].PID != os.Getpid() {
+	if code != 0 || json.Unmarshal([]byte(out), &who) != nil || who.Name != "ops/blocker" || len(who.Holders) != 1 ||
+		who.Holders[0].PID != os.Getpid() || (who.Queued != nil && *who.Queued != 0) {
 		t.Fatalf("who -json: exit %d\n%s", code, out)
 	}
 	if code, out, _ := lockAgent(t, "who", "-socket", sock, "ops/free"); code != 0 || !strings.Contains(out, "is free") {
@@ -540,5 +545,162 @@ func TestExecSharedAndSemaphore(t *testing.T) {
 	code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-limit", "2", "jobs/sem", "--", "sh", "-c", `echo "$LOCK_AGENT_SLOT"`)
 	if code != 0 || strings.TrimSpace(out) != "2" {
 		t.Fatalf("exec -limit 2 with slot 1 taken: exit %d, out %q, err %q", code, out, errOut)
+	}
+	// -limit applies to every name; the slots come in the order given.
+	code, out, errOut = lockAgent(t, "exec", "-socket", sock, "-limit", "2", "jobs/sem2,jobs/sem", "--", "sh", "-c", `echo "$LOCK_AGENT_SLOT"`)
+	if code != 0 || strings.TrimSpace(out) != "1,2" {
+		t.Fatalf("exec -limit 2 of a free semaphore and one with slot 1 taken: exit %d, out %q, err %q, want 1,2", code, out, errOut)
+	}
+	// -shared too: beside a reader of jobs/rw, both names are read holds.
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-shared", "-w", "0", "jobs/rw2,jobs/rw", "--", "true"); code != 0 {
+		t.Fatalf("a shared exec of two names beside a reader: exit %d, %s", code, errOut)
+	}
+	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-w", "0", "jobs/rw2,jobs/rw", "--", "true"); code != 1 {
+		t.Fatalf("an exclusive exec of two names, one beside a reader: exit %d, want 1 (busy)", code)
+	}
+}
+
+// runningExec is a `lock-agent exec` started in the background.
+type runningExec struct {
+	cmd    *exec.Cmd
+	stderr syncBuffer
+	done   chan struct{} // closed once exec has exited; err is set then
+	err    error
+}
+
+// startExec starts `lock-agent exec ARGS...`; the test's end kills it.
+func startExec(t *testing.T, args ...string) *runningExec {
+	t.Helper()
+	r := &runningExec{cmd: exec.Command(binary(t), append([]string{"exec"}, args...)...), done: make(chan struct{})}
+	r.cmd.Env = append(os.Environ(), raceNoExitSleep)
+	r.cmd.Stderr = &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the one Wait: a second one would wait for ever for the output copy
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		r.cmd.Process.Kill()
+		<-r.done
+	})
+	return r
+}
+
+// exited waits up to d for exec to exit and returns its exit code, or -1.
+func (r *runningExec) exited(d time.Duration) int {
+	select {
+	case <-r.done:
+		return exitCode(r.err)
+	case <-time.After(d):
+		return -1
+	}
+}
+
+// TestExecSeveralNames: NAME a,b takes both names in one LOCK; the command
+// learns both fences; both are held while it runs, by exec's session, and
+// both are free once exec has exited.
+func TestExecSeveralNames(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	dir := t.TempDir()
+	envFile, goFile := filepath.Join(dir, "env"), filepath.Join(dir, "go")
+	run := startExec(t, "-socket", sock, "jobs/m2,jobs/m1", "--", "sh", "-c",
+		`echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE $LOCK_AGENT_SLOT" > `+envFile+`; while [ ! -e `+goFile+` ]; do sleep 0.02; done`)
+	env := strings.Fields(waitForFile(t, envFile))
+	if len(env) != 3 || env[0] != "jobs/m2,jobs/m1" || env[2] != "0,0" {
+		t.Fatalf("the command got %q, want NAME as given, two fences, two slots of 0", env)
+	}
+	fences := strings.Split(env[1], ",")
+	if len(fences) != 2 {
+		t.Fatalf("LOCK_AGENT_FENCE=%s, want two fences", env[1])
+	}
+	// Held, by exec, from this agent and from the other one.
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	for i, name := range []string{"jobs/m2", "jobs/m1"} {
+		if r := other.Do("LOCK " + name + " wait=0"); r.Kind != "BUSY" {
+			t.Fatalf("%s while exec runs: %s, want BUSY", name, r.Line)
+		}
+		code, out, _ := lockAgent(t, "who", "-socket", sock, "-json", name)
+		var who struct {
+			Holders []struct {
+				PID   int
+				Fence int64
+			}
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &who) != nil || len(who.Holders) != 1 ||
+			who.Holders[0].PID != run.cmd.Process.Pid || strconv.FormatInt(who.Holders[0].Fence, 10) != fences[i] {
+			t.Fatalf("who %s: exit %d, want exec (pid %d) holding it with fence %s:\n%s", name, code, run.cmd.Process.Pid, fences[i], out)
+		}
+	}
+	os.WriteFile(goFile, nil, 0o644)
+	if code := run.exited(10 * time.Second); code != 0 {
+		t.Fatalf("exec: exit %d %s", code, run.stderr.String())
+	}
+	// exec waits for the release before it exits: both are free at once.
+	for _, name := range []string{"jobs/m1", "jobs/m2"} {
+		if r := other.Do("LOCK " + name + " wait=0"); r.Kind != "OK" {
+			t.Fatalf("%s after exec: %s, want OK", name, r.Line)
+		}
+	}
+}
+
+// TestExecSeveralNamesAllOrNone: a multi-name exec that cannot get one of
+// its names runs nothing and leaves every name free, the ones it held while
+// it waited included.
+func TestExecSeveralNamesAllOrNone(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	holder := agenttest.Dial(t, sock)
+	if r := holder.Do("LOCK jobs/n2"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	for _, wait := range []string{"0", "0.3"} {
+		// Byte order: jobs/n1 is claimed first, and held while waiting for jobs/n2.
+		code, out, errOut := lockAgent(t, "exec", "-socket", sock, "-w", wait, "jobs/n2,jobs/n1,jobs/n3", "--", "echo", "ran")
+		if code != 1 || out != "" || !strings.Contains(errOut, "busy") {
+			t.Fatalf("-w %s with jobs/n2 held: exit %d %q %q, want 1, busy, nothing run", wait, code, out, errOut)
+		}
+		for _, name := range []string{"jobs/n1", "jobs/n3"} {
+			if r := holder.Do("LOCK " + name + " wait=0 owner=check"); r.Kind != "OK" {
+				t.Fatalf("-w %s: %s after the busy exec: %s, want it free", wait, name, r.Line)
+			}
+			holder.Do("UNLOCK " + name + " owner=check")
+		}
+	}
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/n1,,jobs/n3", "--", "true"); code != 2 || !strings.Contains(errOut, "empty name") {
+		t.Fatalf("an empty name: exit %d %q, want 2", code, errOut)
+	}
+}
+
+// TestExecLossOfOneOfSeveralNames: when one name of several is lost, exec
+// stops the whole job as for one name (SIGTERM, SIGKILL after -kill-after)
+// and exits 124; the other names are free afterwards.
+func TestExecLossOfOneOfSeveralNames(t *testing.T) {
+	a, _, servers := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	run := startExec(t, "-socket", sock, "-kill-after", "300ms", "jobs/l1,jobs/l2", "--",
+		"sh", "-c", `trap "" TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done`)
+	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	// Take jobs/l2 away behind the agent's back: its next renewal finds a
+	// majority of masters without it, and the agent pushes LOST revoked.
+	for _, s := range servers {
+		if _, err := s.Do("EVAL", "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end return 0", "0", "lock-agent:{jobs/l2}:h:*"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	code := run.exited(15 * time.Second)
+	if errOut := run.stderr.String(); code != 124 || !strings.Contains(errOut, "jobs/l2 lost") || !strings.Contains(errOut, "killing it") {
+		t.Fatalf("exit %d after %v, want 124 (-1: still running), jobs/l2 lost and the command killed: %q", code, time.Since(start), errOut)
+	}
+	if alive(pid) {
+		t.Fatal("the command (which ignores SIGTERM) outlived the lost lock")
+	}
+	if !lockIsFreeWithin(t, sock, "jobs/l1", 3*time.Second) {
+		t.Fatal("jobs/l1 stayed held after exec stopped")
 	}
 }

@@ -317,6 +317,7 @@ type lockOptions struct {
 	shared  bool
 	limit   int
 	hasLim  bool
+	fair    bool
 }
 
 // Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
@@ -345,6 +346,12 @@ func Shared() Option { return func(o *lockOptions) { o.shared = true } }
 // holders at once, cluster-wide, each on its own slot (Lock.Slot). Every
 // holder must pass the same n; another n is ErrConflict at once.
 func Limit(n int) Option { return func(o *lockOptions) { o.limit, o.hasLim = n, true } }
+
+// Fair asks for the name in the order the requests arrived, across all
+// agents (fair=true): a fair request is not passed by a later one. It goes
+// with any other option; with Wait(0) it tries once and never queues.
+// An agent that does not support fair queues yet answers ErrBadRequest.
+func Fair() Option { return func(o *lockOptions) { o.fair = true } }
 
 // lockLine checks name and o and formats the LOCK request.
 func lockLine(name string, o lockOptions) (string, error) {
@@ -375,6 +382,9 @@ func lockLine(name string, o lockOptions) (string, error) {
 			return "", err
 		}
 		line += " limit=" + strconv.Itoa(o.limit)
+	}
+	if o.fair {
+		line += " fair=true"
 	}
 	return line, nil
 }

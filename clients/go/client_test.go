@@ -205,6 +205,12 @@ func TestStatusAndWho(t *testing.T) {
 	if err != nil || len(who) != 1 || who[0].Fence != l.Fence() || who[0].Owner != l.Owner() {
 		t.Fatalf("who %+v %v", who, err)
 	}
+	// No one waits fair: the queue is empty, or not reported by an agent
+	// without fair queues.
+	o, err := c.Occupancy(ctx, "go/who")
+	if err != nil || len(o.Holders) != 1 || o.Holders[0].Fence != l.Fence() || o.Queued > 0 || o.Queued < -1 {
+		t.Fatalf("occupancy %+v %v", o, err)
+	}
 }
 
 func TestSharedAndSemaphoreLocks(t *testing.T) {

@@ -44,6 +44,16 @@ type Holder struct {
 	Since time.Time `json:"since"`
 }
 
+// Occupancy is who holds a name and how many wait for it, as recorded in
+// the masters.
+type Occupancy struct {
+	Holders []Holder `json:"holders"`
+	// Queued is the number of waiters in the name's fair queue, across
+	// agents; -1 when the agent does not report it (an agent without fair
+	// queues). Waiters that did not ask for fair=true are not in it.
+	Queued int `json:"queued"`
+}
+
 // Hold is one lock held by this connection.
 type Hold struct {
 	Name     string        `json:"name"`
@@ -75,19 +85,31 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // Who returns the current holders of name as recorded in the masters. A name
 // outside the protocol is an *ArgError, and nothing is sent.
 func (c *Client) Who(ctx context.Context, name string) ([]Holder, error) {
+	o, err := c.Occupancy(ctx, name)
+	return o.Holders, err
+}
+
+// Occupancy returns the current holders of name, as Who does, and the
+// length of its fair queue, from the same WHO request.
+func (c *Client) Occupancy(ctx context.Context, name string) (Occupancy, error) {
 	if err := checkName(name); err != nil {
-		return nil, err
+		return Occupancy{}, err
 	}
 	r, err := c.do(ctx, "WHO "+name)
 	if err != nil {
-		return nil, err
+		return Occupancy{}, err
 	}
-	out := make([]Holder, 0, len(r.data))
+	o := Occupancy{Holders: make([]Holder, 0, len(r.data)), Queued: -1}
 	for _, d := range r.data {
-		out = append(out, Holder{Agent: d["agent"], PID: atoi(d["pid"]), UID: atoi(d["uid"]), Owner: d["owner"],
+		o.Holders = append(o.Holders, Holder{Agent: d["agent"], PID: atoi(d["pid"]), UID: atoi(d["uid"]), Owner: d["owner"],
 			Mode: d["mode"], Fence: atoi64(d["fence"]), Since: time.UnixMilli(atoi64(d["since"]))})
 	}
-	return out, nil
+	if q, ok := r.fields["queued"]; ok {
+		if n, err := strconv.Atoi(q); err == nil && n >= 0 {
+			o.Queued = n
+		}
+	}
+	return o, nil
 }
 
 // Holds returns the locks this connection holds.

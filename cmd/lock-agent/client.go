@@ -28,6 +28,15 @@ func dialAgent(ctx context.Context, path string, stderr io.Writer) (*lockagent.C
 	return c, true
 }
 
+// whoOutput is who -json: an object, so that what WHO may add (the fair
+// queue's length) has a place. Queued is left out when the agent does not
+// report it.
+type whoOutput struct {
+	Name    string             `json:"name"`
+	Holders []lockagent.Holder `json:"holders"`
+	Queued  *int               `json:"queued,omitempty"`
+}
+
 func whoCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("who", stderr)
 	socket := socketFlag(fs)
@@ -42,25 +51,40 @@ func whoCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	defer c.Close()
-	holders, err := c.Who(context.Background(), name)
+	occ, err := c.Occupancy(context.Background(), name)
 	if err != nil {
 		fmt.Fprintln(stderr, "lock-agent who:", err)
 		return exitFailure
 	}
 	if *asJSON {
-		return printJSON(stdout, stderr, holders)
+		out := whoOutput{Name: name, Holders: occ.Holders}
+		if occ.Queued >= 0 {
+			out.Queued = &occ.Queued
+		}
+		return printJSON(stdout, stderr, out)
 	}
-	if len(holders) == 0 {
-		fmt.Fprintf(stdout, "%s is free\n", name)
+	queued := ""
+	if occ.Queued >= 0 {
+		queued = fmt.Sprintf("%d queued (waiting in its fair queue, on any agent)", occ.Queued)
+	}
+	if len(occ.Holders) == 0 {
+		if queued != "" {
+			fmt.Fprintf(stdout, "%s is free; %s\n", name, queued)
+		} else {
+			fmt.Fprintf(stdout, "%s is free\n", name)
+		}
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGENT\tPID\tUID\tOWNER\tMODE\tFENCE\tHELD FOR")
-	for _, h := range holders {
+	for _, h := range occ.Holders {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\n", h.Agent, h.PID, h.UID, dash(h.Owner), h.Mode, h.Fence,
 			time.Since(h.Since).Round(time.Millisecond))
 	}
 	tw.Flush()
+	if queued != "" {
+		fmt.Fprintf(stdout, "\n%s\n", queued)
+	}
 	return exitOK
 }
 

@@ -26,8 +26,8 @@ const (
 	exitNotFound = 127 // the command was not found
 )
 
-const execUsage = `usage: lock-agent exec [flags] NAME [flags] [--] CMD [ARGS...]
-       lock-agent exec [flags] NAME [flags] -c 'SHELL COMMAND'
+const execUsage = `usage: lock-agent exec [flags] NAME[,NAME...] [flags] [--] CMD [ARGS...]
+       lock-agent exec [flags] NAME[,NAME...] [flags] -c 'SHELL COMMAND'
 
 Runs CMD while holding the lock NAME, cluster-wide: flock(1) for the whole cluster.
 The lock is held by the agent connection, and CMD inherits a copy of it (its
@@ -38,8 +38,14 @@ LOCK_AGENT_FENCE (and LOCK_AGENT_SLOT, with -limit). CMD runs in its own process
 group when exec has the terminal); SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
 exec are passed on to that group once.
 
-If the lock is lost, CMD's process group gets SIGTERM at once and SIGKILL after
--kill-after, and exec exits 124.
+Several names, joined by commas (a,b,c; a comma is never part of a name),
+are taken in one request, all or none; two execs over overlapping names
+never deadlock, whatever order they give them in. Every flag applies to each
+name. LOCK_AGENT_NAME is then NAME as given (a,b,c), and LOCK_AGENT_FENCE and
+LOCK_AGENT_SLOT are comma lists in the same order, one entry per name.
+
+If the lock (any of the names) is lost, CMD's process group gets SIGTERM at
+once and SIGKILL after -kill-after, and exec exits 124.
 
 flags:
   -wait D, -w D       give up after D: seconds ("5", "0.5") or a Go duration ("1m");
@@ -54,6 +60,7 @@ flags:
   -quiet, -q          print nothing of exec's own (busy, lost) on stderr
   -shared, -s         take a shared (read) hold
   -limit N            treat NAME as a semaphore of N holders
+  -fair               be granted in arrival order, across all agents (fair=true)
   -socket PATH        agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
 
 exit status: CMD's status (128+N if killed by signal N); 1 (or -conflict-exit)
@@ -68,12 +75,32 @@ type execOptions struct {
 	ttl          time.Duration
 	shared       bool
 	limit        int
+	fair         bool
 	conflictExit int
 	killAfter    time.Duration
 	quiet        bool
 	shell        string
-	name         string
+	name         string   // NAME as given: one name, or several joined by commas
+	names        []string // NAME split at its commas
 	command      []string
+}
+
+// nameSeparator joins several names in NAME and in LOCK_AGENT_NAME. It can
+// never be part of a name (protocol v1: [A-Za-z0-9._:/@+-]), so the split is
+// exact; and a NAME with a comma was refused before, so no command line
+// that worked changes meaning.
+const nameSeparator = ","
+
+// splitNames splits NAME at its commas. The names themselves are checked by
+// the client before anything is sent.
+func splitNames(name string) ([]string, error) {
+	names := strings.Split(name, nameSeparator)
+	for _, n := range names {
+		if n == "" {
+			return nil, fmt.Errorf("NAME %q: an empty name between commas", name)
+		}
+	}
+	return names, nil
 }
 
 // waitValue is -wait: seconds as a plain number, as flock -w takes them, or a
@@ -134,6 +161,7 @@ func parseExecArgs(args []string) (*execOptions, error) {
 	fs.BoolVar(&o.shared, "shared", false, "")
 	fs.BoolVar(&o.shared, "s", false, "")
 	fs.IntVar(&o.limit, "limit", 0, "")
+	fs.BoolVar(&o.fair, "fair", false, "")
 	fs.IntVar(&o.conflictExit, "conflict-exit", exitBusy, "")
 	fs.IntVar(&o.conflictExit, "E", exitBusy, "")
 	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "")
@@ -157,6 +185,11 @@ func parseExecArgs(args []string) (*execOptions, error) {
 		return nil, errors.New("no lock NAME")
 	}
 	o.name, rest = rest[0], rest[1:]
+	names, err := splitNames(o.name)
+	if err != nil {
+		return nil, err
+	}
+	o.names = names
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
 	} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
@@ -208,17 +241,18 @@ func execCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitFailure
 	}
-	l, code, ok := acquire(c, o, sigs, say)
+	locks, code, ok := acquire(c, o, sigs, say)
 	if !ok {
 		c.Close()
 		return code
 	}
-	j := &job{o: o, c: c, l: l, sigs: sigs, say: say}
+	j := &job{o: o, c: c, locks: locks, sigs: sigs, say: say}
 	return j.run()
 }
 
-// acquire takes the lock, or says why not and returns the exit status.
-func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say func(string, ...any)) (*lockagent.Lock, int, bool) {
+// acquire takes every name in one LOCK, or says why not and returns the
+// exit status.
+func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say func(string, ...any)) ([]*lockagent.Lock, int, bool) {
 	var opts []lockagent.Option
 	if o.wait.set && o.wait.d >= 0 {
 		opts = append(opts, lockagent.Wait(o.wait.d))
@@ -232,16 +266,20 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 	if o.limit > 0 {
 		opts = append(opts, lockagent.Limit(o.limit))
 	}
+	if o.fair {
+		opts = append(opts, lockagent.Fair())
+	}
 	type locked struct {
-		l   *lockagent.Lock
-		err error
+		locks []*lockagent.Lock
+		err   error
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan locked, 1)
 	go func() {
-		l, err := c.Lock(ctx, o.name, opts...)
-		got <- locked{l, err}
+		// One name is the LOCK of one name: LockAll sends the same line.
+		locks, err := c.LockAll(ctx, o.names, opts...)
+		got <- locked{locks, err}
 	}()
 	select {
 	case r := <-got:
@@ -255,7 +293,7 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 			say("%s: %v", o.name, r.err)
 			return nil, exitFailure, false
 		}
-		return r.l, 0, true
+		return r.locks, 0, true
 	case s := <-sigs:
 		cancel()
 		<-got
@@ -266,11 +304,11 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 
 // job is the command running under the lock.
 type job struct {
-	o    *execOptions
-	c    *lockagent.Client
-	l    *lockagent.Lock
-	sigs <-chan os.Signal
-	say  func(string, ...any)
+	o     *execOptions
+	c     *lockagent.Client
+	locks []*lockagent.Lock // one per name, in the order of o.names
+	sigs  <-chan os.Signal
+	say   func(string, ...any)
 
 	pgid int
 	tty  bool // the job has the terminal's foreground
@@ -304,8 +342,7 @@ func (j *job) run() int {
 	}
 	cmd := exec.Command(j.o.command[0], j.o.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "LOCK_AGENT_NAME="+j.o.name,
-		"LOCK_AGENT_FENCE="+strconv.FormatInt(j.l.Fence(), 10), "LOCK_AGENT_SLOT="+strconv.Itoa(j.l.Slot()), "LOCK_AGENT_FD="+strconv.Itoa(inherited))
+	cmd.Env = append(os.Environ(), j.env(inherited)...)
 	// The command leads its own process group, so that a lost lock stops
 	// everything it started, and signals reach it once: from the terminal
 	// when it has the foreground, else from exec.
@@ -327,6 +364,8 @@ func (j *job) run() int {
 	j.pgid = cmd.Process.Pid
 	events := make(chan event, 1)
 	go watch(cmd.Process.Pid, events)
+	lost, stop := anyLost(j.locks)
+	defer stop()
 	for {
 		select {
 		case s := <-j.sigs:
@@ -338,10 +377,37 @@ func (j *job) run() int {
 			}
 			j.takeTerminal()
 			return j.exited(e.status)
-		case <-j.l.Done():
-			return j.lost(events)
+		case <-lost.Done():
+			return j.lost(context.Cause(lost), events)
 		}
 	}
+}
+
+// env is what the command learns of its locks: LOCK_AGENT_NAME is NAME as
+// given; LOCK_AGENT_FENCE and LOCK_AGENT_SLOT have one entry per name, in
+// that order, joined by commas as the agent's reply joins them (so one
+// name gives one number, as before several names existed).
+func (j *job) env(fd int) []string {
+	fences := make([]string, len(j.locks))
+	slots := make([]string, len(j.locks))
+	for i, l := range j.locks {
+		fences[i] = strconv.FormatInt(l.Fence(), 10)
+		slots[i] = strconv.Itoa(l.Slot())
+	}
+	return []string{"LOCK_AGENT_NAME=" + j.o.name, "LOCK_AGENT_FENCE=" + strings.Join(fences, ","),
+		"LOCK_AGENT_SLOT=" + strings.Join(slots, ","), "LOCK_AGENT_FD=" + strconv.Itoa(fd)}
+}
+
+// anyLost returns a context that ends, with the first lock's cause, as soon
+// as any of locks ends: exec never unlocks, so an end is a loss (LOST, or the
+// connection gone). stop ends it when the job is done.
+func anyLost(locks []*lockagent.Lock) (lost context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	for _, l := range locks {
+		lc := l.Context()
+		context.AfterFunc(lc, func() { cancel(context.Cause(lc)) })
+	}
+	return ctx, func() { cancel(nil) }
 }
 
 // watch reports the command's stops and its exit. It reaps the command.
@@ -408,7 +474,6 @@ func (j *job) exited(ws syscall.WaitStatus) int {
 	if err := syscall.Kill(-j.pgid, 0); err == nil || errors.Is(err, syscall.EPERM) {
 		return code // background jobs hold the lock; never UNLOCK under them
 	}
-	fence := j.l.Fence()
 	j.c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -417,14 +482,21 @@ func (j *job) exited(ws syscall.WaitStatus) int {
 		return code
 	}
 	defer c.Close()
-	for ctx.Err() == nil {
-		holders, err := c.Who(ctx, j.o.name)
-		if err != nil || !heldBy(holders, fence) {
-			return code
+	// The agent releases every name of the closed session at once; wait
+	// for each in turn.
+	for _, l := range j.locks {
+		for {
+			if ctx.Err() != nil {
+				return code // still held: a process outside the group kept the connection
+			}
+			holders, err := c.Who(ctx, l.Name())
+			if err != nil || !heldBy(holders, l.Fence()) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	return code // still held: a process outside the group kept the connection
+	return code
 }
 
 func heldBy(holders []lockagent.Holder, fence int64) bool {
@@ -437,9 +509,9 @@ func heldBy(holders []lockagent.Holder, fence int64) bool {
 }
 
 // lost stops the whole job: SIGTERM to its group, SIGKILL to what is left
-// of it after -kill-after.
-func (j *job) lost(events <-chan event) int {
-	j.say("%v; stopping %s", j.l.Err(), j.o.command[0])
+// of it after -kill-after. cause says which lock was lost, and why.
+func (j *job) lost(cause error, events <-chan event) int {
+	j.say("%v; stopping %s", cause, j.o.command[0])
 	j.signal(syscall.SIGTERM)
 	j.signal(syscall.SIGCONT) // a stopped job must run to act on it
 	deadline := time.After(j.o.killAfter)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,8 +34,42 @@ func TestParseExecArgs(t *testing.T) {
 			if o.wait.set {
 				wait = o.wait.d
 			}
-			if o.name != "n" || wait != tt.wait || o.conflictExit != tt.exit || !reflect.DeepEqual(o.command, tt.command) {
+			if o.name != "n" || !reflect.DeepEqual(o.names, []string{"n"}) || o.fair || wait != tt.wait || o.conflictExit != tt.exit || !reflect.DeepEqual(o.command, tt.command) {
 				t.Fatalf("got name %q wait %v exit %d command %q", o.name, wait, o.conflictExit, o.command)
+			}
+		})
+	}
+}
+
+// TestParseExecArgsNames: several names are one NAME with commas (a comma
+// is never part of a name), so every command line of one name keeps its
+// meaning, a command's own "--" included.
+func TestParseExecArgsNames(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		names   []string
+		fair    bool
+		command []string
+	}{
+		{"two names before --", []string{"a,b", "--", "cmd"}, []string{"a", "b"}, false, []string{"cmd"}},
+		{"the order given is kept", []string{"z/2,a/1,m", "cmd"}, []string{"z/2", "a/1", "m"}, false, []string{"cmd"}},
+		{"flags after several names", []string{"a,b", "-fair", "-w", "1", "cmd"}, []string{"a", "b"}, true, []string{"cmd"}},
+		{"-fair before NAME", []string{"-fair", "n", "--", "cmd"}, []string{"n"}, true, []string{"cmd"}},
+		{"a command with its own -- stays one command", []string{"n", "git", "diff", "--", "f"}, []string{"n"}, false, []string{"git", "diff", "--", "f"}},
+		{"-- after several names and in the command", []string{"a,b", "--", "cmd", "--", "x"}, []string{"a", "b"}, false, []string{"cmd", "--", "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseExecArgs(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(o.names, tt.names) || o.fair != tt.fair || !reflect.DeepEqual(o.command, tt.command) {
+				t.Fatalf("got names %q fair %v command %q", o.names, o.fair, o.command)
+			}
+			if want := strings.Join(tt.names, ","); o.name != want {
+				t.Fatalf("name %q, want NAME as given, %q", o.name, want)
 			}
 		})
 	}
@@ -53,6 +88,9 @@ func TestParseExecArgsErrors(t *testing.T) {
 		{"-c and a command", []string{"n", "-c", "x", "cmd"}},
 		{"an exit status out of range", []string{"-E", "300", "n", "cmd"}},
 		{"an unknown flag after NAME", []string{"n", "-frob", "cmd"}},
+		{"an empty name between commas", []string{"a,,b", "cmd"}},
+		{"a trailing comma", []string{"a,", "cmd"}},
+		{"a leading comma", []string{",a", "cmd"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := parseExecArgs(tt.args); err == nil || errors.Is(err, errHelp) {

@@ -3,7 +3,7 @@
 //	lock-agent run -config FILE | run -dev
 //	lock-agent validate -config FILE
 //	lock-agent bootstrap -config FILE
-//	lock-agent exec [flags] NAME [flags] [--] CMD [ARGS...] | -c STRING
+//	lock-agent exec [flags] NAME[,NAME...] [flags] [--] CMD [ARGS...] | -c STRING
 //	lock-agent status [-json] | who [-json] NAME
 //	lock-agent version
 package main
@@ -36,12 +36,13 @@ commands:
   run -dev             run the agent with three embedded masters (no Redis needed)
   validate -config F   check a config file; exit 0 if valid, 2 if not
   bootstrap -config F  mark a new deployment's masters as new (no first quarantine)
-  exec [flags] NAME [--] CMD [ARGS...]
-                       run CMD while holding the lock NAME (flock(1) for
-                       the cluster; see lock-agent exec -h)
+  exec [flags] NAME[,NAME...] [--] CMD [ARGS...]
+                       run CMD while holding the lock NAME, or every NAME
+                       (flock(1) for the cluster; see lock-agent exec -h)
   status [-json]       show the agent, its masters, sessions, holds and waiters;
                        exit 3 if fewer than a quorum of masters are up
-  who [-json] NAME     show who holds NAME, on any host
+  who [-json] NAME     show who holds NAME, on any host, and how many wait
+                       in its fair queue
   version              print the version
 `
 

@@ -184,7 +184,8 @@ class Client:
     def ping(self):
         self._do("PING")
 
-    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None):
+    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None,
+             fair=False):
         """Acquires ``name`` and returns the held :class:`Lock`; raises Busy if
         ``wait`` ran out. Use it in a ``with`` statement to release it on the way
         out. The arguments are those of :class:`Lock`.
@@ -193,7 +194,7 @@ class Client:
         the agent, and a grant that won the race is released.
         """
         lk = Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
-                  shared=shared, limit=limit)
+                  shared=shared, limit=limit, fair=fair)
         hold = lk._acquire(lk.wait)
         if hold is None:
             raise Busy("%s: the wait ran out" % name)
@@ -217,7 +218,9 @@ class Client:
         return status_from(self._do("STATUS"))
 
     def who(self, name):
-        """The current holders of ``name``, on any host."""
+        """The current holders of ``name``, on any host: a list of dicts, whose
+        ``queued`` attribute is the length of the name's fair queue across
+        agents (None if the agent does not report it)."""
         return holders_from(self._do("WHO " + check_name(name)))
 
     def holds(self):
@@ -239,6 +242,12 @@ class Lock(LockBase):
     its own owner, so the thread holding the lock re-enters it (acquire counts
     up, release counts down) and other threads contend for it.
     ``on_lost(lock)``: called from the reader thread if a hold is lost; must not block.
+    ``shared=True``: a read hold (readers together, a writer alone).
+    ``limit``: an int from 1 to 4096 makes ``name`` a semaphore of that many
+    slots (``slot``); not with shared=True.
+    ``fair``: True to be granted in arrival order across all agents
+    (fair=true); with wait=0 it tries once and never queues. True or False
+    only. An agent without fair queues refuses it (BadRequest).
     ``raise_on_lost``: leaving a ``with`` block whose hold was lost raises
     LockLost (with the reason) unless another exception is already on its way
     out. release() of a lost hold always raises LockLost.
@@ -249,9 +258,9 @@ class Lock(LockBase):
     """
 
     def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
-                 shared=False, limit=None):
+                 shared=False, limit=None, fair=False):
         self._mu = threading.Lock()
-        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost, shared, limit)
+        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost, shared, limit, fair)
 
     @staticmethod
     def _event():
@@ -273,7 +282,7 @@ class Lock(LockBase):
 
     def _acquire(self, wait):
         owner = self._owner_now()
-        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit)
+        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:

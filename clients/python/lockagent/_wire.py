@@ -215,7 +215,15 @@ def check_limit(limit, shared):
     return limit
 
 
-def lock_line(name, owner, wait, ttl, shared=False, limit=None):
+def check_fair(fair):
+    """fair= is True or False: anything else (a "false" string, 0, None) is
+    refused rather than read as a truth value."""
+    if not isinstance(fair, bool):
+        raise InvalidArgument("fair", fair, "True or False")
+    return fair
+
+
+def lock_line(name, owner, wait, ttl, shared=False, limit=None, fair=False):
     parts = ["LOCK", check_name(name), "owner=" + check_owner(owner)]
     if wait is not None:
         parts.append("wait=" + ms("wait", wait))
@@ -225,6 +233,8 @@ def lock_line(name, owner, wait, ttl, shared=False, limit=None):
         parts.append("mode=shared")
     if limit is not None:
         parts.append("limit=%d" % limit)
+    if fair:
+        parts.append("fair=true")
     return " ".join(parts)
 
 
@@ -313,8 +323,19 @@ def status_from(reply):
     }
 
 
+class Holders(list):
+    """who()'s answer: a list of holders (dicts), and ``queued``, the number of
+    waiters in the name's fair queue across agents, or None when the agent does
+    not report it (an agent without fair queues)."""
+
+    queued = None
+
+
 def holders_from(reply):
-    out = []
+    out = Holders()
+    q = reply.fields.get("queued")
+    if q is not None and q.isascii() and q.isdigit():
+        out.queued = int(q)
     for d in reply.data:
         out.append({"agent": d.get("agent"), "pid": int(d.get("pid", -1)), "uid": int(d.get("uid", -1)),
                     "owner": d.get("owner", ""), "mode": d.get("mode"), "fence": int(d.get("fence", 0)),
@@ -377,13 +398,14 @@ class LockBase:
     calling thread's or task's owner), ``_event()`` and ``_mu`` and do the I/O."""
 
     def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
-                 shared=False, limit=None):
+                 shared=False, limit=None, fair=False):
         self._client = client
         self.name = check_name(name)
         self.wait = check_wait(wait)
         self.ttl = check_ttl(ttl)
         self.shared = bool(shared)
         self.limit = check_limit(limit, self.shared)
+        self.fair = check_fair(fair)
         self._owner = None if owner is None else check_owner(owner)
         self._on_lost = on_lost
         self.raise_on_lost = raise_on_lost

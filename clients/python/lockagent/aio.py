@@ -161,12 +161,13 @@ class Client:
     async def ping(self):
         await self._do("PING")
 
-    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None):
+    def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None,
+             fair=False):
         """An aio.Lock of ``name`` (arguments as for lockagent.Lock): ``async
         with client.lock(...)`` acquires it, raising Busy if ``wait`` runs out,
         and releases it; ``await client.lock(...)`` acquires it at once."""
         return Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
-                  shared=shared, limit=limit)
+                  shared=shared, limit=limit, fair=fair)
 
     async def _abandon(self, tag, fut, hold, fresh):
         """Cancels a LOCK whose task was cancelled and gives back a grant that won the race."""
@@ -184,6 +185,7 @@ class Client:
         return status_from(await self._do("STATUS"))
 
     async def who(self, name):
+        """As lockagent.Client.who: a list of holders with ``queued``."""
         return holders_from(await self._do("WHO " + check_name(name)))
 
     async def holds(self):
@@ -214,7 +216,7 @@ class Lock(LockBase):
 
     async def _acquire(self, wait):
         owner = self._owner_now()
-        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit)
+        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:

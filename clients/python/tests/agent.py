@@ -148,3 +148,91 @@ class CountingProxy:
         for c in conns:
             c.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class FakeAgent:
+    """Answers the protocol from a script, for what the real agent of this
+    branch cannot say yet (a granted fair=true, WHO's queued=), and records
+    every request but HELLO, without its tag. ``answer(verb, args)`` returns
+    the reply lines without the tag; set it before the request is sent."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+        self._socket = socket
+        self.answer = answer
+        self.dir = tempfile.mkdtemp(prefix="lagf")  # short: a socket path has at most 107 bytes
+        self.path = os.path.join(self.dir, "fake.sock")
+        self._mu = threading.Lock()
+        self._requests = []
+        self._conns = []
+        self._threads = []
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.path)
+        self._listener.listen()
+        self._spawn(self._accept)
+
+    def _spawn(self, target, *args):
+        import threading
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._mu:
+                self._conns.append(conn)
+            self._spawn(self._serve, conn)
+
+    def _serve(self, conn):
+        try:
+            for raw in conn.makefile("rb"):
+                words = raw.decode().split()
+                if len(words) < 2:
+                    continue
+                tag, verb = words[0], words[1].upper()
+                if verb == "HELLO":
+                    replies = ["OK proto=1 agent=fake session=1 masters=3 quorum=2"]
+                else:
+                    with self._mu:
+                        self._requests.append(" ".join(words[1:]))
+                    replies = self.answer(verb, words[2:])
+                conn.sendall("".join("%s %s\n" % (tag, r) for r in replies).encode())
+        except (OSError, ValueError):
+            pass
+
+    def requests(self):
+        with self._mu:
+            return list(self._requests)
+
+    def close(self):
+        try:
+            self._listener.shutdown(self._socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._mu:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(5)
+        for c in conns:
+            c.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def grant_all(verb, args):
+    """A FakeAgent answer: every LOCK granted (fence 7), UNLOCK released, the rest OK."""
+    if verb == "LOCK":
+        return ["OK fence=7 validity=1000 count=1"]
+    if verb == "UNLOCK":
+        return ["OK count=0"]
+    return ["OK"]

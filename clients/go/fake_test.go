@@ -1,0 +1,129 @@
+package lockagent_test
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeAgent answers the protocol from a script, for what the real agent
+// cannot be made to say yet (a reply field of a newer agent) and to see the
+// exact lines a client writes. Every test that uses it checks only the
+// client's side of the wire; the real agent is tested everywhere else.
+type fakeAgent struct {
+	path string
+	// answer returns the lines (without the tag) that answer one request,
+	// given its verb (upper case) and its words after the verb.
+	answer func(verb string, args []string) []string
+
+	mu    sync.Mutex
+	lines []string
+}
+
+// startFake listens on a new socket. HELLO is always answered OK; every other
+// request goes to answer.
+func startFake(t *testing.T, answer func(verb string, args []string) []string) *fakeAgent {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lagf") // short: a socket path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeAgent{path: filepath.Join(dir, "fake.sock"), answer: answer}
+	ln, err := net.Listen("unix", f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var connsMu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			connsMu.Lock()
+			conns = append(conns, conn)
+			connsMu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer conn.Close()
+				f.serve(conn)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		connsMu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		connsMu.Unlock()
+		wg.Wait()
+		os.RemoveAll(dir)
+	})
+	return f
+}
+
+func (f *fakeAgent) serve(conn net.Conn) {
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		words := strings.Fields(line)
+		if len(words) < 2 {
+			continue
+		}
+		tag, verb := words[0], strings.ToUpper(words[1])
+		if verb != "HELLO" {
+			f.mu.Lock()
+			f.lines = append(f.lines, strings.Join(words[1:], " "))
+			f.mu.Unlock()
+		}
+		replies := []string{"OK proto=1 agent=fake session=1 masters=3 quorum=2"}
+		if verb != "HELLO" {
+			replies = f.answer(verb, words[2:])
+		}
+		for _, rep := range replies {
+			if _, err := conn.Write([]byte(tag + " " + rep + "\n")); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// requests returns every request but HELLO received so far, without tags.
+func (f *fakeAgent) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.lines...)
+}
+
+// grantAll answers LOCK with a grant of every name (fences 7, 8, ...),
+// UNLOCK with count 0, and anything else with a bare OK.
+func grantAll(verb string, args []string) []string {
+	switch verb {
+	case "LOCK":
+		var fences, counts []string
+		for _, a := range args {
+			if !strings.Contains(a, "=") {
+				fences = append(fences, strconv.Itoa(7+len(fences)))
+				counts = append(counts, "1")
+			}
+		}
+		return []string{"OK fence=" + strings.Join(fences, ",") + " validity=1000 count=" + strings.Join(counts, ",")}
+	case "UNLOCK":
+		return []string{"OK count=0"}
+	}
+	return []string{"OK"}
+}

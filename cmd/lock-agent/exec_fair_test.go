@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExecFairSendsOneLockWithFairTrue: -fair is fair=true on the one LOCK
+// of every name, and the command learns each name's fence and slot in the
+// order given. Wire level only: this branch's agent refuses fair=true.
+func TestExecFairSendsOneLockWithFairTrue(t *testing.T) {
+	fake := startFake(t, func(verb string, args []string) []string {
+		switch verb {
+		case "LOCK":
+			return []string{"OK fence=11,12 validity=5000 count=1,1 slot=2,1"}
+		case "WHO":
+			return []string{"OK n=0"}
+		}
+		return []string{"OK"}
+	})
+	out := filepath.Join(t.TempDir(), "env")
+	var stdout, stderr bytes.Buffer
+	code := execCmd([]string{"-socket", fake.path, "-fair", "-limit", "2", "b,a", "--", "sh", "-c",
+		`echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE $LOCK_AGENT_SLOT" > ` + out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	sent := fake.sent()
+	if len(sent) == 0 || !strings.HasPrefix(sent[0], "LOCK b a owner=") || !strings.HasSuffix(sent[0], " limit=2 fair=true") {
+		t.Fatalf("sent %q, want one LOCK b a ... limit=2 fair=true first", sent)
+	}
+	for _, s := range sent[1:] {
+		if strings.HasPrefix(s, "LOCK") {
+			t.Fatalf("a second LOCK: %q", sent)
+		}
+	}
+	env, _ := os.ReadFile(out)
+	if got := strings.TrimSpace(string(env)); got != "b,a 11,12 2,1" {
+		t.Fatalf("the command got %q, want %q", got, "b,a 11,12 2,1")
+	}
+	// Without -fair there is no fair= on the wire.
+	before := len(fake.sent())
+	if code := execCmd([]string{"-socket", fake.path, "n", "--", "true"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if s := fake.sent()[before]; strings.Contains(s, "fair") || !strings.HasPrefix(s, "LOCK n ") {
+		t.Fatalf("without -fair: sent %q", s)
+	}
+}
