@@ -432,7 +432,8 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 // LockAll calls over overlapping names never deadlock, and Wait bounds the
 // whole. It returns one Lock per name, in the order given; after the grant
 // each is independent (unlock any subset; each may be lost on its own).
-// All of them share one owner. TTL is not supported with several names.
+// All of them share one owner. With TTL, the names are won on the watchdog's
+// lease and then each is set to the TTL; if that fails, all are given back.
 func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([]*Lock, error) {
 	if len(names) == 0 {
 		return nil, &ArgError{Arg: "names", Value: "", Want: "at least one name"}
