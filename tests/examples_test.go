@@ -31,6 +31,19 @@ func TestGoExampleRuns(t *testing.T) {
 	}
 }
 
+func TestKindsExampleRuns(t *testing.T) {
+	a := exampleAgent(t)
+	cmd := exec.Command("go", "run", "./examples/kinds")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "LOCK_AGENT_SOCKET="+a.Config.Socket.Path)
+	out, err := cmd.CombinedOutput()
+	for _, want := range []string{"two readers hold", "encoder slots 1 and 2", "holding examples/stock and examples/orders", "holding examples/deploy fairly"} {
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("%v: no %q in\n%s", err, want, out)
+		}
+	}
+}
+
 func TestPythonExampleRuns(t *testing.T) {
 	a := exampleAgent(t)
 	cmd := exec.Command("python3", "examples/python/nightly.py")
