@@ -108,7 +108,14 @@ type AcquireRequest struct {
 	Lease  time.Duration // the lease set on each master
 	Claim  Claim
 	Who    Who // recorded with the hold
+	// FenceBlock is how many fences the grant reserves (see acquireSrc):
+	// the grant's fence and the FenceBlock-1 after it, which the caller may
+	// hand to later holders of the same hold. 0 or 1: one.
+	FenceBlock int
 }
+
+// block is how many fences req's grant reserves.
+func (req AcquireRequest) block() int64 { return int64(max(req.FenceBlock, 1)) }
 
 // Grant is a won acquire.
 type Grant struct {
@@ -476,7 +483,8 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey()}
 	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
-		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10))
+		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10),
+		strconv.FormatInt(req.block(), 10))
 	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
@@ -542,7 +550,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		if err == nil && validity > 0 {
 			claim := req.Claim
 			claim.Slot = slot
-			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Who: req.Who},
+			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
 				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 		}
 		if err == nil {
@@ -573,7 +581,9 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 
 // settleFence makes the grant's fence strictly greater than every earlier
 // grant's: the token is the highest counter among the granting majority, and
-// it is written back to every granting master behind it before the grant is
+// it (with the end of its block: see acquireSrc; every master granted the
+// same block size, so the highest fence ends the highest block) is written
+// back to every granting master behind it before the grant is
 // answered (so that the majority of the next grant, which must overlap this
 // one, counts past it), with the record fixed to carry it. With a majority
 // in step, as when uncontended, nothing is waited for.
@@ -624,11 +634,12 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 }
 
 func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []string) {
-	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)}, []string{strconv.FormatInt(fence, 10)}
+	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)},
+		[]string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+req.block()-1, 10)}
 }
 
-// raiseFence brings req's name's counter on the masters to at least fence
-// (and a record of req there to carry it), in the background.
+// raiseFence brings req's name's counter on the masters to at least the end
+// of fence's block (and a record of req there to carry fence), in the background.
 func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
 	c.cfg.Observer.FenceWriteBack(len(to), false)
 	keys, args := c.raiseFenceArgs(req, fence)
@@ -940,7 +951,7 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 			args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
 			calls = append(calls, call{
 				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
-				args: append(args, k.Record.fields()...),
+				args: append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)),
 			})
 		}
 		if len(calls) == 0 {
