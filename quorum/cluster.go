@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,10 @@ type Cluster struct {
 	// giveBack is the release message of this agent's failed rounds, which
 	// its own waiters ignore.
 	giveBack string
-	epochs   atomic.Uint64 // numbers the epochs this agent may plant
+	// wanted is the message by which this agent tells a name's holder that
+	// it waits for the name (see Wanted).
+	wanted string
+	epochs atomic.Uint64 // numbers the epochs this agent may plant
 
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
@@ -198,7 +202,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.Observer = NopObserver{}
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
-		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID}
+		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID, wanted: wantedPrefix + cfg.InstanceID}
 	for i, mc := range cfg.Masters {
 		c.masters = append(c.masters, &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
@@ -1049,11 +1053,17 @@ type Watch struct {
 	channel string
 	wake    chan struct{}
 	recheck chan struct{}
+	wanted  chan struct{}
 	once    sync.Once
 }
 
 // C returns the wake-up channel.
 func (w *Watch) C() <-chan struct{} { return w.wake }
+
+// Wanted receives (coalesced) when another agent said it waits for the name
+// (see Cluster.Wanted). Messages are lost while a master is unreachable:
+// it is a hint for fairness, never a fact to be safe by.
+func (w *Watch) Wanted() <-chan struct{} { return w.wanted }
 
 // Recheck receives (coalesced) when a master confirmed the subscription: a
 // release before it would have been missed, so look again. It is not a
@@ -1065,7 +1075,7 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1)}
+	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	if set == nil {
@@ -1129,11 +1139,67 @@ func (c *Cluster) onMessage(channel, message string) {
 	if message == c.giveBack {
 		return
 	}
+	if strings.HasPrefix(message, wantedPrefix) {
+		// Not a release: it must not wake waiters, whose attempts would
+		// fail and say so again.
+		if message != c.wanted {
+			c.watchMu.Lock()
+			for w := range c.watches[channel] {
+				signal(w.wanted)
+			}
+			c.watchMu.Unlock()
+		}
+		return
+	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	for w := range c.watches[channel] {
 		w.signal()
 	}
+}
+
+// wantedPrefix starts the message of Wanted; no name has a space.
+const wantedPrefix = "wanted "
+
+// Wanted tells the agent that holds name, if it watches the name, that this
+// agent has a waiter for it: an agent that passes a name among its local
+// holders (see AcquireRequest.FenceBlock) then gives it up within its
+// bounds. It publishes on every connected master, in the background, and
+// returns at once; a message can be lost (a master down, or the holder's
+// subscription not yet made), so it serves fairness only.
+func (c *Cluster) Wanted(name string) {
+	if c.closed() {
+		return
+	}
+	ch := c.channel(name)
+	c.goBackground(func() {
+		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
+			if cl := m.conn(laneRounds); cl != nil {
+				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(c.wanted).Build())
+			}
+		})
+	})
+}
+
+// Retag makes holder's record of name on every master that has it carry r's
+// fence and who-info: the hold was passed to another local holder, and WHO
+// should name it. It returns when every master answered or its deadline
+// (4×MasterTimeout) passed, and says on how many it landed. A master that
+// missed it keeps the earlier holder's fence and who-info, which only WHO
+// reads, until a renewal re-creates the record.
+func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int {
+	if c.closed() {
+		return 0
+	}
+	f := r.fields() // recordFields order: fence is 3, who-info 4..8
+	keys, args := []string{c.holderKey(name, holder)}, append([]string{f[3]}, f[4:]...)
+	var n atomic.Int32
+	c.eachMaster(ctx, func(ctx context.Context, m *master) {
+		if v, err := m.eval(ctx, retagScript, keys, args).AsInt64(); err == nil && v == 1 {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
 }
 
 func (c *Cluster) wakeAll() {

@@ -147,3 +147,65 @@ func TestRepairRaisesTheCounterToTheBlocksEnd(t *testing.T) {
 		t.Fatalf("re-created record has fence %q, want %d", v, g.Fence)
 	}
 }
+
+func TestRetagNamesTheNewHolderOfALiveRecordOnly(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, blockReq("t", "h", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := g.Record
+	next.Fence = g.Fence + 1
+	next.Who = Who{Agent: "t", PID: 7, UID: 8, Owner: "second", SinceMilli: 99}
+	if n := c.Retag(ctx, "t", "h", next); n < 2 {
+		t.Fatalf("retag landed on %d masters", n)
+	}
+	who, err := c.Who(ctx, "t")
+	if err != nil || len(who) != 1 || who[0].ID != "h" || who[0].Record.Who != next.Who || who[0].Record.Fence != next.Fence {
+		t.Fatalf("who = %+v, %v; want %+v with fence %d", who, err, next.Who, next.Fence)
+	}
+	if n := counter(t, servers[0], "t"); n != g.Record.Top {
+		t.Fatalf("retag moved the counter to %d", n)
+	}
+	c.Release(ctx, "t", "h")
+	if n := c.Retag(ctx, "t", "h", next); n != 0 {
+		t.Fatalf("a released record was retagged on %d masters", n)
+	}
+	for _, s := range servers {
+		if s.Keys("t:{t}:h:h") != 0 {
+			t.Fatal("retag re-created a released record")
+		}
+	}
+}
+
+// TestWantedReachesTheOtherAgentsWatchOnly: the message that an agent
+// waits for a name reaches the watches of other agents, not its own, and
+// wakes no waiter.
+func TestWantedReachesTheOtherAgentsWatchOnly(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	holder := newCluster(t, servers, time.Second)
+	waiter := runCluster(t, testConfig(t, servers, time.Second, false))
+	waitSubscribed(t, holder)
+	w := holder.Watch(context.Background(), "n")
+	defer w.Close()
+	drainWake(w)
+	holder.Wanted("n") // its own: ignored
+	select {
+	case <-w.Wanted():
+		t.Fatal("an agent heard its own wanted message")
+	case <-w.C():
+		t.Fatal("a wanted message woke a waiter")
+	case <-time.After(100 * time.Millisecond):
+	}
+	waitStates(t, waiter, func(st []MasterStatus) bool { return st[0].State == StateUp })
+	waiter.Wanted("n")
+	select {
+	case <-w.Wanted():
+	case <-w.C():
+		t.Fatal("a wanted message woke a waiter")
+	case <-time.After(time.Second):
+		t.Fatal("the holder never heard that the name is wanted")
+	}
+}

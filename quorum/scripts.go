@@ -275,6 +275,18 @@ end
 return cur
 `
 
+// retagSrc makes a live record name its current holder: the fence and
+// who-info of a hold that its agent passed to another local holder (see
+// AcquireRequest.FenceBlock). It never creates a record. It writes no fence
+// counter: the block's end is there since the grant.
+// KEYS: holder key. ARGV: fence, agent, pid, uid, owner, since.
+// Returns 1 if the record is there.
+const retagSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6])
+return 1
+`
+
 // whoSrc lists the live holders: {holder, the record's fields in
 // recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
 const whoSrc = `
@@ -347,7 +359,8 @@ func (s *script) fallback() *script {
 }
 
 // allScripts are loaded into a master when it connects or loses its data.
-var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript}
+var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript,
+	retagScript}
 
 var (
 	acquireScript    = newScript(acquireSrc, 3)
@@ -359,4 +372,5 @@ var (
 	markerScript     = newScript(markerSrc, 0)
 	bootstrapScript  = newScript(bootstrapSrc, -1)
 	downgradeScript  = newScript(downgradeSrc, -1)
+	retagScript      = newScript(retagSrc, -1)
 )
