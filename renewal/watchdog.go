@@ -30,7 +30,7 @@ type Renewer interface {
 }
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
-// not changed after.
+// not changed after, but for Record (see SetRecord).
 type Hold struct {
 	Name, Holder string
 	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
@@ -39,7 +39,7 @@ type Hold struct {
 	// hold, else the watchdog lease. It sets the hold's lead (see Lead).
 	Lease time.Duration
 	// Record is the grant's (quorum.Grant): a renewal re-creates the hold
-	// with it on a master that lacks it.
+	// with it on a master that lacks it. Guarded by Watchdog.mu once added.
 	Record quorum.Record
 
 	deadline time.Time // guarded by Watchdog.mu
@@ -200,6 +200,19 @@ func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
 	w.mu.Unlock()
 	w.poke()
 	return ok
+}
+
+// SetRecord makes r the record a renewal re-creates h with where a master
+// lacks it: the hold passed to another local holder, with a fence of its
+// grant's block. It returns false if h is no longer watched.
+func (w *Watchdog) SetRecord(h *Hold, r quorum.Record) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.holds[h]; !ok {
+		return false
+	}
+	h.Record = r
+	return true
 }
 
 // Validity returns how long h is still known valid, and false if h is not watched.

@@ -19,6 +19,7 @@ type scriptedRenewer struct {
 	answer quorum.RenewResult
 	rounds int
 	keys   int
+	last   []quorum.RenewKey // the last round's
 }
 
 func (s *scriptedRenewer) Renew(_ context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
@@ -26,6 +27,7 @@ func (s *scriptedRenewer) Renew(_ context.Context, _ time.Duration, keys []quoru
 	defer s.mu.Unlock()
 	s.rounds++
 	s.keys += len(keys)
+	s.last = append([]quorum.RenewKey(nil), keys...)
 	out := make([]quorum.RenewResult, len(keys))
 	for i := range out {
 		out[i] = s.answer
@@ -137,6 +139,26 @@ func TestRenewedHoldLivesOnFarPastItsLease(t *testing.T) {
 	h.expectNoLoss()
 	if v, ok := h.w.Validity(hold); !ok || v < lease/2 {
 		t.Fatalf("validity %v %v", v, ok)
+	}
+}
+
+func TestRenewalsCarryTheRecordSetLast(t *testing.T) {
+	h := newHarness(t)
+	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+	next := quorum.Record{Fence: 42, Top: 50, Who: quorum.Who{Owner: "next"}}
+	if !h.w.SetRecord(hold, next) {
+		t.Fatal("SetRecord of a watched hold failed")
+	}
+	h.run(lease / 2)
+	h.renewer.mu.Lock()
+	last := h.renewer.last
+	h.renewer.mu.Unlock()
+	if len(last) != 1 || last[0].Record != next {
+		t.Fatalf("renewed with %+v, want the record %+v", last, next)
+	}
+	h.w.Remove(hold)
+	if h.w.SetRecord(hold, next) {
+		t.Fatal("SetRecord of a removed hold succeeded")
 	}
 }
 
