@@ -50,7 +50,8 @@ type Agent struct {
 	queues      map[string]*queue
 	waiters     atomic.Int64 // LOCKs waiting in a queue; queue.remove keeps it
 	holds       map[*renewal.Hold]*hold
-	attempts    atomic.Uint64 // numbers every acquire attempt: see holderID
+	cohorts     map[string]*cohort // names held in a run of local holders: see cohort.go
+	attempts    atomic.Uint64      // numbers every acquire attempt: see holderID
 	stopping    bool
 	runCtx      context.Context
 	sessionsWG  sync.WaitGroup
@@ -62,7 +63,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		log = hclog.NewNullLogger()
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{}, cohorts: map[string]*cohort{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = newHealth(time.Now)

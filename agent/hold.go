@@ -35,6 +35,10 @@ type hold struct {
 	gaugeMode protocol.Mode
 	// extending is held by the EXTEND in flight.
 	extending sync.Mutex
+	// cohort is the run of local holders this hold is part of (see
+	// cohort.go), or nil; set when the hold is made, then not changed.
+	// Holds of one run share rh.
+	cohort *cohort
 }
 
 // limitOf is a LOCK's limit: 1 for a plain lock.
@@ -90,6 +94,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
 	s.a.metrics.holdStarted(h)
+	s.a.startCohortLocked(h, w.req, g)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
 	return h.snapshot(0), nil
@@ -102,6 +107,7 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	delete(a.holds, rh)
 	if h != nil {
 		a.metrics.holdEnded(h)
+		a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
 	if h == nil {
@@ -128,9 +134,17 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // forget drops a hold from the agent's books before it is released.
 func (a *Agent) forget(h *hold) {
 	a.mu.Lock()
-	if a.holds[h.rh] == h { // not if it was lost already
+	cur, ok := a.holds[h.rh]
+	if ok && cur != h {
+		// Passed on to another local holder (see cohort.go): the record
+		// in the masters is that holder's now.
+		a.mu.Unlock()
+		return
+	}
+	if ok { // not if it was lost already
 		delete(a.holds, h.rh)
 		a.metrics.holdEnded(h)
+		a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
 	a.watchdog.Remove(h.rh)
@@ -161,8 +175,14 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	}
 	keys := make([]quorum.RenewKey, 0, len(holds))
 	for _, h := range holds {
+		if a.handOff(h) {
+			continue
+		}
 		a.forget(h)
 		keys = append(keys, quorum.RenewKey{Name: h.rh.Name, Holder: h.rh.Holder})
+	}
+	if len(keys) == 0 {
+		return
 	}
 	a.cluster.ReleaseMany(context.Background(), keys)
 	for _, k := range keys {
@@ -248,6 +268,7 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
 	// the masters by the downgrade round).
 	if h.count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
 		h.mode = protocol.Shared
+		s.a.leaveCohort(h) // the masters' record becomes shared: no exclusive holder may inherit it
 		s.a.mu.Lock()
 		if s.a.holds[h.rh] == h {
 			s.a.metrics.holdDowngraded(h)
@@ -265,8 +286,10 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
 	delete(s.holds, key)
 	rel := s.releaseStarted(key.name)
 	return 0, func() {
-		s.a.forget(h)
-		s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+		if !s.a.handOff(h) {
+			s.a.forget(h)
+			s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+		}
 		s.releaseDone(key.name, rel)
 	}
 }
@@ -316,6 +339,7 @@ func (s *session) extend(req *protocol.Request) error {
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
+	s.a.leaveCohort(h) // a new lease is this holder's, not the next one's
 	s.spawn(req.Tag, func() error {
 		// One EXTEND of a hold at a time: two in flight could leave the
 		// masters with one lease and the agent with the other.

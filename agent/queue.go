@@ -42,6 +42,16 @@ type queue struct {
 	heard    uint64
 	noQuorum error
 	metrics  *metrics // keeps the waiters gauges in step with count
+	// yieldUntil is when the contender may try the masters again after a
+	// run of local holders that another agent waited for (see cohort.go).
+	yieldUntil time.Time
+}
+
+// yieldLeft is how long the contender still stands back for another agent.
+func (q *queue) yieldLeft(now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.yieldUntil.Sub(now)
 }
 
 // roundDone records whether a round for the head heard from a majority.
@@ -210,9 +220,33 @@ func (a *Agent) contend(q *queue) {
 			case <-ctx.Done():
 			}
 			w.after = nil
+			continue // the release may have passed the name to w: look again
 		}
 		if ctx.Err() != nil {
 			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
+			continue
+		}
+		if cohortable(w.req) && a.inCohort(q.name) {
+			// This agent holds the name in a run of local holders: w is
+			// passed the name when the holder lets go, or tries the masters
+			// once the run ended (its release pokes the queue).
+			if w.req.Wait == 0 {
+				a.finish(q, w, result{err: quorum.ErrBusy})
+				continue
+			}
+			if watch == nil {
+				watch = a.cluster.Watch(ctx, q.name) // to hear that other agents wait
+			}
+			select {
+			case <-q.changed:
+			case <-watch.Wanted():
+				a.cohortWanted(q.name)
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if d := q.yieldLeft(a.clock.Now()); d > 0 {
+			notBefore = a.clock.Now().Add(d)
 			continue
 		}
 		if d := notBefore.Sub(a.clock.Now()); d > 0 {
@@ -250,7 +284,8 @@ func (a *Agent) contend(q *queue) {
 		who := w.who
 		who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
 		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
-			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode), Limit: limitOf(w.req), Slot: slot}, Who: who})
+			Claim: quorum.Claim{Mode: quorum.Mode(w.req.Mode), Limit: limitOf(w.req), Slot: slot}, Who: who,
+			FenceBlock: a.fenceBlock(q, w)})
 		wasWoken := woken
 		woken = false
 		if err == nil {
@@ -302,6 +337,9 @@ func (a *Agent) contend(q *queue) {
 		if wasWoken {
 			fails++
 		}
+		// Tell an agent that passes the name among its local holders that
+		// it is wanted here (see cohort.go).
+		a.cluster.Wanted(q.name)
 		parked := a.clock.Now()
 		t := a.clock.NewTimer(min(time.Duration(round.RetryAfter)*time.Millisecond, a.cfg.Lock.Lease))
 		select {
