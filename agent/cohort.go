@@ -68,7 +68,7 @@ func (a *Agent) cohortOn() bool {
 
 // cohortYield is how long the agent stands back after a run that another
 // agent waited for ended, before it tries the masters for its own waiters.
-func (a *Agent) cohortYield() time.Duration { return a.cfg.Lock.CohortMaxHold / 4 }
+func (a *Agent) cohortYield() time.Duration { return a.cfg.Lock.CohortMaxHold / 2 }
 
 // cohortable says whether a LOCK may take part in a run of local holders:
 // an exclusive lock kept by the watchdog.
@@ -98,24 +98,34 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 		return
 	}
 	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: g.Record.Top, started: a.clock.Now(), record: g.Record}
+	if q := a.queues[c.name]; q != nil {
+		q.mu.Lock()
+		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
+		q.mu.Unlock()
+	}
 	h.cohort = c
 	a.cohorts[c.name] = c
 }
 
 // endCohortLocked ends h's run, if h is its holder: h's hold is about to be
 // released or was lost. After a run another agent waited for, the queue
-// stands back (see cohortYield). Agent.mu is held.
-func (a *Agent) endCohortLocked(h *hold) {
+// stands back (see cohortYield) and it says so: the release is then a
+// hand-over (quorum.Cluster.HandOver). Agent.mu is held.
+func (a *Agent) endCohortLocked(h *hold) (handOver bool) {
 	c := h.cohort
 	if c == nil || a.cohorts[c.name] != c {
-		return
+		return false
 	}
 	delete(a.cohorts, c.name)
-	if q := a.queues[c.name]; q != nil && c.wanted {
+	if !c.wanted {
+		return false
+	}
+	if q := a.queues[c.name]; q != nil {
 		q.mu.Lock()
 		q.yieldUntil = a.clock.Now().Add(a.cohortYield())
 		q.mu.Unlock()
 	}
+	return true
 }
 
 // leaveCohort stops h's run from passing the name on: the hold changed in a
@@ -138,13 +148,22 @@ func (a *Agent) inCohort(name string) bool {
 	return a.cohorts[name] != nil
 }
 
-// cohortWanted notes that another agent waits for name.
-func (a *Agent) cohortWanted(name string) {
+// wantedFor is how long the agent takes another agent's word that it waits
+// for a name: a waiter says so once per attempt, and goes on waiting after
+// it (the runs that start meanwhile must know), while a waiter that left
+// costs the runs of the next wantedFor their length beyond cohort_max_hold.
+const wantedFor = time.Second
+
+// cohortWanted notes that another agent waits for q's name.
+func (a *Agent) cohortWanted(q *queue) {
 	a.mu.Lock()
-	if c := a.cohorts[name]; c != nil {
+	defer a.mu.Unlock()
+	q.mu.Lock()
+	q.wantedAt = a.clock.Now()
+	q.mu.Unlock()
+	if c := a.cohorts[q.name]; c != nil {
 		c.wanted = true
 	}
-	a.mu.Unlock()
 }
 
 // handOff passes h's name, which h's session has just let go (h is out of

@@ -131,28 +131,35 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	}
 }
 
-// forget drops a hold from the agent's books before it is released.
-func (a *Agent) forget(h *hold) {
+// forget drops a hold from the agent's books before it is released, and
+// says whether the release should be a hand-over (see endCohortLocked).
+func (a *Agent) forget(h *hold) (handOver bool) {
 	a.mu.Lock()
 	cur, ok := a.holds[h.rh]
 	if ok && cur != h {
 		// Passed on to another local holder (see cohort.go): the record
 		// in the masters is that holder's now.
 		a.mu.Unlock()
-		return
+		return false
 	}
 	if ok { // not if it was lost already
 		delete(a.holds, h.rh)
 		a.metrics.holdEnded(h)
-		a.endCohortLocked(h)
+		handOver = a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
 	a.watchdog.Remove(h.rh)
+	return handOver
 }
 
-// release drops a hold in the masters and lets local waiters try at once.
-func (a *Agent) release(ctx context.Context, name, holder string) {
-	if _, err := a.cluster.Release(ctx, name, holder); err != nil {
+// release drops a hold in the masters and lets local waiters try at once
+// (but for a hand-over: see cohort.go).
+func (a *Agent) release(ctx context.Context, name, holder string, handOver bool) {
+	release := a.cluster.Release
+	if handOver {
+		release = a.cluster.HandOver
+	}
+	if _, err := release(ctx, name, holder); err != nil {
 		a.log.Warn("release reached no master; the lease will expire", "name", name, "error", err)
 	}
 	a.mu.Lock()
@@ -164,7 +171,7 @@ func (a *Agent) release(ctx context.Context, name, holder string) {
 }
 
 func (a *Agent) releaseAsync(name, holder string) {
-	go a.release(context.Background(), name, holder)
+	go a.release(context.Background(), name, holder, false)
 }
 
 // releaseAll releases holds in one batched round per master and returns
@@ -287,8 +294,7 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
 	rel := s.releaseStarted(key.name)
 	return 0, func() {
 		if !s.a.handOff(h) {
-			s.a.forget(h)
-			s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+			s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
 		}
 		s.releaseDone(key.name, rel)
 	}

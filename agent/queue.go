@@ -45,6 +45,8 @@ type queue struct {
 	// yieldUntil is when the contender may try the masters again after a
 	// run of local holders that another agent waited for (see cohort.go).
 	yieldUntil time.Time
+	// wantedAt is when another agent last said it waits for the name.
+	wantedAt time.Time
 }
 
 // yieldLeft is how long the contender still stands back for another agent.
@@ -240,7 +242,7 @@ func (a *Agent) contend(q *queue) {
 			select {
 			case <-q.changed:
 			case <-watch.Wanted():
-				a.cohortWanted(q.name)
+				a.cohortWanted(q)
 			case <-ctx.Done():
 			}
 			continue

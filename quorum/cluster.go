@@ -72,10 +72,12 @@ type Cluster struct {
 	// giveBack is the release message of this agent's failed rounds, which
 	// its own waiters ignore.
 	giveBack string
+	epochs   atomic.Uint64 // numbers the epochs this agent may plant
+
 	// wanted is the message by which this agent tells a name's holder that
-	// it waits for the name (see Wanted).
-	wanted string
-	epochs atomic.Uint64 // numbers the epochs this agent may plant
+	// it waits for the name (see Wanted); handover its release message
+	// after such a wait (see HandOver).
+	wanted, handover string
 
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
@@ -202,7 +204,8 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.Observer = NopObserver{}
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
-		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID, wanted: wantedPrefix + cfg.InstanceID}
+		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
+		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID}
 	for i, mc := range cfg.Masters {
 		c.masters = append(c.masters, &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
@@ -658,7 +661,7 @@ func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
 
 // releaseOn gives back, on master i alone, a grant of a slot that lost.
 func (c *Cluster) releaseOn(name, holder string, i int) {
-	keys, args := c.releaseArgs(name, holder, false)
+	keys, args := c.releaseArgs(name, holder, c.giveBack)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 		defer cancel()
@@ -666,11 +669,9 @@ func (c *Cluster) releaseOn(name, holder string, i int) {
 	})
 }
 
-func (c *Cluster) releaseArgs(name, holder string, real bool) (keys, args []string) {
-	message := name
-	if !real {
-		message = c.giveBack
-	}
+// releaseArgs are the release script's keys and arguments; message is the
+// release message: the name for a release, c.giveBack or c.handover.
+func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string) {
 	return []string{c.setKey(name), c.holderKey(name, holder)},
 		[]string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 }
@@ -681,7 +682,7 @@ func (c *Cluster) releaseArgs(name, holder string, real bool) (keys, args []stri
 // this agent's own, which would only fail again at once. On each master the release follows the acquire on the same
 // connection, so it lands after it even if the acquire is still in flight.
 func (c *Cluster) releaseAsync(name, holder string) {
-	c.goBackground(func() { c.release(context.Background(), name, holder, false) })
+	c.goBackground(func() { c.release(context.Background(), name, holder, c.giveBack) })
 }
 
 // Release drops holder's hold of name on every connected master and wakes
@@ -694,11 +695,20 @@ func (c *Cluster) releaseAsync(name, holder string) {
 // returns how many of the masters that answered held it; errors only when
 // none answered.
 func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
-	return c.release(ctx, name, holder, true)
+	return c.release(ctx, name, holder, name)
 }
 
-func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (int, error) {
-	keys, args := c.releaseArgs(name, holder, real)
+// HandOver is Release by an agent that held name for a run of its local
+// holders while another agent waited (see Wanted), and now stands back:
+// its message wakes other agents' waiters as a recheck (Watch.Recheck), so
+// that an attempt that fails says nothing about contention and costs no
+// back-off, and this agent's own waiters not at all.
+func (c *Cluster) HandOver(ctx context.Context, name, holder string) (int, error) {
+	return c.release(ctx, name, holder, c.handover)
+}
+
+func (c *Cluster) release(ctx context.Context, name, holder, message string) (int, error) {
+	keys, args := c.releaseArgs(name, holder, message)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
 	answers := make(chan answer, len(c.masters))
 	sent := 0
@@ -749,7 +759,7 @@ func (c *Cluster) ReleaseMany(ctx context.Context, holds []RenewKey) {
 	}
 	calls := make([]call, len(holds))
 	for i, h := range holds {
-		keys, args := c.releaseArgs(h.Name, h.Holder, true)
+		keys, args := c.releaseArgs(h.Name, h.Holder, h.Name)
 		calls[i] = call{keys: keys, args: args}
 	}
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
@@ -1139,6 +1149,16 @@ func (c *Cluster) onMessage(channel, message string) {
 	if message == c.giveBack {
 		return
 	}
+	if strings.HasPrefix(message, handoverPrefix) {
+		if message != c.handover {
+			c.watchMu.Lock()
+			for w := range c.watches[channel] {
+				signal(w.recheck)
+			}
+			c.watchMu.Unlock()
+		}
+		return
+	}
 	if strings.HasPrefix(message, wantedPrefix) {
 		// Not a release: it must not wake waiters, whose attempts would
 		// fail and say so again.
@@ -1158,8 +1178,12 @@ func (c *Cluster) onMessage(channel, message string) {
 	}
 }
 
-// wantedPrefix starts the message of Wanted; no name has a space.
-const wantedPrefix = "wanted "
+// wantedPrefix starts the message of Wanted, handoverPrefix that of
+// HandOver; no name has a space.
+const (
+	wantedPrefix   = "wanted "
+	handoverPrefix = "handover "
+)
 
 // Wanted tells the agent that holds name, if it watches the name, that this
 // agent has a waiter for it: an agent that passes a name among its local
