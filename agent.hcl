@@ -61,6 +61,16 @@ lock {
   # that restarts empty sits out max(lease, max_ttl), so keep it modest.
   # The shortest ttl= is 50ms.
   max_ttl = "5m"
+  # Lock cohorting: a released exclusive lock (no ttl=, no limit=, not shared)
+  # whose next local waiter wants the same goes straight to that waiter, without
+  # a release and an acquire on the masters; the new holder gets the next fence of
+  # a block the grant reserved (cohort_max_handoffs+1 fences), so fences still
+  # grow across agents. A run of local holders ends with a real release after
+  # cohort_max_handoffs hand-overs, and, while another agent waits for the name,
+  # at the first release after cohort_max_hold. The defaults keep a waiter on
+  # another agent under ~50ms. 0 in either turns cohorting off.
+  cohort_max_handoffs = 32
+  cohort_max_hold     = "20ms"
 }
 
 # SIGHUP applies new limits at once, to the requests that follow.

@@ -54,7 +54,8 @@ type Agent struct {
 	// renews, by their heartbeat. It is taken last of all.
 	entryMu    sync.Mutex
 	entries    map[*renewal.Hold]*waiter
-	attempts   atomic.Uint64 // numbers every acquire attempt: see holderID
+	cohorts    map[string]*cohort // names held in a run of local holders: see cohort.go
+	attempts   atomic.Uint64      // numbers every acquire attempt: see holderID
 	stopping   bool
 	runCtx     context.Context
 	sessionsWG sync.WaitGroup
@@ -67,7 +68,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
-		entries: map[*renewal.Hold]*waiter{},
+		entries: map[*renewal.Hold]*waiter{}, cohorts: map[string]*cohort{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = newHealth(time.Now)

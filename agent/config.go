@@ -57,7 +57,22 @@ type LockConfig struct {
 	// With the lease it bounds how long a master that lost its data sits
 	// out (see Quarantine): every hold it may have forgotten has ended by then.
 	MaxTTL time.Duration
+	// CohortMaxHandoffs is how many times a name held in the masters may be
+	// passed from one local holder to the next local waiter without a release
+	// (lock cohorting: see cohort.go); each grant then reserves that many
+	// fences more. Default 32; 0 turns cohorting off.
+	CohortMaxHandoffs int
+	// CohortMaxHold bounds how long such a run of local holders keeps a name
+	// while another agent waits for it: the first release after it is a real
+	// one. Default 20ms; 0 turns cohorting off.
+	CohortMaxHold time.Duration
 }
+
+// maxCohortHandoffs bounds lock.cohort_max_handoffs: a grant reserves
+// cohort_max_handoffs+1 fences, and the fence counter stays behind the
+// masters' clock in µs (see quorum's acquireSrc) only while grants of a
+// busy name are further apart than that many µs.
+const maxCohortHandoffs = 256
 
 // Limits bound what clients can make the agent hold.
 type Limits struct {
@@ -99,7 +114,7 @@ func Default() Config {
 		Socket:  SocketConfig{Path: DefaultSocketPath, Mode: 0o660},
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
 			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-			MaxTTL: 5 * time.Minute},
+			MaxTTL: 5 * time.Minute, CohortMaxHandoffs: 32, CohortMaxHold: 20 * time.Millisecond},
 		Limits:  Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Systemd: SystemdConfig{ReadyTimeout: 30 * time.Second},
@@ -179,6 +194,9 @@ type lockBlock struct {
 	RetryMin      *string  `hcl:"retry_min,optional"`
 	RetryMax      *string  `hcl:"retry_max,optional"`
 	MaxTTL        *string  `hcl:"max_ttl,optional"`
+	// CohortMaxHandoffs and CohortMaxHold: see LockConfig.
+	CohortMaxHandoffs *int    `hcl:"cohort_max_handoffs,optional"`
+	CohortMaxHold     *string `hcl:"cohort_max_hold,optional"`
 }
 
 type limitsBlock struct {
@@ -375,6 +393,19 @@ func (v *validator) build(fc *fileConfig) Config {
 		}
 		if l.KeyPrefix != nil {
 			c.Lock.KeyPrefix = *l.KeyPrefix
+		}
+		if n := l.CohortMaxHandoffs; n != nil {
+			c.Lock.CohortMaxHandoffs = *n
+			if *n < 0 || *n > maxCohortHandoffs {
+				v.errorf("lock", "", "cohort_max_handoffs", "want 0 (off) to %d, got %d", maxCohortHandoffs, *n)
+			}
+		}
+		if d := l.CohortMaxHold; d != nil {
+			if *d == "0" {
+				c.Lock.CohortMaxHold = 0
+			} else {
+				v.duration("lock", "cohort_max_hold", d, &c.Lock.CohortMaxHold)
+			}
 		}
 		if l.DriftFactor != nil {
 			c.Lock.DriftFactor = *l.DriftFactor

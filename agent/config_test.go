@@ -87,6 +87,37 @@ limits {
 	}
 }
 
+func TestParseCohortSettings(t *testing.T) {
+	for _, tt := range []struct {
+		name, lock string
+		handoffs   int
+		hold       time.Duration
+		err        string
+	}{
+		{"the defaults keep a remote waiter's wait short", ``, 32, 20 * time.Millisecond, ""},
+		{"both can be set", `cohort_max_handoffs = 8
+cohort_max_hold = "5ms"`, 8, 5 * time.Millisecond, ""},
+		{"0 handoffs turns cohorting off", `cohort_max_handoffs = 0`, 0, 20 * time.Millisecond, ""},
+		{"a hold of 0 turns cohorting off", `cohort_max_hold = "0"`, 32, 0, ""},
+		{"a negative count is refused", `cohort_max_handoffs = -1`, 0, 0, "cohort_max_handoffs"},
+		{"too large a block is refused", `cohort_max_handoffs = 100000`, 0, 0, "cohort_max_handoffs"},
+		{"a bad duration is refused", `cohort_max_hold = "soon"`, 0, 0, "cohort_max_hold"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock {\n"+tt.lock+"\n}"), "x.hcl")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one about %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil || cfg.Lock.CohortMaxHandoffs != tt.handoffs || cfg.Lock.CohortMaxHold != tt.hold {
+				t.Fatalf("decoded %+v, %v", cfg.Lock, err)
+			}
+		})
+	}
+}
+
 func TestPasswordFileIsRead(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
 	os.WriteFile(pw, []byte("s3cret\n"), 0o600)

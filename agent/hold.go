@@ -35,6 +35,10 @@ type hold struct {
 	gaugeMode protocol.Mode
 	// extending is held by the EXTEND in flight.
 	extending sync.Mutex
+	// cohort is the run of local holders this hold is part of (see
+	// cohort.go), or nil; set when the hold is made, then not changed.
+	// Holds of one run share rh.
+	cohort *cohort
 }
 
 // limitOf is a LOCK's limit: 1 for a plain lock.
@@ -90,6 +94,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	s.a.mu.Lock()
 	s.a.holds[h.rh] = h
 	s.a.metrics.holdStarted(h)
+	s.a.startCohortLocked(h, w.req, g)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
 	return h.snapshot(0), nil
@@ -105,6 +110,7 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	delete(a.holds, rh)
 	if h != nil {
 		a.metrics.holdEnded(h)
+		a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
 	if h == nil {
@@ -128,20 +134,35 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	}
 }
 
-// forget drops a hold from the agent's books before it is released.
-func (a *Agent) forget(h *hold) {
+// forget drops a hold from the agent's books before it is released, and
+// says whether the release should be a hand-over (see endCohortLocked).
+func (a *Agent) forget(h *hold) (handOver bool) {
 	a.mu.Lock()
-	if a.holds[h.rh] == h { // not if it was lost already
+	cur, ok := a.holds[h.rh]
+	if ok && cur != h {
+		// Passed on to another local holder (see cohort.go): the record
+		// in the masters is that holder's now.
+		a.mu.Unlock()
+		return false
+	}
+	if ok { // not if it was lost already
 		delete(a.holds, h.rh)
 		a.metrics.holdEnded(h)
+		handOver = a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
 	a.watchdog.Remove(h.rh)
+	return handOver
 }
 
-// release drops a hold in the masters and lets local waiters try at once.
-func (a *Agent) release(ctx context.Context, name, holder string) {
-	if _, err := a.cluster.Release(ctx, name, holder); err != nil {
+// release drops a hold in the masters and lets local waiters try at once
+// (but for a hand-over: see cohort.go).
+func (a *Agent) release(ctx context.Context, name, holder string, handOver bool) {
+	release := a.cluster.Release
+	if handOver {
+		release = a.cluster.HandOver
+	}
+	if _, err := release(ctx, name, holder); err != nil {
 		a.log.Warn("release reached no master; the lease will expire", "name", name, "error", err)
 	}
 	a.mu.Lock()
@@ -153,7 +174,7 @@ func (a *Agent) release(ctx context.Context, name, holder string) {
 }
 
 func (a *Agent) releaseAsync(name, holder string) {
-	go a.release(context.Background(), name, holder)
+	go a.release(context.Background(), name, holder, false)
 }
 
 // releaseAll releases holds in one batched round per master and returns
@@ -164,8 +185,14 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	}
 	keys := make([]quorum.RenewKey, 0, len(holds))
 	for _, h := range holds {
+		if a.handOff(h) {
+			continue
+		}
 		a.forget(h)
 		keys = append(keys, quorum.RenewKey{Name: h.rh.Name, Holder: h.rh.Holder})
+	}
+	if len(keys) == 0 {
+		return
 	}
 	a.cluster.ReleaseMany(context.Background(), keys)
 	for _, k := range keys {
@@ -251,6 +278,7 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
 	// the masters by the downgrade round).
 	if h.count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
 		h.mode = protocol.Shared
+		s.a.leaveCohort(h) // the masters' record becomes shared: no exclusive holder may inherit it
 		s.a.mu.Lock()
 		if s.a.holds[h.rh] == h {
 			s.a.metrics.holdDowngraded(h)
@@ -268,8 +296,9 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
 	delete(s.holds, key)
 	rel := s.releaseStarted(key.name)
 	return 0, func() {
-		s.a.forget(h)
-		s.a.release(s.ctx, h.rh.Name, h.rh.Holder)
+		if !s.a.handOff(h) {
+			s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
+		}
 		s.releaseDone(key.name, rel)
 	}
 }
@@ -319,6 +348,7 @@ func (s *session) extend(req *protocol.Request) error {
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
+	s.a.leaveCohort(h) // a new lease is this holder's, not the next one's
 	s.spawn(req.Tag, func() error {
 		// One EXTEND of a hold at a time: two in flight could leave the
 		// masters with one lease and the agent with the other.

@@ -48,6 +48,18 @@ type queue struct {
 	wantEntries bool
 	enterAfter  time.Time
 	enterFails  int
+	// yieldUntil is when the contender may try the masters again after a
+	// run of local holders that another agent waited for (see cohort.go).
+	yieldUntil time.Time
+	// wantedAt is when another agent last said it waits for the name.
+	wantedAt time.Time
+}
+
+// yieldLeft is how long the contender still stands back for another agent.
+func (q *queue) yieldLeft(now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.yieldUntil.Sub(now)
 }
 
 // roundDone records whether a round for the head heard from a majority.
@@ -224,9 +236,33 @@ func (a *Agent) contend(q *queue) {
 			case <-ctx.Done():
 			}
 			w.after = nil
+			continue // the release may have passed the name to w: look again
 		}
 		if ctx.Err() != nil {
 			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
+			continue
+		}
+		if cohortable(w.req) && a.inCohort(q.name) {
+			// This agent holds the name in a run of local holders: w is
+			// passed the name when the holder lets go, or tries the masters
+			// once the run ended (its release pokes the queue).
+			if w.req.Wait == 0 {
+				a.finish(q, w, result{err: quorum.ErrBusy})
+				continue
+			}
+			if watch == nil {
+				watch = a.cluster.Watch(ctx, q.name) // to hear that other agents wait
+			}
+			select {
+			case <-q.changed:
+			case <-watch.Wanted():
+				a.cohortWanted(q)
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if d := q.yieldLeft(a.clock.Now()); d > 0 {
+			notBefore = a.clock.Now().Add(d)
 			continue
 		}
 		a.enter(ctx, q)
@@ -270,7 +306,7 @@ func (a *Agent) contend(q *queue) {
 		entry := w.entry
 		q.mu.Unlock()
 		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
-			Claim: claim, Who: who, Entry: entry})
+			Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w)})
 		wasWoken := woken
 		woken = false
 		if err == nil {
@@ -325,6 +361,9 @@ func (a *Agent) contend(q *queue) {
 		if wasWoken {
 			fails++
 		}
+		// Tell an agent that passes the name among its local holders that
+		// it is wanted here (see cohort.go).
+		a.cluster.Wanted(q.name)
 		parked := a.clock.Now()
 		t := a.clock.NewTimer(min(time.Duration(round.RetryAfter)*time.Millisecond, a.cfg.Lock.Lease))
 		select {

@@ -45,7 +45,11 @@ type Who struct {
 type Record struct {
 	Claim Claim
 	Fence int64
-	Who   Who
+	// Top is the last fence of the block the grant reserved (see
+	// AcquireRequest.FenceBlock): a master that re-creates the record
+	// raises its counter to it. It is not one of the hash's fields.
+	Top int64
+	Who Who
 }
 
 // fields are the record's values in recordFields order.

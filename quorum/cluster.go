@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,11 @@ type Cluster struct {
 	giveBack string
 	epochs   atomic.Uint64 // numbers the epochs this agent may plant
 
+	// wanted is the message by which this agent tells a name's holder that
+	// it waits for the name (see Wanted); handover its release message
+	// after such a wait (see HandOver).
+	wanted, handover string
+
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
 
@@ -112,7 +118,14 @@ type AcquireRequest struct {
 	// has one: it may then pass the entries behind it. Without one it may
 	// pass no conflicting entry.
 	Entry *Entry
+	// FenceBlock is how many fences the grant reserves (see acquireSrc):
+	// the grant's fence and the FenceBlock-1 after it, which the caller may
+	// hand to later holders of the same hold. 0 or 1: one.
+	FenceBlock int
 }
+
+// block is how many fences req's grant reserves.
+func (req AcquireRequest) block() int64 { return int64(max(req.FenceBlock, 1)) }
 
 // Grant is a won acquire.
 type Grant struct {
@@ -198,7 +211,8 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.Observer = NopObserver{}
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
-		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID}
+		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
+		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID}
 	for i, mc := range cfg.Masters {
 		c.masters = append(c.masters, &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)})
@@ -488,7 +502,8 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		entry = req.Entry.Member()
 	}
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
-		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry)
+		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
+		strconv.FormatInt(req.block(), 10))
 	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
@@ -558,7 +573,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		if err == nil && validity > 0 {
 			claim := req.Claim
 			claim.Slot = slot
-			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Who: req.Who},
+			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
 				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 		}
 		if err == nil {
@@ -589,7 +604,9 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 
 // settleFence makes the grant's fence strictly greater than every earlier
 // grant's: the token is the highest counter among the granting majority, and
-// it is written back to every granting master behind it before the grant is
+// it (with the end of its block: see acquireSrc; every master granted the
+// same block size, so the highest fence ends the highest block) is written
+// back to every granting master behind it before the grant is
 // answered (so that the majority of the next grant, which must overlap this
 // one, counts past it), with the record fixed to carry it. With a majority
 // in step, as when uncontended, nothing is waited for.
@@ -640,11 +657,12 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 }
 
 func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []string) {
-	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)}, []string{strconv.FormatInt(fence, 10)}
+	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)},
+		[]string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+req.block()-1, 10)}
 }
 
-// raiseFence brings req's name's counter on the masters to at least fence
-// (and a record of req there to carry it), in the background.
+// raiseFence brings req's name's counter on the masters to at least the end
+// of fence's block (and a record of req there to carry fence), in the background.
 func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
 	c.cfg.Observer.FenceWriteBack(len(to), false)
 	keys, args := c.raiseFenceArgs(req, fence)
@@ -659,7 +677,7 @@ func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
 
 // releaseOn gives back, on master i alone, a grant of a slot that lost.
 func (c *Cluster) releaseOn(name, holder string, i int) {
-	keys, args := c.releaseArgs(name, holder, false)
+	keys, args := c.releaseArgs(name, holder, c.giveBack)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 		defer cancel()
@@ -667,11 +685,9 @@ func (c *Cluster) releaseOn(name, holder string, i int) {
 	})
 }
 
-func (c *Cluster) releaseArgs(name, holder string, real bool) (keys, args []string) {
-	message := name
-	if !real {
-		message = c.giveBack
-	}
+// releaseArgs are the release script's keys and arguments; message is the
+// release message: the name for a release, c.giveBack or c.handover.
+func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string) {
 	return []string{c.setKey(name), c.holderKey(name, holder)},
 		[]string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 }
@@ -682,7 +698,7 @@ func (c *Cluster) releaseArgs(name, holder string, real bool) (keys, args []stri
 // this agent's own, which would only fail again at once. On each master the release follows the acquire on the same
 // connection, so it lands after it even if the acquire is still in flight.
 func (c *Cluster) releaseAsync(name, holder string) {
-	c.goBackground(func() { c.release(context.Background(), name, holder, false) })
+	c.goBackground(func() { c.release(context.Background(), name, holder, c.giveBack) })
 }
 
 // Release drops holder's hold of name on every connected master and wakes
@@ -695,11 +711,20 @@ func (c *Cluster) releaseAsync(name, holder string) {
 // returns how many of the masters that answered held it; errors only when
 // none answered.
 func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
-	return c.release(ctx, name, holder, true)
+	return c.release(ctx, name, holder, name)
 }
 
-func (c *Cluster) release(ctx context.Context, name, holder string, real bool) (int, error) {
-	keys, args := c.releaseArgs(name, holder, real)
+// HandOver is Release by an agent that held name for a run of its local
+// holders while another agent waited (see Wanted), and now stands back:
+// its message wakes other agents' waiters as a recheck (Watch.Recheck), so
+// that an attempt that fails says nothing about contention and costs no
+// back-off, and this agent's own waiters not at all.
+func (c *Cluster) HandOver(ctx context.Context, name, holder string) (int, error) {
+	return c.release(ctx, name, holder, c.handover)
+}
+
+func (c *Cluster) release(ctx context.Context, name, holder, message string) (int, error) {
+	keys, args := c.releaseArgs(name, holder, message)
 	held := 0
 	var errs []error
 	ok := c.everywhere(ctx, OpRelease, releaseScript, keys, args, func(a answer) error {
@@ -770,7 +795,7 @@ func (c *Cluster) ReleaseMany(ctx context.Context, holds []RenewKey) {
 	}
 	calls := make([]call, len(holds))
 	for i, h := range holds {
-		keys, args := c.releaseArgs(h.Name, h.Holder, true)
+		keys, args := c.releaseArgs(h.Name, h.Holder, h.Name)
 		calls[i] = call{keys: keys, args: args}
 	}
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
@@ -981,7 +1006,7 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 			args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
 			calls = append(calls, call{
 				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
-				args: append(args, k.Record.fields()...),
+				args: append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)),
 			})
 		}
 		if len(calls) == 0 {
@@ -1079,11 +1104,17 @@ type Watch struct {
 	channel string
 	wake    chan struct{}
 	recheck chan struct{}
+	wanted  chan struct{}
 	once    sync.Once
 }
 
 // C returns the wake-up channel.
 func (w *Watch) C() <-chan struct{} { return w.wake }
+
+// Wanted receives (coalesced) when another agent said it waits for the name
+// (see Cluster.Wanted). Messages are lost while a master is unreachable:
+// it is a hint for fairness, never a fact to be safe by.
+func (w *Watch) Wanted() <-chan struct{} { return w.wanted }
 
 // Recheck receives (coalesced) when a master confirmed the subscription: a
 // release before it would have been missed, so look again. It is not a
@@ -1095,7 +1126,7 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1)}
+	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	if set == nil {
@@ -1159,11 +1190,81 @@ func (c *Cluster) onMessage(channel, message string) {
 	if message == c.giveBack {
 		return
 	}
+	if strings.HasPrefix(message, handoverPrefix) {
+		if message != c.handover {
+			c.watchMu.Lock()
+			for w := range c.watches[channel] {
+				signal(w.recheck)
+			}
+			c.watchMu.Unlock()
+		}
+		return
+	}
+	if strings.HasPrefix(message, wantedPrefix) {
+		// Not a release: it must not wake waiters, whose attempts would
+		// fail and say so again.
+		if message != c.wanted {
+			c.watchMu.Lock()
+			for w := range c.watches[channel] {
+				signal(w.wanted)
+			}
+			c.watchMu.Unlock()
+		}
+		return
+	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	for w := range c.watches[channel] {
 		w.signal()
 	}
+}
+
+// wantedPrefix starts the message of Wanted, handoverPrefix that of
+// HandOver; no name has a space.
+const (
+	wantedPrefix   = "wanted "
+	handoverPrefix = "handover "
+)
+
+// Wanted tells the agent that holds name, if it watches the name, that this
+// agent has a waiter for it: an agent that passes a name among its local
+// holders (see AcquireRequest.FenceBlock) then gives it up within its
+// bounds. It publishes on every connected master, in the background, and
+// returns at once; a message can be lost (a master down, or the holder's
+// subscription not yet made), so it serves fairness only.
+func (c *Cluster) Wanted(name string) {
+	if c.closed() {
+		return
+	}
+	ch := c.channel(name)
+	c.goBackground(func() {
+		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
+			if cl := m.conn(laneRounds); cl != nil {
+				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(c.wanted).Build())
+			}
+		})
+	})
+}
+
+// Retag makes holder's record of name on every master that has it carry r's
+// fence and who-info: the hold was passed to another local holder, and WHO
+// should name it. It returns when every master answered or its deadline
+// (4×MasterTimeout) passed, and says on how many it landed. A master that
+// missed it keeps the earlier holder's fence and who-info, which only WHO
+// reads, until a renewal re-creates the record.
+func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int {
+	if c.closed() {
+		return 0
+	}
+	f := r.fields() // recordFields order: fence is 3, who-info 4..8
+	keys, args := []string{c.holderKey(name, holder)}, append([]string{f[3]}, f[4:]...)
+	var n atomic.Int32
+	c.eachMaster(ctx, func(ctx context.Context, m *master) {
+		if v, err := m.eval(ctx, retagScript, keys, args).AsInt64(); err == nil && v == 1 {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
 }
 
 func (c *Cluster) wakeAll() {

@@ -113,6 +113,7 @@ func TestQueueEntriesOfADeadAgentLapse(t *testing.T) {
 		t.Fatalf("an entry on another name's queue: %v", err)
 	}
 	c.Dequeue(ctx, "d", []Entry{live})
+	awaitTombstones(t, servers, "t:{d}:qx:"+live.Member())
 	r := c.Renew(ctx, time.Second, []RenewKey{{Name: "d", Holder: live.Member(), Entry: true, Lease: time.Second}})
 	if r[0].Gone != 3 {
 		t.Fatalf("a dequeued entry's heartbeat: %+v, want gone everywhere", r[0])
@@ -167,6 +168,7 @@ func TestQueueSplitVote(t *testing.T) {
 		t.Fatalf("a claim with an entry ahead on one master of three: %v", err)
 	}
 	c.Release(ctx, "sv", "h")
+	awaitKeys(t, servers, "t:{sv}:h:h")
 	servers[1].Do("ZADD", "t:{sv}:q", "1", lone.Member())
 	servers[1].Do("ZADD", "t:{sv}:qd", "99999999999999", lone.Member())
 	var round *RoundError
@@ -175,5 +177,40 @@ func TestQueueSplitVote(t *testing.T) {
 	}
 	if _, err := c.Acquire(ctx, entryReq("sv", "h3", Claim{}, &lone)); err != nil || g.Fence == 0 {
 		t.Fatalf("the entry itself: %v", err)
+	}
+}
+
+// awaitTombstones waits until every server has the key.
+func awaitTombstones(t *testing.T, servers []*redistest.Server, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		n := 0
+		for _, s := range servers {
+			n += s.Keys(key)
+		}
+		if n == len(servers) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d masters have %s", n, key)
+		}
+	}
+}
+
+// awaitKeys waits until no server has a key matching pattern: a release or
+// dequeue returns once a majority answered, and lands on the rest just after.
+func awaitKeys(t *testing.T, servers []*redistest.Server, pattern string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		n := 0
+		for _, s := range servers {
+			n += s.Keys(pattern)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d masters still have %s", n, pattern)
+		}
 	}
 }

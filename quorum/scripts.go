@@ -128,7 +128,7 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // KEYS: set, fence, holder key, marker, queue, queue deadlines. ARGV:
 // holder, lease ms, holder key prefix, epoch, quarantine ms, mode, limit,
 // slot (0: any), agent, pid, uid, owner, since, the claim's queue entry (”:
-// none).
+// none), fence block (absent: 1).
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
 // holders block it} when held, {0, ms, 0} when the queue blocks it (ms: see
@@ -146,6 +146,14 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // grant takes far more than a µs, so a fence never repeats or goes back even
 // when every master lost its counters, as long as master clocks do not step
 // back and differ by less than the quarantine.
+//
+// A grant may reserve a block of B fences (ARGV[15]): the grant's fence F is
+// the block's first, the counter is left at its last, F+B-1, and the holder's
+// agent hands F+1 … F+B-1 to local holders in turn without asking the masters
+// (lock cohorting). The next grant anywhere counts past the whole block. The
+// clock bound holds while a grant of B fences takes more than B µs: the agent
+// asks for a block only while other local waiters queue behind the one it
+// works for, and keeps B small (cohort_max_handoffs+1).
 const acquireSrc = gateLua + queueLua + `
 local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
 if q > 0 then return {-2, q} end
@@ -196,8 +204,9 @@ if qwait >= 0 then return {0, qwait, 0} end
 local cur = redis.call('GET', KEYS[2])
 local fence
 if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
+local block = math.max(tonumber(ARGV[15] or '1') or 1, 1)
+redis.call('SET', KEYS[2], string.format('%d', fence + block - 1))
 fence = string.format('%d', fence)
-redis.call('SET', KEYS[2], fence)
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
@@ -249,9 +258,11 @@ return out
 // lacks it (it was down at the grant, or expired the key while paused), so
 // the hold regains its full redundancy. It never re-creates it beside a
 // holder it is not compatible with, never undoes a release, and raises the
-// fence counter to the hold's fence. KEYS: set, fence, holder key, marker.
+// fence counter to the last fence of the hold's block (see acquireSrc).
+// KEYS: set, fence, holder key, marker.
 // ARGV: holder, lease ms, holder key prefix, epoch, quarantine ms, then the
-// record's fields in recordFields order.
+// record's fields in recordFields order, then the block's last fence (absent:
+// the record's fence).
 // Returns 2 if re-created, 1 if it was there, 0 if it may not be, -2 while quarantined.
 const repairSrc = gateLua + `
 local q = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
@@ -280,8 +291,9 @@ redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[9]) then
-  redis.call('SET', KEYS[2], ARGV[9])
+local top = math.max(tonumber(ARGV[9]), tonumber(ARGV[15] or ARGV[9]))
+if tonumber(redis.call('GET', KEYS[2]) or '0') < top then
+  redis.call('SET', KEYS[2], string.format('%d', top))
 end
 return 2
 `
@@ -316,15 +328,16 @@ redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 `
 
-// raiseFenceSrc raises the fence counter to at least ARGV[1] and, if the
-// holder's record exists, makes it carry that fence.
+// raiseFenceSrc raises the fence counter to at least ARGV[2], the last
+// fence of the grant's block (absent: ARGV[1]), and, if the holder's record
+// exists, makes it carry the grant's fence ARGV[1].
 // KEYS: fence, holder key. Returns the counter after.
 const raiseFenceSrc = `
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = tonumber(ARGV[1])
+local want = math.max(tonumber(ARGV[1]), tonumber(ARGV[2] or ARGV[1]))
 if cur < want then
-  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[1], string.format('%d', want))
   return want
 end
 return cur
@@ -409,6 +422,18 @@ local t = redis.call('TIME')
 return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)), '+inf')
 `
 
+// retagSrc makes a live record name its current holder: the fence and
+// who-info of a hold that its agent passed to another local holder (see
+// AcquireRequest.FenceBlock). It never creates a record. It writes no fence
+// counter: the block's end is there since the grant.
+// KEYS: holder key. ARGV: fence, agent, pid, uid, owner, since.
+// Returns 1 if the record is there.
+const retagSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6])
+return 1
+`
+
 // whoSrc lists the live holders: {holder, the record's fields in
 // recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
 const whoSrc = `
@@ -482,7 +507,7 @@ func (s *script) fallback() *script {
 
 // allScripts are loaded into a master when it connects or loses its data.
 var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript,
-	enqueueScript, settleScript, dequeueScript, queueLenScript}
+	enqueueScript, settleScript, dequeueScript, queueLenScript, retagScript}
 
 var (
 	acquireScript    = newScript(acquireSrc, 3)
@@ -498,4 +523,5 @@ var (
 	settleScript     = newScript(settleSrc, -1)
 	dequeueScript    = newScript(dequeueSrc, -1)
 	queueLenScript   = newScript(queueLenSrc, -1)
+	retagScript      = newScript(retagSrc, -1)
 )

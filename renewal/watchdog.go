@@ -30,7 +30,8 @@ type Renewer interface {
 }
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
-// not changed after, but by the watchdog's own methods (Extend, Fix).
+// not changed after, but by the watchdog's own methods (Extend, Fix,
+// SetRecord).
 type Hold struct {
 	Name, Holder string
 	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
@@ -43,12 +44,15 @@ type Hold struct {
 	// hold, else the watchdog lease. It sets the hold's lead (see Lead).
 	Lease time.Duration
 	// Record is the grant's (quorum.Grant): a renewal re-creates the hold
-	// with it on a master that lacks it.
+	// with it on a master that lacks it. Guarded by Watchdog.mu once added.
 	Record quorum.Record
 
 	deadline time.Time // guarded by Watchdog.mu
 	expiry   time.Time // deadline less the lead: when it is declared lost; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
+	// pending is the lease of the EXTEND in flight, if any (guarded by
+	// Watchdog.mu): see lead.
+	pending time.Duration
 	// gen counts the EXTENDs begun (guarded by Watchdog.mu): a renewal
 	// round that began under another gen may have landed before or after
 	// the EXTEND on each master, so its answer for h says nothing.
@@ -93,6 +97,12 @@ func (w *Watchdog) lead(h *Hold) time.Duration {
 	lease := h.Lease
 	if lease <= 0 {
 		lease = w.cfg.Lease
+	}
+	if h.pending > 0 {
+		// An EXTEND to a shorter lease is on its way: its deadline gets
+		// that lease's lead (a long lease's lead could exceed a short
+		// lease's whole validity, losing the hold at once).
+		lease = min(lease, h.pending)
 	}
 	return max(w.cfg.MinLead, lease/50)
 }
@@ -178,7 +188,7 @@ func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool
 	_, ok := w.holds[h]
 	if ok {
 		h.gen++
-		h.Lease = lease // before the deadline: it sets the lead
+		h.Lease, h.pending = lease, 0 // before the deadline: they set the lead
 		w.setDeadline(h, deadline)
 	}
 	w.mu.Unlock()
@@ -195,7 +205,7 @@ func (w *Watchdog) Fix(h *Hold, lease time.Duration, deadline time.Time) bool {
 	if ok {
 		h.gen++
 		h.Fixed = true
-		h.Lease = lease
+		h.Lease, h.pending = lease, 0
 		w.setDeadline(h, deadline)
 	}
 	w.mu.Unlock()
@@ -214,6 +224,7 @@ func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
 	_, ok := w.holds[h]
 	if ok {
 		h.gen++
+		h.pending = lease
 		if d := w.cfg.Clock.Now().Add(quorum.Validity(lease, 0, w.cfg.DriftFactor)); d.Before(h.deadline) {
 			w.setDeadline(h, d)
 		}
@@ -221,6 +232,19 @@ func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
 	w.mu.Unlock()
 	w.poke()
 	return ok
+}
+
+// SetRecord makes r the record a renewal re-creates h with where a master
+// lacks it: the hold passed to another local holder, with a fence of its
+// grant's block. It returns false if h is no longer watched.
+func (w *Watchdog) SetRecord(h *Hold, r quorum.Record) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.holds[h]; !ok {
+		return false
+	}
+	h.Record = r
+	return true
 }
 
 // Validity returns how long h is still known valid, and false if h is not watched.

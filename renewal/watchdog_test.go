@@ -19,6 +19,7 @@ type scriptedRenewer struct {
 	answer quorum.RenewResult
 	rounds int
 	keys   int
+	last   []quorum.RenewKey // the last round's
 }
 
 func (s *scriptedRenewer) Renew(_ context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
@@ -26,6 +27,7 @@ func (s *scriptedRenewer) Renew(_ context.Context, _ time.Duration, keys []quoru
 	defer s.mu.Unlock()
 	s.rounds++
 	s.keys += len(keys)
+	s.last = append([]quorum.RenewKey(nil), keys...)
 	out := make([]quorum.RenewResult, len(keys))
 	for i := range out {
 		out[i] = s.answer
@@ -137,6 +139,26 @@ func TestRenewedHoldLivesOnFarPastItsLease(t *testing.T) {
 	h.expectNoLoss()
 	if v, ok := h.w.Validity(hold); !ok || v < lease/2 {
 		t.Fatalf("validity %v %v", v, ok)
+	}
+}
+
+func TestRenewalsCarryTheRecordSetLast(t *testing.T) {
+	h := newHarness(t)
+	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+	next := quorum.Record{Fence: 42, Top: 50, Who: quorum.Who{Owner: "next"}}
+	if !h.w.SetRecord(hold, next) {
+		t.Fatal("SetRecord of a watched hold failed")
+	}
+	h.run(lease / 2)
+	h.renewer.mu.Lock()
+	last := h.renewer.last
+	h.renewer.mu.Unlock()
+	if len(last) != 1 || last[0].Record != next {
+		t.Fatalf("renewed with %+v, want the record %+v", last, next)
+	}
+	h.w.Remove(hold)
+	if h.w.SetRecord(hold, next) {
+		t.Fatal("SetRecord of a removed hold succeeded")
 	}
 }
 
@@ -294,4 +316,29 @@ func TestManyFixedHoldsExpireEachAtItsOwnTime(t *testing.T) {
 	if len(expiry) != 0 {
 		t.Fatalf("%d holds never lost", len(expiry))
 	}
+}
+
+// TestAShortExtendOfALongLeaseIsNotLostAtOnce: an EXTEND (or a multi-lock's
+// ttl=) that takes a 15s watchdog hold down to 300ms pulls its deadline in
+// to 300ms, with the lead of a 300ms lease: the 15s lease's 300ms lead
+// used to lose it the moment the EXTEND began.
+func TestAShortExtendOfALongLeaseIsNotLostAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.w.cfg.Lease = 15 * time.Second
+	hold := &Hold{Name: "long", Holder: "x", Lease: 15 * time.Second}
+	h.w.Add(hold, h.clock.Now().Add(quorum.Validity(15*time.Second, 0, 0.01)))
+	h.settle()
+	start := h.clock.Now()
+	if !h.w.BeginExtend(hold, 300*time.Millisecond) {
+		t.Fatal("begin extend of a watched hold failed")
+	}
+	h.runBy(5*time.Millisecond, 20*time.Millisecond)
+	h.expectNoLoss()
+	if !h.w.Fix(hold, 300*time.Millisecond, start.Add(quorum.Validity(300*time.Millisecond, 0, 0.01))) {
+		t.Fatal("the hold was lost while its EXTEND was in flight")
+	}
+	h.runBy(5*time.Millisecond, 250*time.Millisecond)
+	h.expectNoLoss()
+	h.runBy(5*time.Millisecond, 100*time.Millisecond)
+	h.expectLoss(hold, ReasonExpired, start.Add(300*time.Millisecond))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // TestMultiLockAllOrNothing: a multi-lock is granted whole, with fences and
@@ -142,5 +143,33 @@ func TestMultiLockWithTTL(t *testing.T) {
 	}
 	if r := other.Do("LOCK t/kept wait=0"); r.Kind != "BUSY" {
 		t.Fatalf("the re-entered name was given up: %s", r.Line)
+	}
+}
+
+// TestShortTTLsUnderALongLease: with the default 15s watchdog lease, a
+// multi-lock with ttl=100ms and an EXTEND down to 100ms keep their holds
+// until the ttl (a 15s lease's 300ms LOST lead used to lose them at once).
+// The extended watchdog hold then lapses, as documented: it is renewed
+// every lease/3.
+func TestShortTTLsUnderALongLease(t *testing.T) {
+	a := agenttest.Start(t, agenttest.Config(t, redistest.Start(t, 3), 15*time.Second))
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := c.Do("LOCK s/a s/b ttl=100ms"); r.Kind != "OK" || r.Int("validity") > 100 {
+		t.Fatalf("multi-lock ttl=100ms: %s", r.Line)
+	}
+	if r := c.Do("LOCK s/c"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := c.Do("EXTEND s/c ttl=100ms"); r.Kind != "OK" || r.Int("validity") > 100 {
+		t.Fatalf("EXTEND to 100ms: %s", r.Line)
+	}
+	if h := c.Do("HOLDS"); h.Int("n") != 3 {
+		t.Fatalf("holds right after: %+v", h.Data)
+	}
+	start := time.Now()
+	for range 3 {
+		if p := c.Push(time.Second); !strings.HasPrefix(p, "* LOST s/") || time.Since(start) < 50*time.Millisecond {
+			t.Fatalf("push %q after %v", p, time.Since(start))
+		}
 	}
 }

@@ -1,0 +1,296 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
+)
+
+// Lock cohorting. When many local clients take turns on one name, a release
+// and a fresh acquire on the masters per turn cost most of each turn. So a
+// name held exclusively (no ttl=, no limit=, not shared) whose holder lets
+// go while the next waiter of this agent's queue wants the same kind of hold
+// is passed to that waiter inside the agent: the record in the masters stays
+// under its holder id and the watchdog keeps renewing it; the new holder gets
+// a hold of its own with count 1 and the next fence of the block its grant
+// reserved (quorum.AcquireRequest.FenceBlock).
+//
+// Safety. Exclusion: the masters' record never lapses between the two local
+// holders, and the agent ends one local hold before it starts the next,
+// under the locks that order every grant. Fences: the grant reserved
+// F … F+B-1 on a majority (every later grant, anywhere, counts past F+B-1),
+// and the run hands out F+1, F+2, … in order and stops at F+B-1. A hold
+// with less than half a lease of validity left is released, not passed on,
+// so a new holder never starts on a hold about to be lost; a loss of the
+// record reaches whoever holds it then as * LOST, as for any hold.
+//
+// Fairness. Other agents' waiters would wait for the whole run: an agent
+// whose attempt finds the name held says so on the name's release channel
+// (quorum.Cluster.Wanted), and the holding agent, subscribed while it has
+// waiters for the name, then ends the run at the first release after
+// cohort_max_hold from its grant and stands back for cohortYield before it
+// tries the masters again, so that the waiter that was woken by its release
+// wins. A message and not a marker key: a key would have to be read, and
+// reading it on each hand-over would cost a round trip that the run is
+// there to save, while the subscription exists anyway (it wakes the agent's
+// own waiters) and a PUBLISH costs the waiting agent nothing it waits for.
+// Messages are lost while a master is unreachable or before the holder's
+// subscription is made; then the run ends with its block
+// (cohort_max_handoffs hand-overs) as it would anyway, and the waiter, woken
+// by that release, says so again if it loses the race. Nothing safe depends
+// on them.
+
+// cohort is a name this agent holds exclusively in the masters and passes
+// among its local holders. Its fields are guarded by Agent.mu.
+type cohort struct {
+	name    string
+	rh      *renewal.Hold // the record in the masters, renewed by the watchdog
+	next    int64         // the next fence to hand out
+	top     int64         // the block's last fence
+	started time.Time     // when the masters granted it
+	wanted  bool          // another agent said it waits for the name
+	record  quorum.Record // the current holder's, for WHO (see retag)
+	// retag says the holder changed since the record was last sent to the
+	// masters; retagging that a goroutine is sending it.
+	retag, retagging bool
+}
+
+// retagEvery spaces the rewrites of a passed-on record's who-info, so that
+// a fast run costs the masters at most one small script per interval.
+const retagEvery = 10 * time.Millisecond
+
+// cohortOn says whether lock cohorting is configured.
+func (a *Agent) cohortOn() bool {
+	return a.cfg.Lock.CohortMaxHandoffs > 0 && a.cfg.Lock.CohortMaxHold > 0
+}
+
+// cohortYield is how long the agent stands back after a run that another
+// agent waited for ended, before it tries the masters for its own waiters.
+func (a *Agent) cohortYield() time.Duration { return a.cfg.Lock.CohortMaxHold / 2 }
+
+// cohortable says whether a LOCK may take part in a run of local holders:
+// an exclusive lock kept by the watchdog.
+func cohortable(l protocol.Lock) bool {
+	return l.Mode != protocol.Shared && limitOf(l) == 1 && l.TTL == 0 && !l.Fair
+}
+
+// fenceBlock is how many fences an attempt for q's head w reserves: a
+// block when the waiter behind w could take the name from it, else one
+// (no fences are spent on a run that cannot start).
+func (a *Agent) fenceBlock(q *queue, w *waiter) int {
+	if !a.cohortOn() || !cohortable(w.req) {
+		return 1
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiters) < 2 || q.waiters[0] != w || !cohortable(q.waiters[1].req) {
+		return 1
+	}
+	return a.cfg.Lock.CohortMaxHandoffs + 1
+}
+
+// startCohortLocked makes h, just granted with g, the first holder of a run
+// if g reserved a block. Agent.mu is held.
+func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
+	if g.Record.Top <= g.Fence || !cohortable(l) {
+		return
+	}
+	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: g.Record.Top, started: a.clock.Now(), record: g.Record}
+	if q := a.queues[c.name]; q != nil {
+		q.mu.Lock()
+		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
+		q.mu.Unlock()
+	}
+	h.cohort = c
+	a.cohorts[c.name] = c
+}
+
+// endCohortLocked ends h's run, if h is its holder: h's hold is about to be
+// released or was lost. After a run another agent waited for, the queue
+// stands back (see cohortYield) and it says so: the release is then a
+// hand-over (quorum.Cluster.HandOver). Agent.mu is held.
+func (a *Agent) endCohortLocked(h *hold) (handOver bool) {
+	c := h.cohort
+	if c == nil || a.cohorts[c.name] != c {
+		return false
+	}
+	delete(a.cohorts, c.name)
+	if !c.wanted {
+		return false
+	}
+	if q := a.queues[c.name]; q != nil {
+		q.mu.Lock()
+		q.yieldUntil = a.clock.Now().Add(a.cohortYield())
+		q.mu.Unlock()
+	}
+	return true
+}
+
+// leaveCohort stops h's run from passing the name on: the hold changed in a
+// way a new holder must not inherit (EXTEND set another lease, a downgrade
+// made it shared). Its release is then a real one.
+func (a *Agent) leaveCohort(h *hold) {
+	a.mu.Lock()
+	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
+		delete(a.cohorts, c.name)
+	}
+	a.mu.Unlock()
+}
+
+// inCohort says whether this agent holds name in a run that its next
+// waiter will be passed: the queue's contender then waits instead of
+// asking the masters, which would only answer that the name is held.
+func (a *Agent) inCohort(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cohorts[name] != nil
+}
+
+// wantedFor is how long the agent takes another agent's word that it waits
+// for a name: a waiter says so once per attempt, and goes on waiting after
+// it (the runs that start meanwhile must know), while a waiter that left
+// costs the runs of the next wantedFor their length beyond cohort_max_hold.
+const wantedFor = time.Second
+
+// cohortWanted notes that another agent waits for q's name.
+func (a *Agent) cohortWanted(q *queue) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q.mu.Lock()
+	q.wantedAt = a.clock.Now()
+	q.mu.Unlock()
+	if c := a.cohorts[q.name]; c != nil {
+		c.wanted = true
+	}
+}
+
+// handOff passes h's name, which h's session has just let go (h is out of
+// the session's holds), to the head of the name's queue without a release
+// in the masters, and says whether it did. If not, the caller releases h.
+func (a *Agent) handOff(h *hold) bool {
+	if h.cohort == nil {
+		return false
+	}
+	for range 3 { // a head that went away meanwhile: the next one
+		w := a.cohortHead(h.cohort.name)
+		if w == nil {
+			return false
+		}
+		switch a.passTo(h, w) {
+		case passed:
+			return true
+		case gone:
+			continue
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// cohortHead is the head of name's queue if it may take the name from a run.
+func (a *Agent) cohortHead(name string) *waiter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q := a.queues[name]
+	if q == nil {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiters) == 0 || q.waiters[0].state != queued || !cohortable(q.waiters[0].req) {
+		return nil
+	}
+	return q.waiters[0]
+}
+
+type passResult int
+
+const (
+	passed  passResult = iota
+	gone               // w left the queue meanwhile: try the next head
+	refused            // the run may not go on: release
+)
+
+// passTo makes w the holder of h's name. Everything is decided and done
+// under w's session's mu, Agent.mu and the queue's mu (the lock order), so
+// that a loss, a withdrawal or a session closing either happen before (and
+// the pass is refused) or find w's new hold.
+func (a *Agent) passTo(h *hold, w *waiter) passResult {
+	c := h.cohort
+	s := w.sess
+	key := holdKey{c.name, w.req.Owner}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.holds[key] != nil {
+		return refused
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping || a.holds[h.rh] != h || a.cohorts[c.name] != c || !a.mayPassLocked(c) {
+		return refused
+	}
+	validity, ok := a.watchdog.Validity(h.rh)
+	if !ok || validity < a.cfg.Lock.Lease/2 {
+		return refused
+	}
+	if !w.q.remove(w, granted) {
+		return gone
+	}
+	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, count: 1, acquired: []protocol.Mode{w.req.Mode},
+		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
+	c.next++
+	a.metrics.holdEnded(h)
+	a.holds[h.rh] = next
+	a.metrics.holdStarted(next)
+	s.holds[key] = next
+	s.dropWaitLocked(w)
+	who := w.who
+	who.SinceMilli = time.Now().UnixMilli()
+	c.record.Fence, c.record.Who = next.fence, who
+	// A master that lacks the record gets it back with the new holder's
+	// fence and who-info (and the counter at the block's end).
+	a.watchdog.SetRecord(h.rh, c.record)
+	c.retag = true
+	if !c.retagging {
+		c.retagging = true
+		go a.retagLoop(c)
+	}
+	w.done <- next.snapshot(validity)
+	return passed
+}
+
+// mayPassLocked says whether c's run may go on: fences are left in its
+// block, and no other agent has waited past cohort_max_hold. Agent.mu is held.
+func (a *Agent) mayPassLocked(c *cohort) bool {
+	if c.next > c.top {
+		return false
+	}
+	return !c.wanted || a.clock.Now().Sub(c.started) < a.cfg.Lock.CohortMaxHold
+}
+
+// retagLoop writes c's current holder into its record on the masters, at
+// most once per retagEvery, until the holder stops changing or the run ends.
+func (a *Agent) retagLoop(c *cohort) {
+	ctx := a.runCtx
+	for {
+		a.mu.Lock()
+		if !c.retag || a.holds[c.rh] == nil || ctx.Err() != nil {
+			c.retagging = false
+			a.mu.Unlock()
+			return
+		}
+		c.retag = false
+		record := c.record
+		a.mu.Unlock()
+		a.cluster.Retag(ctx, c.name, c.rh.Holder, record)
+		t := time.NewTimer(retagEvery)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}

@@ -1,0 +1,212 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// counter reads a name's fence counter on one master (0 if it has none).
+func counter(t testing.TB, s *redistest.Server, name string) int64 {
+	t.Helper()
+	v, _ := s.Do("GET", "t:{"+name+"}:fence")
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// awaitCounters waits until every master's counter of name is at least top:
+// write-backs to masters the round did not wait for land in the background.
+func awaitCounters(t testing.TB, servers []*redistest.Server, name string, top int64) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		low := -1
+		for i, s := range servers {
+			if counter(t, s, name) < top {
+				low = i
+			}
+		}
+		if low < 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("master %d counts %d for %s, below the block's end %d", low, counter(t, servers[low], name), name, top)
+		}
+	}
+}
+
+func blockReq(name, holder string, block int) AcquireRequest {
+	r := req(name, holder)
+	r.FenceBlock = block
+	return r
+}
+
+func TestAFenceBlockIsReservedOnTheMasters(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, blockReq("b", "h1", 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Record.Top != g.Fence+7 {
+		t.Fatalf("grant %+v: top %d, want fence+7", g, g.Record.Top)
+	}
+	awaitCounters(t, servers, "b", g.Record.Top)
+	for i, s := range servers {
+		if v, _ := s.Do("HGET", "t:{b}:h:h1", "fence"); v != strconv.FormatInt(g.Fence, 10) {
+			t.Fatalf("master %d records fence %q, want the block's first %d", i, v, g.Fence)
+		}
+	}
+	c.Release(ctx, "b", "h1")
+	for round, block := range []int{1, 3, 0} {
+		g2, err := c.Acquire(ctx, blockReq("b", fmt.Sprintf("h%d", round+2), block))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g2.Fence <= g.Record.Top {
+			t.Fatalf("block %d: fence %d after a block that ended at %d", block, g2.Fence, g.Record.Top)
+		}
+		if want := g2.Fence + int64(max(block, 1)) - 1; g2.Record.Top != want {
+			t.Fatalf("block %d: top %d, want %d", block, g2.Record.Top, want)
+		}
+		c.Release(ctx, "b", fmt.Sprintf("h%d", round+2))
+		g = g2
+	}
+}
+
+// TestFenceBlocksGrowAcrossShiftingMajorities: the write-back of a grant
+// that some masters counted behind raises them to the end of its block, so
+// the next grant, through another majority, counts past every fence of it.
+func TestFenceBlocksGrowAcrossShiftingMajorities(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	// One master far ahead: the grant takes its count, the others are written back.
+	if _, err := servers[1].Do("SET", "t:{s}:fence", strconv.FormatInt(time.Now().Unix()*1_000_000+5_000_000, 10)); err != nil {
+		t.Fatal(err)
+	}
+	var top int64
+	for round := range 9 {
+		paused := servers[round%3]
+		paused.Pause()
+		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateDown })
+		g, err := c.Acquire(ctx, blockReq("s", fmt.Sprintf("h%d", round), 1+round%4*10))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if g.Fence <= top {
+			t.Fatalf("round %d: fence %d not past the last block's end %d", round, g.Fence, top)
+		}
+		top = g.Record.Top
+		var up []*redistest.Server
+		for i, s := range servers {
+			if i != round%3 {
+				up = append(up, s)
+			}
+		}
+		awaitCounters(t, up, "s", top)
+		if _, err := c.Release(ctx, "s", fmt.Sprintf("h%d", round)); err != nil {
+			t.Fatal(err)
+		}
+		paused.Resume()
+		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateUp })
+	}
+}
+
+// TestRepairRaisesTheCounterToTheBlocksEnd: a master that missed the grant
+// and has the hold re-created by a renewal counts past the whole block.
+func TestRepairRaisesTheCounterToTheBlocksEnd(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	c.masters[2].mu.Lock()
+	c.masters[2].state = StateDown
+	c.masters[2].mu.Unlock()
+	g, err := c.Acquire(ctx, blockReq("r", "h", 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.masters[2].mu.Lock()
+	c.masters[2].state = StateUp
+	c.masters[2].mu.Unlock()
+	if n := counter(t, servers[2], "r"); n != 0 {
+		t.Fatalf("the down master counts %d", n)
+	}
+	res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h", Record: g.Record}})
+	if res[0].Repaired != 1 {
+		t.Fatalf("renew %+v", res[0])
+	}
+	if n := counter(t, servers[2], "r"); n != g.Record.Top {
+		t.Fatalf("the repaired master counts %d, want the block's end %d", n, g.Record.Top)
+	}
+	if v, _ := servers[2].Do("HGET", "t:{r}:h:h", "fence"); v != strconv.FormatInt(g.Fence, 10) {
+		t.Fatalf("re-created record has fence %q, want %d", v, g.Fence)
+	}
+}
+
+func TestRetagNamesTheNewHolderOfALiveRecordOnly(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, blockReq("t", "h", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := g.Record
+	next.Fence = g.Fence + 1
+	next.Who = Who{Agent: "t", PID: 7, UID: 8, Owner: "second", SinceMilli: 99}
+	if n := c.Retag(ctx, "t", "h", next); n < 2 {
+		t.Fatalf("retag landed on %d masters", n)
+	}
+	who, err := c.Who(ctx, "t")
+	if err != nil || len(who) != 1 || who[0].ID != "h" || who[0].Record.Who != next.Who || who[0].Record.Fence != next.Fence {
+		t.Fatalf("who = %+v, %v; want %+v with fence %d", who, err, next.Who, next.Fence)
+	}
+	if n := counter(t, servers[0], "t"); n != g.Record.Top {
+		t.Fatalf("retag moved the counter to %d", n)
+	}
+	c.Release(ctx, "t", "h")
+	awaitKeys(t, servers, "t:{t}:h:h")
+	if n := c.Retag(ctx, "t", "h", next); n != 0 {
+		t.Fatalf("a released record was retagged on %d masters", n)
+	}
+	for _, s := range servers {
+		if s.Keys("t:{t}:h:h") != 0 {
+			t.Fatal("retag re-created a released record")
+		}
+	}
+}
+
+// TestWantedReachesTheOtherAgentsWatchOnly: the message that an agent
+// waits for a name reaches the watches of other agents, not its own, and
+// wakes no waiter.
+func TestWantedReachesTheOtherAgentsWatchOnly(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	holder := newCluster(t, servers, time.Second)
+	waiter := runCluster(t, testConfig(t, servers, time.Second, false))
+	waitSubscribed(t, holder)
+	w := holder.Watch(context.Background(), "n")
+	defer w.Close()
+	drainWake(w)
+	holder.Wanted("n") // its own: ignored
+	select {
+	case <-w.Wanted():
+		t.Fatal("an agent heard its own wanted message")
+	case <-w.C():
+		t.Fatal("a wanted message woke a waiter")
+	case <-time.After(100 * time.Millisecond):
+	}
+	waitStates(t, waiter, func(st []MasterStatus) bool { return st[0].State == StateUp })
+	waiter.Wanted("n")
+	select {
+	case <-w.Wanted():
+	case <-w.C():
+		t.Fatal("a wanted message woke a waiter")
+	case <-time.After(time.Second):
+		t.Fatal("the holder never heard that the name is wanted")
+	}
+}

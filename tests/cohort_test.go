@@ -1,0 +1,239 @@
+package tests
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// cohortChurn runs local clients on agent a and remote ones on agent b,
+// each taking name and holding it up to maxHold, until stop; with chaos it
+// also pauses masters at random (one at a time, and two now and then, so
+// that holds are lost). It returns every hold, sorted by start: from its
+// OK until its UNLOCK was sent or its LOST arrived, on this process's clock.
+func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Server, name string, local, remote int, maxHold time.Duration, d time.Duration, chaos bool) []interval {
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	if chaos {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(5, 6))
+			for round := 0; time.Now().Before(stop); round++ {
+				picked := rng.Perm(len(servers))[:1+round%3/2] // two at once every third round
+				for _, i := range picked {
+					servers[i].Pause()
+				}
+				time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+				for _, i := range picked {
+					servers[i].Resume()
+				}
+				time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
+			}
+		}()
+	}
+	var mu sync.Mutex
+	var held []interval
+	for i := range local + remote {
+		agent := a
+		if i >= local {
+			agent = b
+		}
+		c := agenttest.Dial(t, agent.Config.Socket.Path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 13))
+			for time.Now().Before(stop) {
+				r := c.Do("LOCK " + name + " wait=2s")
+				if r.Kind != "OK" {
+					if r.Code == "NO_QUORUM" {
+						time.Sleep(20 * time.Millisecond)
+					}
+					continue
+				}
+				iv := interval{start: time.Now(), fence: r.Int("fence"), who: i}
+				if r.Int("count") != 1 {
+					t.Errorf("client %d: grant %q has count %d", i, r.Line, r.Int("count"))
+				}
+				select {
+				case p := <-c.Pushes():
+					iv.end = time.Now()
+					if !strings.HasPrefix(p, "* LOST "+name) {
+						t.Errorf("client %d: unexpected push %q", i, p)
+					}
+				case <-time.After(time.Duration(rng.Int64N(int64(maxHold) + 1))):
+					iv.end = time.Now()
+					c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
+				}
+				mu.Lock()
+				held = append(held, iv)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
+	return held
+}
+
+// checkExclusive fails t if two holds overlap or a fence does not grow in
+// grant order, and returns how many grants were hand-overs within an agent
+// (the fence one past the previous grant's, from the same agent's client
+// group: local clients are < local).
+func checkExclusive(t *testing.T, held []interval, local int) (handOvers int) {
+	t.Helper()
+	for i := 1; i < len(held); i++ {
+		prev, cur := held[i-1], held[i]
+		if cur.start.Before(prev.end) {
+			t.Fatalf("overlap: client %d held fence %d until %v, client %d got fence %d at %v",
+				prev.who, prev.fence, prev.end, cur.who, cur.fence, cur.start)
+		}
+		if cur.fence <= prev.fence {
+			t.Fatalf("fence %d (client %d) granted after %d (client %d)", cur.fence, cur.who, prev.fence, prev.who)
+		}
+		if cur.fence == prev.fence+1 && (cur.who < local) == (prev.who < local) {
+			handOvers++
+		}
+	}
+	return handOvers
+}
+
+// TestCohortNoOverlapAndFencesGrow: many clients of one agent and a few of
+// another take turns on one name, so that the first agent passes it among
+// its clients: no two holds overlap and fences grow in grant order, across
+// the hand-overs and the real releases between the agents.
+func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
+	a, b, servers := twoAgents(t, time.Second)
+	const local, remote = 10, 3
+	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, 4*time.Second, false)
+	handOvers := checkExclusive(t, held, local)
+	byGroup := [2]int{}
+	for _, h := range held {
+		byGroup[min(h.who/local, 1)]++
+	}
+	if handOvers < len(held)/4 || byGroup[1] < 10 {
+		t.Fatalf("%d grants, %d hand-overs, %d to the other agent: the run did not form, or starved the other agent", len(held), handOvers, byGroup[1])
+	}
+	t.Logf("%d grants (%d on the other agent), %d of them hand-overs within an agent; no overlap, fences grow", len(held), byGroup[1], handOvers)
+}
+
+// TestCohortUnderMasterPauses: the same while masters are paused at
+// random, sometimes two at once for longer than a lease, so that runs end
+// with * LOST to whoever holds the name then.
+func TestCohortUnderMasterPauses(t *testing.T) {
+	a, b, servers := twoAgents(t, time.Second)
+	const local, remote = 6, 2
+	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, 8*time.Second, true)
+	handOvers := checkExclusive(t, held, local)
+	if len(held) < 20 || handOvers == 0 {
+		t.Fatalf("only %d grants, %d hand-overs under chaos", len(held), handOvers)
+	}
+	t.Logf("%d grants, %d hand-overs under random master pauses; no overlap, fences grow", len(held), handOvers)
+}
+
+// TestRemoteWaiterServedWithinTheBound: while 8 clients of one agent churn a
+// name with no pause, a client of another agent is granted it within
+// cohort_max_hold (20ms) plus a hand-over between agents, every time.
+func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
+	a, b, _ := twoAgents(t, 15*time.Second)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		c := agenttest.Dial(t, a.Config.Socket.Path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r := c.Do("LOCK busy"); r.Kind == "OK" {
+					c.Do("UNLOCK busy")
+				}
+			}
+		}()
+	}
+	remote := agenttest.Dial(t, b.Config.Socket.Path)
+	time.Sleep(200 * time.Millisecond) // the local run is going
+	var waits []time.Duration
+	for range 30 {
+		start := time.Now()
+		r := remote.Do("LOCK busy wait=5s")
+		waits = append(waits, time.Since(start))
+		if r.Kind != "OK" {
+			t.Fatalf("remote LOCK: %s", r.Line)
+		}
+		remote.Do("UNLOCK busy")
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	slices.Sort(waits)
+	// The bound on this host: 20ms of run, a release, a yield and an
+	// acquire, with -race and everything on two cores.
+	if worst := waits[len(waits)-1]; worst > 150*time.Millisecond {
+		t.Fatalf("the remote waiter waited up to %v (p50 %v)", worst, waits[len(waits)/2])
+	}
+	t.Logf("remote waits: p50 %v, max %v", waits[len(waits)/2], waits[len(waits)-1])
+}
+
+// TestHandOverAnswersHoldsAndWho: a name passed to a local waiter answers it
+// count=1 and the next fence of the block, HOLDS shows that fence, and WHO
+// names the new holder soon after.
+func TestHandOverAnswersHoldsAndWho(t *testing.T) {
+	a, _, _ := twoAgents(t, 15*time.Second)
+	first, second, third := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, a.Config.Socket.Path)
+	if r := first.Do("LOCK h"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	_, secondDone := second.Send("LOCK h owner=second")
+	second.AwaitWaiters(1)
+	_, thirdDone := third.Send("LOCK h owner=third")
+	third.AwaitWaiters(2)
+	first.Do("UNLOCK h") // a real release: nobody waited when first was granted
+	g2 := second.Await(secondDone)
+	if g2.Kind != "OK" {
+		t.Fatal(g2.Line)
+	}
+	// third waited behind second at its grant: second's grant reserved a
+	// block, and its UNLOCK passes the name on.
+	if r := second.Do("UNLOCK h owner=second"); r.Kind != "OK" || r.Int("count") != 0 {
+		t.Fatal(r.Line)
+	}
+	g3 := third.Await(thirdDone)
+	if g3.Kind != "OK" || g3.Int("fence") != g2.Int("fence")+1 || g3.Int("count") != 1 || g3.Int("validity") < 7000 {
+		t.Fatalf("hand-over answered %q after %q, want the next fence, count=1 and most of a lease", g3.Line, g2.Line)
+	}
+	holds := third.Do("HOLDS")
+	want := strconv.FormatInt(g3.Int("fence"), 10)
+	if len(holds.Data) != 1 || holds.Data[0]["fence"] != want || holds.Data[0]["owner"] != "third" || holds.Data[0]["count"] != "1" {
+		t.Fatalf("HOLDS: %q", holds.Data)
+	}
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		who := first.Do("WHO h")
+		if len(who.Data) == 1 && who.Data[0]["owner"] == "third" && who.Data[0]["fence"] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("WHO still says %q", who.Data)
+		}
+	}
+	if r := third.Do("UNLOCK h owner=third"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	// Released for real: the next grant, on any agent, counts past the block.
+	if r := first.Do("LOCK h"); r.Kind != "OK" || r.Int("fence") <= g3.Int("fence") {
+		t.Fatalf("after the run: %q", r.Line)
+	}
+}
