@@ -339,14 +339,24 @@ def holders_from(reply):
     for d in reply.data:
         out.append({"agent": d.get("agent"), "pid": int(d.get("pid", -1)), "uid": int(d.get("uid", -1)),
                     "owner": d.get("owner", ""), "mode": d.get("mode"), "fence": int(d.get("fence", 0)),
-                    "since_ms": int(d.get("since", 0))})
+                    "since_ms": int(d.get("since", 0)), **_semaphore(d)})
     return out
 
 
 def holds_from(reply):
     return [{"name": d.get("name"), "owner": d.get("owner", ""), "fence": int(d.get("fence", 0)),
              "count": int(d.get("count", 0)), "mode": d.get("mode"),
-             "validity": int(d.get("validity", 0)) / 1000.0} for d in reply.data]
+             "validity": int(d.get("validity", 0)) / 1000.0, **_semaphore(d)} for d in reply.data]
+
+
+def _semaphore(d):
+    """A WHO or HOLDS record's limit= and slot=: ints for a semaphore hold,
+    None for a lock (the agent leaves both out)."""
+    out = {}
+    for k in ("limit", "slot"):
+        v = d.get(k, "")
+        out[k] = int(v) if v.isascii() and v.isdigit() else None
+    return out
 
 
 class Hold:
