@@ -15,6 +15,9 @@ it the moment the connection closes. The owner defaults to the calling
 thread (an id numbered once per process, never reused), so a thread locking a
 name it holds re-enters it, and any other thread contends for it.
 
+``client.lock_all(names, ...)`` takes several names at once, all or none,
+and returns a MultiLock: one Lock per name, in the order given.
+
 Names, owners and every option are checked before anything is sent; a bad
 one raises InvalidArgument (InvalidName for a name), a ValueError.
 
@@ -244,13 +247,16 @@ class Client:
         return status_from(self._do("STATUS"))
 
     def who(self, name):
-        """The current holders of ``name``, on any host: a list of dicts, whose
-        ``queued`` attribute is the length of the name's fair queue across
-        agents (None if the agent does not report it)."""
+        """The current holders of ``name``, on any host: a list of dicts
+        (agent, pid, uid, owner, mode, fence, since_ms, and limit and slot:
+        ints for a semaphore hold, None for a lock), whose ``queued``
+        attribute is the length of the name's fair queue across agents (None
+        if the agent does not report it)."""
         return holders_from(self._do("WHO " + check_name(name)))
 
     def holds(self):
-        """The locks this connection holds."""
+        """The locks this connection holds: dicts of name, owner, fence, count,
+        mode, validity (seconds), and limit and slot (None for a lock)."""
         return holds_from(self._do("HOLDS"))
 
 

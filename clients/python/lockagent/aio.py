@@ -8,7 +8,9 @@
 
 ``client.lock(...)`` returns an aio.Lock that ``async with`` acquires and
 releases; ``await client.lock(...)`` (the form of earlier versions) acquires it
-at once, and ``async with await client.lock(...)`` still works. The owner
+at once, and ``async with await client.lock(...)`` still works.
+``client.lock_all(names, ...)`` is the same for several names at once, all
+or none: an aio.MultiLock of one aio.Lock per name. The owner
 defaults to the calling task (an id numbered once per process, never reused),
 so a task locking a name it holds re-enters it. Cancelling a task that waits
 for a lock cancels the wait at the agent and releases a grant that won the race.
