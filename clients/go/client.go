@@ -434,9 +434,11 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 // each is independent (unlock any subset; each may be lost on its own).
 // All of them share one owner. With TTL, the names are won on the watchdog's
 // lease and then each is set to the TTL; if that fails, all are given back.
+// No names, a name given twice, or names too long together for one request
+// line (about 3,900 bytes) are an *ArgError, and nothing is sent.
 func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([]*Lock, error) {
-	if len(names) == 0 {
-		return nil, &ArgError{Arg: "names", Value: "", Want: "at least one name"}
+	if err := checkNames(names); err != nil {
+		return nil, err
 	}
 	var o lockOptions
 	for _, f := range opts {
@@ -448,11 +450,6 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([
 	line, err := lockLine(names[0], o)
 	if err != nil {
 		return nil, err
-	}
-	for _, n := range names[1:] {
-		if err := checkName(n); err != nil {
-			return nil, err
-		}
 	}
 	line = "LOCK " + strings.Join(names, " ") + strings.TrimPrefix(line, "LOCK "+names[0])
 	ls := make([]*Lock, len(names))

@@ -213,6 +213,63 @@ func TestStatusAndWho(t *testing.T) {
 	}
 }
 
+// TestWhoAndHoldsShowSemaphoreSlots: Who's and Holds' records of a
+// semaphore hold carry its limit and slot; a plain lock's carry zeros.
+func TestWhoAndHoldsShowSemaphoreSlots(t *testing.T) {
+	c := dial(t, "")
+	ctx := context.Background()
+	mine := map[int]*lockagent.Lock{} // slot -> lock
+	for range 2 {
+		l, err := c.Lock(ctx, "go/slots", lockagent.Limit(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		mine[l.Slot()] = l
+	}
+	plain, err := c.Lock(ctx, "go/noslots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Unlock(ctx)
+
+	who, err := c.Who(ctx, "go/slots")
+	if err != nil || len(who) != 2 {
+		t.Fatalf("who %+v %v", who, err)
+	}
+	for _, h := range who {
+		if l := mine[h.Slot]; l == nil || h.Limit != 3 || h.Owner != l.Owner() || h.Fence != l.Fence() {
+			t.Fatalf("who %+v, want limit 3 and the slots of %v", who, mine)
+		}
+	}
+	if who, err := c.Who(ctx, "go/noslots"); err != nil || len(who) != 1 || who[0].Limit != 0 || who[0].Slot != 0 {
+		t.Fatalf("who of a lock %+v %v, want limit 0 slot 0", who, err)
+	}
+
+	holds, err := c.Holds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, h := range holds {
+		switch h.Name {
+		case "go/slots":
+			if l := mine[h.Slot]; l == nil || h.Limit != 3 || h.Owner != l.Owner() {
+				t.Fatalf("holds %+v, want limit 3 and the slots of %v", holds, mine)
+			}
+			seen++
+		case "go/noslots":
+			if h.Limit != 0 || h.Slot != 0 {
+				t.Fatalf("holds of a lock %+v, want limit 0 slot 0", h)
+			}
+			seen++
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("holds %+v, want both slots and the lock", holds)
+	}
+}
+
 func TestSharedAndSemaphoreLocks(t *testing.T) {
 	c := dial(t, "")
 	ctx := context.Background()

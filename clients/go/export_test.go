@@ -9,3 +9,6 @@ func SetUnlockGrace(d time.Duration) (restore func()) {
 	unlockGrace = d
 	return func() { unlockGrace = old }
 }
+
+// MaxNamesLen is how many bytes the names of one LockAll may take.
+var MaxNamesLen = maxNamesLen

@@ -42,6 +42,10 @@ type Holder struct {
 	Mode  string    `json:"mode"`
 	Fence int64     `json:"fence"`
 	Since time.Time `json:"since"`
+	// Limit and Slot are a semaphore hold's limit=K and its slot (1 to K);
+	// both 0 for a lock.
+	Limit int `json:"limit,omitempty"`
+	Slot  int `json:"slot,omitempty"`
 }
 
 // Occupancy is who holds a name and how many wait for it, as recorded in
@@ -62,6 +66,10 @@ type Hold struct {
 	Count    int           `json:"count"`
 	Mode     string        `json:"mode"`
 	Validity time.Duration `json:"validity"`
+	// Limit and Slot are a semaphore hold's limit=K and its slot (1 to K);
+	// both 0 for a lock.
+	Limit int `json:"limit,omitempty"`
+	Slot  int `json:"slot,omitempty"`
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
@@ -102,7 +110,8 @@ func (c *Client) Occupancy(ctx context.Context, name string) (Occupancy, error) 
 	o := Occupancy{Holders: make([]Holder, 0, len(r.data)), Queued: -1}
 	for _, d := range r.data {
 		o.Holders = append(o.Holders, Holder{Agent: d["agent"], PID: atoi(d["pid"]), UID: atoi(d["uid"]), Owner: d["owner"],
-			Mode: d["mode"], Fence: atoi64(d["fence"]), Since: time.UnixMilli(atoi64(d["since"]))})
+			Mode: d["mode"], Fence: atoi64(d["fence"]), Since: time.UnixMilli(atoi64(d["since"])),
+			Limit: atoi(d["limit"]), Slot: atoi(d["slot"])})
 	}
 	if q, ok := r.fields["queued"]; ok {
 		if n, err := strconv.Atoi(q); err == nil && n >= 0 {
@@ -121,7 +130,8 @@ func (c *Client) Holds(ctx context.Context) ([]Hold, error) {
 	out := make([]Hold, 0, len(r.data))
 	for _, d := range r.data {
 		out = append(out, Hold{Name: d["name"], Owner: d["owner"], Fence: atoi64(d["fence"]), Count: atoi(d["count"]),
-			Mode: d["mode"], Validity: time.Duration(atoi64(d["validity"])) * time.Millisecond})
+			Mode: d["mode"], Validity: time.Duration(atoi64(d["validity"])) * time.Millisecond,
+			Limit: atoi(d["limit"]), Slot: atoi(d["slot"])})
 	}
 	return out, nil
 }

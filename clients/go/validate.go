@@ -14,6 +14,7 @@ const (
 	maxOwnerLen  = 64
 	maxClientLen = 64
 	maxTagLen    = 32
+	maxLine      = 4096 // a request line, tag included, without its LF
 	maxLimit     = 4096
 	// maxDuration is the agent's bound on any duration: one year.
 	maxDuration = 365 * 24 * time.Hour
@@ -40,6 +41,39 @@ func checkWord(s string, max int, extra string) bool {
 func checkName(name string) error {
 	if !checkWord(name, maxNameLen, "._:/@+-") {
 		return &ArgError{Arg: "name", Value: name, Want: "1-200 bytes of " + nameChars}
+	}
+	return nil
+}
+
+// maxNamesLen is how many bytes the names of one LOCK may take, with a space
+// between each: what a request line leaves once the longest tag and the
+// longest options are counted. A longer line would not be refused as a bad
+// request: the agent closes the connection, and every hold of it with it.
+var maxNamesLen = maxLine - (maxTagLen + 1) - len("LOCK ") - len(" owner="+strings.Repeat("o", maxOwnerLen)+
+	" wait="+durationArg(maxDuration)+" ttl="+durationArg(maxDuration)+
+	" mode=shared limit="+strconv.Itoa(maxLimit)+" fair=true")
+
+// checkNames checks the names of a multi-lock: at least one, each a name,
+// none twice (the agent refuses that), and all in one request line.
+func checkNames(names []string) error {
+	if len(names) == 0 {
+		return &ArgError{Arg: "names", Value: "", Want: "at least one name"}
+	}
+	seen := make(map[string]bool, len(names))
+	total := -1
+	for _, n := range names {
+		if err := checkName(n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return &ArgError{Arg: "names", Value: n, Want: "each name once"}
+		}
+		seen[n] = true
+		total += 1 + len(n)
+	}
+	if total > maxNamesLen {
+		return &ArgError{Arg: "names", Value: strconv.Itoa(len(names)) + " names of " + strconv.Itoa(total) + " bytes",
+			Want: "at most " + strconv.Itoa(maxNamesLen) + " bytes, spaces included, to fit one request line"}
 	}
 	return nil
 }

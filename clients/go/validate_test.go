@@ -3,6 +3,7 @@ package lockagent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,15 @@ func TestBadArgumentsNeverReachTheAgent(t *testing.T) {
 			return err
 		}
 	}
+	lockAll := func(names []string, opts ...lockagent.Option) func() error {
+		return func() error {
+			ls, err := c.LockAll(ctx, names, opts...)
+			for _, l := range ls {
+				l.Unlock(ctx)
+			}
+			return err
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		arg  string // the ArgError's Arg
@@ -56,6 +66,10 @@ func TestBadArgumentsNeverReachTheAgent(t *testing.T) {
 		{"a negative ttl", "ttl", lock("go/t2", lockagent.TTL(-time.Second))},
 		{"a zero limit", "limit", lock("go/l1", lockagent.Limit(0))},
 		{"a limit over 4096", "limit", lock("go/l2", lockagent.Limit(4097))},
+		{"LockAll of no names", "names", lockAll(nil)},
+		{"LockAll of a name given twice", "names", lockAll([]string{"go/m1", "go/m2", "go/m1"})},
+		{"LockAll checks every name, not only the first", "name", lockAll([]string{"go/m1", "go/m2 ttl=200"})},
+		{"LockAll of names too long for one line", "names", lockAll(namesOfLen(lockagent.MaxNamesLen + 1))},
 		{"WHO of a name with a newline", "name", func() error {
 			_, err := c.Who(ctx, "go/victim\n96 UNLOCK go/victim owner=me")
 			return err
@@ -107,5 +121,55 @@ func TestArgErrorsMatchTheAgentsCodes(t *testing.T) {
 	}
 	if _, err := c.Lock(ctx, "go/x", lockagent.Owner("bad owner")); !errors.Is(err, lockagent.ErrBadRequest) || errors.Is(err, lockagent.ErrBadName) {
 		t.Fatalf("bad owner: %v", err)
+	}
+}
+
+// namesOfLen returns distinct names that take n bytes together, with a
+// space between each.
+func namesOfLen(n int) []string {
+	var names []string
+	for i := 0; n > 0; i++ {
+		size := min(n, 200)
+		if rest := n - size; rest > 0 && rest < 10 {
+			size -= 10 // leave room for one more distinct name and its space
+		}
+		id := fmt.Sprintf("go/%d/", i)
+		names = append(names, id+strings.Repeat("n", size-len(id)))
+		n -= size + 1
+	}
+	return names
+}
+
+// TestLockAllOfTheLongestNamesThatFit: names that take exactly what the
+// client allows reach the agent as one request line it reads, even with the
+// longest value of every option (which it then refuses as a bad request,
+// keeping the connection), and are granted with everyday options. (One byte
+// more is refused by the client: TestBadArgumentsNeverReachTheAgent.)
+func TestLockAllOfTheLongestNamesThatFit(t *testing.T) {
+	c := dial(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := namesOfLen(lockagent.MaxNamesLen)
+	if got := len(strings.Join(names, " ")); got != lockagent.MaxNamesLen {
+		t.Fatalf("namesOfLen made %d bytes, want %d", got, lockagent.MaxNamesLen)
+	}
+	year := 365 * 24 * time.Hour
+	_, err := c.LockAll(ctx, names, lockagent.Owner(strings.Repeat("o", 64)), lockagent.Wait(year),
+		lockagent.TTL(year), lockagent.Shared(), lockagent.Limit(4096), lockagent.Fair())
+	var arg *lockagent.ArgError
+	if !errors.Is(err, lockagent.ErrBadRequest) || errors.As(err, &arg) {
+		t.Fatalf("the longest LockAll line: %v, want the agent's BAD_REQUEST (ttl over max_ttl, shared with limit)", err)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("the connection after the longest LockAll line: %v", err)
+	}
+	ls, err := c.LockAll(ctx, names, lockagent.Wait(time.Minute))
+	if err != nil || len(ls) != len(names) {
+		t.Fatalf("LockAll of %d names, %d bytes: %v", len(names), lockagent.MaxNamesLen, err)
+	}
+	for _, l := range ls {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -15,6 +15,9 @@ it the moment the connection closes. The owner defaults to the calling
 thread (an id numbered once per process, never reused), so a thread locking a
 name it holds re-enters it, and any other thread contends for it.
 
+``client.lock_all(names, ...)`` takes several names at once, all or none,
+and returns a MultiLock: one Lock per name, in the order given.
+
 Names, owners and every option are checked before anything is sent; a bad
 one raises InvalidArgument (InvalidName for a name), a ValueError.
 
@@ -25,13 +28,13 @@ import itertools
 import socket
 import threading
 
-from ._wire import (DEFAULT_SOCKET, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed, Denied,
+from ._wire import (DEFAULT_SOCKET, MAX_NAMES_LEN, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed, Denied,
                     InternalError, InvalidArgument, InvalidName, LimitReached, LockAgentError, LockBase, LockLost,
-                    NoQuorum, NotHeld, ShuttingDown, UnknownVerb, check_client_name, check_name, check_tag,
-                    dev_socket_path, holders_from, holds_from, lock_line, socket_path, status_from, thread_owner,
-                    Router)
+                    MultiLockBase, NoQuorum, NotHeld, ShuttingDown, UnknownVerb, check_client_name, check_name,
+                    check_tag, dev_socket_path, holders_from, holds_from, lock_line, socket_path, status_from,
+                    thread_owner, Router)
 
-__all__ = ["Client", "Lock", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
+__all__ = ["Client", "Lock", "MultiLock", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
            "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
            "dev_socket_path", "DEFAULT_SOCKET"]
@@ -201,30 +204,59 @@ class Client:
         hold.preacquired = True
         return lk
 
-    def _abandon(self, tag, call, hold, fresh):
-        """Cancels an interrupted LOCK and gives back a grant that won the race."""
+    def lock_all(self, names, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False,
+                 limit=None, fair=False):
+        """Acquires every name in ``names`` at once, or none of them, and
+        returns the held :class:`MultiLock`: one Lock per name, in the order
+        given. Raises Busy if ``wait`` (for the whole) ran out; then none is
+        held. Use it in a ``with`` statement to release them all on the way
+        out. The arguments are those of :class:`MultiLock`.
+
+        If the wait is interrupted (KeyboardInterrupt, ...), it is cancelled at
+        the agent, and a grant that won the race is released.
+        """
+        ml = MultiLock(self, names, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
+                       shared=shared, limit=limit, fair=fair)
+        grants = ml._acquire(ml.wait)
+        if grants is None:
+            raise ml._busy()
+        for _, hold, _ in grants:
+            hold.preacquired = True
+        return ml
+
+    def _abandon(self, tag, call, grants):
+        """Cancels an interrupted LOCK and gives back a grant that won the
+        race: one (hold, fresh) per name it asked for."""
         try:
             self._do("CANCEL " + tag)
             self._wait(call)
-            self._do(hold.unlock_line())
+            for hold, _ in grants:  # one UNLOCK each: one lost meanwhile must not keep the others
+                try:
+                    self._do(hold.unlock_line())
+                except LockAgentError:
+                    pass
         except LockAgentError:
             pass
         finally:
-            if fresh:
-                self._untrack(hold)
+            for hold, fresh in grants:
+                if fresh:
+                    self._untrack(hold)
 
     def status(self):
         """The agent's status: masters and their state, sessions, holds, waiters."""
         return status_from(self._do("STATUS"))
 
     def who(self, name):
-        """The current holders of ``name``, on any host: a list of dicts, whose
-        ``queued`` attribute is the length of the name's fair queue across
-        agents (None if the agent does not report it)."""
+        """The current holders of ``name``, on any host: a list of dicts
+        (agent, pid, uid, owner, mode, fence, since_ms, and limit and slot:
+        ints for a semaphore hold, None for a lock), whose ``queued``
+        attribute is the length of the name's fair queue across agents (None
+        if the agent does not report it)."""
         return holders_from(self._do("WHO " + check_name(name)))
 
     def holds(self):
-        """The locks this connection holds."""
+        """The locks this connection holds: dicts of name, owner, fence, count,
+        mode, validity (seconds), and limit and slot (None for a lock)."""
         return holds_from(self._do("HOLDS"))
 
 
@@ -304,7 +336,7 @@ class Lock(LockBase):
                 client._untrack(hold)
             raise
         except BaseException:
-            client._abandon(tag, call, hold, fresh)
+            client._abandon(tag, call, [(hold, fresh)])
             raise
         self._granted(hold, reply.fields)
         return hold
@@ -346,5 +378,93 @@ class Lock(LockBase):
             self.release()
         except LockLost:
             if self._exit_raises(exc_type):
+                raise
+        return False
+
+
+class MultiLock(MultiLockBase):
+    """Several names through ``client``, acquired together: all of them or
+    none. It is a sequence of one :class:`Lock` per name, in the order given
+    (``ml[0].fence``, ``for lk in ml``), usable like threading.Lock:
+    ``acquire()``, ``release()``, ``locked()`` and ``with``. Made directly it
+    is not yet held; ``client.lock_all(...)`` returns one already acquired.
+
+    The agent claims the names in byte order, whatever order they are given,
+    so two multi-locks over overlapping names never deadlock; ``wait`` bounds
+    the whole. Once granted, each Lock is its own hold: its own ``fence``,
+    ``slot``, ``count`` and ``lost`` event; a LOST for one name marks only its
+    Lock; any of them may be released on its own (``ml[1].release()``).
+
+    ``names``: a list (not one string) of names, each once, that take at most
+    MAX_NAMES_LEN (3921) bytes with a space between each, so that the request
+    fits one line; else InvalidArgument, and nothing is sent. The other
+    arguments are those of :class:`Lock`
+    and apply to every name; all names share one owner (by default the calling
+    thread), and ``on_lost`` is called with the Lock of the name that was lost.
+    """
+
+    _lock_class = Lock
+
+    def acquire(self, blocking=True, timeout=None, *, wait=None):
+        """Acquires every name; returns True, or False if the wait ran out
+        (then none is held). Arguments as for Lock.acquire."""
+        return self._acquire(self._resolve_wait(blocking, timeout, wait)) is not None
+
+    def _acquire(self, wait):
+        line, grants = self._begin(wait)
+        client = self._client
+        fresh = [hold for _, hold, new in grants if new]
+        for hold in fresh:
+            client._track(hold)  # before sending, so a LOST racing the reply finds it
+
+        def untrack():
+            for hold in fresh:
+                client._untrack(hold)
+        try:
+            tag, call = client._send(line)
+        except BaseException:
+            untrack()
+            raise
+        try:
+            reply = client._wait(call)
+        except Busy:
+            untrack()
+            return None
+        except LockAgentError:
+            untrack()
+            raise
+        except BaseException:
+            client._abandon(tag, call, [(hold, new) for _, hold, new in grants])
+            raise
+        self._granted(grants, reply.fields)
+        return grants
+
+    def release(self):
+        """Releases the calling thread's hold of every name still held through
+        this MultiLock (one re-entry of each), skipping names already released
+        on their own. Raises LockLost, after releasing the others, if one was
+        lost; NotHeld if none is held."""
+        errors = []
+        for lk in self._held():
+            try:
+                lk.release()
+            except LockAgentError as e:
+                errors.append(e)
+        self._raise_first(errors)
+
+    unlock = release
+
+    def __enter__(self):
+        if not self._preacquired() and self._acquire(self.wait) is None:
+            raise self._busy()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._released_inside():
+            return False
+        try:
+            self.release()
+        except LockLost:
+            if self.raise_on_lost and exc_type is None:
                 raise
         return False

@@ -223,8 +223,46 @@ def check_fair(fair):
     return fair
 
 
-def lock_line(name, owner, wait, ttl, shared=False, limit=None, fair=False):
-    parts = ["LOCK", check_name(name), "owner=" + check_owner(owner)]
+MAX_LINE = 4096  # a request line, tag included, without its LF
+# How many bytes the names of one LOCK may take, with a space between each:
+# what a line leaves once the longest tag and the longest options are counted.
+# A longer line is not refused as a bad request: the agent closes the
+# connection, and every hold of it with it.
+MAX_NAMES_LEN = MAX_LINE - len("T" * 32 + " LOCK ") - len(
+    " owner=" + "o" * 64 + " wait=" + ms("wait", YEAR) + " ttl=" + ms("ttl", YEAR) +
+    " mode=shared limit=%d fair=true" % MAX_LIMIT)
+
+
+def check_names(names):
+    """The names of a multi-lock as a tuple: a list (or other iterable, not
+    one string) of at least one name, none twice (the agent refuses that), all
+    in one request line."""
+    if isinstance(names, (str, bytes)):
+        raise InvalidArgument("names", names, "a list of names (lock() takes one name)")
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise InvalidArgument("names", names, "a list of names") from None
+    if not names:
+        raise InvalidArgument("names", [], "at least one name")
+    seen = set()
+    for name in names:
+        check_name(name)
+        if name in seen:
+            raise InvalidArgument("names", name, "each name once")
+        seen.add(name)
+    size = len(" ".join(names))  # names are ASCII: characters are bytes
+    if size > MAX_NAMES_LEN:
+        raise InvalidArgument("names", "%d names of %d bytes" % (len(names), size),
+                              "at most %d bytes, spaces included, to fit one request line" % MAX_NAMES_LEN)
+    return names
+
+
+def lock_line(names, owner, wait, ttl, shared=False, limit=None, fair=False):
+    """The LOCK request of one name, or of the tuple that check_names returned."""
+    if isinstance(names, str):
+        names = (check_name(names),)
+    parts = ["LOCK", *names, "owner=" + check_owner(owner)]
     if wait is not None:
         parts.append("wait=" + ms("wait", wait))
     if ttl is not None:
@@ -339,14 +377,39 @@ def holders_from(reply):
     for d in reply.data:
         out.append({"agent": d.get("agent"), "pid": int(d.get("pid", -1)), "uid": int(d.get("uid", -1)),
                     "owner": d.get("owner", ""), "mode": d.get("mode"), "fence": int(d.get("fence", 0)),
-                    "since_ms": int(d.get("since", 0))})
+                    "since_ms": int(d.get("since", 0)), **_semaphore(d)})
     return out
 
 
 def holds_from(reply):
     return [{"name": d.get("name"), "owner": d.get("owner", ""), "fence": int(d.get("fence", 0)),
              "count": int(d.get("count", 0)), "mode": d.get("mode"),
-             "validity": int(d.get("validity", 0)) / 1000.0} for d in reply.data]
+             "validity": int(d.get("validity", 0)) / 1000.0, **_semaphore(d)} for d in reply.data]
+
+
+def _semaphore(d):
+    """A WHO or HOLDS record's limit= and slot=: ints for a semaphore hold,
+    None for a lock (the agent leaves both out)."""
+    out = {}
+    for k in ("limit", "slot"):
+        v = d.get(k, "")
+        out[k] = int(v) if v.isascii() and v.isdigit() else None
+    return out
+
+
+def split_grant(f, n):
+    """The fields of a multi-lock's OK for each of its n names: fence=,
+    count= and slot= are comma-separated lists in the order the names were
+    given; validity= (the smallest) goes with every name."""
+    lists = {k: f[k].split(",") for k in ("fence", "count", "slot") if k in f}
+    out = []
+    for i in range(n):
+        g = {"validity": f.get("validity", "0")}
+        for k, values in lists.items():
+            if i < len(values):
+                g[k] = values[i]
+        out.append(g)
+    return out
 
 
 class Hold:
@@ -570,3 +633,80 @@ class LockBase:
         if hold is None or not hold.live:
             raise NotHeld("%s is not held through this Lock" % self.name)
         return hold, "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", ttl, positive=True), hold.owner)
+
+
+class MultiLockBase:
+    """What the sync and asyncio MultiLock share: the names, checked when the
+    MultiLock is made, one Lock per name (``_lock_class``, which the
+    subclass gives), and the bookkeeping of an acquire of all of them."""
+
+    def __init__(self, client, names, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
+                 shared=False, limit=None, fair=False):
+        self.names = check_names(names)
+        self.locks = tuple(self._lock_class(client, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost,
+                                            raise_on_lost=raise_on_lost, shared=shared, limit=limit, fair=fair)
+                           for name in self.names)
+        self._client = client
+        first = self.locks[0]
+        self.wait, self.ttl, self.shared, self.limit, self.fair = first.wait, first.ttl, first.shared, first.limit, first.fair
+        self.raise_on_lost = raise_on_lost
+
+    def __len__(self):
+        return len(self.locks)
+
+    def __getitem__(self, i):
+        return self.locks[i]
+
+    def __iter__(self):
+        return iter(self.locks)
+
+    def __repr__(self):
+        return "<%s %s>" % (type(self).__name__, " ".join(self.names))
+
+    def locked(self):
+        """True while every name is held through this MultiLock (none released, none lost)."""
+        return all(lk.locked() for lk in self.locks)
+
+    def _resolve_wait(self, blocking, timeout, wait):
+        return self.locks[0]._resolve_wait(blocking, timeout, wait)
+
+    def _begin(self, wait):
+        """The LOCK line of an acquire by the calling owner, and per name
+        (lock, hold, fresh): the hold it adds to and whether it is new."""
+        owner = self.locks[0]._owner_now()
+        line = lock_line(self.names, owner, wait, self.ttl, self.shared, self.limit, self.fair)
+        return line, [(lk,) + lk._begin(owner) for lk in self.locks]
+
+    @staticmethod
+    def _granted(grants, fields):
+        for (lk, hold, _), f in zip(grants, split_grant(fields, len(grants))):
+            lk._granted(hold, f)
+
+    def _held(self):
+        """The locks whose hold release() ends (the calling owner's, as
+        Lock.release picks it): those not released on their own already."""
+        held = [lk for lk in self.locks if lk._current() is not None]
+        if not held:
+            raise NotHeld("%s: none is held through this MultiLock" % " ".join(self.names))
+        return held
+
+    @staticmethod
+    def _raise_first(errors):
+        """After releasing every name: the first error that is not a lost
+        hold, else the first LockLost, so that a lost name does not hide a
+        failure to release another."""
+        for e in errors:
+            if not isinstance(e, LockLost):
+                raise e
+        if errors:
+            raise errors[0]
+
+    def _preacquired(self):
+        marks = [lk._preacquired() for lk in self.locks]  # consume every mark
+        return any(marks)
+
+    def _released_inside(self):
+        return all(lk._released_inside() for lk in self.locks)
+
+    def _busy(self):
+        return Busy("%s: the wait ran out" % " ".join(self.names))

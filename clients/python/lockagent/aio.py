@@ -8,7 +8,9 @@
 
 ``client.lock(...)`` returns an aio.Lock that ``async with`` acquires and
 releases; ``await client.lock(...)`` (the form of earlier versions) acquires it
-at once, and ``async with await client.lock(...)`` still works. The owner
+at once, and ``async with await client.lock(...)`` still works.
+``client.lock_all(names, ...)`` is the same for several names at once, all
+or none: an aio.MultiLock of one aio.Lock per name. The owner
 defaults to the calling task (an id numbered once per process, never reused),
 so a task locking a name it holds re-enters it. Cancelling a task that waits
 for a lock cancels the wait at the agent and releases a grant that won the race.
@@ -20,10 +22,10 @@ import itertools
 import weakref
 
 from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, InvalidName, LockAgentError, LockBase,
-                    LockLost, NotHeld, check_client_name, check_name, check_tag, holders_from, holds_from, lock_line,
+                    LockLost, MultiLockBase, NotHeld, check_client_name, check_name, check_tag, holders_from, holds_from, lock_line,
                     new_owner, socket_path, status_from, thread_owner, Router)
 
-__all__ = ["Client", "Lock", "Busy", "ConnectError", "ConnectionClosed", "InvalidArgument", "InvalidName",
+__all__ = ["Client", "Lock", "MultiLock", "Busy", "ConnectError", "ConnectionClosed", "InvalidArgument", "InvalidName",
            "LockAgentError", "LockLost", "NotHeld"]
 
 # Each task's owner id, numbered once per process: unlike id(task), never
@@ -169,17 +171,32 @@ class Client:
         return Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
                   shared=shared, limit=limit, fair=fair)
 
-    async def _abandon(self, tag, fut, hold, fresh):
-        """Cancels a LOCK whose task was cancelled and gives back a grant that won the race."""
+    def lock_all(self, names, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False,
+                 limit=None, fair=False):
+        """An aio.MultiLock of ``names`` (arguments as for
+        lockagent.MultiLock): ``async with client.lock_all(...)`` acquires
+        them all or none, raising Busy if ``wait`` runs out, and releases
+        them; ``await client.lock_all(...)`` acquires them at once."""
+        return MultiLock(self, names, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
+                         shared=shared, limit=limit, fair=fair)
+
+    async def _abandon(self, tag, fut, grants):
+        """Cancels a LOCK whose task was cancelled and gives back a grant that
+        won the race: one (hold, fresh) per name it asked for."""
         try:
             await self._do("CANCEL " + tag)
             self._check(await fut)
-            await self._do(hold.unlock_line())
+            for hold, _ in grants:  # one UNLOCK each: one lost meanwhile must not keep the others
+                try:
+                    await self._do(hold.unlock_line())
+                except LockAgentError:
+                    pass
         except LockAgentError:
             pass
         finally:
-            if fresh:
-                self._untrack(hold)
+            for hold, fresh in grants:
+                if fresh:
+                    self._untrack(hold)
 
     async def status(self):
         return status_from(await self._do("STATUS"))
@@ -239,7 +256,7 @@ class Lock(LockBase):
                 client._untrack(hold)
             raise
         except asyncio.CancelledError:
-            await asyncio.shield(client._abandon(tag, fut, hold, fresh))
+            await asyncio.shield(client._abandon(tag, fut, [(hold, fresh)]))
             raise
         self._granted(hold, reply.fields)
         return hold
@@ -292,5 +309,92 @@ class Lock(LockBase):
             await self.release()
         except LockLost:
             if self._exit_raises(exc_type):
+                raise
+        return False
+
+
+class MultiLock(MultiLockBase):
+    """Several names through an aio.Client, acquired together: all or none.
+    The asyncio twin of lockagent.MultiLock: a sequence of one aio.Lock per
+    name, in the order given, with ``await acquire()``, ``await release()``,
+    ``locked()`` and ``async with``; the owner defaults to the calling task.
+    Awaiting it acquires it and returns it."""
+
+    _lock_class = Lock
+
+    async def acquire(self, blocking=True, timeout=None, *, wait=None):
+        """Acquires every name; returns True, or False if the wait ran out
+        (then none is held). Arguments as for lockagent.Lock.acquire."""
+        return await self._acquire(self._resolve_wait(blocking, timeout, wait)) is not None
+
+    async def _acquire(self, wait):
+        line, grants = self._begin(wait)
+        client = self._client
+        fresh = [hold for _, hold, new in grants if new]
+        for hold in fresh:
+            client._track(hold)
+
+        def untrack():
+            for hold in fresh:
+                client._untrack(hold)
+        try:
+            tag, fut = client._send(line)
+            await client._writer.drain()
+        except BaseException:
+            untrack()
+            raise
+        try:
+            reply = client._check(await asyncio.shield(fut))
+        except Busy:
+            untrack()
+            return None
+        except LockAgentError:
+            untrack()
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(client._abandon(tag, fut, [(hold, new) for _, hold, new in grants]))
+            raise
+        self._granted(grants, reply.fields)
+        return grants
+
+    async def _acquire_or_raise(self):
+        grants = await self._acquire(self.wait)
+        if grants is None:
+            raise self._busy()
+        return grants
+
+    def __await__(self):
+        return self._awaited().__await__()
+
+    async def _awaited(self):
+        for _, hold, _ in await self._acquire_or_raise():
+            hold.preacquired = True
+        return self
+
+    async def release(self):
+        """Releases the calling task's hold of every name still held through
+        this MultiLock, as lockagent.MultiLock.release does."""
+        errors = []
+        for lk in self._held():
+            try:
+                await lk.release()
+            except LockAgentError as e:
+                errors.append(e)
+        self._raise_first(errors)
+
+    unlock = release
+
+    async def __aenter__(self):
+        if not self._preacquired():
+            await self._acquire_or_raise()
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        if self._released_inside():
+            return False
+        try:
+            await self.release()
+        except LockLost:
+            if self.raise_on_lost and exc_type is None:
                 raise
         return False
