@@ -41,6 +41,12 @@ import (
 // (cohort_max_handoffs hand-overs) as it would anyway, and the waiter, woken
 // by that release, says so again if it loses the race. Nothing safe depends
 // on them.
+//
+// The fair queue. A waiter with a place in the masters' queue (fair=true, or
+// a writer that readers kept out) is never passed a name: it is granted
+// through the masters, in the queue's order. Another agent's queued waiter
+// says it waits like any other, so a run passes a name to a local waiter
+// ahead of it for at most cohort_max_hold.
 
 // cohort is a name this agent holds exclusively in the masters and passes
 // among its local holders. Its fields are guarded by Agent.mu.
@@ -203,6 +209,11 @@ func (a *Agent) cohortHead(name string) *waiter {
 	if len(q.waiters) == 0 || q.waiters[0].state != queued || !cohortable(q.waiters[0].req) {
 		return nil
 	}
+	if w := q.waiters[0]; w.entry != nil || w.wantsEntry {
+		// It has (or is getting) a place in the masters' queue: it is
+		// granted in that queue's order, through the masters.
+		return nil
+	}
 	return q.waiters[0]
 }
 
@@ -239,6 +250,7 @@ func (a *Agent) passTo(h *hold, w *waiter) passResult {
 	if !w.q.remove(w, granted) {
 		return gone
 	}
+	a.leave(w) // an entry that came after cohortHead looked
 	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, count: 1, acquired: []protocol.Mode{w.req.Mode},
 		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
 	c.next++
