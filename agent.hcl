@@ -69,7 +69,7 @@ lock {
   # cohort_max_handoffs hand-overs, and, while another agent waits for the name,
   # at the first release after cohort_max_hold. The defaults keep a waiter on
   # another agent under ~50ms. 0 in either turns cohorting off.
-  cohort_max_handoffs = 32
+  cohort_max_handoffs = 128
   cohort_max_hold     = "20ms"
 }
 

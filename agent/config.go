@@ -60,7 +60,7 @@ type LockConfig struct {
 	// CohortMaxHandoffs is how many times a name held in the masters may be
 	// passed from one local holder to the next local waiter without a release
 	// (lock cohorting: see cohort.go); each grant then reserves that many
-	// fences more. Default 32; 0 turns cohorting off.
+	// fences more. Default 128; 0 turns cohorting off.
 	CohortMaxHandoffs int
 	// CohortMaxHold bounds how long such a run of local holders keeps a name
 	// while another agent waits for it: the first release after it is a real
@@ -114,7 +114,7 @@ func Default() Config {
 		Socket:  SocketConfig{Path: DefaultSocketPath, Mode: 0o660},
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
 			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-			MaxTTL: 5 * time.Minute, CohortMaxHandoffs: 32, CohortMaxHold: 20 * time.Millisecond},
+			MaxTTL: 5 * time.Minute, CohortMaxHandoffs: 128, CohortMaxHold: 20 * time.Millisecond},
 		Limits:  Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Systemd: SystemdConfig{ReadyTimeout: 30 * time.Second},

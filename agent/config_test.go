@@ -94,11 +94,11 @@ func TestParseCohortSettings(t *testing.T) {
 		hold       time.Duration
 		err        string
 	}{
-		{"the defaults keep a remote waiter's wait short", ``, 32, 20 * time.Millisecond, ""},
+		{"the defaults keep a remote waiter's wait short", ``, 128, 20 * time.Millisecond, ""},
 		{"both can be set", `cohort_max_handoffs = 8
 cohort_max_hold = "5ms"`, 8, 5 * time.Millisecond, ""},
 		{"0 handoffs turns cohorting off", `cohort_max_handoffs = 0`, 0, 20 * time.Millisecond, ""},
-		{"a hold of 0 turns cohorting off", `cohort_max_hold = "0"`, 32, 0, ""},
+		{"a hold of 0 turns cohorting off", `cohort_max_hold = "0"`, 128, 0, ""},
 		{"a negative count is refused", `cohort_max_handoffs = -1`, 0, 0, "cohort_max_handoffs"},
 		{"too large a block is refused", `cohort_max_handoffs = 100000`, 0, 0, "cohort_max_handoffs"},
 		{"a bad duration is refused", `cohort_max_hold = "soon"`, 0, 0, "cohort_max_hold"},
