@@ -56,16 +56,15 @@ func TestQueueOrdersClaims(t *testing.T) {
 	}
 	c.Dequeue(ctx, "q", []Entry{*first})
 	c.Release(ctx, "q", "h1")
+	awaitKeys(t, servers, "t:{q}:h:h1")
+	awaitTombstones(t, servers, "t:{q}:qx:"+first.Member())
 	if _, err := c.Acquire(ctx, entryReq("q", "h2b", Claim{}, second)); err != nil {
 		t.Fatalf("the second entry once the first left: %v", err)
 	}
 	c.Dequeue(ctx, "q", []Entry{*second})
 	c.Release(ctx, "q", "h2b")
-	for i, s := range servers {
-		if s.Keys("t:{q}:q")+s.Keys("t:{q}:qd") != 0 {
-			t.Fatalf("m%d kept queue keys after the queue emptied", i)
-		}
-	}
+	awaitKeys(t, servers, "t:{q}:q")  // the queue emptied: its keys go
+	awaitKeys(t, servers, "t:{q}:qd") // with it
 
 	// Readers queued behind a writer go together once it leaves; a writer
 	// behind them waits.
@@ -171,9 +170,9 @@ func TestQueueSplitVote(t *testing.T) {
 	awaitKeys(t, servers, "t:{sv}:h:h")
 	servers[1].Do("ZADD", "t:{sv}:q", "1", lone.Member())
 	servers[1].Do("ZADD", "t:{sv}:qd", "99999999999999", lone.Member())
-	var round *RoundError
-	if _, err := c.Acquire(ctx, claimReq("sv", "h2", Claim{})); !errors.Is(err, ErrBusy) || !errors.As(err, &round) || round.Yes != 1 {
-		t.Fatalf("the same entry on two masters: %v, want busy with one yes", err)
+	// Two refusals decide the round: the third answer may not be read.
+	if _, err := c.Acquire(ctx, claimReq("sv", "h2", Claim{})); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the same entry on two masters: %v, want busy", err)
 	}
 	if _, err := c.Acquire(ctx, entryReq("sv", "h3", Claim{}, &lone)); err != nil || g.Fence == 0 {
 		t.Fatalf("the entry itself: %v", err)

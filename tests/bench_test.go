@@ -97,9 +97,9 @@ func BenchmarkLockUnlock64Clients(b *testing.B) {
 	report(b, "", samples)
 }
 
-// BenchmarkWakeup measures how long a waiter on one agent takes to get a
-// lock after its holder on another agent unlocks it.
-func BenchmarkWakeup(b *testing.B) {
+// twoBenchAgents starts two agents over three masters and connects a
+// client to each.
+func twoBenchAgents(b *testing.B) (*agenttest.Conn, *agenttest.Conn) {
 	servers := redistest.Start(b, 3)
 	c1 := agenttest.Config(b, servers, 15*time.Second)
 	c1.AgentID = "a"
@@ -107,6 +107,13 @@ func BenchmarkWakeup(b *testing.B) {
 	c2.AgentID = "b"
 	holder := agenttest.Dial(b, agenttest.Start(b, c1).Config.Socket.Path)
 	waiter := agenttest.Dial(b, agenttest.Start(b, c2).Config.Socket.Path)
+	return holder, waiter
+}
+
+// BenchmarkWakeup measures how long a waiter on one agent takes to get a
+// lock after its holder on another agent unlocks it.
+func BenchmarkWakeup(b *testing.B) {
+	holder, waiter := twoBenchAgents(b)
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -133,13 +140,7 @@ func BenchmarkWakeup(b *testing.B) {
 // long a queued waiter on one agent takes to get the name after its holder
 // on another agent unlocks it, against the same with plain LOCKs.
 func BenchmarkFairHandoff(b *testing.B) {
-	servers := redistest.Start(b, 3)
-	c1 := agenttest.Config(b, servers, 15*time.Second)
-	c1.AgentID = "a"
-	c2 := agenttest.Config(b, servers, 15*time.Second)
-	c2.AgentID = "b"
-	holder := agenttest.Dial(b, agenttest.Start(b, c1).Config.Socket.Path)
-	waiter := agenttest.Dial(b, agenttest.Start(b, c2).Config.Socket.Path)
+	holder, waiter := twoBenchAgents(b)
 	for _, opts := range []string{"", " fair=true"} {
 		b.Run(map[string]string{"": "plain", " fair=true": "fair"}[opts], func(b *testing.B) {
 			samples := make([]time.Duration, 0, b.N)
