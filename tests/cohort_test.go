@@ -26,18 +26,7 @@ func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Serve
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(5, 6))
-			for round := 0; time.Now().Before(stop); round++ {
-				picked := rng.Perm(len(servers))[:1+round%3/2] // two at once every third round
-				for _, i := range picked {
-					servers[i].Pause()
-				}
-				time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
-				for _, i := range picked {
-					servers[i].Resume()
-				}
-				time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
-			}
+			pauseAtRandom(servers, stop, rand.New(rand.NewPCG(5, 6)))
 		}()
 	}
 	var mu sync.Mutex

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // kindHold is one hold seen by a chaos client: from its OK until its
@@ -33,18 +34,7 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 	chaos.Add(1)
 	go func() {
 		defer chaos.Done()
-		rng := rand.New(rand.NewPCG(3, 4))
-		for round := 0; time.Now().Before(stop); round++ {
-			picked := rng.Perm(len(servers))[:1+round%3/2] // two at once every third round
-			for _, i := range picked {
-				servers[i].Pause()
-			}
-			time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
-			for _, i := range picked {
-				servers[i].Resume()
-			}
-			time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
-		}
+		pauseAtRandom(servers, stop, rand.New(rand.NewPCG(3, 4)))
 	}()
 	var mu sync.Mutex
 	var held []kindHold
@@ -92,6 +82,22 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 		t.Fatalf("only %d grants under chaos", len(held))
 	}
 	return held
+}
+
+// pauseAtRandom pauses one master at a time, and two every third round (so
+// that holds are lost), for 0.3–1.2 s each, until stop.
+func pauseAtRandom(servers []*redistest.Server, stop time.Time, rng *rand.Rand) {
+	for round := 0; time.Now().Before(stop); round++ {
+		picked := rng.Perm(len(servers))[:1+round%3/2]
+		for _, i := range picked {
+			servers[i].Pause()
+		}
+		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+		for _, i := range picked {
+			servers[i].Resume()
+		}
+		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
+	}
 }
 
 func overlap(x, y kindHold) bool { return x.start.Before(y.end) && y.start.Before(x.end) }
