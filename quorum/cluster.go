@@ -494,16 +494,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		// grant to the few voters left would only be undone by a release.
 		return Grant{}, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
 	}
-	keys := []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
-		c.queueKey(req.Name), c.deadlinesKey(req.Name)}
-	args := append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
-	entry := ""
-	if req.Entry != nil {
-		entry = req.Entry.Member()
-	}
-	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
-		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
-		strconv.FormatInt(req.block(), 10))
+	keys, args := c.acquireArgs(req)
 	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
@@ -600,6 +591,21 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		c.releaseAsync(req.Name, req.Holder)
 	}
 	return Grant{}, round
+}
+
+// acquireArgs are the acquire script's keys and arguments for req.
+func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
+	keys = []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
+		c.queueKey(req.Name), c.deadlinesKey(req.Name)}
+	entry := ""
+	if req.Entry != nil {
+		entry = req.Entry.Member()
+	}
+	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
+	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
+		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
+		strconv.FormatInt(req.block(), 10))
+	return keys, args
 }
 
 // settleFence makes the grant's fence strictly greater than every earlier

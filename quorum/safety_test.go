@@ -382,3 +382,48 @@ func TestReleaseManyReleasesEveryHold(t *testing.T) {
 		t.Fatal("no release message")
 	}
 }
+
+// TestAQuarantineEndsOnce: the gate notes the end of a master's quarantine
+// in its marker (so later gates need not read the clock), and a fence
+// counter that survived behind the marker's floor (a stale snapshot) still
+// yields fences above the floor.
+func TestAQuarantineEndsOnce(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, 300*time.Millisecond)
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, req("e", "h0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release(ctx, "e", "h0")
+	for _, s := range servers {
+		if _, err := s.Do("DEL", c.markerKey()); err != nil { // as if every master came back from a stale snapshot
+			t.Fatal(err)
+		}
+	}
+	var last error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if g, last = c.Acquire(ctx, req("e", fmt.Sprintf("h%d", time.Now().UnixNano()))); last == nil {
+			break
+		}
+	}
+	if last != nil {
+		t.Fatalf("no grant after the quarantine: %v", last)
+	}
+	for i, s := range servers {
+		until, err := s.Do("HGET", c.markerKey(), "until")
+		if err != nil {
+			t.Fatal(err)
+		}
+		floor, err := s.Do("HGET", c.markerKey(), "floor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if until != "0" && c.masters[i].voteErr() == nil {
+			t.Errorf("m%d votes, but its marker says the quarantine ends at %s", i, until)
+		}
+		if f, _ := strconv.ParseInt(floor, 10, 64); g.Fence < f {
+			t.Errorf("fence %d is below m%d's floor %d: the counter behind it was not raised", g.Fence, i, f)
+		}
+	}
+}

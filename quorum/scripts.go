@@ -40,6 +40,11 @@ import (
 // master counts until every hold it may have forgotten has ended.
 // gate(marker, epoch, quarantine ms) returns the ms of quarantine left (0:
 // may vote) and the marker's fence floor (see acquireSrc).
+//
+// The gate runs before every vote, so it is kept to one call in the common
+// case: once a quarantine is found over, its end is written as 0 (it never
+// starts again: a new one comes with a new marker), and later gates need not
+// read the clock.
 const gateLua = `
 local function now_us()
   local t = redis.call('TIME')
@@ -54,19 +59,22 @@ local CHECK_RUN = true
 local function gate(marker, epocharg, quarantine)
   local epoch, expected = string.match(epocharg, '^(.-);(.*)$')
   if not epoch then epoch, expected = epocharg, '' end
-  local now = math.floor(now_us() / 1000)
   local m = redis.call('HMGET', marker, 'epoch', 'until', 'floor', 'run')
   local known = m[4] and m[4] ~= ''
   local run = ''
   if CHECK_RUN then run = run_id() end
   if not m[1] or (known and run ~= '' and m[4] ~= run) then
+    local now = math.floor(now_us() / 1000)
     local floor = (math.floor(now / 1000) + 1) * 1000000
     redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
       'floor', string.format('%d', floor), 'run', run)
     return quarantine, floor
   end
-  local left = (tonumber(m[2]) or 0) - now
-  if left > 0 then return left, tonumber(m[3]) or 0 end
+  if m[2] ~= '0' then
+    local left = (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
+    if left > 0 then return left, tonumber(m[3]) or 0 end
+    redis.call('HSET', marker, 'until', '0')
+  end
   if not CHECK_RUN and known and expected ~= '' and m[4] ~= expected then
     return 1, 0 -- another server's marker, or the agent's view is old: no vote until a probe looks
   end
@@ -81,12 +89,12 @@ end
 // arriving after all of them) that it conflicts with. Entries whose
 // heartbeat ran out (their agent died) are dropped first. For a semaphore,
 // the entries ahead with its limit wait for free slots first.
-// queue_wait(queue, deadlines, own entry, mode, limit, free slots) returns
-// -1 if the claim may be granted, else the ms until the soonest blocking
-// entry's heartbeat runs out (the fallback wake-up: a leaving entry publishes).
+// queue_wait(queue, deadlines, own entry, mode, limit, free slots), called
+// only when the queue exists, returns -1 if the claim may be granted, else
+// the ms until the soonest blocking entry's heartbeat runs out (the fallback
+// wake-up: a leaving entry publishes).
 const queueLua = `
 local function queue_wait(q, qd, me, mode, limit, free)
-  if redis.call('EXISTS', q) == 0 then return -1 end
   local now = math.floor(now_us() / 1000)
   for _, d in ipairs(redis.call('ZRANGEBYSCORE', qd, '-inf', now)) do
     redis.call('ZREM', q, d)
@@ -145,7 +153,9 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // stale counter is behind fences already issued). Each grant adds one, and a
 // grant takes far more than a µs, so a fence never repeats or goes back even
 // when every master lost its counters, as long as master clocks do not step
-// back and differ by less than the quarantine.
+// back and differ by less than the quarantine. (The counter is moved by
+// INCRBY, one call where GET and SET took two; a counter INCRBY finds
+// missing, at 0, or behind the floor is set as above.)
 //
 // A grant may reserve a block of B fences (ARGV[15]): the grant's fence F is
 // the block's first, the counter is left at its last, F+B-1, and the holder's
@@ -157,16 +167,25 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 const acquireSrc = gateLua + queueLua + `
 local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
 if q > 0 then return {-2, q} end
-if redis.call('EXISTS', KEYS[1] .. ':released:' .. ARGV[1]) == 1 then return {0, -1} end
+-- The tombstone and the queue are looked up in one call: mostly neither is there.
+local tomb = KEYS[1] .. ':released:' .. ARGV[1]
+local queued = false
+if redis.call('EXISTS', tomb, KEYS[5]) > 0 then
+  if redis.call('EXISTS', tomb) == 1 then return {0, -1} end
+  queued = true
+end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local wait, soonest, conflict, readers = -1, -1, 0, 1
 local taken = {}
+local members = 0 -- left in the set: none means it is gone, and SADD makes it anew
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  members = members + 1
   if m ~= ARGV[1] then
     local key = ARGV[3] .. m
     local ttl = redis.call('PTTL', key)
     if ttl == -2 then
       redis.call('SREM', KEYS[1], m)
+      members = members - 1
     else
       local h = redis.call('HMGET', key, 'mode', 'limit', 'slot')
       local hl = tonumber(h[2]) or 1
@@ -199,19 +218,23 @@ if limit > 1 then
 elseif wait >= 0 then
   return {0, wait, readers}
 end
-local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)
-if qwait >= 0 then return {0, qwait, 0} end
-local cur = redis.call('GET', KEYS[2])
-local fence
-if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
+if queued then
+  local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)
+  if qwait >= 0 then return {0, qwait, 0} end
+end
 local block = math.max(tonumber(ARGV[15] or '1') or 1, 1)
-redis.call('SET', KEYS[2], string.format('%d', fence + block - 1))
+local fence = redis.call('INCRBY', KEYS[2], block) - block + 1
+if fence <= 1 or fence < floor then
+  if fence <= 1 then fence = math.floor(now_us() / 1000000) * 1000000 end
+  fence = math.max(fence, floor)
+  redis.call('SET', KEYS[2], string.format('%d', fence + block - 1))
+end
 fence = string.format('%d', fence)
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[1], ARGV[1])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+if members == 0 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return {1, tonumber(fence), slot}
