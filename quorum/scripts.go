@@ -153,9 +153,7 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // stale counter is behind fences already issued). Each grant adds one, and a
 // grant takes far more than a µs, so a fence never repeats or goes back even
 // when every master lost its counters, as long as master clocks do not step
-// back and differ by less than the quarantine. (The counter is moved by
-// INCRBY, one call where GET and SET took two; a counter INCRBY finds
-// missing, at 0, or behind the floor is set as above.)
+// back and differ by less than the quarantine.
 //
 // A grant may reserve a block of B fences (ARGV[15]): the grant's fence F is
 // the block's first, the counter is left at its last, F+B-1, and the holder's
@@ -222,13 +220,11 @@ if queued then
   local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)
   if qwait >= 0 then return {0, qwait, 0} end
 end
+local cur = redis.call('GET', KEYS[2])
+local fence
+if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
 local block = math.max(tonumber(ARGV[15] or '1') or 1, 1)
-local fence = redis.call('INCRBY', KEYS[2], block) - block + 1
-if fence <= 1 or fence < floor then
-  if fence <= 1 then fence = math.floor(now_us() / 1000000) * 1000000 end
-  fence = math.max(fence, floor)
-  redis.call('SET', KEYS[2], string.format('%d', fence + block - 1))
-end
+redis.call('SET', KEYS[2], string.format('%d', fence + block - 1))
 fence = string.format('%d', fence)
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
