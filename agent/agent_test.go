@@ -535,3 +535,40 @@ func TestAClientThatStopsReadingStallsOnlyItself(t *testing.T) {
 		t.Fatalf("the stalled client's hold was not released when it went away: %s", r.Line)
 	}
 }
+
+// TestAClientThatStopsReadingDoesNotHoldUpItsNamesContender: a LOCK of one
+// name is answered by the name's contender itself (no goroutine waits for
+// it), so the answer must never wait for a client that stopped reading: the
+// next reader behind it on the same name is still granted.
+func TestAClientThatStopsReadingDoesNotHoldUpItsNamesContender(t *testing.T) {
+	a, _ := start(t, nil)
+	writer := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := writer.Do("LOCK shared-name"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	stalled, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	stalled.Write([]byte("1 LOCK shared-name mode=shared\n"))
+	writer.AwaitWaiters(1)
+	batch := []byte(strings.Repeat("p PING\n", 10000))
+	for blocked := false; !blocked; {
+		stalled.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := stalled.Write(batch)
+		blocked = errors.Is(err, os.ErrDeadlineExceeded)
+		if err != nil && !blocked {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	reader := agenttest.Dial(t, a.Config.Socket.Path)
+	_, granted := reader.Send("LOCK shared-name mode=shared wait=5s")
+	writer.AwaitWaiters(2)
+	if r := writer.Do("UNLOCK shared-name"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := reader.Await(granted); r.Kind != "OK" {
+		t.Fatalf("the reader behind a stalled client: %s", r.Line)
+	}
+}

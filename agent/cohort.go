@@ -184,8 +184,9 @@ func (a *Agent) handOff(h *hold) bool {
 		if w == nil {
 			return false
 		}
-		switch a.passTo(h, w) {
+		switch r, pass := a.passTo(h, w); pass {
 		case passed:
+			w.end(r)
 			return true
 		case gone:
 			continue
@@ -229,26 +230,26 @@ const (
 // under w's session's mu, Agent.mu and the queue's mu (the lock order), so
 // that a loss, a withdrawal or a session closing either happen before (and
 // the pass is refused) or find w's new hold.
-func (a *Agent) passTo(h *hold, w *waiter) passResult {
+func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 	c := h.cohort
 	s := w.sess
 	key := holdKey{c.name, w.req.Owner}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing || s.holds[key] != nil {
-		return refused
+		return result{}, refused
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping || a.holds[h.rh] != h || a.cohorts[c.name] != c || !a.mayPassLocked(c) {
-		return refused
+		return result{}, refused
 	}
 	validity, ok := a.watchdog.Validity(h.rh)
 	if !ok || validity < a.cfg.Lock.Lease/2 {
-		return refused
+		return result{}, refused
 	}
 	if !w.q.remove(w, granted) {
-		return gone
+		return result{}, gone
 	}
 	a.leave(w) // an entry that came after cohortHead looked
 	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, count: 1, acquired: []protocol.Mode{w.req.Mode},
@@ -270,8 +271,7 @@ func (a *Agent) passTo(h *hold, w *waiter) passResult {
 		c.retagging = true
 		go a.retagLoop(c)
 	}
-	w.done <- next.snapshot(validity)
-	return passed
+	return next.snapshot(validity), passed // the caller ends w's wait once the locks are let go
 }
 
 // mayPassLocked says whether c's run may go on: fences are left in its

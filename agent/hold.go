@@ -206,8 +206,9 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 }
 
 // unlock drops the hold from the session at once, in the order of the
-// session's lines; the release in the masters runs in its own goroutine and
-// the reply comes when it is done.
+// session's lines. A name passed to a local waiter is answered at once;
+// a release in the masters runs in its own goroutine and the reply comes
+// when it is done.
 func (s *session) unlock(req *protocol.Request) error {
 	u, err := protocol.ParseUnlock(req)
 	if err != nil {
@@ -235,23 +236,24 @@ func (s *session) unlock(req *protocol.Request) error {
 		}
 	}
 	counts := make([]string, len(u.Names))
-	var finish []func()
+	var left []*undone
 	for i, name := range u.Names {
-		count, f := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
+		count, d := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
 		counts[i] = strconv.Itoa(count)
-		if f != nil {
-			finish = append(finish, f)
+		if d != nil {
+			left = append(left, d)
 		}
 	}
 	s.mu.Unlock()
+	left = slices.DeleteFunc(left, func(d *undone) bool { return d.now(s) })
 	reply := protocol.Reply(req.Tag, protocol.KindOK).Str("count", strings.Join(counts, ",")).Bytes()
-	if len(finish) == 0 {
+	if len(left) == 0 {
 		s.send(reply)
 		return nil
 	}
 	s.spawn(req.Tag, func() error {
-		for _, f := range finish {
-			f()
+		for _, d := range left {
+			d.rest(s)
 		}
 		s.send(reply)
 		return nil
@@ -259,11 +261,43 @@ func (s *session) unlock(req *protocol.Request) error {
 	return nil
 }
 
+// undone is what is left to do of an UNLOCK once the session let go of
+// the hold: a downgrade in the masters, or the release of h's name, which
+// may go to a local waiter (see cohort.go) or be released in the masters.
+type undone struct {
+	h         *hold
+	downgrade bool
+	rel       *release // the session's note that the name is on its way out
+}
+
+// now does what needs no master, at once: it passes the name to a local
+// waiter if it may. It says whether that was all.
+func (d *undone) now(s *session) bool {
+	if d.downgrade || !s.a.handOff(d.h) {
+		return false
+	}
+	s.releaseDone(d.h.rh.Name, d.rel)
+	return true
+}
+
+// rest does what is left, in the masters, after now; it may wait for them.
+func (d *undone) rest(s *session) {
+	h := d.h
+	if d.downgrade {
+		if err := s.a.cluster.Downgrade(s.ctx, h.rh.Name, h.rh.Holder); err != nil {
+			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
+		}
+		return
+	}
+	s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
+	s.releaseDone(h.rh.Name, d.rel)
+}
+
 // undoLocked undoes the most recent acquisition of key (the most recent
 // exclusive one, for mode exclusive), which the caller checked exists, and
-// returns the count left and what remains to do in the masters (a release
-// or a downgrade; nil if nothing). s.mu is held.
-func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
+// returns the count left and what remains to do (a release or a downgrade;
+// nil if nothing). s.mu is held.
+func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
 	h := s.holds[key]
 	undo := len(h.acquired) - 1
 	if mode == protocol.Exclusive {
@@ -284,23 +318,13 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, func()) {
 			s.a.metrics.holdDowngraded(h)
 		}
 		s.a.mu.Unlock()
-		return h.count, func() {
-			if err := s.a.cluster.Downgrade(s.ctx, h.rh.Name, h.rh.Holder); err != nil {
-				s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
-			}
-		}
+		return h.count, &undone{h: h, downgrade: true}
 	}
 	if h.count > 0 {
 		return h.count, nil
 	}
 	delete(s.holds, key)
-	rel := s.releaseStarted(key.name)
-	return 0, func() {
-		if !s.a.handOff(h) {
-			s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
-		}
-		s.releaseDone(key.name, rel)
-	}
+	return 0, &undone{h: h, rel: s.releaseStarted(key.name)}
 }
 
 // releaseStarted notes a release of name on its way to the masters. s.mu is held.

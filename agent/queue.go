@@ -109,16 +109,17 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 }
 
 // enqueue puts w at the back of its name's queue, starting the name's
-// contender if it has none. A wait=0 LOCK behind other local waiters is BUSY
-// at once: the name is contended and it may not wait.
-func (a *Agent) enqueue(w *waiter) error {
+// contender if it has none, and arms its wait= timer. A wait=0 LOCK behind
+// other local waiters is not queued but busy (the caller ends it): the name
+// is contended and it may not wait.
+func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping {
-		return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+		return false, protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 	}
 	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
-		return protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
+		return false, protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
 	}
 	name := w.req.Names[0]
 	q := a.queues[name]
@@ -131,8 +132,7 @@ func (a *Agent) enqueue(w *waiter) error {
 	if w.req.Wait == 0 && len(q.waiters) > 0 {
 		q.mu.Unlock()
 		w.state = failed
-		w.done <- result{err: quorum.ErrBusy}
-		return nil
+		return true, nil
 	}
 	w.q = q
 	w.heard = q.heard
@@ -144,13 +144,16 @@ func (a *Agent) enqueue(w *waiter) error {
 		defer q.poke()
 	}
 	q.waiters = append(q.waiters, w)
+	if w.req.Wait > 0 {
+		w.timer = time.AfterFunc(w.req.Wait, func() { a.expire(w) })
+	}
 	a.waiters.Add(1)
 	a.metrics.mode(w.req.Mode).waiters.Inc()
 	q.mu.Unlock()
 	if start {
 		go a.contend(q)
 	}
-	return nil
+	return false, nil
 }
 
 func (a *Agent) withdraw(w *waiter) bool {
@@ -401,34 +404,37 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 	r, err := w.sess.install(w, holder, g)
 	if err != nil {
 		a.releaseAsync(q.name, holder)
-		w.done <- result{err: err}
+		w.end(result{err: err})
 		return
 	}
 	r.validity = g.Deadline.Sub(a.clock.Now())
-	w.done <- r
+	w.end(r)
 }
 
 // reenterQueued grants w as a re-entry when its session+owner came to hold
 // the name while w waited (two pipelined LOCKs of one owner).
 func (s *session) reenterQueued(w *waiter) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
 	if h == nil {
+		s.mu.Unlock()
 		return false
 	}
 	v, ok := s.a.watchdog.Validity(h.rh)
 	if !ok || v <= 0 || !w.q.remove(w, granted) {
+		s.mu.Unlock()
 		return false
 	}
-	defer s.a.leave(w)
+	var r result
 	if err := h.reenter(w.req); err != nil {
-		s.dropWaitLocked(w)
-		w.done <- result{err: err}
-		return true
+		r = result{err: err}
+	} else {
+		r = h.snapshot(v)
 	}
 	s.dropWaitLocked(w)
-	w.done <- h.snapshot(v)
+	s.mu.Unlock()
+	s.a.leave(w)
+	w.end(r)
 	return true
 }
 
@@ -437,5 +443,5 @@ func (a *Agent) finish(q *queue, w *waiter, r result) {
 		return
 	}
 	a.leave(w)
-	w.done <- r
+	w.end(r)
 }

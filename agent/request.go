@@ -15,15 +15,18 @@ import (
 
 // waiter is one LOCK waiting in its name's queue.
 type waiter struct {
-	sess   *session
-	tag    string
-	req    protocol.Lock
-	q      *queue
-	who    quorum.Who // recorded with the hold; SinceMilli is set per attempt
-	state  waiterState
-	done   chan result // receives exactly once, when state becomes granted or failed
-	cancel chan struct{}
-	once   sync.Once
+	sess  *session
+	tag   string
+	req   protocol.Lock
+	q     *queue
+	who   quorum.Who // recorded with the hold; SinceMilli is set per attempt
+	state waiterState
+	// done, for a wait of a multi-lock (whose goroutine awaits each name in
+	// turn), receives its result; a LOCK of one name has none and is
+	// answered by whoever ends its wait (see end).
+	done chan result
+	// timer ends the wait when wait= runs out; set under the queue's mu.
+	timer *time.Timer
 	// after, if not nil, is closed once this session's release of the name
 	// landed: the contender tries the masters for w only then.
 	after <-chan struct{}
@@ -36,6 +39,41 @@ type waiter struct {
 	wantsEntry bool
 	entry      *quorum.Entry
 	entryHold  *renewal.Hold // its heartbeat, which the watchdog renews
+}
+
+// end gives w its outcome. Whoever moves w out of queued (its name's
+// contender, its timer, CANCEL, its session closing, a release that passes
+// it the name) calls it once, with no lock held. A LOCK of one name waits
+// in no goroutine of its own: this answers it.
+func (w *waiter) end(r result) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.done != nil {
+		w.done <- r
+		return
+	}
+	s := w.sess
+	s.a.metrics.lockAnswered(w, r)
+	// Before the reply: the client may reuse the tag, and a grant must not
+	// count against max_holds_per_session twice.
+	s.forgetWait(w)
+	switch {
+	case r.err == nil:
+		s.reply(grantLine(w.tag, r))
+	case errors.Is(r.err, quorum.ErrBusy):
+		s.reply(protocol.Reply(w.tag, protocol.KindBusy).Bytes())
+	default:
+		s.reply(protocol.ErrorLine(w.tag, r.err))
+	}
+	s.reqs.Done()
+}
+
+// expire ends w's wait when its wait= ran out, unless it ended already.
+func (a *Agent) expire(w *waiter) {
+	if a.withdraw(w) {
+		w.end(w.q.timedOut(w))
+	}
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
@@ -74,8 +112,8 @@ func (a *Agent) checkTTL(ttl time.Duration) error {
 }
 
 // lock takes effect at once, in the order of the session's lines: a
-// re-entry is answered, anything else joins its name's queue. The wait
-// runs in its own goroutine.
+// re-entry is answered, anything else joins its name's queue, and is
+// answered when its wait ends (see waiter.end).
 func (s *session) lock(req *protocol.Request) error {
 	l, err := protocol.ParseLock(req)
 	if err != nil {
@@ -93,33 +131,18 @@ func (s *session) lock(req *protocol.Request) error {
 	if len(l.Names) > 1 {
 		return s.lockMany(req.Tag, l)
 	}
-	w, r, err := s.claim(req.Tag, l)
-	if err != nil {
-		return err
-	}
-	if w == nil {
+	w, r, err := s.claim(req.Tag, l, false)
+	if err == nil && w == nil {
 		s.send(grantLine(req.Tag, r))
-		return nil
 	}
-	s.spawn(req.Tag, func() error {
-		r := s.finishClaim(w)
-		switch {
-		case r.err == nil:
-			s.send(grantLine(req.Tag, r))
-		case errors.Is(r.err, quorum.ErrBusy):
-			s.send(protocol.Reply(req.Tag, protocol.KindBusy).Bytes())
-		default:
-			return r.err
-		}
-		return nil
-	})
-	return nil
+	return err
 }
 
 // claim takes l's one name at once: a re-entry is answered (w nil, r its
-// result); anything else joins the name's queue as w, which the caller
-// awaits with finishClaim.
-func (s *session) claim(tag string, l protocol.Lock) (w *waiter, r result, err error) {
+// result); anything else joins the name's queue as w. A wait of a
+// multi-lock (many) is awaited with finishClaim; any other is answered when
+// it ends.
+func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r result, err error) {
 	a := s.a
 	name := l.Names[0]
 	s.mu.Lock()
@@ -147,27 +170,42 @@ func (s *session) claim(tag string, l protocol.Lock) (w *waiter, r result, err e
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	w = &waiter{sess: s, tag: tag, req: l, done: make(chan result, 1), cancel: make(chan struct{}), joined: time.Now()}
+	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now()}
+	if many {
+		w.done = make(chan result, 1)
+	} else {
+		s.reqs.Add(1) // until end answers it: a closing session waits for that
+	}
 	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
 	if r := s.releasing[name]; r != nil {
 		w.after = r.done
 	}
 	s.waits[tag] = w
 	s.mu.Unlock()
-	if err := a.enqueue(w); err != nil {
+	busy, err := a.enqueue(w)
+	if err != nil {
 		s.forgetWait(w)
+		if !many {
+			s.reqs.Done()
+		}
 		return nil, r, err
+	}
+	switch {
+	case busy:
+		w.end(result{err: quorum.ErrBusy})
+	case s.ctx.Err() != nil && a.withdraw(w):
+		// The session closed while a multi-lock claimed this name: close
+		// may have looked at the waits before w was queued.
+		w.end(result{err: errSessionGone})
 	}
 	return w, r, nil
 }
 
-// finishClaim awaits w's result.
+// finishClaim awaits the result of w, a wait of a multi-lock.
 func (s *session) finishClaim(w *waiter) result {
-	r := s.await(w)
+	r := <-w.done
 	s.a.metrics.lockAnswered(w, r)
-	// Before the reply: the client may reuse the tag, and a grant must not
-	// count against max_holds_per_session twice.
-	s.forgetWait(w)
+	s.forgetWait(w) // before the next name is claimed under the same tag
 	return r
 }
 
@@ -204,7 +242,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 			if l.Wait > 0 && l.Wait != protocol.Forever {
 				one.Wait = max(time.Until(deadline), time.Millisecond)
 			}
-			w, r, err := s.claim(tag, one)
+			w, r, err := s.claim(tag, one, true)
 			if err == nil && w != nil {
 				r = s.finishClaim(w)
 				err = r.err
@@ -283,19 +321,21 @@ func (s *session) fixAll(l protocol.Lock, results []result) error {
 // rollback undoes the acquisition a failed multi-lock made of each of
 // names (the most recent one), and waits until what it released is released.
 func (s *session) rollback(names []string, owner string) {
-	var finish []func()
+	var left []*undone
 	s.mu.Lock()
 	for _, name := range names {
 		if s.holds[holdKey{name, owner}] == nil {
 			continue // lost meanwhile
 		}
-		if _, f := s.undoLocked(holdKey{name, owner}, ""); f != nil {
-			finish = append(finish, f)
+		if _, d := s.undoLocked(holdKey{name, owner}, ""); d != nil {
+			left = append(left, d)
 		}
 	}
 	s.mu.Unlock()
-	for _, f := range finish {
-		f()
+	for _, d := range left {
+		if !d.now(s) {
+			d.rest(s)
+		}
 	}
 }
 
@@ -333,35 +373,6 @@ func (s *session) dropWaitLocked(w *waiter) {
 // only shut its writing side, so it is still told.
 var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
 
-// await waits for w's result, or withdraws it when its wait runs out, it is
-// cancelled, or the session closes. A result that won the race is kept.
-func (s *session) await(w *waiter) result {
-	var timeout <-chan time.Time
-	if w.req.Wait > 0 {
-		t := time.NewTimer(w.req.Wait)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var why result
-	select {
-	case r := <-w.done:
-		return r
-	case <-timeout:
-		if s.a.withdraw(w) {
-			return w.q.timedOut(w)
-		}
-		return <-w.done
-	case <-w.cancel:
-		why = result{err: protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")}
-	case <-s.ctx.Done():
-		why = result{err: errSessionGone}
-	}
-	if s.a.withdraw(w) {
-		return why
-	}
-	return <-w.done
-}
-
 func grantLine(tag string, r result) []byte {
 	l := protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count))
 	if r.limit > 1 {
@@ -378,10 +389,10 @@ func (s *session) cancelWait(req *protocol.Request) error {
 	s.mu.Lock()
 	w := s.waits[tag]
 	s.mu.Unlock()
-	if w != nil {
-		w.once.Do(func() { close(w.cancel) })
-	}
 	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	if w != nil && s.a.withdraw(w) {
+		w.end(result{err: protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")})
+	}
 	return nil
 }
 

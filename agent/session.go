@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,11 +49,12 @@ type session struct {
 	a      *Agent
 	id     uint64
 	conn   *net.UnixConn
+	raw    syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	cred   Cred
 	log    hclog.Logger
 	ctx    context.Context // ends when the session closes: cancels its waits
 	cancel context.CancelFunc
-	reqs   sync.WaitGroup // requests still working in their own goroutine
+	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
 	out    outbox
 
 	// lastRequest is when the last request line arrived (UnixNano).
@@ -118,6 +120,11 @@ func (a *Agent) open(conn *net.UnixConn) {
 	a.nextSession++
 	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}, waits: map[string]*waiter{}}
 	s.out.dead = make(chan struct{})
+	if s.raw, err = conn.SyscallConn(); err != nil {
+		a.mu.Unlock()
+		conn.Close()
+		return
+	}
 	s.lastRequest.Store(time.Now().UnixNano())
 	s.ctx, s.cancel = context.WithCancel(a.runCtx)
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
@@ -285,18 +292,7 @@ func (s *session) armIdle() {
 func (s *session) send(line []byte) {
 	o := &s.out
 	o.mu.Lock()
-	if !o.writing && !o.done && len(o.lines) == 0 {
-		// Nothing queued and no writer: this goroutine writes the line
-		// itself, saving a writer goroutine's start and wake-up per reply,
-		// then writes whatever was queued meanwhile.
-		o.writing = true
-		o.mu.Unlock()
-		if _, err := s.conn.Write(line); err != nil {
-			s.conn.Close()
-			s.writeDone()
-			return
-		}
-		s.write()
+	if s.writeNowLocked(line) {
 		return
 	}
 	for len(o.lines) >= outQueue && !o.done {
@@ -310,6 +306,78 @@ func (s *session) send(line []byte) {
 	}
 	s.queueLocked(line)
 	o.mu.Unlock()
+}
+
+// reply queues the answer of a request that another goroutine finished (a
+// waiting LOCK granted by its name's contender, or ended by its timer),
+// without ever waiting: that goroutine serves other sessions too. The lines
+// it may add beyond outQueue are bounded by the session's waits
+// (max_holds_per_session).
+func (s *session) reply(line []byte) {
+	o := &s.out
+	o.mu.Lock()
+	if s.writeNowLocked(line) {
+		return
+	}
+	s.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// writeNowLocked writes line at once if nothing is queued and no writer
+// runs, saving a writer goroutine's start and wake-up per reply; whatever
+// the socket does not take at once is left to a writer, so the caller never
+// waits for the client. It says whether it took line; it lets s.out.mu go
+// if it did, and keeps it held if not.
+func (s *session) writeNowLocked(line []byte) bool {
+	o := &s.out
+	if o.writing || o.done || len(o.lines) > 0 {
+		return false
+	}
+	o.writing = true
+	o.mu.Unlock()
+	n, err := s.writeNow(line)
+	if err != nil {
+		s.conn.Close()
+		s.writeDone()
+		return true
+	}
+	o.mu.Lock()
+	if n < len(line) {
+		o.lines = append([][]byte{line[n:]}, o.lines...)
+	}
+	if len(o.lines) == 0 && !o.closing {
+		o.writing = false
+	} else {
+		go s.write() // lines came meanwhile, or the socket is full: a writer finishes
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// writeNow writes what the socket takes of b without waiting for it to take
+// more: n < len(b) when its buffer is full.
+func (s *session) writeNow(b []byte) (n int, err error) {
+	cerr := s.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, werr := syscall.Write(int(fd), b[n:])
+			if werr == syscall.EINTR {
+				continue
+			}
+			if werr == syscall.EAGAIN {
+				return true
+			}
+			if werr != nil {
+				err = werr
+				return true
+			}
+			n += m
+		}
+		return true
+	})
+	if err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // push queues an unsolicited line without ever waiting: it is called from
@@ -450,7 +518,16 @@ func (s *session) close() {
 	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
 	s.holds = map[holdKey]*hold{}
+	waits := make([]*waiter, 0, len(s.waits))
+	for _, w := range s.waits {
+		waits = append(waits, w)
+	}
 	s.mu.Unlock()
+	for _, w := range waits {
+		if s.a.withdraw(w) {
+			w.end(result{err: errSessionGone})
+		}
+	}
 	s.a.releaseAll(holds)
 	s.conn.SetWriteDeadline(time.Now().Add(closeFlush))
 	s.reqs.Wait()
