@@ -214,8 +214,11 @@ func New(cfg Config) (*Cluster, error) {
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
 		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID}
 	for i, mc := range cfg.Masters {
-		c.masters = append(c.masters, &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
-			log: cfg.Logger.Named("master").With("master", mc.Name)})
+		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
+			log: cfg.Logger.Named("master").With("master", mc.Name)}
+		m.acquires = batcher{m: m, many: acquireManyScript}
+		m.releases = batcher{m: m, many: releaseManyScript}
+		c.masters = append(c.masters, m)
 	}
 	return c, nil
 }
@@ -342,19 +345,38 @@ func (c *Cluster) fanout(ctx context.Context, op Op, s *script, keys, args []str
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	answers := make(chan answer, len(to))
 	for _, i := range to {
-		go func() {
-			m := c.masters[i]
-			start := time.Now()
-			r := c.timedEval(opCtx, op, i, s, keys, args)
+		m := c.masters[i]
+		start := time.Now()
+		answered := func(r rueidis.RedisResult) {
 			if r.Error() == nil || !errors.Is(r.Error(), context.DeadlineExceeded) {
 				m.observe(time.Since(start))
 			} else {
 				m.observe(timeout)
 			}
 			answers <- answer{i, r}
-		}()
+		}
+		go c.call(opCtx, i, op, s, start.Add(timeout), keys, args, answered)
 	}
 	return answers, cancel, timeout
+}
+
+// call runs s on master i and hands answered its reply. The hot scripts'
+// calls may wait for a batch instead (see batch.go), so it must be called
+// in a goroutine of its own that may end before the reply: answered is
+// then called by the goroutine that sends the batch.
+func (c *Cluster) call(ctx context.Context, i int, op Op, s *script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
+	b := c.masters[i].batcherFor(s)
+	start := time.Now()
+	if b != nil && b.wait(&batchItem{keys: keys, args: args, deadline: deadline, done: func(r rueidis.RedisResult) {
+		c.cfg.Observer.MasterOp(i, op, time.Since(start))
+		answered(r)
+	}}) {
+		return
+	}
+	answered(c.timedEval(ctx, op, i, s, keys, args))
+	if b != nil {
+		b.done()
+	}
 }
 
 // roundTimeout is a round's deadline: MasterTimeout, or longer while the
@@ -701,8 +723,9 @@ func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string
 // releaseAsync gives back a failed round's partial grants in the background.
 // Its release message wakes other agents' waiters (the round's grants may
 // have landed late on every master and look like a holder to them) but not
-// this agent's own, which would only fail again at once. On each master the release follows the acquire on the same
-// connection, so it lands after it even if the acquire is still in flight.
+// this agent's own, which would only fail again at once. If the release
+// lands before an acquire still on its way (waiting for a batch, say), its
+// tombstone makes that acquire refuse.
 func (c *Cluster) releaseAsync(name, holder string) {
 	c.goBackground(func() { c.release(context.Background(), name, holder, c.giveBack) })
 }
@@ -754,7 +777,8 @@ func (c *Cluster) release(ctx context.Context, name, holder, message string) (in
 // and returns how many answered without error (by judge, if not nil: it
 // reads each answer that comes in time).
 func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string, judge func(answer) error) int {
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(20*c.cfg.MasterTimeout, time.Second))
+	timeout := max(20*c.cfg.MasterTimeout, time.Second)
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	answers := make(chan answer, len(c.masters))
 	sent := 0
 	for i, m := range c.masters {
@@ -762,7 +786,7 @@ func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args [
 			continue
 		}
 		sent++
-		go func() { answers <- answer{i, c.timedEval(opCtx, op, i, s, keys, args)} }()
+		go c.call(opCtx, i, op, s, time.Now().Add(timeout), keys, args, func(r rueidis.RedisResult) { answers <- answer{i, r} })
 	}
 	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
 	defer wait.Stop()

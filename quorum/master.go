@@ -76,6 +76,21 @@ type master struct {
 	sub   rueidis.DedicatedClient // nil while not subscribed
 
 	connected chan struct{} // closed once client is set
+
+	// acquires and releases batch the rounds' calls of the hot scripts
+	// (see batch.go).
+	acquires, releases batcher
+}
+
+// batcherFor is the batcher of s's calls, nil if s is not batched.
+func (m *master) batcherFor(s *script) *batcher {
+	switch s {
+	case acquireScript:
+		return &m.acquires
+	case releaseScript:
+		return &m.releases
+	}
+	return nil
 }
 
 // observe adds one answer time to the master's moving average (weight 1/8).

@@ -3,6 +3,7 @@ package quorum
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strings"
 )
 
@@ -162,7 +163,9 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // clock bound holds while a grant of B fences takes more than B µs: the agent
 // asks for a block only while other local waiters queue behind the one it
 // works for, and keeps B small (cohort_max_handoffs+1).
-const acquireSrc = gateLua + queueLua + `
+const acquireSrc = gateLua + queueLua + acquireBody
+
+const acquireBody = `
 local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
 if q > 0 then return {-2, q} end
 -- The tombstone and the queue are looked up in one call: mostly neither is there.
@@ -327,7 +330,9 @@ return 2
 // after it.
 // KEYS: set, holder key. ARGV: holder, channel, message, tombstone ms.
 // Returns 1 if it held.
-const releaseSrc = `
+const releaseSrc = releaseBody
+
+const releaseBody = `
 local held = redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
@@ -486,6 +491,51 @@ redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'until', '0', 'run', run_id())
 return 1
 `
 
+// batchLua runs a script's body (the function one(KEYS, ARGV)) once per
+// item of a batch: the KEYS and ARGV of the script are the items' own, nk
+// and na of each, one after the other, and the reply is the items' replies
+// in order. One call of the master serves many rounds at once (see
+// batch.go). Each item runs under pcall, so that an item that fails (a key
+// of the wrong type, say) fails alone, as it would in a call of its own.
+func batchLua(nk, na int) string {
+	return fmt.Sprintf(`
+local out = {}
+for i = 0, #KEYS / %[1]d - 1 do
+  local ok, r = pcall(one, {unpack(KEYS, i * %[1]d + 1, i * %[1]d + %[1]d)}, {unpack(ARGV, i * %[2]d + 1, i * %[2]d + %[2]d)})
+  if ok then
+    out[#out + 1] = r
+  elseif type(r) == 'table' and r.err then
+    out[#out + 1] = redis.error_reply(r.err)
+  else
+    out[#out + 1] = redis.error_reply(tostring(r))
+  end
+end
+return out
+`, nk, na)
+}
+
+// acquireManySrc is acquireSrc over a batch of claims (6 keys and 15
+// arguments each, as acquireSrc takes them). The masters' gate runs once,
+// for the first item: every item carries the same marker.
+var acquireManySrc = gateLua + queueLua + `
+local gate_once, gated = gate, nil
+local function gate(marker, epoch, quarantine)
+  if not gated then gated = {gate_once(marker, epoch, quarantine)} end
+  return gated[1], gated[2]
+end
+local function one(KEYS, ARGV)
+` + acquireBody + `
+end
+` + batchLua(6, 15)
+
+// releaseManySrc is releaseSrc over a batch of releases (2 keys and 4
+// arguments each).
+var releaseManySrc = `
+local function one(KEYS, ARGV)
+` + releaseBody + `
+end
+` + batchLua(2, 4)
+
 // script is a Lua script with its SHA1, run by EVALSHA with an EVAL fallback.
 type script struct {
 	src, sha string
@@ -526,7 +576,7 @@ func (s *script) fallback() *script {
 
 // allScripts are loaded into a master when it connects or loses its data.
 var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript,
-	enqueueScript, settleScript, dequeueScript, queueLenScript, retagScript}
+	enqueueScript, settleScript, dequeueScript, queueLenScript, retagScript, acquireManyScript, releaseManyScript}
 
 var (
 	acquireScript    = newScript(acquireSrc, 3)
@@ -543,4 +593,9 @@ var (
 	dequeueScript    = newScript(dequeueSrc, -1)
 	queueLenScript   = newScript(queueLenSrc, -1)
 	retagScript      = newScript(retagSrc, -1)
+
+	// The batches' scripts: see batch.go. The gate's epoch argument is
+	// the first item's.
+	acquireManyScript = newScript(acquireManySrc, 3)
+	releaseManyScript = newScript(releaseManySrc, -1)
 )

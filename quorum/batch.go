@@ -1,0 +1,132 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Batches. A round sends a script to every master; many rounds at once
+// (many clients on many names, a burst) would each cost a master a script
+// call, and the agent a command, a goroutine and mostly a write per master.
+// So the hot scripts (acquire, release) go through a batcher per master: a
+// round's call is made at once, alone, while the master has fewer than
+// batchSenders calls of that script in flight, and otherwise waits for one
+// to come back and goes with every item that waited meanwhile, in one call
+// of the batch script (see batchLua). One round alone pays for none of it.
+//
+// Batching changes no outcome: a batch runs its items in order, each as its
+// own call would, and an item's reply is its own. Items of one round's
+// masters still travel independently, and the rounds' order on a master
+// was never relied on (see releaseSrc: tombstones make a release that
+// overtakes its acquire win).
+
+const (
+	// batchSenders is how many calls of one script a master has in
+	// flight before rounds wait for a batch: enough that one slow answer
+	// (the third master's, which a round no longer waits for) does not
+	// make the next serial round wait, and that the master stays busy
+	// while a batch's reply travels.
+	batchSenders = 4
+	// batchMax bounds the items of one call, and so how long one script
+	// keeps the master from everything else.
+	batchMax = 64
+)
+
+// batchItem is one round's script call on one master, waiting for a batch.
+type batchItem struct {
+	keys, args []string
+	deadline   time.Time
+	done       func(rueidis.RedisResult) // called once, by a sender
+}
+
+// batcher gathers a master's items of one script into batches.
+type batcher struct {
+	m    *master
+	many *script // the batch variant of the script
+	mu   sync.Mutex
+	// queue holds the items waiting for a sender; inflight counts the
+	// calls of the script in flight (alone or batches).
+	queue    []*batchItem
+	inflight int
+}
+
+// wait queues it if the master has batchSenders calls of the script in
+// flight already: a sender then answers it. Else it counts a call that the
+// caller makes at once, alone, and must end with done.
+func (b *batcher) wait(it *batchItem) (queued bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inflight >= batchSenders {
+		b.queue = append(b.queue, it)
+		return true
+	}
+	b.inflight++
+	return false
+}
+
+// done ends a call the caller made alone: its goroutine then sends, as
+// batches, the items that waited meanwhile, until none is left.
+func (b *batcher) done() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), batchMax)
+		if n == 0 {
+			b.inflight--
+			b.mu.Unlock()
+			return
+		}
+		batch := make([]*batchItem, n)
+		copy(batch, b.queue)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.mu.Unlock()
+		b.run(batch)
+	}
+}
+
+// errBatchReply is a batch reply that does not answer every item.
+var errBatchReply = errors.New("batch reply has the wrong number of items")
+
+// run sends one batch and hands each item its reply. An item whose round
+// gave up meanwhile is not sent: it could only be undone.
+func (b *batcher) run(batch []*batchItem) {
+	now := time.Now()
+	live := batch[:0]
+	var deadline time.Time
+	for _, it := range batch {
+		if !now.Before(it.deadline) {
+			it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
+			continue
+		}
+		live = append(live, it)
+		if it.deadline.After(deadline) {
+			deadline = it.deadline
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	var keys, args []string
+	for _, it := range live {
+		keys = append(keys, it.keys...)
+		args = append(args, it.args...)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	vals, err := b.m.evalOn(ctx, laneRounds, b.many, keys, args).ToArray()
+	cancel()
+	if err == nil && len(vals) != len(live) {
+		err = errBatchReply
+	}
+	for i, it := range live {
+		if err != nil {
+			it.done(rueidis.NewErrorResult(err))
+		} else {
+			it.done(rueidis.NewResult(vals[i], nil))
+		}
+	}
+}
