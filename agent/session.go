@@ -143,6 +143,7 @@ func (s *session) serve() {
 	defer s.close()
 	r := bufio.NewReaderSize(s.conn, protocol.MaxLine+2)
 	for {
+		s.awaitRoom()
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
@@ -295,6 +296,26 @@ func (s *session) send(line []byte) {
 	if s.writeNowLocked(line) {
 		return
 	}
+	s.awaitRoomLocked()
+	s.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// awaitRoom waits while the queue is full before the next request is read.
+// The answers of waits (reply) never wait, and a wait ends as soon as its
+// answer is queued: without this, a client that reads nothing could have
+// the agent queue answers without bound, one LOCK ... wait=0 after another.
+func (s *session) awaitRoom() {
+	o := &s.out
+	o.mu.Lock()
+	s.awaitRoomLocked()
+	o.mu.Unlock()
+}
+
+// awaitRoomLocked waits until the queue has room or the connection is
+// closed for writing. s.out.mu is held, and let go while it waits.
+func (s *session) awaitRoomLocked() {
+	o := &s.out
 	for len(o.lines) >= outQueue && !o.done {
 		if o.room == nil {
 			o.room = make(chan struct{})
@@ -304,15 +325,14 @@ func (s *session) send(line []byte) {
 		<-room
 		o.mu.Lock()
 	}
-	s.queueLocked(line)
-	o.mu.Unlock()
 }
 
 // reply queues the answer of a request that another goroutine finished (a
 // waiting LOCK granted by its name's contender, or ended by its timer),
 // without ever waiting: that goroutine serves other sessions too. The lines
 // it may add beyond outQueue are bounded by the session's waits
-// (max_holds_per_session).
+// (max_holds_per_session): no request is read while the queue is full (see
+// awaitRoom).
 func (s *session) reply(line []byte) {
 	o := &s.out
 	o.mu.Lock()
