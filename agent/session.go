@@ -52,8 +52,8 @@ type session struct {
 	raw    syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	cred   Cred
 	log    hclog.Logger
-	ctx    context.Context // ends when the session closes: cancels its waits
-	cancel context.CancelFunc
+	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
+	cancel context.CancelCauseFunc
 	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
 	out    outbox
 
@@ -68,9 +68,10 @@ type session struct {
 	mu        sync.Mutex
 	idle      *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds     map[holdKey]*hold
-	waits     map[string]*waiter  // by tag, for CANCEL
-	releasing map[string]*release // names being released in the masters; nil when none
-	inflight  int                 // requests working in their own goroutine
+	waits     map[string]*waiter                 // by tag, for CANCEL
+	multis    map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
+	releasing map[string]*release                // names being released in the masters; nil when none
+	inflight  int                                // requests working in their own goroutine
 	closing   bool
 	client    string
 }
@@ -126,7 +127,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		return
 	}
 	s.lastRequest.Store(time.Now().UnixNano())
-	s.ctx, s.cancel = context.WithCancel(a.runCtx)
+	s.ctx, s.cancel = context.WithCancelCause(a.runCtx)
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	a.sessions[s.id] = s
 	a.uidSessions[cred.UID]++
@@ -530,7 +531,7 @@ func (s *session) bye(reason string) {
 // close ends the session: its waits are cancelled and its holds released in
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
-	s.cancel()
+	s.cancel(errSessionGone)
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
@@ -540,7 +541,9 @@ func (s *session) close() {
 	s.holds = map[holdKey]*hold{}
 	waits := make([]*waiter, 0, len(s.waits))
 	for _, w := range s.waits {
-		waits = append(waits, w)
+		if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+			waits = append(waits, w)
+		}
 	}
 	s.mu.Unlock()
 	for _, w := range waits {
