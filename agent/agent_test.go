@@ -572,3 +572,42 @@ func TestAClientThatStopsReadingDoesNotHoldUpItsNamesContender(t *testing.T) {
 		t.Fatalf("the reader behind a stalled client: %s", r.Line)
 	}
 }
+
+// TestAClientThatStopsReadingCannotQueueAnswersWithoutBound: the answer of
+// a wait never waits for the client (see session.reply), so the agent stops
+// reading a client whose queue is full instead: a client that reads nothing
+// and sends LOCK ... wait=0 again and again (each BUSY at once behind a local
+// waiter, its tag free again) leaves at most outQueue lines and the answers
+// of its waits (max_holds_per_session) queued.
+func TestAClientThatStopsReadingCannotQueueAnswersWithoutBound(t *testing.T) {
+	const maxHolds = 10
+	a, _ := start(t, func(c *agent.Config) { c.Limits.MaxHoldsPerSession = maxHolds })
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK x"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	waiter := agenttest.Dial(t, a.Config.Socket.Path)
+	waiter.Send("LOCK x wait=forever")
+	holder.AwaitWaiters(1)
+	flood, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flood.Close()
+	bound := agent.OutQueue + maxHolds
+	batch := []byte(strings.Repeat("t LOCK x wait=0\n", 1000))
+	most := 0
+	for range 3 * bound / 1000 {
+		flood.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := flood.Write(batch); err != nil {
+			break // the agent stopped reading
+		}
+		most = max(most, agent.QueuedLines(a.Agent))
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		most = max(most, agent.QueuedLines(a.Agent))
+	}
+	if most > bound {
+		t.Fatalf("%d lines queued for a client that reads nothing, more than outQueue and its waits (%d)", most, bound)
+	}
+}

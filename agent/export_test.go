@@ -31,3 +31,20 @@ func Wedge(t interface{ Cleanup(func()) }, loop string) (release func()) {
 	t.Cleanup(release)
 	return release
 }
+
+// OutQueue is how many lines a session queues for its writer before it
+// stops reading the client's requests.
+const OutQueue = outQueue
+
+// QueuedLines is the most lines any session of a has waiting for its writer.
+func QueuedLines(a *Agent) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	most := 0
+	for _, s := range a.sessions {
+		s.out.mu.Lock()
+		most = max(most, len(s.out.lines))
+		s.out.mu.Unlock()
+	}
+	return most
+}

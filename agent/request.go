@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -166,7 +167,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
-	if _, dup := s.waits[tag]; dup {
+	if _, dup := s.waits[tag]; dup || (!many && s.multis[tag] != nil) {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
@@ -190,20 +191,26 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		}
 		return nil, r, err
 	}
-	switch {
-	case busy:
+	if busy {
 		w.end(result{err: quorum.ErrBusy})
-	case s.ctx.Err() != nil && a.withdraw(w):
-		// The session closed while a multi-lock claimed this name: close
-		// may have looked at the waits before w was queued.
-		w.end(result{err: errSessionGone})
 	}
 	return w, r, nil
 }
 
-// finishClaim awaits the result of w, a wait of a multi-lock.
-func (s *session) finishClaim(w *waiter) result {
-	r := <-w.done
+// finishClaim awaits the result of w, a wait of a multi-lock, or withdraws
+// it when stop ends (CANCEL, or the session closing). Only the multi-lock's
+// goroutine withdraws it: CANCEL and close may find w in the session's
+// waits before it is queued.
+func (s *session) finishClaim(stop context.Context, w *waiter) result {
+	var r result
+	select {
+	case r = <-w.done:
+	case <-stop.Done():
+		if s.a.withdraw(w) {
+			w.end(result{err: context.Cause(stop)})
+		}
+		r = <-w.done
+	}
 	s.a.metrics.lockAnswered(w, r)
 	s.forgetWait(w) // before the next name is claimed under the same tag
 	return r
@@ -220,54 +227,87 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
 		}
 	}
-	s.mu.Lock()
-	held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession
-	s.mu.Unlock()
-	if held+len(l.Names) > lim {
-		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+len(l.Names), lim)
+	// Noted at once, in the order of the session's lines, so that a CANCEL
+	// right behind it finds it whichever name it is claiming, or none yet.
+	stop, cancel := context.WithCancelCause(s.ctx)
+	if err := s.startMulti(tag, len(l.Names), cancel); err != nil {
+		cancel(nil)
+		return err
 	}
+	deadline := time.Now().Add(l.Wait)
+	s.spawn(tag, func() error {
+		reply, err := s.lockAll(stop, tag, l, deadline)
+		s.mu.Lock()
+		delete(s.multis, tag) // before the answer: the client may reuse the tag
+		s.mu.Unlock()
+		cancel(nil)
+		if err != nil {
+			return err
+		}
+		s.send(reply)
+		return nil
+	})
+	return nil
+}
+
+// startMulti notes the multi-lock tag of n names, which CANCEL ends with
+// cancel, unless its tag names a waiting LOCK or the session would hold
+// too many names.
+func (s *session) startMulti(tag string, n int, cancel context.CancelCauseFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.waits[tag]; dup || s.multis[tag] != nil {
+		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
+	}
+	if held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession; held+n > lim {
+		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+n, lim)
+	}
+	if s.multis == nil {
+		s.multis = map[string]context.CancelCauseFunc{}
+	}
+	s.multis[tag] = cancel
+	return nil
+}
+
+// lockAll claims the names of the multi-lock tag one by one (see lockMany)
+// until stop ends, and returns its answer.
+func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, deadline time.Time) ([]byte, error) {
 	order := make([]int, len(l.Names))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(i, j int) int { return strings.Compare(l.Names[i], l.Names[j]) })
-	deadline := time.Now().Add(l.Wait)
-	s.spawn(tag, func() error {
-		results := make([]result, len(l.Names))
-		var claimed []string
-		for _, i := range order {
-			one := l
-			one.Names = l.Names[i : i+1]
-			one.TTL = 0 // on the watchdog's lease until all are won: see fixAll
-			if l.Wait > 0 && l.Wait != protocol.Forever {
-				one.Wait = max(time.Until(deadline), time.Millisecond)
-			}
-			w, r, err := s.claim(tag, one, true)
-			if err == nil && w != nil {
-				r = s.finishClaim(w)
-				err = r.err
-			}
-			if err != nil {
-				s.rollback(claimed, l.Owner)
-				if errors.Is(err, quorum.ErrBusy) {
-					s.send(protocol.Reply(tag, protocol.KindBusy).Bytes())
-					return nil
-				}
-				return err
-			}
-			results[i] = r
-			claimed = append(claimed, l.Names[i])
+	results := make([]result, len(l.Names))
+	var claimed []string
+	for _, i := range order {
+		one := l
+		one.Names = l.Names[i : i+1]
+		one.TTL = 0 // on the watchdog's lease until all are won: see fixAll
+		if l.Wait > 0 && l.Wait != protocol.Forever {
+			one.Wait = max(time.Until(deadline), time.Millisecond)
 		}
-		if l.TTL > 0 {
-			if err := s.fixAll(l, results); err != nil {
-				s.rollback(claimed, l.Owner)
-				return err
-			}
+		w, r, err := s.claim(tag, one, true)
+		if err == nil && w != nil {
+			r = s.finishClaim(stop, w)
+			err = r.err
 		}
-		s.send(grantManyLine(tag, results))
-		return nil
-	})
-	return nil
+		if err != nil {
+			s.rollback(claimed, l.Owner)
+			if errors.Is(err, quorum.ErrBusy) {
+				return protocol.Reply(tag, protocol.KindBusy).Bytes(), nil
+			}
+			return nil, err
+		}
+		results[i] = r
+		claimed = append(claimed, l.Names[i])
+	}
+	if l.TTL > 0 {
+		if err := s.fixAll(l, results); err != nil {
+			s.rollback(claimed, l.Owner)
+			return nil, err
+		}
+	}
+	return grantManyLine(tag, results), nil
 }
 
 // fixAll sets the names of a multi-lock with ttl= (won on the watchdog's
@@ -373,6 +413,9 @@ func (s *session) dropWaitLocked(w *waiter) {
 // only shut its writing side, so it is still told.
 var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
 
+// errCancelled ends a wait that CANCEL withdrew.
+var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
+
 func grantLine(tag string, r result) []byte {
 	l := protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count))
 	if r.limit > 1 {
@@ -387,11 +430,14 @@ func (s *session) cancelWait(req *protocol.Request) error {
 		return err
 	}
 	s.mu.Lock()
-	w := s.waits[tag]
+	w, multi := s.waits[tag], s.multis[tag]
 	s.mu.Unlock()
 	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
-	if w != nil && s.a.withdraw(w) {
-		w.end(result{err: protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")})
+	switch {
+	case multi != nil:
+		multi(errCancelled) // its goroutine withdraws its wait (see finishClaim)
+	case w != nil && s.a.withdraw(w):
+		w.end(result{err: errCancelled})
 	}
 	return nil
 }

@@ -52,8 +52,8 @@ type session struct {
 	raw    syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	cred   Cred
 	log    hclog.Logger
-	ctx    context.Context // ends when the session closes: cancels its waits
-	cancel context.CancelFunc
+	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
+	cancel context.CancelCauseFunc
 	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
 	out    outbox
 
@@ -68,9 +68,10 @@ type session struct {
 	mu        sync.Mutex
 	idle      *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds     map[holdKey]*hold
-	waits     map[string]*waiter  // by tag, for CANCEL
-	releasing map[string]*release // names being released in the masters; nil when none
-	inflight  int                 // requests working in their own goroutine
+	waits     map[string]*waiter                 // by tag, for CANCEL
+	multis    map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
+	releasing map[string]*release                // names being released in the masters; nil when none
+	inflight  int                                // requests working in their own goroutine
 	closing   bool
 	client    string
 }
@@ -126,7 +127,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		return
 	}
 	s.lastRequest.Store(time.Now().UnixNano())
-	s.ctx, s.cancel = context.WithCancel(a.runCtx)
+	s.ctx, s.cancel = context.WithCancelCause(a.runCtx)
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	a.sessions[s.id] = s
 	a.uidSessions[cred.UID]++
@@ -143,6 +144,7 @@ func (s *session) serve() {
 	defer s.close()
 	r := bufio.NewReaderSize(s.conn, protocol.MaxLine+2)
 	for {
+		s.awaitRoom()
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
@@ -295,6 +297,26 @@ func (s *session) send(line []byte) {
 	if s.writeNowLocked(line) {
 		return
 	}
+	s.awaitRoomLocked()
+	s.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// awaitRoom waits while the queue is full before the next request is read.
+// The answers of waits (reply) never wait, and a wait ends as soon as its
+// answer is queued: without this, a client that reads nothing could have
+// the agent queue answers without bound, one LOCK ... wait=0 after another.
+func (s *session) awaitRoom() {
+	o := &s.out
+	o.mu.Lock()
+	s.awaitRoomLocked()
+	o.mu.Unlock()
+}
+
+// awaitRoomLocked waits until the queue has room or the connection is
+// closed for writing. s.out.mu is held, and let go while it waits.
+func (s *session) awaitRoomLocked() {
+	o := &s.out
 	for len(o.lines) >= outQueue && !o.done {
 		if o.room == nil {
 			o.room = make(chan struct{})
@@ -304,15 +326,14 @@ func (s *session) send(line []byte) {
 		<-room
 		o.mu.Lock()
 	}
-	s.queueLocked(line)
-	o.mu.Unlock()
 }
 
 // reply queues the answer of a request that another goroutine finished (a
 // waiting LOCK granted by its name's contender, or ended by its timer),
 // without ever waiting: that goroutine serves other sessions too. The lines
 // it may add beyond outQueue are bounded by the session's waits
-// (max_holds_per_session).
+// (max_holds_per_session): no request is read while the queue is full (see
+// awaitRoom).
 func (s *session) reply(line []byte) {
 	o := &s.out
 	o.mu.Lock()
@@ -510,7 +531,7 @@ func (s *session) bye(reason string) {
 // close ends the session: its waits are cancelled and its holds released in
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
-	s.cancel()
+	s.cancel(errSessionGone)
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
@@ -520,7 +541,9 @@ func (s *session) close() {
 	s.holds = map[holdKey]*hold{}
 	waits := make([]*waiter, 0, len(s.waits))
 	for _, w := range s.waits {
-		waits = append(waits, w)
+		if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+			waits = append(waits, w)
+		}
 	}
 	s.mu.Unlock()
 	for _, w := range waits {

@@ -301,3 +301,30 @@ func TestLostComesBeforeNotHeld(t *testing.T) {
 	}
 	t.Logf("%d of 40 UNLOCKs came after the expiry", raced)
 }
+
+// TestCancelPipelinedBehindAMultiLockEndsIt: a multi-lock claims its names
+// in its own goroutine, one after the other; a CANCEL right behind it (in
+// the same write) must end it whichever name it is claiming, or before it
+// claimed any: it was lost, and the LOCK waited on.
+func TestCancelPipelinedBehindAMultiLockEndsIt(t *testing.T) {
+	a, _ := start(t, nil)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK b"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	for i := range 20 {
+		c := dialLines(t, a.Config.Socket.Path)
+		c.write("1 LOCK a b wait=3s", "2 CANCEL 1")
+		if r := c.next(5 * time.Second); r != "2 OK" {
+			t.Fatalf("round %d: CANCEL answered %q", i, r)
+		}
+		if r := c.next(5 * time.Second); !strings.HasPrefix(r, "1 ERR CANCELLED") {
+			t.Fatalf("round %d: the cancelled multi-lock answered %q", i, r)
+		}
+		c.nc.Close()
+	}
+	// Nothing it claimed is left held.
+	if r := holder.Do("LOCK a wait=2s"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+}

@@ -1,0 +1,155 @@
+package agent_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// hostileScript is a session's pipelined requests: LOCKs of few names
+// (single and multi, short waits, forever waits, fair), CANCELs of earlier
+// tags, UNLOCKs.
+func hostileScript(rng *rand.Rand, sess, n int) (lines []string, tags []string) {
+	names := []string{"n0", "n1", "n2", "n3"}
+	waits := []string{"wait=0", "wait=1ms", "wait=2ms", "wait=20ms", "wait=forever", ""}
+	for i := range n {
+		tag := fmt.Sprintf("s%dr%d", sess, i)
+		owner := fmt.Sprintf("o%d", rng.IntN(3))
+		var line string
+		switch k := rng.IntN(10); {
+		case k < 4:
+			line = fmt.Sprintf("LOCK %s owner=%s %s", names[rng.IntN(len(names))], owner, waits[rng.IntN(len(waits))])
+			if rng.IntN(4) == 0 {
+				line += " fair=true"
+			}
+		case k < 5:
+			a, b := rng.IntN(len(names)), rng.IntN(len(names))
+			if a == b {
+				b = (a + 1) % len(names)
+			}
+			line = fmt.Sprintf("LOCK %s %s owner=%s %s", names[a], names[b], owner, waits[rng.IntN(len(waits))])
+		case k < 7 && i > 0:
+			line = fmt.Sprintf("CANCEL s%dr%d", sess, rng.IntN(i))
+		default:
+			line = fmt.Sprintf("UNLOCK %s owner=%s", names[rng.IntN(len(names))], owner)
+		}
+		lines = append(lines, tag+" "+line)
+		tags = append(tags, tag)
+	}
+	return lines, tags
+}
+
+// TestEveryPipelinedRequestIsAnsweredOnceWhateverEndsItsSession: sessions
+// pipeline LOCKs (of one name and of several; wait=0, 1ms, 20ms, forever;
+// fair), CANCELs of earlier tags and UNLOCKs on a few names, then end with
+// QUIT, a half-close or a hang-up while their waits end by grants, hand-overs,
+// timers and CANCEL. Every request of a session that said QUIT or half-closed
+// gets exactly one answer before the agent closes the connection, and once
+// every session has closed nothing is held or waiting, here or in the masters.
+func TestEveryPipelinedRequestIsAnsweredOnceWhateverEndsItsSession(t *testing.T) {
+	a, _ := start(t, nil)
+	const sessions, requests = 8, 300
+	var wg sync.WaitGroup
+	for round := range 3 {
+		for sess := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(sess)))
+				lines, tags := hostileScript(rng, sess, requests)
+				nc, err := net.Dial("unix", a.Config.Socket.Path)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer nc.Close()
+				got := map[string]int{}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					r := bufio.NewReader(nc)
+					for {
+						line, err := r.ReadString('\n')
+						if err != nil {
+							return
+						}
+						w := strings.Fields(line)
+						if len(w) < 2 || w[0] == "*" || w[1] == "DATA" {
+							continue
+						}
+						got[w[0]]++
+					}
+				}()
+				// Pipelined in a few writes, with pauses, then ended in one
+				// of the ways a client ends.
+				for len(lines) > 0 {
+					k := min(len(lines), 1+rng.IntN(50))
+					nc.Write([]byte(strings.Join(lines[:k], "\n") + "\n"))
+					lines = lines[k:]
+					time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				}
+				switch sess % 3 {
+				case 0:
+					nc.Write([]byte("q QUIT\n"))
+				case 1:
+					nc.(*net.UnixConn).CloseWrite()
+				case 2:
+					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+					nc.Close()
+					<-done
+					return
+				}
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Errorf("session %d round %d: the agent never closed the connection", sess, round)
+					nc.Close()
+					<-done
+					return
+				}
+				for _, tag := range tags {
+					if got[tag] != 1 {
+						t.Errorf("session %d round %d: %s got %d replies", sess, round, tag, got[tag])
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := c.Do("STATUS")
+		if r.Int("holds") == 0 && r.Int("waiters") == 0 && r.Int("sessions") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: %s", r.Line)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range []string{"n0", "n1", "n2", "n3"} {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			r := c.Do("WHO " + name)
+			if r.Int("n") == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still held after every session closed: %s %v", name, r.Line, r.Data)
+			}
+		}
+		if r := c.Do("LOCK " + name + " wait=0"); r.Kind != "OK" {
+			t.Fatalf("%s: %s", name, r.Line)
+		}
+	}
+}
