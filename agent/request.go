@@ -207,7 +207,7 @@ func (s *session) finishClaim(stop context.Context, w *waiter) result {
 	case r = <-w.done:
 	case <-stop.Done():
 		if s.a.withdraw(w) {
-			w.end(result{err: context.Cause(stop)})
+			w.end(result{err: stopped(stop)})
 		}
 		r = <-w.done
 	}
@@ -412,6 +412,16 @@ func (s *session) dropWaitLocked(w *waiter) {
 // errSessionGone ends the waits of a closing session. The client may have
 // only shut its writing side, so it is still told.
 var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
+
+// stopped is why stop, a multi-lock's context, ended: CANCEL, the session
+// closing, or else the agent stopping.
+func stopped(stop context.Context) error {
+	var perr *protocol.Error
+	if err := context.Cause(stop); errors.As(err, &perr) {
+		return err
+	}
+	return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+}
 
 // errCancelled ends a wait that CANCEL withdrew.
 var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
