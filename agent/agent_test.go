@@ -501,6 +501,22 @@ func TestPipelinedRequestsAreAllServed(t *testing.T) {
 // TestAClientThatStopsReadingStallsOnlyItself floods the agent without
 // reading: its requests are throttled, everyone else is served as usual,
 // and once it goes away its hold is released at once.
+// stopReading plays a client that sends but reads nothing: it pipelines
+// PINGs until the agent, whose answers fill the socket and its queue, stops
+// reading them.
+func stopReading(t *testing.T, nc net.Conn) {
+	t.Helper()
+	batch := []byte(strings.Repeat("p PING\n", 10000))
+	for blocked := false; !blocked; {
+		nc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := nc.Write(batch)
+		blocked = errors.Is(err, os.ErrDeadlineExceeded)
+		if err != nil && !blocked {
+			t.Fatalf("write: %v", err)
+		}
+	}
+}
+
 func TestAClientThatStopsReadingStallsOnlyItself(t *testing.T) {
 	a, _ := start(t, nil)
 	nc, err := net.Dial("unix", a.Config.Socket.Path)
@@ -512,15 +528,7 @@ func TestAClientThatStopsReadingStallsOnlyItself(t *testing.T) {
 	if line, err := bufio.NewReader(nc).ReadString('\n'); err != nil || !strings.HasPrefix(line, "1 OK") {
 		t.Fatalf("greedy lock: %q %v", line, err)
 	}
-	batch := []byte(strings.Repeat("p PING\n", 10000))
-	for blocked := false; !blocked; {
-		nc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-		_, err := nc.Write(batch)
-		blocked = errors.Is(err, os.ErrDeadlineExceeded)
-		if err != nil && !blocked {
-			t.Fatalf("write: %v", err)
-		}
-	}
+	stopReading(t, nc)
 	other := agenttest.Dial(t, a.Config.Socket.Path)
 	for i := range 20 {
 		if r := other.Do(fmt.Sprintf("LOCK other%d wait=1s", i)); r.Kind != "OK" {
@@ -553,15 +561,7 @@ func TestAClientThatStopsReadingDoesNotHoldUpItsNamesContender(t *testing.T) {
 	defer stalled.Close()
 	stalled.Write([]byte("1 LOCK shared-name mode=shared\n"))
 	writer.AwaitWaiters(1)
-	batch := []byte(strings.Repeat("p PING\n", 10000))
-	for blocked := false; !blocked; {
-		stalled.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-		_, err := stalled.Write(batch)
-		blocked = errors.Is(err, os.ErrDeadlineExceeded)
-		if err != nil && !blocked {
-			t.Fatalf("write: %v", err)
-		}
-	}
+	stopReading(t, stalled)
 	reader := agenttest.Dial(t, a.Config.Socket.Path)
 	_, granted := reader.Send("LOCK shared-name mode=shared wait=5s")
 	writer.AwaitWaiters(2)
