@@ -122,3 +122,52 @@ func TestABatchItemThatFailsFailsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasesQueuedForAHungMasterLandWhenItAnswers: a burst of releases
+// while one master is paused longer than a release's deadline. Each Release
+// returns on the other two, and each must still land on the paused one once
+// it answers again (see Release: a key left behind blocks its name there
+// for a whole lease), including those that waited for a batch meanwhile.
+func TestReleasesQueuedForAHungMasterLandWhenItAnswers(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.MasterTimeout = 50 * time.Millisecond // a release's deadline: 1s
+	c := startCluster(t, cfg)
+	t.Cleanup(servers[0].Resume)
+	ctx := context.Background()
+	const holds = 400 // more than batchSenders calls and their batches carry at once
+	for i := range holds {
+		r := req(fmt.Sprintf("r%d", i), "h")
+		r.Lease = time.Minute
+		if _, err := c.Acquire(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := servers[0].Keys("t:{r*}:h:h"); n != holds {
+		t.Fatalf("m0 has %d of %d holds before the pause", n, holds)
+	}
+	servers[0].Pause()
+	var wg sync.WaitGroup
+	burst := make(chan struct{})
+	for i := range holds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-burst
+			if _, err := c.Release(ctx, fmt.Sprintf("r%d", i), "h"); err != nil {
+				t.Errorf("release r%d: %v", i, err)
+			}
+		}()
+	}
+	close(burst)
+	wg.Wait()
+	time.Sleep(1500 * time.Millisecond) // past the releases' deadline
+	servers[0].Resume()
+	left := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if left = servers[0].Keys("t:{r*}:h:h"); left == 0 {
+			return
+		}
+	}
+	t.Fatalf("%d of %d released holds are still on the master that was paused during their release", left, holds)
+}
