@@ -34,7 +34,7 @@ func evalshaCalls(t *testing.T, s *redistest.Server) int {
 
 // TestConcurrentRoundsShareScriptCalls: rounds that come while a master is
 // busy go to it in batches, and a batch decides each of its items as its
-// own call would: of many attempts on one name exactly one wins, and every
+// own call would: of many attempts on one name at most one wins, and every
 // name of many distinct ones is granted once, with its own fence.
 func TestConcurrentRoundsShareScriptCalls(t *testing.T) {
 	servers := redistest.Start(t, 3)
@@ -76,8 +76,8 @@ func TestConcurrentRoundsShareScriptCalls(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if sameWon != 1 {
-		t.Fatalf("%d of %d attempts on one name won, want 1", sameWon, rounds)
+	if sameWon > 1 { // none may win: each master may have granted another attempt first (a split vote)
+		t.Fatalf("%d of %d attempts on one name won, want at most 1", sameWon, rounds)
 	}
 	if distinctOK != rounds {
 		t.Fatalf("%d of %d distinct names granted", distinctOK, rounds)
