@@ -39,14 +39,22 @@ const (
 // batchItem is one round's script call on one master, waiting for a batch.
 type batchItem struct {
 	keys, args []string
-	deadline   time.Time
-	done       func(rueidis.RedisResult) // called once, by a sender
+	deadline   time.Time                 // when its caller stops waiting
+	timeout    time.Duration             // how long it had when it was queued
+	done       func(rueidis.RedisResult) // called once, by a sender; nil once called
 }
 
 // batcher gathers a master's items of one script into batches.
 type batcher struct {
 	m    *master
 	many *script // the batch variant of the script
+	// land is set for a script whose calls must land however late (a
+	// release: see Release). Its items are sent however long they waited,
+	// each with its whole timeout from then, as a call of its own written
+	// to a hung master lands when the master answers again; one past its
+	// deadline is answered then, as that call would be, so that callers do
+	// not pile up behind a hung master.
+	land bool
 	mu   sync.Mutex
 	// queue holds the items waiting for a sender; inflight counts the
 	// calls of the script in flight (alone or batches).
@@ -92,20 +100,28 @@ func (b *batcher) done() {
 // errBatchReply is a batch reply that does not answer every item.
 var errBatchReply = errors.New("batch reply has the wrong number of items")
 
-// run sends one batch and hands each item its reply. An item whose round
-// gave up meanwhile is not sent: it could only be undone.
+// run sends one batch and hands each item its reply. An item whose
+// caller gave up meanwhile is not sent (it could only be undone), unless
+// the batcher's items must land.
 func (b *batcher) run(batch []*batchItem) {
 	now := time.Now()
 	live := batch[:0]
 	var deadline time.Time
 	for _, it := range batch {
-		if !now.Before(it.deadline) {
+		itemDeadline := it.deadline
+		if !now.Before(itemDeadline) {
 			it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
-			continue
+			it.done = nil
+			if !b.land {
+				continue
+			}
+		}
+		if b.land {
+			itemDeadline = now.Add(it.timeout)
 		}
 		live = append(live, it)
-		if it.deadline.After(deadline) {
-			deadline = it.deadline
+		if itemDeadline.After(deadline) {
+			deadline = itemDeadline
 		}
 	}
 	if len(live) == 0 {
@@ -123,9 +139,11 @@ func (b *batcher) run(batch []*batchItem) {
 		err = errBatchReply
 	}
 	for i, it := range live {
-		if err != nil {
+		switch {
+		case it.done == nil: // answered at its deadline
+		case err != nil:
 			it.done(rueidis.NewErrorResult(err))
-		} else {
+		default:
 			it.done(rueidis.NewResult(vals[i], nil))
 		}
 	}

@@ -217,7 +217,7 @@ func New(cfg Config) (*Cluster, error) {
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
 		m.acquires = batcher{m: m, many: acquireManyScript}
-		m.releases = batcher{m: m, many: releaseManyScript}
+		m.releases = batcher{m: m, many: releaseManyScript, land: true}
 		c.masters = append(c.masters, m)
 	}
 	return c, nil
@@ -367,7 +367,7 @@ func (c *Cluster) fanout(ctx context.Context, op Op, s *script, keys, args []str
 func (c *Cluster) call(ctx context.Context, i int, op Op, s *script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
 	b := c.masters[i].batcherFor(s)
 	start := time.Now()
-	if b != nil && b.wait(&batchItem{keys: keys, args: args, deadline: deadline, done: func(r rueidis.RedisResult) {
+	if b != nil && b.wait(&batchItem{keys: keys, args: args, deadline: deadline, timeout: deadline.Sub(start), done: func(r rueidis.RedisResult) {
 		c.cfg.Observer.MasterOp(i, op, time.Since(start))
 		answered(r)
 	}}) {
