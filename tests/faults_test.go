@@ -55,7 +55,8 @@ func TestMasterFaults(t *testing.T) {
 	var p string
 	for deadline := time.Now().Add(3 * time.Second); p == "" && time.Now().Before(deadline); {
 		if h := holder.Do("HOLDS"); h.Int("n") == 1 {
-			validUntil = time.Now().Add(time.Duration(agenttest.Reply{Fields: h.Data[0]}.Int("validity")) * time.Millisecond)
+			// validity= is cut to whole ms: the hold is valid up to 1ms longer.
+			validUntil = time.Now().Add(time.Duration(agenttest.Reply{Fields: h.Data[0]}.Int("validity")+1) * time.Millisecond)
 		}
 		p = holder.Push(10 * time.Millisecond)
 	}
