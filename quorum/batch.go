@@ -34,6 +34,13 @@ const (
 	// batchMax bounds the items of one call, and so how long one script
 	// keeps the master from everything else.
 	batchMax = 64
+	// batchQueueMax bounds the items waiting for one master, which grow
+	// while it hangs (a hung master is answered 64 items per call per
+	// deadline). Beyond it an item fails at once, as a master that does not
+	// answer: an acquire is a lost vote; a release leaves the hold to
+	// expire with its lease there, as any release that cannot reach a
+	// master does.
+	batchQueueMax = 1 << 16
 )
 
 // batchItem is one round's script call on one master, waiting for a batch.
@@ -63,17 +70,24 @@ type batcher struct {
 }
 
 // wait queues it if the master has batchSenders calls of the script in
-// flight already: a sender then answers it. Else it counts a call that the
-// caller makes at once, alone, and must end with done.
-func (b *batcher) wait(it *batchItem) (queued bool) {
+// flight already: a sender then answers it (or wait itself, at once, if
+// batchQueueMax items wait already). Else it counts a call that the caller
+// makes at once, alone, and must end with done.
+func (b *batcher) wait(it *batchItem) (answered bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.inflight >= batchSenders {
-		b.queue = append(b.queue, it)
+	switch {
+	case b.inflight < batchSenders:
+		b.inflight++
+		b.mu.Unlock()
+		return false
+	case len(b.queue) >= batchQueueMax:
+		b.mu.Unlock()
+		it.done(rueidis.NewErrorResult(ErrOverloaded))
 		return true
 	}
-	b.inflight++
-	return false
+	b.queue = append(b.queue, it)
+	b.mu.Unlock()
+	return true
 }
 
 // done ends a call the caller made alone: its goroutine then sends, as

@@ -398,3 +398,20 @@ func TestBatchedRoundsUnderFaults(t *testing.T) {
 		return n
 	}(), errs)
 }
+
+// TestABatchQueueIsBounded: the calls waiting for a master that does not
+// answer are bounded; beyond the bound a call fails at once, as one to a
+// master that does not answer, instead of the queue growing while it hangs.
+func TestABatchQueueIsBounded(t *testing.T) {
+	b := &batcher{inflight: batchSenders} // every sender busy, as behind a hung master
+	for range batchQueueMax {
+		b.wait(&batchItem{done: func(rueidis.RedisResult) { t.Fatal("a call was answered while the queue had room") }})
+	}
+	var got error
+	if answered := b.wait(&batchItem{done: func(r rueidis.RedisResult) { got = r.Error() }}); !answered || !errors.Is(got, ErrOverloaded) {
+		t.Fatalf("a call beyond the bound: answered %v with %v, want ErrOverloaded at once", answered, got)
+	}
+	if len(b.queue) != batchQueueMax {
+		t.Fatalf("%d calls queued, want %d", len(b.queue), batchQueueMax)
+	}
+}

@@ -33,7 +33,8 @@ var (
 	// ErrConflict: a majority holds the name for another kind of claim (a
 	// semaphore of another limit, or a lock against a semaphore).
 	ErrConflict = errors.New("quorum: held with another limit")
-	// ErrOverloaded: a round waited its whole admission budget for a slot.
+	// ErrOverloaded: a round waited its whole admission budget for a slot,
+	// or a master has batchQueueMax calls waiting already (see batch.go).
 	ErrOverloaded = errors.New("quorum: overloaded")
 )
 
