@@ -64,8 +64,11 @@ type batcher struct {
 	land bool
 	mu   sync.Mutex
 	// queue holds the items waiting for a sender; inflight counts the
-	// calls of the script in flight (alone or batches).
+	// calls of the script in flight (alone or batches). The first answered
+	// items of the queue were answered at their deadline already (see
+	// expireLocked): they wait only to be sent, for a batcher that lands.
 	queue    []*batchItem
+	answered int
 	inflight int
 }
 
@@ -86,8 +89,37 @@ func (b *batcher) wait(it *batchItem) (answered bool) {
 		return true
 	}
 	b.queue = append(b.queue, it)
+	expired := b.expireLocked(time.Now())
 	b.mu.Unlock()
+	for _, it := range expired {
+		it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
+	}
 	return true
+}
+
+// expireLocked takes the callbacks of the items at the front of the queue
+// whose deadline passed, for the caller to answer once b.mu is let go: a
+// caller behind a hung master hears about when its deadline passes (the
+// next call queued after it looks), not only when a sender reaches its
+// item. Such an item leaves the queue, unless the batcher lands its items
+// (it is then sent all the same). Items come in deadline order, but for
+// rounds of other timeouts: one of those is answered when a sender
+// reaches it. b.mu is held.
+func (b *batcher) expireLocked(now time.Time) []*batchItem {
+	var expired []*batchItem
+	for b.answered < len(b.queue) && !now.Before(b.queue[b.answered].deadline) {
+		it := b.queue[b.answered]
+		expired = append(expired, &batchItem{done: it.done})
+		it.done = nil
+		b.answered++
+	}
+	if !b.land && b.answered > 0 {
+		rest := copy(b.queue, b.queue[b.answered:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.answered = 0
+	}
+	return expired
 }
 
 // done ends a call the caller made alone: its goroutine then sends, as
@@ -106,6 +138,7 @@ func (b *batcher) done() {
 		rest := copy(b.queue, b.queue[n:])
 		clear(b.queue[rest:])
 		b.queue = b.queue[:rest]
+		b.answered = max(b.answered-n, 0)
 		b.mu.Unlock()
 		b.run(batch)
 	}
@@ -124,8 +157,10 @@ func (b *batcher) run(batch []*batchItem) {
 	for _, it := range batch {
 		itemDeadline := it.deadline
 		if !now.Before(itemDeadline) {
-			it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
-			it.done = nil
+			if it.done != nil { // not answered in the queue already (see expireLocked)
+				it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
+				it.done = nil
+			}
 			if !b.land {
 				continue
 			}

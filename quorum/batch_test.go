@@ -404,14 +404,47 @@ func TestBatchedRoundsUnderFaults(t *testing.T) {
 // master that does not answer, instead of the queue growing while it hangs.
 func TestABatchQueueIsBounded(t *testing.T) {
 	b := &batcher{inflight: batchSenders} // every sender busy, as behind a hung master
+	later := time.Now().Add(time.Hour)
 	for range batchQueueMax {
-		b.wait(&batchItem{done: func(rueidis.RedisResult) { t.Fatal("a call was answered while the queue had room") }})
+		b.wait(&batchItem{deadline: later, done: func(rueidis.RedisResult) { t.Fatal("a call was answered while the queue had room") }})
 	}
 	var got error
-	if answered := b.wait(&batchItem{done: func(r rueidis.RedisResult) { got = r.Error() }}); !answered || !errors.Is(got, ErrOverloaded) {
+	if answered := b.wait(&batchItem{deadline: later, done: func(r rueidis.RedisResult) { got = r.Error() }}); !answered || !errors.Is(got, ErrOverloaded) {
 		t.Fatalf("a call beyond the bound: answered %v with %v, want ErrOverloaded at once", answered, got)
 	}
 	if len(b.queue) != batchQueueMax {
 		t.Fatalf("%d calls queued, want %d", len(b.queue), batchQueueMax)
+	}
+}
+
+// TestCallsQueuedBehindAHungMasterHearAtTheirDeadline: a call queued
+// behind a master that does not answer is answered when its deadline
+// passes, as a call of its own would be, not when a sender reaches it; an
+// acquire then leaves the queue, a release stays to be sent (it must land).
+func TestCallsQueuedBehindAHungMasterHearAtTheirDeadline(t *testing.T) {
+	for _, land := range []bool{false, true} {
+		b := &batcher{inflight: batchSenders, land: land} // every sender busy
+		answers := make(chan error, 10)
+		past := time.Now().Add(-time.Millisecond)
+		for range 3 {
+			b.wait(&batchItem{deadline: past, done: func(r rueidis.RedisResult) { answers <- r.Error() }})
+		}
+		b.wait(&batchItem{deadline: time.Now().Add(time.Hour), done: func(r rueidis.RedisResult) { answers <- r.Error() }})
+		for range 3 {
+			select {
+			case err := <-answers:
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("land=%v: %v, want DeadlineExceeded", land, err)
+				}
+			default:
+				t.Fatalf("land=%v: a call past its deadline was not answered", land)
+			}
+		}
+		if len(answers) != 0 {
+			t.Fatalf("land=%v: a call before its deadline was answered", land)
+		}
+		if want := map[bool]int{false: 1, true: 4}[land]; len(b.queue) != want {
+			t.Fatalf("land=%v: %d calls queued, want %d", land, len(b.queue), want)
+		}
 	}
 }
