@@ -91,8 +91,8 @@ func (b *batcher) wait(it *batchItem) (answered bool) {
 	b.queue = append(b.queue, it)
 	expired := b.expireLocked(time.Now())
 	b.mu.Unlock()
-	for _, it := range expired {
-		it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
+	for _, done := range expired {
+		done(rueidis.NewErrorResult(context.DeadlineExceeded))
 	}
 	return true
 }
@@ -105,11 +105,11 @@ func (b *batcher) wait(it *batchItem) (answered bool) {
 // (it is then sent all the same). Items come in deadline order, but for
 // rounds of other timeouts: one of those is answered when a sender
 // reaches it. b.mu is held.
-func (b *batcher) expireLocked(now time.Time) []*batchItem {
-	var expired []*batchItem
+func (b *batcher) expireLocked(now time.Time) []func(rueidis.RedisResult) {
+	var expired []func(rueidis.RedisResult)
 	for b.answered < len(b.queue) && !now.Before(b.queue[b.answered].deadline) {
 		it := b.queue[b.answered]
-		expired = append(expired, &batchItem{done: it.done})
+		expired = append(expired, it.done)
 		it.done = nil
 		b.answered++
 	}
