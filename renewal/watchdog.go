@@ -87,7 +87,7 @@ func (b *byExpiry) Pop() any {
 func (w *Watchdog) setDeadline(h *Hold, deadline time.Time) {
 	h.deadline = deadline
 	h.expiry = deadline.Add(-w.lead(h))
-	if _, ok := w.holds[h]; ok {
+	if w.watched(h) {
 		heap.Fix(&w.byExpiry, h.index)
 	}
 }
@@ -129,8 +129,7 @@ type Watchdog struct {
 	cfg      Config
 	quorum   int
 	mu       sync.Mutex
-	holds    map[*Hold]struct{}
-	byExpiry byExpiry // the same holds
+	byExpiry byExpiry // the watched holds (see watched)
 	changed  chan struct{}
 }
 
@@ -145,7 +144,7 @@ func New(cfg Config) *Watchdog {
 	if cfg.MinLead <= 0 {
 		cfg.MinLead = 10 * time.Millisecond
 	}
-	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), holds: map[*Hold]struct{}{}, changed: make(chan struct{}, 1)}
+	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), changed: make(chan struct{}, 1)}
 }
 
 // Interval is how often watchdog holds are renewed: lease/3.
@@ -155,8 +154,7 @@ func (w *Watchdog) Interval() time.Duration { return w.cfg.Lease / 3 }
 func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 	w.mu.Lock()
 	w.setDeadline(h, deadline)
-	if _, ok := w.holds[h]; !ok {
-		w.holds[h] = struct{}{}
+	if !w.watched(h) {
 		heap.Push(&w.byExpiry, h)
 	}
 	w.mu.Unlock()
@@ -168,16 +166,22 @@ func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 func (w *Watchdog) Remove(h *Hold) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.holds[h]
+	ok := w.watched(h)
 	if ok {
 		w.drop(h)
 	}
 	return ok
 }
 
+// watched says whether h is watched: it is where its index says in the
+// heap. (A hold's index is 0 before it is added, and left stale when it
+// is dropped: either may point at another hold, never at h.) w.mu is held.
+func (w *Watchdog) watched(h *Hold) bool {
+	return h.index >= 0 && h.index < len(w.byExpiry) && w.byExpiry[h.index] == h
+}
+
 // drop stops watching h, which is watched. w.mu is held.
 func (w *Watchdog) drop(h *Hold) {
-	delete(w.holds, h)
 	heap.Remove(&w.byExpiry, h.index)
 }
 
@@ -185,7 +189,7 @@ func (w *Watchdog) drop(h *Hold) {
 // to lease. It returns false if h is no longer watched.
 func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool {
 	w.mu.Lock()
-	_, ok := w.holds[h]
+	ok := w.watched(h)
 	if ok {
 		h.gen++
 		h.Lease, h.pending = lease, 0 // before the deadline: they set the lead
@@ -201,7 +205,7 @@ func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool
 // deadline. It returns false if h is no longer watched.
 func (w *Watchdog) Fix(h *Hold, lease time.Duration, deadline time.Time) bool {
 	w.mu.Lock()
-	_, ok := w.holds[h]
+	ok := w.watched(h)
 	if ok {
 		h.gen++
 		h.Fixed = true
@@ -221,7 +225,7 @@ func (w *Watchdog) Fix(h *Hold, lease time.Duration, deadline time.Time) bool {
 // the last EXTEND that succeeded.
 func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
 	w.mu.Lock()
-	_, ok := w.holds[h]
+	ok := w.watched(h)
 	if ok {
 		h.gen++
 		h.pending = lease
@@ -240,7 +244,7 @@ func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
 func (w *Watchdog) SetRecord(h *Hold, r quorum.Record) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.holds[h]; !ok {
+	if !w.watched(h) {
 		return false
 	}
 	h.Record = r
@@ -251,7 +255,7 @@ func (w *Watchdog) SetRecord(h *Hold, r quorum.Record) bool {
 func (w *Watchdog) Validity(h *Hold) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.holds[h]; !ok {
+	if !w.watched(h) {
 		return 0, false
 	}
 	return h.deadline.Sub(w.cfg.Clock.Now()), true
@@ -327,7 +331,7 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 	w.mu.Lock()
 	r := round{start: w.cfg.Clock.Now()}
 	var keys []quorum.RenewKey
-	for h := range w.holds {
+	for _, h := range w.byExpiry {
 		if !h.Fixed {
 			lease := h.Lease
 			if lease <= 0 {
@@ -353,7 +357,7 @@ func (w *Watchdog) apply(r round) {
 	var lost []*Hold
 	w.mu.Lock()
 	for i, h := range r.holds {
-		if _, ok := w.holds[h]; !ok || h.gen != r.gens[i] {
+		if !w.watched(h) || h.gen != r.gens[i] {
 			continue
 		}
 		deadline := r.start.Add(quorum.Validity(r.leases[i], 0, w.cfg.DriftFactor))
