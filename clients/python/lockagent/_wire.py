@@ -363,8 +363,10 @@ def status_from(reply):
 
 class Holders(list):
     """who()'s answer: a list of holders (dicts), and ``queued``, the number of
-    waiters in the name's fair queue across agents, or None when the agent does
-    not report it (an agent without fair queues)."""
+    waiters in the name's queue in the masters across agents (fair=True
+    waiters, and writers that readers keep out), or None when the agent does
+    not report it: it leaves out an empty queue, and an agent without fair
+    queues never reports one."""
 
     queued = None
 

@@ -151,8 +151,8 @@ class CountingProxy:
 
 
 class FakeAgent:
-    """Answers the protocol from a script, for what the real agent of this
-    branch cannot say yet (a granted fair=true, WHO's queued=), and records
+    """Answers the protocol from a script, for replies the real agent cannot
+    be made to give on cue (WHO's queued=0, an older agent's), and records
     every request but HELLO, without its tag. ``answer(verb, args)`` returns
     the reply lines without the tag; set it before the request is sent."""
 
