@@ -710,5 +710,7 @@ class MultiLockBase:
     def _released_inside(self):
         return all(lk._released_inside() for lk in self.locks)
 
+    _exit_raises = LockBase._exit_raises
+
     def _busy(self):
         return Busy("%s: the wait ran out" % " ".join(self.names))
