@@ -180,7 +180,7 @@ func TestStatusAndWhoCommands(t *testing.T) {
 			PID   int
 			Owner string
 		}
-		Queued *int // only from an agent with fair queues; no one waits here
+		Queued *int // left out: no one waits here
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &who) != nil || who.Name != "ops/blocker" || len(who.Holders) != 1 ||
 		who.Holders[0].PID != os.Getpid() || (who.Queued != nil && *who.Queued != 0) {

@@ -49,6 +49,23 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 
 func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
 
+// agentsBehindProxies starts agent A, which reaches the masters from the
+// first-th on through cut proxies (one per master, in order), and agent B,
+// which reaches every master directly.
+func agentsBehindProxies(t *testing.T, servers []*redistest.Server, lease time.Duration, first int) (a, b *agenttest.Agent, proxies []*cutProxy) {
+	t.Helper()
+	cfgA := agenttest.Config(t, servers, lease)
+	cfgA.AgentID = "A"
+	for i := first; i < len(cfgA.Masters); i++ {
+		p := newCutProxy(t, servers[i].Addr)
+		proxies = append(proxies, p)
+		cfgA.Masters[i].Address = p.Addr()
+	}
+	cfgB := agenttest.Config(t, servers, lease)
+	cfgB.AgentID = "B"
+	return agenttest.Start(t, cfgA), agenttest.Start(t, cfgB), proxies
+}
+
 func (p *cutProxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -333,18 +350,7 @@ func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
 func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	const lease = time.Second
-	cfgA := agenttest.Config(t, servers, lease)
-	cfgA.AgentID = "A"
-	var proxies []*cutProxy
-	for i := range cfgA.Masters {
-		p := newCutProxy(t, servers[i].Addr)
-		proxies = append(proxies, p)
-		cfgA.Masters[i].Address = p.Addr()
-	}
-	cfgB := agenttest.Config(t, servers, lease)
-	cfgB.AgentID = "B"
-	a := agenttest.Start(t, cfgA)
-	b := agenttest.Start(t, cfgB)
+	a, b, proxies := agentsBehindProxies(t, servers, lease, 0)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
@@ -473,18 +479,7 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	const lease = time.Second
-	cfgA := agenttest.Config(t, servers, lease)
-	cfgA.AgentID = "A"
-	var proxies []*cutProxy
-	for i := range cfgA.Masters {
-		p := newCutProxy(t, servers[i].Addr)
-		proxies = append(proxies, p)
-		cfgA.Masters[i].Address = p.Addr()
-	}
-	cfgB := agenttest.Config(t, servers, lease)
-	cfgB.AgentID = "B"
-	a := agenttest.Start(t, cfgA)
-	b := agenttest.Start(t, cfgB)
+	a, b, proxies := agentsBehindProxies(t, servers, lease, 0)
 
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	if r := holder.Do("LOCK ext"); r.Kind != "OK" {
@@ -624,18 +619,7 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 // holds it with ~10s of validity and no LOST.
 func TestHostileFailedShorteningExtend(t *testing.T) {
 	servers := redistest.Start(t, 3)
-	cfgA := agenttest.Config(t, servers, time.Second)
-	cfgA.AgentID = "A"
-	var proxies []*cutProxy
-	for i := 1; i < 3; i++ {
-		p := newCutProxy(t, servers[i].Addr)
-		proxies = append(proxies, p)
-		cfgA.Masters[i].Address = p.Addr()
-	}
-	cfgB := agenttest.Config(t, servers, time.Second)
-	cfgB.AgentID = "B"
-	a := agenttest.Start(t, cfgA)
-	b := agenttest.Start(t, cfgB)
+	a, b, proxies := agentsBehindProxies(t, servers, time.Second, 1) // m1 and m2
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	if r := holder.Do("LOCK fx ttl=10s"); r.Kind != "OK" {

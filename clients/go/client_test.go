@@ -205,8 +205,8 @@ func TestStatusAndWho(t *testing.T) {
 	if err != nil || len(who) != 1 || who[0].Fence != l.Fence() || who[0].Owner != l.Owner() {
 		t.Fatalf("who %+v %v", who, err)
 	}
-	// No one waits fair: the queue is empty, or not reported by an agent
-	// without fair queues.
+	// No one waits: the agent leaves queued= out (-1); an older one never
+	// sends it.
 	o, err := c.Occupancy(ctx, "go/who")
 	if err != nil || len(o.Holders) != 1 || o.Holders[0].Fence != l.Fence() || o.Queued > 0 || o.Queued < -1 {
 		t.Fatalf("occupancy %+v %v", o, err)

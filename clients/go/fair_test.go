@@ -11,8 +11,9 @@ import (
 	lockagent "github.com/lock-agent/lock-agent/clients/go"
 )
 
-// TestFairIsSentAsFairTrue checks the wire only: the agent of this
-// repository does not grant fair=true yet, so a fake answers.
+// TestFairIsSentAsFairTrue checks the wire only, so a fake answers and
+// records the exact lines (../../tests/goclient_kinds_test.go has Fair
+// against the real agents).
 func TestFairIsSentAsFairTrue(t *testing.T) {
 	fake := startFake(t, grantAll)
 	c := dial(t, fake.path)
@@ -74,9 +75,8 @@ func TestFairIsSentAsFairTrue(t *testing.T) {
 	}
 }
 
-// TestFairRefusedByAnOlderAgentIsABadRequest: until the agent grants
-// fair=true it answers BAD_REQUEST, which Lock returns as ErrBadRequest
-// with nothing held.
+// TestFairRefusedByAnOlderAgentIsABadRequest: an agent without fair queues
+// answers BAD_REQUEST, which Lock returns as ErrBadRequest with nothing held.
 func TestFairRefusedByAnOlderAgentIsABadRequest(t *testing.T) {
 	fake := startFake(t, func(verb string, args []string) []string {
 		if verb == "LOCK" {
@@ -90,8 +90,9 @@ func TestFairRefusedByAnOlderAgentIsABadRequest(t *testing.T) {
 	}
 }
 
-// TestOccupancyReadsTheQueueLength: WHO's final line may carry queued=Q (a
-// newer agent's fair queue); without it Queued is -1 and Who is unchanged.
+// TestOccupancyReadsTheQueueLength: WHO's final line may carry queued=Q;
+// without it Queued is -1 and Who is unchanged. A fake answers, since the
+// real agent says no queued=0 and nothing that is not a count.
 func TestOccupancyReadsTheQueueLength(t *testing.T) {
 	var final atomic.Value // the fake's goroutine reads it
 	fake := startFake(t, func(verb string, args []string) []string {

@@ -52,9 +52,10 @@ type Holder struct {
 // the masters.
 type Occupancy struct {
 	Holders []Holder `json:"holders"`
-	// Queued is the number of waiters in the name's fair queue, across
-	// agents; -1 when the agent does not report it (an agent without fair
-	// queues). Waiters that did not ask for fair=true are not in it.
+	// Queued is the number of waiters in the name's queue in the masters,
+	// across agents: fair=true waiters, and writers that readers keep out.
+	// -1 when the agent does not report it: it leaves out an empty queue,
+	// and an agent without fair queues never reports one.
 	Queued int `json:"queued"`
 }
 

@@ -10,7 +10,8 @@ import (
 
 // TestExecFairSendsOneLockWithFairTrue: -fair is fair=true on the one LOCK
 // of every name, and the command learns each name's fence and slot in the
-// order given. Wire level only: this branch's agent refuses fair=true.
+// order given. Wire level only (the fake grants a semaphore slot per name
+// on cue); ../../tests/exec_test.go runs exec against the real agents.
 func TestExecFairSendsOneLockWithFairTrue(t *testing.T) {
 	fake := startFake(t, func(verb string, args []string) []string {
 		switch verb {

@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// fakeAgent answers the protocol from a script: for what this branch's
-// agent cannot say yet (WHO's queued=, a granted fair=true), and to see the
-// exact requests the command line sends. Everything else is tested against
-// the real agent in ../../tests.
+// fakeAgent answers the protocol from a script: to see the exact requests
+// the command line sends, and for replies the real agent cannot be made to
+// give on cue (WHO's queued=0, or no queued= from an older agent).
+// Everything else is tested against the real agent in ../../tests.
 type fakeAgent struct {
 	path   string
 	answer func(verb string, args []string) []string // lines without the tag

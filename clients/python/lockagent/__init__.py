@@ -465,6 +465,6 @@ class MultiLock(MultiLockBase):
         try:
             self.release()
         except LockLost:
-            if self.raise_on_lost and exc_type is None:
+            if self._exit_raises(exc_type):
                 raise
         return False

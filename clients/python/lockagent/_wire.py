@@ -363,8 +363,10 @@ def status_from(reply):
 
 class Holders(list):
     """who()'s answer: a list of holders (dicts), and ``queued``, the number of
-    waiters in the name's fair queue across agents, or None when the agent does
-    not report it (an agent without fair queues)."""
+    waiters in the name's queue in the masters across agents (fair=True
+    waiters, and writers that readers keep out), or None when the agent does
+    not report it: it leaves out an empty queue, and an agent without fair
+    queues never reports one."""
 
     queued = None
 
@@ -707,6 +709,8 @@ class MultiLockBase:
 
     def _released_inside(self):
         return all(lk._released_inside() for lk in self.locks)
+
+    _exit_raises = LockBase._exit_raises
 
     def _busy(self):
         return Busy("%s: the wait ran out" % " ".join(self.names))

@@ -3,8 +3,10 @@
 import atexit
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -58,19 +60,15 @@ class DevAgent:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class CountingProxy:
-    """Sits between clients and the agent and records every line a client
-    writes, so a test can prove what reached the agent and what did not."""
+class _UnixServer:
+    """A listening socket in a short temporary directory (a socket path has
+    at most 107 bytes), a thread per connection (``_connected``, which the
+    subclass gives), and close(), which ends them all."""
 
-    def __init__(self, target):
-        import socket
-        import threading
-        self._socket = socket
-        self.target = target
-        self.dir = tempfile.mkdtemp(prefix="lagx")  # short: a socket path has at most 107 bytes
-        self.path = os.path.join(self.dir, "proxy.sock")
+    def __init__(self, prefix, name):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        self.path = os.path.join(self.dir, name)
         self._mu = threading.Lock()
-        self._lines = []
         self._conns = []
         self._threads = []
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -79,7 +77,6 @@ class CountingProxy:
         self._spawn(self._accept)
 
     def _spawn(self, target, *args):
-        import threading
         t = threading.Thread(target=target, args=args, daemon=True)
         t.start()
         self._threads.append(t)
@@ -87,15 +84,48 @@ class CountingProxy:
     def _accept(self):
         while True:
             try:
-                client, _ = self._listener.accept()
+                conn, _ = self._listener.accept()
             except OSError:
                 return
-            agent = self._socket.socket(self._socket.AF_UNIX, self._socket.SOCK_STREAM)
-            agent.connect(self.target)
-            with self._mu:
-                self._conns += [client, agent]
-            self._spawn(self._up, client, agent)
-            self._spawn(self._down, agent, client)
+            self._connected(conn)
+
+    @staticmethod
+    def _shut(sock):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self):
+        self._shut(self._listener)  # wakes the accept(); close() alone does not
+        self._listener.close()
+        with self._mu:
+            conns = list(self._conns)
+        for c in conns:
+            self._shut(c)
+        for t in self._threads:
+            t.join(5)
+        for c in conns:
+            c.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class CountingProxy(_UnixServer):
+    """Sits between clients and the agent and records every line a client
+    writes, so a test can prove what reached the agent and what did not."""
+
+    def __init__(self, target):
+        self.target = target
+        self._lines = []
+        super().__init__("lagx", "proxy.sock")
+
+    def _connected(self, client):
+        agent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        agent.connect(self.target)
+        with self._mu:
+            self._conns += [client, agent]
+        self._spawn(self._up, client, agent)
+        self._spawn(self._down, agent, client)
 
     def _up(self, client, agent):
         try:
@@ -120,12 +150,6 @@ class CountingProxy:
         finally:
             self._shut(client)
 
-    def _shut(self, sock):
-        try:
-            sock.shutdown(self._socket.SHUT_RDWR)
-        except OSError:
-            pass
-
     def mark(self):
         """How many lines were forwarded so far."""
         with self._mu:
@@ -136,57 +160,22 @@ class CountingProxy:
         with self._mu:
             return self._lines[mark:]
 
-    def close(self):
-        self._shut(self._listener)  # wakes the accept(); close() alone does not
-        self._listener.close()
-        with self._mu:
-            conns = list(self._conns)
-        for c in conns:
-            self._shut(c)
-        for t in self._threads:
-            t.join(5)
-        for c in conns:
-            c.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
-
-class FakeAgent:
-    """Answers the protocol from a script, for what the real agent of this
-    branch cannot say yet (a granted fair=true, WHO's queued=), and records
+class FakeAgent(_UnixServer):
+    """Answers the protocol from a script, for replies the real agent cannot
+    be made to give on cue (WHO's queued=0, an older agent's), and records
     every request but HELLO, without its tag. ``answer(verb, args)`` returns
     the reply lines without the tag; set it before the request is sent."""
 
     def __init__(self, answer):
-        import socket
-        import threading
-        self._socket = socket
         self.answer = answer
-        self.dir = tempfile.mkdtemp(prefix="lagf")  # short: a socket path has at most 107 bytes
-        self.path = os.path.join(self.dir, "fake.sock")
-        self._mu = threading.Lock()
         self._requests = []
-        self._conns = []
-        self._threads = []
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.path)
-        self._listener.listen()
-        self._spawn(self._accept)
+        super().__init__("lagf", "fake.sock")
 
-    def _spawn(self, target, *args):
-        import threading
-        t = threading.Thread(target=target, args=args, daemon=True)
-        t.start()
-        self._threads.append(t)
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._mu:
-                self._conns.append(conn)
-            self._spawn(self._serve, conn)
+    def _connected(self, conn):
+        with self._mu:
+            self._conns.append(conn)
+        self._spawn(self._serve, conn)
 
     def _serve(self, conn):
         try:
@@ -208,25 +197,6 @@ class FakeAgent:
     def requests(self):
         with self._mu:
             return list(self._requests)
-
-    def close(self):
-        try:
-            self._listener.shutdown(self._socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._listener.close()
-        with self._mu:
-            conns = list(self._conns)
-        for c in conns:
-            try:
-                c.shutdown(self._socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for t in self._threads:
-            t.join(5)
-        for c in conns:
-            c.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def grant_all(verb, args):

@@ -1,7 +1,7 @@
-"""fair=True and WHO's queued=, at the wire: the agent of this branch refuses
-fair=true and sends no queued=, so a scripted FakeAgent answers, and the tests
-check what the client writes and how it reads the answers. (test_client.py
-and test_aio.py cover who() against the real agent.)"""
+"""fair=True and WHO's queued=, at the wire: a scripted FakeAgent answers
+(with replies the real agent cannot be made to give on cue, an older agent's
+among them), and the tests check what the client writes and how it reads the
+answers. (test_client.py and test_aio.py cover who() against the real agent.)"""
 
 import unittest
 
