@@ -65,10 +65,11 @@ lock {
   # whose next local waiter wants the same goes straight to that waiter, without
   # a release and an acquire on the masters; the new holder gets the next fence of
   # a block the grant reserved (cohort_max_handoffs+1 fences), so fences still
-  # grow across agents. A run of local holders ends with a real release after
-  # cohort_max_handoffs hand-overs, and, while another agent waits for the name,
-  # at the first release after cohort_max_hold. The defaults keep a waiter on
-  # another agent under ~50ms. 0 in either turns cohorting off.
+  # grow across agents. A run of local holders reserves further blocks as it goes,
+  # for up to 250ms, then ends with a real release when its block is used up;
+  # while another agent waits for the name, it ends after cohort_max_handoffs
+  # hand-overs or at the first release after cohort_max_hold. The defaults keep a
+  # waiter on another agent under ~50ms. 0 in either turns cohorting off.
   cohort_max_handoffs = 128
   cohort_max_hold     = "20ms"
 }

@@ -15,13 +15,18 @@ import (
 // is passed to that waiter inside the agent: the record in the masters stays
 // under its holder id and the watchdog keeps renewing it; the new holder gets
 // a hold of its own with count 1 and the next fence of the block its grant
-// reserved (quorum.AcquireRequest.FenceBlock).
+// reserved (quorum.AcquireRequest.FenceBlock). A run that goes on reserves
+// a further block on the masters before its block is used up (refill), so
+// that it does not end with a release and a new grant that its own next
+// waiter would make anyway.
 //
 // Safety. Exclusion: the masters' record never lapses between the two local
 // holders, and the agent ends one local hold before it starts the next,
 // under the locks that order every grant. Fences: the grant reserved
 // F … F+B-1 on a majority (every later grant, anywhere, counts past F+B-1),
-// and the run hands out F+1, F+2, … in order and stops at F+B-1. A hold
+// and the run hands out F+1, F+2, … in order and stops at F+B-1, or goes on
+// with a further block that a majority reserved past every fence given out
+// before (quorum.Cluster.Reserve) while the hold was still there. A hold
 // with less than half a lease of validity left is released, not passed on,
 // so a new holder never starts on a hold about to be lost; a loss of the
 // record reaches whoever holds it then as * LOST, as for any hold.
@@ -37,10 +42,12 @@ import (
 // there to save, while the subscription exists anyway (it wakes the agent's
 // own waiters) and a PUBLISH costs the waiting agent nothing it waits for.
 // Messages are lost while a master is unreachable or before the holder's
-// subscription is made; then the run ends with its block
-// (cohort_max_handoffs hand-overs) as it would anyway, and the waiter, woken
-// by that release, says so again if it loses the race. Nothing safe depends
-// on them.
+// subscription is made; then the run ends within refillFor and a block
+// (cohort_max_handoffs hand-overs), and the waiter, woken by that release,
+// says so again if it loses the race. Nothing safe depends on them. Once
+// another agent said it waits, the run reserves no further block and drops
+// a spare one: it ends within cohort_max_handoffs hand-overs or
+// cohort_max_hold, whichever comes first.
 //
 // The fair queue. A waiter with a place in the masters' queue (fair=true, or
 // a writer that readers kept out) is never passed a name: it is granted
@@ -58,6 +65,12 @@ type cohort struct {
 	started time.Time     // when the masters granted it
 	wanted  bool          // another agent said it waits for the name
 	record  quorum.Record // the current holder's, for WHO (see retag)
+	// spare is the first fence of a further block reserved while the run
+	// went on (see refill), 0 if none; spareTop its last.
+	spare, spareTop int64
+	// refilling says that a reservation is under way; refillFailed that
+	// one failed, and the run ends with its blocks.
+	refilling, refillFailed bool
 	// retag says the holder changed since the record was last sent to the
 	// masters; retagging that a goroutine is sending it.
 	retag, retagging bool
@@ -169,6 +182,7 @@ func (a *Agent) cohortWanted(q *queue) {
 	q.mu.Unlock()
 	if c := a.cohorts[q.name]; c != nil {
 		c.wanted = true
+		c.spare = 0 // at most cohort_max_handoffs more hand-overs from here
 	}
 }
 
@@ -251,10 +265,17 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 	if !w.q.remove(w, granted) {
 		return result{}, gone
 	}
-	a.leave(w) // an entry that came after cohortHead looked
+	a.leave(w)          // an entry that came after cohortHead looked
+	if c.next > c.top { // the block is used up: the spare one takes over
+		c.next, c.top, c.spare = c.spare, c.spareTop, 0
+	}
 	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, count: 1, acquired: []protocol.Mode{w.req.Mode},
 		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
 	c.next++
+	if a.refillDueLocked(c) {
+		c.refilling = true
+		go a.refill(c)
+	}
 	a.metrics.holdEnded(h)
 	a.holds[h.rh] = next
 	a.metrics.holdStarted(next)
@@ -277,10 +298,51 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 // mayPassLocked says whether c's run may go on: fences are left in its
 // block, and no other agent has waited past cohort_max_hold. Agent.mu is held.
 func (a *Agent) mayPassLocked(c *cohort) bool {
-	if c.next > c.top {
+	if c.next > c.top && c.spare == 0 {
 		return false
 	}
 	return !c.wanted || a.clock.Now().Sub(c.started) < a.cfg.Lock.CohortMaxHold
+}
+
+// refillFor is how long a run that no other agent said it waits for goes
+// on reserving further blocks (see refill). It bounds such a run when a
+// waiter's word was lost (a message sent while a master was unreachable):
+// the run then ends within refillFor and one block.
+const refillFor = 250 * time.Millisecond
+
+// refillDueLocked says whether c's run should reserve a further block now:
+// a quarter of its block is spent (the rest leaves the reservation time to
+// come back on a busy host, and a short run reserves nothing more), it has
+// no spare, and it may go on: no other agent said it waits, and it is
+// younger than refillFor. Agent.mu is held.
+func (a *Agent) refillDueLocked(c *cohort) bool {
+	block := int64(a.cfg.Lock.CohortMaxHandoffs + 1)
+	return !c.refilling && !c.refillFailed && c.spare == 0 && !c.wanted &&
+		c.top-c.next < block*3/4 && a.clock.Now().Sub(c.started) < refillFor
+}
+
+// refill reserves a further block of fences for c's run on the masters
+// (quorum.Cluster.Reserve), so that a run no other agent waits for goes on
+// past its first block, rather than end with a release and a new grant
+// that its own next waiter makes anyway. The block becomes c's spare, and
+// the record's block end, which the watchdog writes back to a master that
+// lost the record.
+func (a *Agent) refill(c *cohort) {
+	block := a.cfg.Lock.CohortMaxHandoffs + 1
+	first, err := a.cluster.Reserve(a.runCtx, c.name, c.rh.Holder, block)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c.refilling = false
+	if err != nil {
+		c.refillFailed = true
+		return
+	}
+	if a.cohorts[c.name] != c || c.wanted {
+		return
+	}
+	c.spare, c.spareTop = first, first+int64(block)-1
+	c.record.Top = c.spareTop
+	a.watchdog.SetRecord(c.rh, c.record)
 }
 
 // retagLoop writes c's current holder into its record on the masters, at

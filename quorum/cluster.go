@@ -564,9 +564,10 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 				c.releaseOn(req.Name, req.Holder, i)
 			}
 		}
-		fence, err := c.settleFence(ctx, req, fences)
+		record := c.holderKey(req.Name, req.Holder)
+		fence, err := c.settleFence(ctx, req.Name, record, req.block(), fences)
 		if err == nil && len(busyOn) > 0 {
-			c.raiseFence(req, fence, busyOn)
+			c.raiseFence(req.Name, record, fence, req.block(), busyOn)
 		}
 		// Masters whose answer was not read yet are brought up to the
 		// fence as their answers come: a master that missed this grant must
@@ -579,7 +580,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
 				c.releaseOn(req.Name, req.Holder, a.i)
 			case len(vals) != 3 || vals[1] != fence:
-				c.raiseFence(req, fence, []int{a.i})
+				c.raiseFence(req.Name, record, fence, req.block(), []int{a.i})
 			}
 		})
 		validity := Validity(req.Lease, c.clock.Now().Sub(start), c.cfg.DriftFactor)
@@ -638,7 +639,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 // answered (so that the majority of the next grant, which must overlap this
 // one, counts past it), with the record fixed to carry it. With a majority
 // in step, as when uncontended, nothing is waited for.
-func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []int64) (int64, error) {
+func (c *Cluster) settleFence(ctx context.Context, name, record string, block int64, fences []int64) (int64, error) {
 	var fence int64
 	for _, f := range fences {
 		fence = max(fence, f)
@@ -655,14 +656,14 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 	}
 	if atFence >= c.quorum {
 		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
-			c.raiseFence(req, fence, behind)
+			c.raiseFence(name, record, fence, block, behind)
 		}
 		return fence, nil
 	}
 	c.cfg.Observer.FenceWriteBack(len(behind), true)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
 	defer cancel()
-	keys, args := c.raiseFenceArgs(req, fence)
+	keys, args := c.raiseFenceArgs(name, record, fence, block)
 	results := make(chan error, len(behind))
 	for _, i := range behind {
 		go func() {
@@ -684,16 +685,22 @@ func (c *Cluster) settleFence(ctx context.Context, req AcquireRequest, fences []
 	return fence, nil
 }
 
-func (c *Cluster) raiseFenceArgs(req AcquireRequest, fence int64) (keys, args []string) {
-	return []string{c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder)},
-		[]string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+req.block()-1, 10)}
+// raiseFenceArgs are raiseFenceSrc's keys and arguments: name's counter to
+// the end of fence's block, and the record (a holder key; "": none) to carry
+// fence.
+func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64) (keys, args []string) {
+	keys = []string{c.fenceKey(name)}
+	if record != "" {
+		keys = append(keys, record)
+	}
+	return keys, []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
 }
 
 // raiseFence brings req's name's counter on the masters to at least the end
 // of fence's block (and a record of req there to carry fence), in the background.
-func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
+func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int) {
 	c.cfg.Observer.FenceWriteBack(len(to), false)
-	keys, args := c.raiseFenceArgs(req, fence)
+	keys, args := c.raiseFenceArgs(name, record, fence, block)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 		defer cancel()
@@ -701,6 +708,46 @@ func (c *Cluster) raiseFence(req AcquireRequest, fence int64, to []int) {
 			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
 		}
 	})
+}
+
+// Reserve reserves a further block of fences for holder's hold of name,
+// which its agent passes among local holders (see
+// AcquireRequest.FenceBlock), and returns the block's first fence. It
+// counts as a grant does: a majority that still has the hold each takes
+// block fences from its counter, the first fence is the highest of
+// theirs, so past every fence any grant (and the hold's earlier blocks)
+// gave out, and the block's end is settled on that majority before it
+// returns, so every later grant counts past it. The record keeps the
+// fence of its current holder.
+func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (int64, error) {
+	if c.closed() {
+		return 0, ErrClosed
+	}
+	n := len(c.masters)
+	to, errs := c.voters()
+	if len(errs) > n-c.quorum {
+		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
+	}
+	keys := []string{c.setKey(name), c.fenceKey(name), c.holderKey(name, holder), c.markerKey()}
+	args := append(append([]string{holder}, c.gateArgs()...), strconv.Itoa(block))
+	answers, cancel, timeout := c.fanout(ctx, OpAcquire, reserveScript, keys, args, to)
+	fences := make([]int64, n) // > 0 where reserved
+	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
+		vals, err := a.res.AsIntSlice()
+		switch {
+		case err != nil:
+			return 0, false, err
+		case len(vals) == 2 && vals[0] == 1:
+			fences[a.i] = vals[1]
+			return 0, true, nil
+		}
+		return 0, false, c.quarantineLeft(a.i, vals)
+	})
+	c.drain(answers, unread, cancel, nil) // a late block is the master's own: it only counts past it
+	if granted[0] < c.quorum {
+		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Yes: granted[0], Masters: errs}
+	}
+	return c.settleFence(ctx, name, "", int64(block), fences)
 }
 
 // releaseOn gives back, on master i alone, a grant of a slot that lost.

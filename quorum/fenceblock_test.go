@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -208,5 +209,62 @@ func TestWantedReachesTheOtherAgentsWatchOnly(t *testing.T) {
 		t.Fatal("a wanted message woke a waiter")
 	case <-time.After(time.Second):
 		t.Fatal("the holder never heard that the name is wanted")
+	}
+}
+
+// TestAReserveCountsPastEveryFence: a further block reserved for a hold
+// starts past the hold's own block and past a counter that masters raised
+// further (as after grants they alone saw), is settled on a majority before
+// Reserve returns, leaves the record's fence as it was, and the next grant
+// counts past it. A hold that is not there, or masters that lost their
+// data, get no block.
+func TestAReserveCountsPastEveryFence(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Minute)
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, blockReq("r", "h1", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCounters(t, servers, "r", g.Record.Top)
+	// Any two masters include one of these two, so the block starts past
+	// top+1000 whichever two answer first.
+	servers[1].Do("SET", "t:{r}:fence", strconv.FormatInt(g.Record.Top+1000, 10))
+	servers[2].Do("SET", "t:{r}:fence", strconv.FormatInt(g.Record.Top+2000, 10))
+	first, err := c.Reserve(ctx, "r", "h1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first <= g.Record.Top+1000 {
+		t.Fatalf("reserved from %d, not past a majority's counters (%d, %d)", first, g.Record.Top+1000, g.Record.Top+2000)
+	}
+	settled := 0
+	for i, s := range servers {
+		if counter(t, s, "r") >= first+3 {
+			settled++
+		}
+		if v, _ := s.Do("HGET", "t:{r}:h:h1", "fence"); v != strconv.FormatInt(g.Fence, 10) {
+			t.Fatalf("master %d records fence %q, want the holder's %d", i, v, g.Fence)
+		}
+	}
+	if settled < 2 {
+		t.Fatalf("the block's end %d is on %d masters when Reserve returned, want a majority", first+3, settled)
+	}
+	if _, err := c.Reserve(ctx, "r", "h9", 4); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("a block for a hold that is not there: %v, want NO_QUORUM", err)
+	}
+	c.Release(ctx, "r", "h1")
+	g2, err := c.Acquire(ctx, req("r", "h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Fence <= first+3 {
+		t.Fatalf("fence %d granted after a block reserved up to %d", g2.Fence, first+3)
+	}
+	for _, s := range servers[:2] {
+		s.Do("FLUSHALL")
+	}
+	if _, err := c.Reserve(ctx, "r", "h2", 4); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("a block from masters that lost their data: %v, want NO_QUORUM", err)
 	}
 }

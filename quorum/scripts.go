@@ -123,6 +123,19 @@ local function queue_wait(q, qd, me, mode, limit, free)
 end
 `
 
+// fencesLua takes fences from a name's counter (see acquireSrc):
+// take_fences(counter key, the gate's floor, B) reserves B fences and
+// returns the first; the counter is left at the last.
+const fencesLua = `
+local function take_fences(key, floor, block)
+  local cur = redis.call('GET', key)
+  local fence
+  if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
+  redis.call('SET', key, string.format('%d', fence + block - 1))
+  return fence
+end
+`
+
 // recordFields are the fields of a holder's record hash, in the order the
 // scripts take and return them.
 var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since"}
@@ -162,8 +175,12 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // (lock cohorting). The next grant anywhere counts past the whole block. The
 // clock bound holds while a grant of B fences takes more than B µs: the agent
 // asks for a block only while other local waiters queue behind the one it
-// works for, and keeps B small (cohort_max_handoffs+1).
-const acquireSrc = gateLua + queueLua + acquireBody
+// works for, and keeps B small (cohort_max_handoffs+1). A run that goes on
+// reserves a further block (reserveSrc) only after a quarter of its current
+// one was handed out, so the counter moves at most B per B/4 hand-overs, and
+// a hand-over (a client's reply and its next request) takes far more than a
+// µs.
+const acquireSrc = gateLua + queueLua + fencesLua + acquireBody
 
 const acquireBody = `
 local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
@@ -223,12 +240,7 @@ if queued then
   local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)
   if qwait >= 0 then return {0, qwait, 0} end
 end
-local cur = redis.call('GET', KEYS[2])
-local fence
-if cur then fence = math.max(tonumber(cur) + 1, floor) else fence = math.max(math.floor(now_us() / 1000000) * 1000000, floor) end
-local block = math.max(tonumber(ARGV[15] or '1') or 1, 1)
-redis.call('SET', KEYS[2], string.format('%d', fence + block - 1))
-fence = string.format('%d', fence)
+local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
@@ -354,10 +366,10 @@ return 1
 
 // raiseFenceSrc raises the fence counter to at least ARGV[2], the last
 // fence of the grant's block (absent: ARGV[1]), and, if the holder's record
-// exists, makes it carry the grant's fence ARGV[1].
-// KEYS: fence, holder key. Returns the counter after.
+// is given and exists, makes it carry the grant's fence ARGV[1].
+// KEYS: fence, holder key (optional). Returns the counter after.
 const raiseFenceSrc = `
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 local want = math.max(tonumber(ARGV[1]), tonumber(ARGV[2] or ARGV[1]))
 if cur < want then
@@ -365,6 +377,19 @@ if cur < want then
   return want
 end
 return cur
+`
+
+// reserveSrc reserves a further block of fences for a hold its agent
+// passes among local holders (lock cohorting), without a new grant: the
+// hold must still be there, its record and its place in the holder set.
+// KEYS: set, fence, holder key, marker. ARGV: holder, epoch, quarantine ms,
+// block. Returns {1, the block's first fence}, {0} if the hold is not
+// there, or {-2, ms} while the master is quarantined.
+const reserveSrc = gateLua + fencesLua + `
+local q, floor = gate(KEYS[4], ARGV[2], tonumber(ARGV[3]))
+if q > 0 then return {-2, q} end
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 or redis.call('EXISTS', KEYS[3]) == 0 then return {0} end
+return {1, take_fences(KEYS[2], floor, tonumber(ARGV[4]))}
 `
 
 // enqueueSrc gives each entry a place in the name's queue: a ticket from
@@ -517,7 +542,7 @@ return out
 // acquireManySrc is acquireSrc over a batch of claims (6 keys and 15
 // arguments each, as acquireSrc takes them). The masters' gate runs once,
 // for the first item: every item carries the same marker.
-var acquireManySrc = gateLua + queueLua + `
+var acquireManySrc = gateLua + queueLua + fencesLua + `
 local gate_once, gated = gate, nil
 local function gate(marker, epoch, quarantine)
   if not gated then gated = {gate_once(marker, epoch, quarantine)} end
@@ -576,7 +601,7 @@ func (s *script) fallback() *script {
 
 // allScripts are loaded into a master when it connects or loses its data.
 var allScripts = []*script{acquireScript, renewScript, repairScript, releaseScript, raiseFenceScript, whoScript, markerScript, downgradeScript,
-	enqueueScript, settleScript, dequeueScript, queueLenScript, retagScript, acquireManyScript, releaseManyScript}
+	enqueueScript, settleScript, dequeueScript, queueLenScript, retagScript, reserveScript, acquireManyScript, releaseManyScript}
 
 var (
 	acquireScript    = newScript(acquireSrc, 3)
@@ -593,6 +618,7 @@ var (
 	dequeueScript    = newScript(dequeueSrc, -1)
 	queueLenScript   = newScript(queueLenSrc, -1)
 	retagScript      = newScript(retagSrc, -1)
+	reserveScript    = newScript(reserveSrc, 1)
 
 	// The batches' scripts: see batch.go. The gate's epoch argument is
 	// the first item's.

@@ -226,3 +226,40 @@ func TestHandOverAnswersHoldsAndWho(t *testing.T) {
 		t.Fatalf("after the run: %q", r.Line)
 	}
 }
+
+// TestACohortRunOutlivesItsFirstBlock: 6 clients of one agent taking turns
+// on a name (holding it up to 1ms) are not released in the masters every
+// 17 turns, the block a grant reserves: a run reserves further blocks as
+// it goes. It still ends within refillFor (250ms) while no other agent
+// says it waits, so 3s take about 11 runs, not a few. No two holds overlap,
+// fences grow across the blocks, and a grant on another agent afterwards
+// counts past them all.
+func TestACohortRunOutlivesItsFirstBlock(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, 15*time.Second)
+	cfgA.AgentID = "host-a"
+	cfgA.Lock.CohortMaxHandoffs = 16
+	cfgB := agenttest.Config(t, servers, 15*time.Second)
+	cfgB.AgentID = "host-b"
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	held := cohortChurn(t, a, b, servers, "refill", 6, 0, time.Millisecond, 3*time.Second, false)
+	// A run ends with a release in the masters, which leaves a tombstone
+	// of its holder id there for a lease (15s).
+	runs := servers[0].Keys("lock-agent:{refill}:released:*")
+	handOvers := checkExclusive(t, held, 6)
+	t.Logf("%d grants, %d of them hand-overs, in %d runs", len(held), handOvers, runs)
+	if runs > 24 || runs*17 > len(held) {
+		t.Fatalf("%d grants took %d releases in the masters: runs end with their first block", len(held), runs)
+	}
+	if runs < 8 { // about 4 without refillFor: failed attempts leave tombstones too
+		t.Fatalf("%d runs in 3s: a run went on past refillFor", runs)
+	}
+	remote := agenttest.Dial(t, b.Config.Socket.Path)
+	r := remote.Do("LOCK refill wait=5s")
+	if r.Kind != "OK" {
+		t.Fatalf("remote LOCK: %s", r.Line)
+	}
+	if last := held[len(held)-1].fence; r.Int("fence") <= last {
+		t.Fatalf("another agent was granted fence %d after the run handed out %d", r.Int("fence"), last)
+	}
+}
