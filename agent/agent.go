@@ -171,9 +171,11 @@ func (a *Agent) shutdown() {
 		sessions = append(sessions, s)
 	}
 	a.mu.Unlock()
+	var byes sync.WaitGroup // at once: a session may wait up to byeWait for its multi-locks
 	for _, s := range sessions {
-		s.bye("shutdown")
+		byes.Go(func() { s.bye("shutdown") })
 	}
+	byes.Wait()
 	done := make(chan struct{})
 	go func() {
 		a.sessionsWG.Wait()

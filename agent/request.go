@@ -239,12 +239,19 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
 		delete(s.multis, tag) // before the answer: the client may reuse the tag
+		ended := s.multisEnded
+		if len(s.multis) > 0 {
+			ended = nil
+		}
 		s.mu.Unlock()
 		cancel(nil)
 		if err != nil {
-			return err
+			reply = protocol.ErrorLine(tag, err)
 		}
 		s.send(reply)
+		if ended != nil { // the agent is stopping: bye waits for this answer
+			close(ended)
+		}
 		return nil
 	})
 	return nil

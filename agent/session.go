@@ -70,6 +70,9 @@ type session struct {
 	holds     map[holdKey]*hold
 	waits     map[string]*waiter                 // by tag, for CANCEL
 	multis    map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
+	// multisEnded, while the agent stops, is closed when the last multi-lock
+	// under way has answered (see bye).
+	multisEnded chan struct{}
 	releasing map[string]*release                // names being released in the masters; nil when none
 	inflight  int                                // requests working in their own goroutine
 	closing   bool
@@ -509,19 +512,53 @@ func (s *session) writeDone() {
 	close(o.dead)
 }
 
-// bye tells the client the agent is closing the connection (pushing LOST for
-// every hold first when the agent is stopping) and closes it.
+// byeWait bounds how long a stopping agent waits for a session's
+// multi-locks to answer SHUTTING_DOWN before it says BYE.
+const byeWait = time.Second
+
+// bye tells the client the agent is closing the connection and closes it.
+// When the agent is stopping, it first pushes LOST for every hold and
+// answers every waiting LOCK ERR SHUTTING_DOWN, so that no request the
+// client is waiting for is left without an answer.
 func (s *session) bye(reason string) {
 	if reason == "shutdown" {
+		stopping := protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 		s.mu.Lock()
 		s.closing = true
 		holds := make([]*hold, 0, len(s.holds))
 		for _, h := range s.holds {
 			holds = append(holds, h)
 		}
+		waits := make([]*waiter, 0, len(s.waits))
+		for _, w := range s.waits {
+			if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+				waits = append(waits, w)
+			}
+		}
+		var multisEnded chan struct{}
+		if len(s.multis) > 0 {
+			s.multisEnded = make(chan struct{})
+			multisEnded = s.multisEnded
+		}
+		for _, cancel := range s.multis {
+			cancel(stopping)
+		}
 		s.mu.Unlock()
 		for _, h := range holds {
 			s.push(lostLine(h, "shutdown"))
+		}
+		for _, w := range waits {
+			if s.a.withdraw(w) {
+				w.end(result{err: stopping})
+			}
+		}
+		if multisEnded != nil {
+			t := time.NewTimer(byeWait)
+			select {
+			case <-multisEnded:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 	}
 	s.push(protocol.Push("BYE").Str("reason", reason).Bytes())
