@@ -176,7 +176,8 @@ func (b *batcher) run(batch []*batchItem) {
 	if len(live) == 0 {
 		return
 	}
-	var keys, args []string
+	keys := make([]string, 0, len(live)*len(live[0].keys))
+	args := make([]string, 0, len(live)*len(live[0].args))
 	for _, it := range live {
 		keys = append(keys, it.keys...)
 		args = append(args, it.args...)
