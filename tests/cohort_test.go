@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"bufio"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -261,5 +264,103 @@ func TestACohortRunOutlivesItsFirstBlock(t *testing.T) {
 	}
 	if last := held[len(held)-1].fence; r.Int("fence") <= last {
 		t.Fatalf("another agent was granted fence %d after the run handed out %d", r.Int("fence"), last)
+	}
+}
+
+// releaseTimes subscribes to name's release channel on s and returns a
+// function that stops listening and returns when each release of name (a
+// real one, not an attempt's give-back) was heard, on this process's clock.
+func releaseTimes(t *testing.T, s *redistest.Server, name string) (stop func() []time.Time) {
+	t.Helper()
+	conn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "SUBSCRIBE lock-agent:{%s}:released\r\n", name); err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r := bufio.NewReader(conn)
+		line := func() string {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return ""
+			}
+			return strings.TrimRight(l, "\r\n")
+		}
+		for {
+			head := line()
+			if !strings.HasPrefix(head, "*") {
+				return
+			}
+			n, _ := strconv.Atoi(head[1:])
+			var parts []string
+			for range n {
+				h := line()
+				switch {
+				case strings.HasPrefix(h, "$"):
+					parts = append(parts, line())
+				case h == "":
+					return
+				default:
+					parts = append(parts, h)
+				}
+			}
+			if len(parts) == 3 && parts[0] == "message" && parts[2] == name {
+				times = append(times, time.Now())
+			}
+		}
+	}()
+	return func() []time.Time {
+		conn.Close()
+		<-done
+		return times
+	}
+}
+
+// TestARunEndsWithinRefillForAndABlock: a run that no other agent says it
+// waits for (a waiter's word can be lost) reserves further blocks for
+// refillFor (250ms) after its grant, and then hands out at most the rest
+// of the block it is in: cohort_max_handoffs hand-overs, not a further
+// block besides. Runs are told apart by the releases heard on the name's
+// channel; a grant counts as late when it came more than 250ms after the
+// run's first.
+func TestARunEndsWithinRefillForAndABlock(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 15*time.Second)
+	cfg.Lock.CohortMaxHandoffs = 16
+	a := agenttest.Start(t, cfg)
+	stop := releaseTimes(t, servers[0], "bound")
+	held := cohortChurn(t, a, a, servers, "bound", 6, 0, time.Millisecond, 3*time.Second, false)
+	time.Sleep(100 * time.Millisecond) // the last run's release
+	releases := stop()
+	checkExclusive(t, held, 6)
+	const refillFor = 250 * time.Millisecond
+	// Hand-overs are timed by when their client heard of them, so a grant
+	// or two near the 250ms mark may land on either side of it.
+	const slack = 3
+	worst, runs, i := 0, 0, 0
+	for _, end := range releases {
+		if i < len(held) && held[i].start.Before(end) {
+			runs++
+			first, late := held[i].start, 0
+			for ; i < len(held) && held[i].start.Before(end); i++ {
+				if held[i].start.Sub(first) > refillFor {
+					late++
+				}
+			}
+			worst = max(worst, late)
+		}
+	}
+	t.Logf("%d grants in %d runs, %d releases heard; at most %d grants of a run after 250ms", len(held), runs, len(releases), worst)
+	if runs < 5 {
+		t.Fatalf("only %d runs told apart in 3s", runs)
+	}
+	if worst > cfg.Lock.CohortMaxHandoffs+slack {
+		t.Fatalf("a run handed the name out %d times after 250ms, want at most cohort_max_handoffs (%d): it went on with a further block past refillFor",
+			worst, cfg.Lock.CohortMaxHandoffs)
 	}
 }
