@@ -364,3 +364,115 @@ func TestARunEndsWithinRefillForAndABlock(t *testing.T) {
 			worst, cfg.Lock.CohortMaxHandoffs)
 	}
 }
+
+// TestCohortRefillsUnderMasterFaults: runs that reserve further blocks as
+// they go (one agent's 6 clients take turns with no pause, blocks of 8
+// fences) while another agent's client takes the name now and then (so
+// that some runs hear mid-way that it waits, and drop a spare), and
+// masters are paused for a few ms at random (reserves that miss a master,
+// or find counters that disagree), one is emptied (FLUSHALL: a master
+// quarantined mid-run), and two are paused past the lease once (holds
+// lost mid-run). No two holds overlap and fences grow in grant order,
+// across the switches to further blocks and the grants between agents.
+func TestCohortRefillsUnderMasterFaults(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, time.Second)
+	cfgA.AgentID = "host-a"
+	cfgA.Lock.CohortMaxHandoffs = 7
+	cfgB := agenttest.Config(t, servers, time.Second)
+	cfgB.AgentID = "host-b"
+	cfgB.Lock.CohortMaxHandoffs = 7
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	const local, name = 6, "refill-faults"
+	start := time.Now()
+	stop := start.Add(6 * time.Second)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(3, 1))
+		flushed, lost := false, false
+		for time.Now().Before(stop) {
+			picked := rng.Perm(len(servers))[:1+rng.IntN(2)]
+			pause := time.Duration(5+rng.IntN(60)) * time.Millisecond
+			switch {
+			case !flushed && time.Since(start) > 1500*time.Millisecond:
+				flushed = true
+				servers[picked[0]].Do("FLUSHALL")
+				continue
+			case !lost && time.Since(start) > 3*time.Second:
+				lost = true
+				picked, pause = rng.Perm(len(servers))[:2], 1200*time.Millisecond
+			}
+			for _, i := range picked {
+				servers[i].Pause()
+			}
+			time.Sleep(pause)
+			for _, i := range picked {
+				servers[i].Resume()
+			}
+			time.Sleep(time.Duration(5+rng.IntN(200)) * time.Millisecond)
+		}
+	}()
+	var mu sync.Mutex
+	var held []interval
+	for i := range local + 1 {
+		ag := a
+		if i == local {
+			ag = b
+		}
+		c := agenttest.Dial(t, ag.Config.Socket.Path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 17))
+			for time.Now().Before(stop) {
+				if i == local {
+					time.Sleep(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
+				}
+				r := c.Do("LOCK " + name + " wait=2s")
+				if r.Kind != "OK" {
+					if r.Code == "NO_QUORUM" {
+						time.Sleep(20 * time.Millisecond)
+					}
+					continue
+				}
+				iv := interval{start: time.Now(), fence: r.Int("fence"), who: i}
+				select {
+				case p := <-c.Pushes():
+					iv.end = time.Now()
+					if !strings.HasPrefix(p, "* LOST "+name) {
+						t.Errorf("client %d: unexpected push %q", i, p)
+					}
+				default:
+					if rng.IntN(4) == 0 {
+						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+					}
+					iv.end = time.Now()
+					c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
+				}
+				mu.Lock()
+				held = append(held, iv)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
+	handOvers := checkExclusive(t, held, local)
+	remote := 0
+	for _, h := range held {
+		if h.who == local {
+			remote++
+		}
+	}
+	t.Logf("%d grants (%d on the other agent), %d hand-overs; no overlap, fences grow", len(held), remote, handOvers)
+	if handOvers < 200 || remote == 0 {
+		t.Fatalf("%d grants, %d hand-overs, %d on the other agent: the runs did not form, or the other agent was never served", len(held), handOvers, remote)
+	}
+}
