@@ -296,12 +296,16 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 }
 
 // mayPassLocked says whether c's run may go on: fences are left in its
-// block, and no other agent has waited past cohort_max_hold. Agent.mu is held.
+// block, or it has a spare one and is younger than refillFor (a spare
+// reserved just before refillFor would otherwise add a whole block to the
+// rest of the current one), and no other agent has waited past
+// cohort_max_hold. Agent.mu is held.
 func (a *Agent) mayPassLocked(c *cohort) bool {
-	if c.next > c.top && c.spare == 0 {
+	age := a.clock.Now().Sub(c.started)
+	if c.next > c.top && (c.spare == 0 || age >= refillFor) {
 		return false
 	}
-	return !c.wanted || a.clock.Now().Sub(c.started) < a.cfg.Lock.CohortMaxHold
+	return !c.wanted || age < a.cfg.Lock.CohortMaxHold
 }
 
 // refillFor is how long a run that no other agent said it waits for goes

@@ -58,9 +58,11 @@ type LockConfig struct {
 	// out (see Quarantine): every hold it may have forgotten has ended by then.
 	MaxTTL time.Duration
 	// CohortMaxHandoffs is how many times a name held in the masters may be
-	// passed from one local holder to the next local waiter without a release
-	// (lock cohorting: see cohort.go); each grant then reserves that many
-	// fences more. Default 128; 0 turns cohorting off.
+	// passed from one local holder to the next local waiter on the fences of
+	// one block (lock cohorting: see cohort.go): each grant, and each further
+	// block a run reserves, takes that many fences more. While another agent
+	// waits, a run ends within that many hand-overs; otherwise it may reserve
+	// further blocks for up to refillFor. Default 128; 0 turns cohorting off.
 	CohortMaxHandoffs int
 	// CohortMaxHold bounds how long such a run of local holders keeps a name
 	// while another agent waits for it: the first release after it is a real

@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"bufio"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -261,5 +264,215 @@ func TestACohortRunOutlivesItsFirstBlock(t *testing.T) {
 	}
 	if last := held[len(held)-1].fence; r.Int("fence") <= last {
 		t.Fatalf("another agent was granted fence %d after the run handed out %d", r.Int("fence"), last)
+	}
+}
+
+// releaseTimes subscribes to name's release channel on s and returns a
+// function that stops listening and returns when each release of name (a
+// real one, not an attempt's give-back) was heard, on this process's clock.
+func releaseTimes(t *testing.T, s *redistest.Server, name string) (stop func() []time.Time) {
+	t.Helper()
+	conn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "SUBSCRIBE lock-agent:{%s}:released\r\n", name); err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r := bufio.NewReader(conn)
+		line := func() string {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return ""
+			}
+			return strings.TrimRight(l, "\r\n")
+		}
+		for {
+			head := line()
+			if !strings.HasPrefix(head, "*") {
+				return
+			}
+			n, _ := strconv.Atoi(head[1:])
+			var parts []string
+			for range n {
+				h := line()
+				switch {
+				case strings.HasPrefix(h, "$"):
+					parts = append(parts, line())
+				case h == "":
+					return
+				default:
+					parts = append(parts, h)
+				}
+			}
+			if len(parts) == 3 && parts[0] == "message" && parts[2] == name {
+				times = append(times, time.Now())
+			}
+		}
+	}()
+	return func() []time.Time {
+		conn.Close()
+		<-done
+		return times
+	}
+}
+
+// TestARunEndsWithinRefillForAndABlock: a run that no other agent says it
+// waits for (a waiter's word can be lost) reserves further blocks for
+// refillFor (250ms) after its grant, and then hands out at most the rest
+// of the block it is in: cohort_max_handoffs hand-overs, not a further
+// block besides. Runs are told apart by the releases heard on the name's
+// channel; a grant counts as late when it came more than 250ms after the
+// run's first.
+func TestARunEndsWithinRefillForAndABlock(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 15*time.Second)
+	cfg.Lock.CohortMaxHandoffs = 16
+	a := agenttest.Start(t, cfg)
+	stop := releaseTimes(t, servers[0], "bound")
+	held := cohortChurn(t, a, a, servers, "bound", 6, 0, time.Millisecond, 3*time.Second, false)
+	time.Sleep(100 * time.Millisecond) // the last run's release
+	releases := stop()
+	checkExclusive(t, held, 6)
+	const refillFor = 250 * time.Millisecond
+	// Hand-overs are timed by when their client heard of them, so a grant
+	// or two near the 250ms mark may land on either side of it.
+	const slack = 3
+	worst, runs, i := 0, 0, 0
+	for _, end := range releases {
+		if i < len(held) && held[i].start.Before(end) {
+			runs++
+			first, late := held[i].start, 0
+			for ; i < len(held) && held[i].start.Before(end); i++ {
+				if held[i].start.Sub(first) > refillFor {
+					late++
+				}
+			}
+			worst = max(worst, late)
+		}
+	}
+	t.Logf("%d grants in %d runs, %d releases heard; at most %d grants of a run after 250ms", len(held), runs, len(releases), worst)
+	if runs < 5 {
+		t.Fatalf("only %d runs told apart in 3s", runs)
+	}
+	if worst > cfg.Lock.CohortMaxHandoffs+slack {
+		t.Fatalf("a run handed the name out %d times after 250ms, want at most cohort_max_handoffs (%d): it went on with a further block past refillFor",
+			worst, cfg.Lock.CohortMaxHandoffs)
+	}
+}
+
+// TestCohortRefillsUnderMasterFaults: runs that reserve further blocks as
+// they go (one agent's 6 clients take turns with no pause, blocks of 8
+// fences) while another agent's client takes the name now and then (so
+// that some runs hear mid-way that it waits, and drop a spare), and
+// masters are paused for a few ms at random (reserves that miss a master,
+// or find counters that disagree), one is emptied (FLUSHALL: a master
+// quarantined mid-run), and two are paused past the lease once (holds
+// lost mid-run). No two holds overlap and fences grow in grant order,
+// across the switches to further blocks and the grants between agents.
+func TestCohortRefillsUnderMasterFaults(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, time.Second)
+	cfgA.AgentID = "host-a"
+	cfgA.Lock.CohortMaxHandoffs = 7
+	cfgB := agenttest.Config(t, servers, time.Second)
+	cfgB.AgentID = "host-b"
+	cfgB.Lock.CohortMaxHandoffs = 7
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	const local, name = 6, "refill-faults"
+	start := time.Now()
+	stop := start.Add(6 * time.Second)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(3, 1))
+		flushed, lost := false, false
+		for time.Now().Before(stop) {
+			picked := rng.Perm(len(servers))[:1+rng.IntN(2)]
+			pause := time.Duration(5+rng.IntN(60)) * time.Millisecond
+			switch {
+			case !flushed && time.Since(start) > 1500*time.Millisecond:
+				flushed = true
+				servers[picked[0]].Do("FLUSHALL")
+				continue
+			case !lost && time.Since(start) > 3*time.Second:
+				lost = true
+				picked, pause = rng.Perm(len(servers))[:2], 1200*time.Millisecond
+			}
+			for _, i := range picked {
+				servers[i].Pause()
+			}
+			time.Sleep(pause)
+			for _, i := range picked {
+				servers[i].Resume()
+			}
+			time.Sleep(time.Duration(5+rng.IntN(200)) * time.Millisecond)
+		}
+	}()
+	var mu sync.Mutex
+	var held []interval
+	for i := range local + 1 {
+		ag := a
+		if i == local {
+			ag = b
+		}
+		c := agenttest.Dial(t, ag.Config.Socket.Path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 17))
+			for time.Now().Before(stop) {
+				if i == local {
+					time.Sleep(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
+				}
+				r := c.Do("LOCK " + name + " wait=2s")
+				if r.Kind != "OK" {
+					if r.Code == "NO_QUORUM" {
+						time.Sleep(20 * time.Millisecond)
+					}
+					continue
+				}
+				iv := interval{start: time.Now(), fence: r.Int("fence"), who: i}
+				select {
+				case p := <-c.Pushes():
+					iv.end = time.Now()
+					if !strings.HasPrefix(p, "* LOST "+name) {
+						t.Errorf("client %d: unexpected push %q", i, p)
+					}
+				default:
+					if rng.IntN(4) == 0 {
+						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+					}
+					iv.end = time.Now()
+					c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
+				}
+				mu.Lock()
+				held = append(held, iv)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
+	handOvers := checkExclusive(t, held, local)
+	remote := 0
+	for _, h := range held {
+		if h.who == local {
+			remote++
+		}
+	}
+	t.Logf("%d grants (%d on the other agent), %d hand-overs; no overlap, fences grow", len(held), remote, handOvers)
+	if handOvers < 200 || remote == 0 {
+		t.Fatalf("%d grants, %d hand-overs, %d on the other agent: the runs did not form, or the other agent was never served", len(held), handOvers, remote)
 	}
 }
