@@ -65,18 +65,18 @@ type session struct {
 	peerOnce sync.Once
 	peer     Peer
 
-	mu        sync.Mutex
-	idle      *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
-	holds     map[holdKey]*hold
-	waits     map[string]*waiter                 // by tag, for CANCEL
-	multis    map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
+	mu     sync.Mutex
+	idle   *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
+	holds  map[holdKey]*hold
+	waits  map[string]*waiter                 // by tag, for CANCEL
+	multis map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
 	// multisEnded, while the agent stops, is closed when the last multi-lock
 	// under way has answered (see bye).
 	multisEnded chan struct{}
-	releasing map[string]*release                // names being released in the masters; nil when none
-	inflight  int                                // requests working in their own goroutine
-	closing   bool
-	client    string
+	releasing   map[string]*release // names being released in the masters; nil when none
+	inflight    int                 // requests working in their own goroutine
+	closing     bool
+	client      string
 }
 
 // release is this session's releases of one name still on their way to the

@@ -718,11 +718,17 @@ func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int) 
 // theirs, so past every fence any grant (and the hold's earlier blocks)
 // gave out, and the block's end is settled on that majority before it
 // returns, so every later grant counts past it. The record keeps the
-// fence of its current holder.
+// fence of its current holder. It waits for its turn among rounds
+// (MaxRounds) like a grant, and the Observer counts its calls as acquires.
 func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (int64, error) {
 	if c.closed() {
 		return 0, ErrClosed
 	}
+	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	n := len(c.masters)
 	to, errs := c.voters()
 	if len(errs) > n-c.quorum {
