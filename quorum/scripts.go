@@ -178,11 +178,8 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // works for, and keeps B small (cohort_max_handoffs+1). A run that goes on
 // reserves a further block (reserveSrc) only after a quarter of its current
 // one was handed out: a grant then costs at most 2B fences, over a grant
-// round and B/4 hand-overs, and a run that goes on B per B hand-overs. A
-// burst that outran the clock for a while would still be harmless unless
-// the counter were ahead by more than the quarantine when a majority lost
-// its counters: a master that lost its data votes again only after the
-// quarantine, and its new counter starts from its clock then.
+// round and B/4 hand-overs (each a client's answer and its next request,
+// a few µs at the very least), and a run that goes on B per B hand-overs.
 const acquireSrc = gateLua + queueLua + fencesLua + acquireBody
 
 const acquireBody = `
