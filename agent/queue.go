@@ -204,7 +204,10 @@ func (a *Agent) backoffCeiling() time.Duration { return max(a.cfg.Lock.RetryMax,
 // or a change in the queue. Attempts that cannot succeed yet back off
 // instead of spinning:
 //   - a split vote (some masters granted, the round failed: its own release
-//     publishes) waits a jittered back-off that release messages do not cut;
+//     publishes) waits a jittered back-off that release messages do not cut,
+//     but for one in which a majority answered held: a master that missed
+//     the holder's grant voted for the waiter, and no attempt can win before
+//     a release, so the first such split waits for one as a busy answer does;
 //   - a round that did not reach a majority (NO_QUORUM) backs off the same
 //     way, and keeps trying until the head's wait ends;
 //   - a release message is acted on at once, unless attempts have been
@@ -222,6 +225,7 @@ func (a *Agent) contend(q *queue) {
 	var (
 		fails     int        // failed attempts since the last grant or quiet spell that a split vote, no quorum or a wake-up caused
 		woken     bool       // the coming attempt follows a wake-up
+		outvoted  bool       // the last attempt split with a majority held (see below)
 		notBefore time.Time  // no attempt before this
 		last      *lastRound // the last failed round's advice
 	)
@@ -315,7 +319,7 @@ func (a *Agent) contend(q *queue) {
 		if err == nil {
 			q.roundDone(nil)
 			a.grant(q, w, holder, g)
-			fails = 0
+			fails, outvoted = 0, false
 			continue
 		}
 		var round *quorum.RoundError
@@ -354,15 +358,27 @@ func (a *Agent) contend(q *queue) {
 			watch = a.cluster.Watch(ctx, q.name)
 			continue
 		}
-		if round.Yes > 0 || round.RetryAfter <= 0 {
+		split := round.Yes > 0
+		switch {
+		case split && round.RetryAfter > 0 && round.Busy >= a.cluster.Quorum() && !(outvoted && wasWoken):
+			// Held on a majority: only a master that missed the holder's
+			// grant voted for w. Wait for the holder's release below, as
+			// for a busy answer (the release message wakes it at once).
+			// Outvoted again right after a message woke it, w backs off:
+			// contenders that split among themselves must not try again
+			// in lock step on each other's give-backs.
+			outvoted = true
+		case split || round.RetryAfter <= 0:
 			// A split vote, or a holder with no lease: back off with jitter
 			// so that contending agents do not split again in lock step.
 			fails++
 			notBefore = a.clock.Now().Add(a.backoff(fails))
 			continue
-		}
-		if wasWoken {
-			fails++
+		default:
+			outvoted = false
+			if wasWoken {
+				fails++
+			}
 		}
 		// Tell an agent that passes the name among its local holders that
 		// it is wanted here (see cohort.go).

@@ -555,7 +555,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	}
 	busy := len(busyOn) + conflicts
 	outcome, slot := DecideSlots(n, granted, busy+failed)
-	round.Yes, round.Masters, round.BestSlot = yes, errs, slot
+	round.Yes, round.Masters, round.BestSlot, round.Busy = yes, errs, slot, len(busyOn)
 	round.OnlyReaders = readers > 0 && readers == len(busyOn)
 	if outcome == Won {
 		for i := range fences { // the masters that granted another slot give it back

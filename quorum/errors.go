@@ -64,6 +64,8 @@ type RoundError struct {
 	// OnlyReaders is, for ErrBusy, that only shared holders kept an
 	// exclusive claim out: it may take a place in the queue (see Entry).
 	OnlyReaders bool
+	// Busy is how many masters answered that others hold the name.
+	Busy int
 }
 
 func (e *RoundError) Error() string {

@@ -144,3 +144,34 @@ func TestReleaseMessagesThatFreeNothingDoNotDriveTheWaiter(t *testing.T) {
 		t.Fatalf("%.0f attempts/s: a waiter that cannot progress must make at most ~20", rate)
 	}
 }
+
+// TestAWaiterOutvotedByAMinorityWakesOnTheRelease: a name held elsewhere on
+// two of three masters (the third missed that grant) gives every attempt of
+// a waiter the third master's vote. No attempt can win before the holder
+// releases, so the waiter waits for the release message, as for a busy
+// answer, and is granted at once when it comes, not after a back-off that
+// grew while it waited (up to retry_max, 200ms by default).
+func TestAWaiterOutvotedByAMinorityWakesOnTheRelease(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 15*time.Second)
+	cfg.Lock.RetryMin, cfg.Lock.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+	a := agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	for i := range 5 { // the back-off may end just as the release comes: not every round tells
+		plantHolder(t, servers[0], "outvoted")
+		plantHolder(t, servers[1], "outvoted")
+		_, ch := c.Send("LOCK outvoted wait=30s")
+		c.AwaitWaiters(1)
+		time.Sleep(300 * time.Millisecond) // long enough for back-offs to grow
+		for _, s := range servers[:2] {
+			s.Do("DEL", "lock-agent:{outvoted}:h:elsewhere", "lock-agent:{outvoted}")
+			s.Do("PUBLISH", "lock-agent:{outvoted}:released", "outvoted")
+		}
+		start := time.Now()
+		r := c.Await(ch)
+		if took := time.Since(start); r.Kind != "OK" || took > 15*time.Millisecond {
+			t.Fatalf("round %d: %s %v after the holder released", i, r.Line, took)
+		}
+		c.Do("UNLOCK outvoted")
+	}
+}
