@@ -43,37 +43,50 @@ func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Serve
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), 13))
-			for time.Now().Before(stop) {
-				r := c.Do("LOCK " + name + " wait=2s")
-				if r.Kind != "OK" {
-					if r.Code == "NO_QUORUM" {
-						time.Sleep(20 * time.Millisecond)
-					}
-					continue
-				}
-				iv := interval{start: time.Now(), fence: r.Int("fence"), who: i}
-				if r.Int("count") != 1 {
-					t.Errorf("client %d: grant %q has count %d", i, r.Line, r.Int("count"))
-				}
-				select {
-				case p := <-c.Pushes():
-					iv.end = time.Now()
-					if !strings.HasPrefix(p, "* LOST "+name) {
-						t.Errorf("client %d: unexpected push %q", i, p)
-					}
-				case <-time.After(time.Duration(rng.Int64N(int64(maxHold) + 1))):
-					iv.end = time.Now()
-					c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
-				}
-				mu.Lock()
-				held = append(held, iv)
-				mu.Unlock()
-			}
+			mine := takeTurns(t, c, name, i, stop, rand.New(rand.NewPCG(uint64(i), 13)), func(rng *rand.Rand) (time.Duration, time.Duration) {
+				return 0, time.Duration(rng.Int64N(int64(maxHold) + 1))
+			})
+			mu.Lock()
+			held = append(held, mine...)
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
+	return held
+}
+
+// takeTurns has client who (on c) take name until stop: before each LOCK it
+// waits, and it holds each grant, as turn says. It returns its holds, each
+// from its OK until its UNLOCK was sent or its LOST arrived.
+func takeTurns(t *testing.T, c *agenttest.Conn, name string, who int, stop time.Time, rng *rand.Rand, turn func(*rand.Rand) (wait, hold time.Duration)) []interval {
+	var held []interval
+	for time.Now().Before(stop) {
+		wait, hold := turn(rng)
+		time.Sleep(wait)
+		r := c.Do("LOCK " + name + " wait=2s")
+		if r.Kind != "OK" {
+			if r.Code == "NO_QUORUM" {
+				time.Sleep(20 * time.Millisecond)
+			}
+			continue
+		}
+		iv := interval{start: time.Now(), fence: r.Int("fence"), who: who}
+		if r.Int("count") != 1 {
+			t.Errorf("client %d: grant %q has count %d", who, r.Line, r.Int("count"))
+		}
+		select {
+		case p := <-c.Pushes():
+			iv.end = time.Now()
+			if !strings.HasPrefix(p, "* LOST "+name) {
+				t.Errorf("client %d: unexpected push %q", who, p)
+			}
+		case <-time.After(hold):
+			iv.end = time.Now()
+			c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
+		}
+		held = append(held, iv)
+	}
 	return held
 }
 
@@ -430,36 +443,18 @@ func TestCohortRefillsUnderMasterFaults(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), 17))
-			for time.Now().Before(stop) {
-				if i == local {
-					time.Sleep(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
+			mine := takeTurns(t, c, name, i, stop, rand.New(rand.NewPCG(uint64(i), 17)), func(rng *rand.Rand) (wait, hold time.Duration) {
+				if i == local { // the other agent's client comes now and then
+					wait = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 				}
-				r := c.Do("LOCK " + name + " wait=2s")
-				if r.Kind != "OK" {
-					if r.Code == "NO_QUORUM" {
-						time.Sleep(20 * time.Millisecond)
-					}
-					continue
+				if rng.IntN(4) == 0 {
+					hold = time.Duration(rng.IntN(300)) * time.Microsecond
 				}
-				iv := interval{start: time.Now(), fence: r.Int("fence"), who: i}
-				select {
-				case p := <-c.Pushes():
-					iv.end = time.Now()
-					if !strings.HasPrefix(p, "* LOST "+name) {
-						t.Errorf("client %d: unexpected push %q", i, p)
-					}
-				default:
-					if rng.IntN(4) == 0 {
-						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-					}
-					iv.end = time.Now()
-					c.Do("UNLOCK " + name) // NOT_HELD if a LOST races it: the hold ended either way
-				}
-				mu.Lock()
-				held = append(held, iv)
-				mu.Unlock()
-			}
+				return wait, hold
+			})
+			mu.Lock()
+			held = append(held, mine...)
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
