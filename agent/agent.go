@@ -24,8 +24,10 @@ import (
 const Version = "0.1.0"
 
 // shutdownGrace bounds how long a stopping agent waits for sessions to
-// release their holds.
-const shutdownGrace = 4 * time.Second
+// release their holds. Healthy masters take milliseconds; the rest of the
+// 5s a stop may take is for the cluster to stop (releases in flight get up
+// to a second, closing the connections half a second: see quorum's Run).
+const shutdownGrace = 3 * time.Second
 
 // Agent is one running lock agent.
 type Agent struct {

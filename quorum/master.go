@@ -317,7 +317,19 @@ func (m *master) probe(ctx context.Context) {
 	// rounds decide without a hung master before it is marked down.
 	ctx, cancel := context.WithTimeout(ctx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
 	defer cancel()
-	vals, err := m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs()).ToArray()
+	// The probe's connection serves one call at a time, which the client
+	// library runs to the call's deadline whatever the context says: the
+	// probe stops waiting when the cluster stops, and the call ends when
+	// Run closes the connection.
+	answer := make(chan rueidis.RedisResult, 1)
+	go func() { answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs()) }()
+	var r rueidis.RedisResult
+	select {
+	case r = <-answer:
+	case <-ctx.Done():
+		r = rueidis.NewErrorResult(ctx.Err())
+	}
+	vals, err := r.ToArray()
 	var epoch string
 	var left int64
 	if err == nil && len(vals) == 3 {
