@@ -322,7 +322,9 @@ func (m *master) probe(ctx context.Context) {
 	// probe stops waiting when the cluster stops, and the call ends when
 	// Run closes the connection.
 	answer := make(chan rueidis.RedisResult, 1)
-	go func() { answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs()) }()
+	go func() {
+		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs())
+	}()
 	var r rueidis.RedisResult
 	select {
 	case r = <-answer:
