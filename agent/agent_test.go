@@ -269,6 +269,34 @@ func TestShutdownAnswersWaitingLocks(t *testing.T) {
 	}
 }
 
+// TestMultiLocksSentWhileTheAgentStops: multi-locks keep coming while the
+// agent stops and waits for the ones it ended to answer: the agent neither
+// crashes nor hangs (the wait is ended once, however many multi-locks come
+// and go after it began).
+func TestMultiLocksSentWhileTheAgentStops(t *testing.T) {
+	a, _ := start(t, nil)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	holder.Do("LOCK m")
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Send("LOCK m m2 wait=30s")
+	c.AwaitWaiters(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-c.Closed():
+				return
+			default:
+			}
+			c.Send("LOCK m m3 wait=30s")
+			c.Send("LOCK m m4 wait=0")
+		}
+	}()
+	a.Stop()
+	<-done
+}
+
 func TestShutdownPushesLostAndByeAndReleases(t *testing.T) {
 	a, servers := start(t, nil)
 	c := agenttest.Dial(t, a.Config.Socket.Path)

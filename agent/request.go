@@ -238,10 +238,10 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 	s.spawn(tag, func() error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
-		delete(s.multis, tag) // before the answer: the client may reuse the tag
-		ended := s.multisEnded
-		if len(s.multis) > 0 {
-			ended = nil
+		delete(s.multis, tag)   // before the answer: the client may reuse the tag
+		var ended chan struct{} // closed once: a multi-lock sent after bye finds none
+		if len(s.multis) == 0 {
+			ended, s.multisEnded = s.multisEnded, nil
 		}
 		s.mu.Unlock()
 		cancel(nil)
