@@ -66,8 +66,8 @@ type cohort struct {
 	wanted  bool          // another agent said it waits for the name
 	record  quorum.Record // the current holder's, for WHO (see retag)
 	// spare is the first fence of a further block reserved while the run
-	// went on (see refill), 0 if none; spareTop its last.
-	spare, spareTop int64
+	// went on (see refill), 0 if none.
+	spare int64
 	// refilling says that a reservation is under way; refillFailed that
 	// one failed, and the run ends with its blocks.
 	refilling, refillFailed bool
@@ -107,8 +107,12 @@ func (a *Agent) fenceBlock(q *queue, w *waiter) int {
 	if len(q.waiters) < 2 || q.waiters[0] != w || !cohortable(q.waiters[1].req) {
 		return 1
 	}
-	return a.cfg.Lock.CohortMaxHandoffs + 1
+	return a.cohortBlock()
 }
+
+// cohortBlock is how many fences a grant that may start a run, and each
+// further block of the run, reserves.
+func (a *Agent) cohortBlock() int { return a.cfg.Lock.CohortMaxHandoffs + 1 }
 
 // startCohortLocked makes h, just granted with g, the first holder of a run
 // if g reserved a block. Agent.mu is held.
@@ -267,7 +271,7 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 	}
 	a.leave(w)          // an entry that came after cohortHead looked
 	if c.next > c.top { // the block is used up: the spare one takes over
-		c.next, c.top, c.spare = c.spare, c.spareTop, 0
+		c.next, c.top, c.spare = c.spare, c.spare+int64(a.cohortBlock())-1, 0
 	}
 	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, count: 1, acquired: []protocol.Mode{w.req.Mode},
 		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
@@ -320,7 +324,7 @@ const refillFor = 250 * time.Millisecond
 // no spare, and it may go on: no other agent said it waits, and it is
 // younger than refillFor. Agent.mu is held.
 func (a *Agent) refillDueLocked(c *cohort) bool {
-	block := int64(a.cfg.Lock.CohortMaxHandoffs + 1)
+	block := int64(a.cohortBlock())
 	return !c.refilling && !c.refillFailed && c.spare == 0 && !c.wanted &&
 		c.top-c.next < block*3/4 && a.clock.Now().Sub(c.started) < refillFor
 }
@@ -332,7 +336,7 @@ func (a *Agent) refillDueLocked(c *cohort) bool {
 // the record's block end, which the watchdog writes back to a master that
 // lost the record.
 func (a *Agent) refill(c *cohort) {
-	block := a.cfg.Lock.CohortMaxHandoffs + 1
+	block := a.cohortBlock()
 	first, err := a.cluster.Reserve(a.runCtx, c.name, c.rh.Holder, block)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -344,8 +348,8 @@ func (a *Agent) refill(c *cohort) {
 	if a.cohorts[c.name] != c || c.wanted {
 		return
 	}
-	c.spare, c.spareTop = first, first+int64(block)-1
-	c.record.Top = c.spareTop
+	c.spare = first
+	c.record.Top = first + int64(block) - 1
 	a.watchdog.SetRecord(c.rh, c.record)
 }
 
