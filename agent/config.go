@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -569,4 +570,27 @@ func groupExists(group string) error {
 		return fmt.Errorf("no group %q on this host (create it with groupadd, or give a numeric gid)", group)
 	}
 	return nil
+}
+
+// TelemetryConfig is where the agent serves its metrics.
+type TelemetryConfig struct {
+	// PrometheusListen is the host:port of the listener that serves GET
+	// /metrics. "" (the default) serves none: metrics are opt-in, and they
+	// are never served on the client socket.
+	PrometheusListen string
+}
+
+type telemetryBlock struct {
+	PrometheusListen *string `hcl:"prometheus_listen,optional"`
+}
+
+func (v *validator) telemetry(b *telemetryBlock, c *Config) {
+	if b == nil || b.PrometheusListen == nil {
+		return
+	}
+	c.Telemetry.PrometheusListen = *b.PrometheusListen
+	_, port, err := net.SplitHostPort(*b.PrometheusListen)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+		v.errorf("telemetry", "", "prometheus_listen", "want host:port such as \"127.0.0.1:9464\", got %q", *b.PrometheusListen)
+	}
 }

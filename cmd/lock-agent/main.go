@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/oklog/run"
 )
 
@@ -187,7 +188,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		g.Add(func() error { return n.Run(ctx) }, func(error) { cancel() })
 	}
 	if addr := cfg.Telemetry.PrometheusListen; addr != "" { // Metrics: GET /metrics on their own listener, never the client socket.
-		srv, err := agent.ListenMetrics(addr, metrics, log.Named("telemetry"))
+		srv, err := telemetry.ListenMetrics(addr, metrics, log.Named("telemetry"))
 		if err != nil {
 			log.Error("cannot serve metrics", "telemetry.prometheus_listen", addr, "error", err)
 			return exitFailure
