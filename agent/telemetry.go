@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -59,23 +60,10 @@ func (a *Agent) MetricsHandler() http.Handler { return a.metrics.Handler() }
 // WATCHDOG=1 pings.
 func (a *Agent) Healthy() error { return a.health.Check() }
 
-// Stats is a snapshot of the agent's masters and load.
-type Stats struct {
-	Masters   int // configured
-	MastersUp int // up and voting
-	Quorum    int // how many must agree
-	Sessions  int
-	Holds     int
-	Waiters   int
-}
-
-// HasQuorum reports whether enough masters are up to grant a lock.
-func (s Stats) HasQuorum() bool { return s.MastersUp >= s.Quorum }
-
 // Stats returns a snapshot of the masters' states and the agent's counts.
-func (a *Agent) Stats() Stats {
+func (a *Agent) Stats() systemd.Stats {
 	c := a.counts()
-	s := Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
+	s := systemd.Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
 	for _, m := range a.cluster.Status() {
 		if m.State == quorum.StateUp {
 			s.MastersUp++

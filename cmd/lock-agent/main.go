@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/oklog/run"
 )
@@ -183,7 +184,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	{ // systemd (Type=notify): READY=1 once there is a quorum, STATUS=,
 		// WATCHDOG=1 while the agent's loops turn, STOPPING=1. Without
 		// NOTIFY_SOCKET it does nothing.
-		n := agent.NewNotifier(a, cfg.Systemd, log.Named("systemd"))
+		n := systemd.NewNotifier(a, cfg.Systemd.ReadyTimeout, log.Named("systemd"))
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return n.Run(ctx) }, func(error) { cancel() })
 	}

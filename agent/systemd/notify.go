@@ -1,4 +1,7 @@
-package agent
+// Package systemd is how the agent runs as a systemd service: sd_notify(3)
+// (readiness, status, the watchdog, stopping) and socket activation
+// (sd_listen_fds(3)). Without systemd both do nothing.
+package systemd
 
 import (
 	"context"
@@ -21,7 +24,7 @@ const (
 // Notifier tells systemd how the agent is doing (sd_notify(3)), for a
 // Type=notify service:
 //   - READY=1 once the socket listens and a quorum of masters is up, or
-//     after Systemd.ReadyTimeout without one (then STATUS= says "no quorum");
+//     after readyTimeout without one (then STATUS= says "no quorum");
 //   - STATUS= with the masters up, the quorum, sessions, holds and waiters,
 //     at once when the quorum or the agent's health changes, else at most
 //     every few seconds;
@@ -31,19 +34,43 @@ const (
 //
 // Without NOTIFY_SOCKET it sends nothing.
 type Notifier struct {
-	agent *Agent
-	cfg   SystemdConfig
-	log   hclog.Logger
+	agent        Agent
+	readyTimeout time.Duration
+	log          hclog.Logger
 
 	failing bool // the last send failed: the next failure is not logged again
 }
 
-// NewNotifier returns a Notifier for a; Run makes it work.
-func NewNotifier(a *Agent, cfg SystemdConfig, log hclog.Logger) *Notifier {
+// Agent is what a Notifier watches (an *agent.Agent).
+type Agent interface {
+	// Ready is closed once the socket listens.
+	Ready() <-chan struct{}
+	// Stats is a snapshot of the masters and the load.
+	Stats() Stats
+	// Healthy is nil while the agent's own loops turn.
+	Healthy() error
+}
+
+// Stats is a snapshot of the agent's masters and load.
+type Stats struct {
+	Masters   int // configured
+	MastersUp int // up and voting
+	Quorum    int // how many must agree
+	Sessions  int
+	Holds     int
+	Waiters   int
+}
+
+// HasQuorum reports whether enough masters are up to grant a lock.
+func (s Stats) HasQuorum() bool { return s.MastersUp >= s.Quorum }
+
+// NewNotifier returns a Notifier for a that sends READY=1 without a quorum
+// once readyTimeout has passed (systemd.ready_timeout); Run makes it work.
+func NewNotifier(a Agent, readyTimeout time.Duration, log hclog.Logger) *Notifier {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Notifier{agent: a, cfg: cfg, log: log}
+	return &Notifier{agent: a, readyTimeout: readyTimeout, log: log}
 }
 
 // Run notifies systemd until ctx ends, then sends STOPPING=1. It returns
@@ -70,7 +97,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 		ping = t.C
 		n.log.Debug("systemd watchdog on", "interval", interval)
 	}
-	readyBy := time.NewTimer(n.cfg.ReadyTimeout)
+	readyBy := time.NewTimer(n.readyTimeout)
 	defer readyBy.Stop()
 	poll := time.NewTicker(notifyPoll)
 	defer poll.Stop()
@@ -95,7 +122,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 		case !ready && (stats.HasQuorum() || timedOut):
 			ready = true
 			if !stats.HasQuorum() {
-				n.log.Warn("no quorum of masters after systemd.ready_timeout: ready anyway", "ready_timeout", n.cfg.ReadyTimeout,
+				n.log.Warn("no quorum of masters after systemd.ready_timeout: ready anyway", "ready_timeout", n.readyTimeout,
 					"masters_up", stats.MastersUp, "quorum", stats.Quorum)
 			}
 			n.send(daemon.SdNotifyReady + "\nSTATUS=" + now.text)
