@@ -21,6 +21,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/devmasters"
 	"github.com/oklog/run"
 )
 
@@ -134,7 +135,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	var cfg agent.Config
 	agentDone := make(chan struct{}) // closed when the agent has released everything
 	if *dev {                        // The embedded masters: they outlive the agent, which releases into them.
-		masters, err := agent.StartDevMasters(3)
+		masters, err := devmasters.Start(3)
 		if err != nil {
 			fmt.Fprintln(stderr, "lock-agent:", err)
 			return exitFailure
