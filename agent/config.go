@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -31,7 +32,7 @@ type Config struct {
 	Log     LogConfig
 	// ACL is the access rules by peer credentials; nil (no acl block)
 	// lets whoever can open the socket do anything.
-	ACL     *ACL
+	ACL     *acl.ACL
 	Systemd SystemdConfig
 	// Telemetry is the opt-in metrics listener; off by default.
 	Telemetry TelemetryConfig
@@ -593,4 +594,135 @@ func (v *validator) telemetry(b *telemetryBlock, c *Config) {
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
 		v.errorf("telemetry", "", "prometheus_listen", "want host:port such as \"127.0.0.1:9464\", got %q", *b.PrometheusListen)
 	}
+}
+
+// The acl block's shape in the file.
+type aclBlock struct {
+	Rules []aclRuleBlock `hcl:"rule,block"`
+}
+
+type aclRuleBlock struct {
+	Name  string    `hcl:"name,label"`
+	User  *string   `hcl:"user,optional"`
+	UID   *int      `hcl:"uid,optional"`
+	Group *string   `hcl:"group,optional"`
+	GID   *int      `hcl:"gid,optional"`
+	Names *[]string `hcl:"names,optional"`
+	Verbs *[]string `hcl:"verbs,optional"`
+}
+
+// acl turns the acl block into rules, looking up users and groups given by
+// name: one that does not exist on this host is an error at its line.
+func (v *validator) acl(b *aclBlock) *acl.ACL {
+	if b == nil {
+		return nil
+	}
+	// As for masters: the i-th decoded rule is the i-th rule block.
+	var syntax []*hclsyntax.Block
+	for _, blk := range v.body.Blocks {
+		if blk.Type == "acl" {
+			for _, r := range blk.Body.Blocks {
+				if r.Type == "rule" {
+					syntax = append(syntax, r)
+				}
+			}
+			break
+		}
+	}
+	rules := &acl.ACL{Rules: []acl.Rule{}}
+	seen := map[string]bool{}
+	for i, rb := range b.Rules {
+		at := func(attr string) hcl.Range {
+			if i >= len(syntax) {
+				return v.rangeOf("acl", "", "")
+			}
+			if a, ok := syntax[i].Body.Attributes[attr]; ok {
+				return a.SrcRange
+			}
+			return syntax[i].DefRange()
+		}
+		errorf := func(attr, format string, args ...any) {
+			v.errorAt(at(attr), "acl rule", rb.Name, attr, format, args...)
+		}
+		if seen[rb.Name] {
+			errorf("", "a second rule named %q", rb.Name)
+		}
+		seen[rb.Name] = true
+		rules.Rules = append(rules.Rules, v.rule(rb, errorf))
+	}
+	return rules
+}
+
+func (v *validator) rule(rb aclRuleBlock, errorf func(attr, format string, args ...any)) acl.Rule {
+	r := acl.Rule{Name: rb.Name, UID: -1, GID: -1}
+	var given []string
+	if rb.User != nil {
+		given = append(given, "user")
+		if u, err := user.Lookup(*rb.User); err != nil {
+			errorf("user", "no user %q on this host (give an existing user, or its uid)", *rb.User)
+		} else {
+			r.UID, _ = strconv.Atoi(u.Uid)
+			r.Principal = fmt.Sprintf("user %s (%s)", *rb.User, u.Uid)
+		}
+	}
+	if rb.UID != nil {
+		given = append(given, "uid")
+		if r.UID, r.Principal = *rb.UID, fmt.Sprintf("uid %d", *rb.UID); r.UID < 0 {
+			errorf("uid", "want a uid >= 0, got %d", r.UID)
+		}
+	}
+	if rb.Group != nil {
+		given = append(given, "group")
+		if g, err := user.LookupGroup(*rb.Group); err != nil {
+			errorf("group", "no group %q on this host (give an existing group, or its gid)", *rb.Group)
+		} else {
+			r.GID, _ = strconv.Atoi(g.Gid)
+			r.Principal = fmt.Sprintf("group %s (%s)", *rb.Group, g.Gid)
+		}
+	}
+	if rb.GID != nil {
+		given = append(given, "gid")
+		if r.GID, r.Principal = *rb.GID, fmt.Sprintf("gid %d", *rb.GID); r.GID < 0 {
+			errorf("gid", "want a gid >= 0, got %d", r.GID)
+		}
+	}
+	switch {
+	case len(given) == 0:
+		errorf("", "the rule is for no one: give one of user, uid, group or gid")
+	case len(given) > 1:
+		errorf(given[1], "give one of user, uid, group or gid, not %s", strings.Join(given, " and "))
+	}
+	if rb.Names == nil || len(*rb.Names) == 0 {
+		errorf("names", "give the names the rule allows, as globs such as [\"jobs/*\"]; [\"**\"] is every name")
+	} else {
+		for _, p := range *rb.Names {
+			g, err := acl.ParseGlob(p)
+			if err != nil {
+				errorf("names", "%v", err)
+				continue
+			}
+			r.Names = append(r.Names, g)
+		}
+	}
+	r.Verbs = acl.RuleVerbs
+	if rb.Verbs != nil {
+		r.Verbs = nil
+		if len(*rb.Verbs) == 0 {
+			errorf("verbs", "an empty verbs list allows nothing; leave verbs out for all of %s", strings.Join(acl.RuleVerbs, ", "))
+		}
+		for _, verb := range *rb.Verbs {
+			verb = strings.ToLower(verb)
+			switch {
+			case slices.Contains(acl.RuleVerbs, verb):
+				if !slices.Contains(r.Verbs, verb) {
+					r.Verbs = append(r.Verbs, verb)
+				}
+			case slices.Contains(acl.AlwaysAllowed, verb):
+				errorf("verbs", "%s is always allowed; rules govern %s", verb, strings.Join(acl.RuleVerbs, ", "))
+			default:
+				errorf("verbs", "unknown verb %q: want %s", verb, strings.Join(acl.RuleVerbs, ", "))
+			}
+		}
+	}
+	return r
 }

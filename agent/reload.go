@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -39,7 +40,7 @@ func Applied(running, next Config) Config {
 // and no lock.
 type live struct {
 	limits Limits
-	acl    *ACL
+	acl    *acl.ACL
 }
 
 // limits are the limits in force now.
@@ -117,4 +118,20 @@ func masterKeys(ms []quorum.MasterConfig) []masterKey {
 		}
 	}
 	return keys
+}
+
+// allow checks a request against the rules in force now (a SIGHUP may
+// replace them). The peer's groups are looked up once per session, when a
+// rule first needs them.
+func (s *session) allow(verb string, names ...string) error {
+	rules := s.a.live.Load().acl
+	if rules == nil {
+		return nil
+	}
+	s.peerOnce.Do(func() { s.peer = acl.Resolve(s.cred.UID, s.cred.GID) })
+	err := rules.Allow(s.peer, verb, names...)
+	if err != nil {
+		s.log.Debug("denied", "reason", err)
+	}
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -22,7 +23,7 @@ func TestChanges(t *testing.T) {
 		{"a limit is applied live", func(c *Config) { c.Limits.MaxWaiters = 5 }, []Change{{"Limits.MaxWaiters", "100000", "5", true}}},
 		{"the idle timeout is applied live", func(c *Config) { c.Limits.IdleTimeout = time.Minute }, []Change{{"Limits.IdleTimeout", "0s", "1m0s", true}}},
 		{"new access rules are applied live and shown", func(c *Config) {
-			c.ACL = &ACL{Rules: []Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
+			c.ACL = &acl.ACL{Rules: []acl.Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
 		},
 			[]Change{{"ACL", "none (anyone who can open the socket may do anything)", `rule "r": uid 7 may who on `, true}}},
 		{"the max_ttl waits for a restart", func(c *Config) { c.Lock.MaxTTL = time.Minute }, []Change{{"Lock.MaxTTL", "5m0s", "1m0s", false}}},
@@ -54,7 +55,7 @@ func TestAppliedIsWhatSIGHUPChanges(t *testing.T) {
 	next := base
 	next.Log.Level, next.Log.Format = "debug", "json"
 	next.Limits = Limits{MaxSessions: 1, MaxHoldsPerSession: 2, MaxWaiters: 3, MaxSessionsPerUID: 4, IdleTimeout: time.Second}
-	next.ACL = &ACL{}
+	next.ACL = &acl.ACL{}
 	next.Lock.Lease = time.Second
 	var live, restart []string
 	for _, c := range Changes(base, next) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"golang.org/x/sys/unix"
@@ -113,7 +114,7 @@ func TestHelperConnectAs(t *testing.T) {
 }
 
 // parseACL is the acl of an HCL acl block, through the config loader.
-func parseACL(t *testing.T, block string) *agent.ACL {
+func parseACL(t *testing.T, block string) *acl.ACL {
 	t.Helper()
 	cfg, err := agent.Parse([]byte("redis \"a\" { address = \"h:1\" }\nacl {\n"+block+"\n}\n"), "acl.hcl")
 	if err != nil {

@@ -1,4 +1,7 @@
-package agent
+// Package acl is the agent's access rules by peer credentials: who a peer
+// is (its uid, user and groups), the rules of the config's acl block, and
+// whether they let a peer do a verb on a lock name.
+package acl
 
 import (
 	"fmt"
@@ -8,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/lock-agent/lock-agent/protocol"
 )
 
@@ -41,8 +42,8 @@ type Rule struct {
 // RuleVerbs are the verbs rules govern; every other verb is always allowed.
 var RuleVerbs = []string{"lock", "unlock", "extend", "who"}
 
-// alwaysAllowed are verbs a rule may not name: they carry no lock name.
-var alwaysAllowed = []string{"status", "ping", "hello", "holds", "quit", "cancel"}
+// AlwaysAllowed are verbs a rule may not name: they carry no lock name.
+var AlwaysAllowed = []string{"status", "ping", "hello", "holds", "quit", "cancel"}
 
 // Peer is who sent a request: its uid and every group it is in.
 type Peer struct {
@@ -222,19 +223,19 @@ func segmentMatch(pattern, segment string) bool {
 	return ok
 }
 
-// resolvePeer looks up a session's peer in the host's user database: its
-// user name, and its groups: the gid the kernel reported at connect and the
-// user's primary and supplementary groups. A uid with no user has only the
-// kernel's gid.
-func resolvePeer(cred Cred) Peer {
-	p := Peer{UID: cred.UID}
-	if cred.GID >= 0 {
-		p.GIDs = append(p.GIDs, cred.GID)
+// Resolve looks up a peer in the host's user database: its user name, and
+// its groups: gid, the one the kernel reported at connect (SO_PEERCRED), and
+// the user's primary and supplementary groups. A uid with no user has only
+// the kernel's gid; -1 is unknown.
+func Resolve(uid, gid int) Peer {
+	p := Peer{UID: uid}
+	if gid >= 0 {
+		p.GIDs = append(p.GIDs, gid)
 	}
-	if cred.UID < 0 {
+	if uid < 0 {
 		return p
 	}
-	u, err := user.LookupId(strconv.Itoa(cred.UID))
+	u, err := user.LookupId(strconv.Itoa(uid))
 	if err != nil {
 		return p
 	}
@@ -246,151 +247,4 @@ func resolvePeer(cred Cred) Peer {
 		}
 	}
 	return p
-}
-
-// allow checks a request against the rules in force now (a SIGHUP may
-// replace them). The peer's groups are looked up once per session, when a
-// rule first needs them.
-func (s *session) allow(verb string, names ...string) error {
-	acl := s.a.live.Load().acl
-	if acl == nil {
-		return nil
-	}
-	s.peerOnce.Do(func() { s.peer = resolvePeer(s.cred) })
-	err := acl.Allow(s.peer, verb, names...)
-	if err != nil {
-		s.log.Debug("denied", "reason", err)
-	}
-	return err
-}
-
-// The acl block's shape in the file.
-type aclBlock struct {
-	Rules []aclRuleBlock `hcl:"rule,block"`
-}
-
-type aclRuleBlock struct {
-	Name  string    `hcl:"name,label"`
-	User  *string   `hcl:"user,optional"`
-	UID   *int      `hcl:"uid,optional"`
-	Group *string   `hcl:"group,optional"`
-	GID   *int      `hcl:"gid,optional"`
-	Names *[]string `hcl:"names,optional"`
-	Verbs *[]string `hcl:"verbs,optional"`
-}
-
-// acl turns the acl block into rules, looking up users and groups given by
-// name: one that does not exist on this host is an error at its line.
-func (v *validator) acl(b *aclBlock) *ACL {
-	if b == nil {
-		return nil
-	}
-	// As for masters: the i-th decoded rule is the i-th rule block.
-	var syntax []*hclsyntax.Block
-	for _, blk := range v.body.Blocks {
-		if blk.Type == "acl" {
-			for _, r := range blk.Body.Blocks {
-				if r.Type == "rule" {
-					syntax = append(syntax, r)
-				}
-			}
-			break
-		}
-	}
-	acl := &ACL{Rules: []Rule{}}
-	seen := map[string]bool{}
-	for i, rb := range b.Rules {
-		at := func(attr string) hcl.Range {
-			if i >= len(syntax) {
-				return v.rangeOf("acl", "", "")
-			}
-			if a, ok := syntax[i].Body.Attributes[attr]; ok {
-				return a.SrcRange
-			}
-			return syntax[i].DefRange()
-		}
-		errorf := func(attr, format string, args ...any) {
-			v.errorAt(at(attr), "acl rule", rb.Name, attr, format, args...)
-		}
-		if seen[rb.Name] {
-			errorf("", "a second rule named %q", rb.Name)
-		}
-		seen[rb.Name] = true
-		acl.Rules = append(acl.Rules, v.rule(rb, errorf))
-	}
-	return acl
-}
-
-func (v *validator) rule(rb aclRuleBlock, errorf func(attr, format string, args ...any)) Rule {
-	r := Rule{Name: rb.Name, UID: -1, GID: -1}
-	var given []string
-	if rb.User != nil {
-		given = append(given, "user")
-		if u, err := user.Lookup(*rb.User); err != nil {
-			errorf("user", "no user %q on this host (give an existing user, or its uid)", *rb.User)
-		} else {
-			r.UID, _ = strconv.Atoi(u.Uid)
-			r.Principal = fmt.Sprintf("user %s (%s)", *rb.User, u.Uid)
-		}
-	}
-	if rb.UID != nil {
-		given = append(given, "uid")
-		if r.UID, r.Principal = *rb.UID, fmt.Sprintf("uid %d", *rb.UID); r.UID < 0 {
-			errorf("uid", "want a uid >= 0, got %d", r.UID)
-		}
-	}
-	if rb.Group != nil {
-		given = append(given, "group")
-		if g, err := user.LookupGroup(*rb.Group); err != nil {
-			errorf("group", "no group %q on this host (give an existing group, or its gid)", *rb.Group)
-		} else {
-			r.GID, _ = strconv.Atoi(g.Gid)
-			r.Principal = fmt.Sprintf("group %s (%s)", *rb.Group, g.Gid)
-		}
-	}
-	if rb.GID != nil {
-		given = append(given, "gid")
-		if r.GID, r.Principal = *rb.GID, fmt.Sprintf("gid %d", *rb.GID); r.GID < 0 {
-			errorf("gid", "want a gid >= 0, got %d", r.GID)
-		}
-	}
-	switch {
-	case len(given) == 0:
-		errorf("", "the rule is for no one: give one of user, uid, group or gid")
-	case len(given) > 1:
-		errorf(given[1], "give one of user, uid, group or gid, not %s", strings.Join(given, " and "))
-	}
-	if rb.Names == nil || len(*rb.Names) == 0 {
-		errorf("names", "give the names the rule allows, as globs such as [\"jobs/*\"]; [\"**\"] is every name")
-	} else {
-		for _, p := range *rb.Names {
-			g, err := ParseGlob(p)
-			if err != nil {
-				errorf("names", "%v", err)
-				continue
-			}
-			r.Names = append(r.Names, g)
-		}
-	}
-	r.Verbs = RuleVerbs
-	if rb.Verbs != nil {
-		r.Verbs = nil
-		if len(*rb.Verbs) == 0 {
-			errorf("verbs", "an empty verbs list allows nothing; leave verbs out for all of %s", strings.Join(RuleVerbs, ", "))
-		}
-		for _, verb := range *rb.Verbs {
-			verb = strings.ToLower(verb)
-			switch {
-			case slices.Contains(RuleVerbs, verb):
-				if !slices.Contains(r.Verbs, verb) {
-					r.Verbs = append(r.Verbs, verb)
-				}
-			case slices.Contains(alwaysAllowed, verb):
-				errorf("verbs", "%s is always allowed; rules govern %s", verb, strings.Join(RuleVerbs, ", "))
-			default:
-				errorf("verbs", "unknown verb %q: want %s", verb, strings.Join(RuleVerbs, ", "))
-			}
-		}
-	}
-	return r
 }
