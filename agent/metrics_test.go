@@ -267,33 +267,6 @@ func randomHex(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// TestTelemetryConfig: the telemetry block is opt-in and its address is checked.
-func TestTelemetryConfig(t *testing.T) {
-	const masters = "redis \"a\" { address = \"h:1\" }\n"
-	for _, tc := range []struct {
-		name, src, want, err string
-	}{
-		{"no block serves no metrics", "", "", ""},
-		{"a host:port is taken as it is", "telemetry { prometheus_listen = \"127.0.0.1:9464\" }\n", "127.0.0.1:9464", ""},
-		{"an IPv6 address needs its brackets", "telemetry { prometheus_listen = \"[::1]:9464\" }\n", "[::1]:9464", ""},
-		{"a port alone is refused", "telemetry { prometheus_listen = \"9464\" }\n", "", "telemetry.prometheus_listen"},
-		{"port 0 is refused", "telemetry { prometheus_listen = \"127.0.0.1:0\" }\n", "", "telemetry.prometheus_listen"},
-		{"a misspelt attribute is an error", "telemetry { prometheus_listn = \"127.0.0.1:9464\" }\n", "", "prometheus_listn"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := agent.Parse([]byte(masters+tc.src), "agent.hcl")
-			switch {
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "agent.hcl:2")):
-				t.Fatalf("error %v, want one about %s at agent.hcl:2", err, tc.err)
-			case tc.err == "" && err != nil:
-				t.Fatal(err)
-			case cfg.Telemetry.PrometheusListen != tc.want:
-				t.Errorf("prometheus_listen %q, want %q", cfg.Telemetry.PrometheusListen, tc.want)
-			}
-		})
-	}
-}
-
 // TestMetricsCountFenceSettlesAndQuarantines: a grant whose masters
 // disagree on the fence waits for it to be written back, and a master that
 // lost its data is counted as it enters quarantine.

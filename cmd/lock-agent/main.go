@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/config"
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/devmasters"
@@ -90,7 +91,7 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 // loadConfig is the one loader `run` and `validate` share.
 func loadConfig(path string) (agent.Config, error) {
-	return agent.Load(path)
+	return config.Load(path)
 }
 
 // printConfigError prints each error of a config on its own line with its file:line.
@@ -250,14 +251,14 @@ func reload(log hclog.Logger, path string, cfg *agent.Config, a *agent.Agent) {
 		log.Error("SIGHUP: config not reloaded, keeping the running one", "file", path, "error", err)
 		return
 	}
-	changes := agent.Changes(*cfg, next)
+	changes := config.Changes(*cfg, next)
 	if len(changes) == 0 {
 		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)
 		return
 	}
 	log.SetLevel(hclog.LevelFromString(next.Log.Level))
 	a.SetLive(next)
-	*cfg = agent.Applied(*cfg, next)
+	*cfg = config.Applied(*cfg, next)
 	for _, c := range changes {
 		switch {
 		case c.Live:

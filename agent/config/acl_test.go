@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"os"
@@ -104,7 +104,7 @@ func TestParseACLErrors(t *testing.T) {
 // TestTheSampleACLIsValid uncomments the acl block of the sample agent.hcl
 // (its group put to one that exists here) and loads it.
 func TestTheSampleACLIsValid(t *testing.T) {
-	data, err := os.ReadFile("../agent.hcl")
+	data, err := os.ReadFile("../../agent.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestTheSampleACLIsValid(t *testing.T) {
 // TestTheOperationsACLExampleIsValid loads the example of docs/operations.md's
 // "Access rules" (its group put to one that exists here).
 func TestTheOperationsACLExampleIsValid(t *testing.T) {
-	data, err := os.ReadFile("../docs/operations.md")
+	data, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
