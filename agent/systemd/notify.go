@@ -86,57 +86,22 @@ func (n *Notifier) Run(ctx context.Context) error {
 		n.send(daemon.SdNotifyStopping)
 		return nil
 	}
-	var ping <-chan time.Time
-	interval, err := daemon.SdWatchdogEnabled(false)
-	if err != nil {
-		n.log.Warn("systemd watchdog: WATCHDOG_USEC ignored", "error", err)
-	}
-	if interval > 0 {
-		t := time.NewTicker(interval / 2)
-		defer t.Stop()
-		ping = t.C
-		n.log.Debug("systemd watchdog on", "interval", interval)
-	}
+	ping, stopPing := n.watchdog()
+	defer stopPing()
 	readyBy := time.NewTimer(n.readyTimeout)
 	defer readyBy.Stop()
 	poll := time.NewTicker(notifyPoll)
 	defer poll.Stop()
 
-	var (
-		ready, timedOut bool
-		sent            status
-		sentAt          time.Time
-		wasUnhealthy    error
-	)
+	var seen seen
 	for {
-		stats, unhealthy := n.agent.Stats(), n.agent.Healthy()
-		switch {
-		case unhealthy != nil && wasUnhealthy == nil:
-			n.log.Error("a loop of the agent is wedged: no more WATCHDOG=1, systemd will restart the agent", "error", unhealthy)
-		case unhealthy == nil && wasUnhealthy != nil:
-			n.log.Info("the agent's loops turn again: WATCHDOG=1 resumes")
-		}
-		wasUnhealthy = unhealthy
-		now := statusOf(stats, unhealthy)
-		switch {
-		case !ready && (stats.HasQuorum() || timedOut):
-			ready = true
-			if !stats.HasQuorum() {
-				n.log.Warn("no quorum of masters after systemd.ready_timeout: ready anyway", "ready_timeout", n.readyTimeout,
-					"masters_up", stats.MastersUp, "quorum", stats.Quorum)
-			}
-			n.send(daemon.SdNotifyReady + "\nSTATUS=" + now.text)
-			sent, sentAt = now, time.Now()
-		case now.urgent != sent.urgent || (now.text != sent.text && time.Since(sentAt) >= statusEvery):
-			n.send("STATUS=" + now.text)
-			sent, sentAt = now, time.Now()
-		}
+		stats := n.look(&seen)
 		select {
 		case <-ctx.Done():
 			n.send(fmt.Sprintf("%s\nSTATUS=stopping: releasing holds=%d of sessions=%d", daemon.SdNotifyStopping, stats.Holds, stats.Sessions))
 			return nil
 		case <-readyBy.C:
-			timedOut = true
+			seen.timedOut = true
 		case <-poll.C:
 		case <-ping:
 			if n.agent.Healthy() == nil {
@@ -144,6 +109,57 @@ func (n *Notifier) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// watchdog returns a channel that ticks every half WATCHDOG_USEC, or nil
+// (it never ticks) when systemd's watchdog is off, and what stops it.
+func (n *Notifier) watchdog() (<-chan time.Time, func()) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		n.log.Warn("systemd watchdog: WATCHDOG_USEC ignored", "error", err)
+	}
+	if interval <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(interval / 2)
+	n.log.Debug("systemd watchdog on", "interval", interval)
+	return t.C, t.Stop
+}
+
+// seen is what Run remembers between its looks at the agent.
+type seen struct {
+	ready, timedOut bool // READY=1 was sent; ready_timeout has passed
+	sent            status
+	sentAt          time.Time
+	unhealthy       error
+}
+
+// look reads the agent's stats and health, logs a change of health, and
+// sends READY=1 once due, or STATUS= when it changed; it returns the stats.
+func (n *Notifier) look(seen *seen) Stats {
+	stats, unhealthy := n.agent.Stats(), n.agent.Healthy()
+	switch {
+	case unhealthy != nil && seen.unhealthy == nil:
+		n.log.Error("a loop of the agent is wedged: no more WATCHDOG=1, systemd will restart the agent", "error", unhealthy)
+	case unhealthy == nil && seen.unhealthy != nil:
+		n.log.Info("the agent's loops turn again: WATCHDOG=1 resumes")
+	}
+	seen.unhealthy = unhealthy
+	now := statusOf(stats, unhealthy)
+	switch {
+	case !seen.ready && (stats.HasQuorum() || seen.timedOut):
+		seen.ready = true
+		if !stats.HasQuorum() {
+			n.log.Warn("no quorum of masters after systemd.ready_timeout: ready anyway", "ready_timeout", n.readyTimeout,
+				"masters_up", stats.MastersUp, "quorum", stats.Quorum)
+		}
+		n.send(daemon.SdNotifyReady + "\nSTATUS=" + now.text)
+		seen.sent, seen.sentAt = now, time.Now()
+	case now.urgent != seen.sent.urgent || (now.text != seen.sent.text && time.Since(seen.sentAt) >= statusEvery):
+		n.send("STATUS=" + now.text)
+		seen.sent, seen.sentAt = now, time.Now()
+	}
+	return stats
 }
 
 // status is one STATUS= line, and what in it must reach systemd at once:
