@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
 )
@@ -40,7 +41,7 @@ type Agent struct {
 	metrics  *metrics
 	instance string // random per process: holder ids of a restarted agent never collide
 
-	health *health // liveness of the agent's own loops: see health.go
+	health *telemetry.Health // liveness of the agent's own loops
 
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
@@ -73,7 +74,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		entries: map[*renewal.Hold]*waiter{}, cohorts: map[string]*cohort{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
-	a.health = newHealth(time.Now)
+	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,
@@ -84,10 +85,10 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.cluster = cluster
-	a.metrics.registry.MustRegister(stateCollector{a})
+	a.metrics.CollectState(cluster, func() int { return a.counts().Sessions })
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: observedRenewer{cluster, a.metrics}, OnLost: a.health.onLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
 	return a, nil
 }
@@ -112,7 +113,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
-	probe := func(ctx context.Context) error { return a.health.probeWatchdog(ctx, a.watchdog, a.clock) }
+	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
 	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe} {
 		back.Add(1)
 		go func() {
@@ -145,9 +146,9 @@ func (a *Agent) accept() {
 	for {
 		// The deadline turns the loop even when nobody connects: each
 		// turn is its beat (see health).
-		a.ln.SetDeadline(time.Now().Add(a.health.every))
+		a.ln.SetDeadline(time.Now().Add(a.health.Every))
 		conn, err := a.ln.AcceptUnix()
-		a.health.beat(loopAccept)
+		a.health.Beat(telemetry.LoopAccept)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return

@@ -1,6 +1,10 @@
 package agent
 
-import "time"
+import (
+	"time"
+
+	"github.com/lock-agent/lock-agent/agent/telemetry"
+)
 
 // SetHealthTiming shortens how often the agents New makes beat and when
 // a loop counts as wedged, until the test ends.
@@ -10,21 +14,20 @@ func SetHealthTiming(t interface{ Cleanup(func()) }, beat, stale time.Duration) 
 	t.Cleanup(func() { healthBeat, healthStale = oldBeat, oldStale })
 }
 
-// Wedge makes the loop named loop (see loop.String) block at its next beat
+// Wedge makes the loop named loop (see telemetry.Loop.String) block at its next beat
 // until the returned release is called (or the test ends).
 func Wedge(t interface{ Cleanup(func()) }, loop string) (release func()) {
 	released := make(chan struct{})
-	wedge := func(l string) {
+	telemetry.SetWedgeHook(func(l string) {
 		if l == loop {
 			<-released
 		}
-	}
-	wedgeHook.Store(&wedge)
+	})
 	var once bool
 	release = func() {
 		if !once {
 			once = true
-			wedgeHook.Store(nil)
+			telemetry.SetWedgeHook(nil)
 			close(released)
 		}
 	}

@@ -10,17 +10,19 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/lock-agent/lock-agent/agent/systemd"
 )
 
 // listen returns the socket systemd passed for cfg.Path (socket
-// activation: see activated), and whether it did; else it opens the
+// activation: see systemd.Activated), and whether it did; else it opens the
 // agent's Unix socket safely:
 //   - an existing path is only removed if it is a socket nobody answers on;
 //     a regular file, a directory or a symlink is never touched;
 //   - the socket is created owner-only (umask) and only then given its group
 //     and mode, so it is never wider open than configured.
 func listen(cfg SocketConfig) (ln *net.UnixListener, fromSystemd bool, err error) {
-	if ln, err := activated(cfg.Path); ln != nil || err != nil {
+	if ln, err := systemd.Activated(cfg.Path); ln != nil || err != nil {
 		return ln, ln != nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -266,83 +265,6 @@ func randomHex(t *testing.T) string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// TestMetricsServer: the listener serves GET /metrics and nothing else, and
-// stops with its context.
-func TestMetricsServer(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("lock_agent_test 1\n")) })
-	srv, err := agent.ListenMetrics("127.0.0.1:0", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	base := "http://" + srv.Addr().String()
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for _, tc := range []struct {
-		method, path string
-		code         int
-	}{
-		{"GET", "/metrics", 200},
-		{"HEAD", "/metrics", 200},
-		{"POST", "/metrics", 405},
-		{"GET", "/", 404},
-		{"GET", "/debug/pprof/", 404},
-	} {
-		req, _ := http.NewRequest(tc.method, base+tc.path, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.code {
-			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.code)
-		}
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return when its context ended")
-	}
-	if _, err := client.Get(base + "/metrics"); err == nil {
-		t.Error("still serving after Run returned")
-	}
-	if err := srv.Run(ctx); err != nil {
-		t.Errorf("a second Run: %v", err)
-	}
-}
-
-// TestTelemetryConfig: the telemetry block is opt-in and its address is checked.
-func TestTelemetryConfig(t *testing.T) {
-	const masters = "redis \"a\" { address = \"h:1\" }\n"
-	for _, tc := range []struct {
-		name, src, want, err string
-	}{
-		{"no block serves no metrics", "", "", ""},
-		{"a host:port is taken as it is", "telemetry { prometheus_listen = \"127.0.0.1:9464\" }\n", "127.0.0.1:9464", ""},
-		{"an IPv6 address needs its brackets", "telemetry { prometheus_listen = \"[::1]:9464\" }\n", "[::1]:9464", ""},
-		{"a port alone is refused", "telemetry { prometheus_listen = \"9464\" }\n", "", "telemetry.prometheus_listen"},
-		{"port 0 is refused", "telemetry { prometheus_listen = \"127.0.0.1:0\" }\n", "", "telemetry.prometheus_listen"},
-		{"a misspelt attribute is an error", "telemetry { prometheus_listn = \"127.0.0.1:9464\" }\n", "", "prometheus_listn"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := agent.Parse([]byte(masters+tc.src), "agent.hcl")
-			switch {
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "agent.hcl:2")):
-				t.Fatalf("error %v, want one about %s at agent.hcl:2", err, tc.err)
-			case tc.err == "" && err != nil:
-				t.Fatal(err)
-			case cfg.Telemetry.PrometheusListen != tc.want:
-				t.Errorf("prometheus_listen %q, want %q", cfg.Telemetry.PrometheusListen, tc.want)
-			}
-		})
-	}
 }
 
 // TestMetricsCountFenceSettlesAndQuarantines: a grant whose masters

@@ -104,7 +104,7 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 		}
 	}
 	q.count.Add(-1)
-	q.metrics.mode(w.req.Mode).waiters.Dec()
+	q.metrics.mode(w.req.Mode).Waiters.Dec()
 	return true
 }
 
@@ -148,7 +148,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 		w.timer = time.AfterFunc(w.req.Wait, func() { a.expire(w) })
 	}
 	a.waiters.Add(1)
-	a.metrics.mode(w.req.Mode).waiters.Inc()
+	a.metrics.mode(w.req.Mode).Waiters.Inc()
 	q.mu.Unlock()
 	if start {
 		go a.contend(q)

@@ -159,7 +159,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 			}
 			r := h.snapshot(v)
 			s.mu.Unlock()
-			a.metrics.mode(l.Mode).reentries.Inc()
+			a.metrics.mode(l.Mode).Reentries.Inc()
 			return nil, r, nil
 		}
 	}

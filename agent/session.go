@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -63,7 +64,7 @@ type session struct {
 	// peer is the uid's user and groups, looked up once when an access
 	// rule first needs them (see allow).
 	peerOnce sync.Once
-	peer     Peer
+	peer     acl.Peer
 
 	mu     sync.Mutex
 	idle   *time.Timer // the idle_timeout check; nil until there is one (see armIdle)

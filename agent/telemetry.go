@@ -1,93 +1,73 @@
 package agent
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/systemd"
+	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// TelemetryConfig is where the agent serves its metrics.
-type TelemetryConfig struct {
-	// PrometheusListen is the host:port of the listener that serves GET
-	// /metrics. "" (the default) serves none: metrics are opt-in, and they
-	// are never served on the client socket.
-	PrometheusListen string
+// How often each of the agent's loops proves it turns, and how long a loop
+// may stay silent before it counts as wedged (see telemetry.Health). These
+// are variables so tests can shorten them before New.
+var (
+	healthBeat  = time.Second
+	healthStale = 3 * time.Second
+)
+
+// metrics records the agent's records (waiters, holds) in telemetry's
+// series. The series themselves, their names and labels, are telemetry's.
+type metrics struct{ *telemetry.Metrics }
+
+func newMetrics(masters []quorum.MasterConfig) *metrics {
+	return &metrics{telemetry.NewMetrics(Version, masters)}
 }
 
-type telemetryBlock struct {
-	PrometheusListen *string `hcl:"prometheus_listen,optional"`
+func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
+
+// lockAnswered records the answer to a LOCK that went through a queue.
+func (m *metrics) lockAnswered(w *waiter, r result) {
+	m.LockAnswered(w.req.Mode, w.joined, r.count, r.err)
 }
 
-func (v *validator) telemetry(b *telemetryBlock, c *Config) {
-	if b == nil || b.PrometheusListen == nil {
-		return
-	}
-	c.Telemetry.PrometheusListen = *b.PrometheusListen
-	_, port, err := net.SplitHostPort(*b.PrometheusListen)
-	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
-		v.errorf("telemetry", "", "prometheus_listen", "want host:port such as \"127.0.0.1:9464\", got %q", *b.PrometheusListen)
-	}
+// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
+func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
+
+func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
+
+// holdDowngraded moves a hold from the exclusive holds to the shared ones.
+// Agent.mu is held.
+func (m *metrics) holdDowngraded(h *hold) {
+	m.HoldDowngraded(h.gaugeMode)
+	h.gaugeMode = protocol.Shared
 }
 
-// metricsShutdownGrace bounds how long a stopping MetricsServer waits for
-// scrapes in flight.
-const metricsShutdownGrace = time.Second
+func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
 
-// MetricsServer serves one handler at GET /metrics on its own TCP listener.
-type MetricsServer struct {
-	ln  net.Listener
-	srv *http.Server
-	log hclog.Logger
-}
+func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
 
-// ListenMetrics binds addr at once, so that a taken port is an error at
-// start rather than in the background. Port 0 picks a free port: see Addr.
-// Run serves it.
-func ListenMetrics(addr string, h http.Handler, log hclog.Logger) (*MetricsServer, error) {
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", h) // HEAD too; any other method is 405, any other path 404
-	return &MetricsServer{ln: ln, log: log, srv: &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}}, nil
-}
+// MetricsHandler serves the agent's metrics in the Prometheus text format.
+// The agent keeps its metrics whether or not anything serves them.
+func (a *Agent) MetricsHandler() http.Handler { return a.metrics.Handler() }
 
-// Addr is the address the server is bound to.
-func (s *MetricsServer) Addr() net.Addr { return s.ln.Addr() }
+// Healthy returns nil if the agent's own loops (the accept loop, the
+// renewal watchdog) all proved they turn within the last few seconds, else
+// an error naming the ones that did not. It is what drives systemd's
+// WATCHDOG=1 pings.
+func (a *Agent) Healthy() error { return a.health.Check() }
 
-// Run serves until ctx ends, then closes the listener and waits (at most
-// a second) for the scrapes in flight. It returns an error only if serving
-// failed. Calling it again after it returned returns nil at once.
-func (s *MetricsServer) Run(ctx context.Context) error {
-	s.log.Info("serving metrics", "address", "http://"+s.ln.Addr().String()+"/metrics")
-	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-served:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
+// Stats returns a snapshot of the masters' states and the agent's counts.
+func (a *Agent) Stats() systemd.Stats {
+	c := a.counts()
+	s := systemd.Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
+	for _, m := range a.cluster.Status() {
+		if m.State == quorum.StateUp {
+			s.MastersUp++
 		}
-		return err
-	case <-ctx.Done():
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), metricsShutdownGrace)
-	defer cancel()
-	if err := s.srv.Shutdown(stopCtx); err != nil {
-		s.srv.Close() // scrapes still in flight are cut off
-	}
-	<-served
-	return nil
+	return s
 }

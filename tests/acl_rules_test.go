@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/acl"
+	"github.com/lock-agent/lock-agent/agent/config"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"golang.org/x/sys/unix"
@@ -113,9 +115,9 @@ func TestHelperConnectAs(t *testing.T) {
 }
 
 // parseACL is the acl of an HCL acl block, through the config loader.
-func parseACL(t *testing.T, block string) *agent.ACL {
+func parseACL(t *testing.T, block string) *acl.ACL {
 	t.Helper()
-	cfg, err := agent.Parse([]byte("redis \"a\" { address = \"h:1\" }\nacl {\n"+block+"\n}\n"), "acl.hcl")
+	cfg, err := config.Parse([]byte("redis \"a\" { address = \"h:1\" }\nacl {\n"+block+"\n}\n"), "acl.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

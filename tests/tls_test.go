@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/config"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -36,7 +36,7 @@ func TestMastersOverMutualTLS(t *testing.T) {
 		fmt.Fprintf(&hcl, "redis \"m%d\" {\n  address = %q\n  tls {\n    ca_file = %q\n    cert_file = %q\n    key_file = %q\n    server_name = \"redis.test\"\n  }\n}\n",
 			i, s.Addr, files.CA, filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
 	}
-	parsed, err := agent.Parse([]byte(hcl.String()), "tls.hcl")
+	parsed, err := config.Parse([]byte(hcl.String()), "tls.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,24 +150,7 @@ var errHelp = errors.New("help")
 // word that is not a flag.
 func parseExecArgs(args []string) (*execOptions, error) {
 	o := &execOptions{conflictExit: exitBusy, killAfter: 5 * time.Second}
-	fs := flag.NewFlagSet("lock-agent exec", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.StringVar(&o.socket, "socket", lockagent.SocketPath(), "")
-	fs.Var(&o.wait, "wait", "")
-	fs.Var(&o.wait, "w", "")
-	fs.BoolFunc("n", "", func(string) error { o.wait = waitValue{0, true}; return nil })
-	fs.DurationVar(&o.ttl, "ttl", 0, "")
-	fs.BoolVar(&o.shared, "shared", false, "")
-	fs.BoolVar(&o.shared, "s", false, "")
-	fs.IntVar(&o.limit, "limit", 0, "")
-	fs.BoolVar(&o.fair, "fair", false, "")
-	fs.IntVar(&o.conflictExit, "conflict-exit", exitBusy, "")
-	fs.IntVar(&o.conflictExit, "E", exitBusy, "")
-	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "")
-	fs.BoolVar(&o.quiet, "quiet", false, "")
-	fs.BoolVar(&o.quiet, "q", false, "")
-	fs.StringVar(&o.shell, "c", "", "")
+	fs := execFlags(o)
 	parse := func(args []string) error {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -198,20 +181,52 @@ func parseExecArgs(args []string) (*execOptions, error) {
 		}
 		rest = fs.Args()
 	}
-	switch {
-	case o.shell != "" && len(rest) > 0:
-		return nil, errors.New("give -c STRING or a command, not both")
-	case o.shell != "":
-		o.command = []string{"/bin/sh", "-c", o.shell}
-	case len(rest) == 0:
-		return nil, errors.New("no command to run")
-	default:
-		o.command = rest
+	if err := o.setCommand(rest); err != nil {
+		return nil, err
 	}
 	if o.conflictExit < 0 || o.conflictExit > 255 {
 		return nil, fmt.Errorf("-conflict-exit %d: want 0 to 255", o.conflictExit)
 	}
 	return o, nil
+}
+
+// execFlags are exec's flags, parsed into o. Their help is execUsage.
+func execFlags(o *execOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("lock-agent exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&o.socket, "socket", lockagent.SocketPath(), "")
+	fs.Var(&o.wait, "wait", "")
+	fs.Var(&o.wait, "w", "")
+	fs.BoolFunc("n", "", func(string) error { o.wait = waitValue{0, true}; return nil })
+	fs.DurationVar(&o.ttl, "ttl", 0, "")
+	fs.BoolVar(&o.shared, "shared", false, "")
+	fs.BoolVar(&o.shared, "s", false, "")
+	fs.IntVar(&o.limit, "limit", 0, "")
+	fs.BoolVar(&o.fair, "fair", false, "")
+	fs.IntVar(&o.conflictExit, "conflict-exit", exitBusy, "")
+	fs.IntVar(&o.conflictExit, "E", exitBusy, "")
+	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "")
+	fs.BoolVar(&o.quiet, "quiet", false, "")
+	fs.BoolVar(&o.quiet, "q", false, "")
+	fs.StringVar(&o.shell, "c", "", "")
+	return fs
+}
+
+// setCommand takes the command to run: -c STRING, or the words after NAME
+// (rest), but not both.
+func (o *execOptions) setCommand(rest []string) error {
+	switch {
+	case o.shell != "" && len(rest) > 0:
+		return errors.New("give -c STRING or a command, not both")
+	case o.shell != "":
+		o.command = []string{"/bin/sh", "-c", o.shell}
+	case len(rest) == 0:
+		return errors.New("no command to run")
+	default:
+		o.command = rest
+	}
+	return nil
 }
 
 // forwarded are the signals exec passes on to the command's process group.
@@ -321,44 +336,9 @@ type event struct {
 }
 
 func (j *job) run() int {
-	// The command inherits a duplicate of the agent connection, without
-	// close-on-exec: the session, and the lock, end only when the last
-	// process holding it exits.
-	rc, err := j.c.SyscallConn()
-	if err != nil {
-		j.say("%v", err)
-		return exitFailure
-	}
-	// F_DUPFD leaves close-on-exec off. At 10 or above, the copy is clear of
-	// the standard descriptors (even if exec was started with one closed) and
-	// of the ones os/exec moves while setting them up in the child.
-	inherited := -1
-	if cerr := rc.Control(func(fd uintptr) { inherited, err = unix.FcntlInt(fd, unix.F_DUPFD, 10) }); cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		j.say("duplicating the agent connection: %v", err)
-		return exitFailure
-	}
-	cmd := exec.Command(j.o.command[0], j.o.command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), j.env(inherited)...)
-	// The command leads its own process group, so that a lost lock stops
-	// everything it started, and signals reach it once: from the terminal
-	// when it has the foreground, else from exec.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if j.tty = foreground(); j.tty {
-		signal.Ignore(syscall.SIGTTOU) // to take the terminal back when it is done
-		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
-	}
-	err = cmd.Start()
-	unix.Close(inherited)
-	if err != nil {
-		j.say("%v", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitNotExec
+	cmd, code := j.start()
+	if cmd == nil {
+		return code
 	}
 	defer cmd.Process.Release()
 	j.pgid = cmd.Process.Pid
@@ -381,6 +361,60 @@ func (j *job) run() int {
 			return j.lost(context.Cause(lost), events)
 		}
 	}
+}
+
+// start starts the command, leading its own process group, with the agent
+// connection inherited; if it cannot, it says why and returns the exit
+// status.
+func (j *job) start() (*exec.Cmd, int) {
+	inherited, ok := j.inheritable()
+	if !ok {
+		return nil, exitFailure
+	}
+	cmd := exec.Command(j.o.command[0], j.o.command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), j.env(inherited)...)
+	// The command leads its own process group, so that a lost lock stops
+	// everything it started, and signals reach it once: from the terminal
+	// when it has the foreground, else from exec.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if j.tty = foreground(); j.tty {
+		signal.Ignore(syscall.SIGTTOU) // to take the terminal back when it is done
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
+	err := cmd.Start()
+	unix.Close(inherited)
+	if err != nil {
+		j.say("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return nil, exitNotFound
+		}
+		return nil, exitNotExec
+	}
+	return cmd, exitOK
+}
+
+// inheritable returns a duplicate of the agent connection, without
+// close-on-exec, for the command to inherit: the session, and the lock, end
+// only when the last process holding it exits.
+func (j *job) inheritable() (int, bool) {
+	rc, err := j.c.SyscallConn()
+	if err != nil {
+		j.say("%v", err)
+		return -1, false
+	}
+	// F_DUPFD leaves close-on-exec off. At 10 or above, the copy is clear of
+	// the standard descriptors (even if exec was started with one closed) and
+	// of the ones os/exec moves while setting them up in the child.
+	inherited := -1
+	if cerr := rc.Control(func(fd uintptr) { inherited, err = unix.FcntlInt(fd, unix.F_DUPFD, 10) }); cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		j.say("duplicating the agent connection: %v", err)
+		return -1, false
+	}
+	return inherited, true
 }
 
 // env is what the command learns of its locks: LOCK_AGENT_NAME is NAME as

@@ -19,6 +19,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/config"
+	"github.com/lock-agent/lock-agent/agent/systemd"
+	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/devmasters"
 	"github.com/oklog/run"
 )
 
@@ -87,7 +91,7 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 // loadConfig is the one loader `run` and `validate` share.
 func loadConfig(path string) (agent.Config, error) {
-	return agent.Load(path)
+	return config.Load(path)
 }
 
 // printConfigError prints each error of a config on its own line with its file:line.
@@ -128,108 +132,148 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 
-	var g run.Group
-	var cfg agent.Config
-	agentDone := make(chan struct{}) // closed when the agent has released everything
-	if *dev {                        // The embedded masters: they outlive the agent, which releases into them.
-		masters, err := agent.StartDevMasters(3)
-		if err != nil {
+	d := &daemon{path: *path, dev: *dev, agentDone: make(chan struct{}), stdout: stdout}
+	if *dev {
+		if err := d.addDevMasters(); err != nil {
 			fmt.Fprintln(stderr, "lock-agent:", err)
 			return exitFailure
 		}
-		cfg = agent.Dev(masters.Addrs())
-		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return masters.Run(ctx) }, func(error) {
-			// Interrupts run one after another: wait in the background, so
-			// the agent's own interrupt is reached.
-			go func() {
-				<-agentDone
-				cancel()
-			}()
-		})
 	} else {
 		var err error
-		if cfg, err = loadConfig(*path); err != nil {
+		if d.cfg, err = loadConfig(*path); err != nil {
 			printConfigError(stderr, err)
 			return exitUsage
 		}
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(cfg.Log.Level),
-		JSONFormat: cfg.Log.Format == "json", Output: stderr})
+	d.log = hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(d.cfg.Log.Level),
+		JSONFormat: d.cfg.Log.Format == "json", Output: stderr})
 
-	a, err := agent.New(cfg, log)
-	if err != nil {
-		log.Error("cannot start", "error", err)
+	var err error
+	if d.agent, err = agent.New(d.cfg, d.log); err != nil {
+		d.log.Error("cannot start", "error", err)
 		return exitFailure
 	}
-	metrics := a.MetricsHandler() // for the telemetry listener
-	{                             // The agent: socket, sessions, watchdog and masters.
-		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error {
-			if *dev {
-				go func() {
-					<-a.Ready()
-					fmt.Fprintf(stdout, "lock-agent %s (dev mode) listening on %s\nexport LOCK_AGENT_SOCKET=%s\n", agent.Version, a.SocketPath(), a.SocketPath())
-				}()
-			}
-			defer close(agentDone)
-			return a.Run(ctx)
-		}, func(error) {
-			log.Info("stopping agent")
-			cancel()
-		})
-	}
-	{ // systemd (Type=notify): READY=1 once there is a quorum, STATUS=,
-		// WATCHDOG=1 while the agent's loops turn, STOPPING=1. Without
-		// NOTIFY_SOCKET it does nothing.
-		n := agent.NewNotifier(a, cfg.Systemd, log.Named("systemd"))
-		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return n.Run(ctx) }, func(error) { cancel() })
-	}
-	if addr := cfg.Telemetry.PrometheusListen; addr != "" { // Metrics: GET /metrics on their own listener, never the client socket.
-		srv, err := agent.ListenMetrics(addr, metrics, log.Named("telemetry"))
-		if err != nil {
-			log.Error("cannot serve metrics", "telemetry.prometheus_listen", addr, "error", err)
-			return exitFailure
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return srv.Run(ctx) }, func(error) {
-			log.Info("stopping metrics listener")
-			cancel()
-		})
-	}
-	{ // Signals: the first stops the agent gracefully, a second exits at
-		// once; SIGHUP reloads the config file.
-		stop := make(chan struct{})
-		g.Add(func() error {
-			for {
-				select {
-				case s := <-sig:
-					if s == syscall.SIGHUP {
-						reload(log, *path, &cfg, a)
-						continue
-					}
-					log.Info("received signal, stopping", "signal", s)
-					go func() {
-						for s := range sig {
-							if s != syscall.SIGHUP {
-								log.Warn("second signal: exiting at once", "signal", s)
-								os.Exit(exitFailure)
-							}
-						}
-					}()
-				case <-stop:
-				}
-				return nil
-			}
-		}, func(error) { close(stop) })
-	}
-	if err := g.Run(); err != nil {
-		log.Error("agent failed", "error", err)
+	d.addAgent()
+	d.addNotifier()
+	if err := d.addTelemetry(); err != nil {
+		d.log.Error("cannot serve metrics", "telemetry.prometheus_listen", d.cfg.Telemetry.PrometheusListen, "error", err)
 		return exitFailure
 	}
-	log.Info("exiting")
+	d.addSignals(sig)
+	if err := d.g.Run(); err != nil {
+		d.log.Error("agent failed", "error", err)
+		return exitFailure
+	}
+	d.log.Info("exiting")
 	return exitOK
+}
+
+// daemon is `lock-agent run`: its components, each one actor of a
+// run.Group, added in the order they start.
+type daemon struct {
+	path      string // the config file; "" with -dev
+	dev       bool
+	cfg       agent.Config
+	log       hclog.Logger
+	agent     *agent.Agent
+	g         run.Group
+	agentDone chan struct{} // closed when the agent has released everything
+	stdout    io.Writer
+}
+
+// addDevMasters starts the embedded masters of -dev and takes the -dev
+// config. They outlive the agent, which releases into them.
+func (d *daemon) addDevMasters() error {
+	masters, err := devmasters.Start(3)
+	if err != nil {
+		return err
+	}
+	d.cfg = agent.Dev(masters.Addrs())
+	ctx, cancel := context.WithCancel(context.Background())
+	d.g.Add(func() error { return masters.Run(ctx) }, func(error) {
+		// Interrupts run one after another: wait in the background, so
+		// the agent's own interrupt is reached.
+		go func() {
+			<-d.agentDone
+			cancel()
+		}()
+	})
+	return nil
+}
+
+// addAgent adds the agent: socket, sessions, watchdog and masters.
+func (d *daemon) addAgent() {
+	a := d.agent
+	ctx, cancel := context.WithCancel(context.Background())
+	d.g.Add(func() error {
+		if d.dev {
+			go func() {
+				<-a.Ready()
+				fmt.Fprintf(d.stdout, "lock-agent %s (dev mode) listening on %s\nexport LOCK_AGENT_SOCKET=%s\n", agent.Version, a.SocketPath(), a.SocketPath())
+			}()
+		}
+		defer close(d.agentDone)
+		return a.Run(ctx)
+	}, func(error) {
+		d.log.Info("stopping agent")
+		cancel()
+	})
+}
+
+// addNotifier adds systemd's (Type=notify): READY=1 once there is a
+// quorum, STATUS=, WATCHDOG=1 while the agent's loops turn, STOPPING=1.
+// Without NOTIFY_SOCKET it does nothing.
+func (d *daemon) addNotifier() {
+	n := systemd.NewNotifier(d.agent, d.cfg.Systemd.ReadyTimeout, d.log.Named("systemd"))
+	ctx, cancel := context.WithCancel(context.Background())
+	d.g.Add(func() error { return n.Run(ctx) }, func(error) { cancel() })
+}
+
+// addTelemetry adds the metrics listener, if the config has one: GET
+// /metrics on its own listener, never the client socket.
+func (d *daemon) addTelemetry() error {
+	addr := d.cfg.Telemetry.PrometheusListen
+	if addr == "" {
+		return nil
+	}
+	srv, err := telemetry.ListenMetrics(addr, d.agent.MetricsHandler(), d.log.Named("telemetry"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.g.Add(func() error { return srv.Run(ctx) }, func(error) {
+		d.log.Info("stopping metrics listener")
+		cancel()
+	})
+	return nil
+}
+
+// addSignals adds the signal handler: the first signal stops the agent
+// gracefully, a second exits at once; SIGHUP reloads the config file.
+func (d *daemon) addSignals(sig chan os.Signal) {
+	stop := make(chan struct{})
+	d.g.Add(func() error {
+		for {
+			select {
+			case s := <-sig:
+				if s == syscall.SIGHUP {
+					reload(d.log, d.path, &d.cfg, d.agent)
+					continue
+				}
+				d.log.Info("received signal, stopping", "signal", s)
+				go func() {
+					for s := range sig {
+						if s != syscall.SIGHUP {
+							d.log.Warn("second signal: exiting at once", "signal", s)
+							os.Exit(exitFailure)
+						}
+					}
+				}()
+			case <-stop:
+			}
+			return nil
+		}
+	}, func(error) { close(stop) })
 }
 
 // reload applies SIGHUP: the config file is read again with the same loader
@@ -247,14 +291,14 @@ func reload(log hclog.Logger, path string, cfg *agent.Config, a *agent.Agent) {
 		log.Error("SIGHUP: config not reloaded, keeping the running one", "file", path, "error", err)
 		return
 	}
-	changes := agent.Changes(*cfg, next)
+	changes := config.Changes(*cfg, next)
 	if len(changes) == 0 {
 		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)
 		return
 	}
 	log.SetLevel(hclog.LevelFromString(next.Log.Level))
 	a.SetLive(next)
-	*cfg = agent.Applied(*cfg, next)
+	*cfg = config.Applied(*cfg, next)
 	for _, c := range changes {
 		switch {
 		case c.Live:

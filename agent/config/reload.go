@@ -1,9 +1,10 @@
-package agent
+package config
 
 import (
 	"fmt"
 	"reflect"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -18,7 +19,7 @@ type Change struct {
 }
 
 // liveSettings can change while the agent runs: the log level (the
-// command's logger) and what Agent.SetLive applies. Everything else shapes
+// command's logger) and what agent.Agent.SetLive applies. Everything else shapes
 // what is already open (socket, masters, leases held under the old values),
 // so it needs a restart.
 var liveSettings = map[string]bool{"Log.Level": true,
@@ -27,48 +28,16 @@ var liveSettings = map[string]bool{"Log.Level": true,
 
 // Applied returns running with the live settings taken from next: the
 // config an agent runs with once a SIGHUP applied next.
-func Applied(running, next Config) Config {
+func Applied(running, next agent.Config) agent.Config {
 	running.Log.Level = next.Log.Level
 	running.Limits = next.Limits
 	running.ACL = next.ACL
 	return running
 }
 
-// live is what a SIGHUP changes in a running agent. It is replaced whole,
-// never changed in place: the request paths read it with Agent.live.Load
-// and no lock.
-type live struct {
-	limits Limits
-	acl    *ACL
-}
-
-// limits are the limits in force now.
-func (a *Agent) limits() Limits { return a.live.Load().limits }
-
-// SetLive applies cfg's limits and access rules to the running agent; the
-// rest of cfg is ignored (it takes a restart). Requests that arrive after
-// it returns see them. What was admitted before is kept: sessions, holds
-// and waits over a lowered limit, or that new rules would deny, go on
-// until they end; a session's idle_timeout is measured anew.
-func (a *Agent) SetLive(cfg Config) {
-	old := a.live.Swap(&live{limits: cfg.Limits, acl: cfg.ACL})
-	if old.limits.IdleTimeout == cfg.Limits.IdleTimeout {
-		return
-	}
-	a.mu.Lock()
-	sessions := make([]*session, 0, len(a.sessions))
-	for _, s := range a.sessions {
-		sessions = append(sessions, s)
-	}
-	a.mu.Unlock()
-	for _, s := range sessions {
-		s.armIdle()
-	}
-}
-
 // Changes lists every setting that differs between old and new, in the
 // order of the Config struct. It is what SIGHUP reports and applies.
-func Changes(old, new Config) []Change {
+func Changes(old, new agent.Config) []Change {
 	var out []Change
 	diff(reflect.ValueOf(old), reflect.ValueOf(new), "", &out)
 	return out

@@ -1,4 +1,4 @@
-package agent
+package telemetry
 
 import (
 	"strings"
@@ -21,15 +21,14 @@ func TestHealthNamesTheLoopsThatFellSilent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			h := newHealth(func() time.Time { return now })
-			h.stale = 3 * time.Second
+			h := NewHealth(func() time.Time { return now }, time.Second, 3*time.Second)
 			start := now
 			for l := range loops {
 				now = start.Add(time.Minute - tt.ago[l])
-				h.beat(l)
+				h.Beat(l)
 			}
 			now = start.Add(time.Minute)
-			err := h.check()
+			err := h.Check()
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("unhealthy: %v", err)
@@ -50,14 +49,13 @@ func TestHealthNamesTheLoopsThatFellSilent(t *testing.T) {
 
 func TestHealthBeforeAnyBeatCountsFromTheStart(t *testing.T) {
 	now := time.Unix(1000, 0)
-	h := newHealth(func() time.Time { return now })
-	h.stale = 3 * time.Second
+	h := NewHealth(func() time.Time { return now }, time.Second, 3*time.Second)
 	now = now.Add(2 * time.Second)
-	if err := h.check(); err != nil {
+	if err := h.Check(); err != nil {
 		t.Fatalf("unhealthy 2s after start: %v", err)
 	}
 	now = now.Add(2 * time.Second)
-	if err := h.check(); err == nil || !strings.Contains(err.Error(), "accept loop") || !strings.Contains(err.Error(), "renewal watchdog") {
+	if err := h.Check(); err == nil || !strings.Contains(err.Error(), "accept loop") || !strings.Contains(err.Error(), "renewal watchdog") {
 		t.Fatalf("4s after start with no beat: %v", err)
 	}
 }

@@ -1,22 +1,26 @@
-package agent
+// Package devmasters is the embedded masters of `lock-agent run -dev`:
+// in-process miniredis servers. It lives apart from package agent so that
+// the daemon's library does not link miniredis; only the command does.
+package devmasters
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
-// DevMasters are the embedded in-process masters of `run -dev`: miniredis
+// Masters are the embedded in-process masters of `run -dev`: miniredis
 // servers on random loopback ports whose leases really expire (ClockTTL).
-type DevMasters struct {
+type Masters struct {
 	servers []*miniredis.Miniredis
 }
 
-// StartDevMasters starts n embedded masters.
-func StartDevMasters(n int) (*DevMasters, error) {
-	d := &DevMasters{}
+// Start starts n embedded masters.
+func Start(n int) (*Masters, error) {
+	d := &Masters{}
 	for range n {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true)
@@ -32,7 +36,7 @@ func StartDevMasters(n int) (*DevMasters, error) {
 	for i, a := range d.Addrs() {
 		masters = append(masters, quorum.MasterConfig{Name: fmt.Sprintf("dev%d", i+1), Address: a})
 	}
-	if _, err := quorum.Bootstrap(context.Background(), Default().Lock.KeyPrefix, masters); err != nil {
+	if _, err := quorum.Bootstrap(context.Background(), agent.Default().Lock.KeyPrefix, masters); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("dev master: %w", err)
 	}
@@ -40,7 +44,7 @@ func StartDevMasters(n int) (*DevMasters, error) {
 }
 
 // Addrs returns the masters' host:port addresses.
-func (d *DevMasters) Addrs() []string {
+func (d *Masters) Addrs() []string {
 	out := make([]string, len(d.servers))
 	for i, m := range d.servers {
 		out[i] = m.Addr()
@@ -49,14 +53,14 @@ func (d *DevMasters) Addrs() []string {
 }
 
 // Run keeps the masters up until ctx ends, then stops them.
-func (d *DevMasters) Run(ctx context.Context) error {
+func (d *Masters) Run(ctx context.Context) error {
 	<-ctx.Done()
 	d.Close()
 	return nil
 }
 
 // Close stops every master. Calling it twice is safe.
-func (d *DevMasters) Close() {
+func (d *Masters) Close() {
 	for _, m := range d.servers {
 		m.Close()
 	}

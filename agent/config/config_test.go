@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"os"
@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
 )
 
 func TestTheSampleConfigIsValid(t *testing.T) {
-	cfg, err := Load(filepath.Join("..", "agent.hcl"))
+	cfg, err := Load(filepath.Join("..", "..", "agent.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +25,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Default()
+	want := agent.Default()
 	if cfg.Lock != want.Lock || cfg.Limits != want.Limits || cfg.Socket != want.Socket || cfg.Log != want.Log {
 		t.Fatalf("defaults differ: %+v", cfg)
 	}
@@ -82,7 +84,7 @@ limits {
 	if _, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock { max_ttl = \"10ms\" }"), "x.hcl"); err == nil || !strings.Contains(err.Error(), "max_ttl") {
 		t.Fatalf("a max_ttl under the minimum ttl: %v", err)
 	}
-	if d := Default(); d.Lock.MaxTTL != 5*time.Minute || d.Limits.MaxSessionsPerUID != 1000 || d.Limits.IdleTimeout != 0 {
+	if d := agent.Default(); d.Lock.MaxTTL != 5*time.Minute || d.Limits.MaxSessionsPerUID != 1000 || d.Limits.IdleTimeout != 0 {
 		t.Fatalf("defaults %+v %+v", d.Lock, d.Limits)
 	}
 }
@@ -185,6 +187,33 @@ func TestConfigSystemdReadyTimeout(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestTelemetryConfig: the telemetry block is opt-in and its address is checked.
+func TestTelemetryConfig(t *testing.T) {
+	const masters = "redis \"a\" { address = \"h:1\" }\n"
+	for _, tc := range []struct {
+		name, src, want, err string
+	}{
+		{"no block serves no metrics", "", "", ""},
+		{"a host:port is taken as it is", "telemetry { prometheus_listen = \"127.0.0.1:9464\" }\n", "127.0.0.1:9464", ""},
+		{"an IPv6 address needs its brackets", "telemetry { prometheus_listen = \"[::1]:9464\" }\n", "[::1]:9464", ""},
+		{"a port alone is refused", "telemetry { prometheus_listen = \"9464\" }\n", "", "telemetry.prometheus_listen"},
+		{"port 0 is refused", "telemetry { prometheus_listen = \"127.0.0.1:0\" }\n", "", "telemetry.prometheus_listen"},
+		{"a misspelt attribute is an error", "telemetry { prometheus_listn = \"127.0.0.1:9464\" }\n", "", "prometheus_listn"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(masters+tc.src), "agent.hcl")
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "agent.hcl:2")):
+				t.Fatalf("error %v, want one about %s at agent.hcl:2", err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case cfg.Telemetry.PrometheusListen != tc.want:
+				t.Errorf("prometheus_listen %q, want %q", cfg.Telemetry.PrometheusListen, tc.want)
 			}
 		})
 	}

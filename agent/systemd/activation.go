@@ -1,4 +1,4 @@
-package agent
+package systemd
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 )
 
-// activated returns the listening socket at path that systemd passed this
+// Activated returns the listening socket at path that systemd passed this
 // process (LISTEN_PID, LISTEN_FDS: sd_listen_fds(3)), or nil if systemd
 // passed none. systemd owns that socket: it is never chmod'ed, chown'ed or
 // removed, and closing it on exit leaves systemd's copy open, so clients
@@ -17,7 +17,7 @@ import (
 //
 // Passed sockets that are not a Unix stream socket at path are closed, and
 // it is an error if none is: clients would connect to a socket nobody serves.
-func activated(path string) (*net.UnixListener, error) {
+func Activated(path string) (*net.UnixListener, error) {
 	files := activation.Files(true) // unsets LISTEN_*: they were for this process only
 	if len(files) == 0 {
 		return nil, nil

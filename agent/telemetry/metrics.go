@@ -1,4 +1,8 @@
-package agent
+// Package telemetry is what the agent tells about itself: its Prometheus
+// series and the listener that serves them, and the liveness of its own
+// loops (which drives systemd's watchdog). It knows nothing of the agent's
+// records: the agent passes it modes, times and errors.
+package telemetry
 
 import (
 	"context"
@@ -14,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics is the agent's Prometheus registry and the series it updates.
+// Metrics is the agent's Prometheus registry and the series it updates.
 //
 // Every label value comes from a fixed set (modes, reasons, verbs, ops,
 // states) or from the config (master names): never from a request. No lock
@@ -22,9 +26,9 @@ import (
 // would grow with the traffic. Every series is created here, up front, so
 // that recording an event on the request path is an atomic add, with no
 // lookup by label and no allocation.
-type metrics struct {
+type Metrics struct {
 	registry *prometheus.Registry
-	byMode   map[protocol.Mode]*modeMetrics // read-only once built
+	byMode   map[protocol.Mode]*ModeMetrics // read-only once built
 	noQuorum map[string]prometheus.Counter  // by verb: lock, extend, who
 	losses   map[renewal.Reason]prometheus.Counter
 
@@ -36,10 +40,10 @@ type metrics struct {
 	renewalRoundTime prometheus.Observer
 }
 
-// modeMetrics are the series of one lock mode.
-type modeMetrics struct {
-	holds, waiters          prometheus.Gauge
-	grants, reentries, busy prometheus.Counter
+// ModeMetrics are the series of one lock mode.
+type ModeMetrics struct {
+	Holds, Waiters          prometheus.Gauge
+	Grants, Reentries, Busy prometheus.Counter
 	wait                    [numOutcomes]prometheus.Observer
 	held                    prometheus.Observer
 }
@@ -74,10 +78,12 @@ var (
 	quorumDesc   = prometheus.NewDesc("lock_agent_quorum", "How many masters must agree: a majority of those configured.", nil, nil)
 )
 
-func newMetrics(masters []quorum.MasterConfig) *metrics {
+// NewMetrics makes every series up front: those of each master in
+// masters, and build_info with version.
+func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
 	reg := prometheus.NewRegistry()
 	f := factory{reg}
-	m := &metrics{registry: reg, byMode: map[protocol.Mode]*modeMetrics{}, noQuorum: map[string]prometheus.Counter{},
+	m := &Metrics{registry: reg, byMode: map[protocol.Mode]*ModeMetrics{}, noQuorum: map[string]prometheus.Counter{},
 		losses: map[renewal.Reason]prometheus.Counter{}}
 
 	holds := f.gaugeVec("holds", "Names held by this agent's clients, by mode (a re-entered hold counts once).", "mode")
@@ -88,9 +94,9 @@ func newMetrics(masters []quorum.MasterConfig) *metrics {
 	wait := f.histogramVec("wait_seconds", "How long LOCKs waited in the queue, by mode and outcome (granted, busy, failed).", waitBuckets, "mode", "outcome")
 	held := f.histogramVec("hold_seconds", "How long holds lasted, from the grant to UNLOCK, loss or disconnect, by mode.", holdBuckets, "mode")
 	for _, mode := range []protocol.Mode{protocol.Exclusive, protocol.Shared} {
-		mm := &modeMetrics{holds: holds.WithLabelValues(string(mode)), waiters: waiters.WithLabelValues(string(mode)),
-			grants: grants.WithLabelValues(string(mode)), reentries: reentries.WithLabelValues(string(mode)),
-			busy: busy.WithLabelValues(string(mode)), held: held.WithLabelValues(string(mode))}
+		mm := &ModeMetrics{Holds: holds.WithLabelValues(string(mode)), Waiters: waiters.WithLabelValues(string(mode)),
+			Grants: grants.WithLabelValues(string(mode)), Reentries: reentries.WithLabelValues(string(mode)),
+			Busy: busy.WithLabelValues(string(mode)), held: held.WithLabelValues(string(mode))}
 		for o := range numOutcomes {
 			mm.wait[o] = wait.WithLabelValues(string(mode), outcomeNames[o])
 		}
@@ -122,7 +128,7 @@ func newMetrics(masters []quorum.MasterConfig) *metrics {
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Always 1; the version is a label.",
-			ConstLabels: prometheus.Labels{"version": Version}}, func() float64 { return 1 }))
+			ConstLabels: prometheus.Labels{"version": version}}, func() float64 { return 1 }))
 	return m
 }
 
@@ -161,79 +167,89 @@ func (f factory) histogramVec(name, help string, buckets []float64, labels ...st
 	return h
 }
 
-// mode returns the series of a mode; the parser admits only known modes.
-func (m *metrics) mode(mode protocol.Mode) *modeMetrics {
+// Mode returns the series of a mode; the parser admits only known modes.
+func (m *Metrics) Mode(mode protocol.Mode) *ModeMetrics {
 	if mm := m.byMode[mode]; mm != nil {
 		return mm
 	}
 	return m.byMode[protocol.Exclusive]
 }
 
-// lockAnswered records the answer to a LOCK that went through a queue.
-func (m *metrics) lockAnswered(w *waiter, r result) {
-	mm := m.mode(w.req.Mode)
+// LockAnswered records the answer to a LOCK of mode that joined a queue at
+// joined: granted (count > 1 for a re-entry) when err is nil, else BUSY,
+// NO_QUORUM or another failure.
+func (m *Metrics) LockAnswered(mode protocol.Mode, joined time.Time, count int, err error) {
+	mm := m.Mode(mode)
 	o := outcomeFailed
 	switch {
-	case r.err == nil && r.count > 1:
-		mm.reentries.Inc()
+	case err == nil && count > 1:
+		mm.Reentries.Inc()
 		o = outcomeGranted
-	case r.err == nil:
-		mm.grants.Inc()
+	case err == nil:
+		mm.Grants.Inc()
 		o = outcomeGranted
-	case errors.Is(r.err, quorum.ErrBusy):
-		mm.busy.Inc()
+	case errors.Is(err, quorum.ErrBusy):
+		mm.Busy.Inc()
 		o = outcomeBusy
-	case errors.Is(r.err, protocol.ErrNoQuorum):
+	case errors.Is(err, protocol.ErrNoQuorum):
 		m.noQuorum["lock"].Inc()
 	}
-	mm.wait[o].Observe(time.Since(w.joined).Seconds())
+	mm.wait[o].Observe(time.Since(joined).Seconds())
 }
 
-// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
-func (m *metrics) noQuorumAnswered(verb string) { m.noQuorum[verb].Inc() }
+// NoQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
+func (m *Metrics) NoQuorumAnswered(verb string) { m.noQuorum[verb].Inc() }
 
-func (m *metrics) holdStarted(h *hold) { m.mode(h.gaugeMode).holds.Inc() }
+// HoldStarted counts a hold of mode.
+func (m *Metrics) HoldStarted(mode protocol.Mode) { m.Mode(mode).Holds.Inc() }
 
-// holdDowngraded moves a hold from the exclusive holds to the shared ones.
-// Agent.mu is held.
-func (m *metrics) holdDowngraded(h *hold) {
-	m.mode(h.gaugeMode).holds.Dec()
-	h.gaugeMode = protocol.Shared
-	m.mode(h.gaugeMode).holds.Inc()
+// HoldDowngraded moves a hold counted as from to the shared holds.
+func (m *Metrics) HoldDowngraded(from protocol.Mode) {
+	m.Mode(from).Holds.Dec()
+	m.Mode(protocol.Shared).Holds.Inc()
 }
 
-func (m *metrics) holdEnded(h *hold) {
-	mm := m.mode(h.gaugeMode)
-	mm.holds.Dec()
-	mm.held.Observe(time.Since(h.granted).Seconds())
+// HoldEnded uncounts a hold of mode granted at granted, and records how long
+// it lasted.
+func (m *Metrics) HoldEnded(mode protocol.Mode, granted time.Time) {
+	mm := m.Mode(mode)
+	mm.Holds.Dec()
+	mm.held.Observe(time.Since(granted).Seconds())
 }
 
-func (m *metrics) lost(reason renewal.Reason) {
+// Lost counts a hold lost without its client asking.
+func (m *Metrics) Lost(reason renewal.Reason) {
 	if c := m.losses[reason]; c != nil {
 		c.Inc()
 	}
 }
 
 // MasterOp implements quorum.Observer.
-func (m *metrics) MasterOp(master int, op quorum.Op, d time.Duration) {
+func (m *Metrics) MasterOp(master int, op quorum.Op, d time.Duration) {
 	m.masterOp[op][master].Observe(d.Seconds())
 }
 
 // Quarantined implements quorum.Observer.
-func (m *metrics) Quarantined(master int) { m.quarantines[master].Inc() }
+func (m *Metrics) Quarantined(master int) { m.quarantines[master].Inc() }
 
 // FenceWriteBack implements quorum.Observer.
-func (m *metrics) FenceWriteBack(masters int, waited bool) {
+func (m *Metrics) FenceWriteBack(masters int, waited bool) {
 	if waited {
 		m.fenceSettles.Inc()
 	}
 	m.fenceWriteBacks.Add(float64(masters))
 }
 
+// ObservedRenewer returns r timed: each renewal round's duration and size
+// are recorded.
+func (m *Metrics) ObservedRenewer(r renewal.Renewer) renewal.Renewer {
+	return observedRenewer{r, m}
+}
+
 // observedRenewer times the watchdog's renewal rounds.
 type observedRenewer struct {
 	renewal.Renewer
-	m *metrics
+	m *Metrics
 }
 
 func (r observedRenewer) Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
@@ -244,9 +260,18 @@ func (r observedRenewer) Renew(ctx context.Context, lease time.Duration, keys []
 	return out
 }
 
+// CollectState has each scrape read, at that moment, the masters' states
+// and quorum from cluster and the count of open sessions.
+func (m *Metrics) CollectState(cluster *quorum.Cluster, sessions func() int) {
+	m.registry.MustRegister(stateCollector{cluster, sessions})
+}
+
 // stateCollector reads, at each scrape, what the agent already keeps:
 // sessions and the masters' states.
-type stateCollector struct{ a *Agent }
+type stateCollector struct {
+	cluster  *quorum.Cluster
+	sessions func() int
+}
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- masterStateDesc
@@ -255,7 +280,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, ms := range c.a.cluster.Status() {
+	for _, ms := range c.cluster.Status() {
 		for _, st := range masterStates {
 			v := 0.0
 			if ms.State == st {
@@ -264,12 +289,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(masterStateDesc, prometheus.GaugeValue, v, ms.Name, string(st))
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.a.counts().Sessions))
-	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(c.a.cluster.Quorum()))
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.sessions()))
+	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(c.cluster.Quorum()))
 }
 
-// MetricsHandler serves the agent's metrics in the Prometheus text format.
-// The agent keeps its metrics whether or not anything serves them.
-func (a *Agent) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{Registry: a.metrics.registry})
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }

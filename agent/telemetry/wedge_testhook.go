@@ -1,6 +1,6 @@
 //go:build lockagent_testhooks
 
-package agent
+package telemetry
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 )
 
 // Built only into test binaries (go build -tags lockagent_testhooks): with
-// LOCK_AGENT_TEST_WEDGE_FILE set, a loop whose name (see loop.String) is
+// LOCK_AGENT_TEST_WEDGE_FILE set, a loop whose name (see Loop.String) is
 // the content of that file stops at its next beat until the file changes,
 // so end-to-end tests can wedge the real binary's loops on cue.
 func init() {

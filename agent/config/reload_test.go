@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"crypto/tls"
@@ -6,32 +6,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
 func TestChanges(t *testing.T) {
-	base := Default()
+	base := agent.Default()
 	base.Masters = []quorum.MasterConfig{{Name: "a", Address: "h:1", Password: "old", TLS: &tls.Config{ServerName: "r"}}}
 	tests := []struct {
 		name   string
-		change func(*Config)
+		change func(*agent.Config)
 		want   []Change
 	}{
-		{"the same file is no change", func(c *Config) {}, nil},
-		{"a new log level is applied live", func(c *Config) { c.Log.Level = "debug" }, []Change{{"Log.Level", "info", "debug", true}}},
-		{"a limit is applied live", func(c *Config) { c.Limits.MaxWaiters = 5 }, []Change{{"Limits.MaxWaiters", "100000", "5", true}}},
-		{"the idle timeout is applied live", func(c *Config) { c.Limits.IdleTimeout = time.Minute }, []Change{{"Limits.IdleTimeout", "0s", "1m0s", true}}},
-		{"new access rules are applied live and shown", func(c *Config) {
-			c.ACL = &ACL{Rules: []Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
+		{"the same file is no change", func(c *agent.Config) {}, nil},
+		{"a new log level is applied live", func(c *agent.Config) { c.Log.Level = "debug" }, []Change{{"Log.Level", "info", "debug", true}}},
+		{"a limit is applied live", func(c *agent.Config) { c.Limits.MaxWaiters = 5 }, []Change{{"Limits.MaxWaiters", "100000", "5", true}}},
+		{"the idle timeout is applied live", func(c *agent.Config) { c.Limits.IdleTimeout = time.Minute }, []Change{{"Limits.IdleTimeout", "0s", "1m0s", true}}},
+		{"new access rules are applied live and shown", func(c *agent.Config) {
+			c.ACL = &acl.ACL{Rules: []acl.Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
 		},
 			[]Change{{"ACL", "none (anyone who can open the socket may do anything)", `rule "r": uid 7 may who on `, true}}},
-		{"the max_ttl waits for a restart", func(c *Config) { c.Lock.MaxTTL = time.Minute }, []Change{{"Lock.MaxTTL", "5m0s", "1m0s", false}}},
-		{"several changes are listed in order", func(c *Config) { c.Lock.Lease = time.Second; c.Log.Format = "json" },
+		{"the max_ttl waits for a restart", func(c *agent.Config) { c.Lock.MaxTTL = time.Minute }, []Change{{"Lock.MaxTTL", "5m0s", "1m0s", false}}},
+		{"several changes are listed in order", func(c *agent.Config) { c.Lock.Lease = time.Second; c.Log.Format = "json" },
 			[]Change{{"Lock.Lease", "15s", "1s", false}, {"Log.Format", "text", "json", false}}},
-		{"a master's password is a change that is not shown", func(c *Config) {
+		{"a master's password is a change that is not shown", func(c *agent.Config) {
 			c.Masters = []quorum.MasterConfig{{Name: "a", Address: "h:1", Password: "new", TLS: &tls.Config{ServerName: "r"}}}
 		}, []Change{{Setting: "Masters"}}},
-		{"a reloaded TLS config with the same settings is no change", func(c *Config) {
+		{"a reloaded TLS config with the same settings is no change", func(c *agent.Config) {
 			c.Masters = []quorum.MasterConfig{{Name: "a", Address: "h:1", Password: "old", TLS: &tls.Config{ServerName: "r"}}}
 		}, nil},
 	}
@@ -50,11 +52,11 @@ func TestChanges(t *testing.T) {
 // every live change of the file and none of the others, so the next SIGHUP
 // reports again only what still waits for a restart.
 func TestAppliedIsWhatSIGHUPChanges(t *testing.T) {
-	base := Default()
+	base := agent.Default()
 	next := base
 	next.Log.Level, next.Log.Format = "debug", "json"
-	next.Limits = Limits{MaxSessions: 1, MaxHoldsPerSession: 2, MaxWaiters: 3, MaxSessionsPerUID: 4, IdleTimeout: time.Second}
-	next.ACL = &ACL{}
+	next.Limits = agent.Limits{MaxSessions: 1, MaxHoldsPerSession: 2, MaxWaiters: 3, MaxSessionsPerUID: 4, IdleTimeout: time.Second}
+	next.ACL = &acl.ACL{}
 	next.Lock.Lease = time.Second
 	var live, restart []string
 	for _, c := range Changes(base, next) {

@@ -1,0 +1,190 @@
+// Package config is the agent's config file: the HCL shape decoded by gohcl,
+// its validation into an agent.Config (every error collected, each naming
+// its key and line), and what a reload of the file changes. `lock-agent run`,
+// `validate`, `bootstrap` and SIGHUP all load it with Load.
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/lock-agent/lock-agent/agent"
+)
+
+// The HCL file's shape. Decoding is strict: no remain fields, so an unknown
+// block or attribute is an error at its file:line.
+type fileConfig struct {
+	Agent     *agentBlock     `hcl:"agent,block"`
+	Socket    *socketBlock    `hcl:"socket,block"`
+	Redis     []redisBlock    `hcl:"redis,block"`
+	Lock      *lockBlock      `hcl:"lock,block"`
+	Limits    *limitsBlock    `hcl:"limits,block"`
+	Log       *logBlock       `hcl:"log,block"`
+	ACL       *aclBlock       `hcl:"acl,block"`
+	Systemd   *systemdBlock   `hcl:"systemd,block"`
+	Telemetry *telemetryBlock `hcl:"telemetry,block"`
+}
+
+type agentBlock struct {
+	ID *string `hcl:"id,optional"`
+}
+
+type socketBlock struct {
+	Path  *string `hcl:"path,optional"`
+	Mode  *string `hcl:"mode,optional"`
+	Group *string `hcl:"group,optional"`
+}
+
+type redisBlock struct {
+	Name         string  `hcl:"name,label"`
+	Address      string  `hcl:"address"`
+	Username     *string `hcl:"username,optional"`
+	Password     *string `hcl:"password,optional"`
+	PasswordFile *string `hcl:"password_file,optional"`
+	DB           *int    `hcl:"db,optional"`
+	// AllowReplicas accepts this master with replicas attached.
+	AllowReplicas *bool     `hcl:"allow_replicas,optional"`
+	TLS           *tlsBlock `hcl:"tls,block"`
+}
+
+type tlsBlock struct {
+	CAFile     *string `hcl:"ca_file,optional"`
+	CertFile   *string `hcl:"cert_file,optional"`
+	KeyFile    *string `hcl:"key_file,optional"`
+	ServerName *string `hcl:"server_name,optional"`
+}
+
+type lockBlock struct {
+	Lease         *string  `hcl:"lease,optional"`
+	KeyPrefix     *string  `hcl:"key_prefix,optional"`
+	DriftFactor   *float64 `hcl:"drift_factor,optional"`
+	MasterTimeout *string  `hcl:"master_timeout,optional"`
+	RetryMin      *string  `hcl:"retry_min,optional"`
+	RetryMax      *string  `hcl:"retry_max,optional"`
+	MaxTTL        *string  `hcl:"max_ttl,optional"`
+	// CohortMaxHandoffs and CohortMaxHold: see agent.LockConfig.
+	CohortMaxHandoffs *int    `hcl:"cohort_max_handoffs,optional"`
+	CohortMaxHold     *string `hcl:"cohort_max_hold,optional"`
+}
+
+type limitsBlock struct {
+	MaxSessions        *int    `hcl:"max_sessions,optional"`
+	MaxHoldsPerSession *int    `hcl:"max_holds_per_session,optional"`
+	MaxWaiters         *int    `hcl:"max_waiters,optional"`
+	MaxSessionsPerUID  *int    `hcl:"max_sessions_per_uid,optional"`
+	IdleTimeout        *string `hcl:"idle_timeout,optional"`
+}
+
+type systemdBlock struct {
+	ReadyTimeout *string `hcl:"ready_timeout,optional"`
+}
+
+type logBlock struct {
+	Level  *string `hcl:"level,optional"`
+	Format *string `hcl:"format,optional"`
+}
+
+type telemetryBlock struct {
+	PrometheusListen *string `hcl:"prometheus_listen,optional"`
+}
+
+// The acl block's shape in the file.
+type aclBlock struct {
+	Rules []aclRuleBlock `hcl:"rule,block"`
+}
+
+type aclRuleBlock struct {
+	Name  string    `hcl:"name,label"`
+	User  *string   `hcl:"user,optional"`
+	UID   *int      `hcl:"uid,optional"`
+	Group *string   `hcl:"group,optional"`
+	GID   *int      `hcl:"gid,optional"`
+	Names *[]string `hcl:"names,optional"`
+	Verbs *[]string `hcl:"verbs,optional"`
+}
+
+// Load reads and validates an HCL config file. Every problem is reported,
+// each with its file:line, in one hcl.Diagnostics error.
+func Load(path string) (agent.Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	return Parse(src, path)
+}
+
+// Parse is Load on bytes; filename is used in error positions.
+func Parse(src []byte, filename string) (agent.Config, error) {
+	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return agent.Config{}, &Error{diags}
+	}
+	// Decoding goes on past an unknown or mistyped attribute, so the values
+	// it did decode are still checked: one run reports every error.
+	var fc fileConfig
+	decodeDiags := gohcl.DecodeBody(file.Body, nil, &fc)
+	v := validator{body: file.Body.(*hclsyntax.Body), file: filename}
+	c := v.build(&fc)
+	if diags := mergeDiags(decodeDiags, v.diags); diags.HasErrors() {
+		return agent.Config{}, &Error{diags}
+	}
+	return c, nil
+}
+
+// mergeDiags returns the decoder's errors, then the validator's on lines the
+// decoder had nothing to say about (a missing attribute is one error, not
+// also an invalid empty value), sorted by position.
+func mergeDiags(decoded, validated hcl.Diagnostics) hcl.Diagnostics {
+	lines := map[int]bool{}
+	for _, d := range decoded {
+		if d.Subject != nil {
+			lines[d.Subject.Start.Line] = true
+		}
+	}
+	out := append(hcl.Diagnostics{}, decoded...)
+	for _, d := range validated {
+		if d.Subject == nil || !lines[d.Subject.Start.Line] {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *hcl.Diagnostic) int {
+		return cmp.Compare(line(a), line(b))
+	})
+	return out
+}
+
+func line(d *hcl.Diagnostic) int {
+	if d.Subject == nil {
+		return 0
+	}
+	return d.Subject.Start.Line
+}
+
+// Error is every problem found in a config file.
+type Error struct {
+	Diags hcl.Diagnostics
+}
+
+// Error lists each problem on its own line as "file:line: summary: detail".
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, d := range e.Diags {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if d.Subject != nil {
+			fmt.Fprintf(&b, "%s:%d: ", d.Subject.Filename, d.Subject.Start.Line)
+		}
+		b.WriteString(d.Summary)
+		if d.Detail != "" {
+			b.WriteString(": " + d.Detail)
+		}
+	}
+	return b.String()
+}
