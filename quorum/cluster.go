@@ -492,20 +492,52 @@ func (c *Cluster) quarantineLeft(i int, vals []int64) error {
 	return nil
 }
 
+// Refusal is what the masters answered a round that did not win the name.
+type Refusal struct {
+	Kind        error         // ErrBusy, ErrNoQuorum or ErrConflict
+	Yes         int           // masters that granted (a split vote when > 0)
+	Busy        int           // masters that answered that others hold the name
+	Needed      int           // the quorum
+	HeldLimit   int           // for ErrConflict: the limit the name is held with (1: a lock)
+	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
+	BestSlot    int           // the slot most masters granted: the one to ask for next
+	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
+	Masters     []error       // each failed master's error
+}
+
+// Err is the refusal as an error for the edge (the wire code mapping):
+// errors.Is(r.Err(), ErrBusy) etc. A nil refusal is a nil error.
+func (r *Refusal) Err() error {
+	if r == nil {
+		return nil
+	}
+	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit}
+}
+
+// noQuorum is a refusal of a round that never reached a majority for causes.
+func (c *Cluster) noQuorum(causes []error) *Refusal {
+	return &Refusal{Kind: ErrNoQuorum, Needed: c.quorum, Masters: causes}
+}
+
 // Acquire tries once to win req.Name on a majority. It returns as soon as the
-// outcome is certain. On failure it releases whatever it won, and returns a
-// *RoundError that is ErrBusy when the masters answered that someone else
-// holds the name, else ErrNoQuorum.
-func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+// outcome is certain. On failure it releases whatever it won, and returns
+// what the masters answered: a Refusal of ErrBusy when they answered that
+// someone else holds the name, of ErrConflict when a majority holds it for
+// another kind of claim, else of ErrNoQuorum (also when the round never
+// got its turn: ErrOverloaded or ctx's error is then among Masters). The
+// error is for a round that could not run at all: ErrClosed, an invalid slot.
+func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refusal, error) {
 	if c.closed() {
-		return Grant{}, ErrClosed
+		return Grant{}, nil, ErrClosed
 	}
 	if l := req.Claim.limit(); req.Claim.Slot < 0 || req.Claim.Slot > l || (l == 1 && req.Claim.Slot != 0) {
-		return Grant{}, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
+		return Grant{}, nil, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
 	}
 	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
 	if err != nil {
-		return Grant{}, err
+		var round *RoundError
+		errors.As(err, &round)
+		return Grant{}, c.noQuorum(round.Masters), nil
 	}
 	defer done()
 	start := c.clock.Now()
@@ -514,14 +546,14 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if len(errs) > n-c.quorum {
 		// A majority is out of reach before anything is sent: writing a
 		// grant to the few voters left would only be undone by a release.
-		return Grant{}, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
+		return Grant{}, c.noQuorum(errs), nil
 	}
 	keys, args := c.acquireArgs(req)
 	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
 	sent := len(to)
 	fences := make([]int64, n) // > 0 where granted
 	slots := make([]int, n)    // the slot granted there
-	round := &RoundError{Kind: ErrNoQuorum, Needed: c.quorum}
+	round := c.noQuorum(nil)
 	var busyOn []int           // masters that answered held: their counters may lag
 	conflicts, readers := 0, 0 // readers: busy answers where only shared holders block
 	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
@@ -543,7 +575,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			return 0, false, err
 		}
 		busyOn = append(busyOn, a.i)
-		round.RetryAfter = max(round.RetryAfter, vals[1])
+		round.RetryAfter = max(round.RetryAfter, time.Duration(vals[1])*time.Millisecond)
 		if len(vals) == 3 && vals[2] == 1 {
 			readers++
 		}
@@ -588,7 +620,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 			claim := req.Claim
 			claim.Slot = slot
 			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
-				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil, nil
 		}
 		if err == nil {
 			err = errors.New("validity used up before the grant completed")
@@ -613,7 +645,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		// read): give it back. A round every master refused granted nothing.
 		c.releaseAsync(req.Name, req.Holder)
 	}
-	return Grant{}, round
+	return Grant{}, round, nil
 }
 
 // acquireArgs are the acquire script's keys and arguments for req.
