@@ -83,119 +83,133 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refu
 	if l := req.Claim.limit(); req.Claim.Slot < 0 || req.Claim.Slot > l || (l == 1 && req.Claim.Slot != 0) {
 		return Grant{}, nil, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
 	}
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		var round *RoundError
-		errors.As(err, &round)
-		return Grant{}, c.noQuorum(round.Masters), nil
-	}
-	defer done()
-	start := c.clock.Now()
-	n := len(c.masters)
-	to, errs := c.voters()
-	if len(errs) > n-c.quorum {
-		// A majority is out of reach before anything is sent: writing a
-		// grant to the few voters left would only be undone by a release.
-		return Grant{}, c.noQuorum(errs), nil
-	}
+	answers := &acquireAnswers{c: c, fences: make([]int64, len(c.masters)), slots: make([]int, len(c.masters))}
 	keys, args := c.acquireArgs(req)
-	answers, cancel, timeout := c.fanout(ctx, OpAcquire, acquireScript, keys, args, to)
-	sent := len(to)
-	fences := make([]int64, n) // > 0 where granted
-	slots := make([]int, n)    // the slot granted there
-	round := c.noQuorum(nil)
-	var busyOn []int           // masters that answered held: their counters may lag
-	conflicts, readers := 0, 0 // readers: busy answers where only shared holders block
-	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
-		vals, err := a.res.AsIntSlice()
-		switch {
-		case err != nil:
-			return 0, false, err
-		case len(vals) == 3 && vals[0] == 1:
-			fences[a.i], slots[a.i] = vals[1], int(vals[2])
-			return slots[a.i], true, nil
-		case len(vals) != 2 && len(vals) != 3:
-			return 0, false, errors.New("unexpected acquire reply")
-		case vals[0] == -3:
-			conflicts++
-			round.HeldLimit = int(vals[1])
-			return 0, false, nil
-		}
-		if err := c.quarantineLeft(a.i, vals); err != nil {
-			return 0, false, err
-		}
-		busyOn = append(busyOn, a.i)
-		round.RetryAfter = max(round.RetryAfter, time.Duration(vals[1])*time.Millisecond)
-		if len(vals) == 3 && vals[2] == 1 {
-			readers++
-		}
+	var g Grant
+	var refusal *Refusal
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: acquireScript, keys: keys, args: args, early: true,
+		judge: answers.judge, decide: func(r *round) { g, refusal = c.decideAcquire(ctx, req, answers, r) }})
+	if never != nil {
+		return Grant{}, never, nil
+	}
+	return g, refusal, nil
+}
+
+// acquireAnswers is what the masters answered an acquire round, as its
+// judge reads them.
+type acquireAnswers struct {
+	c          *Cluster
+	fences     []int64 // > 0 where granted
+	slots      []int   // the slot granted there
+	busyOn     []int   // masters that answered held: their counters may lag
+	conflicts  int     // masters that hold the name for another kind of claim
+	readers    int     // busy answers where only shared holders block
+	heldLimit  int     // the limit of the last conflict
+	retryAfter time.Duration
+}
+
+// judge reads master a.i's answer to the acquire script.
+func (x *acquireAnswers) judge(a answer) (int, bool, error) {
+	vals, err := a.res.AsIntSlice()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case len(vals) == 3 && vals[0] == 1:
+		x.fences[a.i], x.slots[a.i] = vals[1], int(vals[2])
+		return x.slots[a.i], true, nil
+	case len(vals) != 2 && len(vals) != 3:
+		return 0, false, errors.New("unexpected acquire reply")
+	case vals[0] == -3:
+		x.conflicts++
+		x.heldLimit = int(vals[1])
 		return 0, false, nil
-	})
-	yes := 0
-	for _, g := range granted {
-		yes += g
 	}
-	busy := len(busyOn) + conflicts
-	outcome, slot := DecideSlots(n, granted, busy+failed)
-	round.Yes, round.Masters, round.BestSlot, round.Busy = yes, errs, slot, len(busyOn)
-	round.OnlyReaders = readers > 0 && readers == len(busyOn)
-	if outcome == Won {
-		for i := range fences { // the masters that granted another slot give it back
-			if fences[i] > 0 && slots[i] != slot {
-				fences[i] = 0
-				c.releaseOn(req.Name, req.Holder, i)
-			}
-		}
-		record := c.holderKey(req.Name, req.Holder)
-		fence, err := c.settleFence(ctx, req.Name, record, req.block(), fences)
-		if err == nil && len(busyOn) > 0 {
-			c.raiseFence(req.Name, record, fence, req.block(), busyOn)
-		}
-		// Masters whose answer was not read yet are brought up to the
-		// fence as their answers come: a master that missed this grant must
-		// not count below it in a later majority. One that granted another
-		// slot gives it back.
-		c.drain(answers, unread, cancel, func(a answer) {
-			vals, err := a.res.AsIntSlice()
-			switch {
-			case err != nil || fence == 0:
-			case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
-				c.releaseOn(req.Name, req.Holder, a.i)
-			case len(vals) != 3 || vals[1] != fence:
-				c.raiseFence(req.Name, record, fence, req.block(), []int{a.i})
-			}
-		})
-		validity := Validity(req.Lease, c.clock.Now().Sub(start), c.cfg.DriftFactor)
-		if err == nil && validity > 0 {
-			claim := req.Claim
-			claim.Slot = slot
-			return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
-				Deadline: start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil, nil
-		}
+	if err := x.c.quarantineLeft(a.i, vals); err != nil {
+		return 0, false, err
+	}
+	x.busyOn = append(x.busyOn, a.i)
+	x.retryAfter = max(x.retryAfter, time.Duration(vals[1])*time.Millisecond)
+	if len(vals) == 3 && vals[2] == 1 {
+		x.readers++
+	}
+	return 0, false, nil
+}
+
+// decideAcquire decides an acquire round r whose answers are in: a won
+// round is completed (see complete); a lost one, or a won one that could
+// not be completed, gives back whatever it may have won.
+func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round) (Grant, *Refusal) {
+	n := len(c.masters)
+	busy := len(x.busyOn) + x.conflicts
+	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
+	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
+		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn), Masters: r.errs}
+	switch {
+	case outcome == Won:
+		g, err := c.complete(ctx, req, x, r, slot)
 		if err == nil {
-			err = errors.New("validity used up before the grant completed")
+			return g, nil
 		}
-		round.Masters = append(round.Masters, err)
-	} else {
-		c.drain(answers, unread, cancel, nil)
-		switch {
-		case conflicts >= c.quorum:
-			// A majority holds the name for another kind of claim: waiting
-			// would not help.
-			round.Kind = ErrConflict
-		case failed <= n-c.quorum:
-			// Enough masters answered that, uncontended, a majority was
-			// possible: the name is held elsewhere (or the vote split). Only
-			// failures that alone rule out a majority make it NO_QUORUM.
-			round.Kind = ErrBusy
-		}
+		refusal.Masters = append(refusal.Masters, err)
+	case x.conflicts >= c.quorum:
+		// A majority holds the name for another kind of claim: waiting
+		// would not help.
+		refusal.Kind = ErrConflict
+	case r.failed <= n-c.quorum:
+		// Enough masters answered that, uncontended, a majority was
+		// possible: the name is held elsewhere (or the vote split). Only
+		// failures that alone rule out a majority make it NO_QUORUM.
+		refusal.Kind = ErrBusy
 	}
-	if yes > 0 || busy < sent {
+	if refusal.Yes > 0 || busy < r.sent {
 		// Something may have been granted (or may yet be, by an answer not
 		// read): give it back. A round every master refused granted nothing.
 		c.releaseAsync(req.Name, req.Holder)
 	}
-	return Grant{}, round, nil
+	return Grant{}, refusal
+}
+
+// complete makes a round that won slot a grant: the masters that granted
+// another slot give it back, the fence is settled (see settleFence), the
+// masters that lag behind it are brought up to it, and the grant stands if
+// its validity is not used up.
+func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round, slot int) (Grant, error) {
+	for i := range x.fences { // the masters that granted another slot give it back
+		if x.fences[i] > 0 && x.slots[i] != slot {
+			x.fences[i] = 0
+			c.releaseOn(req.Name, req.Holder, i)
+		}
+	}
+	record := c.holderKey(req.Name, req.Holder)
+	fence, err := c.settleFence(ctx, req.Name, record, req.block(), x.fences)
+	if err == nil && len(x.busyOn) > 0 {
+		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn)
+	}
+	// Masters whose answer was not read yet are brought up to the fence as
+	// their answers come: a master that missed this grant must not count
+	// below it in a later majority. One that granted another slot gives it
+	// back.
+	r.late = func(a answer) {
+		vals, err := a.res.AsIntSlice()
+		switch {
+		case err != nil || fence == 0:
+		case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
+			c.releaseOn(req.Name, req.Holder, a.i)
+		case len(vals) != 3 || vals[1] != fence:
+			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i})
+		}
+	}
+	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
+	switch {
+	case err != nil:
+		return Grant{}, err
+	case validity <= 0:
+		return Grant{}, errors.New("validity used up before the grant completed")
+	}
+	claim := req.Claim
+	claim.Slot = slot
+	return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
+		Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 }
 
 // acquireArgs are the acquire script's keys and arguments for req.
@@ -306,34 +320,33 @@ func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (
 	if c.closed() {
 		return 0, ErrClosed
 	}
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		return 0, err
-	}
-	defer done()
-	n := len(c.masters)
-	to, errs := c.voters()
-	if len(errs) > n-c.quorum {
-		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
-	}
 	keys := []string{c.setKey(name), c.fenceKey(name), c.holderKey(name, holder), c.markerKey()}
 	args := append(append([]string{holder}, c.gateArgs()...), strconv.Itoa(block))
-	answers, cancel, timeout := c.fanout(ctx, OpAcquire, reserveScript, keys, args, to)
-	fences := make([]int64, n) // > 0 where reserved
-	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
-		vals, err := a.res.AsIntSlice()
-		switch {
-		case err != nil:
-			return 0, false, err
-		case len(vals) == 2 && vals[0] == 1:
-			fences[a.i] = vals[1]
-			return 0, true, nil
-		}
-		return 0, false, c.quarantineLeft(a.i, vals)
-	})
-	c.drain(answers, unread, cancel, nil) // a late block is the master's own: it only counts past it
-	if granted[0] < c.quorum {
-		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Yes: granted[0], Masters: errs}
+	fences := make([]int64, len(c.masters)) // > 0 where reserved
+	var fence int64
+	var err error
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: reserveScript, keys: keys, args: args, early: true,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := a.res.AsIntSlice()
+			switch {
+			case err != nil:
+				return 0, false, err
+			case len(vals) == 2 && vals[0] == 1:
+				fences[a.i] = vals[1]
+				return 0, true, nil
+			}
+			return 0, false, c.quarantineLeft(a.i, vals)
+		},
+		// A late block is the master's own: it only counts past it.
+		decide: func(r *round) {
+			if r.yes() < c.quorum {
+				err = c.noQuorumErr(r)
+				return
+			}
+			fence, err = c.settleFence(ctx, name, "", int64(block), fences)
+		}})
+	if never != nil {
+		return 0, never.Err()
 	}
-	return c.settleFence(ctx, name, "", int64(block), fences)
+	return fence, err
 }

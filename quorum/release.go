@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // releaseOn gives back, on master i alone, a grant of a slot that lost.
@@ -61,59 +59,24 @@ func (c *Cluster) HandOver(ctx context.Context, name, holder string) (int, error
 func (c *Cluster) release(ctx context.Context, name, holder, message string) (int, error) {
 	keys, args := c.releaseArgs(name, holder, message)
 	held := 0
-	var errs []error
-	ok := c.everywhere(ctx, OpRelease, releaseScript, keys, args, func(a answer) error {
-		v, err := a.res.AsInt64()
-		if err != nil {
-			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-		}
-		held += int(v)
-		return err
-	})
-	if ok == 0 {
-		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: errs}
+	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: releaseScript, keys: keys, args: args, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			held += int(v)
+			return 0, err == nil, err
+		}})
+	if r.yes() == 0 {
+		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: r.errs}
 	}
 	return held, nil
 }
 
 // everywhere runs a script that must not be dropped (a write-back, a
-// removal) on every connected master, down ones too, with a long deadline
-// that goes on in the background past the return, as Release does. It
-// waits until a majority answered, or at most min(2×MasterTimeout, 1s),
-// and returns how many answered without error (by judge, if not nil: it
-// reads each answer that comes in time).
-func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string, judge func(answer) error) int {
-	timeout := max(20*c.cfg.MasterTimeout, time.Second)
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	answers := make(chan answer, len(c.masters))
-	sent := 0
-	for i, m := range c.masters {
-		if m.getClient() == nil {
-			continue
-		}
-		sent++
-		go c.call(opCtx, i, op, s, time.Now().Add(timeout), keys, args, func(r rueidis.RedisResult) { answers <- answer{i, r} })
-	}
-	wait := time.NewTimer(min(2*c.cfg.MasterTimeout, time.Second))
-	defer wait.Stop()
-	got, ok := 0, 0
-collect:
-	for ; got < sent && ok < c.quorum; got++ {
-		select {
-		case a := <-answers:
-			err := a.res.Error()
-			if judge != nil {
-				err = judge(a)
-			}
-			if err == nil {
-				ok++
-			}
-		case <-wait.C:
-			break collect
-		}
-	}
-	c.drain(answers, sent-got, cancel, nil)
-	return ok
+// removal) as a round that lands (see roundSpec.land), as Release does,
+// and returns how many masters answered without error in time.
+func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string) int {
+	r, _ := c.vote(ctx, roundSpec{op: op, script: s, keys: keys, args: args, land: true})
+	return r.yes()
 }
 
 // releaseChunk is how many releases ReleaseMany pipelines to a master at once.

@@ -31,20 +31,16 @@ type RenewResult struct {
 // wakes the name's waiters anywhere. Until it succeeds the hold stays
 // exclusive: more than it needs, never less.
 func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		return err
-	}
-	defer done()
-	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, OpDowngrade, downgradeScript, []string{c.holderKey(name, holder)}, []string{c.channel(name), name}, to)
-	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
-		v, err := a.res.AsInt64()
-		return 0, err == nil && v == 1, err
-	})
-	c.drain(answers, unread, cancel, nil)
-	if granted[0] < c.quorum {
-		return &RoundError{Kind: ErrNoQuorum, Yes: granted[0], Needed: c.quorum, Masters: errs}
+	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: downgradeScript, keys: []string{c.holderKey(name, holder)}, args: []string{c.channel(name), name},
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	switch {
+	case never != nil:
+		return never.Err()
+	case r.yes() < c.quorum:
+		return c.noQuorumErr(r)
 	}
 	return nil
 }
@@ -91,35 +87,27 @@ func (c *Cluster) renewReply(i int, res rueidis.RedisResult, n int) ([]int64, er
 // new validity deadline. It fails with ErrNotHeld when a majority no longer
 // has the hold, else with ErrNoQuorum.
 func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Duration) (time.Time, error) {
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer done()
-	start := c.clock.Now()
-	n := len(c.masters)
 	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
-	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, OpExtend, renewScript, keys, args, to)
-	sent := len(to)
 	gone := 0
-	granted, failed, errs, unread := c.collect(answers, sent, timeout, errs, func(a answer) (int, bool, error) {
-		vals, err := c.renewReply(a.i, a.res, 1)
-		if err == nil && vals[0] == 0 {
-			gone++
-		}
-		return 0, err == nil && vals[0] == 1, err
-	})
-	yes := granted[0]
-	no := gone + failed
-	c.drain(answers, unread, cancel, nil)
-	if Decide(n, yes, no) == Won && Validity(lease, c.clock.Now().Sub(start), c.cfg.DriftFactor) > 0 {
-		return start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
+	r, never := c.vote(ctx, roundSpec{op: OpExtend, script: renewScript, keys: keys, args: args,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := c.renewReply(a.i, a.res, 1)
+			if err == nil && vals[0] == 0 {
+				gone++
+			}
+			return 0, err == nil && vals[0] == 1, err
+		}})
+	if never != nil {
+		return time.Time{}, never.Err()
+	}
+	n := len(c.masters)
+	if Decide(n, r.yes(), gone+r.failed) == Won && Validity(lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor) > 0 {
+		return r.start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
 	}
 	if gone > n-c.quorum {
 		return time.Time{}, ErrNotHeld
 	}
-	return time.Time{}, &RoundError{Kind: ErrNoQuorum, Yes: yes, Needed: c.quorum, Masters: errs}
+	return time.Time{}, c.noQuorumErr(r)
 }
 
 // renewBatch is how many holds one renew script call carries, and

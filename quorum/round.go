@@ -9,7 +9,104 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// admit waits for a round's turn, at most budget, and returns its release.
+// A round sends one script to the masters and reads their answers; every
+// quorum operation is one (see vote). Its steps:
+//   - admission: it waits its turn among the rounds in flight (MaxRounds);
+//   - voters: it goes to the masters that may vote now, the rest count as failed;
+//   - fan-out: one call per master (the hot scripts batched: see batch.go),
+//     under one deadline (roundTimeout);
+//   - collection: answers are read until the outcome is certain, decided by
+//     the pure functions of math.go;
+//   - late answers: those a decided round did not read are drained in the
+//     background, each handed to the round's late, if it has one.
+//
+// A round that must land (roundSpec.land) skips the first two steps.
+
+// roundSpec is what a round sends and how it reads the answers.
+type roundSpec struct {
+	op         Op
+	script     *script
+	keys, args []string
+	// judge reads one master's answer: the slot it granted (0 for a lock)
+	// and whether it agreed, or the master's failure. nil: an answer that
+	// is not an error agrees.
+	judge func(answer) (slot int, agreed bool, err error)
+	// early sends nothing when the voters cannot make a majority: writing a
+	// grant to the few left would only be undone by a release.
+	early bool
+	// whole reads every answer that comes in time, not only until the
+	// outcome is certain.
+	whole bool
+	// land is for a script that must not be dropped (a release, a
+	// write-back, a removal): it needs no turn, goes to every connected
+	// master, down ones too, with a long deadline that goes on in the
+	// background past the round, and the round waits only until a majority
+	// agreed, or at most min(2×MasterTimeout, 1s).
+	land bool
+	// decide, if not nil, runs once the answers are in, while the round
+	// still holds its turn; it may set the round's late.
+	decide func(*round)
+}
+
+// round is the tally of a round's answers.
+type round struct {
+	start   time.Time   // when it got its turn, on the Cluster's clock: validity counts from here
+	sent    int         // masters it was sent to
+	granted map[int]int // agreeing answers per slot
+	failed  int         // masters that failed, did not answer or could not vote
+	errs    []error     // each failed master's error
+	// late, if set by decide, is handed each answer that came after the
+	// round was decided.
+	late func(answer)
+}
+
+// yes is how many masters agreed, on any slot.
+func (r *round) yes() int {
+	yes := 0
+	for _, g := range r.granted {
+		yes += g
+	}
+	return yes
+}
+
+// noQuorumErr is the error of a round that missed a majority.
+func (c *Cluster) noQuorumErr(r *round) error {
+	return &RoundError{Kind: ErrNoQuorum, Yes: r.yes(), Needed: c.quorum, Masters: r.errs}
+}
+
+// vote runs one round of spec: admission, voters, fan-out, collection,
+// spec.decide, then the late answers. It returns a refusal of ErrNoQuorum
+// when the round never ran: its turn did not come (ErrOverloaded, or ctx's
+// error), or, for spec.early, too few masters may vote.
+func (c *Cluster) vote(ctx context.Context, spec roundSpec) (*round, *Refusal) {
+	r := &round{}
+	var to []int
+	if spec.land {
+		to = c.connected()
+	} else {
+		done, err := c.admit(ctx, c.cfg.AdmitTimeout)
+		if err != nil {
+			return nil, c.noQuorum([]error{err})
+		}
+		defer done()
+		r.start = c.clock.Now()
+		to, r.errs = c.voters()
+		if spec.early && len(r.errs) > len(c.masters)-c.quorum {
+			return nil, c.noQuorum(r.errs)
+		}
+	}
+	answers, cancel, wait := c.fanout(ctx, spec, to)
+	r.sent = len(to)
+	unread := c.collect(r, spec, answers, wait)
+	if spec.decide != nil {
+		spec.decide(r)
+	}
+	c.drain(answers, unread, cancel, r.late)
+	return r, nil
+}
+
+// admit waits for a round's turn, at most budget, and returns its release,
+// or why the turn did not come: ErrOverloaded, or ctx's error.
 func (c *Cluster) admit(ctx context.Context, budget time.Duration) (func(), error) {
 	select {
 	case c.rounds <- struct{}{}:
@@ -22,9 +119,9 @@ func (c *Cluster) admit(ctx context.Context, budget time.Duration) (func(), erro
 	case c.rounds <- struct{}{}:
 		return func() { <-c.rounds }, nil
 	case <-t.C:
-		return nil, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: []error{ErrOverloaded}}
+		return nil, ErrOverloaded
 	case <-ctx.Done():
-		return nil, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: []error{ctx.Err()}}
+		return nil, ctx.Err()
 	}
 }
 
@@ -46,26 +143,46 @@ func (c *Cluster) voters() (to []int, skipped []error) {
 	return to, skipped
 }
 
-// fanout sends one script (of op) to the masters to, and returns where
-// their answers come and the round's deadline (see roundTimeout).
-func (c *Cluster) fanout(ctx context.Context, op Op, s *script, keys, args []string, to []int) (<-chan answer, context.CancelFunc, time.Duration) {
-	timeout := c.roundTimeout(to)
+// connected returns the masters that have a connection, down ones too.
+func (c *Cluster) connected() (to []int) {
+	for i, m := range c.masters {
+		if m.getClient() != nil {
+			to = append(to, i)
+		}
+	}
+	return to
+}
+
+// fanout sends spec's script to the masters to, and returns where their
+// answers come and how long the round waits for them: the round's deadline
+// (see roundTimeout), or for a round that lands min(2×MasterTimeout, 1s)
+// of its deadline of max(20×MasterTimeout, 1s).
+func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (<-chan answer, context.CancelFunc, time.Duration) {
+	var timeout, wait time.Duration
+	if spec.land {
+		timeout, wait = max(20*c.cfg.MasterTimeout, time.Second), min(2*c.cfg.MasterTimeout, time.Second)
+	} else {
+		timeout = c.roundTimeout(to)
+		wait = timeout
+	}
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	answers := make(chan answer, len(to))
 	for _, i := range to {
 		m := c.masters[i]
 		start := time.Now()
 		answered := func(r rueidis.RedisResult) {
-			if r.Error() == nil || !errors.Is(r.Error(), context.DeadlineExceeded) {
+			switch {
+			case spec.land: // its long deadline says nothing of the master's latency
+			case r.Error() == nil || !errors.Is(r.Error(), context.DeadlineExceeded):
 				m.observe(time.Since(start))
-			} else {
+			default:
 				m.observe(timeout)
 			}
 			answers <- answer{i, r}
 		}
-		go c.call(opCtx, i, op, s, start.Add(timeout), keys, args, answered)
+		go c.call(opCtx, i, spec.op, spec.script, start.Add(timeout), spec.keys, spec.args, answered)
 	}
-	return answers, cancel, timeout
+	return answers, cancel, wait
 }
 
 // call runs s on master i and hands answered its reply. The hot scripts'
@@ -129,42 +246,58 @@ func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
 	}
 }
 
-// collect reads a round's answers until its outcome is certain or
-// MasterTimeout passed. judge says which slot an answer granted (0 for a
-// lock), or that it refused, or the error of a master that failed. It
-// returns the grants per slot, the masters that failed (the skipped ones,
-// passed in as errs, included), every failure's error, and how many answers
-// were left unread (for drain).
-func (c *Cluster) collect(answers <-chan answer, sent int, timeout time.Duration, errs []error, judge func(answer) (slot int, agreed bool, err error)) (granted map[int]int, failed int, _ []error, unread int) {
-	n := len(c.masters)
-	granted = map[int]int{}
-	failed = len(errs)
+// collect reads r's answers into r until its outcome is certain (see
+// decided) or wait passed, and returns how many answers were left unread
+// (for drain). spec.judge says which slot an answer granted (0 for a
+// lock), or that it refused, or the error of a master that failed.
+func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait time.Duration) (unread int) {
+	judge := spec.judge
+	if judge == nil {
+		judge = func(a answer) (int, bool, error) { err := a.res.Error(); return 0, err == nil, err }
+	}
+	r.granted = map[int]int{}
+	r.failed = len(r.errs)
 	refused := 0
-	deadline := time.NewTimer(timeout)
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	got := 0
-	for ; got < sent; got++ {
-		if o, _ := DecideSlots(n, granted, failed+refused); o != Pending {
+	for ; got < r.sent; got++ {
+		if c.decided(spec, r, refused) {
 			break
 		}
 		a, ok := next(answers, deadline)
 		if !ok {
-			errs = append(errs, errUnanswered(sent-got))
-			failed += sent - got
+			r.errs = append(r.errs, errUnanswered(r.sent-got))
+			r.failed += r.sent - got
 			break
 		}
 		slot, agreed, err := judge(a)
 		switch {
 		case err != nil:
-			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-			failed++
+			r.errs = append(r.errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			r.failed++
 		case agreed:
-			granted[slot]++
+			r.granted[slot]++
 		default:
 			refused++
 		}
 	}
-	return granted, failed, errs, sent - got
+	return r.sent - got
+}
+
+// decided says whether the answers read so far make r's outcome certain:
+// by DecideSlots, or for a round that lands once a majority agreed (the
+// rest of its answers are waited for only while the first are missing).
+// A round that reads every answer is decided only when they are in.
+func (c *Cluster) decided(spec roundSpec, r *round, refused int) bool {
+	switch {
+	case spec.whole:
+		return false
+	case spec.land:
+		return r.yes() >= c.quorum
+	}
+	o, _ := DecideSlots(len(c.masters), r.granted, r.failed+refused)
+	return o != Pending
 }
 
 // errUnanswered stands for the masters that did not answer a round in time.

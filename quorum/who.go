@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"sync/atomic"
-	"time"
 )
 
 // Holder is one current holder of a name as recorded in the masters, with
@@ -16,56 +15,42 @@ type Holder struct {
 // Who returns the holders of name that a majority of the voting masters
 // record, with the highest fence any of them recorded.
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, OpWho, whoScript, []string{c.setKey(name)}, []string{c.holderPrefix(name)}, to)
-	sent := len(to)
-	defer cancel() // the fan-out's goroutines answer into a buffered channel: none is left blocked
 	type seen struct {
 		h     Holder
 		count int
 	}
 	byID := map[string]*seen{}
 	var order []string
-	ok := 0
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for got := range sent {
-		a, answered := next(answers, deadline)
-		if !answered {
-			errs = append(errs, errUnanswered(sent-got))
-			break
-		}
-		vals, err := a.res.ToArray()
-		if err != nil {
-			errs = append(errs, &MasterError{c.masters[a.i].cfg.Name, err})
-			continue
-		}
-		ok++
-		width := 1 + len(recordFields)
-		for j := 0; j+width <= len(vals); j += width {
-			id, _ := vals[j].ToString()
-			f := make([]string, len(recordFields))
-			for k := range f {
-				f[k], _ = vals[j+1+k].ToString()
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := a.res.ToArray()
+			if err != nil {
+				return 0, false, err
 			}
-			r := recordOf(f)
-			s := byID[id]
-			if s == nil {
-				s = &seen{h: Holder{ID: id, Record: r}}
-				byID[id] = s
-				order = append(order, id)
+			width := 1 + len(recordFields)
+			for j := 0; j+width <= len(vals); j += width {
+				id, _ := vals[j].ToString()
+				f := make([]string, len(recordFields))
+				for k := range f {
+					f[k], _ = vals[j+1+k].ToString()
+				}
+				r := recordOf(f)
+				s := byID[id]
+				if s == nil {
+					s = &seen{h: Holder{ID: id, Record: r}}
+					byID[id] = s
+					order = append(order, id)
+				}
+				s.count++
+				s.h.Record.Fence = max(s.h.Record.Fence, r.Fence)
 			}
-			s.count++
-			s.h.Record.Fence = max(s.h.Record.Fence, r.Fence)
-		}
-	}
-	if ok < c.quorum {
-		return nil, &RoundError{Kind: ErrNoQuorum, Yes: ok, Needed: c.quorum, Masters: errs}
+			return 0, true, nil
+		}})
+	switch {
+	case never != nil:
+		return nil, never.Err()
+	case r.yes() < c.quorum:
+		return nil, c.noQuorumErr(r)
 	}
 	var out []Holder
 	for _, id := range order {
