@@ -25,7 +25,7 @@ import (
 
 // wantEntry marks w, the head of q that the masters answered BUSY, as
 // wanting an entry if it should have one, and says whether it was marked.
-func (a *Agent) wantEntry(q *queue, w *waiter, round *quorum.RoundError) bool {
+func (a *Agent) wantEntry(q *queue, w *waiter, round *quorum.Refusal) bool {
 	writer := w.req.Mode == protocol.Exclusive && limitOf(w.req) == 1 && round.OnlyReaders
 	if w.req.Wait == 0 || !(w.req.Fair || writer) {
 		return false

@@ -312,19 +312,18 @@ func (a *Agent) contend(q *queue) {
 		q.mu.Lock()
 		entry := w.entry
 		q.mu.Unlock()
-		g, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
+		g, round, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
 			Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w)})
 		wasWoken := woken
 		woken = false
-		if err == nil {
+		if err == nil && round == nil {
 			q.roundDone(nil)
 			a.grant(q, w, holder, g)
 			fails, outvoted = 0, false
 			continue
 		}
-		var round *quorum.RoundError
-		errors.As(err, &round)
 		if round != nil {
+			err = round.Err()
 			last = &lastRound{w: w, bestSlot: round.BestSlot}
 		}
 		if errors.Is(err, quorum.ErrConflict) {
@@ -384,7 +383,7 @@ func (a *Agent) contend(q *queue) {
 		// it is wanted here (see cohort.go).
 		a.cluster.Wanted(q.name)
 		parked := a.clock.Now()
-		t := a.clock.NewTimer(min(time.Duration(round.RetryAfter)*time.Millisecond, a.cfg.Lock.Lease))
+		t := a.clock.NewTimer(min(round.RetryAfter, a.cfg.Lock.Lease))
 		select {
 		case <-watch.C():
 			woken = true

@@ -55,7 +55,7 @@ func TestConcurrentRoundsShareScriptCalls(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Acquire(ctx, req("same", fmt.Sprintf("s%d", i))); err == nil {
+			if _, err := acquire(ctx, c, req("same", fmt.Sprintf("s%d", i))); err == nil {
 				mu.Lock()
 				sameWon++
 				mu.Unlock()
@@ -64,7 +64,7 @@ func TestConcurrentRoundsShareScriptCalls(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("d%d", i)
-			g, err := c.Acquire(ctx, req(name, "h"))
+			g, err := acquire(ctx, c, req(name, "h"))
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				return
@@ -113,7 +113,7 @@ func TestABatchItemThatFailsFailsAlone(t *testing.T) {
 			if i%10 == 0 {
 				name = "broken"
 			}
-			_, errs[i] = c.Acquire(ctx, req(name, fmt.Sprintf("h%d", i)))
+			_, errs[i] = acquire(ctx, c, req(name, fmt.Sprintf("h%d", i)))
 		}()
 	}
 	wg.Wait()
@@ -143,7 +143,7 @@ func TestReleasesQueuedForAHungMasterLandWhenItAnswers(t *testing.T) {
 	for i := range holds {
 		r := req(fmt.Sprintf("r%d", i), "h")
 		r.Lease = time.Minute
-		if _, err := c.Acquire(ctx, r); err != nil {
+		if _, err := acquire(ctx, c, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -329,7 +329,7 @@ func TestBatchedRoundsUnderFaults(t *testing.T) {
 				r := req(name, fmt.Sprintf("w%d-%d", w, n))
 				r.Lease = lease
 				call := time.Now()
-				g, err := c.Acquire(ctx, r)
+				g, err := acquire(ctx, c, r)
 				if err != nil {
 					noteErr(err)
 					time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)

@@ -84,21 +84,30 @@ func req(name, holder string) AcquireRequest {
 	return AcquireRequest{Name: name, Holder: holder, Lease: 5 * time.Second, Who: Who{Agent: "t", Owner: holder}}
 }
 
+// acquire is c.Acquire with its refusal as an error, as the agent's edge
+// reads it (Refusal.Err).
+func acquire(ctx context.Context, c *Cluster, r AcquireRequest) (Grant, error) {
+	g, refusal, err := c.Acquire(ctx, r)
+	if err != nil {
+		return g, err
+	}
+	return g, refusal.Err()
+}
+
 func TestAcquireReleaseAndBusy(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, req("a", "h1"))
+	g, err := acquire(ctx, c, req("a", "h1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g.Fence < 1 || time.Until(g.Deadline) < 4*time.Second {
 		t.Fatalf("bad grant %+v", g)
 	}
-	_, err = c.Acquire(ctx, req("a", "h2"))
-	var round *RoundError
-	if !errors.Is(err, ErrBusy) || !errors.As(err, &round) || round.RetryAfter <= 0 {
-		t.Fatalf("second holder: err = %v, want busy with a retry-after", err)
+	_, round, err := c.Acquire(ctx, req("a", "h2"))
+	if err != nil || round == nil || !errors.Is(round.Err(), ErrBusy) || round.RetryAfter <= 0 {
+		t.Fatalf("second holder: %+v %v, want busy with a retry-after", round, err)
 	}
 	// Release returns once a majority answered; those answers may include a
 	// master where h1's acquire lost a race with h2's, so held may be 1.
@@ -117,7 +126,7 @@ func TestAcquireReleaseAndBusy(t *testing.T) {
 			t.Fatalf("h1 still held on %d masters after its release", left)
 		}
 	}
-	g2, err := c.Acquire(ctx, req("a", "h3")) // holder ids are per attempt
+	g2, err := acquire(ctx, c, req("a", "h3")) // holder ids are per attempt
 	if err != nil || g2.Fence <= g.Fence {
 		t.Fatalf("after release: %+v %v (fence must grow past %d)", g2, err, g.Fence)
 	}
@@ -149,14 +158,14 @@ func TestAcquireEveryFailureMask(t *testing.T) {
 			}
 			name := fmt.Sprintf("mask%d", mask)
 			start := time.Now()
-			_, err := c.Acquire(ctx, req(name, "h"))
+			_, err := acquire(ctx, c, req(name, "h"))
 			took := time.Since(start)
 			if bits.OnesCount(uint(mask)) <= 1 {
 				// Liveness: on a loaded host a just-resumed master can miss
 				// two probes; the grant must come within a few attempts.
 				for try := 1; err != nil && try < 5; try++ {
 					time.Sleep(100 * time.Millisecond)
-					_, err = c.Acquire(ctx, req(name, fmt.Sprintf("h%d", try)))
+					_, err = acquire(ctx, c, req(name, fmt.Sprintf("h%d", try)))
 				}
 				if err != nil {
 					t.Fatalf("with a majority up: %v; status %+v", err, c.Status())
@@ -194,7 +203,7 @@ func TestFencesGrowAcrossShiftingMajorities(t *testing.T) {
 		paused := servers[round%3]
 		paused.Pause()
 		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateDown })
-		g, err := c.Acquire(ctx, req("f", fmt.Sprintf("h%d", round)))
+		g, err := acquire(ctx, c, req("f", fmt.Sprintf("h%d", round)))
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -214,7 +223,7 @@ func TestRenewExtendAndWho(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	if _, err := c.Acquire(ctx, AcquireRequest{Name: "r", Holder: "h1", Lease: 300 * time.Millisecond, Who: Who{Agent: "x", PID: 1, SinceMilli: 42}}); err != nil {
+	if _, err := acquire(ctx, c, AcquireRequest{Name: "r", Holder: "h1", Lease: 300 * time.Millisecond, Who: Who{Agent: "x", PID: 1, SinceMilli: 42}}); err != nil {
 		t.Fatal(err)
 	}
 	res := c.Renew(ctx, 5*time.Second, []RenewKey{{Name: "r", Holder: "h1"}, {Name: "r", Holder: "ghost"}})
@@ -243,7 +252,7 @@ func TestWatchWakesOnRelease(t *testing.T) {
 	w := c.Watch(ctx, "w")
 	defer w.Close()
 	drainWake(w)
-	if _, err := c.Acquire(ctx, req("w", "h")); err != nil {
+	if _, err := acquire(ctx, c, req("w", "h")); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -276,7 +285,7 @@ func TestMasterThatLostItsDataIsQuarantined(t *testing.T) {
 	if st := c.Status()[0]; st.QuarantineLeft <= 0 || st.QuarantineLeft > 500*time.Millisecond {
 		t.Fatalf("status %+v", st)
 	}
-	if _, err := c.Acquire(context.Background(), req("q", "h")); err != nil {
+	if _, err := acquire(context.Background(), c, req("q", "h")); err != nil {
 		t.Fatalf("two voters are a majority: %v", err)
 	}
 	waitStates(t, c, func(st []MasterStatus) bool { return st[0].State == StateUp })
@@ -293,7 +302,7 @@ func TestAReleaseThatOvertakesItsAcquireWins(t *testing.T) {
 	if _, err := c.Release(ctx, "o", "attempt-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Acquire(ctx, req("o", "attempt-1")); err == nil {
+	if _, err := acquire(ctx, c, req("o", "attempt-1")); err == nil {
 		t.Fatal("a released attempt was granted")
 	}
 	for _, s := range servers {
@@ -301,7 +310,7 @@ func TestAReleaseThatOvertakesItsAcquireWins(t *testing.T) {
 			t.Fatalf("orphaned holder key on %s", s.Addr)
 		}
 	}
-	if _, err := c.Acquire(ctx, req("o", "attempt-2")); err != nil {
+	if _, err := acquire(ctx, c, req("o", "attempt-2")); err != nil {
 		t.Fatalf("the name was blocked: %v", err)
 	}
 }

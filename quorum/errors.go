@@ -38,6 +38,9 @@ var (
 	ErrOverloaded = errors.New("quorum: overloaded")
 )
 
+// ErrNotHeld: a majority of masters answered that the holder no longer holds the name.
+var ErrNotHeld = errors.New("quorum: not held")
+
 // MasterError is an error from one master; it unwraps to the cause.
 type MasterError struct {
 	Master string
@@ -47,25 +50,16 @@ type MasterError struct {
 func (e *MasterError) Error() string { return e.Master + ": " + describe(e.Err) }
 func (e *MasterError) Unwrap() error { return e.Err }
 
-// RoundError says why a quorum round failed. It unwraps to ErrNoQuorum or
-// ErrBusy and to every master's error.
+// RoundError says why a quorum round failed. It unwraps to ErrNoQuorum,
+// ErrBusy or ErrConflict and to every master's error. An acquire's
+// refusal is a Refusal, whose Err is a RoundError.
 type RoundError struct {
 	Kind    error // ErrNoQuorum, ErrBusy or ErrConflict
 	Yes     int   // masters that agreed
 	Needed  int
 	Masters []error
-	// RetryAfter is, for ErrBusy, how long until the other holder's lease
-	// runs out on the masters: the fallback wake-up of a waiter.
-	RetryAfter int64 // milliseconds
 	// HeldLimit is, for ErrConflict, the limit the name is held with (1: a lock).
 	HeldLimit int
-	// BestSlot is the slot most masters granted: the one to ask for next.
-	BestSlot int
-	// OnlyReaders is, for ErrBusy, that only shared holders kept an
-	// exclusive claim out: it may take a place in the queue (see Entry).
-	OnlyReaders bool
-	// Busy is how many masters answered that others hold the name.
-	Busy int
 }
 
 func (e *RoundError) Error() string {

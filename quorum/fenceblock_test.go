@@ -49,7 +49,7 @@ func TestAFenceBlockIsReservedOnTheMasters(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, blockReq("b", "h1", 8))
+	g, err := acquire(ctx, c, blockReq("b", "h1", 8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestAFenceBlockIsReservedOnTheMasters(t *testing.T) {
 	}
 	c.Release(ctx, "b", "h1")
 	for round, block := range []int{1, 3, 0} {
-		g2, err := c.Acquire(ctx, blockReq("b", fmt.Sprintf("h%d", round+2), block))
+		g2, err := acquire(ctx, c, blockReq("b", fmt.Sprintf("h%d", round+2), block))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestFenceBlocksGrowAcrossShiftingMajorities(t *testing.T) {
 		paused := servers[round%3]
 		paused.Pause()
 		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateDown })
-		g, err := c.Acquire(ctx, blockReq("s", fmt.Sprintf("h%d", round), 1+round%4*10))
+		g, err := acquire(ctx, c, blockReq("s", fmt.Sprintf("h%d", round), 1+round%4*10))
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -127,7 +127,7 @@ func TestRepairRaisesTheCounterToTheBlocksEnd(t *testing.T) {
 	c.masters[2].mu.Lock()
 	c.masters[2].state = StateDown
 	c.masters[2].mu.Unlock()
-	g, err := c.Acquire(ctx, blockReq("r", "h", 16))
+	g, err := acquire(ctx, c, blockReq("r", "h", 16))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestRetagNamesTheNewHolderOfALiveRecordOnly(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, blockReq("t", "h", 4))
+	g, err := acquire(ctx, c, blockReq("t", "h", 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestAReserveCountsPastEveryFence(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Minute)
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, blockReq("r", "h1", 4))
+	g, err := acquire(ctx, c, blockReq("r", "h1", 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestAReserveCountsPastEveryFence(t *testing.T) {
 		t.Fatalf("a block for a hold that is not there: %v, want NO_QUORUM", err)
 	}
 	c.Release(ctx, "r", "h1")
-	g2, err := c.Acquire(ctx, req("r", "h2"))
+	g2, err := acquire(ctx, c, req("r", "h2"))
 	if err != nil {
 		t.Fatal(err)
 	}

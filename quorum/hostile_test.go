@@ -31,7 +31,7 @@ func TestHostileRepairResurrectsAReleasedHold(t *testing.T) {
 		name, holder := fmt.Sprintf("rz%d", iter), fmt.Sprintf("h%d", iter)
 		r := req(name, holder)
 		r.Lease = lease
-		g, err := c.Acquire(ctx, r)
+		g, err := acquire(ctx, c, r)
 		if err != nil {
 			continue
 		}
@@ -116,7 +116,7 @@ func TestHostileSemaphoreUnderFaults(t *testing.T) {
 				r := claimReq("hsem", fmt.Sprintf("w%d-%d", w, n), Claim{Limit: 2})
 				r.Lease = lease
 				call := time.Now()
-				g, err := c.Acquire(ctx, r)
+				g, err := acquire(ctx, c, r)
 				if err != nil {
 					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 					continue
@@ -169,14 +169,14 @@ func TestHostileSemaphoreSlotAboveLimit(t *testing.T) {
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
 	for _, h := range []string{"s1", "s2"} {
-		if _, err := c.Acquire(ctx, claimReq("k2", h, Claim{Limit: 2})); err != nil {
+		if _, err := acquire(ctx, c, claimReq("k2", h, Claim{Limit: 2})); err != nil {
 			t.Fatalf("%s: %v", h, err)
 		}
 	}
-	if _, err := c.Acquire(ctx, claimReq("k2", "s3", Claim{Limit: 2})); err == nil {
+	if _, err := acquire(ctx, c, claimReq("k2", "s3", Claim{Limit: 2})); err == nil {
 		t.Fatal("a third holder of a full limit=2 semaphore")
 	}
-	g, err := c.Acquire(ctx, claimReq("k2", "s4", Claim{Limit: 2, Slot: 3}))
+	g, err := acquire(ctx, c, claimReq("k2", "s4", Claim{Limit: 2, Slot: 3}))
 	if err == nil {
 		who, _ := c.Who(ctx, "k2")
 		t.Fatalf("slot 3 of a full limit=2 semaphore was granted (%+v): %d holders %+v", g, len(who), who)

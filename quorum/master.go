@@ -317,44 +317,9 @@ func (m *master) probe(ctx context.Context) {
 	// rounds decide without a hung master before it is marked down.
 	ctx, cancel := context.WithTimeout(ctx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
 	defer cancel()
-	// The probe's connection serves one call at a time, which the client
-	// library runs to the call's deadline whatever the context says: the
-	// probe stops waiting when the cluster stops, and the call ends when
-	// Run closes the connection.
-	answer := make(chan rueidis.RedisResult, 1)
-	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs())
-	}()
-	var r rueidis.RedisResult
-	select {
-	case r = <-answer:
-	case <-ctx.Done():
-		r = rueidis.NewErrorResult(ctx.Err())
-	}
-	vals, err := r.ToArray()
-	var epoch string
-	var left int64
-	if err == nil && len(vals) == 3 {
-		epoch, _ = vals[0].ToString()
-		left, err = vals[1].AsInt64()
-		run, _ := vals[2].ToString()
-		m.runID.Store(&run)
-	} else if err == nil {
-		err = errors.New("unexpected probe reply")
-	}
+	epoch, left, err := m.gate(ctx)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return
-		}
-		// One slow answer on a loaded host is not an outage: two in a row
-		// are. Operations time out on their own meanwhile.
-		m.mu.Lock()
-		m.failures++
-		down := m.failures >= 2 || m.state == StateDown
-		m.mu.Unlock()
-		if down {
-			m.setState(StateDown, err)
-		}
+		m.probeFailed(err)
 		return
 	}
 	now := m.cluster.clock.Now()
@@ -391,6 +356,51 @@ func (m *master) probe(ctx context.Context) {
 		m.setState(StateQuarantined, ErrQuarantined)
 	default:
 		m.setState(StateUp, nil)
+	}
+}
+
+// gate runs the epoch gate on the probe's connection and returns the
+// master's epoch and how many milliseconds of quarantine it has left.
+func (m *master) gate(ctx context.Context) (epoch string, left int64, err error) {
+	// The probe's connection serves one call at a time, which the client
+	// library runs to the call's deadline whatever the context says: the
+	// probe stops waiting when the cluster stops, and the call ends when
+	// Run closes the connection.
+	answer := make(chan rueidis.RedisResult, 1)
+	go func() {
+		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs())
+	}()
+	var r rueidis.RedisResult
+	select {
+	case r = <-answer:
+	case <-ctx.Done():
+		r = rueidis.NewErrorResult(ctx.Err())
+	}
+	vals, err := r.ToArray()
+	if err == nil && len(vals) == 3 {
+		epoch, _ = vals[0].ToString()
+		left, err = vals[1].AsInt64()
+		run, _ := vals[2].ToString()
+		m.runID.Store(&run)
+	} else if err == nil {
+		err = errors.New("unexpected probe reply")
+	}
+	return epoch, left, err
+}
+
+// probeFailed counts a failed probe: one slow answer on a loaded host is
+// not an outage, two in a row are. Operations time out on their own
+// meanwhile. A probe cancelled because the cluster stops counts nothing.
+func (m *master) probeFailed(err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	m.mu.Lock()
+	m.failures++
+	down := m.failures >= 2 || m.state == StateDown
+	m.mu.Unlock()
+	if down {
+		m.setState(StateDown, err)
 	}
 }
 

@@ -45,44 +45,54 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 	if c.closed() {
 		return nil, ErrClosed
 	}
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	members := make([]string, len(entries))
 	for i, e := range entries {
 		members[i] = e.Member()
 	}
 	ms := strconv.FormatInt(heartbeat.Milliseconds(), 10)
-	to, errs := c.voters()
 	keys := []string{c.queueKey(name), c.deadlinesKey(name), c.ticketKey(name), c.markerKey()}
 	args := append(append(c.gateArgs(), ms, c.leftPrefix(name)), members...)
-	answers, cancel, timeout := c.fanout(ctx, OpEnqueue, enqueueScript, keys, args, to)
 	tickets := make([]int64, len(entries))
-	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
-		vals, err := a.res.AsIntSlice()
-		switch {
-		case err != nil:
-			return 0, false, err
-		case c.quarantineLeft(a.i, vals) != nil:
-			return 0, false, ErrQuarantined
-		case len(vals) != len(entries)+1 || vals[0] != 0:
-			return 0, false, errors.New("unexpected enqueue reply")
-		}
-		for j, t := range vals[1:] {
-			if t == 0 || tickets[j] < 0 {
-				tickets[j] = -1 // left: it stays out
-				continue
+	var err error
+	_, never := c.vote(ctx, roundSpec{op: OpEnqueue, script: enqueueScript, keys: keys, args: args,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := a.res.AsIntSlice()
+			switch {
+			case err != nil:
+				return 0, false, err
+			case c.quarantineLeft(a.i, vals) != nil:
+				return 0, false, ErrQuarantined
+			case len(vals) != len(entries)+1 || vals[0] != 0:
+				return 0, false, errors.New("unexpected enqueue reply")
 			}
-			tickets[j] = max(tickets[j], t)
-		}
-		return 0, true, nil
-	})
-	c.drain(answers, unread, cancel, nil)
-	if granted[0] < c.quorum {
-		return nil, &RoundError{Kind: ErrNoQuorum, Yes: granted[0], Needed: c.quorum, Masters: errs}
+			for j, t := range vals[1:] {
+				if t == 0 || tickets[j] < 0 {
+					tickets[j] = -1 // left: it stays out
+					continue
+				}
+				tickets[j] = max(tickets[j], t)
+			}
+			return 0, true, nil
+		},
+		decide: func(r *round) {
+			if r.yes() < c.quorum {
+				err = c.noQuorumErr(r)
+				return
+			}
+			err = c.settleTickets(ctx, name, keys[:3], ms, members, tickets)
+		}})
+	switch {
+	case never != nil:
+		return nil, never.Err()
+	case err != nil:
+		return nil, err
 	}
+	return tickets, nil
+}
+
+// settleTickets writes the tickets (a ticket below 0: the entry left,
+// its ticket becomes 0) to every master, and fails unless a majority took them.
+func (c *Cluster) settleTickets(ctx context.Context, name string, keys []string, ms string, members []string, tickets []int64) error {
 	settle := []string{ms, c.leftPrefix(name)}
 	for j, t := range tickets {
 		if t < 0 {
@@ -92,12 +102,12 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 		settle = append(settle, members[j], strconv.FormatInt(t, 10))
 	}
 	if len(settle) == 2 {
-		return tickets, nil
+		return nil
 	}
-	if ok := c.everywhere(ctx, OpEnqueue, settleScript, keys[:3], settle, nil); ok < c.quorum {
-		return nil, &RoundError{Kind: ErrNoQuorum, Yes: ok, Needed: c.quorum}
+	if ok := c.everywhere(ctx, OpEnqueue, settleScript, keys, settle); ok < c.quorum {
+		return &RoundError{Kind: ErrNoQuorum, Yes: ok, Needed: c.quorum}
 	}
-	return tickets, nil
+	return nil
 }
 
 // Dequeue takes entries out of name's queue on every master and wakes the
@@ -112,28 +122,24 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 	for _, e := range entries {
 		args = append(args, e.Member())
 	}
-	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.queueKey(name), c.deadlinesKey(name)}, args, nil)
+	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.queueKey(name), c.deadlinesKey(name)}, args)
 }
 
 // QueueLen returns how many live entries name's queue has: the most any
 // master of an answering majority counts.
 func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
-	done, err := c.admit(ctx, c.cfg.AdmitTimeout)
-	if err != nil {
-		return 0, err
-	}
-	defer done()
-	to, errs := c.voters()
-	answers, cancel, timeout := c.fanout(ctx, OpWho, queueLenScript, []string{c.deadlinesKey(name)}, nil, to)
 	most := 0
-	granted, _, errs, unread := c.collect(answers, len(to), timeout, errs, func(a answer) (int, bool, error) {
-		n, err := a.res.AsInt64()
-		most = max(most, int(n))
-		return 0, err == nil, err
-	})
-	c.drain(answers, unread, cancel, nil)
-	if granted[0] < c.quorum {
-		return 0, &RoundError{Kind: ErrNoQuorum, Yes: granted[0], Needed: c.quorum, Masters: errs}
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: queueLenScript, keys: []string{c.deadlinesKey(name)},
+		judge: func(a answer) (int, bool, error) {
+			n, err := a.res.AsInt64()
+			most = max(most, int(n))
+			return 0, err == nil, err
+		}})
+	switch {
+	case never != nil:
+		return 0, never.Err()
+	case r.yes() < c.quorum:
+		return 0, c.noQuorumErr(r)
 	}
 	return most, nil
 }

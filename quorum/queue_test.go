@@ -23,7 +23,7 @@ func TestQueueOrdersClaims(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()
-	if _, err := c.Acquire(ctx, claimReq("q", "holder", Claim{})); err != nil {
+	if _, err := acquire(ctx, c, claimReq("q", "holder", Claim{})); err != nil {
 		t.Fatal(err)
 	}
 	first, second := &Entry{ID: "a:1", Claim: Claim{}}, &Entry{ID: "b:1", Claim: Claim{}}
@@ -45,20 +45,20 @@ func TestQueueOrdersClaims(t *testing.T) {
 	}
 	c.Release(ctx, "q", "holder")
 
-	if _, err := c.Acquire(ctx, entryReq("q", "h2", Claim{}, second)); !errors.Is(err, ErrBusy) {
+	if _, err := acquire(ctx, c, entryReq("q", "h2", Claim{}, second)); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the second entry passed the first: %v", err)
 	}
-	if _, err := c.Acquire(ctx, claimReq("q", "plain", Claim{Mode: Shared})); !errors.Is(err, ErrBusy) {
+	if _, err := acquire(ctx, c, claimReq("q", "plain", Claim{Mode: Shared})); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a reader with no entry passed queued writers: %v", err)
 	}
-	if _, err := c.Acquire(ctx, entryReq("q", "h1", Claim{}, first)); err != nil {
+	if _, err := acquire(ctx, c, entryReq("q", "h1", Claim{}, first)); err != nil {
 		t.Fatalf("the first entry: %v", err)
 	}
 	c.Dequeue(ctx, "q", []Entry{*first})
 	c.Release(ctx, "q", "h1")
 	awaitKeys(t, servers, "t:{q}:h:h1")
 	awaitTombstones(t, servers, "t:{q}:qx:"+first.Member())
-	if _, err := c.Acquire(ctx, entryReq("q", "h2b", Claim{}, second)); err != nil {
+	if _, err := acquire(ctx, c, entryReq("q", "h2b", Claim{}, second)); err != nil {
 		t.Fatalf("the second entry once the first left: %v", err)
 	}
 	c.Dequeue(ctx, "q", []Entry{*second})
@@ -68,7 +68,7 @@ func TestQueueOrdersClaims(t *testing.T) {
 
 	// Readers queued behind a writer go together once it leaves; a writer
 	// behind them waits.
-	if _, err := c.Acquire(ctx, claimReq("rw", "w", Claim{})); err != nil {
+	if _, err := acquire(ctx, c, claimReq("rw", "w", Claim{})); err != nil {
 		t.Fatal(err)
 	}
 	readers := []Entry{{ID: "r:1", Claim: Claim{Mode: Shared}}, {ID: "r:2", Claim: Claim{Mode: Shared}}}
@@ -78,13 +78,12 @@ func TestQueueOrdersClaims(t *testing.T) {
 	}
 	c.Release(ctx, "rw", "w")
 	for i := range readers {
-		if _, err := c.Acquire(ctx, entryReq("rw", readers[i].ID, readers[i].Claim, &readers[i])); err != nil {
+		if _, err := acquire(ctx, c, entryReq("rw", readers[i].ID, readers[i].Claim, &readers[i])); err != nil {
 			t.Fatalf("reader %d: %v", i, err)
 		}
 	}
-	var round *RoundError
-	if _, err := c.Acquire(ctx, entryReq("rw", "w2", Claim{}, &writer)); !errors.Is(err, ErrBusy) || !errors.As(err, &round) || !round.OnlyReaders {
-		t.Fatalf("the writer behind two readers: %v, want busy on readers only", err)
+	if _, round, err := c.Acquire(ctx, entryReq("rw", "w2", Claim{}, &writer)); err != nil || round == nil || !errors.Is(round.Err(), ErrBusy) || !round.OnlyReaders {
+		t.Fatalf("the writer behind two readers: %+v %v, want busy on readers only", round, err)
 	}
 }
 
@@ -105,10 +104,10 @@ func TestQueueEntriesOfADeadAgentLapse(t *testing.T) {
 			t.Fatalf("heartbeat renewed on %d masters, want 3", r[0].OK)
 		}
 	}
-	if _, err := c.Acquire(ctx, entryReq("d", "h", Claim{}, &live)); err != nil {
+	if _, err := acquire(ctx, c, entryReq("d", "h", Claim{}, &live)); err != nil {
 		t.Fatalf("the live entry behind a dead one: %v", err)
 	}
-	if _, err := c.Acquire(ctx, entryReq("d2", "h", Claim{}, &live)); err != nil {
+	if _, err := acquire(ctx, c, entryReq("d2", "h", Claim{}, &live)); err != nil {
 		t.Fatalf("an entry on another name's queue: %v", err)
 	}
 	c.Dequeue(ctx, "d", []Entry{live})
@@ -162,7 +161,7 @@ func TestQueueSplitVote(t *testing.T) {
 	lone := Entry{ID: "lone"}
 	servers[0].Do("ZADD", "t:{sv}:q", "1", lone.Member())
 	servers[0].Do("ZADD", "t:{sv}:qd", "99999999999999", lone.Member())
-	g, err := c.Acquire(ctx, claimReq("sv", "h", Claim{}))
+	g, err := acquire(ctx, c, claimReq("sv", "h", Claim{}))
 	if err != nil {
 		t.Fatalf("a claim with an entry ahead on one master of three: %v", err)
 	}
@@ -171,10 +170,10 @@ func TestQueueSplitVote(t *testing.T) {
 	servers[1].Do("ZADD", "t:{sv}:q", "1", lone.Member())
 	servers[1].Do("ZADD", "t:{sv}:qd", "99999999999999", lone.Member())
 	// Two refusals decide the round: the third answer may not be read.
-	if _, err := c.Acquire(ctx, claimReq("sv", "h2", Claim{})); !errors.Is(err, ErrBusy) {
+	if _, err := acquire(ctx, c, claimReq("sv", "h2", Claim{})); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the same entry on two masters: %v, want busy", err)
 	}
-	if _, err := c.Acquire(ctx, entryReq("sv", "h3", Claim{}, &lone)); err != nil || g.Fence == 0 {
+	if _, err := acquire(ctx, c, entryReq("sv", "h3", Claim{}, &lone)); err != nil || g.Fence == 0 {
 		t.Fatalf("the entry itself: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ func TestUnsafeMastersDoNotVote(t *testing.T) {
 			if st := c.Status()[i]; st.Err != "unsafe master: "+tc.reason {
 				t.Fatalf("status %+v, want reason %s", st, tc.reason)
 			}
-			if _, err := c.Acquire(context.Background(), req("u"+strconv.Itoa(i), "h")); err != nil {
+			if _, err := acquire(context.Background(), c, req("u"+strconv.Itoa(i), "h")); err != nil {
 				t.Fatalf("two safe masters are a majority: %v", err)
 			}
 			if _, errs := c.voters(); len(errs) != 1 || !errors.Is(errs[0], ErrUnsafe) {
@@ -114,7 +114,7 @@ func TestAnEmptiedMasterNeverVotes(t *testing.T) {
 	c.masters[2].mu.Lock()
 	c.masters[2].state = StateDown
 	c.masters[2].mu.Unlock()
-	g1, err := c.Acquire(ctx, req("k", "h1"))
+	g1, err := acquire(ctx, c, req("k", "h1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestAnEmptiedMasterNeverVotes(t *testing.T) {
 	if _, err := servers[1].Do("FLUSHALL"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Acquire(ctx, req("k", "h2"))
+	_, err = acquire(ctx, c, req("k", "h2"))
 	if err == nil {
 		t.Fatal("h2 was granted while h1 holds: the emptied master voted")
 	}
@@ -138,7 +138,7 @@ func TestAnEmptiedMasterNeverVotes(t *testing.T) {
 	waitStates(t, c2, func(st []MasterStatus) bool {
 		return st[0].State == StateUp && st[1].State == StateQuarantined && st[2].State == StateUp
 	})
-	if _, err := c2.Acquire(ctx, req("k", "h3")); err == nil {
+	if _, err := acquire(ctx, c2, req("k", "h3")); err == nil {
 		t.Fatal("a fresh agent was granted while h1 holds")
 	}
 	if left := c2.Status()[1].QuarantineLeft; left <= 0 || left > 2*time.Second {
@@ -155,7 +155,7 @@ func TestFencesNeverGoBackAfterEveryMasterLostItsData(t *testing.T) {
 	ctx := context.Background()
 	var last int64
 	for i := range 5 {
-		g, err := c.Acquire(ctx, req("f", fmt.Sprintf("h%d", i)))
+		g, err := acquire(ctx, c, req("f", fmt.Sprintf("h%d", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestFencesNeverGoBackAfterEveryMasterLostItsData(t *testing.T) {
 	var err error
 	for try, deadline := 0, time.Now().Add(5*time.Second); ; try++ {
 		time.Sleep(20 * time.Millisecond)
-		if g, err = c.Acquire(ctx, req("f", fmt.Sprintf("after%d", try))); err == nil || time.Now().After(deadline) {
+		if g, err = acquire(ctx, c, req("f", fmt.Sprintf("after%d", try))); err == nil || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -190,7 +190,7 @@ func TestRenewalRepairsAHoldMissingOnAMaster(t *testing.T) {
 	c.masters[2].mu.Lock()
 	c.masters[2].state = StateDown
 	c.masters[2].mu.Unlock()
-	g, err := c.Acquire(ctx, req("r", "h"))
+	g, err := acquire(ctx, c, req("r", "h"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestAHungMasterCostsAReleaseNothing(t *testing.T) {
 	var worst time.Duration
 	for i := range 10 {
 		name := fmt.Sprintf("h%d", i)
-		if _, err := c.Acquire(ctx, req(name, "h")); err != nil {
+		if _, err := acquire(ctx, c, req(name, "h")); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
@@ -274,7 +274,7 @@ func TestAFailedRoundDoesNotWakeItsOwnAgent(t *testing.T) {
 	drainWake(ow)
 	// m2 grants, and the round gives it back, whether or not it read m2's
 	// answer before deciding.
-	if _, err := c.Acquire(ctx, req("s", "h")); !errors.Is(err, ErrBusy) {
+	if _, err := acquire(ctx, c, req("s", "h")); !errors.Is(err, ErrBusy) {
 		t.Fatalf("err = %v, want busy", err)
 	}
 	select {
@@ -315,7 +315,7 @@ func TestABurstIsQueuedNotTimedOut(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Acquire(ctx, AcquireRequest{Name: fmt.Sprintf("b%d", i), Holder: "h", Lease: 15 * time.Second}); err != nil {
+			if _, err := acquire(ctx, c, AcquireRequest{Name: fmt.Sprintf("b%d", i), Holder: "h", Lease: 15 * time.Second}); err != nil {
 				errs <- err
 			}
 		}()
@@ -361,7 +361,7 @@ func TestReleaseManyReleasesEveryHold(t *testing.T) {
 	var holds []RenewKey
 	for i := range 300 {
 		name := fmt.Sprintf("many%d", i)
-		if _, err := c.Acquire(ctx, req(name, "h")); err != nil {
+		if _, err := acquire(ctx, c, req(name, "h")); err != nil {
 			t.Fatal(err)
 		}
 		holds = append(holds, RenewKey{Name: name, Holder: "h"})
@@ -391,7 +391,7 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, 300*time.Millisecond)
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, req("e", "h0"))
+	g, err := acquire(ctx, c, req("e", "h0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 	}
 	var last error
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if g, last = c.Acquire(ctx, req("e", fmt.Sprintf("h%d", time.Now().UnixNano()))); last == nil {
+		if g, last = acquire(ctx, c, req("e", fmt.Sprintf("h%d", time.Now().UnixNano()))); last == nil {
 			break
 		}
 	}

@@ -1,0 +1,352 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// AcquireRequest asks for one name for one holder.
+type AcquireRequest struct {
+	Name string
+	// Holder identifies this attempt across all agents. It must be new for
+	// every attempt: once released, a holder id is refused for Quarantine.
+	Holder string
+	Lease  time.Duration // the lease set on each master
+	Claim  Claim
+	Who    Who // recorded with the hold
+	// Entry is the claim's place in the name's queue (see Enqueue), if it
+	// has one: it may then pass the entries behind it. Without one it may
+	// pass no conflicting entry.
+	Entry *Entry
+	// FenceBlock is how many fences the grant reserves (see acquireSrc):
+	// the grant's fence and the FenceBlock-1 after it, which the caller may
+	// hand to later holders of the same hold. 0 or 1: one.
+	FenceBlock int
+}
+
+// block is how many fences req's grant reserves.
+func (req AcquireRequest) block() int64 { return int64(max(req.FenceBlock, 1)) }
+
+// Grant is a won acquire.
+type Grant struct {
+	Fence int64
+	Slot  int // a semaphore's slot; 0 for a lock
+	// Record is what the masters hold for this grant: the watchdog
+	// re-creates it on a master that lacks it (see Renew).
+	Record Record
+	// Deadline is when the hold stops being known valid unless renewed:
+	// the round's start + lease − drift.
+	Deadline time.Time
+}
+
+// Refusal is what the masters answered a round that did not win the name.
+type Refusal struct {
+	Kind        error         // ErrBusy, ErrNoQuorum or ErrConflict
+	Yes         int           // masters that granted (a split vote when > 0)
+	Busy        int           // masters that answered that others hold the name
+	Needed      int           // the quorum
+	HeldLimit   int           // for ErrConflict: the limit the name is held with (1: a lock)
+	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
+	BestSlot    int           // the slot most masters granted: the one to ask for next
+	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
+	Masters     []error       // each failed master's error
+}
+
+// Err is the refusal as an error for the edge (the wire code mapping):
+// errors.Is(r.Err(), ErrBusy) etc. A nil refusal is a nil error.
+func (r *Refusal) Err() error {
+	if r == nil {
+		return nil
+	}
+	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit}
+}
+
+// noQuorum is a refusal of a round that never reached a majority for causes.
+func (c *Cluster) noQuorum(causes []error) *Refusal {
+	return &Refusal{Kind: ErrNoQuorum, Needed: c.quorum, Masters: causes}
+}
+
+// Acquire tries once to win req.Name on a majority. It returns as soon as the
+// outcome is certain. On failure it releases whatever it won, and returns
+// what the masters answered: a Refusal of ErrBusy when they answered that
+// someone else holds the name, of ErrConflict when a majority holds it for
+// another kind of claim, else of ErrNoQuorum (also when the round never
+// got its turn: ErrOverloaded or ctx's error is then among Masters). The
+// error is for a round that could not run at all: ErrClosed, an invalid slot.
+func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refusal, error) {
+	if c.closed() {
+		return Grant{}, nil, ErrClosed
+	}
+	if l := req.Claim.limit(); req.Claim.Slot < 0 || req.Claim.Slot > l || (l == 1 && req.Claim.Slot != 0) {
+		return Grant{}, nil, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
+	}
+	answers := &acquireAnswers{c: c, fences: make([]int64, len(c.masters)), slots: make([]int, len(c.masters))}
+	keys, args := c.acquireArgs(req)
+	var g Grant
+	var refusal *Refusal
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: acquireScript, keys: keys, args: args, early: true,
+		judge: answers.judge, decide: func(r *round) { g, refusal = c.decideAcquire(ctx, req, answers, r) }})
+	if never != nil {
+		return Grant{}, never, nil
+	}
+	return g, refusal, nil
+}
+
+// acquireAnswers is what the masters answered an acquire round, as its
+// judge reads them.
+type acquireAnswers struct {
+	c          *Cluster
+	fences     []int64 // > 0 where granted
+	slots      []int   // the slot granted there
+	busyOn     []int   // masters that answered held: their counters may lag
+	conflicts  int     // masters that hold the name for another kind of claim
+	readers    int     // busy answers where only shared holders block
+	heldLimit  int     // the limit of the last conflict
+	retryAfter time.Duration
+}
+
+// judge reads master a.i's answer to the acquire script.
+func (x *acquireAnswers) judge(a answer) (int, bool, error) {
+	vals, err := a.res.AsIntSlice()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case len(vals) == 3 && vals[0] == 1:
+		x.fences[a.i], x.slots[a.i] = vals[1], int(vals[2])
+		return x.slots[a.i], true, nil
+	case len(vals) != 2 && len(vals) != 3:
+		return 0, false, errors.New("unexpected acquire reply")
+	case vals[0] == -3:
+		x.conflicts++
+		x.heldLimit = int(vals[1])
+		return 0, false, nil
+	}
+	if err := x.c.quarantineLeft(a.i, vals); err != nil {
+		return 0, false, err
+	}
+	x.busyOn = append(x.busyOn, a.i)
+	x.retryAfter = max(x.retryAfter, time.Duration(vals[1])*time.Millisecond)
+	if len(vals) == 3 && vals[2] == 1 {
+		x.readers++
+	}
+	return 0, false, nil
+}
+
+// decideAcquire decides an acquire round r whose answers are in: a won
+// round is completed (see complete); a lost one, or a won one that could
+// not be completed, gives back whatever it may have won.
+func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round) (Grant, *Refusal) {
+	n := len(c.masters)
+	busy := len(x.busyOn) + x.conflicts
+	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
+	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
+		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn), Masters: r.errs}
+	switch {
+	case outcome == Won:
+		g, err := c.complete(ctx, req, x, r, slot)
+		if err == nil {
+			return g, nil
+		}
+		refusal.Masters = append(refusal.Masters, err)
+	case x.conflicts >= c.quorum:
+		// A majority holds the name for another kind of claim: waiting
+		// would not help.
+		refusal.Kind = ErrConflict
+	case r.failed <= n-c.quorum:
+		// Enough masters answered that, uncontended, a majority was
+		// possible: the name is held elsewhere (or the vote split). Only
+		// failures that alone rule out a majority make it NO_QUORUM.
+		refusal.Kind = ErrBusy
+	}
+	if refusal.Yes > 0 || busy < r.sent {
+		// Something may have been granted (or may yet be, by an answer not
+		// read): give it back. A round every master refused granted nothing.
+		c.releaseAsync(req.Name, req.Holder)
+	}
+	return Grant{}, refusal
+}
+
+// complete makes a round that won slot a grant: the masters that granted
+// another slot give it back, the fence is settled (see settleFence), the
+// masters that lag behind it are brought up to it, and the grant stands if
+// its validity is not used up.
+func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round, slot int) (Grant, error) {
+	for i := range x.fences { // the masters that granted another slot give it back
+		if x.fences[i] > 0 && x.slots[i] != slot {
+			x.fences[i] = 0
+			c.releaseOn(req.Name, req.Holder, i)
+		}
+	}
+	record := c.holderKey(req.Name, req.Holder)
+	fence, err := c.settleFence(ctx, req.Name, record, req.block(), x.fences)
+	if err == nil && len(x.busyOn) > 0 {
+		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn)
+	}
+	// Masters whose answer was not read yet are brought up to the fence as
+	// their answers come: a master that missed this grant must not count
+	// below it in a later majority. One that granted another slot gives it
+	// back.
+	r.late = func(a answer) {
+		vals, err := a.res.AsIntSlice()
+		switch {
+		case err != nil || fence == 0:
+		case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
+			c.releaseOn(req.Name, req.Holder, a.i)
+		case len(vals) != 3 || vals[1] != fence:
+			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i})
+		}
+	}
+	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
+	switch {
+	case err != nil:
+		return Grant{}, err
+	case validity <= 0:
+		return Grant{}, errors.New("validity used up before the grant completed")
+	}
+	claim := req.Claim
+	claim.Slot = slot
+	return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
+		Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+}
+
+// acquireArgs are the acquire script's keys and arguments for req.
+func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
+	keys = []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
+		c.queueKey(req.Name), c.deadlinesKey(req.Name)}
+	entry := ""
+	if req.Entry != nil {
+		entry = req.Entry.Member()
+	}
+	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
+	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
+		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
+		strconv.FormatInt(req.block(), 10))
+	return keys, args
+}
+
+// settleFence makes the grant's fence strictly greater than every earlier
+// grant's: the token is the highest counter among the granting majority, and
+// it (with the end of its block: see acquireSrc; every master granted the
+// same block size, so the highest fence ends the highest block) is written
+// back to every granting master behind it before the grant is
+// answered (so that the majority of the next grant, which must overlap this
+// one, counts past it), with the record fixed to carry it. With a majority
+// in step, as when uncontended, nothing is waited for.
+func (c *Cluster) settleFence(ctx context.Context, name, record string, block int64, fences []int64) (int64, error) {
+	var fence int64
+	for _, f := range fences {
+		fence = max(fence, f)
+	}
+	atFence := 0
+	var behind []int
+	for i, f := range fences {
+		switch {
+		case f == fence:
+			atFence++
+		case f > 0:
+			behind = append(behind, i)
+		}
+	}
+	if atFence >= c.quorum {
+		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
+			c.raiseFence(name, record, fence, block, behind)
+		}
+		return fence, nil
+	}
+	c.cfg.Observer.FenceWriteBack(len(behind), true)
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
+	defer cancel()
+	keys, args := c.raiseFenceArgs(name, record, fence, block)
+	results := make(chan error, len(behind))
+	for _, i := range behind {
+		go func() {
+			_, err := c.masters[i].eval(opCtx, raiseFenceScript, keys, args).AsInt64()
+			results <- err
+		}()
+	}
+	var errs []error
+	for range behind {
+		if err := <-results; err != nil {
+			errs = append(errs, err)
+		} else {
+			atFence++
+		}
+	}
+	if atFence < c.quorum {
+		return 0, &MasterError{"fence", errors.Join(errs...)}
+	}
+	return fence, nil
+}
+
+// raiseFenceArgs are raiseFenceSrc's keys and arguments: name's counter to
+// the end of fence's block, and the record (a holder key; "": none) to carry
+// fence.
+func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64) (keys, args []string) {
+	keys = []string{c.fenceKey(name)}
+	if record != "" {
+		keys = append(keys, record)
+	}
+	return keys, []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
+}
+
+// raiseFence brings req's name's counter on the masters to at least the end
+// of fence's block (and a record of req there to carry fence), in the background.
+func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int) {
+	c.cfg.Observer.FenceWriteBack(len(to), false)
+	keys, args := c.raiseFenceArgs(name, record, fence, block)
+	c.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
+		defer cancel()
+		for _, i := range to {
+			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
+		}
+	})
+}
+
+// Reserve reserves a further block of fences for holder's hold of name,
+// which its agent passes among local holders (see
+// AcquireRequest.FenceBlock), and returns the block's first fence. It
+// counts as a grant does: a majority that still has the hold each takes
+// block fences from its counter, the first fence is the highest of
+// theirs, so past every fence any grant (and the hold's earlier blocks)
+// gave out, and the block's end is settled on that majority before it
+// returns, so every later grant counts past it. The record keeps the
+// fence of its current holder. It waits for its turn among rounds
+// (MaxRounds) like a grant, and the Observer counts its calls as acquires.
+func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (int64, error) {
+	if c.closed() {
+		return 0, ErrClosed
+	}
+	keys := []string{c.setKey(name), c.fenceKey(name), c.holderKey(name, holder), c.markerKey()}
+	args := append(append([]string{holder}, c.gateArgs()...), strconv.Itoa(block))
+	fences := make([]int64, len(c.masters)) // > 0 where reserved
+	var fence int64
+	var err error
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: reserveScript, keys: keys, args: args, early: true,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := a.res.AsIntSlice()
+			switch {
+			case err != nil:
+				return 0, false, err
+			case len(vals) == 2 && vals[0] == 1:
+				fences[a.i] = vals[1]
+				return 0, true, nil
+			}
+			return 0, false, c.quarantineLeft(a.i, vals)
+		},
+		// A late block is the master's own: it only counts past it.
+		decide: func(r *round) {
+			if r.yes() < c.quorum {
+				err = c.noQuorumErr(r)
+				return
+			}
+			fence, err = c.settleFence(ctx, name, "", int64(block), fences)
+		}})
+	if never != nil {
+		return 0, never.Err()
+	}
+	return fence, err
+}

@@ -1,0 +1,338 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// releaseOn gives back, on master i alone, a grant of a slot that lost.
+func (c *Cluster) releaseOn(name, holder string, i int) {
+	keys, args := c.releaseArgs(name, holder, c.giveBack)
+	c.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
+		defer cancel()
+		c.masters[i].eval(ctx, releaseScript, keys, args)
+	})
+}
+
+// releaseArgs are the release script's keys and arguments; message is the
+// release message: the name for a release, c.giveBack or c.handover.
+func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string) {
+	return []string{c.setKey(name), c.holderKey(name, holder)},
+		[]string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
+}
+
+// releaseAsync gives back a failed round's partial grants in the background.
+// Its release message wakes other agents' waiters (the round's grants may
+// have landed late on every master and look like a holder to them) but not
+// this agent's own, which would only fail again at once. If the release
+// lands before an acquire still on its way (waiting for a batch, say), its
+// tombstone makes that acquire refuse.
+func (c *Cluster) releaseAsync(name, holder string) {
+	c.goBackground(func() { c.release(context.Background(), name, holder, c.giveBack) })
+}
+
+// Release drops holder's hold of name on every connected master and wakes
+// waiters anywhere. A release must not be dropped: a key left behind blocks
+// the name for a whole lease. So each master's release has a long deadline
+// and goes on in the background past the return, and it goes to masters
+// marked down too, to land when they answer again. The caller waits only
+// until a majority answered (or every master it sent to), at most
+// min(2×MasterTimeout, 1s): a hung master costs a release nothing. It
+// returns how many of the masters that answered held it; errors only when
+// none answered.
+func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {
+	return c.release(ctx, name, holder, name)
+}
+
+// HandOver is Release by an agent that held name for a run of its local
+// holders while another agent waited (see Wanted), and now stands back:
+// its message wakes other agents' waiters as a recheck (Watch.Recheck), so
+// that an attempt that fails says nothing about contention and costs no
+// back-off, and this agent's own waiters not at all.
+func (c *Cluster) HandOver(ctx context.Context, name, holder string) (int, error) {
+	return c.release(ctx, name, holder, c.handover)
+}
+
+func (c *Cluster) release(ctx context.Context, name, holder, message string) (int, error) {
+	keys, args := c.releaseArgs(name, holder, message)
+	held := 0
+	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: releaseScript, keys: keys, args: args, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			held += int(v)
+			return 0, err == nil, err
+		}})
+	if r.yes() == 0 {
+		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: r.errs}
+	}
+	return held, nil
+}
+
+// everywhere runs a script that must not be dropped (a write-back, a
+// removal) as a round that lands (see roundSpec.land), as Release does,
+// and returns how many masters answered without error in time.
+func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string) int {
+	r, _ := c.vote(ctx, roundSpec{op: op, script: s, keys: keys, args: args, land: true})
+	return r.yes()
+}
+
+// releaseChunk is how many releases ReleaseMany pipelines to a master at once.
+const releaseChunk = 1024
+
+// ReleaseMany releases many holds at once, as a closing session or a
+// stopping agent does: on every connected master (down ones too: see
+// Release), in pipelined chunks on the bulk connection, with no goroutine
+// per hold. It returns when every master answered or its deadline passed
+// (max(20×MasterTimeout, 1s), plus 10µs per hold); a release that did not
+// land leaves its lease to expire.
+func (c *Cluster) ReleaseMany(ctx context.Context, holds []RenewKey) {
+	if len(holds) == 0 {
+		return
+	}
+	calls := make([]call, len(holds))
+	for i, h := range holds {
+		keys, args := c.releaseArgs(h.Name, h.Holder, h.Name)
+		calls[i] = call{keys: keys, args: args}
+	}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
+		max(20*c.cfg.MasterTimeout, time.Second)+time.Duration(len(holds))*10*time.Microsecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range c.masters {
+		if m.conn(laneBulk) == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lo := 0; lo < len(calls) && opCtx.Err() == nil; lo += releaseChunk {
+				m.evalMulti(opCtx, releaseScript, calls[lo:min(lo+releaseChunk, len(calls))])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// RenewKey names one hold to renew, with what to re-create where it is missing.
+type RenewKey struct {
+	Name, Holder string
+	// Entry marks a queue entry's heartbeat: Holder is then the entry's
+	// Member, and Record is zero.
+	Entry  bool
+	Record Record        // the Grant's; a zero Record is never re-created
+	Lease  time.Duration // the lease to set; 0: Renew's lease
+}
+
+// RenewResult counts the voting masters that renewed a hold (OK), that
+// answered it is no longer there (Gone), and, of those, where a renewal
+// that kept a majority re-created it (Repaired).
+type RenewResult struct {
+	OK, Gone, Repaired int
+}
+
+// Downgrade makes holder's exclusive hold of name shared on a majority, and
+// wakes the name's waiters anywhere. Until it succeeds the hold stays
+// exclusive: more than it needs, never less.
+func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
+	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: downgradeScript, keys: []string{c.holderKey(name, holder)}, args: []string{c.channel(name), name},
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	switch {
+	case never != nil:
+		return never.Err()
+	case r.yes() < c.quorum:
+		return c.noQuorumErr(r)
+	}
+	return nil
+}
+
+// renewArgs are the renew script's keys and arguments for holds, each with
+// its own lease (lease where it has none).
+func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
+	keys = make([]string, 0, 1+2*len(holds))
+	keys = append(keys, c.markerKey())
+	args = make([]string, 0, 2+2*len(holds))
+	args = append(args, c.gateArgs()...)
+	for _, h := range holds {
+		l := h.Lease
+		if l <= 0 {
+			l = lease
+		}
+		if h.Entry {
+			keys = append(keys, c.queueKey(h.Name), c.deadlinesKey(h.Name))
+			args = append(args, h.Holder, "q"+strconv.FormatInt(l.Milliseconds(), 10))
+			continue
+		}
+		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
+		args = append(args, h.Holder, strconv.FormatInt(l.Milliseconds(), 10))
+	}
+	return keys, args
+}
+
+// renewReply reads master i's answer to a renew script call: one 1 (renewed)
+// or 0 (gone) per hold.
+func (c *Cluster) renewReply(i int, res rueidis.RedisResult, n int) ([]int64, error) {
+	vals, err := res.AsIntSlice()
+	switch {
+	case err != nil:
+		return nil, err
+	case c.quarantineLeft(i, vals) != nil:
+		return nil, ErrQuarantined
+	case len(vals) != n+1 || vals[0] != 0:
+		return nil, errors.New("unexpected renew reply")
+	}
+	return vals[1:], nil
+}
+
+// Extend sets holder's lease on name to lease on a majority and returns the
+// new validity deadline. It fails with ErrNotHeld when a majority no longer
+// has the hold, else with ErrNoQuorum.
+func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Duration) (time.Time, error) {
+	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
+	gone := 0
+	r, never := c.vote(ctx, roundSpec{op: OpExtend, script: renewScript, keys: keys, args: args,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := c.renewReply(a.i, a.res, 1)
+			if err == nil && vals[0] == 0 {
+				gone++
+			}
+			return 0, err == nil && vals[0] == 1, err
+		}})
+	if never != nil {
+		return time.Time{}, never.Err()
+	}
+	n := len(c.masters)
+	if Decide(n, r.yes(), gone+r.failed) == Won && Validity(lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor) > 0 {
+		return r.start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
+	}
+	if gone > n-c.quorum {
+		return time.Time{}, ErrNotHeld
+	}
+	return time.Time{}, c.noQuorumErr(r)
+}
+
+// renewBatch is how many holds one renew script call carries, and
+// renewChunk how many such calls go to a master at once: a chunk at a time,
+// so that a large renewal does not fill the connection's buffers at once.
+const (
+	renewBatch = 256
+	renewChunk = 16
+)
+
+// Renew sets the lease of every hold in keys on every voting master, in
+// pipelined chunks of script calls of renewBatch holds each, and counts the
+// answers per hold. Then it repairs: a hold that a majority renewed but
+// some voting master lacks (that master was down at the grant, or let the
+// key expire while paused) is re-created there, so that it regains its
+// full redundancy before the next fault.
+func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKey) []RenewResult {
+	out := make([]RenewResult, len(keys))
+	if len(keys) == 0 {
+		return out
+	}
+	var calls []call
+	for lo := 0; lo < len(keys); lo += renewBatch {
+		k, a := c.renewArgs(lease, keys[lo:min(lo+renewBatch, len(keys))])
+		calls = append(calls, call{keys: k, args: a})
+	}
+	to, _ := c.voters()
+	gone := make([][]int, len(c.masters)) // per master, the holds it lacks
+	// A round may take up to a quarter lease: validity counts from before
+	// it began, so a slow round is safe, and cutting a busy master's
+	// renewal short would lose holds that it was about to keep.
+	roundCtx, cancelRound := context.WithTimeout(ctx, max(c.cfg.MasterTimeout, lease/4))
+	defer cancelRound()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, i := range to {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for first := 0; first < len(calls) && roundCtx.Err() == nil; first += renewChunk {
+				chunk := calls[first:min(first+renewChunk, len(calls))]
+				lo := first * renewBatch
+				start := time.Now() // latency, not lease logic: see timedEval
+				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
+				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
+				mu.Lock()
+				for b, r := range res {
+					at := lo + b*renewBatch
+					vals, err := c.renewReply(i, r, min(renewBatch, len(keys)-at))
+					if err != nil {
+						continue
+					}
+					for j, v := range vals {
+						if v == 1 {
+							out[at+j].OK++
+						} else {
+							out[at+j].Gone++
+							gone[i] = append(gone[i], at+j)
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	c.repair(ctx, lease, keys, out, gone)
+	return out
+}
+
+// repair re-creates, on each master, the holds of gone that a majority renewed.
+func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewKey, out []RenewResult, gone [][]int) {
+	ms := strconv.FormatInt(lease.Milliseconds(), 10)
+	opCtx, cancel := context.WithTimeout(ctx, c.cfg.MasterTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, holds := range gone {
+		var idx []int
+		var calls []call
+		for _, h := range holds {
+			k := keys[h]
+			if out[h].OK < c.quorum || k.Record.Fence == 0 {
+				continue
+			}
+			idx = append(idx, h)
+			ms := ms
+			if k.Lease > 0 {
+				ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
+			}
+			args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
+			calls = append(calls, call{
+				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
+				args: append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)),
+			})
+		}
+		if len(calls) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := c.masters[i].evalMulti(opCtx, repairScript, calls)
+			mu.Lock()
+			defer mu.Unlock()
+			for j, r := range res {
+				if v, err := r.AsInt64(); err == nil && v == 2 {
+					out[idx[j]].Repaired++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, r := range out {
+		if r.Repaired > 0 {
+			c.cfg.Logger.Debug("hold re-created on masters that lacked it", "name", keys[i].Name, "masters", r.Repaired)
+		}
+	}
+}

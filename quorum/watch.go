@@ -1,0 +1,179 @@
+package quorum
+
+import (
+	"context"
+	"strings"
+	"sync"
+)
+
+// Watch is a subscription to the release messages of one name. C receives
+// (coalesced) when the name may have been released anywhere, and whenever a
+// master (re)subscribes, since messages sent while it was away are lost.
+type Watch struct {
+	c       *Cluster
+	channel string
+	wake    chan struct{}
+	recheck chan struct{}
+	wanted  chan struct{}
+	once    sync.Once
+}
+
+// C returns the wake-up channel.
+func (w *Watch) C() <-chan struct{} { return w.wake }
+
+// Wanted receives (coalesced) when another agent said it waits for the name
+// (see Cluster.Wanted). Messages are lost while a master is unreachable:
+// it is a hint for fairness, never a fact to be safe by.
+func (w *Watch) Wanted() <-chan struct{} { return w.wanted }
+
+// Recheck receives (coalesced) when a master confirmed the subscription: a
+// release before it would have been missed, so look again. It is not a
+// release: an attempt it prompts that fails says nothing about contention.
+func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
+
+// Watch subscribes to name's release messages on every master. It returns
+// at once: each master's subscription is made in the background (a hung
+// master holds up nothing), and C receives when one is confirmed, since a
+// release before it would have been missed.
+func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
+	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
+	c.watchMu.Lock()
+	set := c.watches[w.channel]
+	if set == nil {
+		set = map[*Watch]struct{}{}
+		c.watches[w.channel] = set
+	}
+	set[w] = struct{}{}
+	first := len(set) == 1
+	c.watchMu.Unlock()
+	if first {
+		for _, m := range c.masters {
+			c.goBackground(func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*c.cfg.MasterTimeout)
+				defer cancel()
+				if m.subscribe(ctx, w.channel) {
+					c.watchMu.Lock()
+					for w := range c.watches[w.channel] {
+						signal(w.recheck)
+					}
+					c.watchMu.Unlock()
+				}
+			})
+		}
+	}
+	return w
+}
+
+// Close ends the watch; the last watch of a name unsubscribes it.
+func (w *Watch) Close() {
+	w.once.Do(func() {
+		c := w.c
+		c.watchMu.Lock()
+		set := c.watches[w.channel]
+		delete(set, w)
+		last := len(set) == 0
+		if last {
+			delete(c.watches, w.channel)
+		}
+		c.watchMu.Unlock()
+		if last && !c.closed() {
+			go c.eachMaster(context.Background(), func(ctx context.Context, m *master) { m.unsubscribe(ctx, w.channel) })
+		}
+	})
+}
+
+func (c *Cluster) onMessage(channel, message string) {
+	if message == c.giveBack {
+		return
+	}
+	if strings.HasPrefix(message, handoverPrefix) {
+		if message != c.handover {
+			c.watchMu.Lock()
+			for w := range c.watches[channel] {
+				signal(w.recheck)
+			}
+			c.watchMu.Unlock()
+		}
+		return
+	}
+	if strings.HasPrefix(message, wantedPrefix) {
+		// Not a release: it must not wake waiters, whose attempts would
+		// fail and say so again.
+		if message != c.wanted {
+			c.watchMu.Lock()
+			for w := range c.watches[channel] {
+				signal(w.wanted)
+			}
+			c.watchMu.Unlock()
+		}
+		return
+	}
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel] {
+		w.signal()
+	}
+}
+
+// wantedPrefix starts the message of Wanted, handoverPrefix that of
+// HandOver; no name has a space.
+const (
+	wantedPrefix   = "wanted "
+	handoverPrefix = "handover "
+)
+
+// Wanted tells the agent that holds name, if it watches the name, that this
+// agent has a waiter for it: an agent that passes a name among its local
+// holders (see AcquireRequest.FenceBlock) then gives it up within its
+// bounds. It publishes on every connected master, in the background, and
+// returns at once; a message can be lost (a master down, or the holder's
+// subscription not yet made), so it serves fairness only.
+func (c *Cluster) Wanted(name string) {
+	if c.closed() {
+		return
+	}
+	ch := c.channel(name)
+	c.goBackground(func() {
+		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
+			if cl := m.conn(laneRounds); cl != nil {
+				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(c.wanted).Build())
+			}
+		})
+	})
+}
+
+func (c *Cluster) wakeAll() {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for _, set := range c.watches {
+		for w := range set {
+			w.signal()
+		}
+	}
+}
+
+func (w *Watch) signal() { signal(w.wake) }
+
+// signal sends on a coalescing channel without waiting.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Cluster) watchedChannels() []string {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	out := make([]string, 0, len(c.watches))
+	for ch := range c.watches {
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (c *Cluster) watched(channel string) bool {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	return len(c.watches[channel]) > 0
+}
