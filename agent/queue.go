@@ -145,7 +145,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	}
 	q.waiters = append(q.waiters, w)
 	if w.req.Wait > 0 {
-		w.timer = time.AfterFunc(w.req.Wait, func() { a.expire(w) })
+		w.timer = afterFunc(a.clock, w.req.Wait, func() { a.expire(w) })
 	}
 	a.waiters.Add(1)
 	a.metrics.mode(w.req.Mode).waiters.Inc()
