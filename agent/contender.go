@@ -324,7 +324,9 @@ func (r *contending) ready(w *waiter) bool {
 		return false
 	}
 	if d := q.yieldLeft(a.clock.Now()); d > 0 {
+		// Standing back for another agent's waiter (see cohort.go).
 		r.state.notBefore = a.clock.Now().Add(d)
+		r.backOff(d)
 		return false
 	}
 	a.enter(ctx, q)
