@@ -22,7 +22,8 @@ const (
 
 // queue is this agent's waiters for one name in arrival order. One contender
 // goroutine works for its head against the masters, so an agent with many
-// local waiters sends one attempt, and holds one subscription, per name.
+// local waiters sends one attempt, and holds one subscription, per name
+// (see contender.go).
 type queue struct {
 	name    string
 	mu      sync.Mutex
