@@ -69,7 +69,11 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
+	clock := cfg.Clock
+	if clock == nil {
+		clock = quorum.RealClock{}
+	}
+	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
 		entries: map[*renewal.Hold]*waiter{}, cohorts: map[string]*cohort{},
 		metrics: newMetrics(cfg.Masters)}

@@ -26,6 +26,11 @@ type Config struct {
 	Systemd SystemdConfig
 	// Telemetry is the opt-in metrics listener; off by default.
 	Telemetry TelemetryConfig
+	// Clock is the agent's time: back-off, wait= timers, cohort timing,
+	// idle_timeout, and the leases' validity and renewal. nil (the default,
+	// and what a config file gives) is the real clock; tests set a
+	// quorum.FakeClock.
+	Clock quorum.Clock
 }
 
 // SocketConfig is where and how the agent listens.

@@ -23,23 +23,6 @@ import (
 // an entry (which may pass no entry) could wait forever for a waiter behind
 // it that has one (which only the head's turn would try).
 
-// wantEntry marks w, the head of q that the masters answered BUSY, as
-// wanting an entry if it should have one, and says whether it was marked.
-func (a *Agent) wantEntry(q *queue, w *waiter, round *quorum.Refusal) bool {
-	writer := w.req.Mode == protocol.Exclusive && limitOf(w.req) == 1 && round.OnlyReaders
-	if w.req.Wait == 0 || !(w.req.Fair || writer) {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if w.entry != nil || w.wantsEntry || w.state != queued {
-		return false
-	}
-	w.wantsEntry = true
-	q.wantEntries = true
-	return true
-}
-
 // entriesWanted says whether a waiter of q waits for an entry.
 func (q *queue) entriesWanted() bool {
 	q.mu.Lock()

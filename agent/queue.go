@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -10,12 +9,6 @@ import (
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
-
-// lastRound is what a failed round advises the next attempt for the same waiter.
-type lastRound struct {
-	w        *waiter
-	bestSlot int
-}
 
 // waiterState is where a waiter is; it changes only under its queue's mu.
 type waiterState int
@@ -29,7 +22,8 @@ const (
 
 // queue is this agent's waiters for one name in arrival order. One contender
 // goroutine works for its head against the masters, so an agent with many
-// local waiters sends one attempt, and holds one subscription, per name.
+// local waiters sends one attempt, and holds one subscription, per name
+// (see contender.go).
 type queue struct {
 	name    string
 	mu      sync.Mutex
@@ -145,7 +139,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	}
 	q.waiters = append(q.waiters, w)
 	if w.req.Wait > 0 {
-		w.timer = time.AfterFunc(w.req.Wait, func() { a.expire(w) })
+		w.timer = afterFunc(a.clock, w.req.Wait, func() { a.expire(w) })
 	}
 	a.waiters.Add(1)
 	a.metrics.mode(w.req.Mode).Waiters.Inc()
@@ -178,235 +172,10 @@ func (a *Agent) head(q *queue) *waiter {
 	return q.waiters[0]
 }
 
-// stuckRetry is the least the back-off of a waiter that keeps failing grows
-// to, whatever retry_max is: such a waiter tries at most 1/(stuckRetry/2),
-// about 20 times a second.
-const stuckRetry = 100 * time.Millisecond
-
 // backoff is the jittered wait before the next attempt after fails
-// consecutive failed ones: it doubles from retry_min up to
-// max(retry_max, stuckRetry), and is drawn from its upper half.
+// consecutive failed ones (see retryPolicy.after).
 func (a *Agent) backoff(fails int) time.Duration {
-	ceiling := a.backoffCeiling()
-	d := max(a.cfg.Lock.RetryMin, time.Millisecond)
-	for i := 1; i < fails && d < ceiling; i++ {
-		d *= 2
-	}
-	d = min(d, ceiling)
-	return d/2 + rand.N(d/2+1)
-}
-
-func (a *Agent) backoffCeiling() time.Duration { return max(a.cfg.Lock.RetryMax, stuckRetry) }
-
-// contend works for the queue's head until the queue is empty. While the
-// name is held elsewhere it sleeps until a release message, its timer
-// fallback (the holder's remaining lease: PUBLISH does not fire on expiry),
-// or a change in the queue. Attempts that cannot succeed yet back off
-// instead of spinning:
-//   - a split vote (some masters granted, the round failed: its own release
-//     publishes) waits a jittered back-off that release messages do not cut,
-//     but for one in which a majority answered held: a master that missed
-//     the holder's grant voted for the waiter, and no attempt can win before
-//     a release, so the first such split waits for one as a busy answer does;
-//   - a round that did not reach a majority (NO_QUORUM) backs off the same
-//     way, and keeps trying until the head's wait ends;
-//   - a release message is acted on at once, unless attempts have been
-//     failing (split votes, or attempts that earlier messages caused) with
-//     no quiet spell since: then it waits a back-off first. Messages that
-//     free nothing the waiter could get must not drive it.
-func (a *Agent) contend(q *queue) {
-	var watch *quorum.Watch
-	defer func() {
-		if watch != nil {
-			watch.Close()
-		}
-	}()
-	ctx := a.runCtx
-	var (
-		fails     int        // failed attempts since the last grant or quiet spell that a split vote, no quorum or a wake-up caused
-		woken     bool       // the coming attempt follows a wake-up
-		outvoted  bool       // the last attempt split with a majority held (see below)
-		notBefore time.Time  // no attempt before this
-		last      *lastRound // the last failed round's advice
-	)
-	for {
-		w := a.head(q)
-		if w == nil {
-			return
-		}
-		if w.sess.reenterQueued(w) {
-			continue
-		}
-		if w.after != nil {
-			select {
-			case <-w.after:
-			case <-ctx.Done():
-			}
-			w.after = nil
-			continue // the release may have passed the name to w: look again
-		}
-		if ctx.Err() != nil {
-			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
-			continue
-		}
-		if cohortable(w.req) && a.inCohort(q.name) {
-			// This agent holds the name in a run of local holders: w is
-			// passed the name when the holder lets go, or tries the masters
-			// once the run ended (its release pokes the queue).
-			if w.req.Wait == 0 {
-				a.finish(q, w, result{err: quorum.ErrBusy})
-				continue
-			}
-			if watch == nil {
-				watch = a.cluster.Watch(ctx, q.name) // to hear that other agents wait
-			}
-			select {
-			case <-q.changed:
-			case <-watch.Wanted():
-				a.cohortWanted(q)
-			case <-ctx.Done():
-			}
-			continue
-		}
-		if d := q.yieldLeft(a.clock.Now()); d > 0 {
-			notBefore = a.clock.Now().Add(d)
-			continue
-		}
-		a.enter(ctx, q)
-		if d := notBefore.Sub(a.clock.Now()); d > 0 {
-			// Backing off: release messages do not cut it short. A change
-			// in the queue only makes the loop look at its head again.
-			t := a.clock.NewTimer(d)
-			select {
-			case <-t.C():
-			case <-q.changed:
-			case <-ctx.Done():
-			}
-			t.Stop()
-			continue
-		}
-		if watch != nil {
-			// This attempt sees every release, and subscription, so far.
-			select {
-			case <-watch.C():
-			default:
-			}
-			select {
-			case <-watch.Recheck():
-			default:
-			}
-		}
-		lease := a.cfg.Lock.Lease
-		if w.req.TTL > 0 {
-			lease = w.req.TTL
-		}
-		holder := a.holderID(w.sess.id, w.req.Owner)
-		slot := 0
-		if last != nil && last.w == w {
-			slot = last.bestSlot // after a split, ask for the slot most masters granted
-		}
-		who := w.who
-		who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
-		claim := claimOf(w.req)
-		claim.Slot = slot
-		q.mu.Lock()
-		entry := w.entry
-		q.mu.Unlock()
-		g, round, err := a.cluster.Acquire(ctx, quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
-			Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w)})
-		wasWoken := woken
-		woken = false
-		if err == nil && round == nil {
-			q.roundDone(nil)
-			a.grant(q, w, holder, g)
-			fails, outvoted = 0, false
-			continue
-		}
-		if round != nil {
-			err = round.Err()
-			last = &lastRound{w: w, bestSlot: round.BestSlot}
-		}
-		if errors.Is(err, quorum.ErrConflict) {
-			// Held for another kind of claim: waiting would not help.
-			a.finish(q, w, result{err: protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", q.name, round.HeldLimit)})
-			continue
-		}
-		if !errors.Is(err, quorum.ErrBusy) {
-			if w.req.Wait == 0 || round == nil {
-				a.finish(q, w, result{err: quorumError(err)})
-				continue
-			}
-			// A slow or unreachable majority may be back soon: the waits
-			// of the queue go on, and end as NO_QUORUM if it is not.
-			q.roundDone(err)
-			fails++
-			notBefore = a.clock.Now().Add(a.backoff(fails))
-			continue
-		}
-		q.roundDone(nil)
-		if w.req.Wait == 0 {
-			a.finish(q, w, result{err: quorum.ErrBusy})
-			continue
-		}
-		if a.wantEntry(q, w, round) {
-			continue // try again once it has its place in the queue
-		}
-		if watch == nil {
-			// Subscribe, then try again at once: a release between the
-			// first attempt and the subscription would otherwise be missed.
-			watch = a.cluster.Watch(ctx, q.name)
-			continue
-		}
-		split := round.Yes > 0
-		switch {
-		case split && round.RetryAfter > 0 && round.Busy >= a.cluster.Quorum() && !(outvoted && wasWoken):
-			// Held on a majority: only a master that missed the holder's
-			// grant voted for w. Wait for the holder's release below, as
-			// for a busy answer (the release message wakes it at once).
-			// Outvoted again right after a message woke it, w backs off:
-			// contenders that split among themselves must not try again
-			// in lock step on each other's give-backs.
-			outvoted = true
-		case split || round.RetryAfter <= 0:
-			// A split vote, or a holder with no lease: back off with jitter
-			// so that contending agents do not split again in lock step.
-			fails++
-			notBefore = a.clock.Now().Add(a.backoff(fails))
-			continue
-		default:
-			outvoted = false
-			if wasWoken {
-				fails++
-			}
-		}
-		// Tell an agent that passes the name among its local holders that
-		// it is wanted here (see cohort.go).
-		a.cluster.Wanted(q.name)
-		parked := a.clock.Now()
-		t := a.clock.NewTimer(min(round.RetryAfter, a.cfg.Lock.Lease))
-		select {
-		case <-watch.C():
-			woken = true
-		case <-q.changed:
-			// A waiter that only wants an entry is not a wake-up: the
-			// attempt after it says nothing about contention.
-			woken = !q.entriesWanted()
-		case <-watch.Recheck():
-			// A subscription confirmed: look again, as for the timer.
-		case <-t.C():
-		case <-ctx.Done():
-		}
-		t.Stop()
-		if !woken {
-			continue
-		}
-		if a.clock.Now().Sub(parked) >= a.backoffCeiling() {
-			fails = 0 // a quiet spell: this wake-up is likely a real release
-		}
-		if fails > 0 {
-			notBefore = a.clock.Now().Add(a.backoff(fails))
-		}
-	}
+	return a.retryPolicy().after(fails, rand.Float64())
 }
 
 // grant hands a won name to w, or gives it back if w went away meanwhile.

@@ -27,7 +27,7 @@ type waiter struct {
 	// answered by whoever ends its wait (see end).
 	done chan result
 	// timer ends the wait when wait= runs out; set under the queue's mu.
-	timer *time.Timer
+	timer *funcTimer
 	// after, if not nil, is closed once this session's release of the name
 	// landed: the contender tries the masters for w only then.
 	after <-chan struct{}
@@ -234,7 +234,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		cancel(nil)
 		return err
 	}
-	deadline := time.Now().Add(l.Wait)
+	deadline := s.a.clock.Now().Add(l.Wait)
 	s.spawn(tag, func() error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
@@ -291,7 +291,7 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 		one.Names = l.Names[i : i+1]
 		one.TTL = 0 // on the watchdog's lease until all are won: see fixAll
 		if l.Wait > 0 && l.Wait != protocol.Forever {
-			one.Wait = max(time.Until(deadline), time.Millisecond)
+			one.Wait = max(deadline.Sub(s.a.clock.Now()), time.Millisecond)
 		}
 		w, r, err := s.claim(tag, one, true)
 		if err == nil && w != nil {

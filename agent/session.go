@@ -67,7 +67,7 @@ type session struct {
 	peer     acl.Peer
 
 	mu     sync.Mutex
-	idle   *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
+	idle   *funcTimer // the idle_timeout check; nil until there is one (see armIdle)
 	holds  map[holdKey]*hold
 	waits  map[string]*waiter                 // by tag, for CANCEL
 	multis map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
@@ -130,7 +130,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		conn.Close()
 		return
 	}
-	s.lastRequest.Store(time.Now().UnixNano())
+	s.lastRequest.Store(a.clock.Now().UnixNano())
 	s.ctx, s.cancel = context.WithCancelCause(a.runCtx)
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	a.sessions[s.id] = s
@@ -167,7 +167,7 @@ func (s *session) serve() {
 			s.bye("protocol")
 			return
 		}
-		s.lastRequest.Store(time.Now().UnixNano())
+		s.lastRequest.Store(s.a.clock.Now().UnixNano())
 		if quit := s.dispatch(string(line)); quit {
 			return
 		}
@@ -255,7 +255,7 @@ func (s *session) checkIdle() {
 	// after a SIGHUP: a new timeout is never overwritten by the old one.
 	s.mu.Lock()
 	limit := s.a.limits().IdleTimeout
-	quiet := time.Since(time.Unix(0, s.lastRequest.Load()))
+	quiet := s.a.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
 	busy := len(s.holds) > 0 || len(s.waits) > 0 || s.inflight > 0
 	idle := false
 	switch {
@@ -287,7 +287,7 @@ func (s *session) armIdle() {
 			s.idle.Stop()
 		}
 	case s.idle == nil:
-		s.idle = time.AfterFunc(d, s.checkIdle)
+		s.idle = afterFunc(s.a.clock, d, s.checkIdle)
 	default:
 		s.idle.Reset(0) // checkIdle measures the quiet time against the new timeout
 	}

@@ -212,49 +212,6 @@ func TestSessionsPerUID(t *testing.T) {
 	}
 }
 
-func TestIdleSessionsAreClosed(t *testing.T) {
-	const idle = 200 * time.Millisecond
-	a, _ := start(t, func(c *agent.Config) { c.Limits.IdleTimeout = idle })
-	blocker := agenttest.Dial(t, a.Config.Socket.Path)
-	blocker.Do("LOCK taken")
-
-	quiet := agenttest.Dial(t, a.Config.Socket.Path)
-	quiet.Do("PING")
-	holding := agenttest.Dial(t, a.Config.Socket.Path)
-	holding.Do("LOCK mine")
-	waiting := agenttest.Dial(t, a.Config.Socket.Path)
-	waiting.Send("LOCK taken wait=forever")
-	chatty := agenttest.Dial(t, a.Config.Socket.Path)
-	start := time.Now()
-	for time.Since(start) < 3*idle {
-		chatty.Do("PING")
-		time.Sleep(idle / 4)
-	}
-	select {
-	case <-quiet.Closed():
-	case <-time.After(2 * idle):
-		t.Fatal("an idle session was not closed")
-	}
-	if p := quiet.Push(time.Second); p != "* BYE reason=idle" {
-		t.Fatalf("idle session was told %q", p)
-	}
-	for name, c := range map[string]*agenttest.Conn{"a session with a hold": holding, "a session with a wait": waiting, "a session sending requests": chatty} {
-		select {
-		case <-c.Closed():
-			t.Fatalf("%s was closed as idle", name)
-		default:
-		}
-	}
-	if r := holding.Do("UNLOCK mine"); r.Kind != "OK" {
-		t.Fatal(r.Line)
-	}
-	select {
-	case <-holding.Closed():
-	case <-time.After(3 * idle):
-		t.Fatal("a session that released its hold was not closed once idle")
-	}
-}
-
 // TestLostComesBeforeNotHeld: an UNLOCK that races a hold's expiry and
 // answers NOT_HELD must come after the hold's LOST on the connection, so
 // that a client always knows why its hold is gone.

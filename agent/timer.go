@@ -1,0 +1,83 @@
+package agent
+
+import (
+	"sync"
+	"time"
+
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// funcTimer calls a function once the agent's clock has moved on by a
+// duration, as time.AfterFunc does for the real clock: the wait= timers and
+// the idle_timeout check. On the real clock it is a time.AfterFunc; on any
+// other (a test's quorum.FakeClock) each arming waits in a goroutine of its
+// own until the timer fires or is stopped, so a stopped timer leaves nothing
+// behind.
+type funcTimer struct {
+	real *time.Timer // on the real clock; the fields below are unused then
+
+	clock quorum.Clock
+	f     func()
+	mu    sync.Mutex
+	armed quorum.Timer  // nil when not armed
+	stop  chan struct{} // closed by Stop and Reset to end the armed wait
+}
+
+// afterFunc calls f in its own goroutine once clock has moved on by d.
+func afterFunc(clock quorum.Clock, d time.Duration, f func()) *funcTimer {
+	if _, ok := clock.(quorum.RealClock); ok {
+		return &funcTimer{real: time.AfterFunc(d, f)}
+	}
+	t := &funcTimer{clock: clock, f: f}
+	t.Reset(d)
+	return t
+}
+
+// Stop prevents the timer from firing, and says whether it did.
+func (t *funcTimer) Stop() bool {
+	if t.real != nil {
+		return t.real.Stop()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.disarmLocked()
+}
+
+func (t *funcTimer) disarmLocked() bool {
+	if t.armed == nil {
+		return false
+	}
+	stopped := t.armed.Stop()
+	close(t.stop)
+	t.armed, t.stop = nil, nil
+	return stopped
+}
+
+// Reset makes the timer fire after d from now, whether or not it had.
+func (t *funcTimer) Reset(d time.Duration) {
+	if t.real != nil {
+		t.real.Reset(d)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.disarmLocked()
+	armed, stop := t.clock.NewTimer(d), make(chan struct{})
+	t.armed, t.stop = armed, stop
+	go func() {
+		select {
+		case <-armed.C():
+		case <-stop:
+			return
+		}
+		t.mu.Lock()
+		current := t.armed == armed
+		if current {
+			t.armed, t.stop = nil, nil
+		}
+		t.mu.Unlock()
+		if current {
+			t.f()
+		}
+	}()
+}
