@@ -50,14 +50,15 @@ type Agent struct {
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64
 	queues      map[string]*queue
-	waiters     atomic.Int64 // LOCKs waiting in a queue; queue.remove keeps it
-	holds       map[*renewal.Hold]*hold
-	// entryMu guards entries, the waiters whose queue entries the watchdog
-	// renews, by their heartbeat. It is taken last of all.
-	entryMu    sync.Mutex
-	entries    map[*renewal.Hold]*waiter
-	cohorts    map[string]*cohort // names held in a run of local holders: see cohort.go
-	attempts   atomic.Uint64      // numbers every acquire attempt: see holderID
+	// waiters counts the LOCKs waiting in any queue, for max_waiters and
+	// STATUS. The queues alone keep it, with the waiters gauges: queue.join
+	// adds a waiter, queue.remove takes it out.
+	waiters atomic.Int64
+	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
+	// held counts the live holds (those a loss would reach), for STATUS:
+	// kept by startHoldLocked and endHoldLocked alone.
+	held       int
+	attempts   atomic.Uint64 // numbers every acquire attempt: see holderID
 	stopping   bool
 	runCtx     context.Context
 	sessionsWG sync.WaitGroup
@@ -69,8 +70,8 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		log = hclog.NewNullLogger()
 	}
 	a := &Agent{cfg: cfg, log: log, clock: quorum.RealClock{}, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
-		entries: map[*renewal.Hold]*waiter{}, cohorts: map[string]*cohort{},
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
+		cohorts: map[string]*cohort{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = newHealth(time.Now)
@@ -198,7 +199,7 @@ type counts struct {
 func (a *Agent) counts() counts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: int(a.waiters.Load())}
+	return counts{Sessions: len(a.sessions), Holds: a.held, Waiters: int(a.waiters.Load())}
 }
 
 // holderID returns a fresh holder id for one acquire attempt of a

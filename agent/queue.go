@@ -89,6 +89,14 @@ func (q *queue) poke() {
 	}
 }
 
+// joinLocked puts w at the back of the queue and counts it (see
+// Agent.waiters). q.mu is held.
+func (q *queue) joinLocked(w *waiter) {
+	q.waiters = append(q.waiters, w)
+	q.count.Add(1)
+	q.metrics.mode(w.req.Mode).waiters.Inc()
+}
+
 // remove takes w out of the queue if it is still queued, giving it state st.
 func (q *queue) remove(w *waiter, st waiterState) bool {
 	q.mu.Lock()
@@ -143,12 +151,10 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 		q.wantEntries = true
 		defer q.poke()
 	}
-	q.waiters = append(q.waiters, w)
+	q.joinLocked(w)
 	if w.req.Wait > 0 {
 		w.timer = time.AfterFunc(w.req.Wait, func() { a.expire(w) })
 	}
-	a.waiters.Add(1)
-	a.metrics.mode(w.req.Mode).waiters.Inc()
 	q.mu.Unlock()
 	if start {
 		go a.contend(q)
