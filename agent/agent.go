@@ -45,7 +45,7 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	mu          sync.Mutex
+	mu          agentMutex // after session.mu: see the lock order there
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64

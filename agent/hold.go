@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -38,7 +37,7 @@ type hold struct {
 	// Agent.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
 	// extending is held by the EXTEND in flight.
-	extending sync.Mutex
+	extending extendingMutex
 	// cohort is the run of local holders this hold is part of (see
 	// cohort.go), or nil; set when the hold is made, then not changed.
 	// Holds of one run share rh.

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"net"
-	"sync"
 	"syscall"
 	"time"
 
@@ -36,7 +35,7 @@ type outbox struct {
 	raw  syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	log  hclog.Logger
 
-	mu      sync.Mutex // taken last of all: see the lock order at session.mu
+	mu      outboxMutex // taken last of all: see the lock order at session.mu
 	lines   [][]byte
 	writing bool          // a writer goroutine is running
 	closing bool          // close the connection once every line is written

@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +31,7 @@ const (
 // local waiters sends one attempt, and holds one subscription, per name.
 type queue struct {
 	name    string
-	mu      sync.Mutex
+	mu      queueMutex
 	waiters []*waiter
 	changed chan struct{}
 	count   *atomic.Int64 // the agent's count of waiters in all queues

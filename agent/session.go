@@ -29,11 +29,6 @@ type holdKey struct {
 
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
-//
-// Lock order: session.mu, then Agent.mu, then queue.mu. outbox.mu is taken
-// last: nothing is sent (send may wait) with another lock held, but a push
-// (which never waits) may be queued under session.mu, to order it before
-// replies that look at the session's holds.
 type session struct {
 	a      *Agent
 	id     uint64
@@ -53,7 +48,31 @@ type session struct {
 	peerOnce sync.Once
 	peer     Peer
 
-	mu     sync.Mutex
+	// The lock order, every mutex of agent and renewal, outermost first. A
+	// goroutine that holds one takes only the ones after it. A build with
+	// the lockorder tag checks it (internal/lockorder, which lists it too).
+	//
+	//  1. hold.extending: one EXTEND of a hold at a time. It is held across
+	//     the EXTEND's round on the masters, so nothing else waits for it;
+	//     under it, the watchdog's mutex and (the reply) the outbox's.
+	//  2. session.mu (this one): the session's holds, waits and multi-locks.
+	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
+	//     under it, and under it take the locks below.
+	//  3. Agent.mu: the sessions, the queues, the cohorts, the live holders
+	//     of the watchdog's records (renewal.Hold.Owner) and their count.
+	//  4. queue.mu: one name's waiters, their states and queue entries.
+	//  5. Watchdog.mu (renewal): the watched records. The watchdog calls
+	//     nothing of the agent's with it held: OnLost runs without it.
+	//  6. outbox.mu: the session's lines for the client, taken last of all.
+	//     Nothing is sent (send may wait for room) with another lock held,
+	//     but a push or a reply, which never wait, may be queued under the
+	//     locks above: a LOST under session.mu, so that it comes before any
+	//     reply that looks at the session's holds.
+	//
+	// quorum's mutexes (the masters' connections, subscriptions) may be
+	// taken under these and take none of them: quorum never calls back
+	// into the agent.
+	mu     sessionMutex
 	idle   *time.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds  map[holdKey]*hold
 	waits  map[string]*waiter                 // by tag, for CANCEL

@@ -7,7 +7,6 @@ package renewal
 import (
 	"container/heap"
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -133,9 +132,12 @@ type Config struct {
 
 // Watchdog renews holds and reports the ones it loses.
 type Watchdog struct {
-	cfg      Config
-	quorum   int
-	mu       sync.Mutex
+	cfg    Config
+	quorum int
+	// mu guards the watched holds. Nothing of the caller's runs under it
+	// (OnLost and the Renewer are called without it), so a caller may call
+	// the watchdog with its own locks held.
+	mu       watchdogMutex
 	byExpiry byExpiry // the watched holds (see watched)
 	changed  chan struct{}
 }
