@@ -51,8 +51,8 @@ type Agent struct {
 	nextSession uint64
 	queues      map[string]*queue
 	// waiters counts the LOCKs waiting in any queue, for max_waiters and
-	// STATUS. The queues alone keep it, with the waiters gauges: queue.join
-	// adds a waiter, queue.remove takes it out.
+	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
+	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
 	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
 	// held counts the live holds (those a loss would reach), for STATUS:
