@@ -46,19 +46,20 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	mu          sync.Mutex
+	mu          agentMutex // after session.mu: see the lock order there
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64
 	queues      map[string]*queue
-	waiters     atomic.Int64 // LOCKs waiting in a queue; queue.remove keeps it
-	holds       map[*renewal.Hold]*hold
-	// entryMu guards entries, the waiters whose queue entries the watchdog
-	// renews, by their heartbeat. It is taken last of all.
-	entryMu    sync.Mutex
-	entries    map[*renewal.Hold]*waiter
-	cohorts    map[string]*cohort // names held in a run of local holders: see cohort.go
-	attempts   atomic.Uint64      // numbers every acquire attempt: see holderID
+	// waiters counts the LOCKs waiting in any queue, for max_waiters and
+	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
+	// adds a waiter, remove takes it out (queue.go).
+	waiters atomic.Int64
+	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
+	// held counts the live holds (those a loss would reach), for STATUS:
+	// kept by startHoldLocked and endHoldLocked alone.
+	held       int
+	attempts   atomic.Uint64 // numbers every acquire attempt: see holderID
 	stopping   bool
 	runCtx     context.Context
 	sessionsWG sync.WaitGroup
@@ -74,8 +75,8 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clock = quorum.RealClock{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{}, holds: map[*renewal.Hold]*hold{},
-		entries: map[*renewal.Hold]*waiter{}, cohorts: map[string]*cohort{},
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
+		cohorts: map[string]*cohort{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
@@ -203,7 +204,7 @@ type counts struct {
 func (a *Agent) counts() counts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return counts{Sessions: len(a.sessions), Holds: len(a.holds), Waiters: int(a.waiters.Load())}
+	return counts{Sessions: len(a.sessions), Holds: a.held, Waiters: int(a.waiters.Load())}
 }
 
 // holderID returns a fresh holder id for one acquire attempt of a

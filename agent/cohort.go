@@ -259,7 +259,7 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.stopping || a.holds[h.rh] != h || a.cohorts[c.name] != c || !a.mayPassLocked(c) {
+	if a.stopping || holderOf(h.rh) != h || a.cohorts[c.name] != c || !a.mayPassLocked(c) {
 		return result{}, refused
 	}
 	validity, ok := a.watchdog.Validity(h.rh)
@@ -273,16 +273,15 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 	if c.next > c.top { // the block is used up: the spare one takes over
 		c.next, c.top, c.spare = c.spare, c.spare+int64(a.cohortBlock())-1, 0
 	}
-	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, count: 1, acquired: []protocol.Mode{w.req.Mode},
+	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, acquired: []protocol.Mode{w.req.Mode},
 		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
 	c.next++
 	if a.refillDueLocked(c) {
 		c.refilling = true
 		go a.refill(c)
 	}
-	a.metrics.holdEnded(h)
-	a.holds[h.rh] = next
-	a.metrics.holdStarted(next)
+	a.endHoldLocked(h)
+	a.startHoldLocked(next)
 	s.holds[key] = next
 	s.dropWaitLocked(w)
 	who := w.who
@@ -359,7 +358,7 @@ func (a *Agent) retagLoop(c *cohort) {
 	ctx := a.runCtx
 	for {
 		a.mu.Lock()
-		if !c.retag || a.holds[c.rh] == nil || ctx.Err() != nil {
+		if !c.retag || holderOf(c.rh) == nil || ctx.Err() != nil {
 			c.retagging = false
 			a.mu.Unlock()
 			return

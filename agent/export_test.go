@@ -45,9 +45,7 @@ func QueuedLines(a *Agent) int {
 	defer a.mu.Unlock()
 	most := 0
 	for _, s := range a.sessions {
-		s.out.mu.Lock()
-		most = max(most, len(s.out.lines))
-		s.out.mu.Unlock()
+		most = max(most, s.out.queued())
 	}
 	return most
 }

@@ -81,10 +81,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 			continue
 		}
 		w.entry = &es[i]
-		w.entryHold = &renewal.Hold{Name: q.name, Holder: es[i].Member(), Entry: true, Lease: lease}
-		a.entryMu.Lock()
-		a.entries[w.entryHold] = w
-		a.entryMu.Unlock()
+		w.entryHold = &renewal.Hold{Name: q.name, Holder: es[i].Member(), Entry: true, Lease: lease, Owner: w}
 		// Under q.mu, so that leave cannot remove it before it is added.
 		a.watchdog.Add(w.entryHold, deadline)
 	}
@@ -103,28 +100,28 @@ func (a *Agent) leave(w *waiter) {
 		return
 	}
 	a.watchdog.Remove(rh)
-	a.entryMu.Lock()
-	delete(a.entries, rh)
-	a.entryMu.Unlock()
 	a.dequeue(q.name, []quorum.Entry{*e})
 }
 
 // entryLost is the watchdog's report that the heartbeat of rh's entry
 // failed: the masters may have dropped it. Every entry of its queue is
 // made anew, in the local order, so the entries stay the first waiters
-// (see the top of this file). It says whether rh was an entry.
-func (a *Agent) entryLost(rh *renewal.Hold) bool {
-	a.entryMu.Lock()
-	w := a.entries[rh]
-	delete(a.entries, rh)
-	a.entryMu.Unlock()
+// (see the top of this file). rh's Owner is its waiter, set before the
+// watchdog had it and not changed after; the waiter's entryHold says
+// whether rh is still its entry (leave, or an earlier loss, took it).
+func (a *Agent) entryLost(rh *renewal.Hold) {
+	w, _ := rh.Owner.(*waiter)
 	if w == nil {
-		return rh.Entry
+		return
 	}
 	q := w.q
 	var gone []quorum.Entry
 	var beats []*renewal.Hold
 	q.mu.Lock()
+	if w.entryHold != rh {
+		q.mu.Unlock()
+		return
+	}
 	for _, o := range q.waiters {
 		if o.entry == nil {
 			continue
@@ -137,18 +134,12 @@ func (a *Agent) entryLost(rh *renewal.Hold) bool {
 		q.wantEntries = true
 	}
 	q.mu.Unlock()
-	a.entryMu.Lock()
-	for _, b := range beats {
-		delete(a.entries, b)
-	}
-	a.entryMu.Unlock()
 	for _, b := range beats {
 		a.watchdog.Remove(b)
 	}
 	a.log.Warn("queue entry lost; waiters queue again", "name", q.name, "waiters", len(gone))
 	a.dequeue(q.name, gone)
 	q.poke()
-	return true
 }
 
 // dequeue removes entries of name in the background.

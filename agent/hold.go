@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -14,16 +13,20 @@ import (
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// hold is one name held by one session+owner. count, acquired, mode and
-// the session's map are guarded by the session's mu.
+// hold is one name held by one session+owner. Its session's holds map is
+// its one record in the agent; the watchdog watches its rh, whose Owner is
+// the hold while it is live (guarded by Agent.mu: see holderOf). acquired,
+// mode and the session's map are guarded by the session's mu.
 type hold struct {
-	rh    *renewal.Hold // name, holder id, and whether it is a ttl= hold
+	// rh is the name, holder id, and whether it is a ttl= hold. Holds of
+	// one run of local holders share it (see cohort.go); its Owner is the
+	// current one.
+	rh    *renewal.Hold
 	sess  *session
 	owner string
 	fence int64
-	count int
-	// acquired is the mode of each acquisition, the most recent last
-	// (len == count): UNLOCK undoes them last first.
+	// acquired is the mode of each acquisition, the most recent last (its
+	// length is the count): UNLOCK undoes them last first.
 	acquired []protocol.Mode
 	mode     protocol.Mode // as the masters hold it: exclusive while any acquisition is
 	limit    int           // 1 for a lock, K for a semaphore
@@ -34,11 +37,38 @@ type hold struct {
 	// Agent.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
 	// extending is held by the EXTEND in flight.
-	extending sync.Mutex
+	extending extendingMutex
 	// cohort is the run of local holders this hold is part of (see
 	// cohort.go), or nil; set when the hold is made, then not changed.
 	// Holds of one run share rh.
 	cohort *cohort
+}
+
+// count is how many acquisitions of h are not undone yet. s.mu is held.
+func (h *hold) count() int { return len(h.acquired) }
+
+// holderOf is the hold whose record rh is: nil once it was lost or its
+// holder forgot it. Agent.mu is held.
+func holderOf(rh *renewal.Hold) *hold {
+	h, _ := rh.Owner.(*hold)
+	return h
+}
+
+// startHoldLocked makes h the live holder of its record: the one a loss
+// reaches. With endHoldLocked, it alone keeps Agent.held and the holds
+// gauge. Agent.mu is held.
+func (a *Agent) startHoldLocked(h *hold) {
+	h.rh.Owner = h
+	a.held++
+	a.metrics.holdStarted(h)
+}
+
+// endHoldLocked ends h, the live holder of its record: it was lost, let
+// go, or passed on. Agent.mu is held.
+func (a *Agent) endHoldLocked(h *hold) {
+	h.rh.Owner = nil
+	a.held--
+	a.metrics.holdEnded(h)
 }
 
 // limitOf is a LOCK's limit: 1 for a plain lock.
@@ -54,14 +84,13 @@ func (h *hold) reenter(l protocol.Lock) error {
 	case h.mode == protocol.Shared && l.Mode == protocol.Exclusive:
 		return protocol.Errorf(protocol.ErrConflict, "no upgrade: %s is held shared", h.rh.Name)
 	}
-	h.count++
 	h.acquired = append(h.acquired, l.Mode)
 	return nil
 }
 
 // snapshot is what a grant or re-entry answers, taken under s.mu.
 func (h *hold) snapshot(validity time.Duration) result {
-	return result{fence: h.fence, count: h.count, validity: validity, limit: h.limit, slot: h.slot}
+	return result{fence: h.fence, count: h.count(), validity: validity, limit: h.limit, slot: h.slot}
 }
 
 func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
@@ -88,28 +117,28 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		lease = w.req.TTL
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record}, sess: s, owner: key.owner,
-		fence: g.Fence, count: 1, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
+		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
-	s.a.holds[h.rh] = h
-	s.a.metrics.holdStarted(h)
+	s.a.startHoldLocked(h)
 	s.a.startCohortLocked(h, w.req, g)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
 	return h.snapshot(0), nil
 }
 
-// onLost is the watchdog's report of a hold that ended on its own.
+// onLost is the watchdog's report of a hold (or a waiter's queue entry)
+// that ended on its own.
 func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
-	if a.entryLost(rh) {
+	if rh.Entry {
+		a.entryLost(rh)
 		return
 	}
 	a.mu.Lock()
-	h := a.holds[rh]
-	delete(a.holds, rh)
+	h := holderOf(rh)
 	if h != nil {
-		a.metrics.holdEnded(h)
+		a.endHoldLocked(h)
 		a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
@@ -138,16 +167,15 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // says whether the release should be a hand-over (see endCohortLocked).
 func (a *Agent) forget(h *hold) (handOver bool) {
 	a.mu.Lock()
-	cur, ok := a.holds[h.rh]
-	if ok && cur != h {
+	cur := holderOf(h.rh)
+	if cur != nil && cur != h {
 		// Passed on to another local holder (see cohort.go): the record
 		// in the masters is that holder's now.
 		a.mu.Unlock()
 		return false
 	}
-	if ok { // not if it was lost already
-		delete(a.holds, h.rh)
-		a.metrics.holdEnded(h)
+	if cur != nil { // not if it was lost already
+		a.endHoldLocked(h)
 		handOver = a.endCohortLocked(h)
 	}
 	a.mu.Unlock()
@@ -306,22 +334,21 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
 		}
 	}
 	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
-	h.count--
 	// Only shared acquisitions left of an exclusive hold: it becomes shared
 	// (here at once, so that a following exclusive LOCK is an upgrade; in
 	// the masters by the downgrade round).
-	if h.count > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+	if h.count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
 		h.mode = protocol.Shared
 		s.a.leaveCohort(h) // the masters' record becomes shared: no exclusive holder may inherit it
 		s.a.mu.Lock()
-		if s.a.holds[h.rh] == h {
+		if holderOf(h.rh) == h {
 			s.a.metrics.holdDowngraded(h)
 		}
 		s.a.mu.Unlock()
-		return h.count, &undone{h: h, downgrade: true}
+		return h.count(), &undone{h: h, downgrade: true}
 	}
-	if h.count > 0 {
-		return h.count, nil
+	if h.count() > 0 {
+		return h.count(), nil
 	}
 	delete(s.holds, key)
 	return 0, &undone{h: h, rel: s.releaseStarted(key.name)}
@@ -407,7 +434,7 @@ func (s *session) listHolds(req *protocol.Request) error {
 	for _, h := range s.holds {
 		v, _ := s.a.watchdog.Validity(h.rh)
 		l := protocol.Reply(req.Tag, protocol.KindData).Str("name", h.rh.Name).Str("owner", h.owner).
-			Int("fence", h.fence).Int("count", int64(h.count)).Str("mode", string(h.mode)).Int("validity", v.Milliseconds())
+			Int("fence", h.fence).Int("count", int64(h.count())).Str("mode", string(h.mode)).Int("validity", v.Milliseconds())
 		if h.limit > 1 {
 			l.Int("limit", int64(h.limit)).Int("slot", int64(h.slot))
 		}

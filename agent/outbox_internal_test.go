@@ -2,7 +2,9 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -12,11 +14,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// TestReplyNeverWaitsForTheClient: reply is called by goroutines that serve
-// every session (a name's contender, timers), so it must return at once even
-// when the client reads nothing and its socket is full; what the socket does
-// not take is written later, in order.
-func TestReplyNeverWaitsForTheClient(t *testing.T) {
+// outboxPair is an outbox writing to one end of a Unix socket, and the
+// client's end, which reads only when the test says so.
+func outboxPair(t *testing.T) (*outbox, net.Conn) {
+	t.Helper()
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "s"), Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -26,22 +27,68 @@ func TestReplyNeverWaitsForTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(func() { client.Close() })
 	conn, err := l.AcceptUnix()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &session{conn: conn, log: hclog.NewNullLogger()}
-	s.out.dead = make(chan struct{})
-	if s.raw, err = conn.SyscallConn(); err != nil {
+	o := &outbox{}
+	if err := o.init(conn, hclog.NewNullLogger()); err != nil {
 		t.Fatal(err)
 	}
-	const lines = 2000 // 2 MB: far more than a socket buffer
+	t.Cleanup(func() {
+		o.flushAndClose()
+		conn.Close()
+		<-o.closed() // its writer has returned
+	})
+	return o, client
+}
+
+// fill has o queue outQueue lines or more while the client reads nothing,
+// and returns the lines it queued.
+func fill(o *outbox) [][]byte {
 	pad := strings.Repeat("x", 1000)
+	var lines [][]byte
+	for i := 0; o.queued() < outQueue; i++ {
+		line := fmt.Appendf(nil, "%d OK %s\n", i, pad)
+		o.reply(line)
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// expectLines reads want from the client, in order.
+func expectLines(t *testing.T, client net.Conn, want [][]byte) {
+	t.Helper()
+	r := bufio.NewReader(client)
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for i, w := range want {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if !bytes.Equal(line, w) {
+			t.Fatalf("line %d is %.20q, want %.20q", i, line, w)
+		}
+	}
+}
+
+// TestReplyNeverWaitsForTheClient: reply is called by goroutines that serve
+// every session (a name's contender, timers), so it must return at once even
+// when the client reads nothing and its socket is full; what the socket does
+// not take is written later, in order.
+func TestReplyNeverWaitsForTheClient(t *testing.T) {
+	o, client := outboxPair(t)
+	const n = 2000 // 2 MB: far more than a socket buffer
+	pad := strings.Repeat("x", 1000)
+	var lines [][]byte
+	for i := range n {
+		lines = append(lines, fmt.Appendf(nil, "%d OK %s\n", i, pad))
+	}
 	done := make(chan struct{})
 	go func() {
-		for i := range lines {
-			s.reply(fmt.Appendf(nil, "%d OK %s\n", i, pad))
+		for _, l := range lines {
+			o.reply(l)
 		}
 		close(done)
 	}()
@@ -50,15 +97,74 @@ func TestReplyNeverWaitsForTheClient(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("reply waited for a client that reads nothing")
 	}
-	r := bufio.NewReader(client)
+	expectLines(t, client, lines)
+}
+
+// TestAFirstLineIsWrittenByItsSender: a line that finds nothing queued is
+// written in the sender's goroutine, and no writer is left running.
+func TestAFirstLineIsWrittenByItsSender(t *testing.T) {
+	o, client := outboxPair(t)
+	line := []byte("1 OK\n")
+	o.send(line)
+	o.mu.Lock()
+	writing, queued := o.writing, len(o.lines)
+	o.mu.Unlock()
+	if writing || queued != 0 {
+		t.Fatalf("after a first line: writing=%v queued=%d, want it written and no writer", writing, queued)
+	}
+	expectLines(t, client, [][]byte{line})
+}
+
+// TestSendWaitsWhileTheQueueIsFull: a reply on the request path waits for
+// room (backpressure on a client that does not read), and goes out in order
+// once the client reads.
+func TestSendWaitsWhileTheQueueIsFull(t *testing.T) {
+	o, client := outboxPair(t)
+	lines := fill(o)
+	last := []byte("last OK\n")
+	sent := make(chan struct{})
+	go func() {
+		o.send(last)
+		close(sent)
+	}()
+	for waiting := false; !waiting; { // until send waits for room (see awaitRoomLocked)
+		select {
+		case <-sent:
+			t.Fatal("send did not wait with a full queue")
+		case <-time.After(time.Millisecond):
+		}
+		o.mu.Lock()
+		waiting = o.room != nil
+		o.mu.Unlock()
+	}
+	expectLines(t, client, append(lines, last))
+	<-sent
+}
+
+// TestPushClosesASessionThatDoesNotRead: an unsolicited line that finds the
+// queue full closes the connection rather than wait, or drop the line and
+// leave the client holding what it cannot be told it lost.
+func TestPushClosesASessionThatDoesNotRead(t *testing.T) {
+	o, client := outboxPair(t)
+	fill(o)
+	pushed := make(chan struct{})
+	go func() {
+		o.push([]byte("* LOST x reason=quorum\n"))
+		close(pushed)
+	}()
+	select {
+	case <-pushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("push waited for a client that reads nothing")
+	}
+	select {
+	case <-o.closed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection is still open for writing")
+	}
 	client.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for i := range lines {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("line %d: %v", i, err)
-		}
-		if want := fmt.Sprintf("%d OK %s\n", i, pad); line != want {
-			t.Fatalf("line %d is %.20q, want %.20q", i, line, want)
-		}
+	data, err := io.ReadAll(client)
+	if bytes.Contains(data, []byte("LOST")) {
+		t.Fatalf("the LOST line was written after all (read %d bytes, %v)", len(data), err)
 	}
 }

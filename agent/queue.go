@@ -2,7 +2,6 @@ package agent
 
 import (
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +25,7 @@ const (
 // (see contender.go).
 type queue struct {
 	name    string
-	mu      sync.Mutex
+	mu      queueMutex
 	waiters []*waiter
 	changed chan struct{}
 	count   *atomic.Int64 // the agent's count of waiters in all queues
@@ -83,6 +82,14 @@ func (q *queue) poke() {
 	}
 }
 
+// joinLocked puts w at the back of the queue and counts it (see
+// Agent.waiters). q.mu is held.
+func (q *queue) joinLocked(w *waiter) {
+	q.waiters = append(q.waiters, w)
+	q.count.Add(1)
+	q.metrics.mode(w.req.Mode).Waiters.Inc()
+}
+
 // remove takes w out of the queue if it is still queued, giving it state st.
 func (q *queue) remove(w *waiter, st waiterState) bool {
 	q.mu.Lock()
@@ -137,12 +144,10 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 		q.wantEntries = true
 		defer q.poke()
 	}
-	q.waiters = append(q.waiters, w)
+	q.joinLocked(w)
 	if w.req.Wait > 0 {
 		w.timer = afterFunc(a.clock, w.req.Wait, func() { a.expire(w) })
 	}
-	a.waiters.Add(1)
-	a.metrics.mode(w.req.Mode).Waiters.Inc()
 	q.mu.Unlock()
 	if start {
 		go a.contend(q)

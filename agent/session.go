@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,16 +23,6 @@ type Cred struct {
 	PID, UID, GID int
 }
 
-// outQueue is how many lines may wait for the writer. Replies beyond it
-// wait (the agent stops reading that client's requests: backpressure);
-// an unsolicited push beyond it closes the session, since a client that
-// cannot be told its lock is lost must not go on holding anything.
-const outQueue = 4096
-
-// closeFlush bounds how long a closing session's last lines may take to
-// write: a client that stopped reading cannot hold up its own cleanup.
-const closeFlush = 2 * time.Second
-
 // holdKey identifies a hold within a session.
 type holdKey struct {
 	name, owner string
@@ -41,16 +30,10 @@ type holdKey struct {
 
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
-//
-// Lock order: session.mu, then Agent.mu, then queue.mu. outbox.mu is taken
-// last: nothing is sent (send may wait) with another lock held, but a push
-// (which never waits) may be queued under session.mu, to order it before
-// replies that look at the session's holds.
 type session struct {
 	a      *Agent
 	id     uint64
 	conn   *net.UnixConn
-	raw    syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	cred   Cred
 	log    hclog.Logger
 	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
@@ -66,7 +49,32 @@ type session struct {
 	peerOnce sync.Once
 	peer     acl.Peer
 
-	mu     sync.Mutex
+	// The lock order, every mutex of agent and renewal, outermost first. A
+	// goroutine that holds one takes only the ones after it. A build with
+	// the lockorder tag checks it (internal/lockorder, which lists it too).
+	//
+	//  1. hold.extending: one EXTEND of a hold at a time. It is held across
+	//     the EXTEND's round on the masters, so nothing else waits for it;
+	//     under it, the watchdog's mutex and (the reply) the outbox's.
+	//  2. session.mu (this one): the session's holds, waits and multi-locks.
+	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
+	//     under it, and under it take the locks below.
+	//  3. Agent.mu: the sessions, the queues, the cohorts, the live holders
+	//     of the watchdog's records (renewal.Hold.Owner) and their count.
+	//  4. queue.mu: one name's waiters, their states and queue entries.
+	//  5. Watchdog.mu (renewal): the watched records. The watchdog calls
+	//     nothing of the agent's with it held: OnLost runs without it.
+	//  6. outbox.mu: the session's lines for the client, taken last of all.
+	//     Nothing is sent (send may wait for room) with another lock held,
+	//     but a push or a reply, which never wait, may be queued under the
+	//     locks above: a LOST under session.mu, so that it comes before any
+	//     reply that looks at the session's holds.
+	//
+	// quorum's mutexes (the masters' connections, subscriptions) and
+	// funcTimer.mu may be taken under these and take none of them: quorum
+	// never calls back into the agent, and a funcTimer calls its function
+	// with its mutex let go.
+	mu     sessionMutex
 	idle   *funcTimer // the idle_timeout check; nil until there is one (see armIdle)
 	holds  map[holdKey]*hold
 	waits  map[string]*waiter                 // by tag, for CANCEL
@@ -86,19 +94,6 @@ type session struct {
 type release struct {
 	n    int
 	done chan struct{} // closed when n drops to 0
-}
-
-// outbox is a session's lines waiting for the connection. A writer
-// goroutine runs only while there is something to write: an idle session
-// costs neither a goroutine nor a buffer for it.
-type outbox struct {
-	mu      sync.Mutex
-	lines   [][]byte
-	writing bool          // a writer goroutine is running
-	closing bool          // close the connection once every line is written
-	room    chan struct{} // closed when the writer takes lines; a full queue's replies wait on it
-	done    bool          // the connection is closed for writing: lines are dropped
-	dead    chan struct{} // closed when done becomes true
 }
 
 func (a *Agent) open(conn *net.UnixConn) {
@@ -124,15 +119,14 @@ func (a *Agent) open(conn *net.UnixConn) {
 	}
 	a.nextSession++
 	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}, waits: map[string]*waiter{}}
-	s.out.dead = make(chan struct{})
-	if s.raw, err = conn.SyscallConn(); err != nil {
+	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
+	if err := s.out.init(conn, s.log); err != nil {
 		a.mu.Unlock()
 		conn.Close()
 		return
 	}
 	s.lastRequest.Store(a.clock.Now().UnixNano())
 	s.ctx, s.cancel = context.WithCancelCause(a.runCtx)
-	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	a.sessions[s.id] = s
 	a.uidSessions[cred.UID]++
 	a.sessionsWG.Add(1)
@@ -148,7 +142,7 @@ func (s *session) serve() {
 	defer s.close()
 	r := bufio.NewReaderSize(s.conn, protocol.MaxLine+2)
 	for {
-		s.awaitRoom()
+		s.out.awaitRoom()
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
@@ -293,225 +287,10 @@ func (s *session) armIdle() {
 	}
 }
 
-// send queues a reply line for the writer, waiting while the queue is
-// full. It must not be called with s.mu held.
-func (s *session) send(line []byte) {
-	o := &s.out
-	o.mu.Lock()
-	if s.writeNowLocked(line) {
-		return
-	}
-	s.awaitRoomLocked()
-	s.queueLocked(line)
-	o.mu.Unlock()
-}
-
-// awaitRoom waits while the queue is full before the next request is read.
-// The answers of waits (reply) never wait, and a wait ends as soon as its
-// answer is queued: without this, a client that reads nothing could have
-// the agent queue answers without bound, one LOCK ... wait=0 after another.
-func (s *session) awaitRoom() {
-	o := &s.out
-	o.mu.Lock()
-	s.awaitRoomLocked()
-	o.mu.Unlock()
-}
-
-// awaitRoomLocked waits until the queue has room or the connection is
-// closed for writing. s.out.mu is held, and let go while it waits.
-func (s *session) awaitRoomLocked() {
-	o := &s.out
-	for len(o.lines) >= outQueue && !o.done {
-		if o.room == nil {
-			o.room = make(chan struct{})
-		}
-		room := o.room
-		o.mu.Unlock()
-		<-room
-		o.mu.Lock()
-	}
-}
-
-// reply queues the answer of a request that another goroutine finished (a
-// waiting LOCK granted by its name's contender, or ended by its timer),
-// without ever waiting: that goroutine serves other sessions too. The lines
-// it may add beyond outQueue are bounded by the session's waits
-// (max_holds_per_session): no request is read while the queue is full (see
-// awaitRoom).
-func (s *session) reply(line []byte) {
-	o := &s.out
-	o.mu.Lock()
-	if s.writeNowLocked(line) {
-		return
-	}
-	s.queueLocked(line)
-	o.mu.Unlock()
-}
-
-// writeNowLocked writes line at once if nothing is queued and no writer
-// runs, saving a writer goroutine's start and wake-up per reply; whatever
-// the socket does not take at once is left to a writer, so the caller never
-// waits for the client. It says whether it took line; it lets s.out.mu go
-// if it did, and keeps it held if not.
-func (s *session) writeNowLocked(line []byte) bool {
-	o := &s.out
-	if o.writing || o.done || len(o.lines) > 0 {
-		return false
-	}
-	o.writing = true
-	o.mu.Unlock()
-	n, err := s.writeNow(line)
-	if err != nil {
-		s.conn.Close()
-		s.writeDone()
-		return true
-	}
-	o.mu.Lock()
-	if n < len(line) {
-		o.lines = append([][]byte{line[n:]}, o.lines...)
-	}
-	if len(o.lines) == 0 && !o.closing {
-		o.writing = false
-	} else {
-		go s.write() // lines came meanwhile, or the socket is full: a writer finishes
-	}
-	o.mu.Unlock()
-	return true
-}
-
-// writeNow writes what the socket takes of b without waiting for it to take
-// more: n < len(b) when its buffer is full.
-func (s *session) writeNow(b []byte) (n int, err error) {
-	cerr := s.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, werr := syscall.Write(int(fd), b[n:])
-			if werr == syscall.EINTR {
-				continue
-			}
-			if werr == syscall.EAGAIN {
-				return true
-			}
-			if werr != nil {
-				err = werr
-				return true
-			}
-			n += m
-		}
-		return true
-	})
-	if err == nil {
-		err = cerr
-	}
-	return n, err
-}
-
-// push queues an unsolicited line without ever waiting: it is called from
-// the watchdog and the shutdown path, which serve every session. A session
-// whose queue is full is closed instead.
-func (s *session) push(line []byte) {
-	o := &s.out
-	o.mu.Lock()
-	if len(o.lines) >= outQueue && !o.done {
-		o.mu.Unlock()
-		s.log.Warn("client is not reading; closing the session", "queued", outQueue)
-		s.conn.Close()
-		return
-	}
-	s.queueLocked(line)
-	o.mu.Unlock()
-}
-
-// queueLocked adds a line and makes sure a writer runs. s.out.mu is held.
-func (s *session) queueLocked(line []byte) {
-	o := &s.out
-	if o.done {
-		return
-	}
-	o.lines = append(o.lines, line)
-	if !o.writing {
-		o.writing = true
-		go s.write()
-	}
-}
-
-// flushAndClose has the writer write what is queued, then close the
-// connection; a client that does not read gets closeFlush to take it.
-func (s *session) flushAndClose() {
-	o := &s.out
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.done || o.closing {
-		return
-	}
-	o.closing = true
-	s.conn.SetWriteDeadline(time.Now().Add(closeFlush))
-	if !o.writing {
-		o.writing = true
-		go s.write()
-	}
-}
-
-// write sends queued lines, as many per system call as are waiting, and
-// returns when there are none left.
-func (s *session) write() {
-	o := &s.out
-	var buf []byte
-	for {
-		o.mu.Lock()
-		n := 0
-		buf = buf[:0]
-		for n < len(o.lines) && len(buf) < 64<<10 {
-			buf = append(buf, o.lines[n]...)
-			n++
-		}
-		rest := copy(o.lines, o.lines[n:])
-		clear(o.lines[rest:])
-		o.lines = o.lines[:rest]
-		if rest == 0 && cap(o.lines) > 64 {
-			o.lines = nil // an idle session does not keep a burst's queue
-		}
-		if n > 0 && o.room != nil {
-			close(o.room)
-			o.room = nil
-		}
-		if n == 0 {
-			closing := o.closing
-			if !closing {
-				o.writing = false
-			}
-			o.mu.Unlock()
-			if closing {
-				s.conn.Close()
-				s.writeDone()
-			}
-			return
-		}
-		o.mu.Unlock()
-		if _, err := s.conn.Write(buf); err != nil {
-			s.conn.Close()
-			s.writeDone()
-			return
-		}
-	}
-}
-
-// writeDone marks the connection closed for writing: later lines are dropped.
-func (s *session) writeDone() {
-	o := &s.out
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.writing = false
-	if o.done {
-		return
-	}
-	o.done = true
-	o.lines = nil
-	if o.room != nil {
-		close(o.room)
-		o.room = nil
-	}
-	close(o.dead)
-}
+// send, reply and push queue a line for the client: see outbox.
+func (s *session) send(line []byte)  { s.out.send(line) }
+func (s *session) reply(line []byte) { s.out.reply(line) }
+func (s *session) push(line []byte)  { s.out.push(line) }
 
 // byeWait bounds how long a stopping agent waits for a session's
 // multi-locks to answer SHUTTING_DOWN before it says BYE.
@@ -563,7 +342,7 @@ func (s *session) bye(reason string) {
 		}
 	}
 	s.push(protocol.Push("BYE").Str("reason", reason).Bytes())
-	s.flushAndClose()
+	s.out.flushAndClose()
 }
 
 // close ends the session: its waits are cancelled and its holds released in
@@ -598,8 +377,8 @@ func (s *session) close() {
 		delete(s.a.uidSessions, s.cred.UID)
 	}
 	s.a.mu.Unlock()
-	s.flushAndClose()
-	<-s.out.dead
+	s.out.flushAndClose()
+	<-s.out.closed()
 	s.log.Debug("closed", "released", len(holds))
 	s.a.sessionsWG.Done()
 }

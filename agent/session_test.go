@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,6 +184,9 @@ func TestTTLBounds(t *testing.T) {
 
 func TestSessionsPerUID(t *testing.T) {
 	a, _ := start(t, func(c *agent.Config) { c.Limits.MaxSessionsPerUID = 2 })
+	for a.Stats().Sessions > 0 { // the session start waited on may still be closing
+		runtime.Gosched()
+	}
 	first := agenttest.Dial(t, a.Config.Socket.Path)
 	first.Do("PING")
 	agenttest.Dial(t, a.Config.Socket.Path).Do("PING")

@@ -7,7 +7,6 @@ package renewal
 import (
 	"container/heap"
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,9 +30,14 @@ type Renewer interface {
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
 // not changed after, but by the watchdog's own methods (Extend, Fix,
-// SetRecord).
+// SetRecord), and Owner.
 type Hold struct {
 	Name, Holder string
+	// Owner is the caller's record of the hold, handed back with it to
+	// OnLost, so that a loss reaches its owner without a lookup. The
+	// watchdog never reads or writes it: a caller that changes it after
+	// Add guards it with a lock of its own.
+	Owner any
 	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
 	Fixed bool
 	// Entry marks a waiter's queue entry (quorum.Entry): Holder is the
@@ -119,6 +123,8 @@ type Config struct {
 	Renewer Renewer
 	// OnLost is called, from the watchdog's goroutine and without locks held,
 	// once for each hold that ends without being removed. It must not block.
+	// The hold is no longer watched when it is called: Remove returns false
+	// for it from then on. Its Owner tells the caller whose it was.
 	OnLost func(*Hold, Reason)
 	Clock  quorum.Clock // default quorum.RealClock
 	Logger hclog.Logger
@@ -126,9 +132,12 @@ type Config struct {
 
 // Watchdog renews holds and reports the ones it loses.
 type Watchdog struct {
-	cfg      Config
-	quorum   int
-	mu       sync.Mutex
+	cfg    Config
+	quorum int
+	// mu guards the watched holds. Nothing of the caller's runs under it
+	// (OnLost and the Renewer are called without it), so a caller may call
+	// the watchdog with its own locks held.
+	mu       watchdogMutex
 	byExpiry byExpiry // the watched holds (see watched)
 	changed  chan struct{}
 }

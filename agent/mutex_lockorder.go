@@ -1,0 +1,13 @@
+//go:build lockorder
+
+package agent
+
+import "github.com/lock-agent/lock-agent/internal/lockorder"
+
+type (
+	extendingMutex = lockorder.Mutex[lockorder.Extending]
+	sessionMutex   = lockorder.Mutex[lockorder.Session]
+	agentMutex     = lockorder.Mutex[lockorder.Agent]
+	queueMutex     = lockorder.Mutex[lockorder.Queue]
+	outboxMutex    = lockorder.Mutex[lockorder.Outbox]
+)

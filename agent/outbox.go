@@ -1,0 +1,275 @@
+package agent
+
+import (
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// outQueue is how many lines may wait for the writer. Replies beyond it
+// wait (the agent stops reading that client's requests: backpressure);
+// an unsolicited push beyond it closes the session, since a client that
+// cannot be told its lock is lost must not go on holding anything.
+const outQueue = 4096
+
+// closeFlush bounds how long a closing session's last lines may take to
+// write: a client that stopped reading cannot hold up its own cleanup.
+const closeFlush = 2 * time.Second
+
+// outbox is a session's lines waiting for the connection. A writer
+// goroutine runs only while there is something to write: an idle session
+// costs neither a goroutine nor a buffer for it. Its three ways in differ
+// in what they do when the client reads slowly:
+//   - send (a reply on the request path) waits while the queue is full;
+//   - reply (the answer of a request another goroutine finished) never waits;
+//   - push (an unsolicited line) never waits, and closes the connection
+//     instead when the queue is full.
+//
+// A line that finds nothing queued and no writer running is written at
+// once, in the caller's goroutine, as far as the socket takes it without
+// waiting (see writeNowLocked).
+type outbox struct {
+	conn *net.UnixConn
+	raw  syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
+	log  hclog.Logger
+
+	mu      outboxMutex // taken last of all: see the lock order at session.mu
+	lines   [][]byte
+	writing bool          // a writer goroutine is running
+	closing bool          // close the connection once every line is written
+	room    chan struct{} // closed when the writer takes lines; a full queue's replies wait on it
+	done    bool          // the connection is closed for writing: lines are dropped
+	dead    chan struct{} // closed when done becomes true
+}
+
+// init readies o to write to conn.
+func (o *outbox) init(conn *net.UnixConn, log hclog.Logger) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	o.conn, o.raw, o.log, o.dead = conn, raw, log, make(chan struct{})
+	return nil
+}
+
+// send queues a reply line for the writer, waiting while the queue is
+// full. It must not be called with the session's mu held.
+func (o *outbox) send(line []byte) {
+	o.mu.Lock()
+	if o.writeNowLocked(line) {
+		return
+	}
+	o.awaitRoomLocked()
+	o.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// awaitRoom waits while the queue is full before the next request is read.
+// The answers of waits (reply) never wait, and a wait ends as soon as its
+// answer is queued: without this, a client that reads nothing could have
+// the agent queue answers without bound, one LOCK ... wait=0 after another.
+func (o *outbox) awaitRoom() {
+	o.mu.Lock()
+	o.awaitRoomLocked()
+	o.mu.Unlock()
+}
+
+// awaitRoomLocked waits until the queue has room or the connection is
+// closed for writing. o.mu is held, and let go while it waits.
+func (o *outbox) awaitRoomLocked() {
+	for len(o.lines) >= outQueue && !o.done {
+		if o.room == nil {
+			o.room = make(chan struct{})
+		}
+		room := o.room
+		o.mu.Unlock()
+		<-room
+		o.mu.Lock()
+	}
+}
+
+// reply queues the answer of a request that another goroutine finished (a
+// waiting LOCK granted by its name's contender, or ended by its timer),
+// without ever waiting: that goroutine serves other sessions too. The lines
+// it may add beyond outQueue are bounded by the session's waits
+// (max_holds_per_session): no request is read while the queue is full (see
+// awaitRoom).
+func (o *outbox) reply(line []byte) {
+	o.mu.Lock()
+	if o.writeNowLocked(line) {
+		return
+	}
+	o.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// push queues an unsolicited line without ever waiting: it is called from
+// the watchdog and the shutdown path, which serve every session. A session
+// whose queue is full is closed instead.
+func (o *outbox) push(line []byte) {
+	o.mu.Lock()
+	if len(o.lines) >= outQueue && !o.done {
+		o.mu.Unlock()
+		o.log.Warn("client is not reading; closing the session", "queued", outQueue)
+		o.conn.Close()
+		return
+	}
+	o.queueLocked(line)
+	o.mu.Unlock()
+}
+
+// writeNowLocked writes line at once if nothing is queued and no writer
+// runs, saving a writer goroutine's start and wake-up per reply; whatever
+// the socket does not take at once is left to a writer, so the caller never
+// waits for the client. It says whether it took line; it lets o.mu go if it
+// did, and keeps it held if not.
+func (o *outbox) writeNowLocked(line []byte) bool {
+	if o.writing || o.done || len(o.lines) > 0 {
+		return false
+	}
+	o.writing = true
+	o.mu.Unlock()
+	n, err := o.writeNow(line)
+	if err != nil {
+		o.conn.Close()
+		o.writeDone()
+		return true
+	}
+	o.mu.Lock()
+	if n < len(line) {
+		o.lines = append([][]byte{line[n:]}, o.lines...)
+	}
+	if len(o.lines) == 0 && !o.closing {
+		o.writing = false
+	} else {
+		go o.write() // lines came meanwhile, or the socket is full: a writer finishes
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// writeNow writes what the socket takes of b without waiting for it to take
+// more: n < len(b) when its buffer is full.
+func (o *outbox) writeNow(b []byte) (n int, err error) {
+	cerr := o.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, werr := syscall.Write(int(fd), b[n:])
+			if werr == syscall.EINTR {
+				continue
+			}
+			if werr == syscall.EAGAIN {
+				return true
+			}
+			if werr != nil {
+				err = werr
+				return true
+			}
+			n += m
+		}
+		return true
+	})
+	if err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// queueLocked adds a line and makes sure a writer runs. o.mu is held.
+func (o *outbox) queueLocked(line []byte) {
+	if o.done {
+		return
+	}
+	o.lines = append(o.lines, line)
+	if !o.writing {
+		o.writing = true
+		go o.write()
+	}
+}
+
+// flushAndClose has the writer write what is queued, then close the
+// connection; a client that does not read gets closeFlush to take it.
+func (o *outbox) flushAndClose() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done || o.closing {
+		return
+	}
+	o.closing = true
+	o.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	if !o.writing {
+		o.writing = true
+		go o.write()
+	}
+}
+
+// closed is closed once the connection is closed for writing.
+func (o *outbox) closed() <-chan struct{} { return o.dead }
+
+// queued is how many lines wait for the writer.
+func (o *outbox) queued() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.lines)
+}
+
+// write sends queued lines, as many per system call as are waiting, and
+// returns when there are none left.
+func (o *outbox) write() {
+	var buf []byte
+	for {
+		o.mu.Lock()
+		n := 0
+		buf = buf[:0]
+		for n < len(o.lines) && len(buf) < 64<<10 {
+			buf = append(buf, o.lines[n]...)
+			n++
+		}
+		rest := copy(o.lines, o.lines[n:])
+		clear(o.lines[rest:])
+		o.lines = o.lines[:rest]
+		if rest == 0 && cap(o.lines) > 64 {
+			o.lines = nil // an idle session does not keep a burst's queue
+		}
+		if n > 0 && o.room != nil {
+			close(o.room)
+			o.room = nil
+		}
+		if n == 0 {
+			closing := o.closing
+			if !closing {
+				o.writing = false
+			}
+			o.mu.Unlock()
+			if closing {
+				o.conn.Close()
+				o.writeDone()
+			}
+			return
+		}
+		o.mu.Unlock()
+		if _, err := o.conn.Write(buf); err != nil {
+			o.conn.Close()
+			o.writeDone()
+			return
+		}
+	}
+}
+
+// writeDone marks the connection closed for writing: later lines are dropped.
+func (o *outbox) writeDone() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.writing = false
+	if o.done {
+		return
+	}
+	o.done = true
+	o.lines = nil
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
+	close(o.dead)
+}

@@ -1,0 +1,34 @@
+// Package lockorder checks that the agent's mutexes are taken in one order.
+// In a build with the lockorder tag (`go test -race -tags lockorder ...`),
+// Mutex records which mutexes each goroutine holds and panics when one is
+// taken while a mutex of the same or a later rank is held; it also counts
+// acquisitions, by rank. Without the tag the agent and the watchdog use
+// sync.Mutex itself and this package is not linked.
+//
+// The order, outermost first (it is written out, with why, at the agent's
+// session.mu):
+//
+//	hold.extending → session.mu → Agent.mu → queue.mu → Watchdog.mu → outbox.mu
+package lockorder
+
+// A Rank places a mutex in the lock order: one of the types below.
+type Rank interface {
+	rank() (int, string)
+}
+
+// The ranks, outermost first.
+type (
+	Extending struct{} // agent: hold.extending, held across an EXTEND's round on the masters
+	Session   struct{} // agent: session.mu
+	Agent     struct{} // agent: Agent.mu
+	Queue     struct{} // agent: queue.mu
+	Watchdog  struct{} // renewal: Watchdog.mu
+	Outbox    struct{} // agent: outbox.mu, taken last of all
+)
+
+func (Extending) rank() (int, string) { return 1, "hold.extending" }
+func (Session) rank() (int, string)   { return 2, "session.mu" }
+func (Agent) rank() (int, string)     { return 3, "Agent.mu" }
+func (Queue) rank() (int, string)     { return 4, "queue.mu" }
+func (Watchdog) rank() (int, string)  { return 5, "Watchdog.mu" }
+func (Outbox) rank() (int, string)    { return 6, "outbox.mu" }

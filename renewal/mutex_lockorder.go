@@ -1,0 +1,7 @@
+//go:build lockorder
+
+package renewal
+
+import "github.com/lock-agent/lock-agent/internal/lockorder"
+
+type watchdogMutex = lockorder.Mutex[lockorder.Watchdog]
