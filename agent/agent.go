@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -109,7 +110,7 @@ func (a *Agent) SocketPath() string { return a.cfg.Socket.Path }
 // and its holds are released in the masters; then the watchdog and the
 // masters' connections stop. It returns an error only if it could not start.
 func (a *Agent) Run(ctx context.Context) error {
-	ln, fromSystemd, err := listen(a.cfg.Socket)
+	ln, fromSystemd, err := socket.Listen(a.cfg.Socket.Path, a.cfg.Socket.Mode, a.cfg.Socket.Group)
 	if err != nil {
 		return err
 	}

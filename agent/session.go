@@ -14,14 +14,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/acl"
+	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
-
-// Cred is the peer's credentials from SO_PEERCRED (-1 where unknown).
-type Cred struct {
-	PID, UID, GID int
-}
 
 // holdKey identifies a hold within a session.
 type holdKey struct {
@@ -34,7 +30,7 @@ type session struct {
 	a      *Agent
 	id     uint64
 	conn   *net.UnixConn
-	cred   Cred
+	cred   socket.Cred
 	log    hclog.Logger
 	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
 	cancel context.CancelCauseFunc
@@ -97,7 +93,7 @@ type release struct {
 }
 
 func (a *Agent) open(conn *net.UnixConn) {
-	cred, err := peerCred(conn)
+	cred, err := socket.PeerCred(conn)
 	if err != nil {
 		a.log.Debug("peer credentials unavailable", "error", err)
 	}

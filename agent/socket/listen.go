@@ -1,4 +1,6 @@
-package agent
+// Package socket opens the agent's Unix socket safely (or takes the one
+// systemd passed) and reads who connected to it (SO_PEERCRED).
+package socket
 
 import (
 	"errors"
@@ -14,30 +16,31 @@ import (
 	"github.com/lock-agent/lock-agent/agent/systemd"
 )
 
-// listen returns the socket systemd passed for cfg.Path (socket
-// activation: see systemd.Activated), and whether it did; else it opens the
-// agent's Unix socket safely:
+// Listen returns the socket systemd passed for path (socket activation:
+// see systemd.Activated), and whether it did; else it opens the agent's
+// Unix socket at path safely:
 //   - an existing path is only removed if it is a socket nobody answers on;
 //     a regular file, a directory or a symlink is never touched;
 //   - the socket is created owner-only (umask) and only then given its group
-//     and mode, so it is never wider open than configured.
-func listen(cfg SocketConfig) (ln *net.UnixListener, fromSystemd bool, err error) {
-	if ln, err := systemd.Activated(cfg.Path); ln != nil || err != nil {
+//     (a name or numeric id; "" keeps the agent's) and mode, so it is
+//     never wider open than configured.
+func Listen(path string, mode os.FileMode, group string) (ln *net.UnixListener, fromSystemd bool, err error) {
+	if ln, err := systemd.Activated(path); ln != nil || err != nil {
 		return ln, ln != nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, false, fmt.Errorf("socket directory: %w", err)
 	}
-	if err := removeStale(cfg.Path); err != nil {
+	if err := removeStale(path); err != nil {
 		return nil, false, err
 	}
 	old := syscall.Umask(0o177)
-	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Path, Net: "unix"})
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	syscall.Umask(old)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := setOwnership(cfg); err != nil {
+	if err := setOwnership(path, mode, group); err != nil {
 		ln.Close()
 		return nil, false, err
 	}
@@ -66,21 +69,21 @@ func removeStale(path string) error {
 	return os.Remove(path)
 }
 
-func setOwnership(cfg SocketConfig) error {
-	if cfg.Group != "" {
-		gid, err := strconv.Atoi(cfg.Group)
+func setOwnership(path string, mode os.FileMode, group string) error {
+	if group != "" {
+		gid, err := strconv.Atoi(group)
 		if err != nil {
-			g, lerr := user.LookupGroup(cfg.Group)
+			g, lerr := user.LookupGroup(group)
 			if lerr != nil {
 				return fmt.Errorf("socket group: %w", lerr)
 			}
 			gid, _ = strconv.Atoi(g.Gid)
 		}
-		if err := os.Lchown(cfg.Path, -1, gid); err != nil {
+		if err := os.Lchown(path, -1, gid); err != nil {
 			return fmt.Errorf("socket group: %w", err)
 		}
 	}
-	if err := os.Chmod(cfg.Path, cfg.Mode); err != nil {
+	if err := os.Chmod(path, mode); err != nil {
 		return fmt.Errorf("socket mode: %w", err)
 	}
 	return nil

@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package socket
 
 import (
 	"net"
@@ -8,9 +8,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerCred reads SO_PEERCRED: the pid, uid and gid of the process that
+// Cred is a peer's credentials from SO_PEERCRED (-1 where unknown).
+type Cred struct {
+	PID, UID, GID int
+}
+
+// PeerCred reads SO_PEERCRED: the pid, uid and gid of the process that
 // connected, as the kernel recorded them at connect time.
-func peerCred(c *net.UnixConn) (Cred, error) {
+func PeerCred(c *net.UnixConn) (Cred, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return Cred{PID: -1, UID: -1, GID: -1}, err
