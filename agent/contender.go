@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -153,12 +154,12 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 	}
 	c.slotOf, c.slot = f.waiter, r.BestSlot
 	switch {
-	case r.Kind == quorum.ErrConflict:
+	case errors.Is(r.Kind, quorum.ErrConflict):
 		// Held for another kind of claim: waiting would not help.
 		return c, action{kind: answerHead, answer: protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", f.name, r.HeldLimit)}
-	case r.Kind != quorum.ErrBusy && f.wait0:
+	case !errors.Is(r.Kind, quorum.ErrBusy) && f.wait0:
 		return c, action{kind: answerHead, answer: quorumError(out.err)}
-	case r.Kind != quorum.ErrBusy:
+	case !errors.Is(r.Kind, quorum.ErrBusy):
 		// A slow or unreachable majority may be back soon: the waits of
 		// the queue go on, and end as NO_QUORUM if it is not.
 		c.fails++

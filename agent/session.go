@@ -61,8 +61,8 @@ type session struct {
 	//  5. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
 	//  6. outbox.mu: the session's lines for the client, taken last of all.
-	//     Nothing is sent (send may wait for room) with another lock held,
-	//     but a push or a reply, which never wait, may be queued under the
+	//     Nothing is sent (send may wait for room) with another lock held
+	//     but hold.extending (an EXTEND's reply), and a push or a reply, which never wait, may be queued under the
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
 	//

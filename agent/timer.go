@@ -33,24 +33,27 @@ func afterFunc(clock quorum.Clock, d time.Duration, f func()) *funcTimer {
 	return t
 }
 
-// Stop prevents the timer from firing, and says whether it did.
-func (t *funcTimer) Stop() bool {
+// Stop keeps the timer from firing if it has not fired yet. Unlike
+// time.Timer's, it says nothing of whether it had: on a fake clock a timer
+// that came due may be stopped before its function runs, and no caller
+// needs to know.
+func (t *funcTimer) Stop() {
 	if t.real != nil {
-		return t.real.Stop()
+		t.real.Stop()
+		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.disarmLocked()
+	t.disarmLocked()
 }
 
-func (t *funcTimer) disarmLocked() bool {
+func (t *funcTimer) disarmLocked() {
 	if t.armed == nil {
-		return false
+		return
 	}
-	stopped := t.armed.Stop()
+	t.armed.Stop()
 	close(t.stop)
 	t.armed, t.stop = nil, nil
-	return stopped
 }
 
 // Reset makes the timer fire after d from now, whether or not it had.
