@@ -117,7 +117,7 @@ func checkExclusive(t *testing.T, held []interval, local int) (handOvers int) {
 func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 10, 3
-	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, 4*time.Second, false)
+	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, soak(2*time.Second, 4*time.Second), false)
 	handOvers := checkExclusive(t, held, local)
 	byGroup := [2]int{}
 	for _, h := range held {
@@ -135,7 +135,7 @@ func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 func TestCohortUnderMasterPauses(t *testing.T) {
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 6, 2
-	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, 8*time.Second, true)
+	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), true)
 	handOvers := checkExclusive(t, held, local)
 	if len(held) < 20 || handOvers == 0 {
 		t.Fatalf("only %d grants, %d hand-overs under chaos", len(held), handOvers)
@@ -407,7 +407,7 @@ func TestCohortRefillsUnderMasterFaults(t *testing.T) {
 	})
 	const local, name = 6, "refill-faults"
 	start := time.Now()
-	stop := start.Add(6 * time.Second)
+	stop := start.Add(soak(4*time.Second, 6*time.Second)) // the FLUSHALL at 1.5s, the loss at 3s
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -29,7 +29,7 @@ type kindHold struct {
 // hold, sorted by start.
 func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
 	a, b, servers := twoAgents(t, time.Second)
-	stop := time.Now().Add(6 * time.Second)
+	stop := time.Now().Add(soak(4*time.Second, 6*time.Second))
 	var chaos sync.WaitGroup
 	chaos.Add(1)
 	go func() {
@@ -84,11 +84,12 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 	return held
 }
 
-// pauseAtRandom pauses one master at a time, and two every third round (so
-// that holds are lost), for 0.3–1.2 s each, until stop.
+// pauseAtRandom pauses one master at a time, and two every third round,
+// from the second on (so that holds are lost even in a short run), for
+// 0.3–1.2 s each, until stop.
 func pauseAtRandom(servers []*redistest.Server, stop time.Time, rng *rand.Rand) {
 	for round := 0; time.Now().Before(stop); round++ {
-		picked := rng.Perm(len(servers))[:1+round%3/2]
+		picked := rng.Perm(len(servers))[:1+(round+1)%3/2]
 		for _, i := range picked {
 			servers[i].Pause()
 		}
