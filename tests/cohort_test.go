@@ -223,15 +223,11 @@ func TestHandOverAnswersHoldsAndWho(t *testing.T) {
 	if len(holds.Data) != 1 || holds.Data[0]["fence"] != want || holds.Data[0]["owner"] != "third" || holds.Data[0]["count"] != "1" {
 		t.Fatalf("HOLDS: %q", holds.Data)
 	}
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
-		who := first.Do("WHO h")
-		if len(who.Data) == 1 && who.Data[0]["owner"] == "third" && who.Data[0]["fence"] == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("WHO still says %q", who.Data)
-		}
-	}
+	var who agenttest.Reply
+	lockagenttest.Eventually(t, time.Second, func() bool {
+		who = first.Do("WHO h")
+		return len(who.Data) == 1 && who.Data[0]["owner"] == "third" && who.Data[0]["fence"] == want
+	}, "WHO still says %q", &who.Data)
 	if r := third.Do("UNLOCK h owner=third"); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}

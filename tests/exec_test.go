@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"golang.org/x/sys/unix"
@@ -100,11 +101,7 @@ func TestExecForwardsSignals(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("child never started")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "ready") }, "child never started")
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	if exitCode(err) != 3 || !strings.Contains(out.String(), "got-term") {
@@ -194,13 +191,12 @@ func TestStatusAndWhoCommands(t *testing.T) {
 // waitForFile waits until path exists with content, and returns it.
 func waitForFile(t *testing.T, path string) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	t.Fatalf("nothing written to %s", path)
-	return ""
+	var b []byte
+	lockagenttest.Eventually(t, 10*time.Second, func() bool {
+		b, _ = os.ReadFile(path)
+		return len(b) > 0 && b[len(b)-1] == '\n'
+	}, "nothing written to %s", path)
+	return strings.TrimSpace(string(b))
 }
 
 // alive tells whether process pid exists (and is not a zombie).
@@ -461,11 +457,7 @@ echo "done $?" > ` + file("done")
 	waitForFile(t, file("stopped"))
 	// fg: the job runs again.
 	before := ticks()
-	for deadline := time.Now().Add(5 * time.Second); ticks() < before+3; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not run again after fg")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return ticks() >= before+3 }, "the command did not run again after fg")
 	ptm.Write([]byte{3}) // ^C, to the command in the foreground again
 	time.Sleep(300 * time.Millisecond)
 	if b, _ := os.ReadFile(file("ints")); strings.Count(string(b), "INT") != 1 {
@@ -514,11 +506,7 @@ func TestExecScriptThatLocksItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { long.Process.Signal(syscall.SIGTERM); long.Wait() }()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "locked"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the long run never locked")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "locked") }, "the long run never locked")
 	if out, err := run("second").CombinedOutput(); exitCode(err) != 1 || !strings.Contains(string(out), "busy") {
 		t.Fatalf("a second copy while the first runs: exit %d %q", exitCode(err), out)
 	}

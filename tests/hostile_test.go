@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -446,14 +447,10 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 	if _, err := servers[2].Do("REPLICAOF", host, port); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if info, _ := servers[2].Info("replication"); strings.Contains(info, "master_link_status:up") {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("C never synced")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		info, _ := servers[2].Info("replication")
+		return strings.Contains(info, "master_link_status:up")
+	}, "C never synced")
 	servers[2].Do("REPLICAOF", "NO", "ONE")
 	after, _ := servers[2].Do("HGET", "lock-agent:epoch", "epoch")
 	t.Logf("C's epoch marker: %s before, %s after (B's)", before, after)
