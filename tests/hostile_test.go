@@ -358,7 +358,7 @@ func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
-	for attempt := range 6 {
+	for attempt := range soak(3, 6) {
 		if r := holder.Do("LOCK pl wait=3s"); r.Kind != "OK" {
 			t.Fatalf("lock: %s", r.Line)
 		}
@@ -537,7 +537,8 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	for attempt := range 25 {
+	attempts := soak(8, 25)
+	for attempt := range attempts {
 		if r := holder.Do("LOCK se wait=3s"); r.Kind != "OK" {
 			t.Fatalf("lock: %s", r.Line)
 		}
@@ -574,7 +575,7 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 		other.AwaitMasters("up", 3)
 		holder.AwaitMasters("up", 3)
 	}
-	t.Log("no overlap in 25 attempts")
+	t.Logf("no overlap in %d attempts", attempts)
 }
 
 // TestHostilePipelinedExtendsDisagree: two EXTENDs of one ttl= hold sent
@@ -586,7 +587,8 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 	a, b, _ := twoAgents(t, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
-	for attempt := range 40 {
+	attempts := soak(12, 40)
+	for attempt := range attempts {
 		if r := holder.Do("LOCK pe ttl=5s wait=3s"); r.Kind != "OK" {
 			t.Fatalf("lock: %s", r.Line)
 		}
@@ -608,7 +610,7 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 		for holder.Push(20*time.Millisecond) != "" {
 		}
 	}
-	t.Log("no overlap in 40 attempts")
+	t.Logf("no overlap in %d attempts", attempts)
 }
 
 // TestHostileFailedShorteningExtend: EXTEND ttl=100ms of a ttl=10s hold is

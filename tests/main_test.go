@@ -24,11 +24,11 @@ func TestMain(m *testing.M) {
 	leaktest.Main(m)
 }
 
-// soak is how long a test runs its workload (clients and faults until a
-// time): short by default, the CI-sized run that checks the same property,
-// and long with LOCK_AGENT_SOAK=1 (see README.md, "Testing"), to look
-// harder for a rare interleaving.
-func soak(short, long time.Duration) time.Duration {
+// soak is how long (or how many rounds) a test runs its workload of
+// clients and faults: short by default, the CI-sized run that checks the
+// same property, and long with LOCK_AGENT_SOAK=1 (see README.md,
+// "Testing"), to look harder for a rare interleaving.
+func soak[T time.Duration | int](short, long T) T {
 	if os.Getenv("LOCK_AGENT_SOAK") != "" {
 		return long
 	}
