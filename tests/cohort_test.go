@@ -168,7 +168,10 @@ func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
 		}()
 	}
 	remote := agenttest.Dial(t, b.Config.Socket.Path)
-	time.Sleep(200 * time.Millisecond) // the local run is going
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { // the local run is going
+		who := remote.Do("WHO busy")
+		return len(who.Data) == 1 && who.Data[0]["agent"] == "host-a"
+	}, "the local clients never held the name")
 	var waits []time.Duration
 	for range 30 {
 		start := time.Now()

@@ -312,7 +312,10 @@ func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
 		t.Fatalf("lock: %s", r.Line)
 	}
 	one.Do("UNLOCK fr")
-	time.Sleep(100 * time.Millisecond)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { // the release reached C: the snapshot holds no hold
+		keys, _ := c.Do("KEYS", "lock-agent:{fr}:h:*")
+		return keys == "*0"
+	}, "C still has the released hold")
 	if _, err := c.Do("SAVE"); err != nil {
 		t.Fatal(err)
 	}
