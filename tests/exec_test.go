@@ -259,7 +259,7 @@ func TestExecKeepsTheLockWhileABackgroundJobRuns(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(waitForFile(t, pidFile))
 	defer syscall.Kill(pid, syscall.SIGKILL)
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // time for a wrong release to show
 	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "jobs/background", "--", "true"); code != 1 || !strings.Contains(errOut, "busy") {
 		t.Fatalf("a second exec ran beside the first one's background job: exit %d %q", code, errOut)
 	}
@@ -458,8 +458,8 @@ echo "done $?" > ` + file("done")
 	// fg: the job runs again.
 	before := ticks()
 	lockagenttest.Eventually(t, 5*time.Second, func() bool { return ticks() >= before+3 }, "the command did not run again after fg")
-	ptm.Write([]byte{3}) // ^C, to the command in the foreground again
-	time.Sleep(300 * time.Millisecond)
+	ptm.Write([]byte{3})               // ^C, to the command in the foreground again
+	time.Sleep(300 * time.Millisecond) // time for it, and for a wrong second one, to show
 	if b, _ := os.ReadFile(file("ints")); strings.Count(string(b), "INT") != 1 {
 		t.Fatalf("after fg, one ^C reached the command %d times", strings.Count(string(b), "INT"))
 	}

@@ -129,7 +129,7 @@ func TestQueuedWriterGoesBeforeLaterReaders(t *testing.T) {
 		t.Fatalf("a reader passed a queued writer: %s", r.Line)
 	}
 	_, rch := late.Send("LOCK rw mode=shared wait=10s")
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // time for a wrong grant to show
 	select {
 	case r := <-rch:
 		t.Fatalf("a later reader joined the readers before the queued writer: %s", r.Line)

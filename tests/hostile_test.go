@@ -194,12 +194,7 @@ func (s *rdbServer) launch() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if _, err := s.Do("PING"); err == nil {
-			return
-		}
-	}
-	s.t.Fatal("rdb redis-server did not start")
+	lockagenttest.Eventually(s.t, 5*time.Second, func() bool { _, err := s.Do("PING"); return err == nil }, "rdb redis-server did not start")
 }
 
 // crash kills the server with SIGKILL and starts it again on the same port:
@@ -598,7 +593,7 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 		_, long := holder.Send("EXTEND pe ttl=10s")
 		_, short := holder.Send("EXTEND pe ttl=100ms")
 		rl, rs := holder.Await(long), holder.Await(short)
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // past the 100ms ttl, if the masters applied it last
 		if r := other.Do("LOCK pe wait=0"); r.Kind == "OK" {
 			if p := holder.Push(0); p == "" {
 				h := holder.Do("HOLDS")
@@ -638,7 +633,7 @@ func TestHostileFailedShorteningExtend(t *testing.T) {
 		p.Delay(0)
 	}
 	t.Logf("EXTEND answered %s", ext.Line)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // past the 100ms ttl the masters applied
 	r := other.Do("LOCK fx wait=0")
 	if r.Kind != "OK" {
 		t.Logf("B refused (%s)", r.Line)

@@ -230,7 +230,7 @@ func TestAParkedWaiterWakesAtOnce(t *testing.T) {
 		holder.Do("LOCK parked")
 		_, ch := waiter.Send("LOCK parked wait=10s")
 		waiter.AwaitWaiters(1)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the scenario: parked a while, its subscriptions confirmed
 		start := time.Now()
 		holder.Do("UNLOCK parked")
 		if r := waiter.Await(ch); r.Kind != "OK" {
