@@ -389,9 +389,7 @@ func TestExecCtrlCReachesTheCommandOnce(t *testing.T) {
 	count := func() int { b, _ := os.ReadFile(ints); return strings.Count(string(b), "INT") }
 	for i := range presses {
 		ptm.Write([]byte{3}) // ^C
-		for deadline := time.Now().Add(5 * time.Second); count() <= i && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		lockagenttest.Eventually(t, 5*time.Second, func() bool { return count() > i }, "^C %d never reached the command", i+1)
 		time.Sleep(100 * time.Millisecond) // time for a second delivery to show
 	}
 	if n := count(); n != presses {
