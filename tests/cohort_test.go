@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,11 +145,24 @@ func TestCohortUnderMasterPauses(t *testing.T) {
 }
 
 // TestRemoteWaiterServedWithinTheBound: while 8 clients of one agent churn a
-// name with no pause, a client of another agent is granted it within
-// cohort_max_hold (20ms) plus a hand-over between agents, every time.
+// name with no pause, a client of another agent is served after a few
+// hand-overs, every time: once it says it waits, the run drops its spare
+// block and ends within cohort_max_handoffs (16 here) hand-overs or
+// cohort_max_hold (20ms), and stands back for the remote waiter. Without
+// that, the run would go on reserving blocks for refillFor (250ms): hundreds
+// of hand-overs. The bound counts the local grants during each remote wait,
+// not its milliseconds, which a busy host stretches (a 150ms bound failed
+// at 211ms under load).
 func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
-	a, b, _ := twoAgents(t, 15*time.Second)
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, 15*time.Second)
+	cfgA.AgentID = "host-a"
+	cfgA.Lock.CohortMaxHandoffs = 16
+	cfgB := agenttest.Config(t, servers, 15*time.Second)
+	cfgB.AgentID = "host-b"
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
 	stop := make(chan struct{})
+	var localGrants atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		c := agenttest.Dial(t, a.Config.Socket.Path)
@@ -162,6 +176,7 @@ func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
 				default:
 				}
 				if r := c.Do("LOCK busy"); r.Kind == "OK" {
+					localGrants.Add(1)
 					c.Do("UNLOCK busy")
 				}
 			}
@@ -172,26 +187,33 @@ func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
 		who := remote.Do("WHO busy")
 		return len(who.Data) == 1 && who.Data[0]["agent"] == "host-a"
 	}, "the local clients never held the name")
+	var passed []int64
 	var waits []time.Duration
 	for range 30 {
-		start := time.Now()
+		start, before := time.Now(), localGrants.Load()
 		r := remote.Do("LOCK busy wait=5s")
+		passed = append(passed, localGrants.Load()-before)
 		waits = append(waits, time.Since(start))
 		if r.Kind != "OK" {
 			t.Fatalf("remote LOCK: %s", r.Line)
 		}
 		remote.Do("UNLOCK busy")
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // the remote client comes now and then
 	}
 	close(stop)
 	wg.Wait()
+	slices.Sort(passed)
 	slices.Sort(waits)
-	// The bound on this host: 20ms of run, a release, a yield and an
-	// acquire, with -race and everything on two cores.
-	if worst := waits[len(waits)-1]; worst > 150*time.Millisecond {
-		t.Fatalf("the remote waiter waited up to %v (p50 %v)", worst, waits[len(waits)/2])
+	t.Logf("local grants during a remote wait: p50 %d, max %d; remote waits: p50 %v, max %v",
+		passed[len(passed)/2], passed[len(passed)-1], waits[len(waits)/2], waits[len(waits)-1])
+	// The run's rest after the word arrives (at most a block), the grants
+	// while the word is on its way, and a lost race for the name now and
+	// then (the next run knows it is wanted from its start): up to 50 seen
+	// under load. A run that did not stand back passed the name on
+	// thousands of times (2844 and 3373 with cohortWanted a no-op).
+	if bound := int64(8 * (cfgA.Lock.CohortMaxHandoffs + 1)); passed[len(passed)-1] > bound {
+		t.Fatalf("the local clients were granted the name %d times while the remote waiter waited (want at most %d)", passed[len(passed)-1], bound)
 	}
-	t.Logf("remote waits: p50 %v, max %v", waits[len(waits)/2], waits[len(waits)-1])
 }
 
 // TestHandOverAnswersHoldsAndWho: a name passed to a local waiter answers it
