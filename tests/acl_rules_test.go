@@ -18,6 +18,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/agent/config"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"golang.org/x/sys/unix"
@@ -441,19 +442,15 @@ acl {
 // 10s): a loaded machine may leave one master's first probes timed out.
 func awaitQuorum(t *testing.T, c *agenttest.Conn) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := c.Do("STATUS")
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 10*time.Second, func() bool {
+		r = c.Do("STATUS")
 		up := 0
 		for _, d := range r.Data {
 			if d["state"] == "up" {
 				up++
 			}
 		}
-		if up >= int(r.Int("quorum")) && up > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never a quorum of masters up: %v", r.Data)
-		}
-	}
+		return up >= int(r.Int("quorum")) && up > 0
+	}, "never a quorum of masters up: %v", &r.Data)
 }

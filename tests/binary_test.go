@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -120,13 +121,9 @@ func TestBinarySIGTERMReleasesEverything(t *testing.T) {
 	defer cmd.Process.Kill()
 	waitForListener(t, sock)
 	c := agenttest.Dial(t, sock)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if r := c.Do("LOCK e2e/one wait=1s"); r.Kind == "OK" {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("lock: %s\n%s", r.Line, logs.String())
-		}
-	}
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { r = c.Do("LOCK e2e/one wait=1s"); return r.Kind == "OK" },
+		"lock: %s\n%s", &r.Line, &logs)
 	if r := c.Do("LOCK e2e/two owner=x"); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
@@ -197,15 +194,8 @@ func TestBinaryDevMode(t *testing.T) {
 		t.Fatal("dev mode printed no socket")
 	}
 	c := agenttest.Dial(t, sock)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r := c.Do("LOCK dev wait=1s")
-		if r.Kind == "OK" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev lock: %s", r.Line)
-		}
-	}
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { r = c.Do("LOCK dev wait=1s"); return r.Kind == "OK" }, "dev lock: %s", &r.Line)
 	if r := c.Do("HELLO client=e2e"); r.Fields["masters"] != "3" || r.Fields["quorum"] != "2" {
 		t.Fatalf("hello: %s", r.Line)
 	}
@@ -239,12 +229,10 @@ func (s *syncBuffer) String() string {
 
 func waitForSocket(t *testing.T, path string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return
-		}
-	}
-	t.Fatalf("no socket at %s", path)
+	lockagenttest.Eventually(t, 10*time.Second, func() bool {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Mode()&os.ModeSocket != 0
+	}, "no socket at %s", path)
 }
 
 // shortTempDir is a temporary directory with a short path: Unix socket paths
@@ -307,11 +295,7 @@ func pausedMastersAgent(t *testing.T, masterTimeout string) (*exec.Cmd, *agentte
 	t.Cleanup(func() { cmd.Process.Kill() })
 	waitForListener(t, sock)
 	c := agenttest.Dial(t, sock)
-	for deadline := time.Now().Add(5 * time.Second); c.Do("LOCK slow wait=1s").Kind != "OK"; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("could not lock")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("LOCK slow wait=1s").Kind == "OK" }, "could not lock")
 	return cmd, c, servers
 }
 

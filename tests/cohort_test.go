@@ -1,18 +1,17 @@
 package tests
 
 import (
-	"bufio"
-	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -119,7 +118,7 @@ func checkExclusive(t *testing.T, held []interval, local int) (handOvers int) {
 func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 10, 3
-	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, 4*time.Second, false)
+	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, soak(2*time.Second, 4*time.Second), false)
 	handOvers := checkExclusive(t, held, local)
 	byGroup := [2]int{}
 	for _, h := range held {
@@ -137,7 +136,7 @@ func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 func TestCohortUnderMasterPauses(t *testing.T) {
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 6, 2
-	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, 8*time.Second, true)
+	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), true)
 	handOvers := checkExclusive(t, held, local)
 	if len(held) < 20 || handOvers == 0 {
 		t.Fatalf("only %d grants, %d hand-overs under chaos", len(held), handOvers)
@@ -146,11 +145,24 @@ func TestCohortUnderMasterPauses(t *testing.T) {
 }
 
 // TestRemoteWaiterServedWithinTheBound: while 8 clients of one agent churn a
-// name with no pause, a client of another agent is granted it within
-// cohort_max_hold (20ms) plus a hand-over between agents, every time.
+// name with no pause, a client of another agent is served after a few
+// hand-overs, every time: once it says it waits, the run drops its spare
+// block and ends within cohort_max_handoffs (16 here) hand-overs or
+// cohort_max_hold (20ms), and stands back for the remote waiter. Without
+// that, the run would go on reserving blocks for refillFor (250ms): hundreds
+// of hand-overs. The bound counts the local grants during each remote wait,
+// not its milliseconds, which a busy host stretches (a 150ms bound failed
+// at 211ms under load).
 func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
-	a, b, _ := twoAgents(t, 15*time.Second)
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, 15*time.Second)
+	cfgA.AgentID = "host-a"
+	cfgA.Lock.CohortMaxHandoffs = 16
+	cfgB := agenttest.Config(t, servers, 15*time.Second)
+	cfgB.AgentID = "host-b"
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
 	stop := make(chan struct{})
+	var localGrants atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		c := agenttest.Dial(t, a.Config.Socket.Path)
@@ -164,33 +176,44 @@ func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
 				default:
 				}
 				if r := c.Do("LOCK busy"); r.Kind == "OK" {
+					localGrants.Add(1)
 					c.Do("UNLOCK busy")
 				}
 			}
 		}()
 	}
 	remote := agenttest.Dial(t, b.Config.Socket.Path)
-	time.Sleep(200 * time.Millisecond) // the local run is going
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { // the local run is going
+		who := remote.Do("WHO busy")
+		return len(who.Data) == 1 && who.Data[0]["agent"] == "host-a"
+	}, "the local clients never held the name")
+	var passed []int64
 	var waits []time.Duration
 	for range 30 {
-		start := time.Now()
+		start, before := time.Now(), localGrants.Load()
 		r := remote.Do("LOCK busy wait=5s")
+		passed = append(passed, localGrants.Load()-before)
 		waits = append(waits, time.Since(start))
 		if r.Kind != "OK" {
 			t.Fatalf("remote LOCK: %s", r.Line)
 		}
 		remote.Do("UNLOCK busy")
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // the remote client comes now and then
 	}
 	close(stop)
 	wg.Wait()
+	slices.Sort(passed)
 	slices.Sort(waits)
-	// The bound on this host: 20ms of run, a release, a yield and an
-	// acquire, with -race and everything on two cores.
-	if worst := waits[len(waits)-1]; worst > 150*time.Millisecond {
-		t.Fatalf("the remote waiter waited up to %v (p50 %v)", worst, waits[len(waits)/2])
+	t.Logf("local grants during a remote wait: p50 %d, max %d; remote waits: p50 %v, max %v",
+		passed[len(passed)/2], passed[len(passed)-1], waits[len(waits)/2], waits[len(waits)-1])
+	// The run's rest after the word arrives (at most a block), the grants
+	// while the word is on its way, and a lost race for the name now and
+	// then (the next run knows it is wanted from its start): up to 50 seen
+	// under load. A run that did not stand back passed the name on
+	// thousands of times (2844 and 3373 with cohortWanted a no-op).
+	if bound := int64(8 * (cfgA.Lock.CohortMaxHandoffs + 1)); passed[len(passed)-1] > bound {
+		t.Fatalf("the local clients were granted the name %d times while the remote waiter waited (want at most %d)", passed[len(passed)-1], bound)
 	}
-	t.Logf("remote waits: p50 %v, max %v", waits[len(waits)/2], waits[len(waits)-1])
 }
 
 // TestHandOverAnswersHoldsAndWho: a name passed to a local waiter answers it
@@ -225,15 +248,11 @@ func TestHandOverAnswersHoldsAndWho(t *testing.T) {
 	if len(holds.Data) != 1 || holds.Data[0]["fence"] != want || holds.Data[0]["owner"] != "third" || holds.Data[0]["count"] != "1" {
 		t.Fatalf("HOLDS: %q", holds.Data)
 	}
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
-		who := first.Do("WHO h")
-		if len(who.Data) == 1 && who.Data[0]["owner"] == "third" && who.Data[0]["fence"] == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("WHO still says %q", who.Data)
-		}
-	}
+	var who agenttest.Reply
+	lockagenttest.Eventually(t, time.Second, func() bool {
+		who = first.Do("WHO h")
+		return len(who.Data) == 1 && who.Data[0]["owner"] == "third" && who.Data[0]["fence"] == want
+	}, "WHO still says %q", &who.Data)
 	if r := third.Do("UNLOCK h owner=third"); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
@@ -280,56 +299,57 @@ func TestACohortRunOutlivesItsFirstBlock(t *testing.T) {
 	}
 }
 
-// releaseTimes subscribes to name's release channel on s and returns a
-// function that stops listening and returns when each release of name (a
-// real one, not an attempt's give-back) was heard, on this process's clock.
-func releaseTimes(t *testing.T, s *redistest.Server, name string) (stop func() []time.Time) {
+// releases watches every master (MONITOR) for the real releases of name
+// (those that found the hold and published it on the name's channel, not
+// an attempt's give-back), and returns a function that waits until every
+// master has run what was sent to it so far and returns when each release
+// first ran on a master. The times are the masters' own, so they order the
+// releases against the grants that this process timed with time.Now, on the
+// same host's clock, however late this process reads them: a grant heard
+// before its UNLOCK was sent comes before the release that UNLOCK caused,
+// and the next run's first grant comes after the release on the masters
+// that granted it. (When each release was heard on the channel was not:
+// under load the subscriber read it after grants of the next run.)
+func releases(t *testing.T, servers []*redistest.Server, prefix, name string) (wait func() []time.Time) {
 	t.Helper()
-	conn, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(conn, "SUBSCRIBE lock-agent:{%s}:released\r\n", name); err != nil {
-		t.Fatal(err)
-	}
-	var times []time.Time
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r := bufio.NewReader(conn)
-		line := func() string {
-			l, err := r.ReadString('\n')
-			if err != nil {
-				return ""
-			}
-			return strings.TrimRight(l, "\r\n")
-		}
-		for {
-			head := line()
-			if !strings.HasPrefix(head, "*") {
-				return
-			}
-			n, _ := strconv.Atoi(head[1:])
-			var parts []string
-			for range n {
-				h := line()
-				switch {
-				case strings.HasPrefix(h, "$"):
-					parts = append(parts, line())
-				case h == "":
-					return
-				default:
-					parts = append(parts, h)
+	set := prefix + "{" + name + "}"
+	const end = "lock-agent-test: end of releases"
+	var mu sync.Mutex
+	first := map[string]time.Time{} // holder -> when its release first ran
+	var dones []<-chan struct{}
+	for _, s := range servers {
+		holder := "" // the tombstone the release script just set, on this master
+		dones = append(dones, s.Monitor(func(c redistest.Command) bool {
+			switch {
+			case len(c.Args) == 2 && strings.EqualFold(c.Args[0], "echo") && c.Args[1] == end:
+				return false
+			case !c.Script || len(c.Args) < 3:
+			case strings.EqualFold(c.Args[0], "set") && strings.HasPrefix(c.Args[1], set+":released:"):
+				holder = strings.TrimPrefix(c.Args[1], set+":released:")
+			case strings.EqualFold(c.Args[0], "publish") && c.Args[1] == set+":released" && c.Args[2] == name:
+				mu.Lock()
+				if at, ok := first[holder]; !ok || c.At.Before(at) {
+					first[holder] = c.At
 				}
+				mu.Unlock()
 			}
-			if len(parts) == 3 && parts[0] == "message" && parts[2] == name {
-				times = append(times, time.Now())
-			}
-		}
-	}()
+			return true
+		}))
+	}
 	return func() []time.Time {
-		conn.Close()
-		<-done
+		for i, s := range servers {
+			if _, err := s.Do("ECHO", end); err != nil {
+				t.Fatal(err)
+			}
+			<-dones[i]
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var times []time.Time
+		for _, at := range first {
+			times = append(times, at)
+		}
+		slices.SortFunc(times, time.Time.Compare)
 		return times
 	}
 }
@@ -338,23 +358,28 @@ func releaseTimes(t *testing.T, s *redistest.Server, name string) (stop func() [
 // waits for (a waiter's word can be lost) reserves further blocks for
 // refillFor (250ms) after its grant, and then hands out at most the rest
 // of the block it is in: cohort_max_handoffs hand-overs, not a further
-// block besides. Runs are told apart by the releases heard on the name's
-// channel; a grant counts as late when it came more than 250ms after the
-// run's first.
+// block besides. Runs are told apart by their releases in the masters; a
+// grant counts as late when it came more than 250ms after the run's first.
 func TestARunEndsWithinRefillForAndABlock(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 15*time.Second)
 	cfg.Lock.CohortMaxHandoffs = 16
 	a := agenttest.Start(t, cfg)
-	stop := releaseTimes(t, servers[0], "bound")
+	wait := releases(t, servers, cfg.Lock.KeyPrefix, "bound")
 	held := cohortChurn(t, a, a, servers, "bound", 6, 0, time.Millisecond, 3*time.Second, false)
-	time.Sleep(100 * time.Millisecond) // the last run's release
-	releases := stop()
+	// The last run's release: sent once the last holder let go, and done
+	// when no holder is left on a majority.
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("WHO bound").Int("n") == 0 }, "the last run was never released")
+	releases := wait()
 	checkExclusive(t, held, 6)
 	const refillFor = 250 * time.Millisecond
-	// Hand-overs are timed by when their client heard of them, so a grant
-	// or two near the 250ms mark may land on either side of it.
-	const slack = 3
+	// A grant is timed when its client heard of it, later than the agent
+	// made it, and the next hand-over waits for that client's UNLOCK: so at
+	// most one grant that the agent made before the 250ms mark is counted
+	// after it. (The run's first grant, heard late too, only moves the mark
+	// later.)
+	const slack = 1
 	worst, runs, i := 0, 0, 0
 	for _, end := range releases {
 		if i < len(held) && held[i].start.Before(end) {
@@ -368,7 +393,7 @@ func TestARunEndsWithinRefillForAndABlock(t *testing.T) {
 			worst = max(worst, late)
 		}
 	}
-	t.Logf("%d grants in %d runs, %d releases heard; at most %d grants of a run after 250ms", len(held), runs, len(releases), worst)
+	t.Logf("%d grants in %d runs, %d releases; at most %d grants of a run after 250ms", len(held), runs, len(releases), worst)
 	if runs < 5 {
 		t.Fatalf("only %d runs told apart in 3s", runs)
 	}
@@ -403,7 +428,7 @@ func TestCohortRefillsUnderMasterFaults(t *testing.T) {
 	})
 	const local, name = 6, "refill-faults"
 	start := time.Now()
-	stop := start.Add(6 * time.Second)
+	stop := start.Add(soak(4*time.Second, 6*time.Second)) // the FLUSHALL at 1.5s, the loss at 3s
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

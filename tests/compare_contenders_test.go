@@ -17,6 +17,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	goredislib "github.com/redis/go-redis/v9"
@@ -266,18 +267,14 @@ func newAgentContender(agents [2]*agenttest.Agent) *contender {
 		parked: func(b *testing.B, group int) {
 			c := dialLine(b, agents[group].Config.Socket.Path)
 			defer c.conn.Close()
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-				r, err := c.do("STATUS", time.Second)
-				if err != nil {
+			var r string
+			lockagenttest.Eventually(b, 5*time.Second, func() bool {
+				var err error
+				if r, err = c.do("STATUS", time.Second); err != nil {
 					b.Fatal(err)
 				}
-				if strings.Contains(" "+r+" ", " waiters=1 ") {
-					return
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("no waiter parked in 5s: %s", r)
-				}
-			}
+				return strings.Contains(" "+r+" ", " waiters=1 ")
+			}, "no waiter parked in 5s: %s", &r)
 		},
 	}
 }

@@ -6,24 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
 // awaitQueued waits until WHO name shows n live entries in its queue.
 func awaitQueued(t *testing.T, c *agenttest.Conn, name string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		r := c.Do("WHO " + name)
-		got := max(r.Int("queued"), 0)
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d queued (%s), want %d", name, got, r.Line, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 3*time.Second, func() bool { r = c.Do("WHO " + name); return max(r.Int("queued"), 0) == n },
+		"%s has not %d queued: %s", name, n, &r.Line)
 }
 
 // TestFairWaitersFromAlternatingAgentsInArrivalOrder: fair waiters that
@@ -137,7 +129,7 @@ func TestQueuedWriterGoesBeforeLaterReaders(t *testing.T) {
 		t.Fatalf("a reader passed a queued writer: %s", r.Line)
 	}
 	_, rch := late.Send("LOCK rw mode=shared wait=10s")
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // time for a wrong grant to show
 	select {
 	case r := <-rch:
 		t.Fatalf("a later reader joined the readers before the queued writer: %s", r.Line)

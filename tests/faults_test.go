@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -75,18 +76,10 @@ func TestMasterFaults(t *testing.T) {
 	servers[0].Resume()
 	servers[1].Resume()
 	for _, c := range []*agenttest.Conn{other, holder} {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			r := c.Do("LOCK recovered wait=2s")
-			if r.Kind == "OK" {
-				c.Do("UNLOCK recovered")
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no recovery after resume: %s", r.Line)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var r agenttest.Reply
+		lockagenttest.Eventually(t, 5*time.Second, func() bool { r = c.Do("LOCK recovered wait=2s"); return r.Kind == "OK" },
+			"no recovery after resume: %s", &r.Line)
+		c.Do("UNLOCK recovered")
 	}
 	if r := other.Do("LOCK kept wait=2s"); r.Kind != "OK" {
 		t.Fatalf("the lost lock is not free: %s", r.Line)
@@ -108,14 +101,7 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 	for _, s := range servers {
 		s.Resume()
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if r := c.Do("LOCK x wait=1s"); r.Kind == "OK" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never recovered")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("LOCK x wait=1s").Kind == "OK" }, "never recovered")
 }
 
 // TestAgentStartsWithNoMasterReachable: an agent whose masters do not exist
@@ -123,7 +109,12 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 // ends instead of hanging, and serves as soon as they come up, without a restart.
 func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 	servers := redistest.Reserve(t, 3)
-	a := agenttest.StartNoWait(t, agenttest.Config(t, servers, time.Second))
+	cfg := agenttest.Config(t, servers, time.Second)
+	// Masters met empty sit out max(lease, max_ttl) first: the agent cannot
+	// tell a new master from one that lost its data. 1s, not agenttest's
+	// 10s, which this test's wait used to race.
+	cfg.Lock.MaxTTL = time.Second
+	a := agenttest.StartNoWait(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	st := c.Do("STATUS")
 	for _, d := range st.Data {
@@ -135,13 +126,9 @@ func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 	for _, s := range servers {
 		s.Launch()
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if r := c.Do("LOCK boot wait=1s"); r.Kind == "OK" {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("never served after the masters came up: %s", r.Line)
-		}
-	}
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { r = c.Do("LOCK boot wait=1s"); return r.Kind == "OK" },
+		"never served after the masters came up: %s", &r.Line)
 }
 
 // TestAHungMasterCostsNothing pauses one master of three (SIGSTOP: its
@@ -197,13 +184,7 @@ func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
 	servers[1].Restart()
 	c := agenttest.Dial(t, sock)
 	c.AwaitMasters("quarantined", 1)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) { // checked every 5 s
-		if st := c.Do("STATUS"); st.Data[0]["state"] == "unsafe" {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("never unsafe: %+v", st.Data)
-		}
-	}
+	c.AwaitMastersWithin(15*time.Second, "unsafe", 1) // checked every 5 s
 	code, out, _ := lockAgent(t, "status", "-socket", sock)
 	if code != 3 || !strings.Contains(out, "unsafe") || !strings.Contains(out, "maxmemory_policy:allkeys-lru") ||
 		!strings.Contains(out, "lost its data; votes again in") {
@@ -220,7 +201,9 @@ func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
 		t.Fatalf("status -json: exit %d\n%s", code, out)
 	}
 	servers[0].Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
-	c.AwaitMasters("up", 2)
+	// Safe again at the next check, up to 5 s later (AwaitMasters' 5 s
+	// missed it now and then).
+	c.AwaitMastersWithin(15*time.Second, "up", 2)
 	if r := c.Do("LOCK still-served wait=2s"); r.Kind != "OK" {
 		t.Fatalf("two safe masters are a quorum: %s", r.Line)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -193,12 +194,7 @@ func (s *rdbServer) launch() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if _, err := s.Do("PING"); err == nil {
-			return
-		}
-	}
-	s.t.Fatal("rdb redis-server did not start")
+	lockagenttest.Eventually(s.t, 5*time.Second, func() bool { _, err := s.Do("PING"); return err == nil }, "rdb redis-server did not start")
 }
 
 // crash kills the server with SIGKILL and starts it again on the same port:
@@ -311,7 +307,10 @@ func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
 		t.Fatalf("lock: %s", r.Line)
 	}
 	one.Do("UNLOCK fr")
-	time.Sleep(100 * time.Millisecond)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { // the release reached C: the snapshot holds no hold
+		keys, _ := c.Do("KEYS", "lock-agent:{fr}:h:*")
+		return keys == "*0"
+	}, "C still has the released hold")
 	if _, err := c.Do("SAVE"); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +356,7 @@ func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
-	for attempt := range 6 {
+	for attempt := range soak(3, 6) {
 		if r := holder.Do("LOCK pl wait=3s"); r.Kind != "OK" {
 			t.Fatalf("lock: %s", r.Line)
 		}
@@ -446,14 +445,10 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 	if _, err := servers[2].Do("REPLICAOF", host, port); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if info, _ := servers[2].Info("replication"); strings.Contains(info, "master_link_status:up") {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("C never synced")
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		info, _ := servers[2].Info("replication")
+		return strings.Contains(info, "master_link_status:up")
+	}, "C never synced")
 	servers[2].Do("REPLICAOF", "NO", "ONE")
 	after, _ := servers[2].Do("HGET", "lock-agent:epoch", "epoch")
 	t.Logf("C's epoch marker: %s before, %s after (B's)", before, after)
@@ -540,7 +535,8 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	for attempt := range 25 {
+	attempts := soak(8, 25)
+	for attempt := range attempts {
 		if r := holder.Do("LOCK se wait=3s"); r.Kind != "OK" {
 			t.Fatalf("lock: %s", r.Line)
 		}
@@ -577,7 +573,7 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 		other.AwaitMasters("up", 3)
 		holder.AwaitMasters("up", 3)
 	}
-	t.Log("no overlap in 25 attempts")
+	t.Logf("no overlap in %d attempts", attempts)
 }
 
 // TestHostilePipelinedExtendsDisagree: two EXTENDs of one ttl= hold sent
@@ -589,14 +585,15 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 	a, b, _ := twoAgents(t, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
-	for attempt := range 40 {
+	attempts := soak(12, 40)
+	for attempt := range attempts {
 		if r := holder.Do("LOCK pe ttl=5s wait=3s"); r.Kind != "OK" {
 			t.Fatalf("lock: %s", r.Line)
 		}
 		_, long := holder.Send("EXTEND pe ttl=10s")
 		_, short := holder.Send("EXTEND pe ttl=100ms")
 		rl, rs := holder.Await(long), holder.Await(short)
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // past the 100ms ttl, if the masters applied it last
 		if r := other.Do("LOCK pe wait=0"); r.Kind == "OK" {
 			if p := holder.Push(0); p == "" {
 				h := holder.Do("HOLDS")
@@ -611,7 +608,7 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 		for holder.Push(20*time.Millisecond) != "" {
 		}
 	}
-	t.Log("no overlap in 40 attempts")
+	t.Logf("no overlap in %d attempts", attempts)
 }
 
 // TestHostileFailedShorteningExtend: EXTEND ttl=100ms of a ttl=10s hold is
@@ -636,7 +633,7 @@ func TestHostileFailedShorteningExtend(t *testing.T) {
 		p.Delay(0)
 	}
 	t.Logf("EXTEND answered %s", ext.Line)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // past the 100ms ttl the masters applied
 	r := other.Do("LOCK fx wait=0")
 	if r.Kind != "OK" {
 		t.Logf("B refused (%s)", r.Line)

@@ -175,7 +175,9 @@ func TestWatchdogKeepsAShortLeaseExclusive(t *testing.T) {
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	end := time.Now().Add(5 * time.Second)
 	for time.Now().Before(end) {
-		if r := other.Do("LOCK dog wait=200ms"); r.Kind != "BUSY" {
+		// BUSY, or NO_QUORUM when a busy host keeps the masters' answers
+		// past master_timeout: not granted either way.
+		if r := other.Do("LOCK dog wait=200ms"); r.Kind == "OK" {
 			t.Fatalf("another agent got a watched lock: %s", r.Line)
 		}
 	}
@@ -230,7 +232,7 @@ func TestAParkedWaiterWakesAtOnce(t *testing.T) {
 		holder.Do("LOCK parked")
 		_, ch := waiter.Send("LOCK parked wait=10s")
 		waiter.AwaitWaiters(1)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the scenario: parked a while, its subscriptions confirmed
 		start := time.Now()
 		holder.Do("UNLOCK parked")
 		if r := waiter.Await(ch); r.Kind != "OK" {

@@ -24,6 +24,17 @@ func TestMain(m *testing.M) {
 	leaktest.Main(m)
 }
 
+// soak is how long (or how many rounds) a test runs its workload of
+// clients and faults: short by default, the CI-sized run that checks the
+// same property, and long with LOCK_AGENT_SOAK=1 (see README.md,
+// "Testing"), to look harder for a rare interleaving.
+func soak[T time.Duration | int](short, long T) T {
+	if os.Getenv("LOCK_AGENT_SOAK") != "" {
+		return long
+	}
+	return short
+}
+
 func helper(path, name string) {
 	c, err := net.Dial("unix", path)
 	if err != nil {

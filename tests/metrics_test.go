@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -48,13 +49,11 @@ func awaitMetrics(t *testing.T, url string, want ...string) string {
 	t.Helper()
 	var body string
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if body, err = getMetrics(url); err == nil && hasLines(body, want) {
-			return body
-		}
-	}
-	t.Fatalf("GET %s never had %q: %v\n%s", url, want, err, body)
-	return ""
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		body, err = getMetrics(url)
+		return err == nil && hasLines(body, want)
+	}, "GET %s never had %q: %v\n%s", url, want, &err, &body)
+	return body
 }
 
 func hasLines(body string, want []string) bool {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -43,16 +44,14 @@ func binaryAgent(t *testing.T, extra string) (*exec.Cmd, *syncBuffer, string, st
 func waitForListener(t *testing.T, sock string) {
 	t.Helper()
 	waitForSocket(t, sock)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		conn, err := net.Dial("unix", sock)
-		if err == nil {
+	var err error
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		var conn net.Conn
+		if conn, err = net.Dial("unix", sock); err == nil {
 			conn.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s: %v", sock, err)
-		}
-	}
+		return err == nil
+	}, "nothing listens on %s: %v", sock, &err)
 }
 
 func writeAgentConfig(t *testing.T, path, sock string, servers []*redistest.Server, extra string) {
@@ -69,11 +68,7 @@ func writeAgentConfig(t *testing.T, path, sock string, servers []*redistest.Serv
 
 func waitForLog(t *testing.T, logs *syncBuffer, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), want); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the logs:\n%s", want, logs.String())
-		}
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), want) }, "no %q in the logs:\n%s", want, logs)
 }
 
 // TestBinarySIGHUPReloadsTheConfig: SIGHUP does not stop the agent. It
@@ -202,6 +197,8 @@ func TestBinaryOutlivesItsLogReader(t *testing.T) {
 	}
 	r.Close()                          // the reader goes away
 	cmd.Process.Signal(syscall.SIGHUP) // and the agent logs
+	// Nothing shows that the agent has handled the signal (its log goes to
+	// the closed pipe): give it the time it takes, then see that it lives.
 	time.Sleep(300 * time.Millisecond)
 	if r := c.Do("PING"); r.Kind != "OK" {
 		t.Fatalf("the agent died writing its log to a closed pipe: %s", r.Line)

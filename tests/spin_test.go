@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,7 +158,8 @@ func TestAWaiterOutvotedByAMinorityWakesOnTheRelease(t *testing.T) {
 	cfg.Lock.RetryMin, cfg.Lock.RetryMax = 20*time.Millisecond, 200*time.Millisecond
 	a := agenttest.Start(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
-	for i := range 5 { // the back-off may end just as the release comes: not every round tells
+	var took []time.Duration
+	for i := range 5 {
 		plantHolder(t, servers[0], "outvoted")
 		plantHolder(t, servers[1], "outvoted")
 		_, ch := c.Send("LOCK outvoted wait=30s")
@@ -169,9 +171,18 @@ func TestAWaiterOutvotedByAMinorityWakesOnTheRelease(t *testing.T) {
 		}
 		start := time.Now()
 		r := c.Await(ch)
-		if took := time.Since(start); r.Kind != "OK" || took > 15*time.Millisecond {
-			t.Fatalf("round %d: %s %v after the holder released", i, r.Line, took)
+		took = append(took, time.Since(start))
+		if r.Kind != "OK" {
+			t.Fatalf("round %d: %s after the holder released", i, r.Line)
 		}
 		c.Do("UNLOCK outvoted")
+	}
+	// The median: a back-off may end just as the release comes, so not
+	// every round tells, and a busy host may slow one round past 15ms
+	// (20ms seen), where a waiter that backs off waits tens of ms or more
+	// in most rounds.
+	slices.Sort(took)
+	if took[len(took)/2] > 15*time.Millisecond {
+		t.Fatalf("granted %v after the holder released (median of 5 rounds)", took)
 	}
 }

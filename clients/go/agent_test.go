@@ -2,6 +2,7 @@ package lockagent_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	lockagent "github.com/lock-agent/lock-agent/clients/go"
 )
 
 // The tests run against the real agent, built from this repository and run
@@ -63,12 +66,44 @@ func startAgent(dir string) (*exec.Cmd, string, error) {
 				for sc.Scan() {
 				}
 			}()
-			time.Sleep(300 * time.Millisecond) // the embedded masters' first health probe
+			if err := awaitMastersUp(sock); err != nil {
+				cmd.Process.Kill()
+				return nil, "", err
+			}
 			return cmd, sock, nil
 		}
 	}
 	cmd.Process.Kill()
 	return nil, "", fmt.Errorf("the agent printed no socket")
+}
+
+// awaitMastersUp waits until the agent on sock has found every master up
+// (its first health probes). It runs before any test, so it cannot use
+// lockagenttest.Eventually.
+func awaitMastersUp(sock string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := lockagent.Dial(ctx, sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		st, err := c.Status(ctx)
+		up := 0
+		for _, m := range st.Masters {
+			if m.State == "up" {
+				up++
+			}
+		}
+		switch {
+		case err == nil && up > 0 && up == len(st.Masters):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("the agent's masters never all came up: %+v %v", st.Masters, err)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll: STATUS is all there is to watch
+	}
 }
 
 // ownAgent starts an agent only this test uses (to kill it).

@@ -9,14 +9,15 @@ import (
 	"time"
 
 	lockagent "github.com/lock-agent/lock-agent/clients/go"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 )
 
 // TestFairIsSentAsFairTrue checks the wire only, so a fake answers and
 // records the exact lines (../../tests/goclient_kinds_test.go has Fair
 // against the real agents).
 func TestFairIsSentAsFairTrue(t *testing.T) {
-	fake := startFake(t, grantAll)
-	c := dial(t, fake.path)
+	fake := lockagenttest.StartFake(t, lockagenttest.GrantAll)
+	c := dial(t, fake.Path)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -45,12 +46,12 @@ func TestFairIsSentAsFairTrue(t *testing.T) {
 		}, "LOCK go/fb go/fa fair=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(fake.requests())
+			before := len(fake.Requests())
 			ls, err := tc.lock()
 			if err != nil {
 				t.Fatal(err)
 			}
-			sent := fake.requests()[before:]
+			sent := fake.Requests()[before:]
 			if len(sent) != 1 {
 				t.Fatalf("sent %q, want one LOCK", sent)
 			}
@@ -78,13 +79,13 @@ func TestFairIsSentAsFairTrue(t *testing.T) {
 // TestFairRefusedByAnOlderAgentIsABadRequest: an agent without fair queues
 // answers BAD_REQUEST, which Lock returns as ErrBadRequest with nothing held.
 func TestFairRefusedByAnOlderAgentIsABadRequest(t *testing.T) {
-	fake := startFake(t, func(verb string, args []string) []string {
+	fake := lockagenttest.StartFake(t, func(verb string, args []string) []string {
 		if verb == "LOCK" {
 			return []string{"ERR BAD_REQUEST fair=true not supported yet"}
 		}
 		return []string{"OK"}
 	})
-	c := dial(t, fake.path)
+	c := dial(t, fake.Path)
 	if _, err := c.Lock(context.Background(), "go/fair", lockagent.Fair()); !errors.Is(err, lockagent.ErrBadRequest) {
 		t.Fatalf("err = %v, want ErrBadRequest", err)
 	}
@@ -95,13 +96,13 @@ func TestFairRefusedByAnOlderAgentIsABadRequest(t *testing.T) {
 // real agent says no queued=0 and nothing that is not a count.
 func TestOccupancyReadsTheQueueLength(t *testing.T) {
 	var final atomic.Value // the fake's goroutine reads it
-	fake := startFake(t, func(verb string, args []string) []string {
+	fake := lockagenttest.StartFake(t, func(verb string, args []string) []string {
 		return []string{
 			"DATA agent=host-a pid=42 uid=1000 owner=g1 mode=exclusive fence=99 since=1700000000000",
 			final.Load().(string),
 		}
 	})
-	c := dial(t, fake.path)
+	c := dial(t, fake.Path)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
@@ -128,7 +129,7 @@ func TestOccupancyReadsTheQueueLength(t *testing.T) {
 			}
 		})
 	}
-	if got := fake.requests(); got[0] != "WHO go/q" {
+	if got := fake.Requests(); got[0] != "WHO go/q" {
 		t.Fatalf("sent %q", got)
 	}
 }

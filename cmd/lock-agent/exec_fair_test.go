@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 )
 
 // TestExecFairSendsOneLockWithFairTrue: -fair is fair=true on the one LOCK
@@ -13,7 +15,7 @@ import (
 // order given. Wire level only (the fake grants a semaphore slot per name
 // on cue); ../../tests/exec_test.go runs exec against the real agents.
 func TestExecFairSendsOneLockWithFairTrue(t *testing.T) {
-	fake := startFake(t, func(verb string, args []string) []string {
+	fake := lockagenttest.StartFake(t, func(verb string, args []string) []string {
 		switch verb {
 		case "LOCK":
 			return []string{"OK fence=11,12 validity=5000 count=1,1 slot=2,1"}
@@ -24,12 +26,12 @@ func TestExecFairSendsOneLockWithFairTrue(t *testing.T) {
 	})
 	out := filepath.Join(t.TempDir(), "env")
 	var stdout, stderr bytes.Buffer
-	code := execCmd([]string{"-socket", fake.path, "-fair", "-limit", "2", "b,a", "--", "sh", "-c",
+	code := execCmd([]string{"-socket", fake.Path, "-fair", "-limit", "2", "b,a", "--", "sh", "-c",
 		`echo "$LOCK_AGENT_NAME $LOCK_AGENT_FENCE $LOCK_AGENT_SLOT" > ` + out}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	sent := fake.sent()
+	sent := fake.Requests()
 	if len(sent) == 0 || !strings.HasPrefix(sent[0], "LOCK b a owner=") || !strings.HasSuffix(sent[0], " limit=2 fair=true") {
 		t.Fatalf("sent %q, want one LOCK b a ... limit=2 fair=true first", sent)
 	}
@@ -43,11 +45,11 @@ func TestExecFairSendsOneLockWithFairTrue(t *testing.T) {
 		t.Fatalf("the command got %q, want %q", got, "b,a 11,12 2,1")
 	}
 	// Without -fair there is no fair= on the wire.
-	before := len(fake.sent())
-	if code := execCmd([]string{"-socket", fake.path, "n", "--", "true"}, &stdout, &stderr); code != 0 {
+	before := len(fake.Requests())
+	if code := execCmd([]string{"-socket", fake.Path, "n", "--", "true"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if s := fake.sent()[before]; strings.Contains(s, "fair") || !strings.HasPrefix(s, "LOCK n ") {
+	if s := fake.Requests()[before]; strings.Contains(s, "fair") || !strings.HasPrefix(s, "LOCK n ") {
 		t.Fatalf("without -fair: sent %q", s)
 	}
 }

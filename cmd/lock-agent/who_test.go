@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 )
 
 // TestWhoShowsTheQueue: a WHO final line with queued=Q shows in who's text
@@ -26,9 +28,9 @@ func TestWhoShowsTheQueue(t *testing.T) {
 		{"a free name, no queue reported", []string{"OK n=0"}, []string{"jobs/q is free\n"}, "queued", -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := startFake(t, func(string, []string) []string { return tc.replies })
+			fake := lockagenttest.StartFake(t, func(string, []string) []string { return tc.replies })
 			var stdout, stderr bytes.Buffer
-			if code := whoCmd([]string{"-socket", fake.path, "jobs/q"}, &stdout, &stderr); code != 0 {
+			if code := whoCmd([]string{"-socket", fake.Path, "jobs/q"}, &stdout, &stderr); code != 0 {
 				t.Fatalf("who: exit %d %s", code, stderr.String())
 			}
 			for _, want := range tc.text {
@@ -40,7 +42,7 @@ func TestWhoShowsTheQueue(t *testing.T) {
 				t.Errorf("who printed %q, want no %q", stdout.String(), tc.notText)
 			}
 			stdout.Reset()
-			if code := whoCmd([]string{"-socket", fake.path, "-json", "jobs/q"}, &stdout, &stderr); code != 0 {
+			if code := whoCmd([]string{"-socket", fake.Path, "-json", "jobs/q"}, &stdout, &stderr); code != 0 {
 				t.Fatalf("who -json: exit %d %s", code, stderr.String())
 			}
 			var got struct {
@@ -60,7 +62,7 @@ func TestWhoShowsTheQueue(t *testing.T) {
 			case tc.queued >= 0 && (got.Queued == nil || *got.Queued != tc.queued):
 				t.Errorf("who -json: want queued %d:\n%s", tc.queued, stdout.String())
 			}
-			if sent := fake.sent(); len(sent) != 2 || sent[0] != "WHO jobs/q" {
+			if sent := fake.Requests(); len(sent) != 2 || sent[0] != "WHO jobs/q" {
 				t.Errorf("sent %q", sent)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -272,11 +273,11 @@ func (c *Conn) Await(ch <-chan Reply) Reply {
 // a test's way to know a LOCK it sent is parked, without sleeping.
 func (c *Conn) AwaitWaiters(n int64) {
 	c.t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); c.Do("STATUS").Int("waiters") != n; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("the agent never had %d waiters", n)
-		}
-	}
+	var waiters int64
+	lockagenttest.Eventually(c.t, 5*time.Second, func() bool {
+		waiters = c.Do("STATUS").Int("waiters")
+		return waiters == n
+	}, "the agent never had %d waiters (it has %d)", n, &waiters)
 }
 
 // Pushes is where push lines ("* ...") arrive.
@@ -286,23 +287,24 @@ func (c *Conn) Pushes() <-chan string { return c.pushes }
 // quarantined), for up to 5s.
 func (c *Conn) AwaitMasters(state string, n int) {
 	c.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := c.Do("STATUS")
+	c.AwaitMastersWithin(5*time.Second, state, n)
+}
+
+// AwaitMastersWithin is AwaitMasters for up to timeout: for a state that
+// the agent finds in a periodic check.
+func (c *Conn) AwaitMastersWithin(timeout time.Duration, state string, n int) {
+	c.t.Helper()
+	var masters []map[string]string
+	lockagenttest.Eventually(c.t, timeout, func() bool {
+		masters = c.Do("STATUS").Data
 		in := 0
-		for _, d := range r.Data {
+		for _, d := range masters {
 			if d["state"] == state {
 				in++
 			}
 		}
-		if in == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("never %d masters %s: %+v", n, state, r.Data)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return in == n
+	}, "never %d masters %s: %+v", n, state, &masters)
 }
 
 // Push returns the next push line, or "" after timeout.

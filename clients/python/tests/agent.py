@@ -45,8 +45,31 @@ class DevAgent:
                 break
         else:
             raise RuntimeError("the agent printed no socket")
-        time.sleep(0.3)  # the embedded masters' first health probe
+        self._await_masters_up()
         return self
+
+    def _await_masters_up(self, timeout=10.0):
+        """Waits until the agent has found every master up (its first health
+        probes), asking STATUS."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(self.socket)
+                s.sendall(b"1 STATUS\n")
+                f = s.makefile("r")
+                states = []
+                for line in f:
+                    last = line
+                    words = line.split()
+                    if len(words) >= 2 and words[1] == "DATA":
+                        states += [w.split("=", 1)[1] for w in words[2:] if w.startswith("state=")]
+                    elif len(words) >= 2:
+                        break
+                if states and all(st == "up" for st in states):
+                    return
+            time.sleep(0.005)  # a poll: STATUS is all there is to watch
+        raise RuntimeError("the agent's masters never all came up: " + last)
 
     def kill(self):
         if self.proc and self.proc.poll() is None:

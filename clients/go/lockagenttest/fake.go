@@ -1,4 +1,9 @@
-package lockagent_test
+// Package lockagenttest provides a scripted stand-in for lock-agent, for
+// tests of code that speaks its protocol: the exact lines a client writes,
+// and replies the real agent cannot be made to give on cue (a reply field
+// of a newer agent, or one an older agent leaves out). Test against the
+// real agent everywhere else.
+package lockagenttest
 
 import (
 	"bufio"
@@ -11,30 +16,30 @@ import (
 	"testing"
 )
 
-// fakeAgent answers the protocol from a script, for what the real agent
-// cannot be made to say yet (a reply field of a newer agent) and to see the
-// exact lines a client writes. Every test that uses it checks only the
-// client's side of the wire; the real agent is tested everywhere else.
-type fakeAgent struct {
-	path string
-	// answer returns the lines (without the tag) that answer one request,
-	// given its verb (upper case) and its words after the verb.
-	answer func(verb string, args []string) []string
+// Answer returns the lines (without the tag) that answer one request,
+// given its verb (upper case) and its words after the verb.
+type Answer func(verb string, args []string) []string
 
-	mu    sync.Mutex
-	lines []string
+// Fake is an agent that answers from a script on a Unix socket.
+type Fake struct {
+	// Path is the socket's path.
+	Path   string
+	answer Answer
+
+	mu       sync.Mutex
+	requests []string
 }
 
-// startFake listens on a new socket. HELLO is always answered OK; every other
-// request goes to answer.
-func startFake(t *testing.T, answer func(verb string, args []string) []string) *fakeAgent {
+// StartFake listens on a new socket until the test ends. HELLO is always
+// answered OK; every other request goes to answer.
+func StartFake(t testing.TB, answer Answer) *Fake {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "lagf") // short: a socket path has at most 107 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeAgent{path: filepath.Join(dir, "fake.sock"), answer: answer}
-	ln, err := net.Listen("unix", f.path)
+	f := &Fake{Path: filepath.Join(dir, "fake.sock"), answer: answer}
+	ln, err := net.Listen("unix", f.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +78,7 @@ func startFake(t *testing.T, answer func(verb string, args []string) []string) *
 	return f
 }
 
-func (f *fakeAgent) serve(conn net.Conn) {
+func (f *Fake) serve(conn net.Conn) {
 	r := bufio.NewReader(conn)
 	for {
 		line, err := r.ReadString('\n')
@@ -85,13 +90,11 @@ func (f *fakeAgent) serve(conn net.Conn) {
 			continue
 		}
 		tag, verb := words[0], strings.ToUpper(words[1])
-		if verb != "HELLO" {
-			f.mu.Lock()
-			f.lines = append(f.lines, strings.Join(words[1:], " "))
-			f.mu.Unlock()
-		}
 		replies := []string{"OK proto=1 agent=fake session=1 masters=3 quorum=2"}
 		if verb != "HELLO" {
+			f.mu.Lock()
+			f.requests = append(f.requests, strings.Join(words[1:], " "))
+			f.mu.Unlock()
 			replies = f.answer(verb, words[2:])
 		}
 		for _, rep := range replies {
@@ -102,16 +105,16 @@ func (f *fakeAgent) serve(conn net.Conn) {
 	}
 }
 
-// requests returns every request but HELLO received so far, without tags.
-func (f *fakeAgent) requests() []string {
+// Requests returns every request but HELLO received so far, without tags.
+func (f *Fake) Requests() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string(nil), f.lines...)
+	return append([]string(nil), f.requests...)
 }
 
-// grantAll answers LOCK with a grant of every name (fences 7, 8, ...),
+// GrantAll answers LOCK with a grant of every name (fences 7, 8, ...),
 // UNLOCK with count 0, and anything else with a bare OK.
-func grantAll(verb string, args []string) []string {
+func GrantAll(verb string, args []string) []string {
 	switch verb {
 	case "LOCK":
 		var fences, counts []string
