@@ -95,7 +95,9 @@ func TestFenceBlocksGrowAcrossShiftingMajorities(t *testing.T) {
 		paused := servers[round%3]
 		paused.Pause()
 		waitStates(t, c, func(st []MasterStatus) bool { return st[round%3].State == StateDown })
-		g, err := acquire(ctx, c, blockReq("s", fmt.Sprintf("h%d", round), 1+round%4*10))
+		g, holder, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest {
+			return blockReq("s", fmt.Sprintf("h%d-%d", round, try), 1+round%4*10)
+		})
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -110,7 +112,7 @@ func TestFenceBlocksGrowAcrossShiftingMajorities(t *testing.T) {
 			}
 		}
 		awaitCounters(t, up, "s", top)
-		if _, err := c.Release(ctx, "s", fmt.Sprintf("h%d", round)); err != nil {
+		if _, err := c.Release(ctx, "s", holder); err != nil {
 			t.Fatal(err)
 		}
 		paused.Resume()
