@@ -162,8 +162,10 @@ func TestEveryPipelinedRequestIsAnsweredOnceWhateverEndsItsSession(t *testing.T)
 // stands on the third alone, or on more once they answer late) is taken out
 // again. Left there, it stays queued for a heartbeat (a lease) ahead of
 // every later entry: the waiter behind it is not granted the name when it
-// is let go, WHO says queued= after every waiter is gone, and a LOCK ...
-// wait=0 of a name nobody holds or waits for is BUSY.
+// is let go, and a LOCK ... wait=0 of a name nobody holds or waits for is
+// BUSY. (A removal that misses a master, as one paused past its deadline
+// may, is left to the heartbeat there, as a release is left to the lease:
+// on a minority it holds up nobody.)
 func TestAFailedEntryDoesNotHoldUpTheName(t *testing.T) {
 	a, servers := start(t, func(cfg *agent.Config) { cfg.Lock.Lease = 30 * time.Second })
 	holder, waiter, fair := agenttest.Dial(t, a.SocketPath()), agenttest.Dial(t, a.SocketPath()), agenttest.Dial(t, a.SocketPath())
@@ -181,46 +183,33 @@ func TestAFailedEntryDoesNotHoldUpTheName(t *testing.T) {
 	}
 	defer resume()
 	tag, cancelled := fair.Send("LOCK x fair=true")
-	// Each attempt at the entries moves m0's ticket counter: a second value
-	// says the first attempt failed (the contender makes them one by one).
-	seen := map[string]bool{}
-	for deadline := time.Now().Add(10 * time.Second); len(seen) < 2; time.Sleep(time.Millisecond) {
-		v, err := servers[0].Do("GET", "lock-agent:{x}:qseq")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v != "" {
-			seen[v] = true
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the entries were not tried twice: tickets %v", seen)
-		}
-	}
+	// m1's part of the first attempt at the entries ends at the round's
+	// deadline, unanswered: with m2 paused too, the attempt failed, and its
+	// entries stand on m0 (and on m1 and m2 once they read it).
+	awaitMetric(t, a, 1, "lock_agent_master_op_duration_seconds", "master", "m1", "op", "enqueue")
+	// Back at once: a removal that cannot land within its deadline (a
+	// second) is left to the heartbeat, as a release is left to the lease.
+	resume()
 	if r := fair.Do("CANCEL " + tag); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
 	if r := fair.Await(cancelled); r.Code != "CANCELLED" {
 		t.Fatal(r.Line)
 	}
-	resume()
 	holder.Do("UNLOCK x")
 	if r := waiter.Await(granted); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
 	waiter.Do("UNLOCK x")
 
-	// The waiters' entries leave in the background; well within the 30s
-	// heartbeat that an entry left behind would live.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := fair.Do("WHO x")
-		if r.Kind == "OK" && r.Fields["queued"] == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiter is left, yet: %s", r.Line)
-		}
+	// The waiter's own entry leaves in the background (and the masters may
+	// be slow to answer on a busy host): well within the 30s heartbeat that
+	// an entry left behind on a majority would keep the name queued.
+	r := fair.Do("LOCK x wait=0")
+	for deadline := time.Now().Add(10 * time.Second); r.Kind != "OK" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r = fair.Do("LOCK x wait=0")
 	}
-	if r := fair.Do("LOCK x wait=0"); r.Kind != "OK" {
+	if r.Kind != "OK" {
 		t.Fatalf("x is neither held nor waited for: %s", r.Line)
 	}
 }
