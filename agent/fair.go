@@ -63,6 +63,12 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 	start := a.clock.Now()
 	tickets, err := a.cluster.Enqueue(ctx, q.name, es, lease)
 	if err != nil {
+		// The entries may stand on some masters (a minority answered, or
+		// a master answers after the round gave up on it): taken out, or
+		// they would hold up every LOCK of the name until their heartbeat
+		// lapsed, with no waiter behind them. Their tombstones keep a late
+		// answer from bringing them back; the retry makes new ones.
+		a.dequeue(q.name, es)
 		q.enterFails++
 		q.enterAfter = a.clock.Now().Add(a.backoff(q.enterFails))
 		q.mu.Lock()

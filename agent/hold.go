@@ -159,8 +159,32 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	s.mu.Unlock()
 	if mine {
 		s.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
-		a.releaseAsync(rh.Name, rh.Holder)
+		if reason == renewal.ReasonRevoked {
+			a.releaseAsync(rh.Name, rh.Holder) // a majority no longer has it
+		} else {
+			a.releaseAt(rh.Name, rh.Holder, a.watchdog.Deadline(rh))
+		}
 	}
+}
+
+// releaseAt releases a lost hold in the masters once its validity ended.
+// Its LOST went out a lead before that, so that the client hears of it
+// before anyone else can be granted the name; a release at once would let
+// another client in while this one may still rely on its validity. A
+// stopping agent leaves it to expire.
+func (a *Agent) releaseAt(name, holder string, deadline time.Time) {
+	go func() {
+		if d := deadline.Sub(a.clock.Now()); d > 0 {
+			t := a.clock.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C():
+			case <-a.runCtx.Done():
+				return
+			}
+		}
+		a.release(context.Background(), name, holder, false)
+	}()
 }
 
 // forget drops a hold from the agent's books before it is released, and

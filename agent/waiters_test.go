@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
@@ -153,5 +154,62 @@ func TestEveryPipelinedRequestIsAnsweredOnceWhateverEndsItsSession(t *testing.T)
 		if r := c.Do("LOCK " + name + " wait=0"); r.Kind != "OK" {
 			t.Fatalf("%s: %s", name, r.Line)
 		}
+	}
+}
+
+// TestAFailedEntryDoesNotHoldUpTheName: a fair waiter's place in the masters'
+// queue whose round failed (two of three masters stopped answering, so it
+// stands on the third alone, or on more once they answer late) is taken out
+// again. Left there, it stays queued for a heartbeat (a lease) ahead of
+// every later entry: the waiter behind it is not granted the name when it
+// is let go, and a LOCK ... wait=0 of a name nobody holds or waits for is
+// BUSY. (A removal that misses a master, as one paused past its deadline
+// may, is left to the heartbeat there, as a release is left to the lease:
+// on a minority it holds up nobody.)
+func TestAFailedEntryDoesNotHoldUpTheName(t *testing.T) {
+	a, servers := start(t, func(cfg *agent.Config) { cfg.Lock.Lease = 30 * time.Second })
+	holder, waiter, fair := agenttest.Dial(t, a.SocketPath()), agenttest.Dial(t, a.SocketPath()), agenttest.Dial(t, a.SocketPath())
+	if r := holder.Do("LOCK x"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	_, granted := waiter.Send("LOCK x")
+	holder.AwaitWaiters(1) // a fair LOCK behind it asks for entries at once
+
+	servers[1].Pause()
+	servers[2].Pause()
+	resume := func() {
+		servers[1].Resume()
+		servers[2].Resume()
+	}
+	defer resume()
+	tag, cancelled := fair.Send("LOCK x fair=true")
+	// m1's part of the first attempt at the entries ends at the round's
+	// deadline, unanswered: with m2 paused too, the attempt failed, and its
+	// entries stand on m0 (and on m1 and m2 once they read it).
+	awaitMetric(t, a, 1, "lock_agent_master_op_duration_seconds", "master", "m1", "op", "enqueue")
+	// Back at once: a removal that cannot land within its deadline (a
+	// second) is left to the heartbeat, as a release is left to the lease.
+	resume()
+	if r := fair.Do("CANCEL " + tag); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := fair.Await(cancelled); r.Code != "CANCELLED" {
+		t.Fatal(r.Line)
+	}
+	holder.Do("UNLOCK x")
+	if r := waiter.Await(granted); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	waiter.Do("UNLOCK x")
+
+	// The waiter's own entry leaves in the background (and the masters may
+	// be slow to answer on a busy host): well within the 30s heartbeat that
+	// an entry left behind on a majority would keep the name queued.
+	r := fair.Do("LOCK x wait=0")
+	for deadline := time.Now().Add(10 * time.Second); r.Kind != "OK" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r = fair.Do("LOCK x wait=0")
+	}
+	if r.Kind != "OK" {
+		t.Fatalf("x is neither held nor waited for: %s", r.Line)
 	}
 }

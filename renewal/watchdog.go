@@ -270,6 +270,14 @@ func (w *Watchdog) Validity(h *Hold) (time.Duration, bool) {
 	return h.deadline.Sub(w.cfg.Clock.Now()), true
 }
 
+// Deadline returns when h's validity ends, or ended: for a hold no longer
+// watched (lost, or removed), the deadline it had then.
+func (w *Watchdog) Deadline(h *Hold) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return h.deadline
+}
+
 func (w *Watchdog) poke() {
 	select {
 	case w.changed <- struct{}{}:
