@@ -49,3 +49,19 @@ func QueuedLines(a *Agent) int {
 	}
 	return most
 }
+
+// OpenSessions is how many of a's sessions are neither closed nor told BYE:
+// a session counts no more from the moment its BYE is queued.
+func OpenSessions(a *Agent) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	open := 0
+	for _, s := range a.sessions {
+		s.out.mu.Lock()
+		if !s.out.closing && !s.out.done {
+			open++
+		}
+		s.out.mu.Unlock()
+	}
+	return open
+}
