@@ -65,3 +65,19 @@ func OpenSessions(a *Agent) int {
 	}
 	return open
 }
+
+// StandBack makes the contender of name stand back until until, as the end
+// of a run of local holders that another agent waited for does (see
+// cohort.go). It says false if name has no queue.
+func StandBack(a *Agent, name string, until time.Time) bool {
+	a.mu.Lock()
+	q := a.queues[name]
+	a.mu.Unlock()
+	if q == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.yieldUntil = until
+	return true
+}
