@@ -32,6 +32,8 @@ func TestAWaitRunsOutAsBusyOnTheAgentsClock(t *testing.T) {
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	_, ch := c.Send("LOCK w wait=10m") // a real timer would not end it in this test
 	c.AwaitWaiters(1)
+	// The wait= timer runs within Advance (see quorum.FakeClock.AfterFunc):
+	// had it been due, its BUSY would be queued before the PING's reply.
 	clock.Advance(10*time.Minute - time.Millisecond)
 	c.Do("PING")
 	select {
@@ -53,7 +55,9 @@ func TestAWaitRunsOutAsBusyOnTheAgentsClock(t *testing.T) {
 // wait is not, and one that sent a request is closed idle_timeout after
 // that request. An idle check that runs late (the test does not wait for
 // them) still closes a session no sooner than idle_timeout after its last
-// request, and never one with a hold or a wait.
+// request, and never one with a hold or a wait. The checks run within
+// Advance (see quorum.FakeClock.AfterFunc), so when it returns every
+// session one closed has been told BYE, and the others are seen open.
 func TestIdleSessionsAreClosedOnTheAgentsClock(t *testing.T) {
 	const idle = time.Minute
 	a, clock := startOnFakeClock(t, func(c *agent.Config) { c.Limits.IdleTimeout = idle })
@@ -67,10 +71,14 @@ func TestIdleSessionsAreClosedOnTheAgentsClock(t *testing.T) {
 	waiting.Send("LOCK taken wait=forever")
 	blocker.AwaitWaiters(1)
 	chatty := agenttest.Dial(t, a.Config.Socket.Path)
+	awaitOpen(t, a, 5) // the harness's readiness check closed its own
 	clock.Advance(idle / 2)
 	chatty.Do("PING") // half an idle_timeout after the others' last requests
 	open := func(names ...string) {
 		t.Helper()
+		if n := agent.OpenSessions(a.Agent); n != len(names) {
+			t.Fatalf("%d sessions open, want %d: %v", n, len(names), names)
+		}
 		conns := map[string]*agenttest.Conn{"blocker": blocker, "holding": holding, "waiting": waiting, "chatty": chatty}
 		for _, name := range names {
 			select {
@@ -96,7 +104,9 @@ func TestIdleSessionsAreClosedOnTheAgentsClock(t *testing.T) {
 	}
 	open("blocker", "holding", "waiting", "chatty")
 
-	clock.Advance(idle / 2) // an idle_timeout since the chatty session's request
+	clock.Advance(idle/2 - time.Millisecond) // just short of idle_timeout since the chatty session's request
+	open("blocker", "holding", "waiting", "chatty")
+	clock.Advance(time.Millisecond)
 	awaitClosed("chatty", chatty)
 	open("blocker", "holding", "waiting")
 
@@ -106,4 +116,14 @@ func TestIdleSessionsAreClosedOnTheAgentsClock(t *testing.T) {
 	clock.Advance(idle)
 	awaitClosed("holding", holding)
 	open("blocker", "waiting")
+}
+
+// awaitOpen waits until a has n open sessions (see agent.OpenSessions).
+func awaitOpen(t *testing.T, a *agenttest.Agent, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); agent.OpenSessions(a.Agent) != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions open, want %d", agent.OpenSessions(a.Agent), n)
+		}
+	}
 }

@@ -49,3 +49,35 @@ func QueuedLines(a *Agent) int {
 	}
 	return most
 }
+
+// OpenSessions is how many of a's sessions are neither closed nor told BYE:
+// a session counts no more from the moment its BYE is queued.
+func OpenSessions(a *Agent) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	open := 0
+	for _, s := range a.sessions {
+		s.out.mu.Lock()
+		if !s.out.closing && !s.out.done {
+			open++
+		}
+		s.out.mu.Unlock()
+	}
+	return open
+}
+
+// StandBack makes the contender of name stand back until until, as the end
+// of a run of local holders that another agent waited for does (see
+// cohort.go). It says false if name has no queue.
+func StandBack(a *Agent, name string, until time.Time) bool {
+	a.mu.Lock()
+	q := a.queues[name]
+	a.mu.Unlock()
+	if q == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.yieldUntil = until
+	return true
+}

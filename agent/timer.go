@@ -9,12 +9,14 @@ import (
 
 // funcTimer calls a function once the agent's clock has moved on by a
 // duration, as time.AfterFunc does for the real clock: the wait= timers and
-// the idle_timeout check. On the real clock it is a time.AfterFunc; on any
-// other (a test's quorum.FakeClock) each arming waits in a goroutine of its
-// own until the timer fires or is stopped, so a stopped timer leaves nothing
-// behind.
+// the idle_timeout check. On the real clock it is a time.AfterFunc; on a
+// test's quorum.FakeClock, the clock's AfterFunc, which runs the function
+// within Advance (so a test knows that what was due has run); on any other
+// clock each arming waits in a goroutine of its own until the timer fires
+// or is stopped, so a stopped timer leaves nothing behind.
 type funcTimer struct {
-	real *time.Timer // on the real clock; the fields below are unused then
+	real *time.Timer  // on the real clock; the fields below are unused then
+	fake quorum.Timer // on a FakeClock; the fields below are unused then
 
 	clock quorum.Clock
 	f     func()
@@ -23,10 +25,14 @@ type funcTimer struct {
 	stop  chan struct{} // closed by Stop and Reset to end the armed wait
 }
 
-// afterFunc calls f in its own goroutine once clock has moved on by d.
+// afterFunc calls f once clock has moved on by d: in its own goroutine, or
+// within Advance on a FakeClock.
 func afterFunc(clock quorum.Clock, d time.Duration, f func()) *funcTimer {
-	if _, ok := clock.(quorum.RealClock); ok {
+	switch c := clock.(type) {
+	case quorum.RealClock:
 		return &funcTimer{real: time.AfterFunc(d, f)}
+	case *quorum.FakeClock:
+		return &funcTimer{fake: c.AfterFunc(d, f)}
 	}
 	t := &funcTimer{clock: clock, f: f}
 	t.Reset(d)
@@ -40,6 +46,10 @@ func afterFunc(clock quorum.Clock, d time.Duration, f func()) *funcTimer {
 func (t *funcTimer) Stop() {
 	if t.real != nil {
 		t.real.Stop()
+		return
+	}
+	if t.fake != nil {
+		t.fake.Stop()
 		return
 	}
 	t.mu.Lock()
@@ -60,6 +70,10 @@ func (t *funcTimer) disarmLocked() {
 func (t *funcTimer) Reset(d time.Duration) {
 	if t.real != nil {
 		t.real.Reset(d)
+		return
+	}
+	if t.fake != nil {
+		t.fake.Reset(d)
 		return
 	}
 	t.mu.Lock()

@@ -82,11 +82,25 @@ func (f *FakeClock) Advance(d time.Duration) {
 	f.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
 	for _, t := range due {
+		if t.f != nil {
+			t.f()
+			continue
+		}
 		select {
 		case t.c <- now:
 		default:
 		}
 	}
+}
+
+// AfterFunc returns a timer that calls f once the clock has been advanced
+// past d, as time.AfterFunc does for the real clock; but f runs within
+// Advance, so when Advance returns every function due by then has run
+// (and one not due has not). Its C is never sent on.
+func (f *FakeClock) AfterFunc(d time.Duration, fn func()) Timer {
+	t := &fakeTimer{clock: f, c: make(chan time.Time, 1), f: fn}
+	t.Reset(d)
+	return t
 }
 
 // Timers returns how many timers are armed: tests wait on it to know that
@@ -105,6 +119,7 @@ type fakeTimer struct {
 	clock *FakeClock
 	c     chan time.Time
 	at    time.Time
+	f     func() // for AfterFunc; nil for NewTimer
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }

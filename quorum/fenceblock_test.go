@@ -270,3 +270,29 @@ func TestAReserveCountsPastEveryFence(t *testing.T) {
 		t.Fatalf("a block from masters that lost their data: %v, want NO_QUORUM", err)
 	}
 }
+
+// TestAMasterThatAnswersAfterTheRoundIsRaisedToTheFence: a master whose
+// answer comes after a majority decided the round (it is paused for less
+// than the round's timeout) is brought up to the grant's fence when its
+// answer comes, though it counted far behind: a later majority that
+// includes it must not count below this grant.
+func TestAMasterThatAnswersAfterTheRoundIsRaisedToTheFence(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ahead := strconv.FormatInt(time.Now().Unix()*1_000_000+5_000_000, 10)
+	for _, s := range servers[1:] {
+		if _, err := s.Do("SET", "t:{late}:fence", ahead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	servers[0].Pause() // its answer can come only after the round is decided
+	g, err := acquire(context.Background(), c, req("late", "h"))
+	servers[0].Resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Fence <= 1 {
+		t.Fatalf("fence %d: the grant did not take the count of the masters ahead", g.Fence)
+	}
+	awaitCounters(t, servers[:1], "late", g.Fence)
+}

@@ -1,0 +1,127 @@
+package agent_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// armLog is a FakeClock that counts the timers armed for each duration,
+// and those of them not stopped yet.
+type armLog struct {
+	*quorum.FakeClock
+	mu    sync.Mutex
+	armed map[time.Duration]int
+	live  map[time.Duration]int
+}
+
+func (c *armLog) NewTimer(d time.Duration) quorum.Timer {
+	c.mu.Lock()
+	c.armed[d]++
+	c.live[d]++
+	c.mu.Unlock()
+	return &loggedTimer{Timer: c.FakeClock.NewTimer(d), log: c, d: d} // then TimerArmed signals
+}
+
+// await waits until ok holds of the log, checking it whenever a timer is armed.
+func (c *armLog) await(t *testing.T, what string, ok func(armed, live map[time.Duration]int) bool) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		c.mu.Lock()
+		done := ok(c.armed, c.live)
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-c.TimerArmed():
+		case <-deadline:
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			t.Fatalf("%s; timers armed: %v", what, c.armed)
+		}
+	}
+}
+
+// loggedTimer is a timer of an armLog. Only Stop is used on the timers
+// this test looks for.
+type loggedTimer struct {
+	quorum.Timer
+	log *armLog
+	d   time.Duration
+}
+
+func (t *loggedTimer) Stop() bool {
+	stopped := t.Timer.Stop()
+	if stopped {
+		t.log.mu.Lock()
+		t.log.live[t.d]--
+		t.log.mu.Unlock()
+	}
+	return stopped
+}
+
+// TestAContenderStandingBackWaitsOnTheAgentsClock: a contender told to
+// stand back for another agent's waiter (after a run of local holders it
+// waited for) parks on a timer for the time left, rather than looking at
+// its queue again and again, and makes no round on the masters until the
+// clock has passed it; then it makes one, and wins the released name.
+func TestAContenderStandingBackWaitsOnTheAgentsClock(t *testing.T) {
+	// Durations no other timer has. The other agent's hold outlasts the
+	// lease, so the contender parks for the lease (see contender.busy).
+	const yield, lease = 7*time.Minute + 13*time.Millisecond, 1234 * time.Millisecond
+	clock := &armLog{FakeClock: quorum.NewFakeClock(time.Now()), armed: map[time.Duration]int{}, live: map[time.Duration]int{}}
+	a, servers := start(t, func(c *agent.Config) {
+		c.Lock.Lease, c.Lock.MaxTTL = lease, time.Hour
+		c.Clock = clock
+	})
+	otherCfg := agenttest.ConfigNoBootstrap(t, servers, time.Hour)
+	otherCfg.AgentID = "other"
+	other := agenttest.Start(t, otherCfg)
+	holder := agenttest.Dial(t, other.Config.Socket.Path)
+	if r := holder.Do("LOCK n"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	waiter := agenttest.Dial(t, a.Config.Socket.Path)
+	_, ch := waiter.Send("LOCK n wait=forever")
+	waiter.AwaitWaiters(1)
+	clock.await(t, "the contender did not park behind the other agent's hold", func(_, live map[time.Duration]int) bool {
+		return live[lease] > 0
+	})
+	if !agent.StandBack(a.Agent, "n", clock.Now().Add(yield)) {
+		t.Fatal("the name has no queue")
+	}
+	// Parked, or standing back, after StandBack, the contender has no round
+	// under way that began before it: every look from now on sees it.
+	clock.await(t, "the contender neither parked nor stood back", func(armed, live map[time.Duration]int) bool {
+		return live[lease] > 0 || armed[yield] > 0
+	})
+	if r := holder.Do("UNLOCK n"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+
+	// The release wakes the contender, which must park for the yield left.
+	clock.await(t, fmt.Sprintf("the contender did not wait out its stand-back on a timer of %v", yield), func(armed, _ map[time.Duration]int) bool {
+		return armed[yield] > 0
+	})
+	clock.Advance(yield - time.Millisecond)
+	if r := waiter.Do("STATUS"); r.Int("holds") != 0 || r.Int("waiters") != 1 {
+		t.Fatalf("the contender did not stand back until the clock passed its yield: %s", r.Line)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("answered %s while standing back", r.Line)
+	default:
+	}
+
+	clock.Advance(time.Millisecond)
+	if r := waiter.Await(ch); r.Kind != "OK" {
+		t.Fatalf("got %s once the stand-back ended", r.Line)
+	}
+}
