@@ -146,7 +146,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	}
 	q.joinLocked(w)
 	if w.req.Wait > 0 {
-		w.timer = afterFunc(a.clock, w.req.Wait, func() { a.expire(w) })
+		w.timer = a.clock.AfterFunc(w.req.Wait, func() { a.expire(w) })
 	}
 	q.mu.Unlock()
 	if start {

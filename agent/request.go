@@ -27,7 +27,7 @@ type waiter struct {
 	// answered by whoever ends its wait (see end).
 	done chan result
 	// timer ends the wait when wait= runs out; set under the queue's mu.
-	timer *funcTimer
+	timer quorum.Timer
 	// after, if not nil, is closed once this session's release of the name
 	// landed: the contender tries the masters for w only then.
 	after <-chan struct{}

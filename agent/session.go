@@ -66,12 +66,12 @@ type session struct {
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
 	//
-	// quorum's mutexes (the masters' connections, subscriptions) and
-	// funcTimer.mu may be taken under these and take none of them: quorum
-	// never calls back into the agent, and a funcTimer calls its function
-	// with its mutex let go.
+	// quorum's mutexes (the masters' connections, subscriptions, a
+	// FakeClock's) may be taken under these and take none of them: quorum
+	// never calls back into the agent with one held (a FakeClock runs an
+	// AfterFunc's function within Advance, with its own mutex let go).
 	mu     sessionMutex
-	idle   *funcTimer // the idle_timeout check; nil until there is one (see armIdle)
+	idle   quorum.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds  map[holdKey]*hold
 	waits  map[string]*waiter                 // by tag, for CANCEL
 	multis map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
@@ -277,7 +277,7 @@ func (s *session) armIdle() {
 			s.idle.Stop()
 		}
 	case s.idle == nil:
-		s.idle = afterFunc(s.a.clock, d, s.checkIdle)
+		s.idle = s.a.clock.AfterFunc(d, s.checkIdle)
 	default:
 		s.idle.Reset(0) // checkIdle measures the quiet time against the new timeout
 	}

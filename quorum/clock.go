@@ -11,6 +11,10 @@ import (
 type Clock interface {
 	Now() time.Time
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f once the clock has moved on by d: in a goroutine
+	// of its own on the real clock, within Advance on a FakeClock. The
+	// Timer's C is not used.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is the part of *time.Timer that lease logic uses.
@@ -29,6 +33,9 @@ func (RealClock) Now() time.Time { return time.Now() }
 
 // NewTimer returns a real timer.
 func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// AfterFunc returns time.AfterFunc(d, f).
+func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTimer struct{ t *time.Timer }
 
