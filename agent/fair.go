@@ -50,8 +50,11 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 	for _, w := range q.waiters[:last+1] {
 		if w.entry == nil && w.req.Wait != 0 {
 			w.wantsEntry = true
+			if w.asked == nil {
+				w.asked = &quorum.Entry{ID: a.entryID(), Claim: claimOf(w.req)}
+			}
 			ws = append(ws, w)
-			es = append(es, quorum.Entry{ID: a.entryID(), Claim: claimOf(w.req)})
+			es = append(es, *w.asked)
 		}
 	}
 	q.wantEntries = false
@@ -64,11 +67,10 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 	tickets, err := a.cluster.Enqueue(ctx, q.name, es, lease)
 	if err != nil {
 		// The entries may stand on some masters (a minority answered, or
-		// a master answers after the round gave up on it): taken out, or
-		// they would hold up every LOCK of the name until their heartbeat
-		// lapsed, with no waiter behind them. Their tombstones keep a late
-		// answer from bringing them back; the retry makes new ones.
-		a.dequeue(q.name, es)
+		// a master answers after the round gave up on it). The retry asks
+		// for the same ones, so those keep their places; a waiter that
+		// leaves first takes its own out (see leave): left there, it
+		// would hold up every LOCK of the name for a heartbeat.
 		q.enterFails++
 		q.enterAfter = a.clock.Now().Add(a.backoff(q.enterFails))
 		q.mu.Lock()
@@ -82,6 +84,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 	var gone []quorum.Entry
 	q.mu.Lock()
 	for i, w := range ws {
+		w.asked = nil
 		if tickets[i] == 0 || w.state != queued {
 			gone = append(gone, es[i])
 			continue
@@ -100,12 +103,17 @@ func (a *Agent) leave(w *waiter) {
 	q := w.q
 	q.mu.Lock()
 	e, rh := w.entry, w.entryHold
-	w.entry, w.entryHold = nil, nil
+	if e == nil {
+		e = w.asked // its round failed: it may stand on some masters
+	}
+	w.entry, w.entryHold, w.asked = nil, nil, nil
 	q.mu.Unlock()
 	if e == nil {
 		return
 	}
-	a.watchdog.Remove(rh)
+	if rh != nil {
+		a.watchdog.Remove(rh)
+	}
 	a.dequeue(q.name, []quorum.Entry{*e})
 }
 

@@ -40,6 +40,11 @@ type waiter struct {
 	wantsEntry bool
 	entry      *quorum.Entry
 	entryHold  *renewal.Hold // its heartbeat, which the watchdog renews
+	// asked is the entry asked for in a round that failed: asked for again
+	// under the same id, so that where it landed it keeps its place (the
+	// masters answer an entry they have with its ticket), and taken out if
+	// the waiter leaves first. Guarded by the queue's mu.
+	asked *quorum.Entry
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's
