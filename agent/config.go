@@ -50,9 +50,10 @@ type LockConfig struct {
 	// RetryMin and RetryMax bound the jittered back-off between attempts
 	// that failed without a clear holder (split votes, unreachable masters).
 	RetryMin, RetryMax time.Duration
-	// MaxTTL is the longest ttl= a LOCK or EXTEND may ask for; default 5m.
-	// With the lease it bounds how long a master that lost its data sits
-	// out (see Quarantine): every hold it may have forgotten has ended by then.
+	// MaxTTL is the longest ttl= a LOCK or EXTEND may ask for; default
+	// 720h (30 days). It has no part in how long a master that lost its
+	// data sits out (see Quarantine): a ttl= hold is renewed like any other
+	// until its end.
 	MaxTTL time.Duration
 	// CohortMaxHandoffs is how many times a name held in the masters may be
 	// passed from one local holder to the next local waiter on the fences of
@@ -107,7 +108,7 @@ func Default() Config {
 		Socket:  SocketConfig{Path: DefaultSocketPath, Mode: 0o660},
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
 			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-			MaxTTL: 5 * time.Minute, CohortMaxHandoffs: 128, CohortMaxHold: 20 * time.Millisecond},
+			MaxTTL: 720 * time.Hour, CohortMaxHandoffs: 128, CohortMaxHold: 20 * time.Millisecond},
 		Limits:  Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Systemd: SystemdConfig{ReadyTimeout: 30 * time.Second},

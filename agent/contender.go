@@ -386,10 +386,6 @@ func (r *contending) attempt(w *waiter) {
 // request is the round for the head w under the fresh holder id.
 func (r *contending) request(w *waiter, holder string) quorum.AcquireRequest {
 	a, q := r.a, r.q
-	lease := a.cfg.Lock.Lease
-	if w.req.TTL > 0 {
-		lease = w.req.TTL
-	}
 	who := w.who
 	who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
 	claim := claimOf(w.req)
@@ -397,7 +393,7 @@ func (r *contending) request(w *waiter, holder string) quorum.AcquireRequest {
 	q.mu.Lock()
 	entry := w.entry
 	q.mu.Unlock()
-	return quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: lease,
+	return quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: a.cfg.Lock.Lease,
 		Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w)}
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // the hold while it is live (guarded by Agent.mu: see holderOf). acquired,
 // mode and the session's map are guarded by the session's mu.
 type hold struct {
-	// rh is the name, holder id, and whether it is a ttl= hold. Holds of
+	// rh is the name, holder id, and, for a ttl= hold, its end. Holds of
 	// one run of local holders share it (see cohort.go); its Owner is the
 	// current one.
 	rh    *renewal.Hold
@@ -36,8 +35,6 @@ type hold struct {
 	// gaugeMode is the mode the holds gauge counts it under; guarded by
 	// Agent.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
-	// extending is held by the EXTEND in flight.
-	extending extendingMutex
 	// cohort is the run of local holders this hold is part of (see
 	// cohort.go), or nil; set when the hold is made, then not changed.
 	// Holds of one run share rh.
@@ -99,7 +96,9 @@ func lostLine(h *hold, reason string) []byte {
 	return protocol.Push("LOST").Word(h.rh.Name).Str("owner", h.owner).Int("fence", h.fence).Str("reason", reason).Bytes()
 }
 
-// install records a granted hold in the session and the watchdog.
+// install records a granted hold in the session and the watchdog, and
+// returns its snapshot. A ttl= hold is a watchdog hold with an end, ttl
+// from now: its validity is the grant's, or the time to its end if sooner.
 func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -112,12 +111,13 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		// new grant replaces it.
 		s.a.forget(old)
 	}
-	lease := s.a.cfg.Lock.Lease
-	if w.req.TTL > 0 {
-		lease = w.req.TTL
-	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Fixed: w.req.TTL > 0, Lease: lease, Record: g.Record}, sess: s, owner: key.owner,
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
+	validUntil := g.Deadline
+	if w.req.TTL > 0 {
+		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
+		validUntil = minTime(validUntil, h.rh.End)
+	}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
 	s.a.mu.Lock()
@@ -125,7 +125,14 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	s.a.startCohortLocked(h, w.req, g)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
-	return h.snapshot(0), nil
+	return h.snapshot(validUntil.Sub(s.a.clock.Now())), nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // onLost is the watchdog's report of a hold (or a waiter's queue entry)
@@ -405,7 +412,11 @@ func (s *session) releaseDone(name string, r *release) {
 	}
 }
 
-// extend finds the hold at once; the masters are asked in its own goroutine.
+// extend sets a new end of the hold, ttl from now, at once. No master is
+// asked: the hold's records are leases the watchdog renews until its end,
+// so moving the end (later or earlier) changes nothing on the masters, and
+// the reply's validity is the watchdog's (to the end, or to its deadline if
+// renewals fail before).
 func (s *session) extend(req *protocol.Request) error {
 	e, err := protocol.ParseExtend(req)
 	if err != nil {
@@ -423,29 +434,12 @@ func (s *session) extend(req *protocol.Request) error {
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
-	s.a.leaveCohort(h) // a new lease is this holder's, not the next one's
-	s.spawn(req.Tag, func() error {
-		// One EXTEND of a hold at a time: two in flight could leave the
-		// masters with one lease and the agent with the other.
-		h.extending.Lock()
-		defer h.extending.Unlock()
-		if !s.a.watchdog.BeginExtend(h.rh, e.TTL) {
-			return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
-		}
-		deadline, err := s.a.cluster.Extend(s.ctx, h.rh.Name, h.rh.Holder, e.TTL)
-		switch {
-		case errors.Is(err, quorum.ErrNotHeld):
-			return protocol.Errorf(protocol.ErrNotHeld, "%s is no longer held in the masters", e.Name)
-		case err != nil:
-			s.a.metrics.noQuorumAnswered("extend")
-			return quorumError(err)
-		}
-		if !s.a.watchdog.Extend(h.rh, e.TTL, deadline) {
-			return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
-		}
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", deadline.Sub(s.a.clock.Now()).Milliseconds()).Bytes())
-		return nil
-	})
+	s.a.leaveCohort(h) // an end is this holder's, not the next one's
+	validity, ok := s.a.watchdog.SetEnd(h.rh, s.a.clock.Now().Add(e.TTL))
+	if !ok {
+		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+	}
+	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", validity.Milliseconds()).Bytes())
 	return nil
 }
 

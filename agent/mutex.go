@@ -8,9 +8,8 @@ import "sync"
 // each a sync.Mutex, but in a build with the lockorder tag (see
 // internal/lockorder), which checks that order.
 type (
-	extendingMutex = sync.Mutex
-	sessionMutex   = sync.Mutex
-	agentMutex     = sync.Mutex
-	queueMutex     = sync.Mutex
-	outboxMutex    = sync.Mutex
+	sessionMutex = sync.Mutex
+	agentMutex   = sync.Mutex
+	queueMutex   = sync.Mutex
+	outboxMutex  = sync.Mutex
 )

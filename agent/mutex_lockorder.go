@@ -5,9 +5,8 @@ package agent
 import "github.com/lock-agent/lock-agent/internal/lockorder"
 
 type (
-	extendingMutex = lockorder.Mutex[lockorder.Extending]
-	sessionMutex   = lockorder.Mutex[lockorder.Session]
-	agentMutex     = lockorder.Mutex[lockorder.Agent]
-	queueMutex     = lockorder.Mutex[lockorder.Queue]
-	outboxMutex    = lockorder.Mutex[lockorder.Outbox]
+	sessionMutex = lockorder.Mutex[lockorder.Session]
+	agentMutex   = lockorder.Mutex[lockorder.Agent]
+	queueMutex   = lockorder.Mutex[lockorder.Queue]
+	outboxMutex  = lockorder.Mutex[lockorder.Outbox]
 )

@@ -196,7 +196,6 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 		w.end(result{err: err})
 		return
 	}
-	r.validity = g.Deadline.Sub(a.clock.Now())
 	w.end(r)
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -294,7 +293,7 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 	for _, i := range order {
 		one := l
 		one.Names = l.Names[i : i+1]
-		one.TTL = 0 // on the watchdog's lease until all are won: see fixAll
+		one.TTL = 0 // no end until all are won: see setEnds
 		if l.Wait > 0 && l.Wait != protocol.Forever {
 			one.Wait = max(deadline.Sub(s.a.clock.Now()), time.Millisecond)
 		}
@@ -314,7 +313,7 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 		claimed = append(claimed, l.Names[i])
 	}
 	if l.TTL > 0 {
-		if err := s.fixAll(l, results); err != nil {
+		if err := s.setEnds(l, results); err != nil {
 			s.rollback(claimed, l.Owner)
 			return nil, err
 		}
@@ -322,14 +321,14 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 	return grantManyLine(tag, results), nil
 }
 
-// fixAll sets the names of a multi-lock with ttl= (won on the watchdog's
-// lease) to that ttl, in one round per name, all at once: from then on they
-// are ttl= holds, not renewed. A name re-entered by this LOCK keeps the
-// hold it had. It fails with NO_QUORUM if any round does; the caller then
-// releases everything.
-func (s *session) fixAll(l protocol.Lock, results []result) error {
-	var errs = make([]error, len(l.Names))
-	var wg sync.WaitGroup
+// setEnds gives the names of a multi-lock with ttl=, won as watchdog holds,
+// their end: ttl from now, once every name is held, so that waiting for the
+// last name does not eat into the first one's ttl. No master is asked (see
+// extend). A name re-entered by this LOCK keeps the hold it had. It fails
+// with NO_QUORUM if a name was lost meanwhile; the caller then releases
+// everything.
+func (s *session) setEnds(l protocol.Lock, results []result) error {
+	end := s.a.clock.Now().Add(l.TTL)
 	for i, name := range l.Names {
 		if results[i].count != 1 {
 			continue
@@ -337,34 +336,13 @@ func (s *session) fixAll(l protocol.Lock, results []result) error {
 		s.mu.Lock()
 		h := s.holds[holdKey{name, l.Owner}]
 		s.mu.Unlock()
-		if h == nil {
-			errs[i] = protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
-			continue
+		ok := false
+		if h != nil {
+			s.a.leaveCohort(h) // an end is this holder's, not the next one's
+			results[i].validity, ok = s.a.watchdog.SetEnd(h.rh, end)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.extending.Lock()
-			defer h.extending.Unlock()
-			if !s.a.watchdog.BeginExtend(h.rh, l.TTL) {
-				errs[i] = protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
-				return
-			}
-			deadline, err := s.a.cluster.Extend(s.ctx, name, h.rh.Holder, l.TTL)
-			switch {
-			case err != nil:
-				errs[i] = quorumError(err)
-			case !s.a.watchdog.Fix(h.rh, l.TTL, deadline):
-				errs[i] = protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
-			default:
-				results[i].validity = deadline.Sub(s.a.clock.Now())
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+		if !ok {
+			return protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
 		}
 	}
 	return nil

@@ -49,20 +49,17 @@ type session struct {
 	// goroutine that holds one takes only the ones after it. A build with
 	// the lockorder tag checks it (internal/lockorder, which lists it too).
 	//
-	//  1. hold.extending: one EXTEND of a hold at a time. It is held across
-	//     the EXTEND's round on the masters, so nothing else waits for it;
-	//     under it, the watchdog's mutex and (the reply) the outbox's.
-	//  2. session.mu (this one): the session's holds, waits and multi-locks.
+	//  1. session.mu (this one): the session's holds, waits and multi-locks.
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
-	//  3. Agent.mu: the sessions, the queues, the cohorts, the live holders
+	//  2. Agent.mu: the sessions, the queues, the cohorts, the live holders
 	//     of the watchdog's records (renewal.Hold.Owner) and their count.
-	//  4. queue.mu: one name's waiters, their states and queue entries.
-	//  5. Watchdog.mu (renewal): the watched records. The watchdog calls
+	//  3. queue.mu: one name's waiters, their states and queue entries.
+	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
-	//  6. outbox.mu: the session's lines for the client, taken last of all.
-	//     Nothing is sent (send may wait for room) with another lock held
-	//     but hold.extending (an EXTEND's reply), and a push or a reply, which never wait, may be queued under the
+	//  5. outbox.mu: the session's lines for the client, taken last of all.
+	//     Nothing is sent (send may wait for room) with another lock held,
+	//     and a push or a reply, which never wait, may be queued under the
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
 	//

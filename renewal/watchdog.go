@@ -1,7 +1,10 @@
-// Package renewal is the watchdog: it renews every watchdog hold of the agent
-// each lease/3, in one pipelined round per master per tick, and declares a
-// hold lost just before its validity runs out without a successful renewal,
-// so the client hears of it before any other client could be granted the name.
+// Package renewal is the watchdog: it renews every hold of the agent each
+// lease/3, in one pipelined round per master per tick, and declares a hold
+// lost just before its validity runs out without a successful renewal, so
+// the client hears of it before any other client could be granted the name.
+// A ttl= hold is renewed like any other until its end, where it is ended:
+// no record on a master outlives one lease without a renewal, which is what
+// lets a master that lost its data sit out one lease (see agent.Quarantine).
 package renewal
 
 import (
@@ -19,7 +22,7 @@ type Reason string
 // The reasons of a LOST push.
 const (
 	ReasonQuorum  Reason = "quorum"  // renewal could not keep a majority before validity ran out
-	ReasonExpired Reason = "expired" // a ttl= lease ran out
+	ReasonExpired Reason = "expired" // a ttl= hold reached its end
 	ReasonRevoked Reason = "revoked" // a majority of masters no longer have the hold
 )
 
@@ -29,8 +32,8 @@ type Renewer interface {
 }
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
-// not changed after, but by the watchdog's own methods (Extend, Fix,
-// SetRecord), and Owner.
+// not changed after, but by the watchdog's own methods (SetEnd, SetRecord),
+// and Owner.
 type Hold struct {
 	Name, Holder string
 	// Owner is the caller's record of the hold, handed back with it to
@@ -38,29 +41,32 @@ type Hold struct {
 	// watchdog never reads or writes it: a caller that changes it after
 	// Add guards it with a lock of its own.
 	Owner any
-	// Fixed marks a ttl= hold: it is not renewed and ends at its deadline.
+	// Fixed marks a hold that is never renewed: it ends at the deadline
+	// Add gave it, with ReasonExpired (the agent's health probe is one). A
+	// ttl= hold is not Fixed: see End.
 	Fixed bool
 	// Entry marks a waiter's queue entry (quorum.Entry): Holder is the
 	// entry's Member, and renewing it is its heartbeat. It is lost like a
 	// hold, and its waiter then needs a new place.
 	Entry bool
-	// Lease is the lease the hold was granted with: its ttl for a Fixed
-	// hold, else the watchdog lease. It sets the hold's lead (see Lead).
+	// Lease is the lease its records are renewed with; 0 is Config.Lease.
+	// It sets the hold's lead (see lead).
 	Lease time.Duration
 	// Record is the grant's (quorum.Grant): a renewal re-creates the hold
 	// with it on a master that lacks it. Guarded by Watchdog.mu once added.
 	Record quorum.Record
+	// End, if not zero, is the end of a ttl= hold: it is renewed like any
+	// other hold until then, and at End exactly (its client was told that
+	// its validity ends there) it is lost with ReasonExpired, unless it was
+	// lost for want of renewals before. Zero: no end. Set before Add, then
+	// by SetEnd; guarded by Watchdog.mu once added.
+	End time.Time
 
-	deadline time.Time // guarded by Watchdog.mu
-	expiry   time.Time // deadline less the lead: when it is declared lost; guarded by Watchdog.mu
+	// deadline is how long a majority is known to keep its records: the
+	// last renewal's start + lease − drift. Guarded by Watchdog.mu.
+	deadline time.Time
+	expiry   time.Time // when it is declared lost: see rearm; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
-	// pending is the lease of the EXTEND in flight, if any (guarded by
-	// Watchdog.mu): see lead.
-	pending time.Duration
-	// gen counts the EXTENDs begun (guarded by Watchdog.mu): a renewal
-	// round that began under another gen may have landed before or after
-	// the EXTEND on each master, so its answer for h says nothing.
-	gen uint64
 }
 
 // byExpiry is the watched holds as a min-heap on expiry, so that the next
@@ -90,10 +96,36 @@ func (b *byExpiry) Pop() any {
 // setDeadline moves h's deadline (and so its expiry). w.mu is held.
 func (w *Watchdog) setDeadline(h *Hold, deadline time.Time) {
 	h.deadline = deadline
-	h.expiry = deadline.Add(-w.lead(h))
+	w.rearm(h)
+}
+
+// rearm sets h's expiry, when it is declared lost: a lead before its
+// deadline, so that its client hears of it while it still holds; or its
+// End if that comes first (the hold is still held on the masters then,
+// and the agent gives it back only after the LOST). w.mu is held.
+func (w *Watchdog) rearm(h *Hold) {
+	h.expiry = h.deadline.Add(-w.lead(h))
+	if w.endsFirst(h) {
+		h.expiry = h.End
+	}
 	if w.watched(h) {
 		heap.Fix(&w.byExpiry, h.index)
 	}
+}
+
+// endsFirst says whether h, as things stand, reaches its End before it
+// would be lost for want of renewals. w.mu is held.
+func (w *Watchdog) endsFirst(h *Hold) bool {
+	return !h.End.IsZero() && !h.End.After(h.deadline.Add(-w.lead(h)))
+}
+
+// validUntil is when h stops being valid: its deadline, or its End if
+// that comes first. w.mu is held.
+func (w *Watchdog) validUntil(h *Hold) time.Time {
+	if !h.End.IsZero() && h.End.Before(h.deadline) {
+		return h.End
+	}
+	return h.deadline
 }
 
 // lead is how long before its deadline h is declared lost.
@@ -101,12 +133,6 @@ func (w *Watchdog) lead(h *Hold) time.Duration {
 	lease := h.Lease
 	if lease <= 0 {
 		lease = w.cfg.Lease
-	}
-	if h.pending > 0 {
-		// An EXTEND to a shorter lease is on its way: its deadline gets
-		// that lease's lead (a long lease's lead could exceed a short
-		// lease's whole validity, losing the hold at once).
-		lease = min(lease, h.pending)
 	}
 	return max(w.cfg.MinLead, lease/50)
 }
@@ -116,9 +142,10 @@ type Config struct {
 	Lease       time.Duration
 	DriftFactor float64
 	Masters     int // how many masters there are
-	// A hold that was not renewed (or a ttl= hold) is declared lost
-	// max(MinLead, its lease/50) before its validity ends, so that the LOST
-	// push reaches the client while the hold is still valid. Default 10ms.
+	// A hold that was not renewed is declared lost max(MinLead, its
+	// lease/50) before its validity ends, so that the LOST push reaches the
+	// client while the hold is still valid (a ttl= hold that reaches its
+	// End first is lost at its End). Default 10ms.
 	MinLead time.Duration
 	Renewer Renewer
 	// OnLost is called, from the watchdog's goroutine and without locks held,
@@ -194,57 +221,21 @@ func (w *Watchdog) drop(h *Hold) {
 	heap.Remove(&w.byExpiry, h.index)
 }
 
-// Extend moves h's deadline to deadline after an EXTEND that set its lease
-// to lease. It returns false if h is no longer watched.
-func (w *Watchdog) Extend(h *Hold, lease time.Duration, deadline time.Time) bool {
+// SetEnd makes end the End of h (see Hold.End): an EXTEND moved it, or a
+// multi-lock's ttl= set it once every name was held. It returns how long h
+// is valid from now on, or false if h is no longer watched.
+func (w *Watchdog) SetEnd(h *Hold, end time.Time) (time.Duration, bool) {
 	w.mu.Lock()
 	ok := w.watched(h)
+	var validity time.Duration
 	if ok {
-		h.gen++
-		h.Lease, h.pending = lease, 0 // before the deadline: they set the lead
-		w.setDeadline(h, deadline)
+		h.End = end
+		w.rearm(h)
+		validity = w.validUntil(h).Sub(w.cfg.Clock.Now())
 	}
 	w.mu.Unlock()
 	w.poke()
-	return ok
-}
-
-// Fix makes h, a watchdog hold, a ttl= hold: after a round that set its
-// lease to lease on a majority, it is no longer renewed and ends at
-// deadline. It returns false if h is no longer watched.
-func (w *Watchdog) Fix(h *Hold, lease time.Duration, deadline time.Time) bool {
-	w.mu.Lock()
-	ok := w.watched(h)
-	if ok {
-		h.gen++
-		h.Fixed = true
-		h.Lease, h.pending = lease, 0
-		w.setDeadline(h, deadline)
-	}
-	w.mu.Unlock()
-	w.poke()
-	return ok
-}
-
-// BeginExtend is called before an EXTEND that sets h's lease to lease is
-// sent: the masters may apply it whether or not the EXTEND succeeds, so h
-// is held no longer than that lease from now would keep it, and renewal
-// rounds already in flight no longer count for it. It returns false if h
-// is no longer watched. A watchdog hold is renewed with its lease as set by
-// the last EXTEND that succeeded.
-func (w *Watchdog) BeginExtend(h *Hold, lease time.Duration) bool {
-	w.mu.Lock()
-	ok := w.watched(h)
-	if ok {
-		h.gen++
-		h.pending = lease
-		if d := w.cfg.Clock.Now().Add(quorum.Validity(lease, 0, w.cfg.DriftFactor)); d.Before(h.deadline) {
-			w.setDeadline(h, d)
-		}
-	}
-	w.mu.Unlock()
-	w.poke()
-	return ok
+	return validity, ok
 }
 
 // SetRecord makes r the record a renewal re-creates h with where a master
@@ -260,22 +251,24 @@ func (w *Watchdog) SetRecord(h *Hold, r quorum.Record) bool {
 	return true
 }
 
-// Validity returns how long h is still known valid, and false if h is not watched.
+// Validity returns how long h is still known valid (to its deadline, or
+// its End if sooner), and false if h is not watched.
 func (w *Watchdog) Validity(h *Hold) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.watched(h) {
 		return 0, false
 	}
-	return h.deadline.Sub(w.cfg.Clock.Now()), true
+	return w.validUntil(h).Sub(w.cfg.Clock.Now()), true
 }
 
 // Deadline returns when h's validity ends, or ended: for a hold no longer
-// watched (lost, or removed), the deadline it had then.
+// watched (lost, or removed), when it ended then (its End, for a ttl=
+// hold lost there).
 func (w *Watchdog) Deadline(h *Hold) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return h.deadline
+	return w.validUntil(h)
 }
 
 func (w *Watchdog) poke() {
@@ -289,7 +282,6 @@ type round struct {
 	start  time.Time
 	holds  []*Hold
 	leases []time.Duration // each hold's lease as the round set it
-	gens   []uint64        // each hold's gen when the round began
 	res    []quorum.RenewResult
 }
 
@@ -356,7 +348,6 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 			}
 			r.holds = append(r.holds, h)
 			r.leases = append(r.leases, lease)
-			r.gens = append(r.gens, h.gen)
 			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Record: h.Record, Lease: lease})
 		}
 	}
@@ -374,7 +365,7 @@ func (w *Watchdog) apply(r round) {
 	var lost []*Hold
 	w.mu.Lock()
 	for i, h := range r.holds {
-		if !w.watched(h) || h.gen != r.gens[i] {
+		if !w.watched(h) {
 			continue
 		}
 		deadline := r.start.Add(quorum.Validity(r.leases[i], 0, w.cfg.DriftFactor))
@@ -398,22 +389,24 @@ func (w *Watchdog) apply(r round) {
 	}
 }
 
-// expire ends every hold whose deadline is less than its lead away.
+// expire ends every hold whose expiry has come: at its End (expired), or
+// a lead before its deadline (quorum).
 func (w *Watchdog) expire() {
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
+	var reasons []Reason
 	w.mu.Lock()
 	for len(w.byExpiry) > 0 && !w.byExpiry[0].expiry.After(now) {
 		h := w.byExpiry[0]
 		w.drop(h)
-		lost = append(lost, h)
-	}
-	w.mu.Unlock()
-	for _, h := range lost {
 		reason := ReasonQuorum
-		if h.Fixed {
+		if h.Fixed || w.endsFirst(h) {
 			reason = ReasonExpired
 		}
-		w.cfg.OnLost(h, reason)
+		lost, reasons = append(lost, h), append(reasons, reason)
+	}
+	w.mu.Unlock()
+	for i, h := range lost {
+		w.cfg.OnLost(h, reasons[i])
 	}
 }

@@ -203,19 +203,6 @@ func TestFixedHoldIsNeverRenewedAndExpires(t *testing.T) {
 	}
 }
 
-func TestExtendMovesAFixedDeadline(t *testing.T) {
-	h := newHarness(t)
-	hold := h.add("t", true, time.Second)
-	h.run(500 * time.Millisecond)
-	if !h.w.Extend(hold, 2*time.Second, h.clock.Now().Add(2*time.Second)) {
-		t.Fatal("extend of a watched hold failed")
-	}
-	h.run(time.Second)
-	h.expectNoLoss()
-	h.run(1200 * time.Millisecond)
-	h.expectLoss(hold, ReasonExpired, h.clock.Now())
-}
-
 func TestHoldGoneOnAMajorityIsRevoked(t *testing.T) {
 	h := newHarness(t)
 	h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
@@ -248,45 +235,29 @@ func TestOneRoundRenewsEveryHold(t *testing.T) {
 	}
 }
 
-// TestAShortTTLHoldIsNotLostEarly: the lead before a LOST scales with the
-// hold's own lease, not the watchdog's; a 300ms ttl under a 15s watchdog
-// lease must last its 300ms.
-func TestAShortTTLHoldIsNotLostEarly(t *testing.T) {
-	h := newHarness(t)
-	h.w.cfg.Lease = 15 * time.Second
-	start := h.clock.Now()
-	hold := h.add("short", true, quorum.Validity(300*time.Millisecond, 0, 0.01))
-	h.runBy(5*time.Millisecond, 250*time.Millisecond)
-	h.expectNoLoss()
-	h.runBy(5*time.Millisecond, 100*time.Millisecond)
-	h.expectLoss(hold, ReasonExpired, start.Add(300*time.Millisecond))
-}
-
-// TestManyFixedHoldsExpireEachAtItsOwnTime adds, removes and extends many
-// ttl= holds in random order: each is lost in the clock step its expiry
-// falls in (deadline less lead), never before, and removed ones never.
-func TestManyFixedHoldsExpireEachAtItsOwnTime(t *testing.T) {
+// TestManyTTLHoldsEndEachAtItsOwnTime adds, removes and moves the end of
+// many ttl= holds in random order: each is lost, expired, in the clock step
+// its End falls in, never before, and removed ones never.
+func TestManyTTLHoldsEndEachAtItsOwnTime(t *testing.T) {
 	h := newHarness(t)
 	h.lost = make(chan lostEvent, 1000)
 	rng := rand.New(rand.NewPCG(5, 6))
 	start := h.clock.Now()
-	expiry := map[*Hold]time.Time{}
+	end := map[*Hold]time.Time{}
 	var holds []*Hold
 	for i := range 300 {
-		valid := time.Duration(100+rng.IntN(2900)) * time.Millisecond
-		hold := &Hold{Name: fmt.Sprintf("n%d", i), Holder: "x", Fixed: true, Lease: valid}
-		h.w.Add(hold, start.Add(valid))
+		hold := &Hold{Name: fmt.Sprintf("n%d", i), Holder: "x", End: start.Add(time.Duration(100+rng.IntN(2900)) * time.Millisecond)}
+		h.w.Add(hold, start.Add(quorum.Validity(lease, 0, 0.01)))
 		holds = append(holds, hold)
-		expiry[hold] = start.Add(valid - h.w.lead(hold))
+		end[hold] = hold.End
 	}
 	for _, hold := range holds[:50] { // removed: never reported
 		h.w.Remove(hold)
-		delete(expiry, hold)
+		delete(end, hold)
 	}
-	for _, hold := range holds[50:100] { // extended: reported at the new time
-		valid := time.Duration(3000+rng.IntN(1000)) * time.Millisecond
-		h.w.Extend(hold, valid, start.Add(valid))
-		expiry[hold] = start.Add(valid - h.w.lead(hold))
+	for _, hold := range holds[50:100] { // moved: reported at the new end
+		end[hold] = start.Add(time.Duration(3000+rng.IntN(1000)) * time.Millisecond)
+		h.w.SetEnd(hold, end[hold])
 	}
 	h.settle()
 	const step = 50 * time.Millisecond
@@ -297,48 +268,23 @@ func TestManyFixedHoldsExpireEachAtItsOwnTime(t *testing.T) {
 		for {
 			select {
 			case e := <-h.lost:
-				want, ok := expiry[e.hold]
-				if !ok || e.at.Before(want) || e.at.Sub(want) >= step {
-					t.Fatalf("%s lost at %v, want in the step of %v (watched %v)", e.hold.Name, e.at.Sub(start), want.Sub(start), ok)
+				want, ok := end[e.hold]
+				if !ok || e.reason != ReasonExpired || e.at.Before(want) || e.at.Sub(want) >= step {
+					t.Fatalf("%s lost (%s) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.reason, e.at.Sub(start), want.Sub(start), ok)
 				}
-				delete(expiry, e.hold)
+				delete(end, e.hold)
 				continue
 			default:
 			}
 			break
 		}
-		for hold, at := range expiry {
+		for hold, at := range end {
 			if !at.After(now) {
-				t.Fatalf("%s not lost by %v (its expiry %v)", hold.Name, now.Sub(start), at.Sub(start))
+				t.Fatalf("%s not lost by %v (its end %v)", hold.Name, now.Sub(start), at.Sub(start))
 			}
 		}
 	}
-	if len(expiry) != 0 {
-		t.Fatalf("%d holds never lost", len(expiry))
+	if len(end) != 0 {
+		t.Fatalf("%d holds never lost", len(end))
 	}
-}
-
-// TestAShortExtendOfALongLeaseIsNotLostAtOnce: an EXTEND (or a multi-lock's
-// ttl=) that takes a 15s watchdog hold down to 300ms pulls its deadline in
-// to 300ms, with the lead of a 300ms lease: the 15s lease's 300ms lead
-// used to lose it the moment the EXTEND began.
-func TestAShortExtendOfALongLeaseIsNotLostAtOnce(t *testing.T) {
-	h := newHarness(t)
-	h.w.cfg.Lease = 15 * time.Second
-	hold := &Hold{Name: "long", Holder: "x", Lease: 15 * time.Second}
-	h.w.Add(hold, h.clock.Now().Add(quorum.Validity(15*time.Second, 0, 0.01)))
-	h.settle()
-	start := h.clock.Now()
-	if !h.w.BeginExtend(hold, 300*time.Millisecond) {
-		t.Fatal("begin extend of a watched hold failed")
-	}
-	h.runBy(5*time.Millisecond, 20*time.Millisecond)
-	h.expectNoLoss()
-	if !h.w.Fix(hold, 300*time.Millisecond, start.Add(quorum.Validity(300*time.Millisecond, 0, 0.01))) {
-		t.Fatal("the hold was lost while its EXTEND was in flight")
-	}
-	h.runBy(5*time.Millisecond, 250*time.Millisecond)
-	h.expectNoLoss()
-	h.runBy(5*time.Millisecond, 100*time.Millisecond)
-	h.expectLoss(hold, ReasonExpired, start.Add(300*time.Millisecond))
 }

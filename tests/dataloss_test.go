@@ -124,7 +124,10 @@ func dataLossAgents(t *testing.T, lease, maxTTL time.Duration) (a, b *agenttest.
 // returns; m1 restarts empty; then others ask — a waiter parked on another
 // agent, pollers, and an agent started during m1's quarantine. Nobody may
 // be granted the name while h1 holds it, with a watchdog hold or a ttl=
-// hold longer than the lease.
+// hold longer than the lease. Either is renewed, and either, left on one
+// master of three when m1 restarts before a renewal re-created it on m2, is
+// lost (reason=quorum); once re-created on m2 it outlives m1's restart, a
+// ttl= hold until its end (reason=expired).
 func TestKleppmannOrdering(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -136,6 +139,7 @@ func TestKleppmannOrdering(t *testing.T) {
 		{"a watchdog hold", "LOCK k", false},
 		{"a watchdog hold repaired before the restart", "LOCK k", true},
 		{"a ttl= hold longer than the lease", "LOCK k ttl=2500ms", false},
+		{"a ttl= hold longer than the lease repaired before the restart", "LOCK k ttl=2500ms", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, late, servers := dataLossAgents(t, time.Second, 3*time.Second)
@@ -148,38 +152,34 @@ func TestKleppmannOrdering(t *testing.T) {
 				t.Fatal(r.Line)
 			}
 			fence := r.Int("fence")
-			// A ttl= hold is the holder's for its validity: counted from
-			// before the LOCK was sent, it ends no later than the agent's.
-			validUntil := sent.Add(time.Duration(r.Int("validity")) * time.Millisecond)
+			// A ttl= hold is the holder's until its end, ttl after its
+			// grant: counted from before the LOCK was sent, no later than
+			// the agent's.
+			ttlEnd := sent.Add(ttlOf(t, tc.lock))
 			servers[2].Resume()
 			holder.AwaitMasters("up", 3)
 			if tc.repaired {
-				time.Sleep(500 * time.Millisecond) // > lease/3: one renewal
-				if n := servers[2].Keys("lock-agent:{k}:h:*"); n != 1 {
-					t.Fatalf("the renewal did not re-create the hold on the master that missed the grant (%d keys)", n)
-				}
+				lockagenttest.Eventually(t, 2*time.Second, func() bool { return servers[2].Keys("lock-agent:{k}:h:*") == 1 },
+					"no renewal re-created the hold on the master that missed the grant")
 			}
 			servers[1].Restart()                // empty: it forgot h1
 			c := agenttest.StartNoWait(t, late) // first meets m1 empty, during its quarantine
 			cs := contend(t, "k", b.Config.Socket.Path, b.Config.Socket.Path, c.Config.Socket.Path)
-			// h1's hold ends at its LOST (a watchdog hold left on a single
-			// master), at its UNLOCK after 2.5 s, or for a ttl= hold when its
-			// validity does: the agent sends that LOST ahead of it, but on a
-			// busy host the holder may read it after the masters let go.
+			// h1's hold ends at its LOST (a hold left on a single master),
+			// at its UNLOCK after 2.5 s, or for a ttl= hold at its end, when
+			// the agent sends LOST and gives it back: on a busy host the
+			// holder may read that LOST after the masters let go.
 			var end time.Time
 			if p := holder.Push(2500 * time.Millisecond); p != "" {
 				end = time.Now()
-				if !strings.HasPrefix(p, "* LOST k ") {
+				ttl, expired := strings.Contains(tc.lock, "ttl="), strings.Contains(p, "reason=expired")
+				switch {
+				case !strings.HasPrefix(p, "* LOST k "):
 					t.Fatalf("holder heard %q", p)
-				}
-				if tc.repaired {
-					t.Fatalf("a hold on two masters of three was lost: %q", p)
-				}
-				if strings.Contains(tc.lock, "ttl=") {
-					if !strings.Contains(p, "reason=expired") {
-						t.Fatalf("a ttl= hold was lost before its end: %q", p)
-					}
-					end = validUntil
+				case ttl && expired:
+					end = ttlEnd
+				case tc.repaired:
+					t.Fatalf("a hold on two masters of three was lost before its end: %q", p)
 				}
 				t.Logf("holder was told %q", p)
 			} else {
@@ -217,4 +217,89 @@ func TestFlushallWhileHeld(t *testing.T) {
 		t.Fatalf("holder heard %q after every master was flushed", p)
 	}
 	cs.check(t, end, fence) // once the quarantine is over
+}
+
+// TestKleppmannOrderingMixedMaxTTL is the scenario with agents that
+// do not share lock.max_ttl: "long" (max_ttl 5s) holds k with ttl=3s,
+// granted by m0 and m1 while m2 was paused; m2 returns; m1 restarts empty,
+// and agents with max_ttl 100ms are the first to meet it (long's way to m1
+// is cut until m1 is quarantined, so the marker is theirs). When a
+// quarantine was max(lease, max_ttl) of whoever met the master first, m1
+// voted again after 1s, with long's 3s records alive on m0 only. Now every
+// record lives one lease unless renewed, and the quarantine is one lease for
+// every agent: nobody may be granted k while long holds it.
+func TestKleppmannOrderingMixedMaxTTL(t *testing.T) {
+	const lease, ttl = time.Second, 3 * time.Second
+	servers := redistest.Start(t, 3)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	longCfg := agenttest.Config(t, servers, lease)
+	longCfg.AgentID, longCfg.Lock.MaxTTL = "long", 5*time.Second
+	toM1 := newCutProxy(t, servers[1].Addr)
+	longCfg.Masters[1].Address = toM1.Addr()
+	otherCfg := agenttest.Config(t, servers, lease)
+	otherCfg.AgentID, otherCfg.Lock.MaxTTL = "other", 100*time.Millisecond
+	shortCfg := agenttest.ConfigNoBootstrap(t, servers, lease)
+	shortCfg.AgentID, shortCfg.Lock.MaxTTL = "short", 100*time.Millisecond
+	long, other := agenttest.Start(t, longCfg), agenttest.Start(t, otherCfg)
+
+	holder := agenttest.Dial(t, long.Config.Socket.Path)
+	servers[2].Pause()
+	holder.AwaitMasters("down", 1)
+	sent := time.Now()
+	r := holder.Do("LOCK k ttl=" + ttl.String())
+	if r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	fence := r.Int("fence")
+	ttlEnd := sent.Add(ttl)
+	servers[2].Resume()
+	holder.AwaitMasters("up", 3)
+
+	toM1.Cut()
+	servers[1].Restart() // empty: it forgot long's hold
+	restarted := time.Now()
+	short := agenttest.StartNoWait(t, shortCfg)
+	watcher := agenttest.Dial(t, other.Config.Socket.Path)
+	watcher.AwaitMasters("quarantined", 1) // planted by other or short, with their settings
+	toM1.Restore()
+
+	cs := contend(t, "k", other.Config.Socket.Path, other.Config.Socket.Path, short.Config.Socket.Path)
+	// long's hold ends at its LOST: expired at its ttl, or, had no renewal
+	// repaired m2 before m1 restarted, quorum (a hold on one master of three).
+	p := holder.Push(ttl + time.Second)
+	end := time.Now()
+	switch {
+	case strings.HasPrefix(p, "* LOST k ") && strings.Contains(p, "reason=expired"):
+		end = ttlEnd // the holder may read it after the masters let go
+	case strings.HasPrefix(p, "* LOST k ") && strings.Contains(p, "reason=quorum"):
+	default:
+		t.Fatalf("holder heard %q", p)
+	}
+	t.Logf("holder was told %q %v after m1 restarted", p, end.Sub(restarted).Round(time.Millisecond))
+	cs.mu.Lock()
+	if len(cs.grants) > 0 && cs.grants[0].at.Before(end) {
+		g := cs.grants[0]
+		t.Errorf("OVERLAP: %s granted k (fence %d) %v after m1 restarted, %v before long's hold ended",
+			g.who, g.fence, g.at.Sub(restarted).Round(time.Millisecond), end.Sub(g.at).Round(time.Millisecond))
+	}
+	cs.mu.Unlock()
+	cs.check(t, end, fence)
+}
+
+// ttlOf is the ttl= of a LOCK line, 0 if none.
+func ttlOf(t *testing.T, line string) time.Duration {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "ttl="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+	}
+	return 0
 }

@@ -109,11 +109,9 @@ func TestAgentStartsWithMastersDown(t *testing.T) {
 // ends instead of hanging, and serves as soon as they come up, without a restart.
 func TestAgentStartsWithNoMasterReachable(t *testing.T) {
 	servers := redistest.Reserve(t, 3)
+	// Masters met empty sit out one lease first: the agent cannot tell a
+	// new master from one that lost its data.
 	cfg := agenttest.Config(t, servers, time.Second)
-	// Masters met empty sit out max(lease, max_ttl) first: the agent cannot
-	// tell a new master from one that lost its data. 1s, not agenttest's
-	// 10s, which this test's wait used to race.
-	cfg.Lock.MaxTTL = time.Second
 	a := agenttest.StartNoWait(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	st := c.Do("STATUS")
@@ -174,8 +172,9 @@ func TestAHungMasterCostsNothing(t *testing.T) {
 // master that lost its data sits out; the agent still serves with the other two.
 func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
 	servers := redistest.Start(t, 3)
-	cfg := agenttest.Config(t, servers, time.Second)
-	cfg.Lock.MaxTTL = 20 * time.Second // the quarantine outlasts the unsafe check's 5 s period
+	// A master that lost its data sits out one lease: 20s outlasts the
+	// unsafe check's 5 s period.
+	cfg := agenttest.Config(t, servers, 20*time.Second)
 	a := agenttest.Start(t, cfg)
 	sock := a.Config.Socket.Path
 	if _, err := servers[0].Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {

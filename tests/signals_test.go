@@ -90,7 +90,7 @@ func TestBinarySIGHUPReloadsTheConfig(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitForLog(t, logs, "SIGHUP: applied: setting=Log.Level old=info new=debug")
 	waitForLog(t, logs, "SIGHUP: applied: setting=Limits.MaxWaiters old=100000 new=5")
-	waitForLog(t, logs, "takes effect on restart: setting=Lock.MaxTTL old=5m0s new=1m0s")
+	waitForLog(t, logs, "takes effect on restart: setting=Lock.MaxTTL old=720h0m0s new=1m0s")
 	agenttest.Dial(t, sock).Do("PING") // logged only at debug level
 	waitForLog(t, logs, "opened")
 

@@ -84,7 +84,7 @@ limits {
 	if _, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock { max_ttl = \"10ms\" }"), "x.hcl"); err == nil || !strings.Contains(err.Error(), "max_ttl") {
 		t.Fatalf("a max_ttl under the minimum ttl: %v", err)
 	}
-	if d := agent.Default(); d.Lock.MaxTTL != 5*time.Minute || d.Limits.MaxSessionsPerUID != 1000 || d.Limits.IdleTimeout != 0 {
+	if d := agent.Default(); d.Lock.MaxTTL != 720*time.Hour || d.Limits.MaxSessionsPerUID != 1000 || d.Limits.IdleTimeout != 0 {
 		t.Fatalf("defaults %+v %+v", d.Lock, d.Limits)
 	}
 }

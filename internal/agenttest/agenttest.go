@@ -65,9 +65,6 @@ func ConfigNoBootstrap(t testing.TB, servers []*redistest.Server, lease time.Dur
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	cfg.Socket.Path = filepath.Join(dir, "agent.sock")
 	cfg.Lock.Lease = lease
-	// A master that loses its data sits out max(lease, max_ttl): tests that
-	// empty masters set MaxTTL to what they need.
-	cfg.Lock.MaxTTL = max(lease, 10*time.Second)
 	cfg.Lock.RetryMin, cfg.Lock.RetryMax = 5*time.Millisecond, 50*time.Millisecond
 	for i, s := range servers {
 		cfg.Masters = append(cfg.Masters, quorum.MasterConfig{Name: fmt.Sprintf("m%d", i), Address: s.Addr})

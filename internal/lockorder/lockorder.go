@@ -8,7 +8,7 @@
 // The order, outermost first (it is written out, with why, at the agent's
 // session.mu):
 //
-//	hold.extending → session.mu → Agent.mu → queue.mu → Watchdog.mu → outbox.mu
+//	session.mu → Agent.mu → queue.mu → Watchdog.mu → outbox.mu
 package lockorder
 
 // A Rank places a mutex in the lock order: one of the types below.
@@ -18,17 +18,15 @@ type Rank interface {
 
 // The ranks, outermost first.
 type (
-	Extending struct{} // agent: hold.extending, held across an EXTEND's round on the masters
-	Session   struct{} // agent: session.mu
-	Agent     struct{} // agent: Agent.mu
-	Queue     struct{} // agent: queue.mu
-	Watchdog  struct{} // renewal: Watchdog.mu
-	Outbox    struct{} // agent: outbox.mu, taken last of all
+	Session  struct{} // agent: session.mu
+	Agent    struct{} // agent: Agent.mu
+	Queue    struct{} // agent: queue.mu
+	Watchdog struct{} // renewal: Watchdog.mu
+	Outbox   struct{} // agent: outbox.mu, taken last of all
 )
 
-func (Extending) rank() (int, string) { return 1, "hold.extending" }
-func (Session) rank() (int, string)   { return 2, "session.mu" }
-func (Agent) rank() (int, string)     { return 3, "Agent.mu" }
-func (Queue) rank() (int, string)     { return 4, "queue.mu" }
-func (Watchdog) rank() (int, string)  { return 5, "Watchdog.mu" }
-func (Outbox) rank() (int, string)    { return 6, "outbox.mu" }
+func (Session) rank() (int, string)  { return 1, "session.mu" }
+func (Agent) rank() (int, string)    { return 2, "Agent.mu" }
+func (Queue) rank() (int, string)    { return 3, "queue.mu" }
+func (Watchdog) rank() (int, string) { return 4, "Watchdog.mu" }
+func (Outbox) rank() (int, string)   { return 5, "outbox.mu" }
