@@ -19,8 +19,8 @@ socket {
 # One block per independent Redis master: no replicas, no failover between
 # them. At least one; an odd number (3 or 5) is what RedLock wants. The quorum
 # is a majority of the blocks. Persistence is not required: a master that
-# restarts (empty, or from a snapshot) sits out max(lease, max_ttl) + drift
-# before it votes again (see docs/operations.md, "The masters").
+# restarts (empty, or from a snapshot) sits out one lease + drift (15.26s by
+# default) before it votes again (see docs/operations.md, "The masters").
 redis "a" {
   address = "10.0.0.11:6379" # required: host:port
   # username = "lock-agent"  # Redis ACL user
@@ -57,10 +57,11 @@ lock {
   # from retry_min up to retry_max (at least 100ms) while attempts keep failing.
   retry_min = "20ms"
   retry_max = "200ms"
-  # Longest ttl= a LOCK or EXTEND may ask for; longer is BAD_REQUEST. A master
-  # that restarts empty sits out max(lease, max_ttl), so keep it modest.
+  # Longest ttl= a LOCK or EXTEND may ask for; longer is BAD_REQUEST. A ttl=
+  # hold is renewed like any other until its end, so this does not lengthen
+  # the quarantine of a master that restarts empty (one lease).
   # The shortest ttl= is 50ms.
-  max_ttl = "5m"
+  max_ttl = "720h"
   # Lock cohorting: a released exclusive lock (no ttl=, no limit=, not shared)
   # whose next local waiter wants the same goes straight to that waiter, without
   # a release and an acquire on the masters; the new holder gets the next fence of

@@ -12,7 +12,7 @@ import (
 
 // bootstrapCmd marks the masters of a new deployment as new. A master the
 // agent meets without an epoch marker may have lost its data, so it sits
-// out a quarantine (max(lease, max_ttl) plus drift) before it votes; a
+// out a quarantine (one lease plus drift) before it votes; a
 // brand-new cluster's masters look just the same, and bootstrapping them
 // spares the wait. Never run it on masters that served locks and lost their
 // data: that is exactly what the quarantine protects.
