@@ -432,8 +432,8 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 // LockAll calls over overlapping names never deadlock, and Wait bounds the
 // whole. It returns one Lock per name, in the order given; after the grant
 // each is independent (unlock any subset; each may be lost on its own).
-// All of them share one owner. With TTL, the names are won on the watchdog's
-// lease and then each is set to the TTL; if that fails, all are given back.
+// All of them share one owner. With TTL, each name ends TTL after all were
+// won; one lost before that makes all of them given back.
 // No names, a name given twice, or names too long together for one request
 // line (about 3,900 bytes) are an *ArgError, and nothing is sent.
 func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([]*Lock, error) {
@@ -726,8 +726,11 @@ func (l *Lock) unlockResult() error {
 	return nil
 }
 
-// Extend sets the lock's lease to d from now (1ms to one year, rounded up to
-// whole milliseconds; else an *ArgError) and returns its new validity.
+// Extend sets the lock's end to d from now, earlier or later (1ms to one
+// year, rounded up to whole milliseconds; else an *ArgError; the agent
+// allows up to its lock.max_ttl), and returns its new validity: a lock
+// without TTL gets an end this way. The agent answers at once, asking no
+// master.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) (time.Duration, error) {
 	if err := l.Err(); err != nil {
 		return 0, err

@@ -361,7 +361,8 @@ class Lock(LockBase):
     unlock = release  # the name of earlier versions
 
     def extend(self, ttl):
-        """Sets the lease to ``ttl`` seconds from now; returns the new validity in seconds."""
+        """Sets the hold's end to ``ttl`` seconds from now (earlier or later; a hold
+        without ttl gets one); returns the new validity in seconds."""
         hold, line = self._extend_line(ttl)
         hold.validity = int(self._client._do(line).fields.get("validity", 0)) / 1000.0
         return hold.validity
