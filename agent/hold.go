@@ -177,8 +177,9 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // releaseAt releases a lost hold in the masters once its validity ended.
 // Its LOST went out a lead before that, so that the client hears of it
 // before anyone else can be granted the name; a release at once would let
-// another client in while this one may still rely on its validity. A
-// stopping agent leaves it to expire.
+// another client in while this one may still rely on its validity. (A
+// ttl= hold that reached its end was told LOST there, where its validity
+// ends: it is released at once.) A stopping agent leaves it to expire.
 func (a *Agent) releaseAt(name, holder string, deadline time.Time) {
 	go func() {
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
