@@ -27,6 +27,9 @@ const (
 	// Release: the client sent the UNLOCK of the hold: from here it does
 	// not hold it, whatever the UNLOCK answers.
 	Release
+	// Info is a note for whoever reads the history (a fault began or was
+	// healed): the checker ignores it.
+	Info
 )
 
 func (t Type) String() string {
@@ -41,6 +44,8 @@ func (t Type) String() string {
 		return "lost"
 	case Release:
 		return "release"
+	case Info:
+		return "info"
 	}
 	return fmt.Sprintf("Type(%d)", int(t))
 }
