@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/faultproxy"
@@ -212,6 +214,57 @@ func TestMinorityHolderLostFirst(t *testing.T) {
 					t.Fatalf("the holder heard %q", e.Detail)
 				}
 			}
+		})
+	}
+}
+
+// TestCheckerCatchesShortQuarantine shows the checker failing a run in
+// which a protection is really broken, and passing the same run when it is
+// not. Agent 0's holder is granted on masters 0 and 1 (its link to 2 is
+// cut), then agent 0 is cut from master 1 as well, and master 1 restarts
+// empty: only agent 1 meets it, so agent 1 plants its quarantine. With
+// agent 1's lease (and so its quarantine) as long as agent 0's, agent 1's
+// clients are granted the name only after the holder read its LOST. With a
+// quarantine far too short (agent 1's lease 100ms: a misconfigured
+// cluster), masters 1 and 2 grant the name while the holder still holds:
+// the checker must find the overlap.
+func TestCheckerCatchesShortQuarantine(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		otherLease time.Duration
+		broken     bool
+	}{
+		{"every agent's quarantine outlasts the holds", time.Second, false},
+		{"one agent's quarantine far too short", 100 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPartitionCluster(t, time.Second, tc.otherLease)
+			h := history.New()
+			var odd atomic.Int64
+			holder := c.client(t, h, 0, 0, "holder", &odd)
+			c.links[0][2].SetMode(faultproxy.Cut)
+			if ok, _ := holder.lock("LOCK quarantined", []string{"quarantined"}); !ok {
+				t.Fatal("the holder was not granted the name on two masters")
+			}
+			stop := make(chan struct{})
+			wait := c.contendFrom(t, h, 1, 2, "quarantined", stop)
+			c.links[0][1].SetMode(faultproxy.Cut)
+			c.servers[1].Restart()
+			holder.hold(5 * time.Second)
+			awaitGrants(t, h, "quarantined", 3)
+			close(stop)
+			wait()
+			events := h.Events()
+			r := history.Check(events, progressWindow)
+			overlap := slices.ContainsFunc(r.Violations, func(v history.Violation) bool { return v.Rule == "overlap" })
+			switch {
+			case tc.broken && !overlap:
+				t.Fatalf("a quarantine of %v let the name be granted early, and the checker saw no overlap: %v\n(the whole history: %s)",
+					agent.Quarantine(c.agents[1].Config.Lock), r.Err(), dumpHistory(t, events))
+			case !tc.broken && r.Err() != nil:
+				t.Fatalf("%v\n(the whole history: %s)", r.Err(), dumpHistory(t, events))
+			}
+			t.Logf("agent 1's quarantine %v: %v", agent.Quarantine(c.agents[1].Config.Lock), r.Err())
 		})
 	}
 }
