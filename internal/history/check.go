@@ -126,11 +126,17 @@ func Check(events []Event, window time.Duration) Report {
 			r.Lost++
 		}
 	}
-	for _, rule := range [][]Violation{Overlaps(holds), Counts(holds), Fences(holds), Progress(events, window)} {
-		r.Violations = append(r.Violations, rule[:min(len(rule), maxPerRule)]...)
-	}
+	r.Violations = append(CheckHolds(holds), capped(Progress(events, window))...)
 	return r
 }
+
+// CheckHolds checks the safety rules (Overlaps, Counts, Fences) over holds
+// in order of their start, for a test that records holds itself.
+func CheckHolds(holds []Hold) []Violation {
+	return slices.Concat(capped(Overlaps(holds)), capped(Counts(holds)), capped(Fences(holds)))
+}
+
+func capped(broken []Violation) []Violation { return broken[:min(len(broken), maxPerRule)] }
 
 // byName groups holds (kept in order of start) by name.
 func byName(holds []Hold) map[string][]Hold {
