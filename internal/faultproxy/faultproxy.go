@@ -9,7 +9,11 @@
 // kernels' socket buffers, so a writer eventually blocks and a reader
 // hangs. When the link heals (Pass) the held bytes are delivered, late and
 // in order, on the same connections, as a healed network delivers its
-// retransmissions. A Cut, from any mode, resets every connection.
+// retransmissions. The end of a connection (a close, a reset, a server
+// that died) is held the same way: the other side learns of it only when
+// the link heals. A new connection is accepted (the proxy's kernel
+// completes the handshake a real black hole would swallow), and nothing
+// crosses it. A Cut, from any mode, resets every connection.
 package faultproxy
 
 import (
@@ -204,33 +208,32 @@ func (p *Proxy) untrack(l *link) {
 	p.mu.Unlock()
 }
 
-// pump copies from src to dst, holding each chunk it read while the mode
-// does not forward in its direction. When src ends, dst's write half is
-// closed (an orderly end); on any error, both sides are reset.
+// pump copies from src to dst. What src sends, its bytes and then its
+// end, crosses only while the mode forwards in pump's direction: a chunk
+// already read, or an end, waits meanwhile. An orderly end (EOF) closes
+// dst's write half; an error, or a cut, resets both sides.
 func (p *Proxy) pump(l *link, src, dst net.Conn, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
-			if !p.awaitForward(up) {
-				l.reset()
-				return
-			}
+		forward := p.awaitForward(up)
+		if n > 0 && forward {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				l.reset()
 				return
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		switch {
+		case forward && err == nil:
+			continue
+		case forward && errors.Is(err, io.EOF):
 			if tc, ok := dst.(*net.TCPConn); ok {
 				tc.CloseWrite()
 			}
 			return
 		}
-		if err != nil {
-			l.reset()
-			return
-		}
+		l.reset()
+		return
 	}
 }
 

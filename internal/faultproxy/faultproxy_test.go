@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +27,19 @@ const quiet = 150 * time.Millisecond
 // echoServer answers every byte it reads with the same byte, and reports
 // what it read on heard.
 func echoServer(t *testing.T) (addr string, heard <-chan []byte) {
+	addr, heard, _ = echoServerEnds(t)
+	return addr, heard
+}
+
+// echoServerEnds is echoServer that also reports, on ended, each
+// connection that the client ended.
+func echoServerEnds(t *testing.T) (addr string, heard <-chan []byte, ended <-chan struct{}) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ch := make(chan []byte, 100)
+	ends := make(chan struct{}, 100)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -45,6 +54,7 @@ func echoServer(t *testing.T) (addr string, heard <-chan []byte) {
 				for {
 					n, err := c.Read(buf)
 					if err != nil {
+						ends <- struct{}{}
 						return
 					}
 					ch <- append([]byte(nil), buf[:n]...)
@@ -54,7 +64,7 @@ func echoServer(t *testing.T) (addr string, heard <-chan []byte) {
 		}
 	}()
 	t.Cleanup(func() { l.Close(); <-done })
-	return l.Addr().String(), ch
+	return l.Addr().String(), ch, ends
 }
 
 func proxy(t *testing.T, target string) *faultproxy.Proxy {
@@ -126,6 +136,31 @@ func TestBlackHoleHangsThenDelivers(t *testing.T) {
 	}
 }
 
+// TestBlackHoleHoldsTheEnd: a client that closes its connection in a black
+// hole is not seen to close it until the link heals.
+func TestBlackHoleHoldsTheEnd(t *testing.T) {
+	addr, heard, ended := echoServerEnds(t)
+	p := proxy(t, addr)
+	c := dial(t, p.Addr)
+	if _, err := roundTrip(c, "a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-heard
+	p.SetMode(faultproxy.BlackHole)
+	c.Close()
+	select {
+	case <-ended:
+		t.Fatal("the server saw the close through a black hole")
+	case <-time.After(quiet):
+	}
+	p.SetMode(faultproxy.Pass)
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server never saw the close after healing")
+	}
+}
+
 // TestHalfBlackHoles: holding one direction only. Toward the server: the
 // request is not heard. Toward the client: the request takes effect, its
 // answer is held.
@@ -183,9 +218,15 @@ func TestCutResetsAndRefuses(t *testing.T) {
 			t.Fatalf("%s connection after a cut: %q, %v (want a reset)", name, got, err)
 		}
 	}
-	fresh := dial(t, p.Addr) // the kernel accepts; the proxy resets it
-	if got, err := roundTrip(fresh, "n", 5*time.Second); err == nil || isTimeout(err) {
-		t.Fatalf("new connection through a cut: %q, %v (want a reset)", got, err)
+	// The kernel accepts a new connection and the proxy resets it, which
+	// the dial itself may already see.
+	if fresh, err := net.Dial("tcp", p.Addr); err == nil {
+		defer fresh.Close()
+		if got, err := roundTrip(fresh, "n", 5*time.Second); err == nil || isTimeout(err) {
+			t.Fatalf("new connection through a cut: %q, %v (want a reset)", got, err)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("new connection through a cut: %v (want a reset)", err)
 	}
 	select {
 	case b := <-heard:
