@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,13 +31,12 @@ const progressWindow = 10 * time.Second
 // loss at a time, its quarantine waited out). The history of what the
 // clients saw, on one monotonic clock, must keep every rule of
 // history.Check. Every fault once, and on for 20s, by default (under a
-// minute); LOCK_AGENT_SOAK=1 goes on for 10 minutes.
+// minute); LOCK_AGENT_SOAK=1 goes on for 10 minutes. The nemesis's choices
+// replay with the seed the run logs (see partitionSeed); the clients'
+// timing does not.
 func TestPartitionHistory(t *testing.T) {
 	c := newPartitionCluster(t, time.Second, time.Second)
-	seed := uint64(1)
-	if os.Getenv("LOCK_AGENT_SOAK") != "" {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := partitionSeed(t)
 	h := history.New()
 	var odd atomic.Int64
 	stop := make(chan struct{})
@@ -62,6 +62,22 @@ func TestPartitionHistory(t *testing.T) {
 	if r.Lost == 0 || handovers == 0 {
 		t.Errorf("%d holds lost, %d cohort hand-overs: the run did not reach what it is for", r.Lost, handovers)
 	}
+}
+
+// partitionSeed picks the nemesis's choices: LOCK_AGENT_PARTITION_SEED to
+// replay a run, else a new seed for a soak and 1 for the CI-sized run.
+func partitionSeed(t *testing.T) uint64 {
+	if s := os.Getenv("LOCK_AGENT_PARTITION_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LOCK_AGENT_PARTITION_SEED: %v", err)
+		}
+		return seed
+	}
+	if os.Getenv("LOCK_AGENT_SOAK") != "" {
+		return uint64(time.Now().UnixNano())
+	}
+	return 1
 }
 
 // runWorkloads starts the clients of every kind; they go on until
