@@ -42,7 +42,7 @@ func TestPartitionHistory(t *testing.T) {
 	stop := make(chan struct{})
 	wait := c.runWorkloads(t, h, stop, &odd)
 	began := time.Now()
-	faults := c.nemesis(t, h, rand.New(rand.NewPCG(seed, 1)), began.Add(soak(20*time.Second, 10*time.Minute)))
+	faults := c.nemesis(t, h, rand.New(rand.NewPCG(seed, 1)), began.Add(partitionRunFor(t)))
 	close(stop)
 	wait()
 	events := h.Events()
@@ -78,6 +78,22 @@ func partitionSeed(t *testing.T) uint64 {
 		return uint64(time.Now().UnixNano())
 	}
 	return 1
+}
+
+// partitionRunFor is how long the nemesis goes on: 20s, or 10 minutes in a
+// soak, but never so long that the package's other tests would meet the
+// test binary's -timeout (10m unless given). The whole soak:
+//
+//	LOCK_AGENT_SOAK=1 go test -race -timeout 20m ./tests -run TestPartitionHistory -v
+func partitionRunFor(t *testing.T) time.Duration {
+	run := soak(20*time.Second, 10*time.Minute)
+	if deadline, ok := t.Deadline(); ok {
+		if left := time.Until(deadline) - 3*time.Minute; left < run {
+			run = max(left, 20*time.Second)
+			t.Logf("the run is cut to %v to end well within the test binary's -timeout", run.Round(time.Second))
+		}
+	}
+	return run
 }
 
 // runWorkloads starts the clients of every kind; they go on until
