@@ -257,9 +257,10 @@ func TestMinorityHolderLostFirst(t *testing.T) {
 // empty: only agent 1 meets it, so agent 1 plants its quarantine. With
 // agent 1's lease (and so its quarantine) as long as agent 0's, agent 1's
 // clients are granted the name only after the holder read its LOST. With a
-// quarantine far too short (agent 1's lease 100ms: a misconfigured
-// cluster), masters 1 and 2 grant the name while the holder still holds:
-// the checker must find the overlap.
+// quarantine far too short (agent 1's lease 100ms: a cluster misconfigured
+// as docs/operations.md warns against, agents with different leases),
+// masters 1 and 2 grant the name while the holder still holds: the checker
+// must find the overlap.
 func TestCheckerCatchesShortQuarantine(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
