@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/history"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -112,46 +114,27 @@ func pauseAtRandom(servers []*redistest.Server, stop time.Time, rng *rand.Rand) 
 	}
 }
 
-func overlap(x, y kindHold) bool { return x.start.Before(y.end) && y.start.Before(x.end) }
-
-// checkReadWrite: no exclusive hold overlaps any other hold, and a grant
-// that excludes earlier holds has a greater fence than each of them.
-func checkReadWrite(held []kindHold) error {
-	for i, x := range held {
-		for _, y := range held[i+1:] {
-			if (!x.shared || !y.shared) && overlap(x, y) {
-				return fmt.Errorf("an exclusive hold overlaps another: client %d (shared=%v, fence %d) and client %d (shared=%v, fence %d)",
-					x.who, x.shared, x.fence, y.who, y.shared, y.fence)
-			}
-			if (!x.shared || !y.shared) && y.fence <= x.fence {
-				return fmt.Errorf("fence %d (shared=%v) granted after %d (shared=%v)", y.fence, y.shared, x.fence, x.shared)
-			}
-		}
+// checkHolds checks a chaos run's holds of name, whose limit is limit, with
+// the history checker's safety rules: no exclusive hold overlaps another
+// hold, a semaphore never exceeds its limit nor shares a slot, and fences
+// grow in grant order (per slot for a semaphore).
+func checkHolds(held []kindHold, name string, limit int) error {
+	if len(held) == 0 {
+		return nil
 	}
-	return nil
-}
-
-// checkSemaphore: never more than limit holds at once, never two on one
-// slot, and fences grow per slot in grant order.
-func checkSemaphore(held []kindHold, limit int) error {
+	origin := held[0].start
+	holds := make([]history.Hold, len(held))
 	for i, x := range held {
-		at := 0 // holds at the instant x was granted, x included
-		for j, y := range held {
-			if !y.start.After(x.start) && x.start.Before(y.end) {
-				at++
-			}
-			if j > i && y.slot == x.slot && overlap(x, y) {
-				return fmt.Errorf("two holds on slot %s at once: clients %d and %d", x.slot, x.who, y.who)
-			}
+		mode := history.Exclusive
+		if x.shared {
+			mode = history.Shared
 		}
-		if at > limit {
-			return fmt.Errorf("%d holds at once when client %d was granted (limit %d)", at, x.who, limit)
-		}
-		for _, y := range held[i+1:] {
-			if y.slot == x.slot && y.fence <= x.fence {
-				return fmt.Errorf("fence %d on slot %s after %d", y.fence, x.slot, x.fence)
-			}
-		}
+		slot, _ := strconv.Atoi(x.slot)
+		holds[i] = history.Hold{Client: x.who, Name: name, Mode: mode, Limit: limit, Slot: slot, Fence: x.fence,
+			Start: x.start.Sub(origin), End: x.end.Sub(origin)}
+	}
+	if broken := history.CheckHolds(holds); len(broken) > 0 {
+		return fmt.Errorf("%d violations, the first: %v", len(broken), broken[0])
 	}
 	return nil
 }
@@ -165,7 +148,7 @@ func TestReadWriteUnderChaos(t *testing.T) {
 		}
 		return "LOCK rwc mode=shared"
 	})
-	if err := checkReadWrite(held); err != nil {
+	if err := checkHolds(held, "rwc", 1); err != nil {
 		t.Fatal(err)
 	}
 	shared := 0
@@ -181,7 +164,7 @@ func TestReadWriteUnderChaos(t *testing.T) {
 // masters fail at random.
 func TestSemaphoreUnderChaos(t *testing.T) {
 	held := kindsUnderChaos(t, "semc", 5, func(int, *rand.Rand) string { return "LOCK semc limit=2" })
-	if err := checkSemaphore(held, 2); err != nil {
+	if err := checkHolds(held, "semc", 2); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d semaphore holds under random master pauses: at most 2 at once, one per slot", len(held))
@@ -201,7 +184,7 @@ func TestFairQueueUnderChaos(t *testing.T) {
 		}
 		return "LOCK fairc"
 	})
-	if err := checkReadWrite(held); err != nil {
+	if err := checkHolds(held, "fairc", 1); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d holds under random master pauses with a fair queue: no exclusive overlap", len(held))

@@ -1,0 +1,115 @@
+// Package history records what the clients of a fault test saw, on one
+// monotonic clock, and checks it afterwards as Jepsen checks a history:
+// no exclusive hold overlaps another hold of its name, a semaphore never
+// exceeds its limit nor shares a slot, fences grow in grant order, and the
+// service makes progress.
+package history
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Type is what happened to a client.
+type Type int
+
+const (
+	// Invoke: the client sent a LOCK for the name.
+	Invoke Type = iota
+	// OK: the client read the LOCK's OK: from here it holds the name.
+	OK
+	// Fail: the client read a LOCK's refusal (BUSY, an ERR).
+	Fail
+	// Lost: the client read a * LOST for the hold: from here it does not
+	// hold it.
+	Lost
+	// Release: the client sent the UNLOCK of the hold: from here it does
+	// not hold it, whatever the UNLOCK answers.
+	Release
+	// Info is a note for whoever reads the history (a fault began or was
+	// healed): the checker ignores it.
+	Info
+)
+
+func (t Type) String() string {
+	switch t {
+	case Invoke:
+		return "invoke"
+	case OK:
+		return "ok"
+	case Fail:
+		return "fail"
+	case Lost:
+		return "lost"
+	case Release:
+		return "release"
+	case Info:
+		return "info"
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Mode is how a name is held.
+type Mode string
+
+const (
+	Exclusive Mode = "exclusive"
+	Shared    Mode = "shared"
+)
+
+// Event is one thing one client did or saw about one name (a multi-name
+// LOCK is one event per name, at one instant).
+type Event struct {
+	At     time.Duration // since the history began, on the monotonic clock
+	Client int
+	Type   Type
+	Kind   string // what the client does: exclusive, shared, semaphore, fair, multi, cohort
+	Name   string
+	Mode   Mode  // OK only; "" is Exclusive
+	Limit  int   // OK only: the semaphore's K; 0 or 1 is a lock
+	Slot   int   // OK of a semaphore: its slot, 1..Limit
+	Fence  int64 // OK, Lost, Release: which hold
+	Detail string
+}
+
+func (e Event) String() string {
+	return fmt.Sprintf("%v client %d %v %s %s fence=%d mode=%s limit=%d slot=%d %s",
+		e.At.Round(time.Microsecond), e.Client, e.Type, e.Kind, e.Name, e.Fence, e.Mode, e.Limit, e.Slot, e.Detail)
+}
+
+// History is a log of events, safe for concurrent use. Its clock is the
+// process's monotonic clock, read when an event is recorded: record a
+// receipt (OK, Lost) right after reading it, an invocation (Invoke,
+// Release) right before sending it.
+type History struct {
+	start  time.Time
+	mu     sync.Mutex
+	events []Event
+}
+
+// New starts an empty history; its clock starts now.
+func New() *History { return &History{start: time.Now()} }
+
+// Add records e at the present instant (e.At is overwritten).
+func (h *History) Add(e Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e.At = time.Since(h.start)
+	h.events = append(h.events, e)
+}
+
+// Events returns a copy of the events so far, in the order recorded
+// (which is the order of At).
+func (h *History) Events() []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Event(nil), h.events...)
+}
+
+// Len is the number of events so far.
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.events)
+}
