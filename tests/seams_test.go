@@ -3,6 +3,7 @@ package tests
 import (
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -206,8 +207,9 @@ func holdFair(t *testing.T, c *agenttest.Conn, ch <-chan agenttest.Reply, who in
 // from the blocks its grants reserved), while three clients of another
 // agent contend, and one master loses its data mid-run, sits out its
 // quarantine, and votes again empty. No two holds overlap, fences grow
-// strictly in grant order across both agents, and hand-overs go on
-// during the quarantine and after it, as do the other agent's grants.
+// strictly in grant order across both agents, and before the loss, during
+// the quarantine and after it most local grants are hand-overs (told apart
+// by their fences: see mastersGrants), and the other agent is granted too.
 func TestCohortRunUnderDataLoss(t *testing.T) {
 	for _, loss := range []dataLoss{
 		{name: "a master restarts empty", lose: restartEmpty(0)},
@@ -217,6 +219,7 @@ func TestCohortRunUnderDataLoss(t *testing.T) {
 			const local, remote = 10, 3
 			a, b, _, servers := dataLossAgents(t, time.Second, time.Second)
 			watchers := []*agenttest.Conn{agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)}
+			granted := mastersGrants(t, servers[2], a.Config.Lock.KeyPrefix, "run")
 			run := startChurn(t, a, b, "run", local, remote)
 			run.awaitGrants(t, 100)
 			loss.lose(t, servers)
@@ -227,8 +230,9 @@ func TestCohortRunUnderDataLoss(t *testing.T) {
 			run.awaitGrants(t, run.grants.Load()+100)
 			held := run.stop()
 			checkExclusive(t, held, local)
+			fromMasters := granted()
 			phases := [3]struct{ grants, handOvers, remote int }{}
-			for i, h := range held {
+			for _, h := range held {
 				p := 0
 				switch {
 				case h.start.After(back):
@@ -240,15 +244,61 @@ func TestCohortRunUnderDataLoss(t *testing.T) {
 				if h.who >= local {
 					phases[p].remote++
 				}
-				if i > 0 && h.fence == held[i-1].fence+1 && h.who < local && held[i-1].who < local {
+				if h.who < local && !fromMasters[h.fence] {
 					phases[p].handOvers++
 				}
 			}
-			t.Logf("before the loss, during the quarantine, after it: %+v", phases)
-			if phases[1].handOvers == 0 || phases[2].handOvers == 0 || phases[1].remote+phases[2].remote == 0 {
-				t.Fatalf("the run stopped passing the name, or starved the other agent, after the loss: %+v", phases)
+			t.Logf("before the loss, during the quarantine, after it: %+v (%d fences from the masters)", phases, len(fromMasters))
+			// Most local grants are hand-overs while the run goes on (about
+			// nine in ten here; with cohorting off, a few in a hundred).
+			for p, ph := range phases {
+				if local := ph.grants - ph.remote; ph.handOvers*2 < local || ph.remote == 0 {
+					t.Fatalf("phase %d: %d of %d local grants were hand-overs, %d grants on the other agent: the run stopped passing the name, or starved the other agent: %+v",
+						p, ph.handOvers, local, ph.remote, phases)
+				}
 			}
 		})
+	}
+}
+
+// mastersGrants watches server (MONITOR), a master that keeps its data,
+// for the grants of name that the masters made, and returns a function
+// that waits until the server has run what was sent to it so far and
+// returns their fences. A grant whose fence is not among them was a
+// hand-over within an agent: it took a fence of a block that an earlier
+// grant reserved, and made no record. (A grant that a majority made
+// without this master counts as one too: a few in a hundred grants, when
+// the agents split a vote.)
+func mastersGrants(t *testing.T, server *redistest.Server, prefix, name string) (wait func() map[int64]bool) {
+	t.Helper()
+	const end = "lock-agent-test: end of grants"
+	record := prefix + "{" + name + "}:h:"
+	fences := map[int64]bool{}
+	done := server.Monitor(func(c redistest.Command) bool {
+		if len(c.Args) == 2 && strings.EqualFold(c.Args[0], "echo") && c.Args[1] == end {
+			return false
+		}
+		if !c.Script || len(c.Args) < 4 || !strings.EqualFold(c.Args[0], "hset") || !strings.HasPrefix(c.Args[1], record) {
+			return true
+		}
+		// The acquire script's record (mode first), or the grant's fence
+		// written back to it when the masters were not in step (the fence
+		// alone; a hand-over's retag writes the who-info with it).
+		if c.Args[2] == "mode" || (c.Args[2] == "fence" && len(c.Args) == 4) {
+			if i := slices.Index(c.Args, "fence"); i > 0 && i+1 < len(c.Args) {
+				if f, err := strconv.ParseInt(c.Args[i+1], 10, 64); err == nil {
+					fences[f] = true
+				}
+			}
+		}
+		return true
+	})
+	return func() map[int64]bool {
+		if _, err := server.Do("ECHO", end); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		return fences
 	}
 }
 
