@@ -28,9 +28,13 @@ type turn struct {
 	// until its answer is about to be queued.
 	tag  string
 	lock bool
-	// started says a LOCK has begun to take effect (see applyLock);
-	// cancelled that a CANCEL found it in none of the session's waits.
-	started, cancelled bool
+	// A LOCK is started when it begins to take effect, in its own
+	// goroutine if it waited for its turn, and applied once it has joined
+	// its queue or was answered (see applyLock). In between, its waiter
+	// may be in the session's waits but not yet in its queue, where CANCEL
+	// and the session's end cannot withdraw it: they set cancelled, or
+	// closing, and applyLock withdraws it once it is applied.
+	started, applied, cancelled bool
 }
 
 // priorLocked is what a request on keys must wait for: the last unfinished
@@ -155,7 +159,8 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 }
 
 // applyLock lets the LOCK of t take effect, unless a CANCEL came first,
-// and withdraws it if a CANCEL came while it was taking effect.
+// and withdraws it if a CANCEL, or the session's end, came while it was
+// joining its queue.
 func (s *session) applyLock(req *protocol.Request, t *turn) {
 	s.mu.Lock()
 	cancelled := t.cancelled
@@ -165,37 +170,57 @@ func (s *session) applyLock(req *protocol.Request, t *turn) {
 		s.finish(t)
 		return
 	}
-	if err := s.lock(req); err != nil {
+	err := s.lock(req)
+	s.mu.Lock()
+	t.applied = true
+	cancelled, closing := t.cancelled, s.closing
+	w, multi := s.waits[req.Tag], s.multis[req.Tag]
+	s.mu.Unlock()
+	switch {
+	case err != nil:
 		s.lockAnswering(req.Tag)
 		s.send(protocol.ErrorLine(req.Tag, err))
 		s.finish(t)
-		return
-	}
-	s.mu.Lock()
-	cancelled = t.cancelled
-	s.mu.Unlock()
-	if cancelled {
-		s.cancelTag(req.Tag)
+	case cancelled:
+		s.withdrawCancelled(w, multi)
+	case closing && w != nil && w.done == nil && s.a.withdraw(w):
+		w.end(result{err: s.endedBy()})
 	}
 }
 
-// cancelPendingLocked notes a CANCEL of the LOCK tag, found in none of the
-// session's waits, and says whether the caller answers it CANCELLED now:
-// it still waits for its turn, and ends there without taking effect, so
-// that the requests behind it still wait for the ones before it. If it
-// began to take effect already, it is joining its queue, and applyLock
-// withdraws it. s.mu is held.
-func (s *session) cancelPendingLocked(tag string) (answer bool) {
+// endedBy is why the session's waits end when it closes: it was closed,
+// or else the agent is stopping (see bye).
+func (s *session) endedBy() error {
+	if s.ctx.Err() != nil {
+		return errSessionGone
+	}
+	return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+}
+
+// joiningLocked says whether the LOCK tag is joining its queue in its own
+// goroutine, which withdraws it if need be (see applyLock). s.mu is held.
+func (s *session) joiningLocked(tag string) bool {
 	t := s.locks[tag]
-	if t == nil {
-		return false
+	return t != nil && t.started && !t.applied
+}
+
+// cancelPendingLocked notes a CANCEL of the LOCK tag, and says whether it
+// took it on: the LOCK still waits for its turn or is joining its queue.
+// One still waiting for its turn is answered CANCELLED now (answer), and
+// ends there without taking effect, so that the requests behind it still
+// wait for the ones before it; one joining its queue is withdrawn by
+// applyLock. s.mu is held.
+func (s *session) cancelPendingLocked(tag string) (pending, answer bool) {
+	t := s.locks[tag]
+	if t == nil || t.applied {
+		return false, false
 	}
 	t.cancelled = true
 	if t.started {
-		return false
+		return true, false
 	}
 	s.untagLocked(t)
-	return true
+	return true, true
 }
 
 // inTurn runs apply, the effect of a request on keys, once the requests

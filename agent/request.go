@@ -459,7 +459,10 @@ func (s *session) cancelWait(req *protocol.Request) error {
 	}
 	s.mu.Lock()
 	w, multi := s.waits[tag], s.multis[tag]
-	answer := w == nil && multi == nil && s.cancelPendingLocked(tag) // not in its queue yet
+	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
+	if pending {
+		w, multi = nil, nil
+	}
 	s.mu.Unlock()
 	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
 	if answer {

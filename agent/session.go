@@ -315,7 +315,9 @@ func (s *session) bye(reason string) {
 		}
 		waits := make([]*waiter, 0, len(s.waits))
 		for _, w := range s.waits {
-			if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+			// A multi-lock's goroutine withdraws its own (see finishClaim),
+			// as a LOCK joining its queue in its own goroutine does.
+			if w.done == nil && !s.joiningLocked(w.tag) {
 				waits = append(waits, w)
 			}
 		}
@@ -378,7 +380,9 @@ func (s *session) close() {
 	s.holds = map[holdKey]*hold{}
 	waits := make([]*waiter, 0, len(s.waits))
 	for _, w := range s.waits {
-		if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+		// A multi-lock's goroutine withdraws its own (see finishClaim),
+		// as a LOCK joining its queue in its own goroutine does.
+		if w.done == nil && !s.joiningLocked(w.tag) {
 			waits = append(waits, w)
 		}
 	}
