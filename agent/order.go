@@ -143,6 +143,12 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
 	prior := s.priorLocked(t.keys)
+	if len(prior) > 0 {
+		if err := s.admitBehindLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	s.takeTurnLocked(t)
 	s.mu.Unlock()
 	if len(prior) == 0 {
@@ -152,10 +158,31 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 	s.reqs.Add(1)
 	go func() {
 		defer s.reqs.Done()
-		wait(prior)
+		s.awaitTurn(prior)
 		s.applyLock(req, t)
 	}()
 	return nil
+}
+
+// admitBehindLocked counts a request that waits for its turn, unless the
+// session has max_holds_per_session names held, LOCKs waiting and
+// requests waiting for their turn already: each costs the agent a
+// goroutine until its turn comes. s.mu is held.
+func (s *session) admitBehindLocked() error {
+	lim := s.a.limits().MaxHoldsPerSession
+	if len(s.holds)+len(s.waits)+s.behind >= lim {
+		return protocol.Errorf(protocol.ErrLimit, "session holds, waits for or has requests waiting for their turn on %d names (max_holds_per_session)", lim)
+	}
+	s.behind++
+	return nil
+}
+
+// awaitTurn waits until prior are finished: the request's turn has come.
+func (s *session) awaitTurn(prior []*turn) {
+	wait(prior)
+	s.mu.Lock()
+	s.behind--
+	s.mu.Unlock()
 }
 
 // applyLock lets the LOCK of t take effect, unless a CANCEL came first,
@@ -233,13 +260,17 @@ func (s *session) inTurn(tag string, keys []holdKey, apply func() error) error {
 		s.mu.Unlock()
 		return apply()
 	}
+	if err := s.admitBehindLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	t := &turn{done: make(chan struct{}), keys: keys}
 	s.takeTurnLocked(t)
 	s.mu.Unlock()
 	s.reqs.Add(1)
 	go func() {
 		defer s.reqs.Done()
-		wait(prior)
+		s.awaitTurn(prior)
 		if err := apply(); err != nil {
 			s.send(protocol.ErrorLine(tag, err))
 		}
@@ -295,13 +326,17 @@ func (s *session) whoInTurn(req *protocol.Request) error {
 		s.mu.Unlock()
 		return s.who(req)
 	}
+	if err := s.admitBehindLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	s.takeTurnLocked(t)
 	s.mu.Unlock()
 	s.reqs.Add(1)
 	go func() {
 		defer s.reqs.Done()
 		defer s.finish(t)
-		wait(prior)
+		s.awaitTurn(prior)
 		s.mu.Lock()
 		r := s.releasing[name]
 		s.mu.Unlock()

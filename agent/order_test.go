@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
@@ -212,4 +213,24 @@ func TestRequestsBehindAWaitingLockHoldUpNothingElse(t *testing.T) {
 	if r := holder.Do("WHO x"); r.Int("n") != 0 {
 		t.Fatalf("x held after everyone left: %+v", r.Data)
 	}
+}
+
+// TestRequestsWaitingForTheirTurnCountAgainstTheSessionLimit: each request
+// that waits for a LOCK's answer costs the agent until its turn comes, so
+// they count against max_holds_per_session with the holds and waits; one
+// more is refused at once, and nothing else is.
+func TestRequestsWaitingForTheirTurnCountAgainstTheSessionLimit(t *testing.T) {
+	a, _ := start(t, func(c *agent.Config) { c.Limits.MaxHoldsPerSession = 3 })
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK x"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	c := dialLines(t, a.Config.Socket.Path)
+	c.write("2 LOCK x wait=5s", "3 UNLOCK x", "4 WHO x", "5 EXTEND x ttl=1s", "6 LOCK x", "7 UNLOCK x owner=o")
+	early := parked(t, c, holder, 1)
+	slices.Sort(early)
+	expect(t, early, "5 ERR LIMIT", "6 ERR LIMIT", "7 ERR NOT_HELD")
+	holder.Do("UNLOCK x")
+	replies, _ := c.finals(3)
+	expect(t, replies, "2 OK|count=1", "3 OK count=0", "4 OK n=0") // the WHO came after the UNLOCK
 }
