@@ -114,7 +114,7 @@ func (s *session) untagLocked(t *turn) {
 	}
 }
 
-func wait(prior []*turn) {
+func awaitAll(prior []*turn) {
 	for _, t := range prior {
 		<-t.done
 	}
@@ -179,7 +179,7 @@ func (s *session) admitBehindLocked() error {
 
 // awaitTurn waits until prior are finished: the request's turn has come.
 func (s *session) awaitTurn(prior []*turn) {
-	wait(prior)
+	awaitAll(prior)
 	s.mu.Lock()
 	s.behind--
 	s.mu.Unlock()
