@@ -237,17 +237,19 @@ func TestExtendSetsTheTTL(t *testing.T) {
 }
 
 // TestShutdownAnswersWaitingLocks: a LOCK waiting when the agent stops is
-// answered ERR SHUTTING_DOWN before the BYE, not left without an answer.
+// answered ERR SHUTTING_DOWN before the BYE, not left without an answer;
+// so is one waiting for its turn behind it (see order.go).
 func TestShutdownAnswersWaitingLocks(t *testing.T) {
 	a, _ := start(t, nil)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	holder.Do("LOCK w")
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	_, single := c.Send("LOCK w wait=30s")
-	_, multi := c.Send("LOCK w w2 wait=30s")
+	_, multi := c.Send("LOCK w w2 wait=30s owner=m")
+	_, behind := c.Send("LOCK w wait=30s")
 	c.AwaitWaiters(2)
 	a.Stop()
-	for i, ch := range []<-chan agenttest.Reply{single, multi} {
+	for i, ch := range []<-chan agenttest.Reply{single, multi, behind} {
 		if r := c.Await(ch); r.Kind != "ERR" || r.Code != "SHUTTING_DOWN" {
 			t.Fatalf("waiting LOCK %d, when the agent stopped: %q", i, r.Line)
 		}

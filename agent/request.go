@@ -63,6 +63,7 @@ func (w *waiter) end(r result) {
 	// Before the reply: the client may reuse the tag, and a grant must not
 	// count against max_holds_per_session twice.
 	s.forgetWait(w)
+	t := s.lockAnswering(w.tag)
 	switch {
 	case r.err == nil:
 		s.reply(grantLine(w.tag, r))
@@ -71,6 +72,7 @@ func (w *waiter) end(r result) {
 	default:
 		s.reply(protocol.ErrorLine(w.tag, r.err))
 	}
+	s.finish(t) // after the reply: a request behind it on the hold answers after it
 	s.reqs.Done()
 }
 
@@ -138,7 +140,9 @@ func (s *session) lock(req *protocol.Request) error {
 	}
 	w, r, err := s.claim(req.Tag, l, false)
 	if err == nil && w == nil {
+		t := s.lockAnswering(req.Tag)
 		s.send(grantLine(req.Tag, r))
+		s.finish(t)
 	}
 	return err
 }
@@ -252,7 +256,9 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		if err != nil {
 			reply = protocol.ErrorLine(tag, err)
 		}
+		t := s.lockAnswering(tag)
 		s.send(reply)
+		s.finish(t)
 		if ended != nil { // the agent is stopping: bye waits for this answer
 			close(ended)
 		}
@@ -431,14 +437,16 @@ func (s *session) cancelWait(req *protocol.Request) error {
 	}
 	s.mu.Lock()
 	w, multi := s.waits[tag], s.multis[tag]
+	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
+	if pending {
+		w, multi = nil, nil
+	}
 	s.mu.Unlock()
 	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
-	switch {
-	case multi != nil:
-		multi(errCancelled) // its goroutine withdraws its wait (see finishClaim)
-	case w != nil && s.a.withdraw(w):
-		w.end(result{err: errCancelled})
+	if answer {
+		s.send(protocol.ErrorLine(tag, errCancelled))
 	}
+	s.withdrawCancelled(w, multi)
 	return nil
 }
 

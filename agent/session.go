@@ -76,9 +76,18 @@ type session struct {
 	// under way has answered (see bye).
 	multisEnded chan struct{}
 	releasing   map[string]*release // names being released in the masters; nil when none
-	inflight    int                 // requests working in their own goroutine
-	closing     bool
-	client      string
+	// turns is the last unfinished request on each hold that later
+	// requests on it wait for, locks the unanswered LOCKs by tag, and
+	// behind the requests waiting for their turn (see order.go);
+	// turnsEnded, while the agent stops, is closed when turns empties
+	// (see bye).
+	turns      map[holdKey]*turn
+	locks      map[string]*turn
+	turnsEnded chan struct{}
+	behind     int
+	inflight   int // requests working in their own goroutine
+	closing    bool
+	client     string
 }
 
 // release is this session's releases of one name still on their way to the
@@ -164,7 +173,8 @@ func (s *session) serve() {
 // dispatch answers one line. Every request takes effect here, in the order
 // its line arrived: a LOCK joins its queue, an UNLOCK drops its hold. Only
 // the part that waits (for the name, or for the masters) runs in its own
-// goroutine, so a waiting LOCK never holds up the lines after it.
+// goroutine, so a waiting LOCK never holds up the lines after it, but for
+// the requests on its hold, which wait for its answer (see order.go).
 func (s *session) dispatch(line string) (quit bool) {
 	req, err := protocol.Parse(line)
 	if req == nil && err == nil {
@@ -201,11 +211,11 @@ func (s *session) answer(req *protocol.Request) error {
 		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
 		return nil
 	case protocol.VerbLock:
-		return s.lock(req)
+		return s.lockInTurn(req)
 	case protocol.VerbUnlock:
-		return s.unlock(req)
+		return s.unlockInTurn(req)
 	case protocol.VerbExtend:
-		return s.extend(req)
+		return s.extendInTurn(req)
 	case protocol.VerbCancel:
 		return s.cancelWait(req)
 	case protocol.VerbHolds:
@@ -213,7 +223,7 @@ func (s *session) answer(req *protocol.Request) error {
 	case protocol.VerbStatus:
 		return s.status(req)
 	case protocol.VerbWho:
-		return s.who(req)
+		return s.whoInTurn(req)
 	}
 	return protocol.Errorf(protocol.ErrUnknownVerb, "no verb %s", req.Verb)
 }
@@ -243,7 +253,7 @@ func (s *session) checkIdle() {
 	s.mu.Lock()
 	limit := s.a.limits().IdleTimeout
 	quiet := s.a.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
-	busy := len(s.holds) > 0 || len(s.waits) > 0 || s.inflight > 0
+	busy := len(s.holds) > 0 || len(s.waits) > 0 || len(s.turns) > 0 || s.inflight > 0
 	idle := false
 	switch {
 	case s.closing, limit <= 0: // a SIGHUP turned it off
@@ -304,7 +314,9 @@ func (s *session) bye(reason string) {
 		}
 		waits := make([]*waiter, 0, len(s.waits))
 		for _, w := range s.waits {
-			if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+			// A multi-lock's goroutine withdraws its own (see finishClaim),
+			// as a LOCK joining its queue in its own goroutine does.
+			if w.done == nil && !s.joiningLocked(w.tag) {
 				waits = append(waits, w)
 			}
 		}
@@ -316,6 +328,11 @@ func (s *session) bye(reason string) {
 		for _, cancel := range s.multis {
 			cancel(stopping)
 		}
+		var turnsEnded chan struct{}
+		if len(s.turns) > 0 {
+			s.turnsEnded = make(chan struct{})
+			turnsEnded = s.turnsEnded
+		}
 		s.mu.Unlock()
 		for _, h := range holds {
 			s.push(lostLine(h, "shutdown"))
@@ -325,17 +342,28 @@ func (s *session) bye(reason string) {
 				w.end(result{err: stopping})
 			}
 		}
-		if multisEnded != nil {
-			t := time.NewTimer(byeWait)
-			select {
-			case <-multisEnded:
-			case <-t.C:
-			}
-			t.Stop()
-		}
+		s.awaitAnswers(multisEnded, turnsEnded)
 	}
 	s.push(protocol.Push("BYE").Str("reason", reason).Bytes())
 	s.out.flushAndClose()
+}
+
+// awaitAnswers waits, at most byeWait, until each of ended (nil if there
+// is nothing to wait for) is closed: the session's multi-locks, and the
+// requests that waited for an earlier LOCK (see order.go), have answered.
+func (s *session) awaitAnswers(ended ...chan struct{}) {
+	t := time.NewTimer(byeWait)
+	defer t.Stop()
+	for _, c := range ended {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // close ends the session: its waits are cancelled and its holds released in
@@ -351,7 +379,9 @@ func (s *session) close() {
 	s.holds = map[holdKey]*hold{}
 	waits := make([]*waiter, 0, len(s.waits))
 	for _, w := range s.waits {
-		if w.done == nil { // a multi-lock's goroutine withdraws its own (see finishClaim)
+		// A multi-lock's goroutine withdraws its own (see finishClaim),
+		// as a LOCK joining its queue in its own goroutine does.
+		if w.done == nil && !s.joiningLocked(w.tag) {
 			waits = append(waits, w)
 		}
 	}

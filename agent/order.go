@@ -1,0 +1,375 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/lock-agent/lock-agent/protocol"
+)
+
+// The order of one session's requests on a hold. Requests take effect in
+// the order their lines arrive, and most take effect at once (see
+// dispatch). A LOCK may take a while: it waits for the name, or for the
+// masters even when the name is free. A request on the same hold (name and
+// owner) that arrives while a LOCK of it is unanswered waits for that
+// answer, then takes effect as if its line arrived just then: an UNLOCK or
+// an EXTEND finds the hold the LOCK made (or, if it was not granted, none),
+// a second LOCK re-enters it or tries for the name anew. A WHO of the name
+// waits for the session's unanswered LOCKs of it, whatever their owner, and
+// for its releases of it to land. Only that request waits: other names' and
+// other owners' requests go on, and it never holds up a line it follows.
+
+// turn is an unfinished request on holds whose later requests on them
+// wait for it: a LOCK until it is answered, any other request until it has
+// taken effect. Its fields but done are guarded by the session's mu.
+type turn struct {
+	done chan struct{} // closed when it is finished
+	keys []holdKey
+	// tag, for a LOCK, is its tag: the session's locks has it under it
+	// until its answer is about to be queued.
+	tag  string
+	lock bool
+	// A LOCK is started when it begins to take effect, in its own
+	// goroutine if it waited for its turn, and applied once it has joined
+	// its queue or was answered (see applyLock). In between, its waiter
+	// may be in the session's waits but not yet in its queue, where CANCEL
+	// and the session's end cannot withdraw it: they set cancelled, or
+	// closing, and applyLock withdraws it once it is applied.
+	started, applied, cancelled bool
+}
+
+// priorLocked is what a request on keys must wait for: the last unfinished
+// request on each. s.mu is held.
+func (s *session) priorLocked(keys []holdKey) []*turn {
+	var prior []*turn
+	for _, k := range keys {
+		if t := s.turns[k]; t != nil {
+			prior = append(prior, t)
+		}
+	}
+	return prior
+}
+
+// takeTurnLocked makes t the last request on its keys. s.mu is held.
+func (s *session) takeTurnLocked(t *turn) {
+	if s.turns == nil {
+		s.turns = map[holdKey]*turn{}
+	}
+	for _, k := range t.keys {
+		s.turns[k] = t
+	}
+	if t.lock {
+		if s.locks == nil {
+			s.locks = map[string]*turn{}
+		}
+		s.locks[t.tag] = t
+	}
+}
+
+// finish ends t, if not nil: the requests after it on its keys go on.
+func (s *session) finish(t *turn) {
+	if t == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishLocked(t)
+}
+
+func (s *session) finishLocked(t *turn) {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	close(t.done)
+	for _, k := range t.keys {
+		if s.turns[k] == t {
+			delete(s.turns, k)
+		}
+	}
+	s.untagLocked(t)
+	if len(s.turns) == 0 && s.turnsEnded != nil {
+		close(s.turnsEnded)
+		s.turnsEnded = nil
+	}
+}
+
+// lockAnswering is called just before the final reply of the LOCK tag is
+// queued: the tag is free again (the client may reuse it once it has the
+// reply). It returns the LOCK's turn, which the caller finishes once the
+// reply is queued, so that a request behind it answers after it.
+func (s *session) lockAnswering(tag string) *turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.locks[tag]
+	if t != nil {
+		s.untagLocked(t)
+	}
+	return t
+}
+
+func (s *session) untagLocked(t *turn) {
+	if t.lock && s.locks[t.tag] == t {
+		delete(s.locks, t.tag)
+	}
+}
+
+func awaitAll(prior []*turn) {
+	for _, t := range prior {
+		<-t.done
+	}
+}
+
+func keysOf(names []string, owner string) []holdKey {
+	keys := make([]holdKey, len(names))
+	for i, name := range names {
+		keys[i] = holdKey{name, owner}
+	}
+	return keys
+}
+
+// lockInTurn is a LOCK: it is the last request on its holds until it is
+// answered, and joins its queues once the requests before it on them are
+// finished.
+func (s *session) lockInTurn(req *protocol.Request) error {
+	l, err := protocol.ParseLock(req)
+	if err != nil {
+		return err
+	}
+	t := &turn{done: make(chan struct{}), keys: keysOf(l.Names, l.Owner), tag: req.Tag, lock: true}
+	s.mu.Lock()
+	if s.locks[req.Tag] != nil {
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
+	}
+	prior := s.priorLocked(t.keys)
+	if len(prior) > 0 {
+		if err := s.admitBehindLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.takeTurnLocked(t)
+	s.mu.Unlock()
+	if len(prior) == 0 {
+		s.applyLock(req, t)
+		return nil
+	}
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		s.awaitTurn(prior)
+		s.applyLock(req, t)
+	}()
+	return nil
+}
+
+// admitBehindLocked counts a request that waits for its turn, unless the
+// session has max_holds_per_session names held, LOCKs waiting and
+// requests waiting for their turn already: each costs the agent a
+// goroutine until its turn comes. s.mu is held.
+func (s *session) admitBehindLocked() error {
+	lim := s.a.limits().MaxHoldsPerSession
+	if len(s.holds)+len(s.waits)+s.behind >= lim {
+		return protocol.Errorf(protocol.ErrLimit, "session holds, waits for or has requests waiting for their turn on %d names (max_holds_per_session)", lim)
+	}
+	s.behind++
+	return nil
+}
+
+// awaitTurn waits until prior are finished: the request's turn has come.
+func (s *session) awaitTurn(prior []*turn) {
+	awaitAll(prior)
+	s.mu.Lock()
+	s.behind--
+	s.mu.Unlock()
+}
+
+// applyLock lets the LOCK of t take effect, unless a CANCEL came first,
+// and withdraws it if a CANCEL, or the session's end, came while it was
+// joining its queue.
+func (s *session) applyLock(req *protocol.Request, t *turn) {
+	s.mu.Lock()
+	cancelled := t.cancelled
+	t.started = true
+	s.mu.Unlock()
+	if cancelled { // and answered: see cancelPendingLocked
+		s.finish(t)
+		return
+	}
+	err := s.lock(req)
+	s.mu.Lock()
+	t.applied = true
+	cancelled, closing := t.cancelled, s.closing
+	w, multi := s.waits[req.Tag], s.multis[req.Tag]
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		s.lockAnswering(req.Tag)
+		s.send(protocol.ErrorLine(req.Tag, err))
+		s.finish(t)
+	case cancelled:
+		s.withdrawCancelled(w, multi)
+	case closing && w != nil && w.done == nil && s.a.withdraw(w):
+		w.end(result{err: s.endedBy()})
+	}
+}
+
+// endedBy is why the session's waits end when it closes: it was closed,
+// or else the agent is stopping (see bye).
+func (s *session) endedBy() error {
+	if s.ctx.Err() != nil {
+		return errSessionGone
+	}
+	return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+}
+
+// joiningLocked says whether the LOCK tag is joining its queue in its own
+// goroutine, which withdraws it if need be (see applyLock). s.mu is held.
+func (s *session) joiningLocked(tag string) bool {
+	t := s.locks[tag]
+	return t != nil && t.started && !t.applied
+}
+
+// cancelPendingLocked notes a CANCEL of the LOCK tag, and says whether it
+// took it on: the LOCK still waits for its turn or is joining its queue.
+// One still waiting for its turn is answered CANCELLED now (answer), and
+// ends there without taking effect, so that the requests behind it still
+// wait for the ones before it; one joining its queue is withdrawn by
+// applyLock. s.mu is held.
+func (s *session) cancelPendingLocked(tag string) (pending, answer bool) {
+	t := s.locks[tag]
+	if t == nil || t.applied {
+		return false, false
+	}
+	t.cancelled = true
+	if t.started {
+		return true, false
+	}
+	s.untagLocked(t)
+	return true, true
+}
+
+// inTurn runs apply, the effect of a request on keys, once the requests
+// before it on them are finished: at once if there are none. Until then it
+// is the last request on keys.
+func (s *session) inTurn(tag string, keys []holdKey, apply func() error) error {
+	s.mu.Lock()
+	prior := s.priorLocked(keys)
+	if len(prior) == 0 {
+		s.mu.Unlock()
+		return apply()
+	}
+	if err := s.admitBehindLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	t := &turn{done: make(chan struct{}), keys: keys}
+	s.takeTurnLocked(t)
+	s.mu.Unlock()
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		s.awaitTurn(prior)
+		if err := apply(); err != nil {
+			s.send(protocol.ErrorLine(tag, err))
+		}
+		s.finish(t)
+	}()
+	return nil
+}
+
+func (s *session) unlockInTurn(req *protocol.Request) error {
+	u, err := protocol.ParseUnlock(req)
+	if err != nil {
+		return err
+	}
+	return s.inTurn(req.Tag, keysOf(u.Names, u.Owner), func() error { return s.unlock(req) })
+}
+
+func (s *session) extendInTurn(req *protocol.Request) error {
+	e, err := protocol.ParseExtend(req)
+	if err != nil {
+		return err
+	}
+	return s.inTurn(req.Tag, keysOf([]string{e.Name}, e.Owner), func() error { return s.extend(req) })
+}
+
+// whoInTurn answers a WHO once the session's unanswered LOCKs of the name
+// (whatever their owner) are answered and its releases of the name landed,
+// so that it sees what they did. Until it is answered, the session's later
+// requests on the holds it waited for, or, if it waited for none, on the
+// holds the session has of the name, wait for it: it sees them before
+// they are undone. It waits for no hold it is not behind, so it never
+// waits for an UNLOCK that the LOCK it follows is waiting for.
+func (s *session) whoInTurn(req *protocol.Request) error {
+	name, err := protocol.ParseWho(req)
+	if err != nil {
+		return err
+	}
+	t := &turn{done: make(chan struct{})}
+	var prior []*turn
+	s.mu.Lock()
+	for k, p := range s.turns {
+		if k.name == name {
+			prior, t.keys = append(prior, p), append(t.keys, k)
+		}
+	}
+	if len(prior) == 0 {
+		for k := range s.holds {
+			if k.name == name {
+				t.keys = append(t.keys, k)
+			}
+		}
+	}
+	if len(t.keys) == 0 && s.releasing[name] == nil {
+		s.mu.Unlock()
+		return s.who(req)
+	}
+	if err := s.admitBehindLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.takeTurnLocked(t)
+	s.mu.Unlock()
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		defer s.finish(t)
+		s.awaitTurn(prior)
+		s.mu.Lock()
+		r := s.releasing[name]
+		s.mu.Unlock()
+		if r != nil {
+			<-r.done
+		}
+		err := s.allow("who", name)
+		if err == nil {
+			err = s.whoReply(req.Tag, name)
+		}
+		if err != nil {
+			s.send(protocol.ErrorLine(req.Tag, err))
+		}
+	}()
+	return nil
+}
+
+// cancelTag withdraws the LOCK tag, which a CANCEL found before it joined
+// its queue, now that it has.
+func (s *session) cancelTag(tag string) {
+	s.mu.Lock()
+	w, multi := s.waits[tag], s.multis[tag]
+	s.mu.Unlock()
+	s.withdrawCancelled(w, multi)
+}
+
+// withdrawCancelled ends the wait of a cancelled LOCK: w, or multi for a
+// multi-lock, whose goroutine withdraws its wait (see finishClaim).
+func (s *session) withdrawCancelled(w *waiter, multi context.CancelCauseFunc) {
+	switch {
+	case multi != nil:
+		multi(errCancelled)
+	case w != nil && s.a.withdraw(w):
+		w.end(result{err: errCancelled})
+	}
+}
