@@ -86,8 +86,11 @@ type session struct {
 	turnsEnded chan struct{}
 	behind     int
 	inflight   int // requests working in their own goroutine
-	closing    bool
-	client     string
+	// recheckIdle: an idle check found requests in flight, so the last
+	// of them to finish looks again (its reply may already be out).
+	recheckIdle bool
+	closing     bool
+	client      string
 }
 
 // release is this session's releases of one name still on their way to the
@@ -241,7 +244,14 @@ func (s *session) spawn(tag string, f func() error) {
 		}
 		s.mu.Lock()
 		s.inflight--
+		recheck := s.inflight == 0 && s.recheckIdle
+		if recheck {
+			s.recheckIdle = false
+		}
 		s.mu.Unlock()
+		if recheck {
+			s.checkIdle()
+		}
 	}()
 }
 
@@ -259,6 +269,7 @@ func (s *session) checkIdle() {
 	case s.closing, limit <= 0: // a SIGHUP turned it off
 	case busy:
 		s.idle.Reset(limit)
+		s.recheckIdle = s.inflight > 0
 	case quiet < limit:
 		s.idle.Reset(limit - quiet)
 	default:
