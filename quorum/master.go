@@ -185,21 +185,25 @@ func (m *master) status() MasterStatus {
 
 func (m *master) setState(s State, err error) {
 	m.mu.Lock()
-	old := m.state
+	old, oldErr := m.state, m.lastErr
 	m.state, m.lastErr = s, err
 	m.mu.Unlock()
-	if old != s && s == StateQuarantined {
+	// A master with no marker yet (ErrUnplanted) shows as quarantined, but
+	// its quarantine starts only when a marker is planted.
+	changed := old != s || errors.Is(oldErr, ErrUnplanted) != errors.Is(err, ErrUnplanted)
+	if !changed {
+		return
+	}
+	if s == StateQuarantined && errors.Is(err, ErrQuarantined) {
 		m.cluster.cfg.Observer.Quarantined(m.index)
 	}
-	if old != s {
-		switch {
-		case s == StateUnsafe:
-			m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
-		case err != nil:
-			m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err))
-		default:
-			m.log.Info("master state changed", "from", old, "to", s)
-		}
+	switch {
+	case s == StateUnsafe:
+		m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
+	case err != nil:
+		m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err))
+	default:
+		m.log.Info("master state changed", "from", old, "to", s)
 	}
 }
 
