@@ -38,10 +38,10 @@ var (
 	// that such refusals alone kept from a majority fails with it.
 	ErrSettings = errors.New("quorum: settings differ from the cluster's")
 	// ErrUnplanted: the master has no epoch marker (it is new, or lost its
-	// data) or one that records no settings, and this agent does not know
-	// yet that a majority records its settings, so it may not plant one (a
-	// minority agent's marker would take the master out of the majority's
-	// service): it does not vote until an agent that may plants it.
+	// data), and this agent does not know yet that a majority records its
+	// settings, so it may not plant one (a minority agent's marker would
+	// take the master out of the majority's service): it does not vote
+	// until an agent that may plants it.
 	ErrUnplanted = errors.New("quorum: master has no marker this agent may plant")
 	// ErrOverloaded: a round waited its whole admission budget for a slot,
 	// or a master has batchQueueMax calls waiting already (see batch.go).

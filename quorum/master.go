@@ -409,7 +409,7 @@ type markerReply struct {
 func (m *master) noteMarker(mk markerReply) {
 	view := viewNone
 	switch {
-	case mk.refusal == nil:
+	case mk.refusal == nil && mk.recorded == m.cluster.settings:
 		view = viewOurs
 	case errors.Is(mk.refusal, ErrSettings):
 		view = viewOther

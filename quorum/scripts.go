@@ -49,9 +49,11 @@ import (
 // quarantine (a late agent with a shorter quarantine would otherwise make
 // an emptied master vote again before the holds it forgot had ended). A
 // marker that records none (planted before settings were recorded, or by
-// an older bootstrap) adopts the agent's. An agent plants or adopts only
-// when it may (see Cluster.mayPlant): otherwise the gate refuses with
-// "UNPLANTED", and the master does not vote until an agent that may comes.
+// an older bootstrap) votes as it did, and adopts the agent's settings. An
+// agent plants or adopts only when it may (see Cluster.mayPlant): otherwise
+// a master with no marker refuses with "UNPLANTED", and does not vote until
+// an agent that may plants one; one whose marker records none votes
+// without adopting.
 //
 // gate(marker, epoch argument, gate argument) returns the ms of quarantine
 // left (0: may vote) and the marker's fence floor (see acquireSrc). The
@@ -100,8 +102,7 @@ local function gate(marker, epocharg, gatearg)
   local recorded = m[5] or ''
   if recorded ~= settings then
     if recorded ~= '' then error({err = 'SETTINGS ' .. recorded}) end
-    if not may_plant then error({err = 'UNPLANTED'}) end
-    redis.call('HSET', marker, 'settings', settings)
+    if may_plant then redis.call('HSET', marker, 'settings', settings) end
   end
   if m[2] ~= '0' then
     local left = (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)

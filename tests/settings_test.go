@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -30,6 +31,7 @@ func TestAnAgentWithOtherSettingsIsRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			servers := redistest.Start(t, 3)
 			cluster := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
+			awaitRecorded(t, agenttest.Dial(t, cluster.Config.Socket.Path), 3)
 			odd := agenttest.ConfigNoBootstrap(t, servers, time.Second)
 			odd.AgentID = "odd"
 			tc.change(&odd)
@@ -56,6 +58,24 @@ func TestAnAgentWithOtherSettingsIsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitRecorded waits until n masters record c's agent's settings (the
+// masters agenttest bootstraps record none, and vote, until the agent
+// knows a majority and records its own).
+func awaitRecorded(t *testing.T, c *agenttest.Conn, n int) {
+	t.Helper()
+	var st agenttest.Reply
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		st = c.Do("STATUS")
+		in := 0
+		for _, d := range st.Data {
+			if d["settings"] == st.Fields["settings"] {
+				in++
+			}
+		}
+		return in == n
+	}, "never %d masters recorded the agent's settings: %+v", n, &st)
 }
 
 // grantLog polls an agent with LOCK NAME wait=0 until stopped, unlocking

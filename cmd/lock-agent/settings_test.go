@@ -45,6 +45,17 @@ func TestSettingsCommandChangesTheLease(t *testing.T) {
 	oldCfg.Lock.MaxTTL = time.Second
 	old := agenttest.Start(t, oldCfg)
 	holder := agenttest.Dial(t, old.Config.Socket.Path)
+	// The masters agenttest bootstraps record no settings until the agent
+	// knows a majority and records its own.
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		st := holder.Do("STATUS")
+		for _, d := range st.Data {
+			if d["settings"] != st.Fields["settings"] {
+				return false
+			}
+		}
+		return true
+	}, "the old agent never recorded its settings")
 	r := holder.Do("LOCK k")
 	if r.Kind != "OK" {
 		t.Fatal(r.Line)
