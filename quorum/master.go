@@ -376,21 +376,26 @@ func (m *master) probe(ctx context.Context) {
 		}
 	}
 	m.mu.RLock()
-	unsafe, refusal := m.unsafe, m.refusal
+	unsafe := m.unsafe
 	m.mu.RUnlock()
+	m.setState(probedState(unsafe, mk))
+	m.cluster.noteSettings()
+}
+
+// probedState is a master's state after a probe that answered mk, unsafe
+// being why its configuration is unsafe (nil if it is not).
+func probedState(unsafe error, mk markerReply) (State, error) {
 	switch {
 	case unsafe != nil:
-		m.setState(StateUnsafe, unsafe)
-	case errors.Is(refusal, ErrSettings):
-		m.setState(StateSettings, refusal)
-	case refusal != nil:
-		m.setState(StateQuarantined, refusal)
+		return StateUnsafe, unsafe
+	case errors.Is(mk.refusal, ErrSettings):
+		return StateSettings, mk.refusal
+	case mk.refusal != nil:
+		return StateQuarantined, mk.refusal
 	case mk.left > 0:
-		m.setState(StateQuarantined, ErrQuarantined)
-	default:
-		m.setState(StateUp, nil)
+		return StateQuarantined, ErrQuarantined
 	}
-	m.cluster.noteSettings()
+	return StateUp, nil
 }
 
 // markerReply is what the probe's gate found (see markerSrc).
