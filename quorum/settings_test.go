@@ -210,3 +210,28 @@ func TestChangeSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestProbedState(t *testing.T) {
+	unsafe := &UnsafeError{Reason: "role:slave"}
+	other := &SettingsError{Ours: ourSettings, Recorded: otherSettings}
+	for _, tc := range []struct {
+		name   string
+		unsafe error
+		mk     markerReply
+		want   State
+		err    error
+	}{
+		{"an unsafe master is unsafe whatever its marker says", unsafe, markerReply{refusal: other}, StateUnsafe, ErrUnsafe},
+		{"a master that records other settings is in state settings", nil, markerReply{refusal: other, left: 500}, StateSettings, ErrSettings},
+		{"a master with no marker this agent may plant is quarantined, no marker yet", nil, markerReply{refusal: ErrUnplanted}, StateQuarantined, ErrUnplanted},
+		{"a master with quarantine left is quarantined", nil, markerReply{left: 500}, StateQuarantined, ErrQuarantined},
+		{"a master with none left is up", nil, markerReply{}, StateUp, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, err := probedState(tc.unsafe, tc.mk)
+			if state != tc.want || (tc.err == nil) != (err == nil) || (tc.err != nil && !errors.Is(err, tc.err)) {
+				t.Fatalf("got %s, %v; want %s, %v", state, err, tc.want, tc.err)
+			}
+		})
+	}
+}
