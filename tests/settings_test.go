@@ -46,6 +46,12 @@ func TestAnAgentWithOtherSettingsIsRefused(t *testing.T) {
 					t.Errorf("LOCK answered %q, want %q in it", r.Line, want)
 				}
 			}
+			for _, line := range []string{"LOCK k fair=true wait=5s", "LOCK a b wait=5s", "LOCK s limit=3 wait=5s", "WHO k"} {
+				sent := time.Now()
+				if r := c.Do(line); r.Code != "SETTINGS" || time.Since(sent) > 2*time.Second {
+					t.Errorf("%s on the odd agent: %s after %v, want ERR SETTINGS at once", line, r.Line, time.Since(sent))
+				}
+			}
 			st := c.Do("STATUS")
 			if !strings.Contains(","+st.Fields["settings_differ"]+",", ","+tc.differ+",") {
 				t.Errorf("STATUS: %s, want settings_differ naming %s", st.Line, tc.differ)
