@@ -44,13 +44,27 @@ func settingsCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "lock-agent:", err)
 	}
-	if !*apply {
-		if err != nil {
-			return exitFailure
-		}
+	switch {
+	case !*apply && err != nil:
+		return exitFailure
+	case !*apply:
+		return exitOK
+	case err == nil && recordsAll(recorded, want):
+		fmt.Fprintln(stdout, "every master records the config's settings already: nothing to change")
 		return exitOK
 	}
 	return applySettings(ctx, cfg, want, recorded, *minQuarantine, stdout, stderr)
+}
+
+// recordsAll says whether every master of recorded records want: a change
+// to them would cost a quarantine for nothing.
+func recordsAll(recorded []quorum.MarkerSettings, want quorum.Settings) bool {
+	for _, r := range recorded {
+		if !r.Marked || len(want.Diff(r.Settings)) > 0 {
+			return false
+		}
+	}
+	return len(recorded) > 0
 }
 
 // describeRecorded says what master r records against want.

@@ -81,6 +81,10 @@ func TestSettingsCommandChangesTheLease(t *testing.T) {
 	if r := holder.Do("LOCK j"); r.Code != "SETTINGS" {
 		t.Fatalf("the old agent answered %s, want ERR SETTINGS", r.Line)
 	}
+	stdout.Reset()
+	if code := realMain([]string{"settings", "-config", path, "-apply"}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "nothing to change") {
+		t.Fatalf("settings -apply again: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
 	newCfg, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
