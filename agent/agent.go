@@ -86,6 +86,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		MasterTimeout: cfg.Lock.MasterTimeout, Quarantine: Quarantine(cfg.Lock), Tombstone: cfg.Lock.Lease,
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 		Observer: a.metrics,
+		Settings: ClusterSettings(cfg.Lock),
 	})
 	if err != nil {
 		return nil, err

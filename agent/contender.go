@@ -157,6 +157,10 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 	case errors.Is(r.Kind, quorum.ErrConflict):
 		// Held for another kind of claim: waiting would not help.
 		return c, action{kind: answerHead, answer: protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", f.name, r.HeldLimit)}
+	case errors.Is(r.Kind, quorum.ErrSettings):
+		// A majority records other settings: this agent may not grant,
+		// however long it waits.
+		return c, action{kind: answerHead, answer: quorumError(out.err)}
 	case !errors.Is(r.Kind, quorum.ErrBusy) && f.wait0:
 		return c, action{kind: answerHead, answer: quorumError(out.err)}
 	case !errors.Is(r.Kind, quorum.ErrBusy):

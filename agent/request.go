@@ -489,11 +489,17 @@ func (s *session) whoReply(tag, name string) error {
 }
 
 // quorumError is the answer for err from a round of the masters: a closed
-// cluster (the agent is stopping) is SHUTTING_DOWN, anything else
-// NO_QUORUM. The chain is kept, so callers can still ask what it was.
+// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
+// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
+// callers can still ask what it was.
 func quorumError(err error) error {
 	if errors.Is(err, quorum.ErrClosed) {
 		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
+	}
+	// Kind, not errors.Is: a round that missed a majority for other causes
+	// also wraps the refusals of masters that record other settings.
+	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
+		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
 	}
 	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
 }

@@ -438,18 +438,13 @@ func (s *session) status(req *protocol.Request) error {
 		return err
 	}
 	for _, m := range s.a.cluster.Status() {
-		l := protocol.Reply(req.Tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
-		switch m.State {
-		case quorum.StateQuarantined:
-			l.Int("quarantine_left", m.QuarantineLeft.Milliseconds())
-		case quorum.StateUnsafe, quorum.StateDown:
-			l.Str("reason", wordOf(m.Err))
-		}
-		s.send(l.Bytes())
+		s.send(statusLine(req.Tag, m).Bytes())
 	}
 	c := s.a.counts()
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
-		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).Bytes())
+	end := protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
+		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).
+		Str("settings", ClusterSettings(s.a.cfg.Lock).String())
+	s.send(settingsProblem(end, s.a.cluster.SettingsProblem()).Bytes())
 	return nil
 }
 

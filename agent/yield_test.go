@@ -8,6 +8,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -81,13 +82,11 @@ func TestAContenderStandingBackWaitsOnTheAgentsClock(t *testing.T) {
 		c.Lock.Lease, c.Lock.MaxTTL = lease, time.Hour
 		c.Clock = clock
 	})
-	otherCfg := agenttest.ConfigNoBootstrap(t, servers, time.Hour)
-	otherCfg.AgentID = "other"
-	other := agenttest.Start(t, otherCfg)
-	holder := agenttest.Dial(t, other.Config.Socket.Path)
-	if r := holder.Do("LOCK n"); r.Kind != "OK" {
-		t.Fatal(r.Line)
-	}
+	// Another agent's hold of an hour, written as its agent writes it: an
+	// agent with other settings (a lease of an hour) would grant nothing
+	// here, since the masters record this agent's.
+	other := otherAgentHold{servers: servers, name: "n", holder: "other/1/1//1"}
+	other.lock(t)
 	waiter := agenttest.Dial(t, a.Config.Socket.Path)
 	_, ch := waiter.Send("LOCK n wait=forever")
 	waiter.AwaitWaiters(1)
@@ -102,9 +101,7 @@ func TestAContenderStandingBackWaitsOnTheAgentsClock(t *testing.T) {
 	clock.await(t, "the contender neither parked nor stood back", func(armed, live map[time.Duration]int) bool {
 		return live[lease] > 0 || armed[yield] > 0
 	})
-	if r := holder.Do("UNLOCK n"); r.Kind != "OK" {
-		t.Fatal(r.Line)
-	}
+	other.unlock(t)
 
 	// The release wakes the contender, which must park for the yield left.
 	clock.await(t, fmt.Sprintf("the contender did not wait out its stand-back on a timer of %v", yield), func(armed, _ map[time.Duration]int) bool {
@@ -123,5 +120,41 @@ func TestAContenderStandingBackWaitsOnTheAgentsClock(t *testing.T) {
 	clock.Advance(time.Millisecond)
 	if r := waiter.Await(ch); r.Kind != "OK" {
 		t.Fatalf("got %s once the stand-back ended", r.Line)
+	}
+}
+
+// otherAgentHold is an exclusive hold of name by another agent, written in
+// the masters and released as that agent's hold and release would be.
+type otherAgentHold struct {
+	servers      []*redistest.Server
+	name, holder string
+}
+
+func (h otherAgentHold) lock(t *testing.T) {
+	t.Helper()
+	set := "lock-agent:{" + h.name + "}"
+	for _, s := range h.servers {
+		for _, cmd := range [][]string{
+			{"HSET", set + ":h:" + h.holder, "mode", "exclusive", "limit", "1", "slot", "0", "fence", "1", "agent", "other", "pid", "1", "uid", "0", "owner", "", "since", "0"},
+			{"PEXPIRE", set + ":h:" + h.holder, "3600000"},
+			{"SADD", set, h.holder},
+			{"PEXPIRE", set, "3600000"},
+		} {
+			if _, err := s.Do(cmd...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func (h otherAgentHold) unlock(t *testing.T) {
+	t.Helper()
+	set := "lock-agent:{" + h.name + "}"
+	for _, s := range h.servers {
+		for _, cmd := range [][]string{{"DEL", set + ":h:" + h.holder}, {"SREM", set, h.holder}, {"PUBLISH", set + ":released", h.name}} {
+			if _, err := s.Do(cmd...); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -16,6 +16,7 @@ const (
 	CodeNotHeld      Code = "NOT_HELD"
 	CodeNoQuorum     Code = "NO_QUORUM"
 	CodeConflict     Code = "CONFLICT"
+	CodeSettings     Code = "SETTINGS"
 	CodeDenied       Code = "DENIED"
 	CodeLimit        Code = "LIMIT"
 	CodeCancelled    Code = "CANCELLED"
@@ -26,12 +27,16 @@ const (
 // Sentinel errors, one per wire code. Code that answers a request wraps one
 // of these (directly or with Errorf) so that CodeOf finds the right code.
 var (
-	ErrBadRequest   = errors.New("protocol: bad request")
-	ErrUnknownVerb  = errors.New("protocol: unknown verb")
-	ErrBadName      = errors.New("protocol: bad name")
-	ErrNotHeld      = errors.New("protocol: not held")
-	ErrNoQuorum     = errors.New("protocol: no quorum")
-	ErrConflict     = errors.New("protocol: conflict")
+	ErrBadRequest  = errors.New("protocol: bad request")
+	ErrUnknownVerb = errors.New("protocol: unknown verb")
+	ErrBadName     = errors.New("protocol: bad name")
+	ErrNotHeld     = errors.New("protocol: not held")
+	ErrNoQuorum    = errors.New("protocol: no quorum")
+	ErrConflict    = errors.New("protocol: conflict")
+	// ErrSettings: a majority of masters records other cluster settings
+	// than the agent's (lease, drift, ...): it grants nothing until they
+	// agree. The text names the settings, the agent's and the masters'.
+	ErrSettings     = errors.New("protocol: settings differ from the cluster's")
 	ErrDenied       = errors.New("protocol: denied")
 	ErrLimit        = errors.New("protocol: limit")
 	ErrCancelled    = errors.New("protocol: cancelled")
@@ -49,6 +54,7 @@ var codes = []struct {
 	{ErrNotHeld, CodeNotHeld},
 	{ErrNoQuorum, CodeNoQuorum},
 	{ErrConflict, CodeConflict},
+	{ErrSettings, CodeSettings},
 	{ErrDenied, CodeDenied},
 	{ErrLimit, CodeLimit},
 	{ErrCancelled, CodeCancelled},

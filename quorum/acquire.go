@@ -44,7 +44,7 @@ type Grant struct {
 
 // Refusal is what the masters answered a round that did not win the name.
 type Refusal struct {
-	Kind        error         // ErrBusy, ErrNoQuorum or ErrConflict
+	Kind        error         // ErrBusy, ErrNoQuorum, ErrConflict or ErrSettings
 	Yes         int           // masters that granted (a split vote when > 0)
 	Busy        int           // masters that answered that others hold the name
 	Needed      int           // the quorum
@@ -53,6 +53,7 @@ type Refusal struct {
 	BestSlot    int           // the slot most masters granted: the one to ask for next
 	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
 	Masters     []error       // each failed master's error
+	Size        int           // how many masters the cluster has
 }
 
 // Err is the refusal as an error for the edge (the wire code mapping):
@@ -61,12 +62,14 @@ func (r *Refusal) Err() error {
 	if r == nil {
 		return nil
 	}
-	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit}
+	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit, Size: r.Size}
 }
 
-// noQuorum is a refusal of a round that never reached a majority for causes.
+// noQuorum is a refusal of a round that never reached a majority for
+// causes: of ErrSettings when masters that record other settings alone
+// ruled one out.
 func (c *Cluster) noQuorum(causes []error) *Refusal {
-	return &Refusal{Kind: ErrNoQuorum, Needed: c.quorum, Masters: causes}
+	return &Refusal{Kind: c.failedKind(causes), Needed: c.quorum, Masters: causes, Size: len(c.masters)}
 }
 
 // Acquire tries once to win req.Name on a majority. It returns as soon as the
@@ -143,7 +146,7 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 	busy := len(x.busyOn) + x.conflicts
 	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
-		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn), Masters: r.errs}
+		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn), Masters: r.errs, Size: n}
 	switch {
 	case outcome == Won:
 		g, err := c.complete(ctx, req, x, r, slot)
@@ -151,6 +154,10 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 			return g, nil
 		}
 		refusal.Masters = append(refusal.Masters, err)
+	case c.settingsKind(r.errs):
+		// A majority records other settings: this agent may not grant,
+		// however long it waits.
+		refusal.Kind = ErrSettings
 	case x.conflicts >= c.quorum:
 		// A majority holds the name for another kind of claim: waiting
 		// would not help.

@@ -36,6 +36,11 @@ type Config struct {
 	// least the longest lease (watchdog lease or ttl=) any agent grants,
 	// plus drift. Default 15s.
 	Quarantine time.Duration
+	// Settings are the settings this agent's safety depends on, recorded
+	// in every master's marker (see Settings); a master that records others
+	// does not vote for this agent. Empty: none (a marker that records none
+	// matches).
+	Settings Settings
 	// Tombstone is how long the tombstone of a release that overtook its
 	// acquire lasts: longer than a command can sit in a connection. Default 15s.
 	Tombstone time.Duration
@@ -70,6 +75,10 @@ type Cluster struct {
 	// its own waiters ignore.
 	giveBack string
 	epochs   atomic.Uint64 // numbers the epochs this agent may plant
+	settings string        // cfg.Settings in the form the masters record
+	// settingsDiffer is set while a majority records other settings than
+	// this agent's (see noteSettings).
+	settingsDiffer atomic.Bool
 
 	// wanted is the message by which this agent tells a name's holder that
 	// it waits for the name (see Wanted); handover its release message
@@ -109,12 +118,18 @@ type MasterStatus struct {
 	Err           string // the last error, if any, in the agent's words
 	// QuarantineLeft is, while quarantined, how long until it may vote.
 	QuarantineLeft time.Duration
+	// Settings are what its marker records, in the canonical form
+	// (ParseSettings reads it); "" if none, or not probed yet.
+	Settings string
 }
 
 // New returns a Cluster for cfg. It does not connect; Run does.
 func New(cfg Config) (*Cluster, error) {
 	if len(cfg.Masters) == 0 {
 		return nil, errors.New("quorum: no masters")
+	}
+	if err := cfg.Settings.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.MasterTimeout <= 0 {
 		cfg.MasterTimeout = 50 * time.Millisecond
@@ -151,7 +166,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
-		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID}
+		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
@@ -233,10 +248,57 @@ func (c *Cluster) channel(name string) string      { return c.setKey(name) + ":r
 func (c *Cluster) markerKey() string               { return c.cfg.KeyPrefix + "epoch" }
 func (c *Cluster) fenceKey(name string) string     { return c.setKey(name) + ":fence" }
 
-// gateArgs are the gate's arguments (see gateLua): an epoch to plant on a
-// master that has none, and the quarantine to give it.
+// gateArgs are the gate's two arguments (see gateLua): an epoch to plant on
+// a master that has none (each master's call appends the run_id it
+// verified: see master.gateArgs), and "QUARANTINE_MS MAY_PLANT SETTINGS":
+// the quarantine to give it, whether this agent may plant or adopt a
+// marker (see mayPlant), and the settings the marker must record.
 func (c *Cluster) gateArgs() []string {
-	return []string{c.cfg.InstanceID + ":" + strconv.FormatUint(c.epochs.Add(1), 10), strconv.FormatInt(c.cfg.Quarantine.Milliseconds(), 10)}
+	plant := "0"
+	if c.mayPlant() {
+		plant = "1"
+	}
+	return []string{c.cfg.InstanceID + ":" + strconv.FormatUint(c.epochs.Add(1), 10),
+		strconv.FormatInt(c.cfg.Quarantine.Milliseconds(), 10) + " " + plant + " " + c.settings}
+}
+
+// markerCounts counts the masters by what their markers record, as the
+// probes last saw them: this agent's settings, other settings, and those
+// probed at all (a master with no marker, or one recording none, counts as
+// probed only).
+func (c *Cluster) markerCounts() (ours, others, probed int) {
+	for _, m := range c.masters {
+		switch m.view.Load() {
+		case viewOurs:
+			ours++
+		case viewOther:
+			others++
+		}
+		if m.view.Load() != viewUnknown {
+			probed++
+		}
+	}
+	return ours, others, probed
+}
+
+// mayPlant says whether this agent may plant a marker on a master that has
+// none (or record its settings in one that records none): when a majority
+// is known to record its settings, or when a majority was probed and none
+// records other settings (a new cluster, or one older than settings).
+// Otherwise an agent whose settings only a minority has could plant its own
+// on a master that lost its data: no overlap (that marker refuses the
+// majority's agents), but the master would be out of their service.
+func (c *Cluster) mayPlant() bool {
+	ours, others, probed := c.markerCounts()
+	return ours >= c.quorum || (others == 0 && probed >= c.quorum)
+}
+
+// replant says whether this agent's probe plants anew a marker recording
+// other settings (see markerSrc): when it knows that a majority records its
+// own.
+func (c *Cluster) replant() bool {
+	ours, _, _ := c.markerCounts()
+	return ours >= c.quorum
 }
 
 func (c *Cluster) holderKey(name, holder string) string { return c.holderPrefix(name) + holder }
@@ -259,35 +321,4 @@ func randomID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// Bootstrap plants an epoch marker with no quarantine on each of masters
-// that has none, and returns the names of those it planted on. It is for
-// masters known to be new, that never served a lock (the -dev masters, a
-// new deployment): a master that lost its data looks the same, and
-// bootstrapping it instead of letting it sit out its quarantine can grant a
-// name that a forgotten hold still protects.
-func Bootstrap(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]string, error) {
-	c, err := New(Config{Masters: masters, KeyPrefix: keyPrefix})
-	if err != nil {
-		return nil, err
-	}
-	var planted []string
-	var errs []error
-	for _, m := range c.masters {
-		m.connect()
-		if m.getClient() == nil {
-			errs = append(errs, &MasterError{m.cfg.Name, m.lastErr})
-			continue
-		}
-		v, err := m.eval(ctx, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:" + randomID()}).AsInt64()
-		m.close()
-		switch {
-		case err != nil:
-			errs = append(errs, &MasterError{m.cfg.Name, err})
-		case v == 1:
-			planted = append(planted, m.cfg.Name)
-		}
-	}
-	return planted, errors.Join(errs...)
 }

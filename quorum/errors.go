@@ -33,6 +33,16 @@ var (
 	// ErrConflict: a majority holds the name for another kind of claim (a
 	// semaphore of another limit, or a lock against a semaphore).
 	ErrConflict = errors.New("quorum: held with another limit")
+	// ErrSettings: the master's epoch marker records other settings than
+	// this agent's (see Settings): it does not vote for this agent. A round
+	// that such refusals alone kept from a majority fails with it.
+	ErrSettings = errors.New("quorum: settings differ from the cluster's")
+	// ErrUnplanted: the master has no epoch marker (it is new, or lost its
+	// data), and this agent does not know yet that a majority records its
+	// settings, so it may not plant one (a minority agent's marker would
+	// take the master out of the majority's service): it does not vote
+	// until an agent that may plants it.
+	ErrUnplanted = errors.New("quorum: master has no marker this agent may plant")
 	// ErrOverloaded: a round waited its whole admission budget for a slot,
 	// or a master has batchQueueMax calls waiting already (see batch.go).
 	ErrOverloaded = errors.New("quorum: overloaded")
@@ -51,15 +61,17 @@ func (e *MasterError) Error() string { return e.Master + ": " + describe(e.Err) 
 func (e *MasterError) Unwrap() error { return e.Err }
 
 // RoundError says why a quorum round failed. It unwraps to ErrNoQuorum,
-// ErrBusy or ErrConflict and to every master's error. An acquire's
-// refusal is a Refusal, whose Err is a RoundError.
+// ErrBusy, ErrConflict or ErrSettings and to every master's error. An
+// acquire's refusal is a Refusal, whose Err is a RoundError.
 type RoundError struct {
-	Kind    error // ErrNoQuorum, ErrBusy or ErrConflict
+	Kind    error // ErrNoQuorum, ErrBusy, ErrConflict or ErrSettings
 	Yes     int   // masters that agreed
 	Needed  int
 	Masters []error
 	// HeldLimit is, for ErrConflict, the limit the name is held with (1: a lock).
 	HeldLimit int
+	// Size is how many masters the cluster has (0: not said).
+	Size int
 }
 
 func (e *RoundError) Error() string {
@@ -69,6 +81,9 @@ func (e *RoundError) Error() string {
 		b.WriteString("held by another")
 	case ErrConflict:
 		fmt.Fprintf(&b, "held with limit=%d", e.HeldLimit)
+	case ErrSettings:
+		// The settings say it all; each master's error would repeat them.
+		return settingsMessage(e.Masters, e.Size)
 	default:
 		fmt.Fprintf(&b, "%d of %d needed masters agreed", e.Yes, e.Needed)
 	}
@@ -87,6 +102,33 @@ func (e *RoundError) Error() string {
 }
 
 func (e *RoundError) Unwrap() []error { return append([]error{e.Kind}, e.Masters...) }
+
+// settingsMessage says how this agent's settings differ from those most of
+// the refusing masters record, and on how many masters, e.g. "lease=20s
+// here, the masters record lease=1s (on 2 of 3)".
+func settingsMessage(errs []error, size int) string {
+	common, _, same := settingsRefusals(errs)
+	if common == nil {
+		return "settings differ from the cluster's"
+	}
+	verb := "the masters record"
+	if same == 1 {
+		verb = "the master records"
+	}
+	msg := DescribeDiff(common.Ours, common.Recorded, verb)
+	if size > 0 {
+		return fmt.Sprintf("%s (on %d of %d)", msg, same, size)
+	}
+	return fmt.Sprintf("%s (on %d)", msg, same)
+}
+
+// QuarantineReason is why a quarantined master does not vote, in the
+// agent's words for STATUS and the log.
+const QuarantineReason = "new or lost its data; quarantined until every hold it may have forgotten has ended (a new deployment: lock-agent bootstrap)"
+
+// UnplantedReason is why a master with no marker that this agent may plant
+// does not vote (see ErrUnplanted), in the agent's words.
+const UnplantedReason = "new or lost its data; no marker yet: waits for an agent whose settings a majority records (a new deployment: lock-agent bootstrap)"
 
 // redisErrors maps the first word of a Redis error reply to our words, so
 // no server's text reaches a client: it may be long, change between
@@ -116,6 +158,12 @@ func describe(err error) string {
 		return ""
 	case errors.As(err, &unsafe):
 		return unsafe.Error()
+	case errors.Is(err, ErrQuarantined):
+		return QuarantineReason
+	case errors.Is(err, ErrUnplanted):
+		return UnplantedReason
+	case errors.Is(err, ErrSettings):
+		return "records other settings: " + err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
 	case errors.Is(err, context.Canceled):

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,17 @@ const (
 	// StateUnsafe: the master is configured so that it may forget holds
 	// (a replica, replicas attached, an eviction policy): it never votes.
 	StateUnsafe State = "unsafe"
+	// StateSettings: the master's marker records other settings than this
+	// agent's (see Settings): it does not vote for this agent.
+	StateSettings State = "settings"
+)
+
+// What a master's marker records, as its probe last saw it (master.view).
+const (
+	viewUnknown int32 = iota // not probed yet
+	viewNone                 // no marker, or one that records no settings
+	viewOurs                 // this agent's settings
+	viewOther                // other settings
 )
 
 // master is one Redis master: a rueidis client made once it can connect, a
@@ -58,7 +70,16 @@ type master struct {
 	failures   int       // consecutive failed probes
 	quarantine time.Time // when its quarantine (as the master told it) ends
 	unsafe     error     // why the master is unsafe, nil if it is not
-	checked    time.Time // when its configuration was last checked
+	// refusal is why the gate last refused the probe (a *SettingsError,
+	// ErrUnplanted), nil if it did not; recorded is the settings the marker
+	// records ("" if none, or not probed yet).
+	refusal  error
+	recorded string
+	checked  time.Time // when its configuration was last checked
+
+	// view is what the marker records (viewNone etc.), as the probe saw it;
+	// read without the lock by Cluster.markerCounts on every gate call.
+	view atomic.Int32
 
 	// lat is a moving average of this master's answer times, in ns: see
 	// Cluster.roundTimeout.
@@ -123,6 +144,8 @@ func (m *master) voteErr() error {
 		return &MasterError{m.cfg.Name, ErrMasterDown}
 	case m.unsafe != nil:
 		return &MasterError{m.cfg.Name, m.unsafe}
+	case m.refusal != nil:
+		return &MasterError{m.cfg.Name, m.refusal}
 	case m.cluster.clock.Now().Before(m.quarantine):
 		return &MasterError{m.cfg.Name, ErrQuarantined}
 	}
@@ -150,7 +173,7 @@ func (m *master) quarantined(left time.Duration) {
 func (m *master) status() MasterStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	s := MasterStatus{Name: m.cfg.Name, Address: m.cfg.Address, State: m.state}
+	s := MasterStatus{Name: m.cfg.Name, Address: m.cfg.Address, State: m.state, Settings: m.recorded}
 	if m.lastErr != nil {
 		s.Err = describe(m.lastErr)
 	}
@@ -162,21 +185,25 @@ func (m *master) status() MasterStatus {
 
 func (m *master) setState(s State, err error) {
 	m.mu.Lock()
-	old := m.state
+	old, oldErr := m.state, m.lastErr
 	m.state, m.lastErr = s, err
 	m.mu.Unlock()
-	if old != s && s == StateQuarantined {
+	// A master with no marker yet (ErrUnplanted) shows as quarantined, but
+	// its quarantine starts only when a marker is planted.
+	changed := old != s || errors.Is(oldErr, ErrUnplanted) != errors.Is(err, ErrUnplanted)
+	if !changed {
+		return
+	}
+	if s == StateQuarantined && errors.Is(err, ErrQuarantined) {
 		m.cluster.cfg.Observer.Quarantined(m.index)
 	}
-	if old != s {
-		switch {
-		case s == StateUnsafe:
-			m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
-		case err != nil:
-			m.log.Warn("master state changed", "from", old, "to", s, "error", err)
-		default:
-			m.log.Info("master state changed", "from", old, "to", s)
-		}
+	switch {
+	case s == StateUnsafe:
+		m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
+	case err != nil:
+		m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err))
+	default:
+		m.log.Info("master state changed", "from", old, "to", s)
 	}
 }
 
@@ -310,14 +337,15 @@ func (m *master) loadScripts() {
 
 // probe checks the master answers within a master_timeout (twice), runs the
 // epoch gate (which plants a quarantined marker on a master that lost its
-// data), and now and then checks that the master is configured safely.
+// data, and checks the settings it records), and now and then checks that
+// the master is configured safely.
 func (m *master) probe(ctx context.Context) {
 	cfg := &m.cluster.cfg
 	// Generous: a busy master (or a busy agent) is not a dead one, and
 	// rounds decide without a hung master before it is marked down.
 	ctx, cancel := context.WithTimeout(ctx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
 	defer cancel()
-	epoch, left, err := m.gate(ctx)
+	mk, err := m.gate(ctx)
 	if err != nil {
 		m.probeFailed(err)
 		return
@@ -325,15 +353,16 @@ func (m *master) probe(ctx context.Context) {
 	now := m.cluster.clock.Now()
 	m.mu.Lock()
 	m.failures = 0
-	lostData := m.epoch != "" && epoch != m.epoch
-	m.epoch = epoch
-	if until := now.Add(time.Duration(left) * time.Millisecond); until.After(m.quarantine) || left == 0 {
+	lostData := m.epoch != "" && mk.epoch != m.epoch
+	m.epoch = mk.epoch
+	if until := now.Add(time.Duration(mk.left) * time.Millisecond); until.After(m.quarantine) || mk.left == 0 {
 		m.quarantine = until
 	}
 	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
 	m.mu.Unlock()
+	m.noteMarker(mk)
 	if lostData {
-		m.log.Warn("master lost its data (its epoch changed); its holds are gone", "epoch", epoch)
+		m.log.Warn("master lost its data (its epoch changed); its holds are gone", "epoch", mk.epoch)
 		m.cluster.wakeAll()
 	}
 	if lostData || m.reload.Swap(false) {
@@ -349,26 +378,73 @@ func (m *master) probe(ctx context.Context) {
 	m.mu.RLock()
 	unsafe := m.unsafe
 	m.mu.RUnlock()
+	m.setState(probedState(unsafe, mk))
+	m.cluster.noteSettings()
+}
+
+// probedState is a master's state after a probe that answered mk, unsafe
+// being why its configuration is unsafe (nil if it is not).
+func probedState(unsafe error, mk markerReply) (State, error) {
 	switch {
 	case unsafe != nil:
-		m.setState(StateUnsafe, unsafe)
-	case left > 0:
-		m.setState(StateQuarantined, ErrQuarantined)
-	default:
-		m.setState(StateUp, nil)
+		return StateUnsafe, unsafe
+	case errors.Is(mk.refusal, ErrSettings):
+		return StateSettings, mk.refusal
+	case mk.refusal != nil:
+		return StateQuarantined, mk.refusal
+	case mk.left > 0:
+		return StateQuarantined, ErrQuarantined
+	}
+	return StateUp, nil
+}
+
+// markerReply is what the probe's gate found (see markerSrc).
+type markerReply struct {
+	epoch, run, recorded string
+	left                 int64 // ms of quarantine left
+	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
+	refusal error
+	// replanted is, when the probe planted the marker anew, the settings
+	// it recorded before.
+	replanted *string
+}
+
+// noteMarker records what the marker records, and logs a marker planted
+// anew.
+func (m *master) noteMarker(mk markerReply) {
+	view := viewNone
+	switch {
+	case mk.refusal == nil && mk.recorded == m.cluster.settings:
+		view = viewOurs
+	case errors.Is(mk.refusal, ErrSettings):
+		view = viewOther
+	}
+	m.view.Store(view)
+	m.mu.Lock()
+	m.refusal, m.recorded = mk.refusal, mk.recorded
+	m.mu.Unlock()
+	if mk.replanted != nil {
+		m.log.Warn("master recorded other settings than a majority of masters: planted anew with the majority's (this agent's); it is quarantined",
+			"recorded", *mk.replanted, "settings", mk.recorded, "quarantine_left_ms", mk.left)
 	}
 }
 
-// gate runs the epoch gate on the probe's connection and returns the
-// master's epoch and how many milliseconds of quarantine it has left.
-func (m *master) gate(ctx context.Context) (epoch string, left int64, err error) {
+// gate runs the epoch gate on the probe's connection and returns what it
+// found.
+func (m *master) gate(ctx context.Context) (markerReply, error) {
 	// The probe's connection serves one call at a time, which the client
 	// library runs to the call's deadline whatever the context says: the
 	// probe stops waiting when the cluster stops, and the call ends when
 	// Run closes the connection.
+	c := m.cluster
+	args := c.gateArgs()
+	replant := "0"
+	if c.replant() {
+		replant = "1"
+	}
 	answer := make(chan rueidis.RedisResult, 1)
 	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{m.cluster.markerKey()}, m.cluster.gateArgs())
+		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.markerKey()}, append(args, replant))
 	}()
 	var r rueidis.RedisResult
 	select {
@@ -377,15 +453,42 @@ func (m *master) gate(ctx context.Context) (epoch string, left int64, err error)
 		r = rueidis.NewErrorResult(ctx.Err())
 	}
 	vals, err := r.ToArray()
-	if err == nil && len(vals) == 3 {
-		epoch, _ = vals[0].ToString()
-		left, err = vals[1].AsInt64()
-		run, _ := vals[2].ToString()
-		m.runID.Store(&run)
-	} else if err == nil {
-		err = errors.New("unexpected probe reply")
+	if err != nil {
+		return markerReply{}, err
 	}
-	return epoch, left, err
+	if len(vals) != 5 {
+		return markerReply{}, errors.New("unexpected probe reply")
+	}
+	var mk markerReply
+	var refusal string
+	mk.epoch, _ = vals[0].ToString()
+	mk.left, err = vals[1].AsInt64()
+	mk.run, _ = vals[2].ToString()
+	mk.recorded, _ = vals[3].ToString()
+	refusal, _ = vals[4].ToString()
+	m.runID.Store(&mk.run)
+	return mk, mk.readRefusal(refusal, c.cfg.Settings, err)
+}
+
+// readRefusal reads the probe's refusal word (see markerSrc) into mk, and
+// returns the probe's error: err, or a refusal that is a master's error.
+func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) error {
+	word, rest, _ := strings.Cut(refusal, " ")
+	switch {
+	case err != nil:
+		return err
+	case refusal == "":
+	case word == "REPLANTED":
+		mk.replanted = &rest
+	case word == "SETTINGS":
+		recorded, _, _ := strings.Cut(rest, " ")
+		mk.refusal = &SettingsError{Ours: ours, Recorded: ParseSettings(recorded)}
+	case word == "UNPLANTED":
+		mk.refusal = ErrUnplanted
+	default:
+		return errors.New(refusal)
+	}
+	return nil
 }
 
 // probeFailed counts a failed probe: one slow answer on a loaded host is

@@ -69,9 +69,19 @@ func (r *round) yes() int {
 	return yes
 }
 
-// noQuorumErr is the error of a round that missed a majority.
+// noQuorumErr is the error of a round that missed a majority: of
+// ErrSettings when masters that record other settings alone ruled one out.
 func (c *Cluster) noQuorumErr(r *round) error {
-	return &RoundError{Kind: ErrNoQuorum, Yes: r.yes(), Needed: c.quorum, Masters: r.errs}
+	return &RoundError{Kind: c.failedKind(r.errs), Yes: r.yes(), Needed: c.quorum, Masters: r.errs, Size: len(c.masters)}
+}
+
+// failedKind is the kind of a round that missed a majority with the
+// masters' errors errs: ErrSettings or ErrNoQuorum.
+func (c *Cluster) failedKind(errs []error) error {
+	if c.settingsKind(errs) {
+		return ErrSettings
+	}
+	return ErrNoQuorum
 }
 
 // vote runs one round of spec: admission, voters, fan-out, collection,
@@ -274,7 +284,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait 
 		slot, agreed, err := judge(a)
 		switch {
 		case err != nil:
-			r.errs = append(r.errs, &MasterError{c.masters[a.i].cfg.Name, err})
+			r.errs = append(r.errs, &MasterError{c.masters[a.i].cfg.Name, gateRefusal(err, c.cfg.Settings)})
 			r.failed++
 		case agreed:
 			r.granted[slot]++

@@ -20,7 +20,8 @@ import (
 //	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
 //	P{name}:qseq       the ticket counter; never expires
 //	P{name}:qx:ENTRY   tombstone of an entry that left (see dequeueSrc)
-//	Pepoch             the master's epoch marker: a hash {epoch, until}
+//	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
+//	                   run, settings, how} (see gateLua)
 //
 // The set expires no sooner than any member's holder key, so a live holder
 // key is always listed. A listed member whose holder key is gone is stale and
@@ -30,17 +31,35 @@ import (
 // a standalone Redis (not a Redis Cluster).
 
 // gateLua is the first thing every script that votes runs: it refuses the
-// vote of a master that lost its data. The epoch marker is planted once; a
-// master that restarted empty or was flushed has none, and one that
-// restarted from a snapshot (RDB, an AOF not fsynced always, a backup) or
-// had its data replaced (REPLICAOF) has one that another server process
-// left (the marker records the run_id), so its data may be stale: the
-// first script to meet it plants a new one whose quarantine ends ARGV-given
-// ms later on the master's own clock. Every agent, including one started during the
-// quarantine, reads the same end from the master, and no vote of an emptied
-// master counts until every hold it may have forgotten has ended.
-// gate(marker, epoch, quarantine ms) returns the ms of quarantine left (0:
-// may vote) and the marker's fence floor (see acquireSrc).
+// vote of a master that lost its data, or that records other settings. The
+// epoch marker is planted once; a master that restarted empty or was
+// flushed has none, and one that restarted from a snapshot (RDB, an AOF not
+// fsynced always, a backup) or had its data replaced (REPLICAOF) has one
+// that another server process left (the marker records the run_id), so its
+// data may be stale: the first script to meet it plants a new one whose
+// quarantine ends ARGV-given ms later on the master's own clock. Every
+// agent, including one started during the quarantine, reads the same end
+// from the master, and no vote of an emptied master counts until every hold
+// it may have forgotten has ended.
+//
+// The marker also records the cluster's settings (see Settings), checked on
+// every vote: a master whose marker records other settings than the
+// agent's refuses with the error reply "SETTINGS <recorded>", so that no
+// agent counts the vote of a master planted with another lease or
+// quarantine (a late agent with a shorter quarantine would otherwise make
+// an emptied master vote again before the holds it forgot had ended). A
+// marker that records none (planted before settings were recorded, or by
+// an older bootstrap) votes as it did, and adopts the agent's settings. An
+// agent plants or adopts only when it may (see Cluster.mayPlant): otherwise
+// a master with no marker refuses with "UNPLANTED", and does not vote until
+// an agent that may plants one; one whose marker records none votes
+// without adopting.
+//
+// gate(marker, epoch argument, gate argument) returns the ms of quarantine
+// left (0: may vote) and the marker's fence floor (see acquireSrc). The
+// epoch argument is "EPOCH;RUN" (RUN: the run_id the agent verified), the
+// gate argument "QUARANTINE_MS MAY_PLANT SETTINGS" (MAY_PLANT 1 or 0; see
+// Cluster.gateArgs, which builds both).
 //
 // The gate runs before every vote, so it is kept to one call in the common
 // case: once a quarantine is found over, its end is written as 0 (it never
@@ -57,19 +76,33 @@ local function run_id()
   return string.match(info, 'run_id:(%x+)') or ''
 end
 local CHECK_RUN = true
-local function gate(marker, epocharg, quarantine)
+local function plant(marker, epoch, quarantine, settings, run, how)
+  local now = math.floor(now_us() / 1000)
+  local floor = (math.floor(now / 1000) + 1) * 1000000
+  redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
+    'floor', string.format('%d', floor), 'run', run, 'settings', settings, 'how', how)
+  return quarantine, floor
+end
+local function gate_args(gatearg)
+  local quarantine, may_plant, settings = string.match(gatearg, '^(%d+) (%d) (.*)$')
+  return tonumber(quarantine) or 0, may_plant == '1', settings or ''
+end
+local function gate(marker, epocharg, gatearg)
   local epoch, expected = string.match(epocharg, '^(.-);(.*)$')
   if not epoch then epoch, expected = epocharg, '' end
-  local m = redis.call('HMGET', marker, 'epoch', 'until', 'floor', 'run')
+  local quarantine, may_plant, settings = gate_args(gatearg)
+  local m = redis.call('HMGET', marker, 'epoch', 'until', 'floor', 'run', 'settings')
   local known = m[4] and m[4] ~= ''
   local run = ''
   if CHECK_RUN then run = run_id() end
   if not m[1] or (known and run ~= '' and m[4] ~= run) then
-    local now = math.floor(now_us() / 1000)
-    local floor = (math.floor(now / 1000) + 1) * 1000000
-    redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
-      'floor', string.format('%d', floor), 'run', run)
-    return quarantine, floor
+    if not may_plant then error({err = 'UNPLANTED'}) end
+    return plant(marker, epoch, quarantine, settings, run, 'plant')
+  end
+  local recorded = m[5] or ''
+  if recorded ~= settings then
+    if recorded ~= '' then error({err = 'SETTINGS ' .. recorded}) end
+    if may_plant then redis.call('HSET', marker, 'settings', settings) end
   end
   if m[2] ~= '0' then
     local left = (tonumber(m[2]) or 0) - math.floor(now_us() / 1000)
@@ -183,7 +216,7 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 const acquireSrc = gateLua + queueLua + fencesLua + acquireBody
 
 const acquireBody = `
-local q, floor = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
+local q, floor = gate(KEYS[4], ARGV[4], ARGV[5])
 if q > 0 then return {-2, q} end
 -- The tombstone and the queue are looked up in one call: mostly neither is there.
 local tomb = KEYS[1] .. ':released:' .. ARGV[1]
@@ -262,7 +295,7 @@ return {1, tonumber(fence), slot}
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
 // gone, or {-2, ms} while the master is quarantined.
 const renewSrc = gateLua + `
-local q = gate(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+local q = gate(KEYS[1], ARGV[1], ARGV[2])
 if q > 0 then return {-2, q} end
 local out = {0}
 local now
@@ -299,7 +332,7 @@ return out
 // the record's fence).
 // Returns 2 if re-created, 1 if it was there, 0 if it may not be, -2 while quarantined.
 const repairSrc = gateLua + `
-local q = gate(KEYS[4], ARGV[4], tonumber(ARGV[5]))
+local q = gate(KEYS[4], ARGV[4], ARGV[5])
 if q > 0 then return -2 end
 if redis.call('PEXPIRE', KEYS[3], ARGV[2]) == 1 then return 1 end
 if redis.call('EXISTS', KEYS[1] .. ':released:' .. ARGV[1]) == 1 then return 0 end
@@ -386,7 +419,7 @@ return cur
 // block. Returns {1, the block's first fence}, {0} if the hold is not
 // there, or {-2, ms} while the master is quarantined.
 const reserveSrc = gateLua + fencesLua + `
-local q, floor = gate(KEYS[4], ARGV[2], tonumber(ARGV[3]))
+local q, floor = gate(KEYS[4], ARGV[2], ARGV[3])
 if q > 0 then return {-2, q} end
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 or redis.call('EXISTS', KEYS[3]) == 0 then return {0} end
 return {1, take_fences(KEYS[2], floor, tonumber(ARGV[4]))}
@@ -401,7 +434,7 @@ return {1, take_fences(KEYS[2], floor, tonumber(ARGV[4]))}
 // ms, heartbeat ms, tombstone prefix, then the entries in arrival order.
 // Returns {0, ticket...}, or {-2, ms} while quarantined.
 const enqueueSrc = gateLua + `
-local q = gate(KEYS[4], ARGV[1], tonumber(ARGV[2]))
+local q = gate(KEYS[4], ARGV[1], ARGV[2])
 if q > 0 then return {-2, q} end
 local now = math.floor(now_us() / 1000)
 local base = math.floor(now / 1000) * 1000000
@@ -500,20 +533,71 @@ return out
 `
 
 // markerSrc is the health probe: it runs the gate (planting a quarantined
-// marker on a master that has none) and returns {epoch, ms of quarantine
-// left, run_id}. KEYS: marker. ARGV: epoch, quarantine ms.
+// marker on a master that has none, when the agent may) and returns
+// {epoch, ms of quarantine left, run_id, recorded settings, refusal}, where
+// refusal is "" when the master may vote (after its quarantine), else the
+// gate's refusal ("SETTINGS ...", "UNPLANTED", or an error of the master's),
+// or "REPLANTED <old settings>". With ARGV[3] "1" (the agent knows that a
+// majority records its settings: see Cluster.replant), a marker recording
+// other settings is planted anew with the agent's, as a master that lost
+// its data is (new epoch, full quarantine: whatever it holds was granted
+// under other settings), so that the cluster heals; not one that the
+// settings command wrote (how=change): that is the cluster's new setting,
+// which an agent that still runs with the old one must not undo.
+// KEYS: marker. ARGV: epoch argument, gate argument, replant.
 const markerSrc = gateLua + `
-local q = gate(KEYS[1], ARGV[1], tonumber(ARGV[2]))
-return {redis.call('HGET', KEYS[1], 'epoch'), q, redis.call('HGET', KEYS[1], 'run') or ''}
+local ok, q = pcall(gate, KEYS[1], ARGV[1], ARGV[2])
+local refusal = ''
+if not ok then
+  refusal = (type(q) == 'table' and q.err) or tostring(q)
+  q = 0
+  local old = redis.call('HGET', KEYS[1], 'settings') or ''
+  if ARGV[3] == '1' and string.sub(refusal, 1, 9) == 'SETTINGS ' and redis.call('HGET', KEYS[1], 'how') ~= 'change' then
+    local quarantine, _, settings = gate_args(ARGV[2])
+    q = plant(KEYS[1], string.match(ARGV[1], '^(.-);') or ARGV[1], quarantine, settings, run_id(), 'plant')
+    refusal = 'REPLANTED ' .. old
+  end
+end
+local h = redis.call('HMGET', KEYS[1], 'epoch', 'run', 'settings')
+return {h[1] or '', q, h[2] or '', h[3] or '', refusal}
 `
 
 // bootstrapSrc plants an epoch marker with no quarantine on a master that
-// has none. Only for masters known to be new: see Bootstrap.
-// KEYS: marker. ARGV: epoch. Returns 1 if planted.
+// has none, recording the settings ARGV[2] (may be ""). On a master that
+// has one recording no settings, it records ARGV[2]. Only for masters
+// known to be new: see Bootstrap.
+// KEYS: marker. ARGV: epoch, settings. Returns 1 if planted, 2 if it
+// recorded the settings in a marker there, 0 if it left the marker as it was.
 const bootstrapSrc = gateLua + `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'until', '0', 'run', run_id())
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local recorded = redis.call('HGET', KEYS[1], 'settings') or ''
+  if recorded ~= '' or ARGV[2] == '' then return 0 end
+  redis.call('HSET', KEYS[1], 'settings', ARGV[2])
+  return 2
+end
+redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'until', '0', 'run', run_id(), 'settings', ARGV[2])
 return 1
+`
+
+// changeSrc records new settings in a master's marker (the settings
+// command: see ChangeSettings), with a quarantine that ends ARGV[3] ms from
+// now (or later, if one ends later already): no agent's vote counts on it
+// meanwhile, so every hold granted under the old settings ends first. A
+// master with no marker gets one, as the gate plants it. The marker is
+// marked how=change: agents whose settings differ do not re-plant it.
+// KEYS: marker. ARGV: epoch (for a master with none), settings, quarantine
+// ms. Returns {1, the settings recorded before ("" if none)}.
+const changeSrc = gateLua + `
+local old = redis.call('HMGET', KEYS[1], 'epoch', 'until', 'settings')
+local quarantine = tonumber(ARGV[3])
+if not old[1] then
+  plant(KEYS[1], ARGV[1], quarantine, ARGV[2], run_id(), 'change')
+  return {1, ''}
+end
+local ends = math.floor(now_us() / 1000) + quarantine
+if old[2] and old[2] ~= '0' then ends = math.max(ends, tonumber(old[2]) or 0) end
+redis.call('HSET', KEYS[1], 'settings', ARGV[2], 'until', string.format('%d', ends), 'how', 'change')
+return {1, old[3] or ''}
 `
 
 // batchLua runs a script's body (the function one(KEYS, ARGV)) once per
@@ -612,6 +696,7 @@ var (
 	whoScript        = newScript(whoSrc, -1)
 	markerScript     = newScript(markerSrc, 0)
 	bootstrapScript  = newScript(bootstrapSrc, -1)
+	changeScript     = newScript(changeSrc, -1)
 	downgradeScript  = newScript(downgradeSrc, -1)
 	enqueueScript    = newScript(enqueueSrc, 0)
 	settleScript     = newScript(settleSrc, -1)

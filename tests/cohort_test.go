@@ -160,6 +160,7 @@ func TestRemoteWaiterServedWithinTheBound(t *testing.T) {
 	cfgA.Lock.CohortMaxHandoffs = 16
 	cfgB := agenttest.Config(t, servers, 15*time.Second)
 	cfgB.AgentID = "host-b"
+	cfgB.Lock.CohortMaxHandoffs = 16 // the masters record the cohort bounds: every agent of a cluster has the same
 	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
 	stop := make(chan struct{})
 	var localGrants atomic.Int64
@@ -276,6 +277,7 @@ func TestACohortRunOutlivesItsFirstBlock(t *testing.T) {
 	cfgA.Lock.CohortMaxHandoffs = 16
 	cfgB := agenttest.Config(t, servers, 15*time.Second)
 	cfgB.AgentID = "host-b"
+	cfgB.Lock.CohortMaxHandoffs = 16 // the masters record the cohort bounds: every agent of a cluster has the same
 	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
 	held := cohortChurn(t, a, b, servers, "refill", 6, 0, time.Millisecond, 3*time.Second, false)
 	// A run ends with a release in the masters, which leaves a tombstone

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
@@ -87,6 +88,7 @@ func TestFairWaiterOfAKilledAgentLeavesTheQueue(t *testing.T) {
 	cmd, _, _, sock, servers := binaryAgent(t, fmt.Sprintf("lock {\n  lease = %q\n}\n", lease))
 	cfg := agenttest.Config(t, servers, lease)
 	cfg.AgentID = "survivor"
+	cfg.Lock.MaxTTL = agent.Default().Lock.MaxTTL // the binary agent's: the masters record the quarantine it implies
 	b := agenttest.Start(t, cfg)
 	holder := agenttest.Dial(t, b.Config.Socket.Path)
 	if r := holder.Do("LOCK k"); r.Kind != "OK" {

@@ -72,8 +72,8 @@ var (
 // The series read at scrape time (see stateCollector).
 var (
 	masterStateDesc = prometheus.NewDesc("lock_agent_master_state",
-		"1 for the state each master is in (up, down, quarantined, unsafe), 0 for the others.", []string{"master", "state"}, nil)
-	masterStates = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe}
+		"1 for the state each master is in (up, down, quarantined, unsafe, settings), 0 for the others.", []string{"master", "state"}, nil)
+	masterStates = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe, quorum.StateSettings}
 	sessionsDesc = prometheus.NewDesc("lock_agent_sessions", "Client connections open.", nil, nil)
 	quorumDesc   = prometheus.NewDesc("lock_agent_quorum", "How many masters must agree: a majority of those configured.", nil, nil)
 )

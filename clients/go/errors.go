@@ -9,13 +9,17 @@ import (
 // Sentinel errors: one per wire error code, plus the client's own. Compare
 // with errors.Is; the *Error a call returns carries the agent's text.
 var (
-	ErrBusy         = errors.New("lockagent: busy") // the wait ran out
-	ErrBadRequest   = errors.New("lockagent: bad request")
-	ErrUnknownVerb  = errors.New("lockagent: unknown verb")
-	ErrBadName      = errors.New("lockagent: bad name")
-	ErrNotHeld      = errors.New("lockagent: not held")
-	ErrNoQuorum     = errors.New("lockagent: no quorum")
-	ErrConflict     = errors.New("lockagent: conflict")
+	ErrBusy        = errors.New("lockagent: busy") // the wait ran out
+	ErrBadRequest  = errors.New("lockagent: bad request")
+	ErrUnknownVerb = errors.New("lockagent: unknown verb")
+	ErrBadName     = errors.New("lockagent: bad name")
+	ErrNotHeld     = errors.New("lockagent: not held")
+	ErrNoQuorum    = errors.New("lockagent: no quorum")
+	ErrConflict    = errors.New("lockagent: conflict")
+	// ErrSettings: the agent's cluster settings (lease, drift, ...) differ
+	// from those a majority of its masters records: it grants nothing until
+	// they agree. The *Error's text names the settings.
+	ErrSettings     = errors.New("lockagent: agent settings differ from the cluster's")
 	ErrDenied       = errors.New("lockagent: denied")
 	ErrLimit        = errors.New("lockagent: limit reached")
 	ErrCancelled    = errors.New("lockagent: cancelled")
@@ -42,6 +46,7 @@ var byCode = map[string]error{
 	"NOT_HELD":      ErrNotHeld,
 	"NO_QUORUM":     ErrNoQuorum,
 	"CONFLICT":      ErrConflict,
+	"SETTINGS":      ErrSettings,
 	"DENIED":        ErrDenied,
 	"LIMIT":         ErrLimit,
 	"CANCELLED":     ErrCancelled,

@@ -3,6 +3,7 @@ package lockagent
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -14,23 +15,32 @@ type Status struct {
 	Waiters  int      `json:"waiters"`
 	Quorum   int      `json:"quorum"`
 	Masters  []Master `json:"masters"`
+	// Settings are the agent's cluster settings, as the masters record
+	// them ("lease=15s;drift=0.01;..."); SettingsDiffer names those that
+	// differ from what a majority of masters records, while they do: the
+	// agent then grants nothing (ERR SETTINGS).
+	Settings       string   `json:"settings,omitempty"`
+	SettingsDiffer []string `json:"settings_differ,omitempty"`
 }
 
 // Master is one Redis master as the agent sees it.
 type Master struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
-	State   string `json:"state"` // up, down, quarantined or unsafe
+	State   string `json:"state"` // up, down, quarantined, unsafe or settings
 	// Reason says why a master is down or unsafe, as one word.
 	Reason string `json:"reason,omitempty"`
 	// QuarantineLeftMS is, while quarantined, how long until it votes again.
 	QuarantineLeftMS int64 `json:"quarantine_left_ms,omitempty"`
+	// Settings are the cluster settings its marker records ("" if none).
+	Settings string `json:"settings,omitempty"`
 }
 
 // masterOf reads one STATUS DATA line.
 func masterOf(d map[string]string) Master {
 	left, _ := strconv.ParseInt(d["quarantine_left"], 10, 64)
-	return Master{Name: d["master"], Address: d["address"], State: d["state"], Reason: d["reason"], QuarantineLeftMS: left}
+	return Master{Name: d["master"], Address: d["address"], State: d["state"], Reason: d["reason"], QuarantineLeftMS: left,
+		Settings: d["settings"]}
 }
 
 // Holder is one current holder of a name, on any host.
@@ -84,7 +94,10 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	s := Status{Agent: r.fields["agent"], Sessions: atoi(r.fields["sessions"]), Holds: atoi(r.fields["holds"]),
-		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"])}
+		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"]), Settings: r.fields["settings"]}
+	if d := r.fields["settings_differ"]; d != "" {
+		s.SettingsDiffer = strings.Split(d, ",")
+	}
 	for _, d := range r.data {
 		s.Masters = append(s.Masters, masterOf(d))
 	}

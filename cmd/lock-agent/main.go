@@ -3,6 +3,7 @@
 //	lock-agent run -config FILE | run -dev
 //	lock-agent validate -config FILE
 //	lock-agent bootstrap -config FILE
+//	lock-agent settings -config FILE [-apply] [-min-quarantine D]
 //	lock-agent exec [flags] NAME[,NAME...] [flags] [--] CMD [ARGS...] | -c STRING
 //	lock-agent status [-json] | who [-json] NAME
 //	lock-agent version
@@ -40,6 +41,10 @@ commands:
   run -dev             run the agent with three embedded masters (no Redis needed)
   validate -config F   check a config file; exit 0 if valid, 2 if not
   bootstrap -config F  mark a new deployment's masters as new (no first quarantine)
+                       and record the config's settings in them
+  settings -config F [-apply]
+                       show the settings each master records against F's; with
+                       -apply, change the cluster's to F's (see docs/operations.md)
   exec [flags] NAME[,NAME...] [--] CMD [ARGS...]
                        run CMD while holding the lock NAME, or every NAME
                        (flock(1) for the cluster; see lock-agent exec -h)
@@ -66,6 +71,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return validateCmd(args[1:], stdout, stderr)
 	case "bootstrap":
 		return bootstrapCmd(args[1:], stdout, stderr)
+	case "settings":
+		return settingsCmd(args[1:], stdout, stderr)
 	case "exec":
 		return execCmd(args[1:], stdout, stderr)
 	case "status":

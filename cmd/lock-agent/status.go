@@ -12,6 +12,7 @@ import (
 	"time"
 
 	lockagent "github.com/lock-agent/lock-agent/clients/go"
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // exitNoQuorum is status's exit code when the agent answers but fewer than
@@ -29,6 +30,10 @@ type agentStatus struct {
 	Quorum   int                `json:"quorum"`
 	Up       int                `json:"up"`
 	Masters  []lockagent.Master `json:"masters"`
+	// Settings are the agent's cluster settings; SettingsDiffer, while a
+	// majority of masters records others, names those that differ.
+	Settings       string   `json:"settings,omitempty"`
+	SettingsDiffer []string `json:"settings_differ,omitempty"`
 }
 
 func statusCmd(args []string, stdout, stderr io.Writer) int {
@@ -48,7 +53,10 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	health := "ok"
-	if s.Up < s.Quorum {
+	switch {
+	case len(s.SettingsDiffer) > 0:
+		code, health = exitNoQuorum, "SETTINGS DIFFER"
+	case s.Up < s.Quorum:
 		code, health = exitNoQuorum, "NO QUORUM"
 	}
 	if *asJSON {
@@ -59,17 +67,48 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "agent %s (lock-agent %s): %d/%d masters up (quorum %d, %s); %d sessions, %d holds, %d waiters\n\n",
 		s.ID, s.Version, s.Up, len(s.Masters), s.Quorum, health, s.Sessions, s.Holds, s.Waiters)
+	if len(s.SettingsDiffer) > 0 {
+		fmt.Fprintf(stdout, "this agent grants nothing: its settings differ from the cluster's: %s.\n"+
+			"Run it with the cluster's settings, or change the cluster's (lock-agent settings; see docs/operations.md).\n\n", s.settingsDiffer())
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MASTER\tADDRESS\tSTATE\tWHY")
 	for _, m := range s.Masters {
-		why := m.Reason
-		if m.State == "quarantined" {
-			why = fmt.Sprintf("lost its data; votes again in %v", time.Duration(m.QuarantineLeftMS)*time.Millisecond)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Address, m.State, why)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Address, m.State, s.why(m))
 	}
 	tw.Flush()
 	return code
+}
+
+// why says why master m does not vote, in words.
+func (s *agentStatus) why(m lockagent.Master) string {
+	switch {
+	case m.State == "quarantined" && m.Reason == "no_marker_yet":
+		return "new or lost its data; no marker yet: waits for an agent whose settings a majority records (a new deployment: lock-agent bootstrap)"
+	case m.State == "quarantined":
+		return fmt.Sprintf("new or lost its data; votes again in %v (a new deployment: lock-agent bootstrap)",
+			time.Duration(m.QuarantineLeftMS)*time.Millisecond)
+	case m.State == "settings":
+		return "records other settings: " + quorum.DescribeDiff(quorum.ParseSettings(s.Settings), quorum.ParseSettings(m.Settings), "it records")
+	}
+	return m.Reason
+}
+
+// settingsDiffer says how the agent's settings differ from those most
+// masters that refuse it record, and on how many masters.
+func (s *agentStatus) settingsDiffer() string {
+	count := map[string]int{}
+	common := ""
+	for _, m := range s.Masters {
+		if m.State != "settings" {
+			continue
+		}
+		if count[m.Settings]++; count[m.Settings] > count[common] {
+			common = m.Settings
+		}
+	}
+	return fmt.Sprintf("%s (on %d of %d)", quorum.DescribeDiff(quorum.ParseSettings(s.Settings), quorum.ParseSettings(common), "the masters record"),
+		count[common], len(s.Masters))
 }
 
 // queryStatus sends one STATUS and reads its DATA lines and final reply.
@@ -100,7 +139,8 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 		switch words[1] {
 		case "DATA":
 			left, _ := strconv.ParseInt(f["quarantine_left"], 10, 64)
-			m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left}
+			m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left,
+				Settings: f["settings"]}
 			s.Masters = append(s.Masters, m)
 			if m.State == "up" {
 				s.Up++
@@ -111,6 +151,10 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 			s.Holds, _ = strconv.Atoi(f["holds"])
 			s.Waiters, _ = strconv.Atoi(f["waiters"])
 			s.Quorum, _ = strconv.Atoi(f["quorum"])
+			s.Settings = f["settings"]
+			if d := f["settings_differ"]; d != "" {
+				s.SettingsDiffer = strings.Split(d, ",")
+			}
 			return s, nil
 		default:
 			return nil, fmt.Errorf("%s", strings.Join(words[1:], " "))

@@ -30,12 +30,12 @@ import threading
 
 from ._wire import (DEFAULT_SOCKET, MAX_NAMES_LEN, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed, Denied,
                     InternalError, InvalidArgument, InvalidName, LimitReached, LockAgentError, LockBase, LockLost,
-                    MultiLockBase, NoQuorum, NotHeld, ShuttingDown, UnknownVerb, check_client_name, check_name,
+                    MultiLockBase, NoQuorum, NotHeld, SettingsDiffer, ShuttingDown, UnknownVerb, check_client_name, check_name,
                     check_tag, dev_socket_path, holders_from, holds_from, lock_line, socket_path, status_from,
                     thread_owner, Router)
 
 __all__ = ["Client", "Lock", "MultiLock", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
-           "NoQuorum", "Conflict", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
+           "NoQuorum", "Conflict", "SettingsDiffer", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
            "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
            "dev_socket_path", "DEFAULT_SOCKET"]
 

@@ -72,6 +72,13 @@ class Conflict(LockAgentError):
     code = "CONFLICT"
 
 
+class SettingsDiffer(LockAgentError):
+    """The agent's cluster settings (lease, drift, ...) differ from those a
+    majority of its masters records: it grants nothing until they agree. The
+    message names the settings, the agent's and the masters'."""
+    code = "SETTINGS"
+
+
 class Denied(LockAgentError):
     code = "DENIED"
 
@@ -136,7 +143,7 @@ class LockLost(LockAgentError):
         self.reason = reason
 
 
-ERRORS = {cls.code: cls for cls in (BadRequest, UnknownVerb, BadName, NotHeld, NoQuorum, Conflict,
+ERRORS = {cls.code: cls for cls in (BadRequest, UnknownVerb, BadName, NotHeld, NoQuorum, Conflict, SettingsDiffer,
                                       Denied, LimitReached, Cancelled, ShuttingDown, InternalError)}
 
 # What protocol v1 accepts. Every word the client writes is checked against

@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// ClusterSettings are the settings of l that the safety of every agent of
+// a cluster depends on, as every master records them (see quorum.Settings):
+// the lease and drift factor (validity), the quarantine they imply, and the
+// cohort bounds (the fence block a grant reserves). An agent whose settings
+// differ from those a majority of masters records grants nothing. The
+// key prefix is not among them: agents with another prefix use other keys,
+// another marker among them (see docs/operations.md).
+func ClusterSettings(l LockConfig) quorum.Settings {
+	return quorum.Settings{
+		{Name: "lease", Value: l.Lease.String()},
+		{Name: "drift", Value: strconv.FormatFloat(l.DriftFactor, 'g', -1, 64)},
+		{Name: "quarantine", Value: Quarantine(l).String()},
+		{Name: "cohort_hold", Value: l.CohortMaxHold.String()},
+		{Name: "cohort_handoffs", Value: strconv.Itoa(l.CohortMaxHandoffs)},
+	}
+}
+
+// statusLine is STATUS's DATA line of master m: its state, why it does not
+// vote (reason, one word; quarantine_left), and the settings its marker records.
+func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
+	l := protocol.Reply(tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
+	switch {
+	case m.State == quorum.StateQuarantined && m.Err == quorum.UnplantedReason:
+		l.Str("reason", "no_marker_yet")
+	case m.State == quorum.StateQuarantined:
+		l.Int("quarantine_left", m.QuarantineLeft.Milliseconds()).Str("reason", "new_or_lost_its_data")
+	case m.State == quorum.StateSettings:
+		l.Str("reason", "records_other_settings")
+	case m.State == quorum.StateUnsafe, m.State == quorum.StateDown:
+		l.Str("reason", wordOf(m.Err))
+	}
+	if m.Settings != "" {
+		l.Str("settings", m.Settings)
+	}
+	return l
+}
+
+// settingsProblem adds to STATUS's final line, while a majority of masters
+// records other settings than the agent's (problem, see
+// quorum.Cluster.SettingsProblem), settings_differ: the names of the
+// settings that differ, comma-separated.
+func settingsProblem(end *protocol.Line, problem error) *protocol.Line {
+	if problem == nil {
+		return end
+	}
+	var names []string
+	for _, d := range settingsDiffs(problem) {
+		names = append(names, d.Name)
+	}
+	return end.Str("settings_differ", strings.Join(names, ","))
+}
+
+// settingsDiffs are the settings that differ in the first master refusal
+// of err that is a *quorum.SettingsError.
+func settingsDiffs(err error) []quorum.SettingDiff {
+	var se *quorum.SettingsError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	return se.Ours.Diff(se.Recorded)
+}
