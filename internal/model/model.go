@@ -1,0 +1,164 @@
+// Package model checks lock-agent's protocol exhaustively in a small world:
+// two agents with one or two clients each, asking for one name on three
+// masters, every interleaving of the events below up to a bounded depth,
+// breadth first, with a set of the states seen so that the search ends.
+//
+// What is real: the masters run the project's own Lua scripts (acquire,
+// renew, release, fence raise, and the epoch gate every voting script runs
+// first), in an in-process miniredis whose clock (TIME) is set to the
+// model's, with each key's PX kept relative to the model's clock, so that
+// leases expire and quarantines end as model time advances. The scripts'
+// KEYS and ARGV are built by the quorum package's own functions (see
+// quorum/modelhooks.go), and the agents decide with its pure functions:
+// DecideSlots for an acquire round, SettleFence for the fence write-back,
+// Validity for a grant's and a renewal's deadline, Majority, Decide-like
+// counting for the watchdog's renewal as renewal.Watchdog.apply does it.
+//
+// The events: a client starts an acquire attempt (a new holder id; the
+// script sent to every master); each message is delivered (the script runs
+// at the current model time), lost, or delivered with its answer lost, in
+// any order and any delay (a delayed message is one still on its way while
+// other events happen, which is also what a paused master looks like); a
+// round gives up on masters that did not answer (the per-master timeout,
+// at any time); a holder releases; its watchdog renews every lease/3; a
+// master restarts empty or is flushed; an agent crashes; time advances to
+// the next instant at which something is due (a validity deadline, a
+// renewal, a key's expiry, a quarantine's end), with the keys whose PX ran
+// out expired and the holds whose validity ended told LOST (and given back).
+//
+// The invariants, checked in every state: no two clients believe they hold
+// the name at once (a client believes from its grant until it releases or
+// its validity deadline); every grant's fence is above every earlier one's.
+//
+// What is abstracted, honestly: the agent's control flow around these
+// decisions is the model's own (the steps above mirror Cluster.Acquire,
+// complete, settleFence, the watchdog's apply and Release, but they are not
+// that code); a master restart and a FLUSHALL are one event (miniredis has
+// no run_id, so the gate's run_id check is not exercised: data restored
+// from a stale snapshot is not in this world); the renewal's repair of a
+// master that lacks a hold, the queue, semaphores, cohorts, the contender's
+// back-off and the health probe are not modelled; every clock (agents' and
+// masters') is the one model clock, so drift between clocks is not
+// modelled, only the drift allowance in Validity; time only stops at
+// instants where something is due, which keeps the order of every deadline
+// against every delivery but not the exact delays between them.
+package model
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Result is what a check found.
+type Result struct {
+	Explored  int           // states reached, counting repeats (transitions)
+	Distinct  int           // distinct states
+	Depth     int           // the deepest level reached
+	Evals     int           // scripts run on the masters (the rest were remembered)
+	Elapsed   time.Duration // wall-clock time of the check
+	Violation string        // the broken invariant, "" if none was found
+	Trace     []string      // the events that led to it, with times and answers
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%d states explored, %d distinct, depth %d, %d script runs, %v",
+		r.Explored, r.Distinct, r.Depth, r.Evals, r.Elapsed.Round(time.Millisecond))
+}
+
+// node is a state reached and how: its parent and the event from it.
+type node struct {
+	parent *node
+	label  string
+	state  *state
+}
+
+// Check explores every interleaving of w's events up to w.Depth, breadth
+// first (so a counterexample found is a shortest one), and stops at the
+// first state that breaks an invariant.
+func Check(w World) (Result, error) {
+	c, err := newChecker(w)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.run.close()
+	began := time.Now()
+	res := Result{}
+	root := &node{state: c.initial()}
+	seen := map[[16]byte]struct{}{root.state.digest(): {}}
+	level := []*node{root}
+	for depth := 0; depth < w.Depth && len(level) > 0; depth++ {
+		var nextLevel []*node
+		for _, n := range level {
+			for _, st := range c.successors(n.state) {
+				res.Explored++
+				child := &node{parent: n, label: fmt.Sprintf("t=%d %s", st.next.now, st.label), state: st.next}
+				if v := c.violation(st.next); v != "" {
+					res.Violation, res.Trace = v, child.trace()
+					res.Depth, res.Distinct, res.Evals, res.Elapsed = depth+1, len(seen), c.run.evals, time.Since(began)
+					return res, nil
+				}
+				d := st.next.digest()
+				if _, ok := seen[d]; ok {
+					continue
+				}
+				seen[d] = struct{}{}
+				nextLevel = append(nextLevel, child)
+			}
+			n.state = nil // a state is kept only until its level is expanded
+		}
+		if len(nextLevel) > 0 {
+			res.Depth = depth + 1
+		}
+		level = nextLevel
+	}
+	res.Distinct, res.Evals, res.Elapsed = len(seen), c.run.evals, time.Since(began)
+	return res, nil
+}
+
+func newChecker(w World) (*checker, error) {
+	agents, err := newAgents(w)
+	if err != nil {
+		return nil, err
+	}
+	run, err := newRunner()
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{world: w, agents: agents, run: run}
+	for ai, a := range agents {
+		for range a.Clients {
+			c.owner = append(c.owner, ai)
+		}
+	}
+	return c, nil
+}
+
+// violation is the invariant s breaks, "" if none.
+func (c *checker) violation(s *state) string {
+	if s.violation != "" {
+		return s.violation
+	}
+	var holders []string
+	for ci, cl := range s.clients {
+		if cl.phase == holding && cl.deadline > s.now {
+			holders = append(holders, fmt.Sprintf("%s (fence %d, valid until %d ms)", c.clientName(ci), cl.fence, cl.deadline))
+		}
+	}
+	if len(holders) > 1 {
+		return "two clients believe they hold the name: " + strings.Join(holders, " and ")
+	}
+	return ""
+}
+
+// trace is the events from the root to n.
+func (n *node) trace() []string {
+	var out []string
+	for ; n.parent != nil; n = n.parent {
+		out = append(out, n.label)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}

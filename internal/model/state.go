@@ -1,0 +1,156 @@
+package model
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"slices"
+	"time"
+)
+
+// ms is a model duration in ms as a time.Duration.
+func ms(d int64) time.Duration { return time.Duration(d) * time.Millisecond }
+
+// masters is how many masters the world has.
+const masters = 3
+
+// phase is where a client is in its life.
+type phase uint8
+
+const (
+	idle      phase = iota // holds nothing; may start an attempt if it has one left
+	acquiring              // its acquire round's answers come in
+	settling               // won: the fence write-back must land on enough masters first
+	holding                // granted: it believes it holds the name until its deadline
+	done                   // no attempt left, or its agent crashed
+)
+
+// answer is a master's answer to a client's round, as the agent counts it.
+type answer uint8
+
+const (
+	none    answer = iota // not asked in this round
+	pending               // asked, no answer yet
+	yes                   // granted (acquire), renewed (renew), written (write-back)
+	refused               // busy or conflict (acquire), gone (renew)
+	failed                // an error, a quarantine refusal, or no answer in time
+)
+
+// round is a client's round in flight: its acquire, fence write-back or
+// renewal.
+type round struct {
+	seq     int   // numbers the client's rounds: a message names its round
+	start   int64 // when it was sent (model ms): validity counts from here
+	answers [masters]answer
+	fences  [masters]int64 // an acquire's granted fences (0: none)
+	atFence int            // a write-back's masters at the fence
+}
+
+// client is one process of an agent that asks for the name.
+type client struct {
+	phase    phase
+	attempts int    // acquire attempts started
+	holder   string // the current attempt's holder id
+	round    round
+	renewing bool  // a renewal round is in flight (holding)
+	grantSeq int   // the round that won the current grant (late answers raise the fence)
+	fence    int64 // the grant's fence
+	start    int64 // the winning acquire's start
+	deadline int64 // holding: when its validity ends (it is told LOST then)
+	renewAt  int64 // holding: when the watchdog next renews
+}
+
+// kind is what a message asks of a master.
+type kind uint8
+
+const (
+	acquireCall kind = iota
+	renewCall
+	writeBackCall // a won round's fence write-back that the grant waits for
+	raiseCall     // a fence write-back in the background
+	releaseCall
+)
+
+var kindNames = [...]string{"acquire", "renew", "write-back", "raise", "release"}
+
+// message is a script call on its way to a master. It is built into the
+// script call only when delivered, by the sending agent's own Cluster.
+type message struct {
+	master int
+	kind   kind
+	agent  int
+	client int
+	seq    int    // the round it answers (round messages)
+	holder string // the attempt's holder id
+	fence  int64  // write-back, raise: the fence to write
+}
+
+// state is one state of the world.
+type state struct {
+	now       int64 // model ms
+	masters   [masters]*keyspace
+	clients   []client // agent a's clients first, then the next agent's
+	crashed   []bool   // per agent
+	net       []message
+	wipes     int   // master restarts and flushes so far
+	crashes   int   // agent crashes so far
+	lastFence int64 // the last grant's fence
+	// violation is an invariant the event into this state broke (the
+	// fence order is checked at the grant); not part of the digest.
+	violation string
+}
+
+func (s *state) clone() *state {
+	c := *s
+	c.clients = slices.Clone(s.clients)
+	c.crashed = slices.Clone(s.crashed)
+	c.net = slices.Clone(s.net)
+	return &c
+}
+
+// send puts messages on their way, keeping the net in canonical order.
+func (s *state) send(ms ...message) {
+	s.net = append(s.net, ms...)
+	slices.SortFunc(s.net, compareMessages)
+}
+
+func compareMessages(a, b message) int {
+	for _, d := range []int{a.master - b.master, int(a.kind) - int(b.kind), a.agent - b.agent, a.client - b.client, a.seq - b.seq} {
+		if d != 0 {
+			return d
+		}
+	}
+	if a.holder != b.holder {
+		if a.holder < b.holder {
+			return -1
+		}
+		return 1
+	}
+	return int(a.fence - b.fence)
+}
+
+// digest identifies s: two states with the same digest behave alike.
+func (s *state) digest() [16]byte {
+	h := sha256.New()
+	w := func(v ...any) {
+		for _, x := range v {
+			binary.Write(h, binary.LittleEndian, x)
+		}
+	}
+	w(s.now, int64(s.wipes), int64(s.crashes), s.lastFence)
+	for _, m := range s.masters {
+		h.Write(m.digest[:])
+	}
+	for _, c := range s.clients {
+		w(c.phase, int64(c.attempts), int64(c.round.seq), c.round.start, c.round.answers, c.round.fences, int64(c.round.atFence),
+			c.renewing, int64(c.grantSeq), c.fence, c.start, c.deadline, c.renewAt)
+		h.Write([]byte(c.holder + "\x00"))
+	}
+	w(s.crashed)
+	for _, m := range s.net {
+		w(int64(m.master), m.kind, int64(m.agent), int64(m.client), int64(m.seq), m.fence)
+		h.Write([]byte(m.holder + "\x00"))
+	}
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}

@@ -1,0 +1,193 @@
+package model
+
+import (
+	"fmt"
+)
+
+// checker runs the world's events on states.
+type checker struct {
+	world  World
+	agents []agentModel
+	run    *runner
+	owner  []int // the agent of each client
+}
+
+// step is one event taken from a state: what happened (for the trace) and
+// the state after.
+type step struct {
+	label string
+	next  *state
+}
+
+func (c *checker) agentOf(ci int) *agentModel { return &c.agents[c.owner[ci]] }
+
+func (c *checker) clientName(ci int) string {
+	a := c.agentOf(ci)
+	return fmt.Sprintf("a%dc%d", a.index, ci-a.first)
+}
+
+// initial is the world at time 0: every master new and bootstrapped (an
+// epoch marker with no quarantine), every client idle.
+func (c *checker) initial() *state {
+	s := &state{crashed: make([]bool, len(c.agents))}
+	for i := range masters {
+		_, s.masters[i] = c.run.run(emptyKeyspace, 0, "bootstrap", c.agents[0].cluster.ModelBootstrap(i))
+	}
+	for range c.owner {
+		s.clients = append(s.clients, client{})
+	}
+	return s
+}
+
+// successors are the events that may happen in s.
+func (c *checker) successors(s *state) []step {
+	var out []step
+	for ci := range s.clients {
+		out = append(out, c.clientSteps(s, ci)...)
+	}
+	for i, m := range s.net {
+		if i > 0 && s.net[i-1] == m {
+			continue // the same message twice: delivering either is the same event
+		}
+		out = append(out, c.deliverSteps(s, i)...)
+	}
+	if s.wipes < c.world.Wipes {
+		for i := range masters {
+			next := s.clone()
+			next.masters[i] = emptyKeyspace
+			next.wipes++
+			out = append(out, step{fmt.Sprintf("m%d restarts empty (or is flushed)", i+1), next})
+		}
+	}
+	if s.crashes < c.world.Crashes {
+		for ai := range c.agents {
+			if !s.crashed[ai] {
+				out = append(out, step{fmt.Sprintf("a%d crashes", ai), c.crash(s, ai)})
+			}
+		}
+	}
+	if t := c.nextInstant(s); t > s.now {
+		out = append(out, step{fmt.Sprintf("time advances to %d ms", t), c.advance(s, t)})
+	}
+	return out
+}
+
+// clientSteps are what client ci (or its agent for it) may do of its own
+// accord: start an attempt, release, renew, give up waiting for answers.
+func (c *checker) clientSteps(s *state, ci int) []step {
+	cl := &s.clients[ci]
+	who := c.clientName(ci)
+	var out []step
+	switch {
+	case cl.phase == idle && cl.attempts < c.world.Attempts:
+		next := s.clone()
+		c.startAcquire(next, ci)
+		out = append(out, step{who + " starts acquire " + next.clients[ci].holder, next})
+	case cl.phase == holding:
+		next := s.clone()
+		c.release(next, ci)
+		out = append(out, step{who + " releases", next})
+		if !cl.renewing && s.now >= cl.renewAt {
+			next := s.clone()
+			next.clients[ci].renewing = true
+			c.startRound(next, ci, renewCall)
+			out = append(out, step{who + "'s watchdog renews", next})
+		}
+	}
+	if (cl.phase == acquiring || cl.phase == settling || cl.renewing) && hasPending(&cl.round) {
+		next := s.clone()
+		c.timeout(next, ci)
+		out = append(out, step{who + "'s round times out", next})
+	}
+	return out
+}
+
+func hasPending(r *round) bool {
+	for _, a := range r.answers {
+		if a == pending {
+			return true
+		}
+	}
+	return false
+}
+
+// startAcquire starts client ci's next attempt: a new holder id, the
+// acquire script sent to every master.
+func (c *checker) startAcquire(s *state, ci int) {
+	cl := &s.clients[ci]
+	cl.attempts++
+	cl.holder = fmt.Sprintf("%st%d", c.clientName(ci), cl.attempts)
+	cl.phase = acquiring
+	c.startRound(s, ci, acquireCall)
+}
+
+// startRound sends client ci's round of kind k to every master.
+func (c *checker) startRound(s *state, ci int, k kind) {
+	cl := &s.clients[ci]
+	cl.round = round{seq: cl.round.seq + 1, start: s.now}
+	for i := range masters {
+		cl.round.answers[i] = pending
+		s.send(c.message(s, ci, i, k, 0))
+	}
+}
+
+// message is client ci's message of kind k to master i, part of its
+// current round if k is a round's kind.
+func (c *checker) message(s *state, ci, i int, k kind, fence int64) message {
+	cl := &s.clients[ci]
+	m := message{master: i, kind: k, agent: c.owner[ci], client: ci, holder: cl.holder, fence: fence}
+	if k == acquireCall || k == renewCall || k == writeBackCall {
+		m.seq = cl.round.seq
+	}
+	return m
+}
+
+// release gives client ci's hold back: it no longer believes it holds the
+// name, and the release goes to every master.
+func (c *checker) release(s *state, ci int) {
+	c.sendAll(s, ci, releaseCall)
+	c.endHold(s, ci)
+}
+
+// sendAll sends client ci's call of kind k (not a round's) to every master.
+func (c *checker) sendAll(s *state, ci int, k kind) {
+	for i := range masters {
+		s.send(c.message(s, ci, i, k, 0))
+	}
+}
+
+// endHold makes client ci hold nothing: idle for its next attempt, or done.
+func (c *checker) endHold(s *state, ci int) {
+	cl := &s.clients[ci]
+	cl.phase, cl.renewing, cl.fence, cl.start, cl.deadline, cl.renewAt, cl.grantSeq = idle, false, 0, 0, 0, 0, 0
+	cl.round.answers = [masters]answer{}
+	cl.round.fences = [masters]int64{}
+	cl.round.atFence, cl.round.start = 0, 0
+	if cl.attempts >= c.world.Attempts {
+		cl.phase = done
+	}
+}
+
+// crash ends agent ai: its clients hold nothing and ask no more. What it
+// sent is still on its way (or lost); its records stay until their PX.
+func (c *checker) crash(s *state, ai int) *state {
+	next := s.clone()
+	next.crashed[ai] = true
+	next.crashes++
+	a := &c.agents[ai]
+	for ci := a.first; ci < a.first+a.Clients; ci++ {
+		next.clients[ci] = client{phase: done, round: round{seq: next.clients[ci].round.seq}}
+	}
+	return next
+}
+
+// timeout counts client ci's unanswered masters as failed, and decides.
+func (c *checker) timeout(s *state, ci int) {
+	r := &s.clients[ci].round
+	for i, a := range r.answers {
+		if a == pending {
+			r.answers[i] = failed
+		}
+	}
+	c.decide(s, ci)
+}

@@ -1,0 +1,114 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// name is the one name the world's clients ask for.
+const name = "n"
+
+// Agent is one agent's settings.
+type Agent struct {
+	Clients     int           // local clients that ask for the name
+	Lease       time.Duration // the lease of its holds (the watchdog's)
+	Quarantine  time.Duration // what its gate calls give a master found empty
+	DriftFactor float64
+}
+
+// World is the small world the checker explores.
+type World struct {
+	Agents []Agent
+	// Attempts bounds each client's acquire attempts.
+	Attempts int
+	// Wipes bounds the master restarts (empty) and FLUSHALLs in a run;
+	// Crashes the agent crashes.
+	Wipes, Crashes int
+	// Lossy lets a round's answer be lost after its script ran (the master
+	// changed, the agent never hears). A request lost on its way needs no
+	// switch: it is a message never delivered.
+	Lossy bool
+	// Depth bounds the events of a run.
+	Depth int
+	// Patch, if set, rewrites each script's source before it runs: how a
+	// test switches a protection off (see GateOff, FenceFloorOff).
+	Patch func(src string) string
+}
+
+// agentModel is one agent as the model runs it: its settings and the
+// Cluster whose functions build its script calls (never connected).
+type agentModel struct {
+	Agent
+	cluster *quorum.Cluster
+	index   int // in World.Agents
+	first   int // index of its first client in state.clients
+}
+
+func newAgents(w World) ([]agentModel, error) {
+	var out []agentModel
+	first := 0
+	for i, a := range w.Agents {
+		var ms []quorum.MasterConfig
+		for m := range masters {
+			ms = append(ms, quorum.MasterConfig{Name: fmt.Sprintf("m%d", m+1), Address: "model"})
+		}
+		c, err := quorum.New(quorum.Config{Masters: ms, KeyPrefix: "m:", DriftFactor: a.DriftFactor,
+			Quarantine: a.Quarantine, InstanceID: fmt.Sprintf("a%d", i)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, agentModel{Agent: a, cluster: c, index: i, first: first})
+		first += a.Clients
+	}
+	return out, nil
+}
+
+// call is the script call that delivers m, built as the sending agent builds it.
+func (a *agentModel) call(m message) quorum.ScriptCall {
+	c := a.cluster
+	switch m.kind {
+	case acquireCall:
+		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease,
+			Who: quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client}})
+	case renewCall:
+		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}})
+	case writeBackCall, raiseCall:
+		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, 1)
+	default:
+		return c.ModelRelease(m.master, name, m.holder)
+	}
+}
+
+// GateOff is a Patch that switches the epoch gate off: every gate call
+// answers "may vote, no fence floor", so a master that lost its data votes
+// at once. The script text is rewritten here, in the model only.
+func GateOff(src string) string {
+	return mustReplace(src, "local function gate(marker, epocharg, quarantine)\n",
+		"local function gate(marker, epocharg, quarantine)\n  do return 0, 0 end\n")
+}
+
+// FenceFloorOff is a Patch that switches the fence counter's floor off: a
+// counter that a master lost starts again from the master's clock in whole
+// seconds, but no longer above the floor its epoch marker records.
+func FenceFloorOff(src string) string {
+	return mustReplace(src, "local function take_fences(key, floor, block)\n",
+		"local function take_fences(key, floor, block)\n  floor = 0\n")
+}
+
+// mustReplace replaces old in scripts that contain the function it patches,
+// and fails loudly if a script has the function but not the text: a patch
+// that silently did nothing would make its test pass for nothing.
+func mustReplace(src, old, repl string) string {
+	fn := strings.TrimSuffix(old[strings.Index(old, "function ")+len("function "):], "\n")
+	fn = fn[:strings.Index(fn, "(")]
+	if !strings.Contains(src, "function "+fn+"(") {
+		return src
+	}
+	if !strings.Contains(src, old) {
+		panic("model: the scripts changed: cannot find " + old)
+	}
+	return strings.Replace(src, old, repl, 1)
+}
