@@ -16,16 +16,15 @@ import (
 // there: its round times out without it.
 func (c *checker) deliverSteps(s *state, i int) []step {
 	m := s.net[i]
-	what := fmt.Sprintf("%s %s→m%d", kindNames[m.kind], m.holder, m.master+1)
 	deliver := func(heard bool) step {
 		next := s.clone()
 		next.net = slices.Delete(next.net, i, i+1)
 		reply := c.deliver(next, m)
 		if !heard {
-			return step{fmt.Sprintf("%s runs: %v, answer lost", what, reply), next}
+			return step{lbl("%s %s→m%d runs: %v, answer lost", kindNames[m.kind], m.holder, m.master+1, reply), next}
 		}
 		c.hear(next, m, reply)
-		return step{fmt.Sprintf("%s runs: %v", what, reply), next}
+		return step{lbl("%s %s→m%d runs: %v", kindNames[m.kind], m.holder, m.master+1, reply), next}
 	}
 	out := []step{deliver(true)}
 	if c.world.Lossy && m.seq > 0 {
@@ -37,12 +36,14 @@ func (c *checker) deliverSteps(s *state, i int) []step {
 // deliver runs m's script on its master at s's time, and returns the reply.
 func (c *checker) deliver(s *state, m message) any {
 	a := &c.agents[m.agent]
-	call := a.call(m)
-	if c.world.Patch != nil {
-		call.Src = c.world.Patch(call.Src)
-	}
-	tag := fmt.Sprintf("%d %+v", m.agent, m)
-	reply, after := c.run.run(s.masters[m.master], s.now, tag, call)
+	tag := fmt.Sprintf("%d %d %d %s %d", m.agent, m.master, m.kind, m.holder, m.fence)
+	reply, after := c.run.run(s.masters[m.master], s.now, tag, func() quorum.ScriptCall {
+		call := a.call(m)
+		if c.world.Patch != nil {
+			call.Src = c.world.Patch(call.Src)
+		}
+		return call
+	})
 	s.masters[m.master] = after
 	return reply
 }

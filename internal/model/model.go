@@ -46,6 +46,7 @@ package model
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -69,7 +70,8 @@ func (r Result) String() string {
 // node is a state reached and how: its parent and the event from it.
 type node struct {
 	parent *node
-	label  string
+	at     int64 // the model time after the event
+	label  label
 	state  *state
 }
 
@@ -82,6 +84,8 @@ func Check(w World) (Result, error) {
 		return Result{}, err
 	}
 	defer c.run.close()
+	// The search makes many small short-lived states: collect less often.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	began := time.Now()
 	res := Result{}
 	root := &node{state: c.initial()}
@@ -92,7 +96,7 @@ func Check(w World) (Result, error) {
 		for _, n := range level {
 			for _, st := range c.successors(n.state) {
 				res.Explored++
-				child := &node{parent: n, label: fmt.Sprintf("t=%d %s", st.next.now, st.label), state: st.next}
+				child := &node{parent: n, at: st.next.now, label: st.label, state: st.next}
 				if v := c.violation(st.next); v != "" {
 					res.Violation, res.Trace = v, child.trace()
 					res.Depth, res.Distinct, res.Evals, res.Elapsed = depth+1, len(seen), c.run.evals, time.Since(began)
@@ -155,7 +159,7 @@ func (c *checker) violation(s *state) string {
 func (n *node) trace() []string {
 	var out []string
 	for ; n.parent != nil; n = n.parent {
-		out = append(out, n.label)
+		out = append(out, fmt.Sprintf("t=%d ms: %v", n.at, n.label))
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]

@@ -14,8 +14,8 @@ func agents(n, clients int) []Agent {
 }
 
 func TestProbe(t *testing.T) {
-	for d := 4; d <= 14; d += 2 {
-		res, err := Check(World{Agents: agents(2, 1), Attempts: 1, Wipes: 1, Depth: d, Patch: GateOff})
+	for d := 4; d <= 16; d++ {
+		res, err := Check(World{Agents: agents(2, 1), Attempts: 1, Wipes: 1, Depth: d})
 		if err != nil {
 			t.Fatal(err)
 		}

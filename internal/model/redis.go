@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"hash/maphash"
 	"fmt"
 	"slices"
 	"strconv"
@@ -109,7 +110,7 @@ func (ks *keyspace) field(key, name string) string {
 // keyspace at the same time answers the same.
 type runner struct {
 	srv   *miniredis.Miniredis
-	memo  map[[32]byte]ranResult
+	memo  map[[16]byte]ranResult
 	evals int // scripts really run (not remembered)
 }
 
@@ -123,7 +124,7 @@ func newRunner() (*runner, error) {
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	return &runner{srv: srv, memo: map[[32]byte]ranResult{}}, nil
+	return &runner{srv: srv, memo: map[[16]byte]ranResult{}}, nil
 }
 
 func (r *runner) close() { r.srv.Close() }
@@ -132,11 +133,12 @@ func (r *runner) close() { r.srv.Close() }
 // string, []any or error) and the keyspace after. tag names the call for
 // the memo: two calls with the same tag differ at most in the epoch they
 // would plant (see newKeyspace).
-func (r *runner) run(ks *keyspace, now int64, tag string, call quorum.ScriptCall) (any, *keyspace) {
+func (r *runner) run(ks *keyspace, now int64, tag string, build func() quorum.ScriptCall) (any, *keyspace) {
 	key := memoKey(ks, now, tag)
 	if res, ok := r.memo[key]; ok {
 		return res.reply, res.after
 	}
+	call := build()
 	r.load(ks, now)
 	args := append([]string{"EVAL", call.Src, strconv.Itoa(len(call.Keys))}, call.Keys...)
 	args = append(args, call.Args...)
@@ -154,13 +156,12 @@ func (r *runner) run(ks *keyspace, now int64, tag string, call quorum.ScriptCall
 	return reply, after
 }
 
-func memoKey(ks *keyspace, now int64, tag string) [32]byte {
-	h := sha256.New()
-	h.Write(ks.digest[:])
-	binary.Write(h, binary.LittleEndian, now)
-	h.Write([]byte(tag))
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
+func memoKey(ks *keyspace, now int64, tag string) [16]byte {
+	b := append(ks.digest[:], tag...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(now))
+	var out [16]byte
+	binary.LittleEndian.PutUint64(out[:8], maphash.Bytes(seedA, b))
+	binary.LittleEndian.PutUint64(out[8:], maphash.Bytes(seedB, b))
 	return out
 }
 

@@ -1,8 +1,8 @@
 package model
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"time"
 )
@@ -128,29 +128,52 @@ func compareMessages(a, b message) int {
 	return int(a.fence - b.fence)
 }
 
-// digest identifies s: two states with the same digest behave alike.
+// digest identifies s: two states with the same digest behave alike. It
+// is two 64-bit hashes of the state's encoding (a collision among a few
+// million states is below one in a billion).
 func (s *state) digest() [16]byte {
-	h := sha256.New()
-	w := func(v ...any) {
-		for _, x := range v {
-			binary.Write(h, binary.LittleEndian, x)
-		}
-	}
-	w(s.now, int64(s.wipes), int64(s.crashes), s.lastFence)
+	b := make([]byte, 0, 512)
+	u := func(v int64) { b = binary.LittleEndian.AppendUint64(b, uint64(v)) }
+	u(s.now)
+	u(int64(s.wipes)<<32 | int64(s.crashes))
+	u(s.lastFence)
 	for _, m := range s.masters {
-		h.Write(m.digest[:])
+		b = append(b, m.digest[:]...)
 	}
 	for _, c := range s.clients {
-		w(c.phase, int64(c.attempts), int64(c.round.seq), c.round.start, c.round.answers, c.round.fences, int64(c.round.atFence),
-			c.renewing, int64(c.grantSeq), c.fence, c.start, c.deadline, c.renewAt)
-		h.Write([]byte(c.holder + "\x00"))
+		b = append(b, byte(c.phase), byte(c.attempts), byte(c.round.seq), byte(c.round.atFence), boolByte(c.renewing), byte(c.grantSeq))
+		for i := range masters {
+			b = append(b, byte(c.round.answers[i]))
+			u(c.round.fences[i])
+		}
+		u(c.round.start)
+		u(c.fence)
+		u(c.start)
+		u(c.deadline)
+		u(c.renewAt)
+		b = append(b, c.holder...)
+		b = append(b, 0)
 	}
-	w(s.crashed)
+	for _, crashed := range s.crashed {
+		b = append(b, boolByte(crashed))
+	}
 	for _, m := range s.net {
-		w(int64(m.master), m.kind, int64(m.agent), int64(m.client), int64(m.seq), m.fence)
-		h.Write([]byte(m.holder + "\x00"))
+		b = append(b, byte(m.master), byte(m.kind), byte(m.agent), byte(m.client), byte(m.seq))
+		u(m.fence)
+		b = append(b, m.holder...)
+		b = append(b, 0)
 	}
 	var out [16]byte
-	copy(out[:], h.Sum(nil))
+	binary.LittleEndian.PutUint64(out[:8], maphash.Bytes(seedA, b))
+	binary.LittleEndian.PutUint64(out[8:], maphash.Bytes(seedB, b))
 	return out
+}
+
+var seedA, seedB = maphash.MakeSeed(), maphash.MakeSeed()
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }

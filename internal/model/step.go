@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // checker runs the world's events on states.
@@ -15,9 +17,19 @@ type checker struct {
 // step is one event taken from a state: what happened (for the trace) and
 // the state after.
 type step struct {
-	label string
+	label label
 	next  *state
 }
+
+// label says what a step did. It is formatted only for a trace.
+type label struct {
+	format string
+	args   []any
+}
+
+func lbl(format string, args ...any) label { return label{format, args} }
+
+func (l label) String() string { return fmt.Sprintf(l.format, l.args...) }
 
 func (c *checker) agentOf(ci int) *agentModel { return &c.agents[c.owner[ci]] }
 
@@ -31,7 +43,7 @@ func (c *checker) clientName(ci int) string {
 func (c *checker) initial() *state {
 	s := &state{crashed: make([]bool, len(c.agents))}
 	for i := range masters {
-		_, s.masters[i] = c.run.run(emptyKeyspace, 0, "bootstrap", c.agents[0].cluster.ModelBootstrap(i))
+		_, s.masters[i] = c.run.run(emptyKeyspace, 0, "bootstrap", func() quorum.ScriptCall { return c.agents[0].cluster.ModelBootstrap(i) })
 	}
 	for range c.owner {
 		s.clients = append(s.clients, client{})
@@ -56,18 +68,18 @@ func (c *checker) successors(s *state) []step {
 			next := s.clone()
 			next.masters[i] = emptyKeyspace
 			next.wipes++
-			out = append(out, step{fmt.Sprintf("m%d restarts empty (or is flushed)", i+1), next})
+			out = append(out, step{lbl("m%d restarts empty (or is flushed)", i+1), next})
 		}
 	}
 	if s.crashes < c.world.Crashes {
 		for ai := range c.agents {
 			if !s.crashed[ai] {
-				out = append(out, step{fmt.Sprintf("a%d crashes", ai), c.crash(s, ai)})
+				out = append(out, step{lbl("a%d crashes", ai), c.crash(s, ai)})
 			}
 		}
 	}
 	if t := c.nextInstant(s); t > s.now {
-		out = append(out, step{fmt.Sprintf("time advances to %d ms", t), c.advance(s, t)})
+		out = append(out, step{lbl("time advances to %d ms", t), c.advance(s, t)})
 	}
 	return out
 }
@@ -82,22 +94,22 @@ func (c *checker) clientSteps(s *state, ci int) []step {
 	case cl.phase == idle && cl.attempts < c.world.Attempts:
 		next := s.clone()
 		c.startAcquire(next, ci)
-		out = append(out, step{who + " starts acquire " + next.clients[ci].holder, next})
+		out = append(out, step{lbl("%s starts acquire %s", who, next.clients[ci].holder), next})
 	case cl.phase == holding:
 		next := s.clone()
 		c.release(next, ci)
-		out = append(out, step{who + " releases", next})
+		out = append(out, step{lbl("%s releases", who), next})
 		if !cl.renewing && s.now >= cl.renewAt {
 			next := s.clone()
 			next.clients[ci].renewing = true
 			c.startRound(next, ci, renewCall)
-			out = append(out, step{who + "'s watchdog renews", next})
+			out = append(out, step{lbl("%s's watchdog renews", who), next})
 		}
 	}
 	if (cl.phase == acquiring || cl.phase == settling || cl.renewing) && hasPending(&cl.round) {
 		next := s.clone()
 		c.timeout(next, ci)
-		out = append(out, step{who + "'s round times out", next})
+		out = append(out, step{lbl("%s's round times out", who), next})
 	}
 	return out
 }
