@@ -78,3 +78,10 @@ func SettleFence(fences []int64) (fence int64, atFence int, behind []int) {
 	}
 	return fence, atFence, behind
 }
+
+// ModelProbe is the health probe's call on master i (the gate, which plants
+// a quarantined marker on a master that has none), as the probe sends it.
+// For the model checker only.
+func (c *Cluster) ModelProbe(i int) ScriptCall {
+	return ScriptCall{Src: markerScript.fallback().src, Keys: []string{c.markerKey()}, Args: c.gateArgs()}
+}

@@ -18,12 +18,10 @@ func (c *checker) deliverSteps(s *state, i int) []step {
 	m := s.net[i]
 	deliver := func(heard bool) step {
 		next := s.clone()
-		next.net = slices.Delete(next.net, i, i+1)
-		reply := c.deliver(next, m)
+		reply := c.deliverNow(next, m, heard)
 		if !heard {
 			return step{lbl("%s %s→m%d runs: %v, answer lost", kindNames[m.kind], m.holder, m.master+1, reply), next}
 		}
-		c.hear(next, m, reply)
 		return step{lbl("%s %s→m%d runs: %v", kindNames[m.kind], m.holder, m.master+1, reply), next}
 	}
 	out := []step{deliver(true)}
@@ -33,16 +31,24 @@ func (c *checker) deliverSteps(s *state, i int) []step {
 	return out
 }
 
+// deliverNow takes m (on its way in s) off the net, runs it, and, if heard,
+// lets its agent read the answer. It returns the reply.
+func (c *checker) deliverNow(s *state, m message, heard bool) any {
+	i := slices.Index(s.net, m)
+	s.net = slices.Delete(s.net, i, i+1)
+	reply := c.deliver(s, m)
+	if heard {
+		c.hear(s, m, reply)
+	}
+	return reply
+}
+
 // deliver runs m's script on its master at s's time, and returns the reply.
 func (c *checker) deliver(s *state, m message) any {
 	a := &c.agents[m.agent]
 	tag := fmt.Sprintf("%d %d %d %s %d", m.agent, m.master, m.kind, m.holder, m.fence)
 	reply, after := c.run.run(s.masters[m.master], s.now, tag, func() quorum.ScriptCall {
-		call := a.call(m)
-		if c.world.Patch != nil {
-			call.Src = c.world.Patch(call.Src)
-		}
-		return call
+		return c.patch(a.call(m))
 	})
 	s.masters[m.master] = after
 	return reply
@@ -245,7 +251,7 @@ func (c *checker) nextInstant(s *state) int64 {
 	}
 	for _, ks := range s.masters {
 		consider(ks.nextExpiry(s.now))
-		if until, err := strconv.ParseInt(ks.field("m:epoch", "until"), 10, 64); err == nil && until > 0 {
+		if until, err := strconv.ParseInt(ks.field(markerKey, "until"), 10, 64); err == nil && until > 0 {
 			consider(until - epochBase.UnixMilli())
 		}
 	}

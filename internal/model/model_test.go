@@ -1,30 +1,132 @@
 package model
 
 import (
+	"flag"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-func agents(n, clients int) []Agent {
-	var out []Agent
-	for range n {
-		out = append(out, Agent{Clients: clients, Lease: 300 * time.Millisecond, Quarantine: 400 * time.Millisecond, DriftFactor: 0.01})
+// depthFlag (or LOCK_AGENT_MODEL_DEPTH) runs the protected world deeper
+// than CI does: go test ./internal/model -run TestModel -model.depth 9.
+var depthFlag = flag.Int("model.depth", 0, "depth of TestModelHoldsItsInvariants (0: the CI depth, or LOCK_AGENT_MODEL_DEPTH)")
+
+// ciDepth is the depth CI explores: under a minute with -race on a
+// loaded 2-core machine.
+const ciDepth = 6
+
+func depth(t *testing.T) int {
+	if *depthFlag > 0 {
+		return *depthFlag
 	}
-	return out
+	if v := os.Getenv("LOCK_AGENT_MODEL_DEPTH"); v != "" {
+		d, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("LOCK_AGENT_MODEL_DEPTH=%q: %v", v, err)
+		}
+		return d
+	}
+	return ciDepth
 }
 
-func TestProbe(t *testing.T) {
-	for d := 4; d <= 16; d++ {
-		res, err := Check(World{Agents: agents(2, 1), Attempts: 1, Wipes: 1, Depth: d})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("depth %d: %v %s", d, res, res.Violation)
-		for _, l := range res.Trace {
-			t.Log(l)
-		}
-		if res.Violation != "" || res.Elapsed > 20*time.Second {
-			break
-		}
+// agent is an agent with clients clients, a lease and a quarantine (drift
+// factor 0.01, so the drift allowance is lease/100 + 2 ms).
+func agent(clients int, lease, quarantine time.Duration) Agent {
+	return Agent{Clients: clients, Lease: lease, Quarantine: quarantine, DriftFactor: 0.01}
+}
+
+const (
+	lease = 300 * time.Millisecond
+	// safeQuarantine is at least the lease and its drift allowance.
+	safeQuarantine = 400 * time.Millisecond
+)
+
+// protected is the world CI checks: every protection on, one master that
+// may lose its data, settings every agent shares.
+func protected(d int) World {
+	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+		Attempts: 1, Wipes: 1, Crashes: 1, Depth: d}
+}
+
+func TestModelHoldsItsInvariants(t *testing.T) {
+	res, err := Check(protected(depth(t)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Logf("protected world: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+	if res.Depth < depth(t) {
+		t.Fatalf("the search ended at depth %d before %d: the world ran out of events", res.Depth, depth(t))
+	}
+}
+
+// TestModelFindsTheCounterexampleWithAProtectionOff switches each
+// protection off in turn and asserts that the checker finds a run that
+// breaks an invariant, and prints it; then checks the same world with the
+// protection on to the same depth and finds none.
+func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
+	twoAgents := func(a0, a1 Agent) World {
+		return World{Agents: []Agent{a0, a1}, Attempts: 1, Wipes: 1, Depth: 7}
+	}
+	safe := agent(1, lease, safeQuarantine)
+	cases := []struct {
+		name     string
+		off, on  World
+		protects string
+	}{{
+		name:     "the epoch gate off: a master that lost its data votes at once",
+		off:      patched(twoAgents(safe, safe), GateOff),
+		on:       twoAgents(safe, safe),
+		protects: "believe",
+	}, {
+		name:     "the fence floor off: a master that lost its counter restarts it within the same second",
+		off:      patched(twoAgents(safe, safe), FenceFloorOff),
+		on:       twoAgents(safe, safe),
+		protects: "fence",
+	}, {
+		name:     "the quarantine shorter than a lease: an emptied master votes while a hold it forgot is valid",
+		off:      twoAgents(agent(1, lease, 100*time.Millisecond), agent(1, lease, 100*time.Millisecond)),
+		on:       twoAgents(safe, safe),
+		protects: "believe",
+	}, {
+		name:     "settings mixed: an agent with a short lease plants a quarantine shorter than another agent's lease",
+		off:      twoAgents(agent(1, 2*lease, 2*lease+safeQuarantine-lease), safe),
+		on:       twoAgents(agent(1, 2*lease, 2*lease+safeQuarantine-lease), agent(1, lease, 2*lease+safeQuarantine-lease)),
+		protects: "believe",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Check(tc.off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("protection off: %v", res)
+			if res.Violation == "" {
+				t.Fatalf("no counterexample found with the protection off")
+			}
+			t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+			if !strings.Contains(res.Violation, tc.protects) {
+				t.Errorf("the counterexample breaks another invariant than the one the protection keeps (%q)", tc.protects)
+			}
+			on := tc.on
+			on.Depth = res.Depth
+			res, err = Check(on)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("protection on, to the same depth: %v", res)
+			if res.Violation != "" {
+				t.Fatalf("counterexample with the protection on: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+			}
+		})
+	}
+}
+
+func patched(w World, patch func(string) string) World {
+	w.Patch = patch
+	return w
 }

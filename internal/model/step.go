@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"math/bits"
+	"slices"
 
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -63,6 +65,7 @@ func (c *checker) successors(s *state) []step {
 		}
 		out = append(out, c.deliverSteps(s, i)...)
 	}
+	out = append(out, c.probeSteps(s)...)
 	if s.wipes < c.world.Wipes {
 		for i := range masters {
 			next := s.clone()
@@ -92,18 +95,14 @@ func (c *checker) clientSteps(s *state, ci int) []step {
 	var out []step
 	switch {
 	case cl.phase == idle && cl.attempts < c.world.Attempts:
-		next := s.clone()
-		c.startAcquire(next, ci)
-		out = append(out, step{lbl("%s starts acquire %s", who, next.clients[ci].holder), next})
+		out = c.atOnce(s, ci, func(next *state) { c.startAcquire(next, ci) }, "%s starts acquire", who)
 	case cl.phase == holding:
-		next := s.clone()
-		c.release(next, ci)
-		out = append(out, step{lbl("%s releases", who), next})
+		out = c.atOnce(s, ci, func(next *state) { c.release(next, ci) }, "%s releases", who)
 		if !cl.renewing && s.now >= cl.renewAt {
-			next := s.clone()
-			next.clients[ci].renewing = true
-			c.startRound(next, ci, renewCall)
-			out = append(out, step{lbl("%s's watchdog renews", who), next})
+			out = append(out, c.atOnce(s, ci, func(next *state) {
+				next.clients[ci].renewing = true
+				c.startRound(next, ci, renewCall)
+			}, "%s's watchdog renews", who)...)
 		}
 	}
 	if (cl.phase == acquiring || cl.phase == settling || cl.renewing) && hasPending(&cl.round) {
@@ -114,6 +113,33 @@ func (c *checker) clientSteps(s *state, ci int) []step {
 	return out
 }
 
+// atOnce is the event send (which sends client ci's calls to the masters),
+// with its calls left on their way, and also with them delivered at once
+// (in master order, their answers heard) to each majority of the masters.
+// The second kind is a shortcut: each is also reached by delivering the
+// calls one by one, but in fewer events, so that a bounded depth reaches
+// further.
+func (c *checker) atOnce(s *state, ci int, send func(*state), format string, args ...any) []step {
+	next := s.clone()
+	send(next)
+	out := []step{{lbl(format, args...), next}}
+	sent := next.net
+	for mask := 0; mask < 1<<masters; mask++ {
+		if bits.OnesCount(uint(mask)) < quorum.Majority(masters) {
+			continue
+		}
+		next := s.clone()
+		send(next)
+		var replies []any
+		for _, m := range sent {
+			if m.client == ci && mask&(1<<m.master) != 0 && !slices.Contains(s.net, m) {
+				replies = append(replies, fmt.Sprintf("m%d %v", m.master+1, c.deliverNow(next, m, true)))
+			}
+		}
+		out = append(out, step{lbl(format+", delivered at once: %v", append(args, replies)...), next})
+	}
+	return out
+}
 func hasPending(r *round) bool {
 	for _, a := range r.answers {
 		if a == pending {
@@ -202,4 +228,38 @@ func (c *checker) timeout(s *state, ci int) {
 		}
 	}
 	c.decide(s, ci)
+}
+
+// probeSteps are the agents' health probes of masters that have no epoch
+// marker (a restarted or flushed one): the probe runs the gate, which plants
+// a marker quarantined for the probing agent's Quarantine. A probe of a
+// master with a marker changes nothing the scripts read, so it is left out.
+func (c *checker) probeSteps(s *state) []step {
+	var out []step
+	for i, ks := range s.masters {
+		if ks.field(markerKey, "epoch") != "" {
+			continue
+		}
+		for ai := range c.agents {
+			if s.crashed[ai] {
+				continue
+			}
+			a := &c.agents[ai]
+			next := s.clone()
+			reply, after := c.run.run(ks, s.now, fmt.Sprintf("probe %d", ai), func() quorum.ScriptCall {
+				return c.patch(a.cluster.ModelProbe(i))
+			})
+			next.masters[i] = after
+			out = append(out, step{lbl("a%d probes m%d: %v", ai, i+1, reply), next})
+		}
+	}
+	return out
+}
+
+// patch applies the world's Patch to call.
+func (c *checker) patch(call quorum.ScriptCall) quorum.ScriptCall {
+	if c.world.Patch != nil {
+		call.Src = c.world.Patch(call.Src)
+	}
+	return call
 }

@@ -8,8 +8,12 @@ import (
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
-// name is the one name the world's clients ask for.
-const name = "n"
+// name is the one name the world's clients ask for; markerKey is the
+// masters' epoch marker under the model's key prefix.
+const (
+	name      = "n"
+	markerKey = "m:epoch"
+)
 
 // Agent is one agent's settings.
 type Agent struct {
