@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
@@ -128,23 +129,49 @@ func compareMessages(a, b message) int {
 	return int(a.fence - b.fence)
 }
 
-// digest identifies s: two states with the same digest behave alike. It
-// is two 64-bit hashes of the state's encoding (a collision among a few
-// million states is below one in a billion).
+// digest identifies s up to the masters' names: two states that differ
+// only in which master is which behave alike (the masters are
+// interchangeable: every round goes to all of them, and its outcome counts
+// answers, not names), so the digest is that of the least of s's encodings
+// under every order of the masters. It is two 64-bit hashes of that
+// encoding (a collision among a few million states is below one in a
+// billion).
 func (s *state) digest() [16]byte {
+	var least []byte
+	for _, p := range masterOrders {
+		if b := s.encode(p); least == nil || bytes.Compare(b, least) < 0 {
+			least = b
+		}
+	}
+	var out [16]byte
+	binary.LittleEndian.PutUint64(out[:8], maphash.Bytes(seedA, least))
+	binary.LittleEndian.PutUint64(out[8:], maphash.Bytes(seedB, least))
+	return out
+}
+
+// masterOrders are the orders of the masters: order[j] is the master that
+// comes j-th.
+var masterOrders = [][masters]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+
+// encode is s as bytes, with the masters taken in order.
+func (s *state) encode(order [masters]int) []byte {
+	var rank [masters]int // where each master comes
+	for j, m := range order {
+		rank[m] = j
+	}
 	b := make([]byte, 0, 512)
 	u := func(v int64) { b = binary.LittleEndian.AppendUint64(b, uint64(v)) }
 	u(s.now)
 	u(int64(s.wipes)<<32 | int64(s.crashes))
 	u(s.lastFence)
-	for _, m := range s.masters {
-		b = append(b, m.digest[:]...)
+	for _, m := range order {
+		b = append(b, s.masters[m].digest[:]...)
 	}
 	for _, c := range s.clients {
 		b = append(b, byte(c.phase), byte(c.attempts), byte(c.round.seq), byte(c.round.atFence), boolByte(c.renewing), byte(c.grantSeq))
-		for i := range masters {
-			b = append(b, byte(c.round.answers[i]))
-			u(c.round.fences[i])
+		for _, m := range order {
+			b = append(b, byte(c.round.answers[m]))
+			u(c.round.fences[m])
 		}
 		u(c.round.start)
 		u(c.fence)
@@ -157,16 +184,18 @@ func (s *state) digest() [16]byte {
 	for _, crashed := range s.crashed {
 		b = append(b, boolByte(crashed))
 	}
-	for _, m := range s.net {
+	net := slices.Clone(s.net)
+	for i := range net {
+		net[i].master = rank[net[i].master]
+	}
+	slices.SortFunc(net, compareMessages)
+	for _, m := range net {
 		b = append(b, byte(m.master), byte(m.kind), byte(m.agent), byte(m.client), byte(m.seq))
 		u(m.fence)
 		b = append(b, m.holder...)
 		b = append(b, 0)
 	}
-	var out [16]byte
-	binary.LittleEndian.PutUint64(out[:8], maphash.Bytes(seedA, b))
-	binary.LittleEndian.PutUint64(out[8:], maphash.Bytes(seedB, b))
-	return out
+	return b
 }
 
 var seedA, seedB = maphash.MakeSeed(), maphash.MakeSeed()

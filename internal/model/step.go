@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 
 	"github.com/lock-agent/lock-agent/quorum"
@@ -95,11 +94,11 @@ func (c *checker) clientSteps(s *state, ci int) []step {
 	var out []step
 	switch {
 	case cl.phase == idle && cl.attempts < c.world.Attempts:
-		out = c.atOnce(s, ci, func(next *state) { c.startAcquire(next, ci) }, "%s starts acquire", who)
+		out = c.atOnce(s, ci, majorities, func(next *state) { c.startAcquire(next, ci) }, "%s starts acquire", who)
 	case cl.phase == holding:
-		out = c.atOnce(s, ci, func(next *state) { c.release(next, ci) }, "%s releases", who)
+		out = c.atOnce(s, ci, everywhere, func(next *state) { c.release(next, ci) }, "%s releases", who)
 		if !cl.renewing && s.now >= cl.renewAt {
-			out = append(out, c.atOnce(s, ci, func(next *state) {
+			out = append(out, c.atOnce(s, ci, everywhere, func(next *state) {
 				next.clients[ci].renewing = true
 				c.startRound(next, ci, renewCall)
 			}, "%s's watchdog renews", who)...)
@@ -113,21 +112,25 @@ func (c *checker) clientSteps(s *state, ci int) []step {
 	return out
 }
 
+// The sets of masters a shortcut delivers to at once (see atOnce): each
+// majority, or all of them.
+var (
+	majorities = []int{0b011, 0b101, 0b110, 0b111}
+	everywhere = []int{0b111}
+)
+
 // atOnce is the event send (which sends client ci's calls to the masters),
 // with its calls left on their way, and also with them delivered at once
-// (in master order, their answers heard) to each majority of the masters.
+// (in master order, their answers heard) to each set of masters in masks.
 // The second kind is a shortcut: each is also reached by delivering the
 // calls one by one, but in fewer events, so that a bounded depth reaches
 // further.
-func (c *checker) atOnce(s *state, ci int, send func(*state), format string, args ...any) []step {
+func (c *checker) atOnce(s *state, ci int, masks []int, send func(*state), format string, args ...any) []step {
 	next := s.clone()
 	send(next)
 	out := []step{{lbl(format, args...), next}}
 	sent := next.net
-	for mask := 0; mask < 1<<masters; mask++ {
-		if bits.OnesCount(uint(mask)) < quorum.Majority(masters) {
-			continue
-		}
+	for _, mask := range masks {
 		next := s.clone()
 		send(next)
 		var replies []any
@@ -136,10 +139,18 @@ func (c *checker) atOnce(s *state, ci int, send func(*state), format string, arg
 				replies = append(replies, fmt.Sprintf("m%d %v", m.master+1, c.deliverNow(next, m, true)))
 			}
 		}
+		// A won acquire's fence write-back, which its grant waits for, goes
+		// to the same masters at once too.
+		for _, m := range slices.Clone(next.net) {
+			if m.client == ci && m.kind == writeBackCall && mask&(1<<m.master) != 0 && slices.Contains(next.net, m) {
+				replies = append(replies, fmt.Sprintf("write-back m%d %v", m.master+1, c.deliverNow(next, m, true)))
+			}
+		}
 		out = append(out, step{lbl(format+", delivered at once: %v", append(args, replies)...), next})
 	}
 	return out
 }
+
 func hasPending(r *round) bool {
 	for _, a := range r.answers {
 		if a == pending {
