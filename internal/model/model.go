@@ -2,46 +2,52 @@
 // two agents with one or two clients each, asking for one name on three
 // masters, every interleaving of the events below up to a bounded depth,
 // breadth first, with a set of the states seen so that the search ends.
+// docs/safety.md says what it found and how to run it deeper.
 //
 // What is real: the masters run the project's own Lua scripts (acquire,
-// renew, release, fence raise, and the epoch gate every voting script runs
-// first), in an in-process miniredis whose clock (TIME) is set to the
-// model's, with each key's PX kept relative to the model's clock, so that
-// leases expire and quarantines end as model time advances. The scripts'
-// KEYS and ARGV are built by the quorum package's own functions (see
-// quorum/modelhooks.go), and the agents decide with its pure functions:
-// DecideSlots for an acquire round, SettleFence for the fence write-back,
-// Validity for a grant's and a renewal's deadline, Majority, Decide-like
-// counting for the watchdog's renewal as renewal.Watchdog.apply does it.
+// renew, release, fence raise, the health probe, and the epoch gate every
+// voting script runs first), in an in-process miniredis whose clock (TIME)
+// is set to the model's, with each key's PX kept relative to the model's
+// clock, so that leases expire and quarantines end as model time advances.
+// The scripts' source, KEYS and ARGV are built by the quorum package's own
+// functions (quorum/modelhooks.go), and the agents decide with its pure
+// functions: DecideSlots for an acquire round, SettleFence for the fence
+// write-back, Validity for a grant's and a renewal's deadline, Majority.
 //
 // The events: a client starts an acquire attempt (a new holder id; the
 // script sent to every master); each message is delivered (the script runs
-// at the current model time), lost, or delivered with its answer lost, in
-// any order and any delay (a delayed message is one still on its way while
-// other events happen, which is also what a paused master looks like); a
-// round gives up on masters that did not answer (the per-master timeout,
-// at any time); a holder releases; its watchdog renews every lease/3; a
-// master restarts empty or is flushed; an agent crashes; time advances to
-// the next instant at which something is due (a validity deadline, a
-// renewal, a key's expiry, a quarantine's end), with the keys whose PX ran
-// out expired and the holds whose validity ended told LOST (and given back).
+// at the current model time and the agent reads the answer) or stays on its
+// way while other events happen (delayed; never delivered is lost; a paused
+// master is one whose messages wait while time advances); in a Lossy world
+// an answer may be lost after its script ran; a round gives up on masters
+// that did not answer (the per-master timeout, at any moment); a holder
+// releases; its watchdog renews every lease/3; an agent's health probe meets
+// a master with no epoch marker and plants one; a master restarts empty or
+// is flushed; an agent crashes; time advances to the next instant at which
+// something is due (a validity deadline, a renewal, a key's expiry, a
+// quarantine's end), with the keys whose PX ran out expired and the holds
+// whose validity ended told LOST (and given back).
 //
 // The invariants, checked in every state: no two clients believe they hold
 // the name at once (a client believes from its grant until it releases or
 // its validity deadline); every grant's fence is above every earlier one's.
 //
 // What is abstracted, honestly: the agent's control flow around these
-// decisions is the model's own (the steps above mirror Cluster.Acquire,
-// complete, settleFence, the watchdog's apply and Release, but they are not
-// that code); a master restart and a FLUSHALL are one event (miniredis has
-// no run_id, so the gate's run_id check is not exercised: data restored
-// from a stale snapshot is not in this world); the renewal's repair of a
-// master that lacks a hold, the queue, semaphores, cohorts, the contender's
-// back-off and the health probe are not modelled; every clock (agents' and
+// decisions is the model's own (the steps mirror Cluster.Acquire, complete,
+// settleFence, the watchdog's apply and Release, but they are not that
+// code); a master restart and a FLUSHALL are one event (miniredis has no
+// run_id, so the gate's run_id check is not exercised: data restored from a
+// stale snapshot is not in this world); the renewal's repair, the queue,
+// semaphores, shared locks, cohorts and fence blocks, the contender's
+// back-off and agent restarts are not modelled; every clock (agents' and
 // masters') is the one model clock, so drift between clocks is not
-// modelled, only the drift allowance in Validity; time only stops at
+// modelled, only the drift allowance in Validity; time stops only at
 // instants where something is due, which keeps the order of every deadline
-// against every delivery but not the exact delays between them.
+// against every delivery but not the exact delays between them. Two
+// reductions keep the search small: shortcuts (a round delivered at once to
+// a majority, a release or renewal to every master: each also reachable one
+// delivery at a time, in more events), and the masters' symmetry (states
+// that differ only in which master is which are one state).
 package model
 
 import (

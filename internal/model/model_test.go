@@ -15,7 +15,7 @@ var depthFlag = flag.Int("model.depth", 0, "depth of TestModelHoldsItsInvariants
 
 // ciDepth is the depth CI explores: under a minute with -race on a
 // loaded 2-core machine.
-const ciDepth = 6
+const ciDepth = 5
 
 func depth(t *testing.T) int {
 	if *depthFlag > 0 {
@@ -41,6 +41,9 @@ const (
 	lease = 300 * time.Millisecond
 	// safeQuarantine is at least the lease and its drift allowance.
 	safeQuarantine = 400 * time.Millisecond
+	// longLease is another agent's lease, and longQuarantine what covers it.
+	longLease      = 600 * time.Millisecond
+	longQuarantine = 700 * time.Millisecond
 )
 
 // protected is the world CI checks: every protection on, one master that
@@ -94,8 +97,8 @@ func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
 		protects: "believe",
 	}, {
 		name:     "settings mixed: an agent with a short lease plants a quarantine shorter than another agent's lease",
-		off:      twoAgents(agent(1, 2*lease, 2*lease+safeQuarantine-lease), safe),
-		on:       twoAgents(agent(1, 2*lease, 2*lease+safeQuarantine-lease), agent(1, lease, 2*lease+safeQuarantine-lease)),
+		off:      twoAgents(agent(1, longLease, longQuarantine), safe),
+		on:       twoAgents(agent(1, longLease, longQuarantine), agent(1, lease, longQuarantine)),
 		protects: "believe",
 	}}
 	for _, tc := range cases {
