@@ -143,7 +143,7 @@ func (c *checker) decide(s *state, ci int) {
 	case settling:
 		switch {
 		case r.atFence+count(r, yes) >= quorum.Majority(masters):
-			c.finish(s, ci)
+			c.settled(s, ci)
 		case !hasPending(r):
 			c.fail(s, ci, true)
 		}
@@ -161,17 +161,17 @@ func (c *checker) complete(s *state, ci int) {
 	cl := &s.clients[ci]
 	r := &cl.round
 	fence, atFence, behind := quorum.SettleFence(r.fences[:])
-	cl.grantSeq, cl.fence, cl.start = r.seq, fence, r.start
+	cl.grantSeq, cl.fence, cl.start, cl.busyOn = r.seq, fence, r.start, 0
 	for i, a := range r.answers {
-		if a == refused { // a busy master's counter may lag: raise it
-			s.send(c.message(s, ci, i, raiseCall, fence))
+		if a == refused {
+			cl.busyOn |= 1 << i
 		}
 	}
 	if atFence >= quorum.Majority(masters) {
 		for _, i := range behind {
 			s.send(c.message(s, ci, i, raiseCall, fence))
 		}
-		c.finish(s, ci)
+		c.settled(s, ci)
 		return
 	}
 	cl.phase = settling
@@ -180,6 +180,19 @@ func (c *checker) complete(s *state, ci int) {
 		r.answers[i] = pending
 		s.send(c.message(s, ci, i, writeBackCall, fence))
 	}
+}
+
+// settled is client ci's fence settled on a majority: the masters that
+// answered "held" may lag behind it, so their counters are raised too
+// (Cluster.complete), and the grant is finished.
+func (c *checker) settled(s *state, ci int) {
+	cl := &s.clients[ci]
+	for i := range masters {
+		if cl.busyOn&(1<<i) != 0 {
+			s.send(c.message(s, ci, i, raiseCall, cl.fence))
+		}
+	}
+	c.finish(s, ci)
 }
 
 // finish grants client ci the name if the round's validity is not used up.

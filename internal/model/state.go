@@ -54,6 +54,7 @@ type client struct {
 	round    round
 	renewing bool  // a renewal round is in flight (holding)
 	grantSeq int   // the round that won the current grant (late answers raise the fence)
+	busyOn   uint8 // the masters that answered "held" to that round (a bit each)
 	fence    int64 // the grant's fence
 	start    int64 // the winning acquire's start
 	deadline int64 // holding: when its validity ends (it is told LOST then)
@@ -168,7 +169,8 @@ func (s *state) encode(order [masters]int) []byte {
 		b = append(b, s.masters[m].digest[:]...)
 	}
 	for _, c := range s.clients {
-		b = append(b, byte(c.phase), byte(c.attempts), byte(c.round.seq), byte(c.round.atFence), boolByte(c.renewing), byte(c.grantSeq))
+		b = append(b, byte(c.phase), byte(c.attempts), byte(c.round.seq), byte(c.round.atFence), boolByte(c.renewing), byte(c.grantSeq),
+			permuteBits(c.busyOn, order))
 		for _, m := range order {
 			b = append(b, byte(c.round.answers[m]))
 			u(c.round.fences[m])
@@ -199,6 +201,17 @@ func (s *state) encode(order [masters]int) []byte {
 }
 
 var seedA, seedB = maphash.MakeSeed(), maphash.MakeSeed()
+
+// permuteBits is mask, a bit per master, with the masters taken in order.
+func permuteBits(mask uint8, order [masters]int) byte {
+	var out byte
+	for j, m := range order {
+		if mask&(1<<m) != 0 {
+			out |= 1 << j
+		}
+	}
+	return out
+}
 
 func boolByte(v bool) byte {
 	if v {

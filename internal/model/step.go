@@ -208,7 +208,7 @@ func (c *checker) sendAll(s *state, ci int, k kind) {
 // endHold makes client ci hold nothing: idle for its next attempt, or done.
 func (c *checker) endHold(s *state, ci int) {
 	cl := &s.clients[ci]
-	cl.phase, cl.renewing, cl.fence, cl.start, cl.deadline, cl.renewAt, cl.grantSeq = idle, false, 0, 0, 0, 0, 0
+	cl.phase, cl.renewing, cl.fence, cl.start, cl.deadline, cl.renewAt, cl.grantSeq, cl.busyOn = idle, false, 0, 0, 0, 0, 0, 0
 	cl.round.answers = [masters]answer{}
 	cl.round.fences = [masters]int64{}
 	cl.round.atFence, cl.round.start = 0, 0
