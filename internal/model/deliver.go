@@ -63,12 +63,18 @@ func (c *checker) hear(s *state, m message, reply any) {
 		return
 	}
 	// A late answer to the round that won the client's grant: a master
-	// that did not grant the same fence is brought up to it (Cluster.complete's r.late).
-	if m.kind == acquireCall && (cl.phase == settling || cl.phase == holding) && cl.grantSeq == m.seq {
-		vals, err := ints(reply)
-		if err == nil && !(len(vals) == 3 && vals[0] == 1 && vals[1] == cl.fence) {
-			s.send(c.message(s, m.client, m.master, raiseCall, cl.fence))
-		}
+	// that granted another slot gives it back, one that did not grant the
+	// same fence is brought up to it (Cluster.complete's r.late).
+	if m.kind != acquireCall || (cl.phase != settling && cl.phase != holding) || cl.grantSeq != m.seq {
+		return
+	}
+	vals, err := ints(reply)
+	switch {
+	case err != nil:
+	case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != cl.slot:
+		s.send(c.message(s, m.client, m.master, releaseCall, 0))
+	case len(vals) != 3 || vals[1] != cl.fence:
+		s.send(c.message(s, m.client, m.master, raiseCall, cl.fence))
 	}
 }
 
@@ -104,7 +110,7 @@ func (c *checker) judge(cl *client, m message, reply any) answer {
 	case m.kind == renewCall:
 		return failed
 	case len(vals) == 3 && vals[0] == 1:
-		cl.round.fences[m.master] = vals[1]
+		cl.round.fences[m.master], cl.round.slots[m.master] = vals[1], int(vals[2])
 		return yes
 	case len(vals) >= 2 && (vals[0] == 0 || vals[0] == -3):
 		return refused
@@ -129,12 +135,14 @@ func (c *checker) decide(s *state, ci int) {
 	switch cl.phase {
 	case acquiring:
 		granted := map[int]int{}
-		if n := count(r, yes); n > 0 {
-			granted[0] = n
+		for i, a := range r.answers {
+			if a == yes {
+				granted[r.slots[i]]++
+			}
 		}
-		switch outcome, _ := quorum.DecideSlots(masters, granted, count(r, refused)+count(r, failed)); outcome {
+		switch outcome, slot := quorum.DecideSlots(masters, granted, count(r, refused)+count(r, failed)); outcome {
 		case quorum.Won:
-			c.complete(s, ci)
+			c.complete(s, ci, slot)
 		case quorum.Lost:
 			// Decide gives back whatever may have been granted: any yes,
 			// or any master that did not answer "held" (Cluster.decideAcquire).
@@ -157,11 +165,17 @@ func (c *checker) decide(s *state, ci int) {
 // complete settles a won round's fence (quorum.SettleFence): the masters
 // behind it are brought up to it, and the grant waits for that when too few
 // granted the fence itself.
-func (c *checker) complete(s *state, ci int) {
+func (c *checker) complete(s *state, ci int, slot int) {
 	cl := &s.clients[ci]
 	r := &cl.round
+	for i, f := range r.fences { // the masters that granted another slot give it back
+		if f > 0 && r.slots[i] != slot {
+			r.fences[i] = 0
+			s.send(c.message(s, ci, i, releaseCall, 0))
+		}
+	}
 	fence, atFence, behind := quorum.SettleFence(r.fences[:])
-	cl.grantSeq, cl.fence, cl.start, cl.busyOn = r.seq, fence, r.start, 0
+	cl.grantSeq, cl.fence, cl.slot, cl.start, cl.busyOn = r.seq, fence, slot, r.start, 0
 	for i, a := range r.answers {
 		if a == refused {
 			cl.busyOn |= 1 << i

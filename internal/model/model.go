@@ -144,18 +144,26 @@ func newChecker(w World) (*checker, error) {
 	return c, nil
 }
 
-// violation is the invariant s breaks, "" if none: two clients that
-// believe they hold the name, else a grant's fence out of order (checked
-// at the grant: see finish).
+// violation is the invariant s breaks, "" if none: more clients that
+// believe they hold the name than it has slots (one for a lock), or two
+// that believe they hold one slot; else a grant's fence out of order
+// (checked at the grant: see finish).
 func (c *checker) violation(s *state) string {
 	var holders []string
+	bySlot := map[int]int{}
+	shared := false
 	for ci, cl := range s.clients {
 		if cl.phase == holding && cl.deadline > s.now {
-			holders = append(holders, fmt.Sprintf("%s (fence %d, valid until %d ms)", c.clientName(ci), cl.fence, cl.deadline))
+			holders = append(holders, fmt.Sprintf("%s (slot %d, fence %d, valid until %d ms)", c.clientName(ci), cl.slot, cl.fence, cl.deadline))
+			bySlot[cl.slot]++
+			shared = shared || bySlot[cl.slot] > 1
 		}
 	}
-	if len(holders) > 1 {
-		return "two clients believe they hold the name: " + strings.Join(holders, " and ")
+	switch {
+	case len(holders) > max(c.world.Limit, 1):
+		return fmt.Sprintf("%d clients believe they hold the name (%d may): %s", len(holders), max(c.world.Limit, 1), strings.Join(holders, " and "))
+	case shared:
+		return "two clients believe they hold one slot: " + strings.Join(holders, " and ")
 	}
 	return s.violation
 }

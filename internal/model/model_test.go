@@ -133,3 +133,34 @@ func patched(w World, patch func(string) string) World {
 	w.Patch = patch
 	return w
 }
+
+// semaphore is the world of a semaphore of two slots and three clients.
+func semaphore(d int) World {
+	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+		Limit: 2, Attempts: 1, Wipes: 1, Depth: d}
+}
+
+// TestModelSemaphore checks a semaphore of two slots: with the epoch gate
+// off the checker finds two holders on one slot; with it on, to the CI
+// depth (or -model.depth), never more than two holders nor two on one slot.
+func TestModelSemaphore(t *testing.T) {
+	off := semaphore(6)
+	off.Patch = GateOff
+	res, err := Check(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("epoch gate off: %v", res)
+	if res.Violation == "" {
+		t.Fatalf("no counterexample found with the epoch gate off")
+	}
+	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	res, err = Check(semaphore(max(res.Depth, depth(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("protected: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+}

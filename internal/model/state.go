@@ -43,6 +43,7 @@ type round struct {
 	start   int64 // when it was sent (model ms): validity counts from here
 	answers [masters]answer
 	fences  [masters]int64 // an acquire's granted fences (0: none)
+	slots   [masters]int   // and the slots granted with them (a semaphore's; 0 for a lock)
 	atFence int            // a write-back's masters at the fence
 }
 
@@ -56,6 +57,7 @@ type client struct {
 	grantSeq int   // the round that won the current grant (late answers raise the fence)
 	busyOn   uint8 // the masters that answered "held" to that round (a bit each)
 	fence    int64 // the grant's fence
+	slot     int   // the grant's slot (a semaphore's; 0 for a lock)
 	start    int64 // the winning acquire's start
 	deadline int64 // holding: when its validity ends (it is told LOST then)
 	renewAt  int64 // holding: when the watchdog next renews
@@ -172,11 +174,12 @@ func (s *state) encode(order [masters]int) []byte {
 		b = append(b, byte(c.phase), byte(c.attempts), byte(c.round.seq), byte(c.round.atFence), boolByte(c.renewing), byte(c.grantSeq),
 			permuteBits(c.busyOn, order))
 		for _, m := range order {
-			b = append(b, byte(c.round.answers[m]))
+			b = append(b, byte(c.round.answers[m]), byte(c.round.slots[m]))
 			u(c.round.fences[m])
 		}
 		u(c.round.start)
 		u(c.fence)
+		u(int64(c.slot))
 		u(c.start)
 		u(c.deadline)
 		u(c.renewAt)

@@ -211,6 +211,8 @@ func (c *checker) endHold(s *state, ci int) {
 	cl.phase, cl.renewing, cl.fence, cl.start, cl.deadline, cl.renewAt, cl.grantSeq, cl.busyOn = idle, false, 0, 0, 0, 0, 0, 0
 	cl.round.answers = [masters]answer{}
 	cl.round.fences = [masters]int64{}
+	cl.round.slots = [masters]int{}
+	cl.slot = 0
 	cl.round.atFence, cl.round.start = 0, 0
 	if cl.attempts >= c.world.Attempts {
 		cl.phase = done

@@ -26,6 +26,9 @@ type Agent struct {
 // World is the small world the checker explores.
 type World struct {
 	Agents []Agent
+	// Limit is what the clients ask for: a lock (0 or 1) or a semaphore of
+	// Limit slots.
+	Limit int
 	// Attempts bounds each client's acquire attempts.
 	Attempts int
 	// Wipes bounds the master restarts (empty) and FLUSHALLs in a run;
@@ -47,11 +50,15 @@ type World struct {
 type agentModel struct {
 	Agent
 	cluster *quorum.Cluster
+	limit   int // the world's Limit
 	index   int // in World.Agents
 	first   int // index of its first client in state.clients
 }
 
 func newAgents(w World) ([]agentModel, error) {
+	if w.Limit > masters {
+		return nil, fmt.Errorf("model: a semaphore of %d slots: at most %d, so that a slot fits the state's encoding", w.Limit, masters)
+	}
 	var out []agentModel
 	first := 0
 	for i, a := range w.Agents {
@@ -64,7 +71,7 @@ func newAgents(w World) ([]agentModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, agentModel{Agent: a, cluster: c, index: i, first: first})
+		out = append(out, agentModel{Agent: a, cluster: c, limit: w.Limit, index: i, first: first})
 		first += a.Clients
 	}
 	return out, nil
@@ -75,7 +82,7 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 	c := a.cluster
 	switch m.kind {
 	case acquireCall:
-		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease,
+		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit},
 			Who: quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client}})
 	case renewCall:
 		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}})
