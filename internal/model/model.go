@@ -1,6 +1,6 @@
 // Package model checks lock-agent's protocol exhaustively in a small world:
-// two agents with one or two clients each, asking for one name on three
-// masters, every interleaving of the events below up to a bounded depth,
+// two agents with one or two clients each, asking for one name (a lock or a
+// semaphore) on three masters, every interleaving of the events below up to a bounded depth,
 // breadth first, with a set of the states seen so that the search ends.
 // docs/safety.md says what it found and how to run it deeper.
 //
@@ -29,8 +29,9 @@
 // whose validity ended told LOST (and given back).
 //
 // The invariants, checked in every state: no two clients believe they hold
-// the name at once (a client believes from its grant until it releases or
-// its validity deadline); every grant's fence is above every earlier one's.
+// a lock at once (a client believes from its grant until it releases or its
+// validity deadline), nor more than K a semaphore of K slots, nor two one
+// slot; every grant's fence is above every earlier one's.
 //
 // What is abstracted, honestly: the agent's control flow around these
 // decisions is the model's own (the steps mirror Cluster.Acquire, complete,
@@ -38,8 +39,8 @@
 // code); a master restart and a FLUSHALL are one event (miniredis has no
 // run_id, so the gate's run_id check is not exercised: data restored from a
 // stale snapshot is not in this world); the renewal's repair, the queue,
-// semaphores, shared locks, cohorts and fence blocks, the contender's
-// back-off and agent restarts are not modelled; every clock (agents' and
+// shared locks, cohorts and fence blocks, the contender's back-off (an
+// attempt may come at any moment) and agent restarts are not modelled; every clock (agents' and
 // masters') is the one model clock, so drift between clocks is not
 // modelled, only the drift allowance in Validity; time stops only at
 // instants where something is due, which keeps the order of every deadline
