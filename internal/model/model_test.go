@@ -46,11 +46,12 @@ const (
 	longQuarantine = 700 * time.Millisecond
 )
 
-// protected is the world CI checks: every protection on, one master that
-// may lose its data, settings every agent shares.
+// protected is the world CI checks: every protection on, settings every
+// agent shares, one master that may lose its data, one agent that may
+// crash, answers that may be lost.
 func protected(d int) World {
 	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
-		Attempts: 1, Wipes: 1, Crashes: 1, Depth: d}
+		Attempts: 1, Wipes: 1, Crashes: 1, Lossy: true, Depth: d}
 }
 
 func TestModelHoldsItsInvariants(t *testing.T) {
