@@ -1,6 +1,9 @@
 package quorum
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // This file is the narrow surface that the protocol's model checker
 // (internal/model) reads: the scripts and the arguments a Cluster sends to
@@ -35,6 +38,15 @@ func (c *Cluster) ModelAcquire(i int, req AcquireRequest) ScriptCall {
 func (c *Cluster) ModelRenew(i int, lease time.Duration, holds []RenewKey) ScriptCall {
 	keys, args := c.renewArgs(lease, holds)
 	return c.modelCall(i, renewScript, keys, args)
+}
+
+// ModelRepair is the repair script's call on master i that re-creates
+// hold (its Record as the Grant gave it) with lease, as the watchdog's Renew
+// sends it to a master that answered the hold is gone while a majority
+// renewed it. For the model checker only.
+func (c *Cluster) ModelRepair(i int, lease time.Duration, hold RenewKey) ScriptCall {
+	k := c.repairCall(strconv.FormatInt(lease.Milliseconds(), 10), hold)
+	return c.modelCall(i, repairScript, k.keys, k.args)
 }
 
 // ModelRelease is the release script's call on master i that gives back
