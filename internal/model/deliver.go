@@ -36,6 +36,7 @@ func (c *checker) deliverSteps(s *state, i int) []step {
 func (c *checker) deliverNow(s *state, m message, heard bool) any {
 	i := slices.Index(s.net, m)
 	s.net = slices.Delete(s.net, i, i+1)
+	c.delivered[m.kind]++
 	reply := c.deliver(s, m)
 	if heard {
 		c.hear(s, m, reply)
@@ -46,7 +47,7 @@ func (c *checker) deliverNow(s *state, m message, heard bool) any {
 // deliver runs m's script on its master at s's time, and returns the reply.
 func (c *checker) deliver(s *state, m message) any {
 	a := &c.agents[m.agent]
-	tag := fmt.Sprintf("%d %d %d %s %d", m.agent, m.master, m.kind, m.holder, m.fence)
+	tag := fmt.Sprintf("%d %d %d %s %d %d", m.agent, m.master, m.kind, m.holder, m.fence, m.slot)
 	reply, after := c.run.run(s.masters[m.master], s.now, tag, func() quorum.ScriptCall {
 		return c.patch(a.call(m))
 	})
@@ -237,13 +238,23 @@ func (c *checker) fail(s *state, ci int, giveBack bool) {
 }
 
 // renewed applies client ci's renewal round, as the watchdog does: a
-// majority that renewed moves the deadline to the round's start + lease −
-// drift; a majority that answered "gone" makes the hold lost at once.
+// majority that renewed has the hold re-created where it was gone
+// (Cluster.Renew's repair) and moves the deadline to the round's start +
+// lease − drift; a majority that answered "gone" makes the hold lost at once.
 func (c *checker) renewed(s *state, ci int) {
 	cl := &s.clients[ci]
 	a := c.agentOf(ci)
 	r := &cl.round
 	cl.renewing = false
+	if count(r, yes) >= quorum.Majority(masters) {
+		for i, ans := range r.answers {
+			if ans == refused {
+				m := c.message(s, ci, i, repairCall, cl.fence)
+				m.slot = cl.slot
+				s.send(m)
+			}
+		}
+	}
 	cl.renewAt = r.start + a.Lease.Milliseconds()/3
 	deadline := r.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()
 	switch {

@@ -60,18 +60,22 @@ import (
 
 // Result is what a check found.
 type Result struct {
-	Explored  int           // states reached, counting repeats (transitions)
-	Distinct  int           // distinct states
-	Depth     int           // the deepest level reached
-	Evals     int           // scripts run on the masters (the rest were remembered)
-	Elapsed   time.Duration // wall-clock time of the check
-	Violation string        // the broken invariant, "" if none was found
-	Trace     []string      // the events that led to it, with times and answers
+	Explored int           // states reached, counting repeats (transitions)
+	Distinct int           // distinct states
+	Depth    int           // the deepest level reached
+	Evals    int           // scripts run on the masters (the rest were remembered)
+	Elapsed  time.Duration // wall-clock time of the check
+	// Delivered counts the messages delivered in the search, by kind
+	// (acquire, renew, write-back, raise, release, repair): what the
+	// search exercised.
+	Delivered map[string]int
+	Violation string   // the broken invariant, "" if none was found
+	Trace     []string // the events that led to it, with times and answers
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d states explored, %d distinct, depth %d, %d script runs, %v",
-		r.Explored, r.Distinct, r.Depth, r.Evals, r.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("%d states explored, %d distinct, depth %d, %d script runs, %v; delivered %v",
+		r.Explored, r.Distinct, r.Depth, r.Evals, r.Elapsed.Round(time.Millisecond), r.Delivered)
 }
 
 // node is a state reached and how: its parent and the event from it.
@@ -93,38 +97,58 @@ func Check(w World) (Result, error) {
 	defer c.run.close()
 	// The search makes many small short-lived states: collect less often.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	began := time.Now()
-	res := Result{}
-	root := &node{state: c.initial()}
-	seen := map[[16]byte]struct{}{root.state.digest(): {}}
+	s := search{c: c, began: time.Now()}
+	return s.run(w.Depth), nil
+}
+
+// search is one breadth-first search of a world.
+type search struct {
+	c     *checker
+	began time.Time
+	seen  map[[16]byte]struct{}
+	res   Result
+}
+
+func (s *search) run(maxDepth int) Result {
+	root := &node{state: s.c.initial()}
+	s.seen = map[[16]byte]struct{}{root.state.digest(): {}}
 	level := []*node{root}
-	for depth := 0; depth < w.Depth && len(level) > 0; depth++ {
+	for depth := 0; depth < maxDepth && len(level) > 0; depth++ {
 		var nextLevel []*node
 		for _, n := range level {
-			for _, st := range c.successors(n.state) {
-				res.Explored++
+			for _, st := range s.c.successors(n.state) {
+				s.res.Explored++
 				child := &node{parent: n, at: st.next.now, label: st.label, state: st.next}
-				if v := c.violation(st.next); v != "" {
-					res.Violation, res.Trace = v, child.trace()
-					res.Depth, res.Distinct, res.Evals, res.Elapsed = depth+1, len(seen), c.run.evals, time.Since(began)
-					return res, nil
+				if v := s.c.violation(st.next); v != "" {
+					s.res.Violation, s.res.Trace, s.res.Depth = v, child.trace(), depth+1
+					return s.result()
 				}
 				d := st.next.digest()
-				if _, ok := seen[d]; ok {
+				if _, ok := s.seen[d]; ok {
 					continue
 				}
-				seen[d] = struct{}{}
+				s.seen[d] = struct{}{}
 				nextLevel = append(nextLevel, child)
 			}
 			n.state = nil // a state is kept only until its level is expanded
 		}
 		if len(nextLevel) > 0 {
-			res.Depth = depth + 1
+			s.res.Depth = depth + 1
 		}
 		level = nextLevel
 	}
-	res.Distinct, res.Evals, res.Elapsed = len(seen), c.run.evals, time.Since(began)
-	return res, nil
+	return s.result()
+}
+
+// result is what the search found so far, with its counts.
+func (s *search) result() Result {
+	r := s.res
+	r.Distinct, r.Evals, r.Elapsed = len(s.seen), s.c.run.evals, time.Since(s.began)
+	r.Delivered = map[string]int{}
+	for k, n := range s.c.delivered {
+		r.Delivered[kindNames[k]] = n
+	}
+	return r
 }
 
 func newChecker(w World) (*checker, error) {

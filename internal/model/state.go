@@ -72,9 +72,10 @@ const (
 	writeBackCall // a won round's fence write-back that the grant waits for
 	raiseCall     // a fence write-back in the background
 	releaseCall
+	repairCall // a hold re-created on a master that lost it, after a renewal a majority made
 )
 
-var kindNames = [...]string{"acquire", "renew", "write-back", "raise", "release"}
+var kindNames = [...]string{"acquire", "renew", "write-back", "raise", "release", "repair"}
 
 // message is a script call on its way to a master. It is built into the
 // script call only when delivered, by the sending agent's own Cluster.
@@ -85,7 +86,8 @@ type message struct {
 	client int
 	seq    int    // the round it answers (round messages)
 	holder string // the attempt's holder id
-	fence  int64  // write-back, raise: the fence to write
+	fence  int64  // write-back, raise, repair: the fence to write
+	slot   int    // repair: the hold's slot
 }
 
 // state is one state of the world.
@@ -129,7 +131,10 @@ func compareMessages(a, b message) int {
 		}
 		return 1
 	}
-	return int(a.fence - b.fence)
+	if a.fence != b.fence {
+		return int(a.fence - b.fence)
+	}
+	return a.slot - b.slot
 }
 
 // digest identifies s up to the masters' names: two states that differ
@@ -195,7 +200,7 @@ func (s *state) encode(order [masters]int) []byte {
 	}
 	slices.SortFunc(net, compareMessages)
 	for _, m := range net {
-		b = append(b, byte(m.master), byte(m.kind), byte(m.agent), byte(m.client), byte(m.seq))
+		b = append(b, byte(m.master), byte(m.kind), byte(m.agent), byte(m.client), byte(m.seq), byte(m.slot))
 		u(m.fence)
 		b = append(b, m.holder...)
 		b = append(b, 0)

@@ -13,6 +13,8 @@ type checker struct {
 	agents []agentModel
 	run    *runner
 	owner  []int // the agent of each client
+	// delivered counts the messages delivered in the search, by kind.
+	delivered [len(kindNames)]int
 }
 
 // step is one event taken from a state: what happened (for the trace) and

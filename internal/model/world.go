@@ -83,15 +83,21 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 	switch m.kind {
 	case acquireCall:
 		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit},
-			Who: quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client}})
+			Who: who(m)})
 	case renewCall:
 		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}})
+	case repairCall:
+		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence, Who: who(m)}
+		return c.ModelRepair(m.master, a.Lease, quorum.RenewKey{Name: name, Holder: m.holder, Record: record})
 	case writeBackCall, raiseCall:
 		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, 1)
 	default:
 		return c.ModelRelease(m.master, name, m.holder)
 	}
 }
+
+// who is what the holds of m's client record of it.
+func who(m message) quorum.Who { return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client} }
 
 // GateOff is a Patch that switches the epoch gate off: every gate call
 // answers "may vote, no fence floor", so a master that lost its data votes
