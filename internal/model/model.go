@@ -5,7 +5,7 @@
 // docs/safety.md says what it found and how to run it deeper.
 //
 // What is real: the masters run the project's own Lua scripts (acquire,
-// renew, release, fence raise, the health probe, and the epoch gate every
+// renew, repair, release, fence raise, the health probe, and the epoch gate every
 // voting script runs first), in an in-process miniredis whose clock (TIME)
 // is set to the model's, with each key's PX kept relative to the model's
 // clock, so that leases expire and quarantines end as model time advances.
@@ -21,9 +21,10 @@
 // master is one whose messages wait while time advances); in a Lossy world
 // an answer may be lost after its script ran; a round gives up on masters
 // that did not answer (the per-master timeout, at any moment); a holder
-// releases; its watchdog renews every lease/3; an agent's health probe meets
-// a master with no epoch marker and plants one; a master restarts empty or
-// is flushed; an agent crashes; time advances to the next instant at which
+// releases; its watchdog renews every lease/3 (and re-creates the hold
+// where a master lost it, when a majority renewed); an agent's health probe
+// meets a master with no epoch marker and plants one; a master restarts
+// empty or is flushed; an agent crashes; time advances to the next instant at which
 // something is due (a validity deadline, a renewal, a key's expiry, a
 // quarantine's end), with the keys whose PX ran out expired and the holds
 // whose validity ended told LOST (and given back).
@@ -38,9 +39,9 @@
 // settleFence, the watchdog's apply and Release, but they are not that
 // code); a master restart and a FLUSHALL are one event (miniredis has no
 // run_id, so the gate's run_id check is not exercised: data restored from a
-// stale snapshot is not in this world); the renewal's repair, the queue,
-// shared locks, cohorts and fence blocks, the contender's back-off (an
-// attempt may come at any moment) and agent restarts are not modelled; every clock (agents' and
+// stale snapshot is not in this world); the queue, shared locks, cohorts
+// and fence blocks, the contender's back-off (an attempt may come at any
+// moment) and agent restarts are not modelled; every clock (agents' and
 // masters') is the one model clock, so drift between clocks is not
 // modelled, only the drift allowance in Validity; time stops only at
 // instants where something is due, which keeps the order of every deadline
