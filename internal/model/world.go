@@ -103,29 +103,28 @@ func who(m message) quorum.Who { return quorum.Who{Agent: fmt.Sprintf("a%d", m.a
 // answers "may vote, no fence floor", so a master that lost its data votes
 // at once. The script text is rewritten here, in the model only.
 func GateOff(src string) string {
-	return mustReplace(src, "local function gate(marker, epocharg, quarantine)\n",
-		"local function gate(marker, epocharg, quarantine)\n  do return 0, 0 end\n")
+	return patchFunction(src, "gate(marker, epocharg, quarantine)", "do return 0, 0 end")
 }
 
 // FenceFloorOff is a Patch that switches the fence counter's floor off: a
 // counter that a master lost starts again from the master's clock in whole
 // seconds, but no longer above the floor its epoch marker records.
 func FenceFloorOff(src string) string {
-	return mustReplace(src, "local function take_fences(key, floor, block)\n",
-		"local function take_fences(key, floor, block)\n  floor = 0\n")
+	return patchFunction(src, "take_fences(key, floor, block)", "floor = 0")
 }
 
-// mustReplace replaces old in scripts that contain the function it patches,
-// and fails loudly if a script has the function but not the text: a patch
-// that silently did nothing would make its test pass for nothing.
-func mustReplace(src, old, repl string) string {
-	fn := strings.TrimSuffix(old[strings.Index(old, "function ")+len("function "):], "\n")
-	fn = fn[:strings.Index(fn, "(")]
-	if !strings.Contains(src, "function "+fn+"(") {
+// patchFunction puts first in the body of the Lua function signature, in a
+// script that defines it. It fails loudly if the script names the function
+// but not with that signature: a patch that silently did nothing would make
+// its test pass for nothing.
+func patchFunction(src, signature, first string) string {
+	name := signature[:strings.Index(signature, "(")]
+	if !strings.Contains(src, "local function "+name+"(") {
 		return src
 	}
-	if !strings.Contains(src, old) {
-		panic("model: the scripts changed: cannot find " + old)
+	head := "local function " + signature + "\n"
+	if !strings.Contains(src, head) {
+		panic("model: the scripts changed: no " + head)
 	}
-	return strings.Replace(src, old, repl, 1)
+	return strings.Replace(src, head, head+"  "+first+"\n", 1)
 }
