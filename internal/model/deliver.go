@@ -48,7 +48,7 @@ func (c *checker) deliverNow(s *state, m message, heard bool) any {
 func (c *checker) deliver(s *state, m message) any {
 	a := &c.agents[m.agent]
 	tag := fmt.Sprintf("%d %d %d %s %d %d", m.agent, m.master, m.kind, m.holder, m.fence, m.slot)
-	reply, after := c.run.run(s.masters[m.master], s.now, tag, func() quorum.ScriptCall {
+	reply, after := c.run.run(s.masters[m.master], s.clock(m.master), tag, func() quorum.ScriptCall {
 		return c.patch(a.call(m))
 	})
 	s.masters[m.master] = after
@@ -287,10 +287,12 @@ func (c *checker) nextInstant(s *state) int64 {
 			consider(cl.round.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds())
 		}
 	}
-	for _, ks := range s.masters {
-		consider(ks.nextExpiry(s.now))
+	for i, ks := range s.masters {
+		if t := ks.nextExpiry(s.clock(i)); t > 0 {
+			consider(t - s.skew[i])
+		}
 		if until, err := strconv.ParseInt(ks.field(markerKey, "until"), 10, 64); err == nil && until > 0 {
-			consider(until - epochBase.UnixMilli())
+			consider(until - epochBase.UnixMilli() - s.skew[i])
 		}
 	}
 	return next
@@ -303,7 +305,7 @@ func (c *checker) advance(s *state, t int64) *state {
 	next := s.clone()
 	next.now = t
 	for i, ks := range next.masters {
-		next.masters[i] = ks.expire(t)
+		next.masters[i] = ks.expire(next.clock(i))
 	}
 	for ci, cl := range next.clients {
 		if cl.phase == holding && cl.deadline <= t {

@@ -165,3 +165,31 @@ func TestModelSemaphore(t *testing.T) {
 		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
 	}
 }
+
+// TestModelDriftAllowance makes a master's clock jump ahead, so that its
+// keys expire early: by more than a hold's drift allowance (lease/100 + 2
+// ms: 5 ms) the checker finds two holders; by the allowance, none. It is
+// what Validity's drift term is for.
+func TestModelDriftAllowance(t *testing.T) {
+	safe := agent(1, lease, safeQuarantine)
+	world := func(skew time.Duration, d int) World {
+		return World{Agents: []Agent{safe, safe}, Attempts: 1, Skews: 1, Skew: skew, Depth: d}
+	}
+	res, err := Check(world(10*time.Millisecond, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a clock 10 ms ahead: %v", res)
+	if res.Violation == "" {
+		t.Fatalf("no counterexample found with a clock ahead by more than the drift allowance")
+	}
+	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	res, err = Check(world(5*time.Millisecond, max(res.Depth, depth(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a clock 5 ms ahead: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample within the drift allowance: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+}

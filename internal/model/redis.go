@@ -28,9 +28,9 @@ type entry struct {
 	key  string
 	kind string   // "string", "set" or "hash", as miniredis names them
 	vals []string // the value; a set's sorted members; a hash's sorted field, value pairs
-	// expireAt is when the key expires, in model ms (0: never): a TTL
-	// relative to the model clock, so time advancing in the model expires
-	// it, as PX on a real master does.
+	// expireAt is when the key expires on its master's clock, in ms from
+	// model time 0 (0: never): a TTL relative to the model clock, so time
+	// advancing in the model expires it, as PX on a real master does.
 	expireAt int64
 }
 
@@ -63,7 +63,8 @@ func newKeyspace(entries []entry) *keyspace {
 	return ks
 }
 
-// expire is ks at model time now: without the keys whose lease ran out.
+// expire is ks at time now on its master's clock: without the keys whose
+// lease ran out.
 func (ks *keyspace) expire(now int64) *keyspace {
 	kept := ks.entries[:0:0]
 	for _, e := range ks.entries {
@@ -129,10 +130,10 @@ func newRunner() (*runner, error) {
 
 func (r *runner) close() { r.srv.Close() }
 
-// run runs call on ks at model time now, and returns the reply (int,
-// string, []any or error) and the keyspace after. tag names the call for
-// the memo: two calls with the same tag differ at most in the epoch they
-// would plant (see newKeyspace).
+// run runs call on ks at time now on its master's clock, and returns the
+// reply (int, string, []any or error) and the keyspace after. tag names the
+// call for the memo: two calls with the same tag differ at most in the
+// epoch they would plant (see newKeyspace).
 func (r *runner) run(ks *keyspace, now int64, tag string, build func() quorum.ScriptCall) (any, *keyspace) {
 	key := memoKey(ks, now, tag)
 	if res, ok := r.memo[key]; ok {
@@ -165,7 +166,7 @@ func memoKey(ks *keyspace, now int64, tag string) [16]byte {
 	return out
 }
 
-// load makes the server hold ks at model time now.
+// load makes the server hold ks at time now on its master's clock.
 func (r *runner) load(ks *keyspace, now int64) {
 	r.srv.FlushAll()
 	r.srv.SetTime(epochBase.Add(time.Duration(now) * time.Millisecond))
@@ -184,7 +185,7 @@ func (r *runner) load(ks *keyspace, now int64) {
 	}
 }
 
-// read is the server's keyspace at model time now.
+// read is the server's keyspace at time now on its master's clock.
 func (r *runner) read(now int64) *keyspace {
 	keys := r.srv.Keys()
 	slices.Sort(keys)

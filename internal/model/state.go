@@ -92,11 +92,15 @@ type message struct {
 
 // state is one state of the world.
 type state struct {
-	now       int64 // model ms
-	masters   [masters]*keyspace
-	clients   []client // agent a's clients first, then the next agent's
-	crashed   []bool   // per agent
-	net       []message
+	now     int64 // model ms
+	masters [masters]*keyspace
+	clients []client // agent a's clients first, then the next agent's
+	crashed []bool   // per agent
+	net     []message
+	// skew is how far each master's clock is ahead of the model's (ms):
+	// its TIME, and the model time at which its keys expire.
+	skew      [masters]int64
+	skews     int   // clock jumps so far
 	wipes     int   // master restarts and flushes so far
 	crashes   int   // agent crashes so far
 	lastFence int64 // the last grant's fence
@@ -104,6 +108,9 @@ type state struct {
 	// fence order is checked at the grant); not part of the digest.
 	violation string
 }
+
+// clock is master i's clock: the model's time plus its skew.
+func (s *state) clock(i int) int64 { return s.now + s.skew[i] }
 
 func (s *state) clone() *state {
 	c := *s
@@ -170,7 +177,10 @@ func (s *state) encode(order [masters]int) []byte {
 	b := make([]byte, 0, 512)
 	u := func(v int64) { b = binary.LittleEndian.AppendUint64(b, uint64(v)) }
 	u(s.now)
-	u(int64(s.wipes)<<32 | int64(s.crashes))
+	u(int64(s.wipes)<<32 | int64(s.crashes)<<16 | int64(s.skews))
+	for _, m := range order {
+		u(s.skew[m])
+	}
 	u(s.lastFence)
 	for _, m := range order {
 		b = append(b, s.masters[m].digest[:]...)

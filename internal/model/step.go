@@ -75,6 +75,15 @@ func (c *checker) successors(s *state) []step {
 			out = append(out, step{lbl("m%d restarts empty (or is flushed)", i+1), next})
 		}
 	}
+	if s.skews < c.world.Skews {
+		for i := range masters {
+			next := s.clone()
+			next.skews++
+			next.skew[i] += c.world.Skew.Milliseconds()
+			next.masters[i] = next.masters[i].expire(next.clock(i))
+			out = append(out, step{lbl("m%d's clock jumps %v ahead", i+1, c.world.Skew), next})
+		}
+	}
 	if s.crashes < c.world.Crashes {
 		for ai := range c.agents {
 			if !s.crashed[ai] {
@@ -261,7 +270,7 @@ func (c *checker) probeSteps(s *state) []step {
 			}
 			a := &c.agents[ai]
 			next := s.clone()
-			reply, after := c.run.run(ks, s.now, fmt.Sprintf("probe %d", ai), func() quorum.ScriptCall {
+			reply, after := c.run.run(ks, s.clock(i), fmt.Sprintf("probe %d", ai), func() quorum.ScriptCall {
 				return c.patch(a.cluster.ModelProbe(i))
 			})
 			next.masters[i] = after

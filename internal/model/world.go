@@ -34,6 +34,11 @@ type World struct {
 	// Wipes bounds the master restarts (empty) and FLUSHALLs in a run;
 	// Crashes the agent crashes.
 	Wipes, Crashes int
+	// Skews bounds the jumps of a master's clock ahead of the others, each
+	// by Skew: its TIME, and when its keys expire. A jump stands for the
+	// drift a master's clock gathers over a lease.
+	Skews int
+	Skew  time.Duration
 	// Lossy lets a round's answer be lost after its script ran (the master
 	// changed, the agent never hears). A request lost on its way needs no
 	// switch: it is a message never delivered.
