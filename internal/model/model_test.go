@@ -193,3 +193,12 @@ func TestModelDriftAllowance(t *testing.T) {
 		t.Fatalf("counterexample within the drift allowance: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
 	}
 }
+
+func TestAPatchThatNoLongerMatchesFailsLoudly(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a script whose gate changed was left as it was")
+		}
+	}()
+	GateOff("local function gate(marker, epoch)\nreturn 0\nend\n")
+}
