@@ -223,6 +223,7 @@ func (c *checker) finish(s *state, ci int) {
 		s.violation = fmt.Sprintf("fence %d granted to %s is not above the last grant's %d", cl.fence, c.clientName(ci), s.lastFence)
 	}
 	s.lastFence = max(s.lastFence, cl.fence)
+	cl.grantFence, cl.blockEnd = cl.fence, cl.fence+int64(a.block)-1
 	cl.phase = holding
 	cl.deadline = cl.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()
 	cl.renewAt = cl.start + a.Lease.Milliseconds()/3
@@ -249,7 +250,7 @@ func (c *checker) renewed(s *state, ci int) {
 	if count(r, yes) >= quorum.Majority(masters) {
 		for i, ans := range r.answers {
 			if ans == refused {
-				m := c.message(s, ci, i, repairCall, cl.fence)
+				m := c.message(s, ci, i, repairCall, cl.grantFence)
 				m.slot = cl.slot
 				s.send(m)
 			}

@@ -202,3 +202,35 @@ func TestAPatchThatNoLongerMatchesFailsLoudly(t *testing.T) {
 	}()
 	GateOff("local function gate(marker, epoch)\nreturn 0\nend\n")
 }
+
+// cohort is the world of lock cohorting: a0's two clients pass the name
+// between them with the fences of a block of three, a1 asks too.
+func cohort(d int) World {
+	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+		Block: 3, Attempts: 1, Wipes: 1, Depth: d}
+}
+
+// TestModelCohort checks hand-overs inside an agent: with the masters'
+// block reservation off, the checker finds a grant whose fence is not above
+// a fence handed on; with it on, to the CI depth, none.
+func TestModelCohort(t *testing.T) {
+	off := cohort(7)
+	off.Patch = BlockReservationOff
+	res, err := Check(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("block reservation off: %v", res)
+	if res.Violation == "" {
+		t.Fatalf("no counterexample found with the block reservation off")
+	}
+	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	res, err = Check(cohort(max(res.Depth, depth(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("protected: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+}

@@ -56,11 +56,14 @@ type client struct {
 	renewing bool  // a renewal round is in flight (holding)
 	grantSeq int   // the round that won the current grant (late answers raise the fence)
 	busyOn   uint8 // the masters that answered "held" to that round (a bit each)
-	fence    int64 // the grant's fence
-	slot     int   // the grant's slot (a semaphore's; 0 for a lock)
-	start    int64 // the winning acquire's start
-	deadline int64 // holding: when its validity ends (it is told LOST then)
-	renewAt  int64 // holding: when the watchdog next renews
+	fence    int64 // the grant's fence (or, after a hand-over, the fence it handed on)
+	// grantFence is the fence the masters granted the hold, and
+	// blockEnd the last of the block its grant reserved.
+	grantFence, blockEnd int64
+	slot                 int   // the grant's slot (a semaphore's; 0 for a lock)
+	start                int64 // the winning acquire's start
+	deadline             int64 // holding: when its validity ends (it is told LOST then)
+	renewAt              int64 // holding: when the watchdog next renews
 }
 
 // kind is what a message asks of a master.
@@ -194,6 +197,8 @@ func (s *state) encode(order [masters]int) []byte {
 		}
 		u(c.round.start)
 		u(c.fence)
+		u(c.grantFence)
+		u(c.blockEnd)
 		u(int64(c.slot))
 		u(c.start)
 		u(c.deadline)

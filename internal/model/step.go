@@ -108,6 +108,7 @@ func (c *checker) clientSteps(s *state, ci int) []step {
 		out = c.atOnce(s, ci, majorities, func(next *state) { c.startAcquire(next, ci) }, "%s starts acquire", who)
 	case cl.phase == holding:
 		out = c.atOnce(s, ci, everywhere, func(next *state) { c.release(next, ci) }, "%s releases", who)
+		out = append(out, c.handOverSteps(s, ci)...)
 		if !cl.renewing && s.now >= cl.renewAt {
 			out = append(out, c.atOnce(s, ci, everywhere, func(next *state) {
 				next.clients[ci].renewing = true
@@ -220,6 +221,7 @@ func (c *checker) sendAll(s *state, ci int, k kind) {
 func (c *checker) endHold(s *state, ci int) {
 	cl := &s.clients[ci]
 	cl.phase, cl.renewing, cl.fence, cl.start, cl.deadline, cl.renewAt, cl.grantSeq, cl.busyOn = idle, false, 0, 0, 0, 0, 0, 0
+	cl.grantFence, cl.blockEnd = 0, 0
 	cl.round.answers = [masters]answer{}
 	cl.round.fences = [masters]int64{}
 	cl.round.slots = [masters]int{}
@@ -286,4 +288,41 @@ func (c *checker) patch(call quorum.ScriptCall) quorum.ScriptCall {
 		call.Src = c.world.Patch(call.Src)
 	}
 	return call
+}
+
+// handOverSteps are client ci's hold passed to another client of its
+// agent that has an attempt left (lock cohorting, agent/cohort.go): the
+// masters' record stays, under its holder id, and the watchdog keeps
+// renewing it; ci stops believing it holds the name and the other client
+// starts, with the next fence of the grant's block. A hold is passed only
+// with half a lease of validity left, and, in the model, not while a
+// renewal is in flight (its answers name ci). The agent's refill of a
+// further block (Cluster.Reserve) is not modelled: a run ends with its
+// block.
+func (c *checker) handOverSteps(s *state, ci int) []step {
+	cl := &s.clients[ci]
+	a := c.agentOf(ci)
+	if cl.renewing || cl.fence >= cl.blockEnd || cl.deadline-s.now < a.Lease.Milliseconds()/2 {
+		return nil
+	}
+	var out []step
+	for to := a.first; to < a.first+a.Clients; to++ {
+		if to == ci || s.clients[to].phase != idle || s.clients[to].attempts >= c.world.Attempts {
+			continue
+		}
+		next := s.clone()
+		held, taker := &next.clients[ci], &next.clients[to]
+		attempts, seq := taker.attempts+1, taker.round.seq
+		*taker = *held
+		taker.attempts, taker.round = attempts, round{seq: seq}
+		taker.grantSeq = 0 // late answers to the grant's round name ci: the model drops them
+		taker.fence++
+		if taker.fence <= next.lastFence && next.violation == "" {
+			next.violation = fmt.Sprintf("fence %d handed to %s is not above the last grant's %d", taker.fence, c.clientName(to), next.lastFence)
+		}
+		next.lastFence = max(next.lastFence, taker.fence)
+		c.endHold(next, ci)
+		out = append(out, step{lbl("%s hands the name to %s: fence %d", c.clientName(ci), c.clientName(to), taker.fence), next})
+	}
+	return out
 }

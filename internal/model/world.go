@@ -29,6 +29,10 @@ type World struct {
 	// Limit is what the clients ask for: a lock (0 or 1) or a semaphore of
 	// Limit slots.
 	Limit int
+	// Block, for a lock, is how many fences a grant reserves (0 or 1: one),
+	// which its agent hands to its other clients in turn without asking
+	// the masters (lock cohorting: see agent/cohort.go).
+	Block int
 	// Attempts bounds each client's acquire attempts.
 	Attempts int
 	// Wipes bounds the master restarts (empty) and FLUSHALLs in a run;
@@ -56,11 +60,15 @@ type agentModel struct {
 	Agent
 	cluster *quorum.Cluster
 	limit   int // the world's Limit
+	block   int // the world's Block (at least 1)
 	index   int // in World.Agents
 	first   int // index of its first client in state.clients
 }
 
 func newAgents(w World) ([]agentModel, error) {
+	if w.Block > 1 && w.Limit > 1 {
+		return nil, fmt.Errorf("model: fence blocks are for locks, not a semaphore of %d", w.Limit)
+	}
 	if w.Limit > masters {
 		return nil, fmt.Errorf("model: a semaphore of %d slots: at most %d, so that a slot fits the state's encoding", w.Limit, masters)
 	}
@@ -76,7 +84,7 @@ func newAgents(w World) ([]agentModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, agentModel{Agent: a, cluster: c, limit: w.Limit, index: i, first: first})
+		out = append(out, agentModel{Agent: a, cluster: c, limit: w.Limit, block: max(w.Block, 1), index: i, first: first})
 		first += a.Clients
 	}
 	return out, nil
@@ -87,15 +95,15 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 	c := a.cluster
 	switch m.kind {
 	case acquireCall:
-		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit},
+		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit}, FenceBlock: a.block,
 			Who: who(m)})
 	case renewCall:
 		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}})
 	case repairCall:
-		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence, Who: who(m)}
+		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence + int64(a.block) - 1, Who: who(m)}
 		return c.ModelRepair(m.master, a.Lease, quorum.RenewKey{Name: name, Holder: m.holder, Record: record})
 	case writeBackCall, raiseCall:
-		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, 1)
+		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, int64(a.block))
 	default:
 		return c.ModelRelease(m.master, name, m.holder)
 	}
@@ -116,6 +124,13 @@ func GateOff(src string) string {
 // seconds, but no longer above the floor its epoch marker records.
 func FenceFloorOff(src string) string {
 	return patchFunction(src, "take_fences(key, floor, block)", "floor = 0")
+}
+
+// BlockReservationOff is a Patch that switches fence blocks off on the
+// masters: a grant that asks for a block of fences takes one, so the
+// counter no longer counts past the fences its agent hands on.
+func BlockReservationOff(src string) string {
+	return patchFunction(src, "take_fences(key, floor, block)", "block = 1")
 }
 
 // patchFunction puts first in the body of the Lua function signature, in a
