@@ -24,7 +24,9 @@
 // releases; its watchdog renews every lease/3 (and re-creates the hold
 // where a master lost it, when a majority renewed); an agent's health probe
 // meets a master with no epoch marker and plants one; a master restarts
-// empty or is flushed; an agent crashes; a master's clock jumps ahead; time advances to the next instant at which
+// empty or is flushed; an agent crashes; a master's clock jumps ahead; a
+// holder's agent hands the name to another of its clients with the next
+// fence of the grant's block (lock cohorting); time advances to the next instant at which
 // something is due (a validity deadline, a renewal, a key's expiry, a
 // quarantine's end), with the keys whose PX ran out expired and the holds
 // whose validity ended told LOST (and given back).
@@ -39,9 +41,9 @@
 // settleFence, the watchdog's apply and Release, but they are not that
 // code); a master restart and a FLUSHALL are one event (miniredis has no
 // run_id, so the gate's run_id check is not exercised: data restored from a
-// stale snapshot is not in this world); the queue, shared locks, cohorts
-// and fence blocks, the contender's back-off (an attempt may come at any
-// moment) and agent restarts are not modelled; the agents share the model
+// stale snapshot is not in this world); the queue, shared locks, the
+// contender's back-off (an attempt may come at any moment), a cohort's
+// refill of a further block and agent restarts are not modelled; the agents share the model
 // clock, and a master's clock may only jump ahead of it by a set amount
 // (World.Skew, standing for the drift it gathers over a lease); time stops only at
 // instants where something is due, which keeps the order of every deadline
