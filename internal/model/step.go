@@ -163,6 +163,7 @@ func (c *checker) atOnce(s *state, ci int, masks []int, send func(*state), forma
 	return out
 }
 
+// hasPending tells whether r still waits for a master's answer.
 func hasPending(r *round) bool {
 	for _, a := range r.answers {
 		if a == pending {
