@@ -219,10 +219,7 @@ func (c *checker) finish(s *state, ci int) {
 		c.fail(s, ci, true)
 		return
 	}
-	if cl.fence <= s.lastFence && s.violation == "" {
-		s.violation = fmt.Sprintf("fence %d granted to %s is not above the last grant's %d", cl.fence, c.clientName(ci), s.lastFence)
-	}
-	s.lastFence = max(s.lastFence, cl.fence)
+	s.granted(cl.fence, cl.slot, "granted to "+c.clientName(ci))
 	cl.grantFence, cl.blockEnd = cl.fence, cl.fence+int64(a.block)-1
 	cl.phase = holding
 	cl.deadline = cl.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()

@@ -34,7 +34,8 @@
 // The invariants, checked in every state: no two clients believe they hold
 // a lock at once (a client believes from its grant until it releases or its
 // validity deadline), nor more than K a semaphore of K slots, nor two one
-// slot; every grant's fence is above every earlier one's.
+// slot; every grant's fence (a hand-over's too) is above every earlier
+// one's of the same slot (0 for a lock: every earlier one's).
 //
 // What is abstracted, honestly: the agent's control flow around these
 // decisions is the model's own (the steps mirror Cluster.Acquire, complete,

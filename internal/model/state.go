@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"time"
@@ -102,14 +103,26 @@ type state struct {
 	net     []message
 	// skew is how far each master's clock is ahead of the model's (ms):
 	// its TIME, and the model time at which its keys expire.
-	skew      [masters]int64
-	skews     int   // clock jumps so far
-	wipes     int   // master restarts and flushes so far
-	crashes   int   // agent crashes so far
-	lastFence int64 // the last grant's fence
+	skew    [masters]int64
+	skews   int // clock jumps so far
+	wipes   int // master restarts and flushes so far
+	crashes int // agent crashes so far
+	// lastFence is, per slot (0 for a lock), the last grant's fence:
+	// grants of one slot never overlap, so their fences must grow; grants
+	// of two slots may, and may tie or come in any order (docs/protocol.md).
+	lastFence [masters + 1]int64
 	// violation is an invariant the event into this state broke (the
 	// fence order is checked at the grant); not part of the digest.
 	violation string
+}
+
+// granted checks a grant of fence on slot against the slot's last grant
+// (how is what the trace says of it), and records it.
+func (s *state) granted(fence int64, slot int, how string) {
+	if fence <= s.lastFence[slot] && s.violation == "" {
+		s.violation = fmt.Sprintf("fence %d %s is not above the last grant's %d (slot %d)", fence, how, s.lastFence[slot], slot)
+	}
+	s.lastFence[slot] = max(s.lastFence[slot], fence)
 }
 
 // clock is master i's clock: the model's time plus its skew.
@@ -184,7 +197,9 @@ func (s *state) encode(order [masters]int) []byte {
 	for _, m := range order {
 		u(s.skew[m])
 	}
-	u(s.lastFence)
+	for _, f := range s.lastFence {
+		u(f)
+	}
 	for _, m := range order {
 		b = append(b, s.masters[m].digest[:]...)
 	}

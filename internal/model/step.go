@@ -318,10 +318,7 @@ func (c *checker) handOverSteps(s *state, ci int) []step {
 		taker.attempts, taker.round = attempts, round{seq: seq}
 		taker.grantSeq = 0 // late answers to the grant's round name ci: the model drops them
 		taker.fence++
-		if taker.fence <= next.lastFence && next.violation == "" {
-			next.violation = fmt.Sprintf("fence %d handed to %s is not above the last grant's %d", taker.fence, c.clientName(to), next.lastFence)
-		}
-		next.lastFence = max(next.lastFence, taker.fence)
+		next.granted(taker.fence, taker.slot, "handed to "+c.clientName(to))
 		c.endHold(next, ci)
 		out = append(out, step{lbl("%s hands the name to %s: fence %d", c.clientName(ci), c.clientName(to), taker.fence), next})
 	}
