@@ -243,20 +243,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 // one, counts past it), with the record fixed to carry it. With a majority
 // in step, as when uncontended, nothing is waited for.
 func (c *Cluster) settleFence(ctx context.Context, name, record string, block int64, fences []int64) (int64, error) {
-	var fence int64
-	for _, f := range fences {
-		fence = max(fence, f)
-	}
-	atFence := 0
-	var behind []int
-	for i, f := range fences {
-		switch {
-		case f == fence:
-			atFence++
-		case f > 0:
-			behind = append(behind, i)
-		}
-	}
+	fence, atFence, behind := SettleFence(fences)
 	if atFence >= c.quorum {
 		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
 			c.raiseFence(name, record, fence, block, behind)

@@ -287,6 +287,19 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	return out
 }
 
+// repairCall is the repair script's call that re-creates k's hold with
+// lease ms (k's own lease if it has one).
+func (c *Cluster) repairCall(ms string, k RenewKey) call {
+	if k.Lease > 0 {
+		ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
+	}
+	args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
+	return call{
+		keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
+		args: append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)),
+	}
+}
+
 // repair re-creates, on each master, the holds of gone that a majority renewed.
 func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewKey, out []RenewResult, gone [][]int) {
 	ms := strconv.FormatInt(lease.Milliseconds(), 10)
@@ -303,15 +316,7 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 				continue
 			}
 			idx = append(idx, h)
-			ms := ms
-			if k.Lease > 0 {
-				ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
-			}
-			args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
-			calls = append(calls, call{
-				keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
-				args: append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)),
-			})
+			calls = append(calls, c.repairCall(ms, k))
 		}
 		if len(calls) == 0 {
 			continue

@@ -1,0 +1,236 @@
+package model
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// depthFlag (or LOCK_AGENT_MODEL_DEPTH) runs the protected world deeper
+// than CI does: go test ./internal/model -run TestModel -model.depth 9.
+var depthFlag = flag.Int("model.depth", 0, "depth of TestModelHoldsItsInvariants (0: the CI depth, or LOCK_AGENT_MODEL_DEPTH)")
+
+// ciDepth is the depth CI explores: under a minute with -race on a
+// loaded 2-core machine.
+const ciDepth = 5
+
+func depth(t *testing.T) int {
+	if *depthFlag > 0 {
+		return *depthFlag
+	}
+	if v := os.Getenv("LOCK_AGENT_MODEL_DEPTH"); v != "" {
+		d, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("LOCK_AGENT_MODEL_DEPTH=%q: %v", v, err)
+		}
+		return d
+	}
+	return ciDepth
+}
+
+// agent is an agent with clients clients, a lease and a quarantine (drift
+// factor 0.01, so the drift allowance is lease/100 + 2 ms).
+func agent(clients int, lease, quarantine time.Duration) Agent {
+	return Agent{Clients: clients, Lease: lease, Quarantine: quarantine, DriftFactor: 0.01}
+}
+
+const (
+	lease = 300 * time.Millisecond
+	// safeQuarantine is at least the lease and its drift allowance.
+	safeQuarantine = 400 * time.Millisecond
+	// longLease is another agent's lease, and longQuarantine what covers it.
+	longLease      = 600 * time.Millisecond
+	longQuarantine = 700 * time.Millisecond
+)
+
+// protected is the world CI checks: every protection on, settings every
+// agent shares, one master that may lose its data, one agent that may
+// crash, answers that may be lost.
+func protected(d int) World {
+	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+		Attempts: 1, Wipes: 1, Crashes: 1, Lossy: true, Depth: d}
+}
+
+func TestModelHoldsItsInvariants(t *testing.T) {
+	res, err := Check(protected(depth(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("protected world: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+	if res.Depth < depth(t) {
+		t.Fatalf("the search ended at depth %d before %d: the world ran out of events", res.Depth, depth(t))
+	}
+}
+
+// TestModelFindsTheCounterexampleWithAProtectionOff switches each
+// protection off in turn and asserts that the checker finds a run that
+// breaks an invariant, and prints it; then checks the same world with the
+// protection on to the same depth and finds none.
+func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
+	twoAgents := func(a0, a1 Agent) World {
+		return World{Agents: []Agent{a0, a1}, Attempts: 1, Wipes: 1, Depth: 7}
+	}
+	safe := agent(1, lease, safeQuarantine)
+	cases := []struct {
+		name     string
+		off, on  World
+		protects string
+	}{{
+		name:     "the epoch gate off: a master that lost its data votes at once",
+		off:      patched(twoAgents(safe, safe), GateOff),
+		on:       twoAgents(safe, safe),
+		protects: "believe",
+	}, {
+		name:     "the fence floor off: a master that lost its counter restarts it within the same second",
+		off:      patched(twoAgents(safe, safe), FenceFloorOff),
+		on:       twoAgents(safe, safe),
+		protects: "fence",
+	}, {
+		name:     "the quarantine shorter than a lease: an emptied master votes while a hold it forgot is valid",
+		off:      twoAgents(agent(1, lease, 100*time.Millisecond), agent(1, lease, 100*time.Millisecond)),
+		on:       twoAgents(safe, safe),
+		protects: "believe",
+	}, {
+		name:     "settings mixed: an agent with a short lease plants a quarantine shorter than another agent's lease",
+		off:      twoAgents(agent(1, longLease, longQuarantine), safe),
+		on:       twoAgents(agent(1, longLease, longQuarantine), agent(1, lease, longQuarantine)),
+		protects: "believe",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Check(tc.off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("protection off: %v", res)
+			if res.Violation == "" {
+				t.Fatalf("no counterexample found with the protection off")
+			}
+			t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+			if !strings.Contains(res.Violation, tc.protects) {
+				t.Errorf("the counterexample breaks another invariant than the one the protection keeps (%q)", tc.protects)
+			}
+			on := tc.on
+			on.Depth = res.Depth
+			res, err = Check(on)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("protection on, to the same depth: %v", res)
+			if res.Violation != "" {
+				t.Fatalf("counterexample with the protection on: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+			}
+		})
+	}
+}
+
+func patched(w World, patch func(string) string) World {
+	w.Patch = patch
+	return w
+}
+
+// semaphore is the world of a semaphore of two slots and three clients.
+func semaphore(d int) World {
+	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+		Limit: 2, Attempts: 1, Wipes: 1, Depth: d}
+}
+
+// TestModelSemaphore checks a semaphore of two slots: with the epoch gate
+// off the checker finds two holders on one slot; with it on, to the CI
+// depth (or -model.depth), never more than two holders nor two on one slot.
+func TestModelSemaphore(t *testing.T) {
+	off := semaphore(6)
+	off.Patch = GateOff
+	res, err := Check(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("epoch gate off: %v", res)
+	if res.Violation == "" {
+		t.Fatalf("no counterexample found with the epoch gate off")
+	}
+	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	res, err = Check(semaphore(max(res.Depth, depth(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("protected: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+}
+
+// TestModelDriftAllowance makes a master's clock jump ahead, so that its
+// keys expire early: by more than a hold's drift allowance (lease/100 + 2
+// ms: 5 ms) the checker finds two holders; by the allowance, none. It is
+// what Validity's drift term is for.
+func TestModelDriftAllowance(t *testing.T) {
+	safe := agent(1, lease, safeQuarantine)
+	world := func(skew time.Duration, d int) World {
+		return World{Agents: []Agent{safe, safe}, Attempts: 1, Skews: 1, Skew: skew, Depth: d}
+	}
+	res, err := Check(world(10*time.Millisecond, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a clock 10 ms ahead: %v", res)
+	if res.Violation == "" {
+		t.Fatalf("no counterexample found with a clock ahead by more than the drift allowance")
+	}
+	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	res, err = Check(world(5*time.Millisecond, max(res.Depth, depth(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a clock 5 ms ahead: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample within the drift allowance: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+}
+
+func TestAPatchThatNoLongerMatchesFailsLoudly(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a script whose gate changed was left as it was")
+		}
+	}()
+	GateOff("local function gate(marker, epoch)\nreturn 0\nend\n")
+}
+
+// cohort is the world of lock cohorting: a0's two clients pass the name
+// between them with the fences of a block of three, a1 asks too.
+func cohort(d int) World {
+	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+		Block: 3, Attempts: 1, Wipes: 1, Depth: d}
+}
+
+// TestModelCohort checks hand-overs inside an agent: with the masters'
+// block reservation off, the checker finds a grant whose fence is not above
+// a fence handed on; with it on, to the CI depth, none.
+func TestModelCohort(t *testing.T) {
+	off := cohort(7)
+	off.Patch = BlockReservationOff
+	res, err := Check(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("block reservation off: %v", res)
+	if res.Violation == "" {
+		t.Fatalf("no counterexample found with the block reservation off")
+	}
+	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	res, err = Check(cohort(max(res.Depth, depth(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("protected: %v", res)
+	if res.Violation != "" {
+		t.Fatalf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
+	}
+}

@@ -1,0 +1,150 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// name is the one name the world's clients ask for; markerKey is the
+// masters' epoch marker under the model's key prefix.
+const (
+	name      = "n"
+	markerKey = "m:epoch"
+)
+
+// Agent is one agent's settings.
+type Agent struct {
+	Clients     int           // local clients that ask for the name
+	Lease       time.Duration // the lease of its holds (the watchdog's)
+	Quarantine  time.Duration // what its gate calls give a master found empty
+	DriftFactor float64
+}
+
+// World is the small world the checker explores.
+type World struct {
+	Agents []Agent
+	// Limit is what the clients ask for: a lock (0 or 1) or a semaphore of
+	// Limit slots.
+	Limit int
+	// Block, for a lock, is how many fences a grant reserves (0 or 1: one),
+	// which its agent hands to its other clients in turn without asking
+	// the masters (lock cohorting: see agent/cohort.go).
+	Block int
+	// Attempts bounds each client's acquire attempts.
+	Attempts int
+	// Wipes bounds the master restarts (empty) and FLUSHALLs in a run;
+	// Crashes the agent crashes.
+	Wipes, Crashes int
+	// Skews bounds the jumps of a master's clock ahead of the others, each
+	// by Skew: its TIME, and when its keys expire. A jump stands for the
+	// drift a master's clock gathers over a lease.
+	Skews int
+	Skew  time.Duration
+	// Lossy lets a round's answer be lost after its script ran (the master
+	// changed, the agent never hears). A request lost on its way needs no
+	// switch: it is a message never delivered.
+	Lossy bool
+	// Depth bounds the events of a run.
+	Depth int
+	// Patch, if set, rewrites each script's source before it runs: how a
+	// test switches a protection off (see GateOff, FenceFloorOff).
+	Patch func(src string) string
+}
+
+// agentModel is one agent as the model runs it: its settings and the
+// Cluster whose functions build its script calls (never connected).
+type agentModel struct {
+	Agent
+	cluster *quorum.Cluster
+	limit   int // the world's Limit
+	block   int // the world's Block (at least 1)
+	index   int // in World.Agents
+	first   int // index of its first client in state.clients
+}
+
+func newAgents(w World) ([]agentModel, error) {
+	if w.Block > 1 && w.Limit > 1 {
+		return nil, fmt.Errorf("model: fence blocks are for locks, not a semaphore of %d", w.Limit)
+	}
+	if w.Limit > masters {
+		return nil, fmt.Errorf("model: a semaphore of %d slots: at most %d, so that a slot fits the state's encoding", w.Limit, masters)
+	}
+	var out []agentModel
+	first := 0
+	for i, a := range w.Agents {
+		var ms []quorum.MasterConfig
+		for m := range masters {
+			ms = append(ms, quorum.MasterConfig{Name: fmt.Sprintf("m%d", m+1), Address: "model"})
+		}
+		c, err := quorum.New(quorum.Config{Masters: ms, KeyPrefix: "m:", DriftFactor: a.DriftFactor,
+			Quarantine: a.Quarantine, InstanceID: fmt.Sprintf("a%d", i)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, agentModel{Agent: a, cluster: c, limit: w.Limit, block: max(w.Block, 1), index: i, first: first})
+		first += a.Clients
+	}
+	return out, nil
+}
+
+// call is the script call that delivers m, built as the sending agent builds it.
+func (a *agentModel) call(m message) quorum.ScriptCall {
+	c := a.cluster
+	switch m.kind {
+	case acquireCall:
+		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit}, FenceBlock: a.block,
+			Who: who(m)})
+	case renewCall:
+		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}})
+	case repairCall:
+		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence + int64(a.block) - 1, Who: who(m)}
+		return c.ModelRepair(m.master, a.Lease, quorum.RenewKey{Name: name, Holder: m.holder, Record: record})
+	case writeBackCall, raiseCall:
+		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, int64(a.block))
+	default:
+		return c.ModelRelease(m.master, name, m.holder)
+	}
+}
+
+// who is what the holds of m's client record of it.
+func who(m message) quorum.Who { return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client} }
+
+// GateOff is a Patch that switches the epoch gate off: every gate call
+// answers "may vote, no fence floor", so a master that lost its data votes
+// at once. The script text is rewritten here, in the model only.
+func GateOff(src string) string {
+	return patchFunction(src, "gate(marker, epocharg, quarantine)", "do return 0, 0 end")
+}
+
+// FenceFloorOff is a Patch that switches the fence counter's floor off: a
+// counter that a master lost starts again from the master's clock in whole
+// seconds, but no longer above the floor its epoch marker records.
+func FenceFloorOff(src string) string {
+	return patchFunction(src, "take_fences(key, floor, block)", "floor = 0")
+}
+
+// BlockReservationOff is a Patch that switches fence blocks off on the
+// masters: a grant that asks for a block of fences takes one, so the
+// counter no longer counts past the fences its agent hands on.
+func BlockReservationOff(src string) string {
+	return patchFunction(src, "take_fences(key, floor, block)", "block = 1")
+}
+
+// patchFunction puts first in the body of the Lua function signature, in a
+// script that defines it. It fails loudly if the script names the function
+// but not with that signature: a patch that silently did nothing would make
+// its test pass for nothing.
+func patchFunction(src, signature, first string) string {
+	name := signature[:strings.Index(signature, "(")]
+	if !strings.Contains(src, "local function "+name+"(") {
+		return src
+	}
+	head := "local function " + signature + "\n"
+	if !strings.Contains(src, head) {
+		panic("model: the scripts changed: no " + head)
+	}
+	return strings.Replace(src, head, head+"  "+first+"\n", 1)
+}
