@@ -49,6 +49,13 @@ type session struct {
 	// goroutine that holds one takes only the ones after it. A build with
 	// the lockorder tag checks it (internal/lockorder, which lists it too).
 	//
+	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
+	//     request on a hold holds one from its line's dispatch until it is
+	//     finished (a LOCK: answered), across its rounds on the masters. A
+	//     request waits for the turns before it (and a WHO for its name's
+	//     releases to land) with no mutex held, and turns are taken in line
+	//     order, so none waits for one taken after it. Its fields are
+	//     guarded by session.mu.
 	//  1. session.mu (this one): the session's holds, waits and multi-locks.
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
