@@ -295,7 +295,7 @@ func (r *contending) ready(w *waiter) bool {
 		w.after = nil
 		return false // the release may have passed the name to w: look again
 	case ctx.Err() != nil:
-		a.finish(q, w, result{err: protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")})
+		a.finish(q, w, result{err: errAgentStopping})
 		return false
 	case cohortable(w.req) && a.inCohort(q.name):
 		r.awaitCohort(w)

@@ -221,7 +221,7 @@ func (s *session) endedBy() error {
 	if s.ctx.Err() != nil {
 		return errSessionGone
 	}
-	return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+	return errAgentStopping
 }
 
 // joiningLocked says whether the LOCK tag is joining its queue in its own

@@ -117,7 +117,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping {
-		return false, protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+		return false, errAgentStopping
 	}
 	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
 		return false, protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)

@@ -416,11 +416,15 @@ func stopped(stop context.Context) error {
 	if err := context.Cause(stop); errors.As(err, &perr) {
 		return err
 	}
-	return protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+	return errAgentStopping
 }
 
 // errCancelled ends a wait that CANCEL withdrew.
 var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
+
+// errAgentStopping refuses new sessions and requests, and ends waits,
+// while the agent stops.
+var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 
 func grantLine(tag string, r result) []byte {
 	l := protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count))

@@ -117,7 +117,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	var refuse error
 	switch lim := a.limits(); {
 	case a.stopping:
-		refuse = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+		refuse = errAgentStopping
 	case len(a.sessions) >= lim.MaxSessions:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", lim.MaxSessions)
 	case a.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
@@ -323,7 +323,6 @@ const byeWait = time.Second
 // client is waiting for is left without an answer.
 func (s *session) bye(reason string) {
 	if reason == "shutdown" {
-		stopping := protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 		s.mu.Lock()
 		s.closing = true
 		holds := make([]*hold, 0, len(s.holds))
@@ -344,7 +343,7 @@ func (s *session) bye(reason string) {
 			multisEnded = s.multisEnded
 		}
 		for _, cancel := range s.multis {
-			cancel(stopping)
+			cancel(errAgentStopping)
 		}
 		var turnsEnded chan struct{}
 		if len(s.turns) > 0 {
@@ -357,7 +356,7 @@ func (s *session) bye(reason string) {
 		}
 		for _, w := range waits {
 			if s.a.withdraw(w) {
-				w.end(result{err: stopping})
+				w.end(result{err: errAgentStopping})
 			}
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
