@@ -113,10 +113,8 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
-	validUntil := g.Deadline
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
-		validUntil = minTime(validUntil, h.rh.End)
 	}
 	s.holds[key] = h
 	s.dropWaitLocked(w) // now counted as a hold
@@ -125,14 +123,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	s.a.startCohortLocked(h, w.req, g)
 	s.a.mu.Unlock()
 	s.a.watchdog.Add(h.rh, g.Deadline)
-	return h.snapshot(validUntil.Sub(s.a.clock.Now())), nil
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
+	return h.snapshot(s.a.watchdog.Deadline(h.rh).Sub(s.a.clock.Now())), nil
 }
 
 // onLost is the watchdog's report of a hold (or a waiter's queue entry)
