@@ -31,7 +31,7 @@ func ClusterSettings(l LockConfig) quorum.Settings {
 func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
 	l := protocol.Reply(tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
 	switch {
-	case m.State == quorum.StateQuarantined && m.Err == quorum.UnplantedReason:
+	case m.State == quorum.StateQuarantined && m.Unplanted:
 		l.Str("reason", "no_marker_yet")
 	case m.State == quorum.StateQuarantined:
 		l.Int("quarantine_left", m.QuarantineLeft.Milliseconds()).Str("reason", "new_or_lost_its_data")

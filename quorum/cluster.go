@@ -116,6 +116,10 @@ type MasterStatus struct {
 	Name, Address string
 	State         State
 	Err           string // the last error, if any, in the agent's words
+	// Unplanted says, while it shows as quarantined, that it has no marker
+	// yet that this agent may plant (see ErrUnplanted): its quarantine has
+	// not started, and QuarantineLeft says nothing.
+	Unplanted bool
 	// QuarantineLeft is, while quarantined, how long until it may vote.
 	QuarantineLeft time.Duration
 	// Settings are what its marker records, in the canonical form

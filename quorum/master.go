@@ -177,6 +177,7 @@ func (m *master) status() MasterStatus {
 	if m.lastErr != nil {
 		s.Err = describe(m.lastErr)
 	}
+	s.Unplanted = errors.Is(m.lastErr, ErrUnplanted)
 	if m.state == StateQuarantined {
 		s.QuarantineLeft = max(m.quarantine.Sub(m.cluster.clock.Now()), 0)
 	}

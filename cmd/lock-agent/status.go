@@ -84,7 +84,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 func (s *agentStatus) why(m lockagent.Master) string {
 	switch {
 	case m.State == "quarantined" && m.Reason == "no_marker_yet":
-		return "new or lost its data; no marker yet: waits for an agent whose settings a majority records (a new deployment: lock-agent bootstrap)"
+		return quorum.UnplantedReason
 	case m.State == "quarantined":
 		return fmt.Sprintf("new or lost its data; votes again in %v (a new deployment: lock-agent bootstrap)",
 			time.Duration(m.QuarantineLeftMS)*time.Millisecond)
