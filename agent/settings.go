@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 
@@ -49,24 +48,14 @@ func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
 // settingsProblem adds to STATUS's final line, while a majority of masters
 // records other settings than the agent's (problem, see
 // quorum.Cluster.SettingsProblem), settings_differ: the names of the
-// settings that differ, comma-separated.
+// settings that differ, comma-separated, as ERR SETTINGS names them.
 func settingsProblem(end *protocol.Line, problem error) *protocol.Line {
 	if problem == nil {
 		return end
 	}
 	var names []string
-	for _, d := range settingsDiffs(problem) {
+	for _, d := range quorum.SettingsDiffOf(problem) {
 		names = append(names, d.Name)
 	}
 	return end.Str("settings_differ", strings.Join(names, ","))
-}
-
-// settingsDiffs are the settings that differ in the first master refusal
-// of err that is a *quorum.SettingsError.
-func settingsDiffs(err error) []quorum.SettingDiff {
-	var se *quorum.SettingsError
-	if !errors.As(err, &se) {
-		return nil
-	}
-	return se.Ours.Diff(se.Recorded)
 }

@@ -83,7 +83,8 @@ func (e *RoundError) Error() string {
 		fmt.Fprintf(&b, "held with limit=%d", e.HeldLimit)
 	case ErrSettings:
 		// The settings say it all; each master's error would repeat them.
-		return settingsMessage(e.Masters, e.Size)
+		ours, recorded := settingsRefusals(e.Masters)
+		return DescribeRefusals(ours, recorded, e.Size)
 	default:
 		fmt.Fprintf(&b, "%d of %d needed masters agreed", e.Yes, e.Needed)
 	}
@@ -102,25 +103,6 @@ func (e *RoundError) Error() string {
 }
 
 func (e *RoundError) Unwrap() []error { return append([]error{e.Kind}, e.Masters...) }
-
-// settingsMessage says how this agent's settings differ from those most of
-// the refusing masters record, and on how many masters, e.g. "lease=20s
-// here, the masters record lease=1s (on 2 of 3)".
-func settingsMessage(errs []error, size int) string {
-	common, _, same := settingsRefusals(errs)
-	if common == nil {
-		return "settings differ from the cluster's"
-	}
-	verb := "the masters record"
-	if same == 1 {
-		verb = "the master records"
-	}
-	msg := DescribeDiff(common.Ours, common.Recorded, verb)
-	if size > 0 {
-		return fmt.Sprintf("%s (on %d of %d)", msg, same, size)
-	}
-	return fmt.Sprintf("%s (on %d)", msg, same)
-}
 
 // QuarantineReason is why a quarantined master does not vote, in the
 // agent's words for STATUS and the log.

@@ -144,24 +144,67 @@ func gateRefusal(err error, ours Settings) error {
 	return err
 }
 
-// settingsRefusals counts the errors of errs that are a master's
-// SettingsError, and returns the one whose recorded settings most of them
-// share.
-func settingsRefusals(errs []error) (common *SettingsError, count, same int) {
-	byRecorded := map[string]int{}
+// settingsRefusals returns what each error of errs that is a master's
+// SettingsError records, and this agent's settings (those of the first).
+func settingsRefusals(errs []error) (ours Settings, recorded []Settings) {
 	for _, err := range errs {
 		var se *SettingsError
-		if !errors.As(err, &se) {
-			continue
-		}
-		count++
-		key := se.Recorded.String()
-		byRecorded[key]++
-		if byRecorded[key] > same {
-			common, same = se, byRecorded[key]
+		if errors.As(err, &se) {
+			ours, recorded = se.Ours, append(recorded, se.Recorded)
 		}
 	}
-	return common, count, same
+	return ours, recorded
+}
+
+// mostRecorded returns the settings that most of recorded are (the first
+// of those tied), and how many are.
+func mostRecorded(recorded []Settings) (common Settings, same int) {
+	count := map[string]int{}
+	for _, r := range recorded {
+		key := r.String()
+		if count[key]++; count[key] > same {
+			common, same = r, count[key]
+		}
+	}
+	return common, same
+}
+
+// DescribeRefusals says how ours differs from the settings most of
+// recorded share (what each master that refuses this agent records), and
+// on how many of size masters (size 0: not said), e.g. "lease=20s here,
+// the masters record lease=1s (on 2 of 3)". It is ERR SETTINGS's text,
+// and lock-agent status says it from STATUS's lines.
+func DescribeRefusals(ours Settings, recorded []Settings, size int) string {
+	if len(recorded) == 0 {
+		return "settings differ from the cluster's"
+	}
+	common, same := mostRecorded(recorded)
+	verb := "the masters record"
+	if same == 1 {
+		verb = "the master records"
+	}
+	msg := DescribeDiff(ours, common, verb)
+	if size > 0 {
+		return fmt.Sprintf("%s (on %d of %d)", msg, same, size)
+	}
+	return fmt.Sprintf("%s (on %d)", msg, same)
+}
+
+// SettingsDiffOf lists the settings that differ between this agent's and
+// those most masters that refused it in err (a *RoundError, as
+// Cluster.SettingsProblem returns) record: the settings DescribeRefusals
+// names. Nil if err has no such refusal.
+func SettingsDiffOf(err error) []SettingDiff {
+	var re *RoundError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	ours, recorded := settingsRefusals(re.Masters)
+	if len(recorded) == 0 {
+		return nil
+	}
+	common, _ := mostRecorded(recorded)
+	return ours.Diff(common)
 }
 
 // SettingsProblem says, while a majority of masters records other settings
@@ -202,8 +245,8 @@ func (c *Cluster) noteSettings() {
 // because they record other settings: then a round that failed fails with
 // ErrSettings, not ErrNoQuorum.
 func (c *Cluster) settingsKind(errs []error) bool {
-	_, count, _ := settingsRefusals(errs)
-	return count > len(c.masters)-c.quorum
+	_, recorded := settingsRefusals(errs)
+	return len(recorded) > len(c.masters)-c.quorum
 }
 
 // Bootstrap is BootstrapSettings recording no settings: the first agent

@@ -95,20 +95,16 @@ func (s *agentStatus) why(m lockagent.Master) string {
 }
 
 // settingsDiffer says how the agent's settings differ from those most
-// masters that refuse it record, and on how many masters.
+// masters that refuse it record, and on how many masters: ERR SETTINGS's
+// text, from STATUS's lines.
 func (s *agentStatus) settingsDiffer() string {
-	count := map[string]int{}
-	common := ""
+	var recorded []quorum.Settings
 	for _, m := range s.Masters {
-		if m.State != "settings" {
-			continue
-		}
-		if count[m.Settings]++; count[m.Settings] > count[common] {
-			common = m.Settings
+		if m.State == "settings" {
+			recorded = append(recorded, quorum.ParseSettings(m.Settings))
 		}
 	}
-	return fmt.Sprintf("%s (on %d of %d)", quorum.DescribeDiff(quorum.ParseSettings(s.Settings), quorum.ParseSettings(common), "the masters record"),
-		count[common], len(s.Masters))
+	return quorum.DescribeRefusals(quorum.ParseSettings(s.Settings), recorded, len(s.Masters))
 }
 
 // queryStatus sends one STATUS and reads its DATA lines and final reply.
