@@ -326,7 +326,11 @@ func (s *session) whoInTurn(req *protocol.Request) error {
 		s.mu.Unlock()
 		return s.who(req)
 	}
-	if err := s.admitBehindLocked(); err != nil {
+	if len(prior) == 0 && s.releasing[name] == nil {
+		// It waits for nothing, only holds up later requests on the
+		// holds: not limited, so a session at its limit may still ask.
+		s.behind++
+	} else if err := s.admitBehindLocked(); err != nil {
 		s.mu.Unlock()
 		return err
 	}
