@@ -42,6 +42,12 @@ redis "b" { address = "10.0.0.12:6379" }
 redis "c" { address = "10.0.0.13:6379" }
 
 lock {
+  # lease, drift_factor and the cohort_max_* bounds are cluster settings: every
+  # master records them, and an agent whose settings differ from those a
+  # majority records grants nothing (ERR SETTINGS). Change them on a running
+  # cluster with `lock-agent settings -config NEW -apply` (docs/operations.md,
+  # "Cluster settings"), not by editing one agent's file.
+  #
   # Watchdog lease: holds without ttl= are renewed every lease/3 while their
   # client stays connected. A crashed agent's holds free up after one lease.
   lease = "15s"
