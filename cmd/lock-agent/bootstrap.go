@@ -13,21 +13,17 @@ import (
 
 // bootstrapCmd marks the masters of a new deployment as new. A master the
 // agent meets without an epoch marker may have lost its data, so it sits
-// out a quarantine (one lease plus drift: see agent.Quarantine) before it votes; a brand-new
-// cluster's masters look just the same, and bootstrapping them spares the
-// wait. It records the config's cluster settings in them (see
-// agent.ClusterSettings). Never run it on masters that served locks and lost their
-// data: that is exactly what the quarantine protects.
+// out a quarantine (one lease plus drift: see agent.Quarantine) before it
+// votes; a brand-new cluster's masters look just the same, and
+// bootstrapping them spares the wait. It records the config's cluster
+// settings in them (see agent.ClusterSettings). Never run it on masters
+// that served locks and lost their data: that is exactly what the
+// quarantine protects.
 func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bootstrap", stderr)
 	path := fs.String("config", "", "config file naming the masters")
-	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lock-agent bootstrap -config FILE")
-		return exitUsage
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		printConfigError(stderr, err)
+	cfg, ok := parseConfigFlags(fs, path, args, "lock-agent bootstrap -config FILE", stderr)
+	if !ok {
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

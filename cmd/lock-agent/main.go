@@ -106,16 +106,28 @@ func printConfigError(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
 }
 
-func validateCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", stderr)
-	path := fs.String("config", "", "config file to check")
+// parseConfigFlags parses args with fs, which has the -config flag path,
+// and loads that config, exactly as run does. If the flags are wrong (or
+// -config is missing) it prints usage, if the config is invalid its errors,
+// to stderr, and returns false: the command then exits 2.
+func parseConfigFlags(fs *flag.FlagSet, path *string, args []string, usage string, stderr io.Writer) (agent.Config, bool) {
 	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lock-agent validate -config FILE")
-		return exitUsage
+		fmt.Fprintln(stderr, "usage: "+usage)
+		return agent.Config{}, false
 	}
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		printConfigError(stderr, err)
+		return agent.Config{}, false
+	}
+	return cfg, true
+}
+
+func validateCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", stderr)
+	path := fs.String("config", "", "config file to check")
+	cfg, ok := parseConfigFlags(fs, path, args, "lock-agent validate -config FILE", stderr)
+	if !ok {
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d masters, quorum %d, socket %s)\n", *path, len(cfg.Masters), len(cfg.Masters)/2+1, cfg.Socket.Path)

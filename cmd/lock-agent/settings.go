@@ -24,13 +24,8 @@ func settingsCmd(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config file with the new settings and the masters")
 	apply := fs.Bool("apply", false, "record the config's settings in every master (else only show them)")
 	minQuarantine := fs.Duration("min-quarantine", 0, "quarantine at least this long (the running agents' quarantine, where the masters record no settings)")
-	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lock-agent settings -config FILE [-apply] [-min-quarantine DURATION]")
-		return exitUsage
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		printConfigError(stderr, err)
+	cfg, ok := parseConfigFlags(fs, path, args, "lock-agent settings -config FILE [-apply] [-min-quarantine DURATION]", stderr)
+	if !ok {
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
