@@ -121,7 +121,7 @@ func changeQuarantine(want quorum.Settings, recorded []quorum.MarkerSettings, mi
 		}
 		old, err := settingQuarantine(r.Settings)
 		if err != nil && minimum == 0 {
-			return 0, fmt.Errorf("%s records no quarantine (%v): pass -min-quarantine with the running agents' quarantine", r.Master, err)
+			return 0, fmt.Errorf("%s records no quarantine (%w): pass -min-quarantine with the running agents' quarantine", r.Master, err)
 		}
 		q = max(q, old)
 	}
