@@ -48,9 +48,6 @@ var (
 	ErrOverloaded = errors.New("quorum: overloaded")
 )
 
-// ErrNotHeld: a majority of masters answered that the holder no longer holds the name.
-var ErrNotHeld = errors.New("quorum: not held")
-
 // MasterError is an error from one master; it unwraps to the cause.
 type MasterError struct {
 	Master string

@@ -192,33 +192,6 @@ func (c *Cluster) renewReply(i int, res rueidis.RedisResult, n int) ([]int64, er
 	return vals[1:], nil
 }
 
-// Extend sets holder's lease on name to lease on a majority and returns the
-// new validity deadline. It fails with ErrNotHeld when a majority no longer
-// has the hold, else with ErrNoQuorum.
-func (c *Cluster) Extend(ctx context.Context, name, holder string, lease time.Duration) (time.Time, error) {
-	keys, args := c.renewArgs(lease, []RenewKey{{Name: name, Holder: holder}})
-	gone := 0
-	r, never := c.vote(ctx, roundSpec{op: OpExtend, script: renewScript, keys: keys, args: args,
-		judge: func(a answer) (int, bool, error) {
-			vals, err := c.renewReply(a.i, a.res, 1)
-			if err == nil && vals[0] == 0 {
-				gone++
-			}
-			return 0, err == nil && vals[0] == 1, err
-		}})
-	if never != nil {
-		return time.Time{}, never.Err()
-	}
-	n := len(c.masters)
-	if Decide(n, r.yes(), gone+r.failed) == Won && Validity(lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor) > 0 {
-		return r.start.Add(Validity(lease, 0, c.cfg.DriftFactor)), nil
-	}
-	if gone > n-c.quorum {
-		return time.Time{}, ErrNotHeld
-	}
-	return time.Time{}, c.noQuorumErr(r)
-}
-
 // renewBatch is how many holds one renew script call carries, and
 // renewChunk how many such calls go to a master at once: a chunk at a time,
 // so that a large renewal does not fill the connection's buffers at once.

@@ -350,7 +350,7 @@ type Op int
 const (
 	OpAcquire Op = iota // an acquire round's script
 	OpRenew             // a watchdog batch: one pipelined round trip
-	OpExtend
+	OpExtend            // unused since EXTEND asks no master; kept for the metric series
 	OpRelease
 	OpWho
 	OpDowngrade // an exclusive hold made shared
