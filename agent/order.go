@@ -307,26 +307,14 @@ func (s *session) whoInTurn(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
-	t := &turn{done: make(chan struct{})}
-	var prior []*turn
 	s.mu.Lock()
-	for k, p := range s.turns {
-		if k.name == name {
-			prior, t.keys = append(prior, p), append(t.keys, k)
-		}
-	}
-	if len(prior) == 0 {
-		for k := range s.holds {
-			if k.name == name {
-				t.keys = append(t.keys, k)
-			}
-		}
-	}
-	if len(t.keys) == 0 && s.releasing[name] == nil {
+	t, prior := s.whoTurnLocked(name)
+	releasing := s.releasing[name] != nil
+	if len(t.keys) == 0 && !releasing {
 		s.mu.Unlock()
 		return s.who(req)
 	}
-	if len(prior) == 0 && s.releasing[name] == nil {
+	if len(prior) == 0 && !releasing {
 		// It waits for nothing, only holds up later requests on the
 		// holds: not limited, so a session at its limit may still ask.
 		s.behind++
@@ -340,22 +328,49 @@ func (s *session) whoInTurn(req *protocol.Request) error {
 	go func() {
 		defer s.reqs.Done()
 		defer s.finish(t)
-		s.awaitTurn(prior)
-		s.mu.Lock()
-		r := s.releasing[name]
-		s.mu.Unlock()
-		if r != nil {
-			<-r.done
-		}
-		err := s.allow("who", name)
-		if err == nil {
-			err = s.whoReply(req.Tag, name)
-		}
-		if err != nil {
-			s.send(protocol.ErrorLine(req.Tag, err))
-		}
+		s.whoAfter(req.Tag, name, prior)
 	}()
 	return nil
+}
+
+// whoTurnLocked is the turn a WHO of name would take, on the holds of the
+// name that have an unfinished request (prior, the last of each), or if
+// none has, on the session's holds of the name. s.mu is held.
+func (s *session) whoTurnLocked(name string) (t *turn, prior []*turn) {
+	t = &turn{done: make(chan struct{})}
+	for k, p := range s.turns {
+		if k.name == name {
+			prior, t.keys = append(prior, p), append(t.keys, k)
+		}
+	}
+	if len(prior) > 0 {
+		return t, prior
+	}
+	for k := range s.holds {
+		if k.name == name {
+			t.keys = append(t.keys, k)
+		}
+	}
+	return t, nil
+}
+
+// whoAfter answers the WHO tag of name once prior are finished and the
+// session's releases of the name have landed.
+func (s *session) whoAfter(tag, name string, prior []*turn) {
+	s.awaitTurn(prior)
+	s.mu.Lock()
+	r := s.releasing[name]
+	s.mu.Unlock()
+	if r != nil {
+		<-r.done
+	}
+	err := s.allow("who", name)
+	if err == nil {
+		err = s.whoReply(tag, name)
+	}
+	if err != nil {
+		s.send(protocol.ErrorLine(tag, err))
+	}
 }
 
 // cancelTag withdraws the LOCK tag, which a CANCEL found before it joined
