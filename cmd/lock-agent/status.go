@@ -134,23 +134,9 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 		f := fields(words[2:])
 		switch words[1] {
 		case "DATA":
-			left, _ := strconv.ParseInt(f["quarantine_left"], 10, 64)
-			m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left,
-				Settings: f["settings"]}
-			s.Masters = append(s.Masters, m)
-			if m.State == "up" {
-				s.Up++
-			}
+			s.addMaster(f)
 		case "OK":
-			s.ID, s.Version = f["id"], f["agent"]
-			s.Sessions, _ = strconv.Atoi(f["sessions"])
-			s.Holds, _ = strconv.Atoi(f["holds"])
-			s.Waiters, _ = strconv.Atoi(f["waiters"])
-			s.Quorum, _ = strconv.Atoi(f["quorum"])
-			s.Settings = f["settings"]
-			if d := f["settings_differ"]; d != "" {
-				s.SettingsDiffer = strings.Split(d, ",")
-			}
+			s.readFinal(f)
 			return s, nil
 		default:
 			return nil, fmt.Errorf("%s", strings.Join(words[1:], " "))
@@ -160,6 +146,30 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 		return nil, err
 	}
 	return nil, fmt.Errorf("the agent closed the connection")
+}
+
+// addMaster reads one STATUS DATA line's fields f: a master.
+func (s *agentStatus) addMaster(f map[string]string) {
+	left, _ := strconv.ParseInt(f["quarantine_left"], 10, 64)
+	m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left,
+		Settings: f["settings"]}
+	s.Masters = append(s.Masters, m)
+	if m.State == "up" {
+		s.Up++
+	}
+}
+
+// readFinal reads the fields f of STATUS's final OK line.
+func (s *agentStatus) readFinal(f map[string]string) {
+	s.ID, s.Version = f["id"], f["agent"]
+	s.Sessions, _ = strconv.Atoi(f["sessions"])
+	s.Holds, _ = strconv.Atoi(f["holds"])
+	s.Waiters, _ = strconv.Atoi(f["waiters"])
+	s.Quorum, _ = strconv.Atoi(f["quorum"])
+	s.Settings = f["settings"]
+	if d := f["settings_differ"]; d != "" {
+		s.SettingsDiffer = strings.Split(d, ",")
+	}
 }
 
 func fields(words []string) map[string]string {
