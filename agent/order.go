@@ -24,7 +24,7 @@ import (
 type turn struct {
 	done chan struct{} // closed when it is finished
 	keys []holdKey
-	// tag, for a LOCK, is its tag: the session's locks has it under it
+	// tag, for a LOCK, is its tag: the session's lockTurns has it under it
 	// until its answer is about to be queued.
 	tag  string
 	lock bool
@@ -58,10 +58,10 @@ func (s *session) takeTurnLocked(t *turn) {
 		s.turns[k] = t
 	}
 	if t.lock {
-		if s.locks == nil {
-			s.locks = map[string]*turn{}
+		if s.lockTurns == nil {
+			s.lockTurns = map[string]*turn{}
 		}
-		s.locks[t.tag] = t
+		s.lockTurns[t.tag] = t
 	}
 }
 
@@ -101,7 +101,7 @@ func (s *session) finishLocked(t *turn) {
 func (s *session) lockAnswering(tag string) *turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.locks[tag]
+	t := s.lockTurns[tag]
 	if t != nil {
 		s.untagLocked(t)
 	}
@@ -109,8 +109,8 @@ func (s *session) lockAnswering(tag string) *turn {
 }
 
 func (s *session) untagLocked(t *turn) {
-	if t.lock && s.locks[t.tag] == t {
-		delete(s.locks, t.tag)
+	if t.lock && s.lockTurns[t.tag] == t {
+		delete(s.lockTurns, t.tag)
 	}
 }
 
@@ -138,7 +138,7 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 	}
 	t := &turn{done: make(chan struct{}), keys: keysOf(l.Names, l.Owner), tag: req.Tag, lock: true}
 	s.mu.Lock()
-	if s.locks[req.Tag] != nil {
+	if s.lockTurns[req.Tag] != nil {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
@@ -227,7 +227,7 @@ func (s *session) endedBy() error {
 // joiningLocked says whether the LOCK tag is joining its queue in its own
 // goroutine, which withdraws it if need be (see applyLock). s.mu is held.
 func (s *session) joiningLocked(tag string) bool {
-	t := s.locks[tag]
+	t := s.lockTurns[tag]
 	return t != nil && t.started && !t.applied
 }
 
@@ -238,7 +238,7 @@ func (s *session) joiningLocked(tag string) bool {
 // wait for the ones before it; one joining its queue is withdrawn by
 // applyLock. s.mu is held.
 func (s *session) cancelPendingLocked(tag string) (pending, answer bool) {
-	t := s.locks[tag]
+	t := s.lockTurns[tag]
 	if t == nil || t.applied {
 		return false, false
 	}

@@ -84,12 +84,12 @@ type session struct {
 	multisEnded chan struct{}
 	releasing   map[string]*release // names being released in the masters; nil when none
 	// turns is the last unfinished request on each hold that later
-	// requests on it wait for, locks the unanswered LOCKs by tag, and
+	// requests on it wait for, lockTurns the unanswered LOCKs by tag, and
 	// behind the requests waiting for their turn (see order.go);
 	// turnsEnded, while the agent stops, is closed when turns empties
 	// (see bye).
 	turns      map[holdKey]*turn
-	locks      map[string]*turn
+	lockTurns  map[string]*turn
 	turnsEnded chan struct{}
 	behind     int
 	inflight   int // requests working in their own goroutine
