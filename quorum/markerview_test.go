@@ -55,17 +55,16 @@ func TestClassifyMarker(t *testing.T) {
 // TestModelCallsCarryTheModelsPlantDecision checks that the model hooks
 // put the gate argument where the gate reads it (after the epoch argument)
 // and that it carries the model agent's may-plant decision, not the
-// Cluster's (which never probed).
+// Cluster's (which never probed, so may not plant).
 func TestModelCallsCarryTheModelsPlantDecision(t *testing.T) {
 	c, err := New(Config{Masters: []MasterConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}}, KeyPrefix: "m:",
 		Quarantine: 400 * time.Millisecond, Settings: Settings{{"lease", "300ms"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := []MarkerView{ViewOurs, ViewOurs, ViewOurs}
 	req := AcquireRequest{Name: "n", Holder: "h", Lease: time.Second}
-	for _, view := range [][]MarkerView{ours, nil} {
-		want := c.gateArg(view != nil)
+	for _, view := range []bool{true, false} {
+		want := c.gateArg(view)
 		calls := map[string]struct {
 			call    ScriptCall
 			gateArg int
@@ -73,11 +72,11 @@ func TestModelCallsCarryTheModelsPlantDecision(t *testing.T) {
 			"acquire": {c.ModelAcquire(0, req, view), acquireScript.gateArg},
 			"renew":   {c.ModelRenew(0, time.Second, []RenewKey{{Name: "n", Holder: "h"}}, view), renewScript.gateArg},
 			"repair":  {c.ModelRepair(0, time.Second, RenewKey{Name: "n", Holder: "h"}, view), repairScript.gateArg},
-			"probe":   {c.ModelProbe(0, view), markerScript.gateArg},
+			"probe":   {c.ModelProbe(0, view, false), markerScript.gateArg},
 		}
 		for name, k := range calls {
 			if got := k.call.Args[k.gateArg+1]; got != want {
-				t.Errorf("%s with view %v: gate argument %q, want %q", name, view, got, want)
+				t.Errorf("%s with may-plant %v: gate argument %q, want %q", name, view, got, want)
 			}
 		}
 	}
