@@ -11,15 +11,24 @@ import (
 	"github.com/lock-agent/lock-agent/agent"
 )
 
-// depthFlag (or LOCK_AGENT_MODEL_DEPTH) runs the protected world deeper
+// depthFlag (or LOCK_AGENT_MODEL_DEPTH) runs the protected worlds deeper
 // than CI does: go test ./internal/model -run TestModel -model.depth 9.
-var depthFlag = flag.Int("model.depth", 0, "depth of TestModelHoldsItsInvariants (0: the CI depth, or LOCK_AGENT_MODEL_DEPTH)")
+var depthFlag = flag.Int("model.depth", 0, "depth of the protected worlds (0: the CI depths, or LOCK_AGENT_MODEL_DEPTH)")
 
-// ciDepth is the depth CI explores: under a minute with -race on a
-// loaded 2-core machine.
-const ciDepth = 5
+// ciDepth is the depth CI explores the protected world to, and
+// ciSideDepth the semaphore and cohort worlds (whose states branch more):
+// the package's tests under a minute with -race on a loaded 2-core machine.
+const (
+	ciDepth     = 5
+	ciSideDepth = 4
+)
 
-func depth(t *testing.T) int {
+// depth is the depth to explore the protected world to.
+func depth(t *testing.T) int { return depthOr(t, ciDepth) }
+
+// depthOr is the depth that -model.depth or LOCK_AGENT_MODEL_DEPTH asks
+// for, else ci.
+func depthOr(t *testing.T, ci int) int {
 	if *depthFlag > 0 {
 		return *depthFlag
 	}
@@ -30,7 +39,7 @@ func depth(t *testing.T) int {
 		}
 		return d
 	}
-	return ciDepth
+	return ci
 }
 
 // newAgent is an agent with clients clients and a lease, as the agent
@@ -166,7 +175,7 @@ func TestModelSemaphore(t *testing.T) {
 		t.Fatalf("no counterexample found with the epoch gate off")
 	}
 	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
-	res, err = Check(semaphore(max(res.Depth, depth(t))))
+	res, err = Check(semaphore(max(res.Depth, depthOr(t, ciSideDepth))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +244,7 @@ func cohort(d int) World {
 
 // TestModelCohort checks hand-overs inside an agent: with the masters'
 // block reservation off, the checker finds a grant whose fence is not above
-// a fence handed on; with it on, to the CI depth, none.
+// a fence handed on; with it on, to the CI depth (4), none.
 func TestModelCohort(t *testing.T) {
 	off := cohort(7)
 	off.Patch = BlockReservationOff
@@ -248,7 +257,7 @@ func TestModelCohort(t *testing.T) {
 		t.Fatalf("no counterexample found with the block reservation off")
 	}
 	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
-	res, err = Check(cohort(max(res.Depth, depth(t))))
+	res, err = Check(cohort(max(res.Depth, depthOr(t, ciSideDepth))))
 	if err != nil {
 		t.Fatal(err)
 	}
