@@ -44,14 +44,6 @@ const (
 	StateSettings State = "settings"
 )
 
-// What a master's marker records, as its probe last saw it (master.view).
-const (
-	viewUnknown int32 = iota // not probed yet
-	viewNone                 // no marker, or one that records no settings
-	viewOurs                 // this agent's settings
-	viewOther                // other settings
-)
-
 // master is one Redis master: a rueidis client made once it can connect, a
 // health probe that marks it up, down or quarantined, and a subscriber.
 type master struct {
@@ -77,7 +69,7 @@ type master struct {
 	recorded string
 	checked  time.Time // when its configuration was last checked
 
-	// view is what the marker records (viewNone etc.), as the probe saw it;
+	// view is what the marker records (a MarkerView), as the probe saw it;
 	// read without the lock by Cluster.markerCounts on every gate call.
 	view atomic.Int32
 
@@ -413,14 +405,7 @@ type markerReply struct {
 // noteMarker records what the marker records, and logs a marker planted
 // anew.
 func (m *master) noteMarker(mk markerReply) {
-	view := viewNone
-	switch {
-	case mk.refusal == nil && mk.recorded == m.cluster.settings:
-		view = viewOurs
-	case errors.Is(mk.refusal, ErrSettings):
-		view = viewOther
-	}
-	m.view.Store(view)
+	m.view.Store(int32(ClassifyMarker(mk.refusal, mk.recorded, m.cluster.settings)))
 	m.mu.Lock()
 	m.refusal, m.recorded = mk.refusal, mk.recorded
 	m.mu.Unlock()
@@ -428,6 +413,21 @@ func (m *master) noteMarker(mk markerReply) {
 		m.log.Warn("master recorded other settings than a majority of masters: planted anew with the majority's (this agent's); it is quarantined",
 			"recorded", *mk.replanted, "settings", mk.recorded, "quarantine_left_ms", mk.left)
 	}
+}
+
+// ClassifyMarker is what a probe saw of a master's marker (see markerSrc):
+// refusal is the gate's refusal as the probe reads it (a *SettingsError,
+// ErrUnplanted, or nil), recorded the settings the marker records after the
+// probe, ours the agent's (in their canonical form). A marker the probe
+// planted anew records ours, with no refusal.
+func ClassifyMarker(refusal error, recorded, ours string) MarkerView {
+	switch {
+	case refusal == nil && recorded == ours:
+		return ViewOurs
+	case errors.Is(refusal, ErrSettings):
+		return ViewOther
+	}
+	return ViewNone
 }
 
 // gate runs the epoch gate on the probe's connection and returns what it

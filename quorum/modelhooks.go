@@ -20,40 +20,50 @@ type ScriptCall struct {
 	Keys, Args []string
 }
 
-// modelCall is s's call on master i with keys and args, its gate's epoch argument
-// completed as master i's calls carry it.
-func (c *Cluster) modelCall(i int, s *script, keys, args []string) ScriptCall {
+// modelCall is s's call on master i with keys and args, its gate's epoch
+// argument completed as master i's calls carry it, and, for a script that
+// runs the gate, its gate argument (which follows the epoch argument) made
+// with mayPlant: the model agent's decision (MayPlant over what its probes
+// saw, which is part of the model's state), not the Cluster's (which never
+// probes).
+func (c *Cluster) modelCall(i int, s *script, keys, args []string, mayPlant bool) ScriptCall {
+	if s.gateArg >= 0 {
+		args[s.gateArg+1] = c.gateArg(mayPlant)
+	}
 	return ScriptCall{Src: s.fallback().src, Keys: keys, Args: c.masters[i].gateArgs(s, args)}
 }
 
 // ModelAcquire is the acquire script's call on master i for req, as Acquire
-// sends it. For the model checker only.
-func (c *Cluster) ModelAcquire(i int, req AcquireRequest) ScriptCall {
+// sends it from an agent that may plant (see MayPlant) or not. For the
+// model checker only.
+func (c *Cluster) ModelAcquire(i int, req AcquireRequest, mayPlant bool) ScriptCall {
 	keys, args := c.acquireArgs(req)
-	return c.modelCall(i, acquireScript, keys, args)
+	return c.modelCall(i, acquireScript, keys, args, mayPlant)
 }
 
 // ModelRenew is the renew script's call on master i for holds, as the
-// watchdog's Renew sends it (one batch). For the model checker only.
-func (c *Cluster) ModelRenew(i int, lease time.Duration, holds []RenewKey) ScriptCall {
+// watchdog's Renew sends it (one batch) from an agent that may plant or
+// not. For the model checker only.
+func (c *Cluster) ModelRenew(i int, lease time.Duration, holds []RenewKey, mayPlant bool) ScriptCall {
 	keys, args := c.renewArgs(lease, holds)
-	return c.modelCall(i, renewScript, keys, args)
+	return c.modelCall(i, renewScript, keys, args, mayPlant)
 }
 
 // ModelRepair is the repair script's call on master i that re-creates
 // hold (its Record as the Grant gave it) with lease, as the watchdog's Renew
 // sends it to a master that answered the hold is gone while a majority
-// renewed it. For the model checker only.
-func (c *Cluster) ModelRepair(i int, lease time.Duration, hold RenewKey) ScriptCall {
+// renewed it, from an agent that may plant or not. For the model checker
+// only.
+func (c *Cluster) ModelRepair(i int, lease time.Duration, hold RenewKey, mayPlant bool) ScriptCall {
 	k := c.repairCall(strconv.FormatInt(lease.Milliseconds(), 10), hold)
-	return c.modelCall(i, repairScript, k.keys, k.args)
+	return c.modelCall(i, repairScript, k.keys, k.args, mayPlant)
 }
 
 // ModelRelease is the release script's call on master i that gives back
 // holder's hold of name, as Release sends it. For the model checker only.
 func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
 	keys, args := c.releaseArgs(name, holder, name)
-	return c.modelCall(i, releaseScript, keys, args)
+	return c.modelCall(i, releaseScript, keys, args, false)
 }
 
 // ModelRaiseFence is the fence write-back's call on master i: name's
@@ -62,13 +72,14 @@ func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
 // (see settleFence). For the model checker only.
 func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64) ScriptCall {
 	keys, args := c.raiseFenceArgs(name, c.holderKey(name, holder), fence, block)
-	return c.modelCall(i, raiseFenceScript, keys, args)
+	return c.modelCall(i, raiseFenceScript, keys, args, false)
 }
 
 // ModelBootstrap is the call that plants an epoch marker with no
-// quarantine on a new master (see Bootstrap). For the model checker only.
+// quarantine, recording this agent's settings, on a new master (see
+// BootstrapSettings). For the model checker only.
 func (c *Cluster) ModelBootstrap(i int) ScriptCall {
-	return c.modelCall(i, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:model"})
+	return c.modelCall(i, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:model", c.settings}, false)
 }
 
 // SettleFence is how a won acquire settles its fence (see settleFence):
@@ -92,8 +103,27 @@ func SettleFence(fences []int64) (fence int64, atFence int, behind []int) {
 }
 
 // ModelProbe is the health probe's call on master i (the gate, which plants
-// a quarantined marker on a master that has none), as the probe sends it.
-// For the model checker only.
-func (c *Cluster) ModelProbe(i int) ScriptCall {
-	return ScriptCall{Src: markerScript.fallback().src, Keys: []string{c.markerKey()}, Args: c.gateArgs()}
+// a quarantined marker on a master that has none, and re-plants one that
+// records other settings), as the probe sends it from an agent whose probes
+// saw the markers as mayPlant and replant say (see MayPlant, Replant). For
+// the model checker only.
+func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
+	flag := "0"
+	if replant {
+		flag = "1"
+	}
+	args := append(c.gateArgs(), flag)
+	return c.modelCall(i, markerScript, []string{c.markerKey()}, args, mayPlant)
+}
+
+// ModelProbeView is what an agent's probe makes of the probe's reply (see
+// markerSrc): recorded is the settings the marker records, refusal the
+// reply's refusal word and what follows. ok is false for a reply the probe
+// counts as a failed probe, which leaves the view as it was.
+func (c *Cluster) ModelProbeView(recorded, refusal string) (view MarkerView, ok bool) {
+	mk := markerReply{recorded: recorded}
+	if err := mk.readRefusal(refusal, c.cfg.Settings, nil); err != nil {
+		return ViewUnknown, false
+	}
+	return ClassifyMarker(mk.refusal, mk.recorded, c.settings), true
 }

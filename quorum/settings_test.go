@@ -20,7 +20,7 @@ var (
 // which only master 0 is a real server: the others exist only in what this
 // agent believes the markers record (views), which decides whether it may
 // plant (see mayPlant) and re-plant (see replant).
-func gateMaster(t *testing.T, server *redistest.Server, views ...int32) (*Cluster, *master) {
+func gateMaster(t *testing.T, server *redistest.Server, views ...MarkerView) (*Cluster, *master) {
 	t.Helper()
 	cfg := Config{KeyPrefix: "g:", DriftFactor: 0.01, MasterTimeout: 200 * time.Millisecond, Quarantine: 3100 * time.Millisecond,
 		Settings: ourSettings, Masters: []MasterConfig{{Name: "m0", Address: server.Addr}, {Name: "m1", Address: "127.0.0.1:1"}, {Name: "m2", Address: "127.0.0.1:1"}}}
@@ -29,7 +29,7 @@ func gateMaster(t *testing.T, server *redistest.Server, views ...int32) (*Cluste
 		t.Fatal(err)
 	}
 	for i, v := range views {
-		c.masters[i].view.Store(v)
+		c.masters[i].view.Store(int32(v))
 	}
 	m := c.masters[0]
 	m.connect()
@@ -78,8 +78,8 @@ func TestGateSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func()
-		views []int32 // of masters 0..2, as this agent's probes saw them
-		probe bool    // run the probe (which may re-plant), not a vote
+		views []MarkerView // of masters 0..2, as this agent's probes saw them
+		probe bool         // run the probe (which may re-plant), not a vote
 		// want: the refusal (nil: a vote), and what the marker then records.
 		want         error
 		wantSettings string
@@ -87,36 +87,36 @@ func TestGateSettings(t *testing.T) {
 		quarantined  bool // the marker's quarantine runs (until > 0)
 	}{
 		{name: "a master with no marker gets one recording our settings when a majority records them",
-			setup: func() {}, views: []int32{viewNone, viewOurs, viewOurs}, probe: true,
+			setup: func() {}, views: []MarkerView{ViewNone, ViewOurs, ViewOurs}, probe: true,
 			wantSettings: ourSettings.String(), wantHow: "plant", quarantined: true},
 		{name: "a master with no marker gets one when a majority was probed and none records other settings (a new cluster)",
-			setup: func() {}, views: []int32{viewNone, viewNone, viewUnknown}, probe: true,
+			setup: func() {}, views: []MarkerView{ViewNone, ViewNone, ViewUnknown}, probe: true,
 			wantSettings: ourSettings.String(), wantHow: "plant", quarantined: true},
 		{name: "a master with no marker refuses a vote, and is not planted, while the agent does not know a majority",
-			setup: func() {}, views: []int32{viewNone, viewUnknown, viewUnknown},
+			setup: func() {}, views: []MarkerView{ViewNone, ViewUnknown, ViewUnknown},
 			want: ErrUnplanted},
 		{name: "a master with no marker is not planted by an agent whom a master with other settings outvotes",
-			setup: func() {}, views: []int32{viewNone, viewOther, viewNone},
+			setup: func() {}, views: []MarkerView{ViewNone, ViewOther, ViewNone},
 			want: ErrUnplanted},
 		{name: "a marker that records no settings adopts ours, and votes",
-			setup: plantMarker("", ""), views: []int32{viewNone, viewOurs, viewOurs},
+			setup: plantMarker("", ""), views: []MarkerView{ViewNone, ViewOurs, ViewOurs},
 			wantSettings: ourSettings.String()},
 		{name: "a marker that records no settings votes for an agent that may not plant, and records none",
-			setup: plantMarker("", ""), views: []int32{viewNone, viewOther, viewOther}},
+			setup: plantMarker("", ""), views: []MarkerView{ViewNone, ViewOther, ViewOther}},
 		{name: "a marker that records our settings votes",
-			setup: plantMarker(ourSettings.String(), "plant"), views: []int32{viewOurs, viewUnknown, viewUnknown},
+			setup: plantMarker(ourSettings.String(), "plant"), views: []MarkerView{ViewOurs, ViewUnknown, ViewUnknown},
 			wantSettings: ourSettings.String(), wantHow: "plant"},
 		{name: "a marker that records other settings refuses the vote and is left as it is",
-			setup: plantMarker(otherSettings.String(), "plant"), views: []int32{viewOther, viewOurs, viewOurs},
+			setup: plantMarker(otherSettings.String(), "plant"), views: []MarkerView{ViewOther, ViewOurs, ViewOurs},
 			want: ErrSettings, wantSettings: otherSettings.String(), wantHow: "plant"},
 		{name: "the probe of an agent a majority agrees with plants anew a marker that records other settings",
-			setup: plantMarker(otherSettings.String(), "plant"), views: []int32{viewOther, viewOurs, viewOurs}, probe: true,
+			setup: plantMarker(otherSettings.String(), "plant"), views: []MarkerView{ViewOther, ViewOurs, ViewOurs}, probe: true,
 			wantSettings: ourSettings.String(), wantHow: "plant", quarantined: true},
 		{name: "the probe of an agent in a minority leaves another's marker as it is",
-			setup: plantMarker(otherSettings.String(), "plant"), views: []int32{viewOther, viewOther, viewOurs}, probe: true,
+			setup: plantMarker(otherSettings.String(), "plant"), views: []MarkerView{ViewOther, ViewOther, ViewOurs}, probe: true,
 			want: ErrSettings, wantSettings: otherSettings.String(), wantHow: "plant"},
 		{name: "a marker the settings command wrote is not planted anew, whatever the agent believes",
-			setup: plantMarker(otherSettings.String(), "change"), views: []int32{viewOther, viewOurs, viewOurs}, probe: true,
+			setup: plantMarker(otherSettings.String(), "change"), views: []MarkerView{ViewOther, ViewOurs, ViewOurs}, probe: true,
 			want: ErrSettings, wantSettings: otherSettings.String(), wantHow: "change"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // costs: the master's keyspace loaded into miniredis, the acquire script
 // run by EVAL, the keyspace read back.
 func BenchmarkScriptRun(b *testing.B) {
-	c, err := newChecker(World{Agents: []Agent{agent(1, lease, safeQuarantine)}, Attempts: 1, Depth: 1})
+	c, err := newChecker(World{Agents: []Agent{newAgent(1, lease)}, Attempts: 1, Depth: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func (c *checker) deliverNow(s *state, m message, heard bool) any {
 // deliver runs m's script on its master at s's time, and returns the reply.
 func (c *checker) deliver(s *state, m message) any {
 	a := &c.agents[m.agent]
-	tag := fmt.Sprintf("%d %d %d %s %d %d", m.agent, m.master, m.kind, m.holder, m.fence, m.slot)
+	tag := fmt.Sprintf("%d %d %d %s %d %d %v", m.agent, m.master, m.kind, m.holder, m.fence, m.slot, m.mayPlant)
 	reply, after := c.run.run(s.masters[m.master], s.clock(m.master), tag, func() quorum.ScriptCall {
 		return c.patch(a.call(m))
 	})
@@ -93,7 +93,11 @@ func (c *checker) current(cl *client, m message) bool {
 	return cl.phase == holding && cl.renewing
 }
 
-// judge reads a master's reply to m as the agent does.
+// judge reads a master's reply to m as the agent does. An error reply is a
+// failed master, as a round counts it (quorum's collect): the gate's
+// refusals too, SETTINGS (the marker records other settings) and UNPLANTED
+// (no marker, and the agent may not plant one), which only name the
+// round's error.
 func (c *checker) judge(cl *client, m message, reply any) answer {
 	vals, err := ints(reply)
 	switch {

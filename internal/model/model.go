@@ -1,8 +1,9 @@
 // Package model checks lock-agent's protocol exhaustively in a small world:
-// two agents with one or two clients each, asking for one name (a lock or a
-// semaphore) on three masters, every interleaving of the events below up to a bounded depth,
-// breadth first, with a set of the states seen so that the search ends.
-// docs/safety.md says what it found and how to run it deeper.
+// two agents with one or two clients each (each with its own lease,
+// quarantine and recorded settings), asking for one name (a lock or a
+// semaphore) on three masters, every interleaving of the events below up to
+// a bounded depth, breadth first, with a set of the states seen so that the
+// search ends. docs/safety.md says what it found and how to run it deeper.
 //
 // What is real: the masters run the project's own Lua scripts (acquire,
 // renew, repair, release, fence raise, the health probe, and the epoch gate every
@@ -12,7 +13,13 @@
 // The scripts' source, KEYS and ARGV are built by the quorum package's own
 // functions (quorum/modelhooks.go), and the agents decide with its pure
 // functions: DecideSlots for an acquire round, SettleFence for the fence
-// write-back, Validity for a grant's and a renewal's deadline, Majority.
+// write-back, Validity for a grant's and a renewal's deadline, Majority,
+// and, from what each agent's probes last saw of each master's marker (part
+// of the model's state, not of the never-connected Cluster), MarkerCounts,
+// MayPlant and Replant for whether its gate calls may plant a marker and
+// its probes re-plant one, and ClassifyMarker (through ModelProbeView) for
+// what a probe's reply makes of its view. A gate's refusal (SETTINGS,
+// UNPLANTED) is a failed master, as a round counts it.
 //
 // The events: a client starts an acquire attempt (a new holder id; the
 // script sent to every master); each message is delivered (the script runs
@@ -23,7 +30,10 @@
 // that did not answer (the per-master timeout, at any moment); a holder
 // releases; its watchdog renews every lease/3 (and re-creates the hold
 // where a master lost it, when a majority renewed); an agent's health probe
-// meets a master with no epoch marker and plants one; a master restarts
+// of a master runs the gate (planting a marker on a master that has none,
+// when the agent may; planting anew one that records other settings, when
+// it knows a majority records its own) and updates the agent's view of the
+// master; a master restarts
 // empty or is flushed; an agent crashes; a master's clock jumps ahead; a
 // holder's agent hands the name to another of its clients with the next
 // fence of the grant's block (lock cohorting); time advances to the next instant at which
@@ -42,7 +52,9 @@
 // settleFence, the watchdog's apply and Release, but they are not that
 // code); a master restart and a FLUSHALL are one event (miniredis has no
 // run_id, so the gate's run_id check is not exercised: data restored from a
-// stale snapshot is not in this world); the queue, shared locks, the
+// stale snapshot is not in this world); the masters start bootstrapped with
+// the first agent's settings, and the settings command (a marker changed
+// to new settings, how=change) is not in this world; the queue, shared locks, the
 // contender's back-off (an attempt may come at any moment), a cohort's
 // refill of a further block and agent restarts are not modelled; the agents share the model
 // clock, and a master's clock may only jump ahead of it by a set amount

@@ -7,17 +7,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lock-agent/lock-agent/agent"
 )
 
-// depthFlag (or LOCK_AGENT_MODEL_DEPTH) runs the protected world deeper
+// depthFlag (or LOCK_AGENT_MODEL_DEPTH) runs the protected worlds deeper
 // than CI does: go test ./internal/model -run TestModel -model.depth 9.
-var depthFlag = flag.Int("model.depth", 0, "depth of TestModelHoldsItsInvariants (0: the CI depth, or LOCK_AGENT_MODEL_DEPTH)")
+var depthFlag = flag.Int("model.depth", 0, "depth of the protected worlds (0: the CI depths, or LOCK_AGENT_MODEL_DEPTH)")
 
-// ciDepth is the depth CI explores: under a minute with -race on a
-// loaded 2-core machine.
-const ciDepth = 5
+// ciDepth is the depth CI explores the protected world to, and
+// ciSideDepth the semaphore and cohort worlds (whose states branch more):
+// the package's tests under a minute with -race on a loaded 2-core machine.
+const (
+	ciDepth     = 5
+	ciSideDepth = 4
+)
 
-func depth(t *testing.T) int {
+// depth is the depth to explore the protected world to.
+func depth(t *testing.T) int { return depthOr(t, ciDepth) }
+
+// depthOr is the depth that -model.depth or LOCK_AGENT_MODEL_DEPTH asks
+// for, else ci.
+func depthOr(t *testing.T, ci int) int {
 	if *depthFlag > 0 {
 		return *depthFlag
 	}
@@ -28,29 +39,37 @@ func depth(t *testing.T) int {
 		}
 		return d
 	}
-	return ciDepth
+	return ci
 }
 
-// agent is an agent with clients clients, a lease and a quarantine (drift
-// factor 0.01, so the drift allowance is lease/100 + 2 ms).
-func agent(clients int, lease, quarantine time.Duration) Agent {
-	return Agent{Clients: clients, Lease: lease, Quarantine: quarantine, DriftFactor: 0.01}
+// newAgent is an agent with clients clients and a lease, as the agent
+// configures it: drift factor 0.01 (so the drift allowance is lease/100 +
+// 2 ms), master timeout 50 ms, the quarantine agent.Quarantine makes of
+// them (lease + lease×drift + 2×master timeout + 10 ms) and the settings
+// agent.ClusterSettings records.
+func newAgent(clients int, lease time.Duration) Agent {
+	l := agent.LockConfig{Lease: lease, DriftFactor: 0.01, MasterTimeout: 50 * time.Millisecond}
+	return Agent{Clients: clients, Lease: lease, Quarantine: agent.Quarantine(l), DriftFactor: l.DriftFactor, Settings: agent.ClusterSettings(l)}
+}
+
+// shortened is a with a quarantine shorter than agent.Quarantine gives
+// (its settings left as they were): a protection switched off.
+func shortened(a Agent, quarantine time.Duration) Agent {
+	a.Quarantine = quarantine
+	return a
 }
 
 const (
-	lease = 300 * time.Millisecond
-	// safeQuarantine is at least the lease and its drift allowance.
-	safeQuarantine = 400 * time.Millisecond
-	// longLease is another agent's lease, and longQuarantine what covers it.
-	longLease      = 600 * time.Millisecond
-	longQuarantine = 700 * time.Millisecond
+	lease = 300 * time.Millisecond // quarantine 413 ms
+	// longLease is another agent's lease (quarantine 716 ms).
+	longLease = 600 * time.Millisecond
 )
 
 // protected is the world CI checks: every protection on, settings every
 // agent shares, one master that may lose its data, one agent that may
 // crash, answers that may be lost.
 func protected(d int) World {
-	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+	return World{Agents: []Agent{newAgent(2, lease), newAgent(1, lease)},
 		Attempts: 1, Wipes: 1, Crashes: 1, Lossy: true, Depth: d}
 }
 
@@ -76,7 +95,7 @@ func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
 	twoAgents := func(a0, a1 Agent) World {
 		return World{Agents: []Agent{a0, a1}, Attempts: 1, Wipes: 1, Depth: 7}
 	}
-	safe := agent(1, lease, safeQuarantine)
+	safe := newAgent(1, lease)
 	cases := []struct {
 		name     string
 		off, on  World
@@ -93,13 +112,13 @@ func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
 		protects: "fence",
 	}, {
 		name:     "the quarantine shorter than a lease: an emptied master votes while a hold it forgot is valid",
-		off:      twoAgents(agent(1, lease, 100*time.Millisecond), agent(1, lease, 100*time.Millisecond)),
+		off:      twoAgents(shortened(safe, 100*time.Millisecond), shortened(safe, 100*time.Millisecond)),
 		on:       twoAgents(safe, safe),
 		protects: "believe",
 	}, {
-		name:     "settings mixed: an agent with a short lease plants a quarantine shorter than another agent's lease",
-		off:      twoAgents(agent(1, longLease, longQuarantine), safe),
-		on:       twoAgents(agent(1, longLease, longQuarantine), agent(1, lease, longQuarantine)),
+		name:     "the settings check off: an agent with a short lease plants a quarantine shorter than another agent's lease",
+		off:      patched(twoAgents(newAgent(1, longLease), safe), SettingsCheckOff),
+		on:       twoAgents(newAgent(1, longLease), safe),
 		protects: "believe",
 	}}
 	for _, tc := range cases {
@@ -137,7 +156,7 @@ func patched(w World, patch func(string) string) World {
 
 // semaphore is the world of a semaphore of two slots and three clients.
 func semaphore(d int) World {
-	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+	return World{Agents: []Agent{newAgent(2, lease), newAgent(1, lease)},
 		Limit: 2, Attempts: 1, Wipes: 1, Depth: d}
 }
 
@@ -156,7 +175,7 @@ func TestModelSemaphore(t *testing.T) {
 		t.Fatalf("no counterexample found with the epoch gate off")
 	}
 	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
-	res, err = Check(semaphore(max(res.Depth, depth(t))))
+	res, err = Check(semaphore(max(res.Depth, depthOr(t, ciSideDepth))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +190,7 @@ func TestModelSemaphore(t *testing.T) {
 // ms: 5 ms) the checker finds two holders; by the allowance, none. It is
 // what Validity's drift term is for.
 func TestModelDriftAllowance(t *testing.T) {
-	safe := agent(1, lease, safeQuarantine)
+	safe := newAgent(1, lease)
 	world := func(skew time.Duration, d int) World {
 		return World{Agents: []Agent{safe, safe}, Attempts: 1, Skews: 1, Skew: skew, Depth: d}
 	}
@@ -195,24 +214,37 @@ func TestModelDriftAllowance(t *testing.T) {
 }
 
 func TestAPatchThatNoLongerMatchesFailsLoudly(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("a script whose gate changed was left as it was")
-		}
-	}()
-	GateOff("local function gate(marker, epoch)\nreturn 0\nend\n")
+	cases := []struct {
+		name  string
+		patch func(string) string
+		src   string
+	}{
+		{"the gate off, on a gate with another signature", GateOff, "local function gate(marker, epoch)\nreturn 0\nend\n"},
+		{"the settings check off, on a gate with another signature", SettingsCheckOff, "local function gate(marker, epoch)\nreturn 0\nend\n"},
+		{"the settings check off, on a gate that checks no settings", SettingsCheckOff, "local function gate(marker, epocharg, gatearg)\n  return 0, 0\nend\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("a script whose gate changed was left as it was")
+				}
+			}()
+			tc.patch(tc.src)
+		})
+	}
 }
 
 // cohort is the world of lock cohorting: a0's two clients pass the name
 // between them with the fences of a block of three, a1 asks too.
 func cohort(d int) World {
-	return World{Agents: []Agent{agent(2, lease, safeQuarantine), agent(1, lease, safeQuarantine)},
+	return World{Agents: []Agent{newAgent(2, lease), newAgent(1, lease)},
 		Block: 3, Attempts: 1, Wipes: 1, Depth: d}
 }
 
 // TestModelCohort checks hand-overs inside an agent: with the masters'
 // block reservation off, the checker finds a grant whose fence is not above
-// a fence handed on; with it on, to the CI depth, none.
+// a fence handed on; with it on, to the CI depth (4), none.
 func TestModelCohort(t *testing.T) {
 	off := cohort(7)
 	off.Patch = BlockReservationOff
@@ -225,7 +257,7 @@ func TestModelCohort(t *testing.T) {
 		t.Fatalf("no counterexample found with the block reservation off")
 	}
 	t.Logf("counterexample: %s\n%s", res.Violation, strings.Join(res.Trace, "\n"))
-	res, err = Check(cohort(max(res.Depth, depth(t))))
+	res, err = Check(cohort(max(res.Depth, depthOr(t, ciSideDepth))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"hash/maphash"
 	"slices"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // ms is a model duration in ms as a time.Duration.
@@ -92,6 +94,10 @@ type message struct {
 	holder string // the attempt's holder id
 	fence  int64  // write-back, raise, repair: the fence to write
 	slot   int    // repair: the hold's slot
+	// mayPlant is, for a call that runs the gate (acquire, renew, repair),
+	// whether its agent might plant a marker when it sent it (see
+	// quorum.MayPlant): the agent builds the gate argument then.
+	mayPlant bool
 }
 
 // state is one state of the world.
@@ -100,7 +106,10 @@ type state struct {
 	masters [masters]*keyspace
 	clients []client // agent a's clients first, then the next agent's
 	crashed []bool   // per agent
-	net     []message
+	// views is, per agent, what its probes last saw of each master's
+	// marker: what it decides to plant and re-plant by.
+	views []markerViews
+	net   []message
 	// skew is how far each master's clock is ahead of the model's (ms):
 	// its TIME, and the model time at which its keys expire.
 	skew    [masters]int64
@@ -114,6 +123,18 @@ type state struct {
 	// violation is an invariant the event into this state broke (the
 	// fence order is checked at the grant); not part of the digest.
 	violation string
+}
+
+// markerViews are one agent's views of the masters' markers.
+type markerViews [masters]quorum.MarkerView
+
+// decisions are what an agent with views v decides, as a Cluster does:
+// whether it may plant a marker, and whether its probe re-plants one that
+// records other settings.
+func (v markerViews) decisions() (mayPlant, replant bool) {
+	ours, others, probed := quorum.MarkerCounts(v[:])
+	quorumSize := quorum.Majority(masters)
+	return quorum.MayPlant(ours, others, probed, quorumSize), quorum.Replant(ours, quorumSize)
 }
 
 // granted checks a grant of fence on slot against the slot's last grant
@@ -132,6 +153,7 @@ func (s *state) clone() *state {
 	c := *s
 	c.clients = slices.Clone(s.clients)
 	c.crashed = slices.Clone(s.crashed)
+	c.views = slices.Clone(s.views)
 	c.net = slices.Clone(s.net)
 	return &c
 }
@@ -157,7 +179,10 @@ func compareMessages(a, b message) int {
 	if a.fence != b.fence {
 		return int(a.fence - b.fence)
 	}
-	return a.slot - b.slot
+	if a.slot != b.slot {
+		return a.slot - b.slot
+	}
+	return int(boolByte(a.mayPlant)) - int(boolByte(b.mayPlant))
 }
 
 // digest identifies s up to the masters' names: two states that differ
@@ -224,13 +249,18 @@ func (s *state) encode(order [masters]int) []byte {
 	for _, crashed := range s.crashed {
 		b = append(b, boolByte(crashed))
 	}
+	for _, v := range s.views {
+		for _, m := range order {
+			b = append(b, byte(v[m]))
+		}
+	}
 	net := slices.Clone(s.net)
 	for i := range net {
 		net[i].master = rank[net[i].master]
 	}
 	slices.SortFunc(net, compareMessages)
 	for _, m := range net {
-		b = append(b, byte(m.master), byte(m.kind), byte(m.agent), byte(m.client), byte(m.seq), byte(m.slot))
+		b = append(b, byte(m.master), byte(m.kind), byte(m.agent), byte(m.client), byte(m.seq), byte(m.slot), boolByte(m.mayPlant))
 		u(m.fence)
 		b = append(b, m.holder...)
 		b = append(b, 0)

@@ -42,11 +42,18 @@ func (c *checker) clientName(ci int) string {
 }
 
 // initial is the world at time 0: every master new and bootstrapped (an
-// epoch marker with no quarantine), every client idle.
+// epoch marker with no quarantine, recording agent 0's settings), probed by
+// every agent in turn (so that each knows what the markers record), every
+// client idle.
 func (c *checker) initial() *state {
-	s := &state{crashed: make([]bool, len(c.agents))}
+	s := &state{crashed: make([]bool, len(c.agents)), views: make([]markerViews, len(c.agents))}
 	for i := range masters {
 		_, s.masters[i] = c.run.run(emptyKeyspace, 0, "bootstrap", func() quorum.ScriptCall { return c.agents[0].cluster.ModelBootstrap(i) })
+	}
+	for ai := range c.agents {
+		for i := range masters {
+			c.probe(s, ai, i)
+		}
 	}
 	for range c.owner {
 		s.clients = append(s.clients, client{})
@@ -201,6 +208,9 @@ func (c *checker) message(s *state, ci, i int, k kind, fence int64) message {
 	if k == acquireCall || k == renewCall || k == writeBackCall {
 		m.seq = cl.round.seq
 	}
+	if k == acquireCall || k == renewCall || k == repairCall {
+		m.mayPlant, _ = s.views[m.agent].decisions()
+	}
 	return m
 }
 
@@ -239,6 +249,7 @@ func (c *checker) crash(s *state, ai int) *state {
 	next := s.clone()
 	next.crashed[ai] = true
 	next.crashes++
+	next.views[ai] = markerViews{} // never used again: crashed agents' views are one state
 	a := &c.agents[ai]
 	for ci := a.first; ci < a.first+a.Clients; ci++ {
 		next.clients[ci] = client{phase: done, round: round{seq: next.clients[ci].round.seq}}
@@ -257,30 +268,49 @@ func (c *checker) timeout(s *state, ci int) {
 	c.decide(s, ci)
 }
 
-// probeSteps are the agents' health probes of masters that have no epoch
-// marker (a restarted or flushed one): the probe runs the gate, which plants
-// a marker quarantined for the probing agent's Quarantine. A probe of a
-// master with a marker changes nothing the scripts read, so it is left out.
+// probeSteps are the agents' health probes: each running agent's of each
+// master. The probe runs the gate with the agent's decisions (it plants a
+// marker quarantined for the agent's Quarantine on a master that has none,
+// when it may, and re-plants one that records other settings, when it
+// knows a majority records its own), and the agent's view of the master
+// becomes what the reply says. A probe that changes neither the master nor
+// the view is the state itself, and is left out.
 func (c *checker) probeSteps(s *state) []step {
 	var out []step
-	for i, ks := range s.masters {
-		if ks.field(markerKey, "epoch") != "" {
+	for ai := range c.agents {
+		if s.crashed[ai] {
 			continue
 		}
-		for ai := range c.agents {
-			if s.crashed[ai] {
+		for i := range masters {
+			next := s.clone()
+			reply := c.probe(next, ai, i)
+			if next.masters[i].digest == s.masters[i].digest && next.views[ai] == s.views[ai] {
 				continue
 			}
-			a := &c.agents[ai]
-			next := s.clone()
-			reply, after := c.run.run(ks, s.clock(i), fmt.Sprintf("probe %d", ai), func() quorum.ScriptCall {
-				return c.patch(a.cluster.ModelProbe(i))
-			})
-			next.masters[i] = after
 			out = append(out, step{lbl("a%d probes m%d: %v", ai, i+1, reply), next})
 		}
 	}
 	return out
+}
+
+// probe runs agent ai's probe of master i in s, updates its view as the
+// probe reads the reply (quorum.ModelProbeView), and returns the reply.
+func (c *checker) probe(s *state, ai, i int) any {
+	a := &c.agents[ai]
+	mayPlant, replant := s.views[ai].decisions()
+	tag := fmt.Sprintf("probe %d %v %v", ai, mayPlant, replant)
+	reply, after := c.run.run(s.masters[i], s.clock(i), tag, func() quorum.ScriptCall {
+		return c.patch(a.cluster.ModelProbe(i, mayPlant, replant))
+	})
+	s.masters[i] = after
+	if vals, ok := reply.([]any); ok && len(vals) == 5 {
+		recorded, _ := vals[3].(string)
+		refusal, _ := vals[4].(string)
+		if view, ok := a.cluster.ModelProbeView(recorded, refusal); ok {
+			s.views[ai][i] = view
+		}
+	}
+	return reply
 }
 
 // patch applies the world's Patch to call.

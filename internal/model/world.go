@@ -21,6 +21,11 @@ type Agent struct {
 	Lease       time.Duration // the lease of its holds (the watchdog's)
 	Quarantine  time.Duration // what its gate calls give a master found empty
 	DriftFactor float64
+	// Settings are what its markers record and its gate calls must find
+	// recorded (see quorum.Settings; agent.ClusterSettings makes them from
+	// a lock config). Agent 0's are what the masters are bootstrapped with.
+	// Nil: none.
+	Settings quorum.Settings
 }
 
 // World is the small world the checker explores.
@@ -80,7 +85,7 @@ func newAgents(w World) ([]agentModel, error) {
 			ms = append(ms, quorum.MasterConfig{Name: fmt.Sprintf("m%d", m+1), Address: "model"})
 		}
 		c, err := quorum.New(quorum.Config{Masters: ms, KeyPrefix: "m:", DriftFactor: a.DriftFactor,
-			Quarantine: a.Quarantine, InstanceID: fmt.Sprintf("a%d", i)})
+			Quarantine: a.Quarantine, Settings: a.Settings, InstanceID: fmt.Sprintf("a%d", i)})
 		if err != nil {
 			return nil, err
 		}
@@ -90,18 +95,19 @@ func newAgents(w World) ([]agentModel, error) {
 	return out, nil
 }
 
-// call is the script call that delivers m, built as the sending agent builds it.
+// call is the script call that delivers m, built as the sending agent
+// builds it (with the may-plant decision it made when it sent m).
 func (a *agentModel) call(m message) quorum.ScriptCall {
 	c := a.cluster
 	switch m.kind {
 	case acquireCall:
 		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit}, FenceBlock: a.block,
-			Who: who(m)})
+			Who: who(m)}, m.mayPlant)
 	case renewCall:
-		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}})
+		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}}, m.mayPlant)
 	case repairCall:
 		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence + int64(a.block) - 1, Who: who(m)}
-		return c.ModelRepair(m.master, a.Lease, quorum.RenewKey{Name: name, Holder: m.holder, Record: record})
+		return c.ModelRepair(m.master, a.Lease, quorum.RenewKey{Name: name, Holder: m.holder, Record: record}, m.mayPlant)
 	case writeBackCall, raiseCall:
 		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, int64(a.block))
 	default:
@@ -112,11 +118,24 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 // who is what the holds of m's client record of it.
 func who(m message) quorum.Who { return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client} }
 
+// gateSignature is the epoch gate's Lua signature (see quorum's gateLua),
+// which GateOff and SettingsCheckOff patch.
+const gateSignature = "gate(marker, epocharg, gatearg)"
+
 // GateOff is a Patch that switches the epoch gate off: every gate call
 // answers "may vote, no fence floor", so a master that lost its data votes
-// at once. The script text is rewritten here, in the model only.
+// at once, whatever settings it records. The script text is rewritten
+// here, in the model only.
 func GateOff(src string) string {
-	return patchFunction(src, "gate(marker, epocharg, quarantine)", "do return 0, 0 end")
+	return patchFunction(src, gateSignature, "do return 0, 0 end")
+}
+
+// SettingsCheckOff is a Patch that switches the gate's settings check off:
+// a marker that records other settings than the agent's votes as if they
+// matched (and the probe sees no refusal, so the agent counts it as a
+// master it may plant beside). The quarantine and the fence floor stay.
+func SettingsCheckOff(src string) string {
+	return patchLine(src, gateSignature, "  if recorded ~= settings then\n", "  if false then\n")
 }
 
 // FenceFloorOff is a Patch that switches the fence counter's floor off: a
@@ -138,13 +157,40 @@ func BlockReservationOff(src string) string {
 // but not with that signature: a patch that silently did nothing would make
 // its test pass for nothing.
 func patchFunction(src, signature, first string) string {
+	head, ok := functionHead(src, signature)
+	if !ok {
+		return src
+	}
+	return strings.Replace(src, head, head+"  "+first+"\n", 1)
+}
+
+// patchLine replaces the line old of the Lua function signature with new,
+// in a script that defines it. It fails loudly, as patchFunction does, if
+// the function or the line changed.
+func patchLine(src, signature, old, new string) string {
+	head, ok := functionHead(src, signature)
+	if !ok {
+		return src
+	}
+	body := src[strings.Index(src, head)+len(head):]
+	end := strings.Index(body, "\nend\n")
+	if end < 0 || !strings.Contains(body[:end+1], old) {
+		panic("model: the scripts changed: no line " + strings.TrimSpace(old) + " in " + signature)
+	}
+	return strings.Replace(src, head+body[:end+1], head+strings.Replace(body[:end+1], old, new, 1), 1)
+}
+
+// functionHead is the line that starts the Lua function signature in src,
+// and whether src defines a function of that name. It panics if src
+// defines it with another signature.
+func functionHead(src, signature string) (string, bool) {
 	name := signature[:strings.Index(signature, "(")]
 	if !strings.Contains(src, "local function "+name+"(") {
-		return src
+		return "", false
 	}
 	head := "local function " + signature + "\n"
 	if !strings.Contains(src, head) {
 		panic("model: the scripts changed: no " + head)
 	}
-	return strings.Replace(src, head, head+"  "+first+"\n", 1)
+	return head, true
 }

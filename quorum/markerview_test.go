@@ -1,0 +1,109 @@
+package quorum
+
+import (
+	"testing"
+	"time"
+)
+
+func TestMayPlantAndReplant(t *testing.T) {
+	cases := []struct {
+		name              string
+		views             []MarkerView
+		mayPlant, replant bool
+	}{
+		{"an agent that probed nothing yet may not plant", []MarkerView{ViewUnknown, ViewUnknown, ViewUnknown}, false, false},
+		{"a majority probed, none with other settings: a new cluster, it may plant", []MarkerView{ViewNone, ViewNone, ViewUnknown}, true, false},
+		{"a minority probed may not plant", []MarkerView{ViewNone, ViewUnknown, ViewUnknown}, false, false},
+		{"one master with other settings forbids planting without a majority of ours", []MarkerView{ViewNone, ViewOther, ViewNone}, false, false},
+		{"a majority of ours plants and re-plants", []MarkerView{ViewOther, ViewOurs, ViewOurs}, true, true},
+		{"a majority of others neither plants nor re-plants", []MarkerView{ViewOther, ViewOther, ViewOurs}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, others, probed := MarkerCounts(tc.views)
+			if got := MayPlant(ours, others, probed, Majority(len(tc.views))); got != tc.mayPlant {
+				t.Errorf("MayPlant = %v, want %v", got, tc.mayPlant)
+			}
+			if got := Replant(ours, Majority(len(tc.views))); got != tc.replant {
+				t.Errorf("Replant = %v, want %v", got, tc.replant)
+			}
+		})
+	}
+}
+
+func TestClassifyMarker(t *testing.T) {
+	cases := []struct {
+		name     string
+		refusal  error
+		recorded string
+		want     MarkerView
+	}{
+		{"a marker recording our settings", nil, "lease=1s", ViewOurs},
+		{"a marker recording none", nil, "", ViewNone},
+		{"a master with no marker we may plant", ErrUnplanted, "", ViewNone},
+		{"a marker recording others", &SettingsError{Recorded: Settings{{"lease", "2s"}}}, "lease=2s", ViewOther},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClassifyMarker(tc.refusal, tc.recorded, "lease=1s"); got != tc.want {
+				t.Fatalf("ClassifyMarker = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestModelCallsCarryTheModelsPlantDecision checks that the model hooks
+// put the gate argument where the gate reads it (after the epoch argument)
+// and that it carries the model agent's may-plant decision, not the
+// Cluster's (which never probed, so may not plant).
+func TestModelCallsCarryTheModelsPlantDecision(t *testing.T) {
+	c, err := New(Config{Masters: []MasterConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}}, KeyPrefix: "m:",
+		Quarantine: 400 * time.Millisecond, Settings: Settings{{"lease", "300ms"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := AcquireRequest{Name: "n", Holder: "h", Lease: time.Second}
+	for _, view := range []bool{true, false} {
+		want := c.gateArg(view)
+		calls := map[string]struct {
+			call    ScriptCall
+			gateArg int
+		}{
+			"acquire": {c.ModelAcquire(0, req, view), acquireScript.gateArg},
+			"renew":   {c.ModelRenew(0, time.Second, []RenewKey{{Name: "n", Holder: "h"}}, view), renewScript.gateArg},
+			"repair":  {c.ModelRepair(0, time.Second, RenewKey{Name: "n", Holder: "h"}, view), repairScript.gateArg},
+			"probe":   {c.ModelProbe(0, view, false), markerScript.gateArg},
+		}
+		for name, k := range calls {
+			if got := k.call.Args[k.gateArg+1]; got != want {
+				t.Errorf("%s with may-plant %v: gate argument %q, want %q", name, view, got, want)
+			}
+		}
+	}
+	if c.gateArgs()[1] != c.gateArg(false) {
+		t.Fatalf("the Cluster's own gate argument is not gateArg's: %q", c.gateArgs()[1])
+	}
+}
+
+func TestModelProbeView(t *testing.T) {
+	c, err := New(Config{Masters: []MasterConfig{{Name: "a"}}, Settings: Settings{{"lease", "300ms"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		recorded, refusal string
+		want              MarkerView
+		ok                bool
+	}{
+		{"lease=300ms", "", ViewOurs, true},
+		{"lease=300ms", "REPLANTED lease=1s", ViewOurs, true},
+		{"lease=1s", "SETTINGS lease=1s", ViewOther, true},
+		{"", "UNPLANTED", ViewNone, true},
+		{"", "ERR something else", ViewUnknown, false},
+	} {
+		got, ok := c.ModelProbeView(tc.recorded, tc.refusal)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ModelProbeView(%q, %q) = %v, %v; want %v, %v", tc.recorded, tc.refusal, got, ok, tc.want, tc.ok)
+		}
+	}
+}
