@@ -17,7 +17,7 @@ import (
 // pipeReq is one request of a pipelined storm on one connection.
 type pipeReq struct {
 	tag, verb, name, owner string
-	target             string // for CANCEL: the LOCK's tag
+	target                 string // for CANCEL: the LOCK's tag
 }
 
 // pipeReply is a final reply, in the order the connection read it.
