@@ -24,6 +24,7 @@ import (
 type turn struct {
 	done chan struct{} // closed when it is finished
 	keys []holdKey
+	seq  uint64 // its place in the session's order of arrival
 	// tag, for a LOCK, is its tag: the session's lockTurns has it under it
 	// until its answer is about to be queued.
 	tag  string
@@ -51,6 +52,8 @@ func (s *session) priorLocked(keys []holdKey) []*turn {
 
 // takeTurnLocked makes t the last request on its keys. s.mu is held.
 func (s *session) takeTurnLocked(t *turn) {
+	s.turnSeq++
+	t.seq = s.turnSeq
 	if s.turns == nil {
 		s.turns = map[holdKey]*turn{}
 	}
@@ -295,13 +298,18 @@ func (s *session) extendInTurn(req *protocol.Request) error {
 	return s.inTurn(req.Tag, keysOf([]string{e.Name}, e.Owner), func() error { return s.extend(req) })
 }
 
-// whoInTurn answers a WHO once the session's unanswered LOCKs of the name
-// (whatever their owner) are answered and its releases of the name landed,
-// so that it sees what they did. Until it is answered, the session's later
-// requests on the holds it waited for, or, if it waited for none, on the
-// holds the session has of the name, wait for it: it sees them before
-// they are undone. It waits for no hold it is not behind, so it never
-// waits for an UNLOCK that the LOCK it follows is waiting for.
+// whoInTurn answers a WHO once the earliest of the session's unfinished
+// requests on holds of the name (an unanswered LOCK, whatever its owner)
+// is finished and its releases of the name landed, so that it sees what
+// it did. Until it is answered, the session's later requests on the holds
+// it waited for, or, if it waited for none, on the holds the session has
+// of the name, wait for it: it sees them before they are undone. It waits
+// for the earliest only: a later LOCK of the name by another owner may be
+// waiting for a hold of this session that a line after the WHO releases
+// (LOCK x owner=a, LOCK x owner=b, WHO x, UNLOCK x owner=a), and waiting
+// for it would hold up that UNLOCK behind the WHO for ever. Every wait is
+// then for an earlier line, or a LOCK's for another owner's hold, whose
+// requests never wait for this WHO: no cycle.
 func (s *session) whoInTurn(req *protocol.Request) error {
 	name, err := protocol.ParseWho(req)
 	if err != nil {
@@ -333,18 +341,24 @@ func (s *session) whoInTurn(req *protocol.Request) error {
 	return nil
 }
 
-// whoTurnLocked is the turn a WHO of name would take, on the holds of the
-// name that have an unfinished request (prior, the last of each), or if
-// none has, on the session's holds of the name. s.mu is held.
+// whoTurnLocked is the turn a WHO of name would take: on the holds of the
+// name whose last unfinished request is the earliest of those (prior), or
+// if none has one, on the session's holds of the name. s.mu is held.
 func (s *session) whoTurnLocked(name string) (t *turn, prior []*turn) {
 	t = &turn{done: make(chan struct{})}
+	var first *turn
 	for k, p := range s.turns {
-		if k.name == name {
-			prior, t.keys = append(prior, p), append(t.keys, k)
+		if k.name == name && (first == nil || p.seq < first.seq) {
+			first = p
 		}
 	}
-	if len(prior) > 0 {
-		return t, prior
+	if first != nil {
+		for _, k := range first.keys {
+			if k.name == name {
+				t.keys = append(t.keys, k)
+			}
+		}
+		return t, []*turn{first}
 	}
 	for k := range s.holds {
 		if k.name == name {

@@ -90,6 +90,7 @@ type session struct {
 	// (see bye).
 	turns      map[holdKey]*turn
 	lockTurns  map[string]*turn
+	turnSeq    uint64 // the last turn's seq
 	turnsEnded chan struct{}
 	behind     int
 	inflight   int // requests working in their own goroutine
