@@ -127,8 +127,10 @@ func TestWaiterOnAnotherAgentWakesOnRelease(t *testing.T) {
 		waiter.Do("UNLOCK wake")
 	}
 	// The fallback timer is the holder's remaining lease (15s): anything
-	// near it would be polling, not the release message.
-	if worst > 50*time.Millisecond {
+	// near it would be polling, not the release message. The bound is far
+	// from both: a busy 2-core host took 50ms once, and speed is measured
+	// by BenchmarkCompare (wake-up p99), not here.
+	if worst > time.Second {
 		t.Fatalf("slowest wake-up %v", worst)
 	}
 	t.Logf("slowest of 10 cross-agent wake-ups (unlock sent to grant received): %v", worst)
