@@ -160,11 +160,11 @@ func checkStorm(t *testing.T, reqs []pipeReq, got map[string]pipeReply) {
 	}
 }
 
-// TestBreakerPipelineStorm: thousands of pipelined LOCK, UNLOCK, EXTEND,
+// TestHostilePipelineStorm: thousands of pipelined LOCK, UNLOCK, EXTEND,
 // WHO, CANCEL and HOLDS on three holds of one connection, while another
 // connection takes the names now and then: every request is answered
 // once, as the lines in order say, and nothing is left held.
-func TestBreakerPipelineStorm(t *testing.T) {
+func TestHostilePipelineStorm(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 2*time.Second)
 	cfg.Limits.MaxHoldsPerSession = 100000
@@ -218,11 +218,11 @@ func TestBreakerPipelineStorm(t *testing.T) {
 	}
 }
 
-// TestBreakerPipelineClosedMidway: a storm's connection closes after a
+// TestHostilePipelineClosedMidway: a storm's connection closes after a
 // few replies, with LOCKs waiting for their turn, joining queues and
 // held: the agent ends up with no hold, no waiter and no session, and the
 // names are free.
-func TestBreakerPipelineClosedMidway(t *testing.T) {
+func TestHostilePipelineClosedMidway(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 2*time.Second)
 	cfg.Limits.MaxHoldsPerSession = 100000

@@ -13,12 +13,12 @@ import (
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
-// TestBreakerLostComesBeforeWhatDependsOnIt races a ttl= hold's end
+// TestHostileLostComesBeforeWhatDependsOnIt races a ttl= hold's end
 // against the requests that look it up (docs/protocol.md, ordering rule
 // 3): an UNLOCK or EXTEND answered NOT_HELD, and a LOCK of the name that
 // is a new acquisition (count=1), come after the hold's * LOST on the
 // connection; a hold that was UNLOCKed is never LOST after.
-func TestBreakerLostComesBeforeWhatDependsOnIt(t *testing.T) {
+func TestHostileLostComesBeforeWhatDependsOnIt(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
 	conn, err := net.Dial("unix", a.Config.Socket.Path)

@@ -38,12 +38,12 @@ func mixedLine(rng *rand.Rand, i int) string {
 	return fmt.Sprintf("t%d HOLDS", i)
 }
 
-// TestBreakerMixedPipelineIsAnswered: pipelines of random requests on two
+// TestHostileMixedPipelineIsAnswered: pipelines of random requests on two
 // names by two owners of one connection, with short waits only: every
 // request is answered (a LOCK with a short wait cannot be held up for
 // long, so neither can anything behind it), and once the connection
 // closes the agent holds nothing.
-func TestBreakerMixedPipelineIsAnswered(t *testing.T) {
+func TestHostileMixedPipelineIsAnswered(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, time.Second)
 	cfg.Limits.MaxHoldsPerSession = 100000

@@ -11,12 +11,12 @@ import (
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
-// TestBreakerClientThatStopsReading: a client holds names (a ttl= hold
+// TestHostileClientThatStopsReading: a client holds names (a ttl= hold
 // among them), then pipelines far more requests than the agent queues
 // replies for and never reads a reply. The agent goes on serving other
 // clients, and the ttl= hold still ends at its ttl: the name is granted to
 // another client then, not held on by a session that cannot be told.
-func TestBreakerClientThatStopsReading(t *testing.T) {
+func TestHostileClientThatStopsReading(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
 	conn, err := net.Dial("unix", a.Config.Socket.Path)

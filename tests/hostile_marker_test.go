@@ -8,12 +8,12 @@ import (
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
-// TestBreakerMarkerEditedByHand: an operator edits one master's epoch
+// TestHostileMarkerEditedByHand: an operator edits one master's epoch
 // marker by hand (deletes it, deletes a field, writes garbage, writes
 // another agent's settings): the master is out of service for at most a
 // quarantine or two, then votes again, and the agent grants throughout
 // (the other two are a majority).
-func TestBreakerMarkerEditedByHand(t *testing.T) {
+func TestHostileMarkerEditedByHand(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
 	c := agenttest.Dial(t, a.Config.Socket.Path)
