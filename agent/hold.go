@@ -260,11 +260,7 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 // session's lines. A name passed to a local waiter is answered at once;
 // a release in the masters runs in its own goroutine and the reply comes
 // when it is done.
-func (s *session) unlock(req *protocol.Request) error {
-	u, err := protocol.ParseUnlock(req)
-	if err != nil {
-		return err
-	}
+func (s *session) unlock(tag string, u protocol.Unlock) error {
 	if err := s.allow("unlock", u.Names...); err != nil {
 		return err
 	}
@@ -297,12 +293,12 @@ func (s *session) unlock(req *protocol.Request) error {
 	}
 	s.mu.Unlock()
 	left = slices.DeleteFunc(left, func(d *undone) bool { return d.now(s) })
-	reply := protocol.Reply(req.Tag, protocol.KindOK).Str("count", strings.Join(counts, ",")).Bytes()
+	reply := protocol.Reply(tag, protocol.KindOK).Str("count", strings.Join(counts, ",")).Bytes()
 	if len(left) == 0 {
 		s.send(reply)
 		return nil
 	}
-	s.spawn(req.Tag, func() error {
+	s.spawn(tag, func() error {
 		for _, d := range left {
 			d.rest(s)
 		}
@@ -409,11 +405,7 @@ func (s *session) releaseDone(name string, r *release) {
 // so moving the end (later or earlier) changes nothing on the masters, and
 // the reply's validity is the watchdog's (to the end, or to its deadline if
 // renewals fail before).
-func (s *session) extend(req *protocol.Request) error {
-	e, err := protocol.ParseExtend(req)
-	if err != nil {
-		return err
-	}
+func (s *session) extend(tag string, e protocol.Extend) error {
 	if err := s.allow("extend", e.Name); err != nil {
 		return err
 	}
@@ -431,7 +423,7 @@ func (s *session) extend(req *protocol.Request) error {
 	if !ok {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
 	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("validity", validity.Milliseconds()).Bytes())
+	s.send(protocol.Reply(tag, protocol.KindOK).Int("validity", validity.Milliseconds()).Bytes())
 	return nil
 }
 

@@ -155,14 +155,14 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 	s.takeTurnLocked(t)
 	s.mu.Unlock()
 	if len(prior) == 0 {
-		s.applyLock(req, t)
+		s.applyLock(req.Tag, l, t)
 		return nil
 	}
 	s.reqs.Add(1)
 	go func() {
 		defer s.reqs.Done()
 		s.awaitTurn(prior)
-		s.applyLock(req, t)
+		s.applyLock(req.Tag, l, t)
 	}()
 	return nil
 }
@@ -191,7 +191,7 @@ func (s *session) awaitTurn(prior []*turn) {
 // applyLock lets the LOCK of t take effect, unless a CANCEL came first,
 // and withdraws it if a CANCEL, or the session's end, came while it was
 // joining its queue.
-func (s *session) applyLock(req *protocol.Request, t *turn) {
+func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 	s.mu.Lock()
 	cancelled := t.cancelled
 	t.started = true
@@ -200,16 +200,16 @@ func (s *session) applyLock(req *protocol.Request, t *turn) {
 		s.finish(t)
 		return
 	}
-	err := s.lock(req)
+	err := s.lock(tag, l)
 	s.mu.Lock()
 	t.applied = true
 	cancelled, closing := t.cancelled, s.closing
-	w, multi := s.waits[req.Tag], s.multis[req.Tag]
+	w, multi := s.waits[tag], s.multis[tag]
 	s.mu.Unlock()
 	switch {
 	case err != nil:
-		s.lockAnswering(req.Tag)
-		s.send(protocol.ErrorLine(req.Tag, err))
+		s.lockAnswering(tag)
+		s.send(protocol.ErrorLine(tag, err))
 		s.finish(t)
 	case cancelled:
 		s.withdrawCancelled(w, multi)
@@ -287,7 +287,7 @@ func (s *session) unlockInTurn(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.inTurn(req.Tag, keysOf(u.Names, u.Owner), func() error { return s.unlock(req) })
+	return s.inTurn(req.Tag, keysOf(u.Names, u.Owner), func() error { return s.unlock(req.Tag, u) })
 }
 
 func (s *session) extendInTurn(req *protocol.Request) error {
@@ -295,7 +295,7 @@ func (s *session) extendInTurn(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.inTurn(req.Tag, keysOf([]string{e.Name}, e.Owner), func() error { return s.extend(req) })
+	return s.inTurn(req.Tag, keysOf([]string{e.Name}, e.Owner), func() error { return s.extend(req.Tag, e) })
 }
 
 // whoInTurn answers a WHO once the earliest of the session's unfinished

@@ -121,11 +121,7 @@ func (a *Agent) checkTTL(ttl time.Duration) error {
 // lock takes effect at once, in the order of the session's lines: a
 // re-entry is answered, anything else joins its name's queue, and is
 // answered when its wait ends (see waiter.end).
-func (s *session) lock(req *protocol.Request) error {
-	l, err := protocol.ParseLock(req)
-	if err != nil {
-		return err
-	}
+func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := s.allow("lock", l.Names...); err != nil {
 		return err
 	}
@@ -136,12 +132,12 @@ func (s *session) lock(req *protocol.Request) error {
 		return err
 	}
 	if len(l.Names) > 1 {
-		return s.lockMany(req.Tag, l)
+		return s.lockMany(tag, l)
 	}
-	w, r, err := s.claim(req.Tag, l, false)
+	w, r, err := s.claim(tag, l, false)
 	if err == nil && w == nil {
-		t := s.lockAnswering(req.Tag)
-		s.send(grantLine(req.Tag, r))
+		t := s.lockAnswering(tag)
+		s.send(grantLine(tag, r))
 		s.finish(t)
 	}
 	return err
