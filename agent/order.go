@@ -111,6 +111,15 @@ func (s *session) lockAnswering(tag string) *turn {
 	return t
 }
 
+// answerLock queues line, the final reply of the LOCK tag that answers
+// where it runs (a re-entry, a multi-name LOCK), in its turn: see
+// lockAnswering.
+func (s *session) answerLock(tag string, line []byte) {
+	t := s.lockAnswering(tag)
+	s.send(line)
+	s.finish(t)
+}
+
 func (s *session) untagLocked(t *turn) {
 	if t.lock && s.lockTurns[t.tag] == t {
 		delete(s.lockTurns, t.tag)

@@ -136,9 +136,7 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 	}
 	w, r, err := s.claim(tag, l, false)
 	if err == nil && w == nil {
-		t := s.lockAnswering(tag)
-		s.send(grantLine(tag, r))
-		s.finish(t)
+		s.answerLock(tag, grantLine(tag, r))
 	}
 	return err
 }
@@ -252,9 +250,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		if err != nil {
 			reply = protocol.ErrorLine(tag, err)
 		}
-		t := s.lockAnswering(tag)
-		s.send(reply)
-		s.finish(t)
+		s.answerLock(tag, reply)
 		if ended != nil { // the agent is stopping: bye waits for this answer
 			close(ended)
 		}
