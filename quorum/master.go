@@ -481,13 +481,10 @@ func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) err
 	case refusal == "":
 	case word == "REPLANTED":
 		mk.replanted = &rest
-	case word == "SETTINGS":
-		recorded, _, _ := strings.Cut(rest, " ")
-		mk.refusal = &SettingsError{Ours: ours, Recorded: ParseSettings(recorded)}
-	case word == "UNPLANTED":
-		mk.refusal = ErrUnplanted
 	default:
-		return errors.New(refusal)
+		if mk.refusal = gateWord(refusal, ours); mk.refusal == nil {
+			return errors.New(refusal)
+		}
 	}
 	return nil
 }

@@ -130,18 +130,28 @@ func (e *SettingsError) Unwrap() error { return ErrSettings }
 // was. Redis may add words after the gate's ("script: ..."), so only the
 // first two words are read.
 func gateRefusal(err error, ours Settings) error {
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return err
-	}
-	words := strings.Fields(re.Error())
-	switch {
-	case len(words) >= 2 && words[0] == "SETTINGS":
-		return &SettingsError{Ours: ours, Recorded: ParseSettings(words[1])}
-	case len(words) >= 1 && words[0] == "UNPLANTED":
-		return ErrUnplanted
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		if refusal := gateWord(re.Error(), ours); refusal != nil {
+			return refusal
+		}
 	}
 	return err
+}
+
+// gateWord reads the gate's refusal (see gateLua) from its text:
+// "SETTINGS <recorded>" or "UNPLANTED"; nil for any other text. Scripts'
+// errors and the probe's refusal word (see markerSrc) both carry it.
+func gateWord(text string, ours Settings) error {
+	word, rest, _ := strings.Cut(text, " ")
+	switch word {
+	case "SETTINGS":
+		if recorded, _, _ := strings.Cut(rest, " "); recorded != "" {
+			return &SettingsError{Ours: ours, Recorded: ParseSettings(recorded)}
+		}
+	case "UNPLANTED":
+		return ErrUnplanted
+	}
+	return nil
 }
 
 // settingsRefusals returns what each error of errs that is a master's
