@@ -1,6 +1,9 @@
 package quorum
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // clockSlack is the fixed part of the drift allowance: RedLock's 2 ms for the
 // granularity of expiry on the masters.
@@ -8,6 +11,16 @@ const clockSlack = 2 * time.Millisecond
 
 // Majority returns the quorum of n masters: more than half.
 func Majority(n int) int { return n/2 + 1 }
+
+// OnMajority returns the most that at least quorum of counts reach: the
+// quorum-th largest (0 when there are fewer).
+func OnMajority(counts []int, quorum int) int {
+	if len(counts) < quorum || quorum < 1 {
+		return 0
+	}
+	sorted := slices.Sorted(slices.Values(counts))
+	return sorted[len(sorted)-quorum]
+}
 
 // Validity is how long a lease is known to hold after the operation that set
 // it started: lease − elapsed − lease×driftFactor − 2 ms. It is negative when

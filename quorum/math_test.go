@@ -88,3 +88,25 @@ func TestFakeClockFiresInOrder(t *testing.T) {
 		t.Fatal("Stop of an armed timer must report true and disarm it")
 	}
 }
+
+func TestOnMajority(t *testing.T) {
+	tests := []struct {
+		name   string
+		counts []int
+		quorum int
+		want   int
+	}{
+		{"two of three answers agree on the lower", []int{3, 2}, 2, 2},
+		{"one master ahead is not a majority", []int{2, 3, 2}, 2, 2},
+		{"two ahead of a lagging one", []int{3, 1, 3}, 2, 3},
+		{"fewer answers than a quorum count nothing", []int{5}, 2, 0},
+		{"five masters, three needed", []int{4, 1, 4, 2, 4}, 3, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OnMajority(tt.counts, tt.quorum); got != tt.want {
+				t.Fatalf("OnMajority(%v, %d) = %d, want %d", tt.counts, tt.quorum, got, tt.want)
+			}
+		})
+	}
+}

@@ -32,10 +32,11 @@ func (c *Cluster) leftPrefix(name string) string   { return c.setKey(name) + ":q
 
 // Enqueue gives entries (of one agent, in its arrival order) their places
 // at the back of name's queue and returns their tickets. It runs two
-// rounds: each voting master gives each entry a ticket, then the highest
-// ticket a majority gave is written to every master (a settled ticket, like
-// a fence), so that all masters order the queue alike, and an entry made
-// after Enqueue returned is behind these on any majority. Entries of one
+// rounds: each voting master gives each entry a ticket, then the entries
+// are written to every master with the highest ticket a majority gave (a
+// settled ticket, like a fence): only then are they queued, so all masters
+// order the queue alike, and an entry made after Enqueue returned is
+// behind these on any majority. Entries of one
 // call keep their order. heartbeat is how long an entry lives on a master
 // unless Renew renews it (RenewKey.Entry). A ticket of 0 means the entry had
 // left already (see Dequeue). It fails with a *RoundError of ErrNoQuorum
@@ -50,8 +51,8 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 		members[i] = e.Member()
 	}
 	ms := strconv.FormatInt(heartbeat.Milliseconds(), 10)
-	keys := []string{c.queueKey(name), c.deadlinesKey(name), c.ticketKey(name), c.markerKey()}
-	args := append(append(c.gateArgs(), ms, c.leftPrefix(name)), members...)
+	keys := []string{c.queueKey(name), c.ticketKey(name), c.markerKey()}
+	args := append(append(c.gateArgs(), c.leftPrefix(name)), members...)
 	tickets := make([]int64, len(entries))
 	var err error
 	_, never := c.vote(ctx, roundSpec{op: OpEnqueue, script: enqueueScript, keys: keys, args: args,
@@ -79,7 +80,7 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 				err = c.noQuorumErr(r)
 				return
 			}
-			err = c.settleTickets(ctx, name, keys[:3], ms, members, tickets)
+			err = c.settleTickets(ctx, name, ms, members, tickets)
 		}})
 	switch {
 	case never != nil:
@@ -92,7 +93,8 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 
 // settleTickets writes the tickets (a ticket below 0: the entry left,
 // its ticket becomes 0) to every master, and fails unless a majority took them.
-func (c *Cluster) settleTickets(ctx context.Context, name string, keys []string, ms string, members []string, tickets []int64) error {
+func (c *Cluster) settleTickets(ctx context.Context, name string, ms string, members []string, tickets []int64) error {
+	keys := []string{c.queueKey(name), c.deadlinesKey(name), c.ticketKey(name)}
 	settle := []string{ms, c.leftPrefix(name)}
 	for j, t := range tickets {
 		if t < 0 {
@@ -125,14 +127,18 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.queueKey(name), c.deadlinesKey(name)}, args)
 }
 
-// QueueLen returns how many live entries name's queue has: the most any
-// master of an answering majority counts.
+// QueueLen returns how many live entries name's queue has on a majority:
+// the most that a majority of the answering masters each count. An entry
+// it counts is ahead, on every master, of every entry made after it
+// returned (see Enqueue).
 func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
-	most := 0
+	var counts []int
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: queueLenScript, keys: []string{c.deadlinesKey(name)},
 		judge: func(a answer) (int, bool, error) {
 			n, err := a.res.AsInt64()
-			most = max(most, int(n))
+			if err == nil {
+				counts = append(counts, int(n))
+			}
 			return 0, err == nil, err
 		}})
 	switch {
@@ -141,5 +147,5 @@ func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
 	case r.yes() < c.quorum:
 		return 0, c.noQuorumErr(r)
 	}
-	return most, nil
+	return OnMajority(counts, c.quorum), nil
 }

@@ -16,7 +16,8 @@ import (
 //	P{name}:released:HOLDER  tombstone of a release that found no key (see releaseSrc)
 //	P{name}:q          the name's queue (fair=true, and writers that readers
 //	                   block): a sorted set of entries "ID|mode|limit" scored
-//	                   by their settled ticket; ties order by ID
+//	                   by their settled ticket; ties order by ID (an
+//	                   entry is written only once its ticket is settled)
 //	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
 //	P{name}:qseq       the ticket counter; never expires
 //	P{name}:qx:ENTRY   tombstone of an entry that left (see dequeueSrc)
@@ -425,43 +426,43 @@ if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 or redis.call('EXISTS', KEYS[3
 return {1, take_fences(KEYS[2], floor, tonumber(ARGV[4]))}
 `
 
-// enqueueSrc gives each entry a place in the name's queue: a ticket from
-// the master's counter, which counts like a fence (a hybrid clock: at least
-// the master's time in whole seconds, in µs), so that masters roughly agree
-// and agree exactly once settled (see settleSrc). An entry already queued
-// keeps its ticket; one that left (a tombstone) gets none (0).
-// KEYS: queue, deadlines, ticket counter, marker. ARGV: epoch, quarantine
-// ms, heartbeat ms, tombstone prefix, then the entries in arrival order.
+// enqueueSrc gives each entry a ticket from the master's counter, which
+// counts like a fence (a hybrid clock: at least the master's time in whole
+// seconds, in µs), so that masters roughly agree. It writes no entry: an
+// entry is queued only by settleSrc, with the highest ticket a majority
+// gave, so that no master orders a queue by a ticket that may still change
+// (a LOCK that a master met before the settled ticket of an entry ahead of
+// it could otherwise be ordered before that entry there). An entry already
+// queued keeps its ticket; one that left (a tombstone) gets none (0).
+// KEYS: queue, ticket counter, marker. ARGV: epoch, quarantine ms,
+// tombstone prefix, then the entries in arrival order.
 // Returns {0, ticket...}, or {-2, ms} while quarantined.
 const enqueueSrc = gateLua + `
-local q = gate(KEYS[4], ARGV[1], ARGV[2])
+local q = gate(KEYS[3], ARGV[1], ARGV[2])
 if q > 0 then return {-2, q} end
-local now = math.floor(now_us() / 1000)
-local base = math.floor(now / 1000) * 1000000
+local base = math.floor(now_us() / 1000000) * 1000000
 local out = {0}
-for i = 5, #ARGV do
+for i = 4, #ARGV do
   local m, t = ARGV[i], 0
-  if redis.call('EXISTS', ARGV[4] .. m) == 0 then
+  if redis.call('EXISTS', ARGV[3] .. m) == 0 then
     local s = redis.call('ZSCORE', KEYS[1], m)
     if s then
       t = tonumber(s)
     else
-      t = math.max(tonumber(redis.call('GET', KEYS[3]) or '0') + 1, base)
-      redis.call('SET', KEYS[3], string.format('%d', t))
-      redis.call('ZADD', KEYS[1], string.format('%d', t), m)
+      t = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, base)
+      redis.call('SET', KEYS[2], string.format('%d', t))
     end
-    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), m)
   end
   out[#out + 1] = t
 end
 return out
 `
 
-// settleSrc writes each entry's settled ticket (the highest a majority
-// gave it), so that every master orders the queue alike, and raises the
-// counter past it, so that an entry made after this one reached a majority
-// gets a later ticket on every master of that majority. An entry that left
-// meanwhile (a tombstone) is not brought back.
+// settleSrc queues each entry with its settled ticket (the highest a
+// majority gave it), so that every master orders the queue alike, and
+// raises the counter past it, so that an entry made after this one reached
+// a majority gets a later ticket on every master of that majority. An
+// entry that left meanwhile (a tombstone) is not brought back.
 // KEYS: queue, deadlines, ticket counter. ARGV: heartbeat ms, tombstone
 // prefix, then entry and ticket pairs. Returns 1.
 const settleSrc = `
