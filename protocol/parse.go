@@ -129,6 +129,49 @@ func ValidOwner(s string) bool {
 	return true
 }
 
+// ValidValue reports whether s may be a hold's value: 0-512 bytes of
+// [A-Za-z0-9._:/@+=%,-] (clients percent-encode anything else).
+func ValidValue(s string) bool {
+	if len(s) > MaxValueLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isAlnum(c) || strings.IndexByte("._:/@+=%,-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidAgentID reports whether s may be an agent id (agent.id): 1-255
+// printable bytes, no space and no "=".
+func ValidAgentID(s string) bool {
+	if len(s) == 0 || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// validWord reports whether s is a reason word: 1-32 of [a-z0-9_].
+func validWord(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseDuration reads a duration as an integer of milliseconds ("1500") or a
 // Go duration ("1.5s"). Negative durations are an error; so is "forever"
 // unless allowForever, when it returns Forever.

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -63,11 +64,21 @@ func TestParseLock(t *testing.T) {
 		want     Lock
 		wantCode Code
 	}{
-		{"defaults are wait forever, watchdog, exclusive", "1 LOCK a", Lock{Names: []string{"a"}, Wait: Forever, Mode: Exclusive}, ""},
-		{"milliseconds and Go durations both parse", "1 LOCK a wait=1500 ttl=2s", Lock{Names: []string{"a"}, Wait: 1500 * time.Millisecond, TTL: 2 * time.Second, Mode: Exclusive}, ""},
-		{"wait=0 tries once", "1 LOCK a wait=0", Lock{Names: []string{"a"}, Wait: 0, Mode: Exclusive}, ""},
-		{"wait=forever is forever", "1 LOCK a wait=forever", Lock{Names: []string{"a"}, Wait: Forever, Mode: Exclusive}, ""},
-		{"every option parses", "1 LOCK a b owner=w-1 mode=shared limit=3 fair=true", Lock{Names: []string{"a", "b"}, Wait: Forever, Owner: "w-1", Mode: Shared, Limit: 3, Fair: true}, ""},
+		{"defaults are wait forever, watchdog, exclusive", "1 LOCK a", Lock{Names: []string{"a"}, Wait: Forever, Mode: Exclusive, Delay: NoDelay}, ""},
+		{"milliseconds and Go durations both parse", "1 LOCK a wait=1500 ttl=2s", Lock{Names: []string{"a"}, Wait: 1500 * time.Millisecond, TTL: 2 * time.Second, Mode: Exclusive, Delay: NoDelay}, ""},
+		{"wait=0 tries once", "1 LOCK a wait=0", Lock{Names: []string{"a"}, Wait: 0, Mode: Exclusive, Delay: NoDelay}, ""},
+		{"wait=forever is forever", "1 LOCK a wait=forever", Lock{Names: []string{"a"}, Wait: Forever, Mode: Exclusive, Delay: NoDelay}, ""},
+		{"every option parses", "1 LOCK a b owner=w-1 mode=shared limit=3 fair=true", Lock{Names: []string{"a", "b"}, Wait: Forever, Owner: "w-1", Mode: Shared, Limit: 3, Fair: true, Delay: NoDelay}, ""},
+		{"the coordination options parse", "1 LOCK a value=http://h:80/x%3Fa=1%20b notify=wanted delay=2s min_hold=1h ttl=720h",
+			Lock{Names: []string{"a"}, Wait: Forever, Mode: Exclusive, Value: "http://h:80/x%3Fa=1%20b", NotifyWanted: true, Delay: 2 * time.Second, MinHold: time.Hour, TTL: 720 * time.Hour}, ""},
+		{"an empty value and delay=0 are given, not absent", "1 LOCK a value= delay=0", Lock{Names: []string{"a"}, Wait: Forever, Mode: Exclusive, Delay: 0}, ""},
+		{"a ttl over 30 days is bad", "1 LOCK a ttl=721h", Lock{}, CodeBadRequest},
+		{"a delay over 5 minutes is bad", "1 LOCK a delay=301s", Lock{}, CodeBadRequest},
+		{"a min_hold over a day is bad", "1 LOCK a min_hold=25h", Lock{}, CodeBadRequest},
+		{"a negative min_hold is bad", "1 LOCK a min_hold=-1s", Lock{}, CodeBadRequest},
+		{"notify other than wanted is bad", "1 LOCK a notify=lost", Lock{}, CodeBadRequest},
+		{"a value with a bad byte is bad", "1 LOCK a value=a\"b", Lock{}, CodeBadRequest},
+		{"a value over 512 bytes is bad", "1 LOCK a value=" + strings.Repeat("v", 513), Lock{}, CodeBadRequest},
 		{"ttl=forever is bad", "1 LOCK a ttl=forever", Lock{}, CodeBadRequest},
 		{"ttl=0 is bad", "1 LOCK a ttl=0", Lock{}, CodeBadRequest},
 		{"a negative wait is bad", "1 LOCK a wait=-1", Lock{}, CodeBadRequest},
@@ -97,8 +108,7 @@ func TestParseLock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(got.Names, ",") != strings.Join(tt.want.Names, ",") || got.Wait != tt.want.Wait || got.TTL != tt.want.TTL ||
-				got.Owner != tt.want.Owner || got.Mode != tt.want.Mode || got.Limit != tt.want.Limit || got.Fair != tt.want.Fair {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
@@ -122,6 +132,20 @@ func TestParseOtherVerbs(t *testing.T) {
 		{"CANCEL takes a tag", "1 CANCEL 7", func(r *Request) error { _, err := ParseCancel(r); return err }, ""},
 		{"CANCEL of a bad tag is bad", "1 CANCEL a/b", func(r *Request) error { _, err := ParseCancel(r); return err }, CodeBadRequest},
 		{"WHO of a bad name is BAD_NAME", "1 WHO a,b", func(r *Request) error { _, err := ParseWho(r); return err }, CodeBadName},
+		{"SET with a value is fine", "1 SET a value=x:1 owner=o", func(r *Request) error { _, err := ParseSet(r); return err }, ""},
+		{"SET with an empty value is fine", "1 SET a value=", func(r *Request) error { _, err := ParseSet(r); return err }, ""},
+		{"SET needs a value", "1 SET a", func(r *Request) error { _, err := ParseSet(r); return err }, CodeBadRequest},
+		{"SET of a bad value is bad", "1 SET a value=a{b}", func(r *Request) error { _, err := ParseSet(r); return err }, CodeBadRequest},
+		{"SET takes one name", "1 SET a b value=x", func(r *Request) error { _, err := ParseSet(r); return err }, CodeBadRequest},
+		{"OBSERVE takes one name", "1 OBSERVE a b", func(r *Request) error { _, err := ParseObserve(r); return err }, CodeBadRequest},
+		{"OBSERVE of a bad name is BAD_NAME", "1 OBSERVE a{b}", func(r *Request) error { _, err := ParseObserve(r); return err }, CodeBadName},
+		{"REVOKE with an agent and a reason is fine", "1 REVOKE a agent=web-7 reason=stuck", func(r *Request) error { _, err := ParseRevoke(r); return err }, ""},
+		{"REVOKE of a bad reason is bad", "1 REVOKE a reason=Not-A-Word", func(r *Request) error { _, err := ParseRevoke(r); return err }, CodeBadRequest},
+		{"REVOKE of an empty agent is bad", "1 REVOKE a agent=", func(r *Request) error { _, err := ParseRevoke(r); return err }, CodeBadRequest},
+		{"CHECK with a fence is fine", "1 CHECK a fence=17", func(r *Request) error { _, err := ParseCheck(r); return err }, ""},
+		{"CHECK needs a fence", "1 CHECK a", func(r *Request) error { _, err := ParseCheck(r); return err }, CodeBadRequest},
+		{"CHECK of fence=0 is bad", "1 CHECK a fence=0", func(r *Request) error { _, err := ParseCheck(r); return err }, CodeBadRequest},
+		{"CHECK of a negative fence is bad", "1 CHECK a fence=-3", func(r *Request) error { _, err := ParseCheck(r); return err }, CodeBadRequest},
 		{"PING with an argument is bad", "1 PING x", func(r *Request) error { return r.NoArgs() }, CodeBadRequest},
 		{"STATUS with an option is bad", "1 STATUS a=b", func(r *Request) error { return r.NoArgs() }, CodeBadRequest},
 	}

@@ -17,6 +17,13 @@ const (
 	VerbStatus = "STATUS"
 	VerbWho    = "WHO"
 	VerbQuit   = "QUIT"
+
+	// The verbs of ../shared/coordination.md.
+	VerbSet       = "SET"
+	VerbObserve   = "OBSERVE"
+	VerbUnobserve = "UNOBSERVE"
+	VerbRevoke    = "REVOKE"
+	VerbCheck     = "CHECK"
 )
 
 // Mode is how a name is held.
@@ -35,7 +42,8 @@ type Hello struct {
 }
 
 // Lock is a parsed LOCK. Wait is Forever unless given; TTL is 0 for a
-// watchdog hold; Limit is 0 for a plain lock.
+// hold with no end of its own; Limit is 0 for a plain lock. Delay is
+// NoDelay unless delay= was given (the agent's lock.lock_delay applies).
 type Lock struct {
 	Names []string
 	Wait  time.Duration
@@ -44,6 +52,48 @@ type Lock struct {
 	Mode  Mode
 	Limit int
 	Fair  bool
+	// Value is stored with the hold (value=; "" when none was given).
+	Value string
+	// NotifyWanted asks for * WANTED pushes (notify=wanted).
+	NotifyWanted bool
+	// Delay is how long the name stays unavailable after the hold ends
+	// uncleanly (delay=), or NoDelay when not given.
+	Delay time.Duration
+	// MinHold is the least time from the grant that the name stays held
+	// (min_hold=), 0 when not given.
+	MinHold time.Duration
+}
+
+// NoDelay is Lock.Delay when the LOCK gave no delay=.
+const NoDelay time.Duration = -1
+
+// Bounds of the coordination options (../shared/coordination.md).
+const (
+	MaxTTL      = 30 * 24 * time.Hour
+	MaxDelay    = 5 * time.Minute
+	MaxMinHold  = 24 * time.Hour
+	MaxValueLen = 512
+)
+
+// Set is a parsed SET: a new value for the hold of Name by Owner.
+type Set struct {
+	Name  string
+	Value string
+	Owner string
+}
+
+// Revoke is a parsed REVOKE: the holds of Name, all of them or those of
+// Agent's agent, ended for Reason.
+type Revoke struct {
+	Name   string
+	Agent  string
+	Reason string
+}
+
+// Check is a parsed CHECK: is Fence the fence of a current holder of Name?
+type Check struct {
+	Name  string
+	Fence uint64
 }
 
 // Unlock is a parsed UNLOCK. Mode is "" (undo the most recent acquisition)
@@ -157,9 +207,47 @@ func ParseHello(r *Request) (Hello, error) {
 	return h, err
 }
 
-// ParseLock reads LOCK NAME [NAME ...] [wait=] [ttl=] [owner=] [mode=] [limit=] [fair=].
+// boundedDuration reads a duration option of at most most; zero allowed.
+func boundedDuration(name string, most time.Duration, dst *time.Duration) func(string) error {
+	return func(v string) error {
+		d, err := ParseDuration(v, false)
+		if err != nil {
+			return err
+		}
+		if d > most {
+			return Errorf(ErrBadRequest, "%s %s is longer than %s", name, clip(v), most)
+		}
+		*dst = d
+		return nil
+	}
+}
+
+func value(dst *string) func(string) error {
+	return func(v string) error {
+		if !ValidValue(v) {
+			return Errorf(ErrBadRequest, "bad value %q: want 0-%d bytes of [A-Za-z0-9._:/@+=%%,-] (percent-encode the rest)", clip(v), MaxValueLen)
+		}
+		*dst = v
+		return nil
+	}
+}
+
+// oneName reads a request of exactly one name.
+func oneName(r *Request) (string, error) {
+	if err := r.argCount(1, 1); err != nil {
+		return "", err
+	}
+	n, err := names(r.Args)
+	if err != nil {
+		return "", err
+	}
+	return n[0], nil
+}
+
+// ParseLock reads LOCK NAME [NAME ...] [wait=] [ttl=] [owner=] [mode=]
+// [limit=] [fair=] [value=] [notify=wanted] [delay=] [min_hold=].
 func ParseLock(r *Request) (Lock, error) {
-	l := Lock{Wait: Forever, Mode: Exclusive}
+	l := Lock{Wait: Forever, Mode: Exclusive, Delay: NoDelay}
 	if err := r.argCount(1, -1); err != nil {
 		return l, err
 	}
@@ -172,8 +260,26 @@ func ParseLock(r *Request) (Lock, error) {
 			l.Wait, err = ParseDuration(v, true)
 			return err
 		},
-		"ttl":   positiveDuration("ttl", &l.TTL),
-		"owner": owner(&l.Owner),
+		"ttl": func(v string) error {
+			if err := positiveDuration("ttl", &l.TTL)(v); err != nil {
+				return err
+			}
+			if l.TTL > MaxTTL {
+				return Errorf(ErrBadRequest, "ttl %s is longer than %s", clip(v), MaxTTL)
+			}
+			return nil
+		},
+		"owner":    owner(&l.Owner),
+		"value":    value(&l.Value),
+		"delay":    boundedDuration("delay", MaxDelay, &l.Delay),
+		"min_hold": boundedDuration("min_hold", MaxMinHold, &l.MinHold),
+		"notify": func(v string) error {
+			if v != "wanted" {
+				return Errorf(ErrBadRequest, "bad notify %q: want notify=wanted", clip(v))
+			}
+			l.NotifyWanted = true
+			return nil
+		},
 		"mode": func(v string) error {
 			switch Mode(v) {
 			case Exclusive, Shared:
@@ -261,12 +367,79 @@ func ParseCancel(r *Request) (string, error) {
 
 // ParseWho reads WHO NAME.
 func ParseWho(r *Request) (string, error) {
-	if err := r.argCount(1, 1); err != nil {
-		return "", err
-	}
-	n, err := names(r.Args)
+	n, err := oneName(r)
 	if err != nil {
 		return "", err
 	}
-	return n[0], r.options(nil)
+	return n, r.options(nil)
+}
+
+// ParseObserve reads OBSERVE NAME or UNOBSERVE NAME.
+func ParseObserve(r *Request) (string, error) { return ParseWho(r) }
+
+// ParseSet reads SET NAME value=V [owner=].
+func ParseSet(r *Request) (Set, error) {
+	var s Set
+	var err error
+	if s.Name, err = oneName(r); err != nil {
+		return s, err
+	}
+	given := false
+	err = r.options(map[string]func(string) error{
+		"value": func(v string) error { given = true; return value(&s.Value)(v) },
+		"owner": owner(&s.Owner),
+	})
+	if err == nil && !given {
+		err = Errorf(ErrBadRequest, "SET needs value=")
+	}
+	return s, err
+}
+
+// ParseRevoke reads REVOKE NAME [agent=A] [reason=WORD]. Reason is
+// "revoked" unless given.
+func ParseRevoke(r *Request) (Revoke, error) {
+	v := Revoke{Reason: "revoked"}
+	var err error
+	if v.Name, err = oneName(r); err != nil {
+		return v, err
+	}
+	return v, r.options(map[string]func(string) error{
+		"agent": func(a string) error {
+			if !ValidAgentID(a) {
+				return Errorf(ErrBadRequest, "bad agent %q: want an agent id (1-255 printable bytes, no =)", clip(a))
+			}
+			v.Agent = a
+			return nil
+		},
+		"reason": func(w string) error {
+			if !validWord(w) {
+				return Errorf(ErrBadRequest, "bad reason %q: want one word of 1-32 of [a-z0-9_]", clip(w))
+			}
+			v.Reason = w
+			return nil
+		},
+	})
+}
+
+// ParseCheck reads CHECK NAME fence=F.
+func ParseCheck(r *Request) (Check, error) {
+	var c Check
+	var err error
+	if c.Name, err = oneName(r); err != nil {
+		return c, err
+	}
+	err = r.options(map[string]func(string) error{
+		"fence": func(v string) error {
+			f, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || f == 0 {
+				return Errorf(ErrBadRequest, "bad fence %q: want a positive integer", clip(v))
+			}
+			c.Fence = f
+			return nil
+		},
+	})
+	if err == nil && c.Fence == 0 {
+		err = Errorf(ErrBadRequest, "CHECK needs fence=")
+	}
+	return c, err
 }
