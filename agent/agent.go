@@ -57,6 +57,9 @@ type Agent struct {
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
 	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
+	// observations are the names this agent's sessions observe (see
+	// observe.go); nil until the first.
+	observations map[string]*observation
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
 	held       int

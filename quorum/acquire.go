@@ -222,7 +222,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 // acquireArgs are the acquire script's keys and arguments for req.
 func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 	keys = []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
-		c.queueKey(req.Name), c.deadlinesKey(req.Name)}
+		c.queueKey(req.Name), c.deadlinesKey(req.Name), c.observedKey(req.Name)}
 	entry := ""
 	if req.Entry != nil {
 		entry = req.Entry.Member()
@@ -230,7 +230,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
-		strconv.FormatInt(req.block(), 10))
+		strconv.FormatInt(req.block(), 10), req.Who.Value)
 	return keys, args
 }
 

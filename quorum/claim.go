@@ -41,6 +41,9 @@ type Who struct {
 	PID, UID   int
 	Owner      string
 	SinceMilli int64 // when the hold began, Unix ms
+	// Value is what the holder attached to the hold (LOCK value=, SET):
+	// "" when nothing. The agent checks it (protocol.ValidValue).
+	Value string
 }
 
 // Record is a hold as the masters keep it: a hash with its own PX lease.
@@ -58,14 +61,14 @@ type Record struct {
 func (r Record) fields() []string {
 	return []string{string(r.Claim.mode()), strconv.Itoa(r.Claim.limit()), strconv.Itoa(r.Claim.Slot),
 		strconv.FormatInt(r.Fence, 10), r.Who.Agent, strconv.Itoa(r.Who.PID), strconv.Itoa(r.Who.UID), r.Who.Owner,
-		strconv.FormatInt(r.Who.SinceMilli, 10)}
+		strconv.FormatInt(r.Who.SinceMilli, 10), r.Who.Value}
 }
 
 // recordOf reads a record from its fields in recordFields order.
 func recordOf(f []string) Record {
 	num := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
 	return Record{Claim: Claim{Mode: Mode(f[0]), Limit: int(num(1)), Slot: int(num(2))}, Fence: num(3),
-		Who: Who{Agent: f[4], PID: int(num(5)), UID: int(num(6)), Owner: f[7], SinceMilli: num(8)}}
+		Who: Who{Agent: f[4], PID: int(num(5)), UID: int(num(6)), Owner: f[7], SinceMilli: num(8), Value: f[9]}}
 }
 
 // Holder is one current holder of a name as recorded in the masters, with
@@ -76,11 +79,14 @@ type Holder struct {
 }
 
 // Who returns the holders of name that a majority of the voting masters
-// record, with the highest fence any of them recorded.
+// record, with the highest fence any of them recorded, and the value most
+// of them record (a SET that a paused master missed leaves it the old one
+// until it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	type seen struct {
-		h     Holder
-		count int
+		h      Holder
+		count  int
+		values map[string]int
 	}
 	byID := map[string]*seen{}
 	var order []string
@@ -100,12 +106,15 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 				r := recordOf(f)
 				s := byID[id]
 				if s == nil {
-					s = &seen{h: Holder{ID: id, Record: r}}
+					s = &seen{h: Holder{ID: id, Record: r}, values: map[string]int{}}
 					byID[id] = s
 					order = append(order, id)
 				}
 				s.count++
 				s.h.Record.Fence = max(s.h.Record.Fence, r.Fence)
+				if s.values[r.Who.Value]++; s.values[r.Who.Value] > s.values[s.h.Record.Who.Value] {
+					s.h.Record.Who.Value = r.Who.Value
+				}
 			}
 			return 0, true, nil
 		}})
@@ -125,7 +134,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 }
 
 // Retag makes holder's record of name on every master that has it carry r's
-// fence and who-info: the hold was passed to another local holder, and WHO
+// fence, who-info and value: the hold was passed to another local holder, and WHO
 // should name it. It returns when every master answered or its deadline
 // (4×MasterTimeout) passed, and says on how many it landed. A master that
 // missed it keeps the earlier holder's fence and who-info, which only WHO
@@ -134,7 +143,7 @@ func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int 
 	if c.closed() {
 		return 0
 	}
-	f := r.fields() // recordFields order: fence is 3, who-info 4..8
+	f := r.fields() // recordFields order: fence is 3, who-info and value 4..9
 	keys, args := []string{c.holderKey(name, holder)}, append([]string{f[3]}, f[4:]...)
 	var n atomic.Int32
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {

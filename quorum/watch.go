@@ -15,8 +15,17 @@ type Watch struct {
 	wake    chan struct{}
 	recheck chan struct{}
 	wanted  chan struct{}
+	leader  chan struct{}
 	once    sync.Once
 }
+
+// Leader receives (coalesced) when the name's holders may have changed: a
+// grant of an observed name (see MarkObserved), a SET, any release or
+// hand-over (a give-back too), and whenever a master (re)subscribes. It is
+// a hint to read the holders again (see Cluster.Leader), never a fact:
+// messages are lost while a master is away, and a lease that runs out
+// publishes nothing.
+func (w *Watch) Leader() <-chan struct{} { return w.leader }
 
 // C returns the wake-up channel.
 func (w *Watch) C() <-chan struct{} { return w.wake }
@@ -36,7 +45,8 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
+	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1),
+		leader: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	if set == nil {
@@ -55,6 +65,7 @@ func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
 					c.watchMu.Lock()
 					for w := range c.watches[w.channel] {
 						signal(w.recheck)
+						signal(w.leader)
 					}
 					c.watchMu.Unlock()
 				}
@@ -83,7 +94,13 @@ func (w *Watch) Close() {
 }
 
 func (c *Cluster) onMessage(channel, message string) {
-	if message == c.giveBack {
+	if !strings.HasPrefix(message, wantedPrefix) { // a waiter is not a change of holder
+		c.signalLeader(channel)
+	}
+	if message == c.giveBack || message == leaderMessage {
+		// Neither is a release for the waiters: a give-back of this agent
+		// would only fail its own waiters again, and a new leader or value
+		// frees nothing.
 		return
 	}
 	if strings.HasPrefix(message, handoverPrefix) {
@@ -116,11 +133,23 @@ func (c *Cluster) onMessage(channel, message string) {
 }
 
 // wantedPrefix starts the message of Wanted, handoverPrefix that of
-// HandOver; no name has a space.
+// HandOver; leaderMessage is what a grant of an observed name and a SET
+// publish (written into acquireSrc and setValueSrc too). No name has a
+// space, so none of them is a release message (a name).
 const (
 	wantedPrefix   = "wanted "
 	handoverPrefix = "handover "
+	leaderMessage  = "leader changed"
 )
+
+// signalLeader signals the Leader channel of channel's watches.
+func (c *Cluster) signalLeader(channel string) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel] {
+		signal(w.leader)
+	}
+}
 
 // Wanted tells the agent that holds name, if it watches the name, that this
 // agent has a waiter for it: an agent that passes a name among its local
@@ -148,6 +177,7 @@ func (c *Cluster) wakeAll() {
 	for _, set := range c.watches {
 		for w := range set {
 			w.signal()
+			signal(w.leader)
 		}
 	}
 }

@@ -38,7 +38,7 @@ type Rule struct {
 }
 
 // RuleVerbs are the verbs rules govern; every other verb is always allowed.
-var RuleVerbs = []string{"lock", "unlock", "extend", "who"}
+var RuleVerbs = []string{"lock", "unlock", "extend", "who", "set", "observe", "check"}
 
 // AlwaysAllowed are verbs a rule may not name: they carry no lock name.
 var AlwaysAllowed = []string{"status", "ping", "hello", "holds", "quit", "cancel"}

@@ -1,0 +1,167 @@
+package quorum
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// A hold's value, its fence check and the leader of a name, as leader
+// election uses them (../shared/coordination.md §1, §2, §5): SetValue
+// replaces a hold's value on a majority, Check asks whether a fence is a
+// current holder's, and Leader reads who holds a name now. An agent that
+// observes a name marks it (MarkObserved), so that a grant publishes
+// leaderMessage, and reads Leader when its Watch's Leader channel says so.
+
+func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
+
+// setValueSrc replaces the value of a live record and says so to the
+// name's observers. KEYS: holder key. ARGV: value, channel.
+// Returns 1 if the record is there, else 0.
+const setValueSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'value', ARGV[1])
+redis.call('PUBLISH', ARGV[2], 'leader changed')
+return 1
+`
+
+// checkSrc says whether a live holder of the name carries the fence: 1 or
+// 0. A record with an "until" field in the past (a hold that ended, kept
+// while a delay stands) is not current. KEYS: set. ARGV: holder key
+// prefix, fence.
+const checkSrc = `
+local now
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local h = redis.call('HMGET', ARGV[1] .. m, 'fence', 'until')
+  if h[1] == ARGV[2] then
+    if not h[2] then return 1 end
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    if (tonumber(h[2]) or 0) >= now then return 1 end
+  end
+end
+return 0
+`
+
+var (
+	setValueScript = newScript(setValueSrc, -1)
+	checkScript    = newScript(checkSrc, -1)
+)
+
+func init() { allScripts = append(allScripts, setValueScript, checkScript) }
+
+// SetValue replaces the value of holder's hold of name on every master
+// that has it, and wakes the name's observers anywhere. Like a release it
+// goes to every connected master, down ones too, and lands in the
+// background on those that answer late (see roundSpec.land), so that a
+// paused master does not keep the old value. It returns nil once a
+// majority replaced it, else a RoundError of ErrNoQuorum: the value is
+// then the new one on some masters and the old one on others (Who reports
+// the one most of them have), until a SET lands.
+func (c *Cluster) SetValue(ctx context.Context, name, holder, value string) error {
+	if c.closed() {
+		return ErrClosed
+	}
+	r, never := c.vote(ctx, roundSpec{op: OpSet, script: setValueScript, keys: []string{c.holderKey(name, holder)},
+		args: []string{value, c.channel(name)}, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	switch {
+	case never != nil:
+		return never.Err()
+	case r.yes() < c.quorum:
+		return c.noQuorumErr(r)
+	}
+	return nil
+}
+
+// Check says whether fence is the fence of a current holder of name: true
+// when a majority of the masters (a quorum of them, at least, answered)
+// records a live holder with that fence, false when enough answered that
+// no majority can. It only reads.
+func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, error) {
+	if c.closed() {
+		return false, ErrClosed
+	}
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: checkScript, keys: []string{c.setKey(name)},
+		args: []string{c.holderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	if never != nil {
+		return false, never.Err()
+	}
+	current, known := CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
+	if !known {
+		return false, c.noQuorumErr(r)
+	}
+	return current, nil
+}
+
+// CheckOutcome decides a CHECK of n masters with quorum q, yes of which
+// record the fence and failed of which did not answer: current when yes
+// reaches q; not current when the answers (at least q of them) leave no
+// majority; unknown (known false) when too few answered.
+func CheckOutcome(n, q, yes, failed int) (current, known bool) {
+	switch {
+	case yes >= q:
+		return true, true
+	case n-failed >= q:
+		return false, true
+	}
+	return false, false
+}
+
+// MarkObserved marks name observed on every master for lease (a key with
+// that PX, see acquireSrc), so that a grant of it publishes
+// leaderMessage. The observing agent renews it well within lease while it
+// observes, and lets it expire after. It returns on how many masters the
+// mark landed.
+func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Duration) int {
+	if c.closed() {
+		return 0
+	}
+	key := c.observedKey(name)
+	var n atomic.Int32
+	c.eachMaster(ctx, func(ctx context.Context, m *master) {
+		if cl := m.conn(laneRounds); cl != nil && cl.Do(ctx, cl.B().Set().Key(key).Value("1").Px(lease).Build()).Error() == nil {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
+}
+
+// Leader returns the leader of name as a majority of the masters records
+// it (see LeaderOf), and false when nobody holds it.
+func (c *Cluster) Leader(ctx context.Context, name string) (Holder, bool, error) {
+	holders, err := c.Who(ctx, name)
+	if err != nil {
+		return Holder{}, false, err
+	}
+	h, ok := LeaderOf(holders)
+	return h, ok, nil
+}
+
+// LeaderOf picks the leader among a name's holders: the holder with the
+// lowest fence, which for a lock is its one holder, and for a name held
+// shared or as a semaphore the one that has held it longest (fences grow
+// with every grant, so the leader's fence never goes back while holders
+// come and go). False when there is none.
+func LeaderOf(holders []Holder) (Holder, bool) {
+	if len(holders) == 0 {
+		return Holder{}, false
+	}
+	best := holders[0]
+	for _, h := range holders[1:] {
+		if h.Record.Fence < best.Record.Fence {
+			best = h
+		}
+	}
+	return best, true
+}
