@@ -1,0 +1,169 @@
+package tests
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// whoOne is the one holder WHO name shows on c.
+func whoOne(t *testing.T, c *agenttest.Conn, name string) map[string]string {
+	t.Helper()
+	r := c.Do("WHO " + name)
+	if r.Kind != "OK" || len(r.Data) != 1 {
+		t.Fatalf("WHO %s: want one holder, got %s %+v", name, r.Line, r.Data)
+	}
+	return r.Data[0]
+}
+
+// TestValueAtLockSeenByWhoOnTheOtherAgent: a value given with LOCK is in
+// the holder record on the masters, so WHO on another agent shows it; a
+// hold without one shows none; a re-entry's value= leaves it as it was.
+func TestValueAtLockSeenByWhoOnTheOtherAgent(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	if r := holder.Do("LOCK v value=http://10.0.0.1:8080/x%20y"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if d := whoOne(t, other, "v"); d["value"] != "http://10.0.0.1:8080/x%20y" || d["agent"] != "host-a" {
+		t.Fatalf("WHO on the other agent: %+v", d)
+	}
+	if r := holder.Do("LOCK v value=other"); r.Kind != "OK" || r.Int("count") != 2 {
+		t.Fatalf("re-entry: %s", r.Line)
+	}
+	if d := whoOne(t, other, "v"); d["value"] != "http://10.0.0.1:8080/x%20y" {
+		t.Fatalf("a re-entry's value= changed the value: %+v", d)
+	}
+	if r := holder.Do("LOCK plain"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if d := whoOne(t, other, "plain"); d["value"] != "" {
+		t.Fatalf("a hold without value= shows one: %+v", d)
+	}
+	if _, ok := whoOne(t, other, "plain")["value"]; ok {
+		t.Fatal("WHO shows value= for a hold without one")
+	}
+}
+
+// TestSetReplacesTheValueOnTheMasters: SET is seen by WHO on the other
+// agent, survives a master that lost the record (the watchdog re-creates
+// it with the new value), and a SET by a session or owner that does not
+// hold the name is NOT_HELD and changes nothing.
+func TestSetReplacesTheValueOnTheMasters(t *testing.T) {
+	a, b, servers := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	if r := holder.Do("LOCK s value=one owner=w"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	for _, bad := range []struct {
+		c    *agenttest.Conn
+		line string
+	}{
+		{other, "SET s value=stolen"},
+		{other, "SET s value=stolen owner=w"},
+		{holder, "SET s value=stolen"}, // another owner
+		{holder, "SET never-held value=x owner=w"},
+	} {
+		if r := bad.c.Do(bad.line); r.Kind != "ERR" || r.Code != "NOT_HELD" {
+			t.Fatalf("%s: want ERR NOT_HELD, got %s", bad.line, r.Line)
+		}
+	}
+	if d := whoOne(t, other, "s"); d["value"] != "one" {
+		t.Fatalf("after SETs by non-holders: %+v", d)
+	}
+	if r := holder.Do("SET s value=two owner=w"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if d := whoOne(t, other, "s"); d["value"] != "two" {
+		t.Fatalf("after SET: %+v", d)
+	}
+	// A master that lost its copy of the record gets it back from the
+	// watchdog's next renewal, with the value SET gave.
+	records := a.Config.Lock.KeyPrefix + "{s}:h:*"
+	value := func() string {
+		v, _ := servers[0].Do("EVAL", "local k = redis.call('KEYS', ARGV[1])[1] if not k then return false end return redis.call('HGET', k, 'value')", "0", records)
+		return v
+	}
+	if _, err := servers[0].Do("EVAL", "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end return 1", "0", records); err != nil {
+		t.Fatal(err)
+	}
+	if servers[0].Keys(records) != 0 {
+		t.Fatal("the record is still on master 0")
+	}
+	var got string
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { got = value(); return got == "two" },
+		"master 0's re-created record has value %q, not two", &got)
+}
+
+// TestCheckIsTrueOnlyForTheCurrentFence: CHECK on another agent is true
+// for the current holder's fence, false for an older one, after a newer
+// grant, and after the last UNLOCK.
+func TestCheckIsTrueOnlyForTheCurrentFence(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	ca := agenttest.Dial(t, a.Config.Socket.Path)
+	cb := agenttest.Dial(t, b.Config.Socket.Path)
+	check := func(c *agenttest.Conn, fence int64, want string) {
+		t.Helper()
+		if r := c.Do("CHECK c fence=" + strconv.FormatInt(fence, 10)); r.Kind != "OK" || r.Fields["current"] != want {
+			t.Fatalf("CHECK c fence=%d: want current=%s, got %s", fence, want, r.Line)
+		}
+	}
+	first := ca.Do("LOCK c")
+	f1 := first.Int("fence")
+	check(cb, f1, "true")
+	check(ca, f1, "true")
+	check(cb, f1-1, "false")
+	check(cb, f1+1, "false")
+	ca.Do("UNLOCK c")
+	check(cb, f1, "false")
+	second := cb.Do("LOCK c")
+	f2 := second.Int("fence")
+	if f2 <= f1 {
+		t.Fatalf("fences %d then %d", f1, f2)
+	}
+	check(ca, f1, "false")
+	check(ca, f2, "true")
+	cb.Do("UNLOCK c")
+	check(ca, f2, "false")
+	if r := ca.Do("CHECK c fence=18446744073709551615"); r.Fields["current"] != "false" { // beyond any int64 fence
+		t.Fatal(r.Line)
+	}
+}
+
+// TestCoordinationBadInput: malformed SET, CHECK, OBSERVE, UNOBSERVE and
+// value= are BAD_REQUEST and change nothing: the value stays, no push
+// comes; OBSERVE past max_holds_per_session names is LIMIT.
+func TestCoordinationBadInput(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := c.Do("LOCK bad value=kept"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	for _, line := range []string{
+		"SET", "SET bad", "SET bad value=a value", "SET bad value=no!", "SET bad value=x owner=a b",
+		"SET bad other value=x", "SET bad value=x color=red",
+		"CHECK", "CHECK bad", "CHECK bad fence=0", "CHECK bad fence=-1", "CHECK bad fence=x", "CHECK bad fence=1 x=2", "CHECK a b fence=1",
+		"OBSERVE", "OBSERVE a b", "OBSERVE bad x=1", "UNOBSERVE", "UNOBSERVE a b",
+		"LOCK bad2 value=é", "LOCK bad2 value=a*b", "LOCK bad2 value=" + strings.Repeat("x", 513),
+	} {
+		r := c.Do(line)
+		if r.Kind != "ERR" || r.Code != "BAD_REQUEST" {
+			t.Fatalf("%q: want ERR BAD_REQUEST, got %s", line, r.Line)
+		}
+	}
+	if d := whoOne(t, c, "bad"); d["value"] != "kept" {
+		t.Fatalf("the value changed: %+v", d)
+	}
+	if r := c.Do("WHO bad2"); r.Kind != "OK" || len(r.Data) != 0 {
+		t.Fatalf("a malformed LOCK took the name: %s", r.Line)
+	}
+	if p := c.Push(100 * time.Millisecond); p != "" {
+		t.Fatalf("a push after malformed requests: %s", p)
+	}
+}
