@@ -1,0 +1,134 @@
+package quorum
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+func TestLeaderOf(t *testing.T) {
+	h := func(id string, fence int64) Holder { return Holder{ID: id, Record: Record{Fence: fence}} }
+	tests := []struct {
+		name    string
+		holders []Holder
+		want    string // "" for none
+	}{
+		{"no holder is no leader", nil, ""},
+		{"a lock's one holder leads", []Holder{h("a", 7)}, "a"},
+		{"of shared holders the one with the lowest fence leads", []Holder{h("b", 9), h("a", 7), h("c", 8)}, "a"},
+		{"a newer holder does not take over from an older one", []Holder{h("a", 7), h("z", 100)}, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := LeaderOf(tt.holders)
+			if ok != (tt.want != "") || got.ID != tt.want {
+				t.Fatalf("LeaderOf = %q, %v; want %q", got.ID, ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckOutcomeEveryAnswer decides a CHECK over every combination of
+// masters that record the fence, lack it, or fail, for 3 and 5 masters.
+func TestCheckOutcomeEveryAnswer(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		q := n/2 + 1
+		for yes := 0; yes <= n; yes++ {
+			for failed := 0; yes+failed <= n; failed++ {
+				current, known := CheckOutcome(n, q, yes, failed)
+				answered := n - failed
+				switch {
+				case yes >= q && !(current && known):
+					t.Errorf("n=%d yes=%d failed=%d: a majority records it, got %v %v", n, yes, failed, current, known)
+				case yes < q && current:
+					t.Errorf("n=%d yes=%d failed=%d: current without a majority", n, yes, failed)
+				case yes < q && known != (answered >= q):
+					t.Errorf("n=%d yes=%d failed=%d: known=%v with %d answers", n, yes, failed, known, answered)
+				}
+			}
+		}
+	}
+}
+
+// TestValueSetCheckAndLeaderOnRealMasters: a grant's value is in WHO, SET
+// replaces it on every master, CHECK holds for the grant's fence only, a
+// grant of an observed name signals the watch's Leader (and not C), and
+// Leader reads the holder.
+func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	w := c.Watch(ctx, "v")
+	defer w.Close()
+	<-w.Recheck() // subscribed on a master at least
+	drain := func(ch <-chan struct{}) {
+		select {
+		case <-ch:
+		default:
+		}
+	}
+	if got := c.MarkObserved(ctx, "v", 5*time.Second); got != 3 {
+		t.Fatalf("marked on %d masters", got)
+	}
+	for i, s := range servers { // every master's subscription is made: a later message is not lost
+		subscribers := func() string {
+			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel("v"))
+			return n
+		}
+		for deadline := time.Now().Add(5 * time.Second); subscribers() != "1"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("master %d: never subscribed", i)
+			}
+			time.Sleep(5 * time.Millisecond) // a poll, as waitStates
+		}
+	}
+	drain(w.Leader())
+	drain(w.C())
+	r := req("v", "h1")
+	r.Who.Value = "one"
+	g, err := acquire(ctx, c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Leader():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a grant of an observed name did not signal Leader")
+	}
+	select {
+	case <-w.C():
+		t.Fatal("a grant woke the waiters")
+	default:
+	}
+	leader, ok, err := c.Leader(ctx, "v")
+	if err != nil || !ok || leader.ID != "h1" || leader.Record.Who.Value != "one" || leader.Record.Fence != g.Fence {
+		t.Fatalf("Leader = %+v, %v, %v", leader, ok, err)
+	}
+	if err := c.SetValue(ctx, "v", "h1", "two"); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range servers {
+		if v, err := s.Do("HGET", c.holderKey("v", "h1"), "value"); err != nil || v != "two" {
+			t.Fatalf("master %d: value %q, %v", i, v, err)
+		}
+	}
+	if err := c.SetValue(ctx, "v", "nobody", "x"); err == nil {
+		t.Fatal("SET of a holder no master has succeeded")
+	}
+	for fence, want := range map[int64]bool{g.Fence: true, g.Fence - 1: false, g.Fence + 1: false} {
+		if current, err := c.Check(ctx, "v", fence); err != nil || current != want {
+			t.Fatalf("Check(%d) = %v, %v; want %v", fence, current, err, want)
+		}
+	}
+	if _, err := c.Release(ctx, "v", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if current, err := c.Check(ctx, "v", g.Fence); err != nil || current {
+		t.Fatalf("Check after release = %v, %v", current, err)
+	}
+	if _, ok, err := c.Leader(ctx, "v"); ok || err != nil {
+		t.Fatalf("a leader after release: %v, %v", ok, err)
+	}
+}
