@@ -16,17 +16,41 @@ import (
 // value= is ignored: the hold keeps its value until a SET.
 
 // setInTurn is a SET: it takes effect once the requests before it on the
-// hold are finished, as UNLOCK and EXTEND do.
+// hold are finished, as UNLOCK and EXTEND do, and the requests after it on
+// the hold (a WHO of the name too) wait until it is answered, so that an
+// UNLOCK behind it is not overtaken by its round, nor a WHO behind it
+// shown the old value.
 func (s *session) setInTurn(req *protocol.Request) error {
 	st, err := protocol.ParseSet(req)
 	if err != nil {
 		return err
 	}
-	return s.inTurn(req.Tag, keysOf([]string{st.Name}, st.Owner), func() error { return s.setValue(req.Tag, st) })
+	t := &turn{done: make(chan struct{}), keys: keysOf([]string{st.Name}, st.Owner)}
+	s.mu.Lock()
+	prior := s.priorLocked(t.keys)
+	if len(prior) > 0 {
+		if err := s.admitBehindLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.takeTurnLocked(t)
+	s.mu.Unlock()
+	s.spawn(req.Tag, func() error {
+		if len(prior) > 0 {
+			s.awaitTurn(prior)
+		}
+		if err := s.setValue(req.Tag, st); err != nil {
+			s.send(protocol.ErrorLine(req.Tag, err))
+		}
+		s.finish(t) // after the answer: a request behind it answers after it
+		return nil
+	})
+	return nil
 }
 
-// setValue replaces the value of the session+owner's hold of st.Name, here
-// at once and on a majority of the masters before it answers OK.
+// setValue replaces the value of the session+owner's hold of st.Name, in
+// the agent at once and on a majority of the masters before it answers OK.
 func (s *session) setValue(tag string, st protocol.Set) error {
 	if err := s.allow("set", st.Name); err != nil {
 		return err
@@ -37,13 +61,10 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 	if h == nil || !s.a.recordValue(h, st.Value) {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", st.Name, st.Owner)
 	}
-	s.spawn(tag, func() error {
-		if err := s.a.cluster.SetValue(s.ctx, st.Name, h.rh.Holder, st.Value); err != nil {
-			return quorumError(err)
-		}
-		s.send(protocol.Reply(tag, protocol.KindOK).Bytes())
-		return nil
-	})
+	if err := s.a.cluster.SetValue(s.ctx, st.Name, h.rh.Holder, st.Value); err != nil {
+		return quorumError(err)
+	}
+	s.send(protocol.Reply(tag, protocol.KindOK).Bytes())
 	return nil
 }
 

@@ -167,3 +167,38 @@ func TestCoordinationBadInput(t *testing.T) {
 		t.Fatalf("a push after malformed requests: %s", p)
 	}
 }
+
+// TestSetTakesItsTurn: a SET pipelined between a LOCK and a WHO and an
+// UNLOCK of the same hold takes effect in line order: the WHO shows the
+// new value, the UNLOCK is not overtaken by the SET's round (the name is
+// free after, with no record left behind).
+func TestSetTakesItsTurn(t *testing.T) {
+	a, b, servers := twoAgents(t, 3*time.Second)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	for i := range 20 {
+		v := strconv.Itoa(i)
+		_, locked := c.Send("LOCK p value=old")
+		_, set := c.Send("SET p value=new" + v)
+		_, who := c.Send("WHO p")
+		_, unlocked := c.Send("UNLOCK p")
+		for _, ch := range []<-chan agenttest.Reply{locked, set} {
+			if r := c.Await(ch); r.Kind != "OK" {
+				t.Fatal(r.Line)
+			}
+		}
+		if r := c.Await(who); len(r.Data) != 1 || r.Data[0]["value"] != "new"+v {
+			t.Fatalf("WHO after SET: %s %+v", r.Line, r.Data)
+		}
+		if r := c.Await(unlocked); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+	}
+	if r := agenttest.Dial(t, b.Config.Socket.Path).Do("WHO p"); r.Kind != "OK" || len(r.Data) != 0 {
+		t.Fatalf("held after the last UNLOCK: %s", r.Line)
+	}
+	for i, s := range servers {
+		if n := s.Keys(a.Config.Lock.KeyPrefix + "{p}:h:*"); n != 0 {
+			t.Fatalf("master %d keeps %d records", i, n)
+		}
+	}
+}
