@@ -144,7 +144,7 @@ func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int 
 		return 0
 	}
 	f := r.fields() // recordFields order: fence is 3, who-info and value 4..9
-	keys, args := []string{c.holderKey(name, holder)}, append([]string{f[3]}, f[4:]...)
+	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, append(append([]string{f[3]}, f[4:]...), c.channel(name))
 	var n atomic.Int32
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {
 		if v, err := m.eval(ctx, retagScript, keys, args).AsInt64(); err == nil && v == 1 {
