@@ -1,7 +1,11 @@
 package quorum
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +134,85 @@ func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
 	}
 	if _, ok, err := c.Leader(ctx, "v"); ok || err != nil {
 		t.Fatalf("a leader after release: %v, %v", ok, err)
+	}
+}
+
+// subscriber is a raw SUBSCRIBE connection to one master.
+type subscriber struct {
+	t *testing.T
+	r *bufio.Reader
+}
+
+func subscribe(t *testing.T, s *redistest.Server, channel string) *subscriber {
+	t.Helper()
+	conn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n", len(channel), channel)
+	sub := &subscriber{t: t, r: bufio.NewReader(conn)}
+	sub.lines(6) // *3, subscribe, channel, :1
+	return sub
+}
+
+func (s *subscriber) lines(n int) []string {
+	s.t.Helper()
+	var out []string
+	for range n {
+		l, err := s.r.ReadString('\n')
+		if err != nil {
+			s.t.Fatalf("subscriber: %v after %q", err, out)
+		}
+		out = append(out, strings.TrimRight(l, "\r\n"))
+	}
+	return out
+}
+
+// next is the payload of the next message.
+func (s *subscriber) next() string {
+	s.t.Helper()
+	l := s.lines(7) // *3, $7, message, $n, channel, $n, payload
+	return l[6]
+}
+
+// TestObservedNamesPublishLeaderChanged: on a master, a grant of an
+// observed name, a SET and a retag publish leaderMessage; a grant of a
+// name nobody observes publishes nothing (its release is the first
+// message).
+func TestObservedNamesPublishLeaderChanged(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	sub := subscribe(t, servers[0], c.channel("o"))
+	c.MarkObserved(ctx, "o", 5*time.Second)
+	if _, err := acquire(ctx, c, req("o", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if m := sub.next(); m != leaderMessage {
+		t.Fatalf("grant of an observed name: %q", m)
+	}
+	if err := c.SetValue(ctx, "o", "h1", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if m := sub.next(); m != leaderMessage {
+		t.Fatalf("SET: %q", m)
+	}
+	if n := c.Retag(ctx, "o", "h1", Record{Fence: 9, Who: Who{Owner: "next", Value: "w"}}); n != 3 {
+		t.Fatalf("retag landed on %d masters", n)
+	}
+	if m := sub.next(); m != leaderMessage {
+		t.Fatalf("retag: %q", m)
+	}
+	quiet := subscribe(t, servers[0], c.channel("u"))
+	if _, err := acquire(ctx, c, req("u", "h2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Release(ctx, "u", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if m := quiet.next(); m != "u" {
+		t.Fatalf("the first message of a name nobody observes: %q, want its release", m)
 	}
 }
