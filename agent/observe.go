@@ -156,7 +156,8 @@ func (a *Agent) observationLocked(name string) *observation {
 
 // observeLoop reads o's leader at once, then whenever w says it may have
 // changed, and every lease/3, when it also renews the name's mark on the
-// masters, until ctx ends.
+// masters, until ctx ends. A read that failed is tried again after
+// lock.retry_max (or lease/3, if sooner).
 func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
 	defer w.Close()
 	every := a.cfg.Lock.Lease / 3
@@ -164,7 +165,9 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 	t := a.clock.NewTimer(every)
 	defer t.Stop()
 	for {
-		a.readLeader(ctx, o)
+		if !a.readLeader(ctx, o) {
+			t.Reset(min(every, a.cfg.Lock.RetryMax))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -177,12 +180,11 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 }
 
 // readLeader reads o's leader and pushes it to o's sessions if it is news
-// (see leaderPush). A read that fails pushes nothing: the next signal or
-// tick reads again.
-func (a *Agent) readLeader(ctx context.Context, o *observation) {
+// (see leaderPush). It says false if the read failed: it pushed nothing.
+func (a *Agent) readLeader(ctx context.Context, o *observation) bool {
 	h, held, err := a.cluster.Leader(ctx, o.name)
 	if err != nil {
-		return
+		return false
 	}
 	read := leaderState{}
 	if held {
@@ -191,7 +193,7 @@ func (a *Agent) readLeader(ctx context.Context, o *observation) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ctx.Err() != nil || !leaderPush(o.known, o.last, o.top, read) {
-		return
+		return true
 	}
 	o.last, o.known, o.top = read, true, max(o.top, read.fence)
 	line := read.line(o.name)
@@ -199,4 +201,5 @@ func (a *Agent) readLeader(ctx context.Context, o *observation) {
 		s.push(line)
 	}
 	a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
+	return true
 }

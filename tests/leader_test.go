@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -242,20 +243,24 @@ func rawLines(t *testing.T, path, line string, n int) (net.Conn, []string) {
 
 // TestObserveAnswersOKThenTheCurrentLeader: OBSERVE's OK comes first,
 // then the current leader, whether the agent had to read it (the first
-// observer) or knew it (the second); UNOBSERVE ends the pushes, and a
-// closed session's observation is gone (the observers gauge).
+// observer) or knew it (the second); UNOBSERVE ends the pushes, a closed
+// session's observation is gone (the observers gauge), and once the last
+// observer left, the agent's subscription is gone.
 func TestObserveAnswersOKThenTheCurrentLeader(t *testing.T) {
-	a, b, _ := twoAgents(t, 3*time.Second)
+	a, b, servers := twoAgents(t, 3*time.Second)
 	holder := agenttest.Dial(t, b.Config.Socket.Path)
 	first := holder.Do("LOCK o value=me")
 	want := fmt.Sprintf("* LEADER o fence=%d value=me agent=host-b", first.Int("fence"))
+	var raw []net.Conn
 	for i := range 2 {
-		_, lines := rawLines(t, a.Config.Socket.Path, "t OBSERVE o", 2)
+		conn, lines := rawLines(t, a.Config.Socket.Path, "t OBSERVE o", 2)
 		if lines[0] != "t OK" || lines[1] != want {
 			t.Fatalf("observer %d: %q, want OK then %q", i, lines, want)
 		}
+		raw = append(raw, conn)
 	}
-	stays := observe(t, agenttest.Dial(t, a.Config.Socket.Path), "o")
+	staying := agenttest.Dial(t, a.Config.Socket.Path)
+	stays := observe(t, staying, "o")
 	leaves := agenttest.Dial(t, a.Config.Socket.Path)
 	leaving := observe(t, leaves, "o")
 	if !leaving.saw(first.Int("fence"), "me", 5*time.Second) {
@@ -276,6 +281,22 @@ func TestObserveAnswersOKThenTheCurrentLeader(t *testing.T) {
 	}
 	if got := metric(t, a, "lock_agent_observers"); got != 3 { // two raw sessions and stays
 		t.Fatalf("observers gauge %v, want 3", got)
+	}
+	channel := a.Config.Lock.KeyPrefix + "{o}:released"
+	if got := numsub(t, servers[0], channel); got != 1 {
+		t.Fatalf("%d subscriptions while observed", got)
+	}
+	for _, c := range raw {
+		c.Close()
+	}
+	staying.Close()
+	var observers float64
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { observers = metric(t, a, "lock_agent_observers"); return observers == 0 },
+		"observers gauge %v after every observer closed", &observers)
+	for i, s := range servers {
+		var subs int
+		lockagenttest.Eventually(t, 5*time.Second, func() bool { subs = numsub(t, s, channel); return subs == 0 },
+			"master %d: %d subscriptions after the last observer left", i, &subs)
 	}
 }
 
