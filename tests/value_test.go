@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // whoOne is the one holder WHO name shows on c.
@@ -201,4 +204,36 @@ func TestSetTakesItsTurn(t *testing.T) {
 			t.Fatalf("master %d keeps %d records", i, n)
 		}
 	}
+}
+
+// TestAccessRulesGovernSetObserveCheck: SET, OBSERVE and CHECK are
+// allowed only by a rule that lists their verb for the name; UNOBSERVE is
+// never denied.
+func TestAccessRulesGovernSetObserveCheck(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 3*time.Second)
+	me := os.Getuid()
+	cfg.ACL = parseACL(t, fmt.Sprintf(`rule "locker" {
+ uid = %d
+ names = ["**"]
+ verbs = ["lock", "unlock"]
+}
+rule "coordinator" {
+ uid = %d
+ names = ["open/**"]
+ verbs = ["set", "observe", "check"]
+}`, me, me))
+	agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, cfg.Socket.Path)
+	for _, name := range []string{"open/x", "closed/x"} {
+		wantOK(t, c.Do("LOCK "+name+" value=a"))
+	}
+	wantOK(t, c.Do("SET open/x value=b"))
+	wantOK(t, c.Do("OBSERVE open/x"))
+	wantOK(t, c.Do("CHECK open/x fence=1"))
+	wantDenied(t, c.Do("SET closed/x value=b"), "closed/x")
+	wantDenied(t, c.Do("OBSERVE closed/x"), "closed/x")
+	wantDenied(t, c.Do("CHECK closed/x fence=1"), "closed/x")
+	wantOK(t, c.Do("UNOBSERVE closed/x"))
+	wantOK(t, c.Do("UNOBSERVE open/x"))
 }
