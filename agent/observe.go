@@ -156,8 +156,9 @@ func (a *Agent) observationLocked(name string) *observation {
 
 // observeLoop reads o's leader at once, then whenever w says it may have
 // changed, and every lease/3, when it also renews the name's mark on the
-// masters, until ctx ends. A read that failed is tried again after
-// lock.retry_max (or lease/3, if sooner).
+// masters, until ctx ends. A read that failed, or found a holder whose
+// fence is not settled on a majority yet (quorum.ErrUnsettled), is tried
+// again after lock.retry_min (or lease/3, if sooner).
 func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
 	defer w.Close()
 	every := a.cfg.Lock.Lease / 3
@@ -166,7 +167,7 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 	defer t.Stop()
 	for {
 		if !a.readLeader(ctx, o) {
-			t.Reset(min(every, a.cfg.Lock.RetryMax))
+			t.Reset(min(every, a.cfg.Lock.RetryMin))
 		}
 		select {
 		case <-ctx.Done():
@@ -180,7 +181,8 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 }
 
 // readLeader reads o's leader and pushes it to o's sessions if it is news
-// (see leaderPush). It says false if the read failed: it pushed nothing.
+// (see leaderPush). It says false if the read failed or found a fence
+// not settled yet: it pushed nothing.
 func (a *Agent) readLeader(ctx context.Context, o *observation) bool {
 	h, held, err := a.cluster.Leader(ctx, o.name)
 	if err != nil {

@@ -83,13 +83,65 @@ type Holder struct {
 // of them record (a SET that a paused master missed leaves it the old one
 // until it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	type seen struct {
-		h      Holder
-		count  int
-		values map[string]int
+	votes, err := c.readHolders(ctx, name)
+	if err != nil {
+		return nil, err
 	}
-	byID := map[string]*seen{}
-	var order []string
+	var out []Holder
+	for _, v := range votes {
+		if v.count >= c.quorum {
+			r := v.first
+			r.Fence, r.Who.Value = v.topFence(), v.value()
+			out = append(out, Holder{ID: v.id, Record: r})
+		}
+	}
+	return out, nil
+}
+
+// holderVotes is what the masters of a who round recorded of one holder.
+type holderVotes struct {
+	id     string
+	first  Record // as the first master to answer recorded it
+	count  int    // how many masters record it
+	fences map[int64]int
+	values map[string]int
+}
+
+// topFence is the highest fence any master records.
+func (v *holderVotes) topFence() int64 {
+	top := v.first.Fence
+	for f := range v.fences {
+		top = max(top, f)
+	}
+	return top
+}
+
+// agreedFence is the fence at least quorum masters record, if one is.
+func (v *holderVotes) agreedFence(quorum int) (int64, bool) {
+	for f, n := range v.fences {
+		if n >= quorum {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// value is the value most masters record (the first's on a tie).
+func (v *holderVotes) value() string {
+	best := v.first.Who.Value
+	for val, n := range v.values {
+		if n > v.values[best] {
+			best = val
+		}
+	}
+	return best
+}
+
+// readHolders runs a who round on name: every holder any master records,
+// in the order first seen, with what each master recorded of it.
+func (c *Cluster) readHolders(ctx context.Context, name string) ([]*holderVotes, error) {
+	byID := map[string]*holderVotes{}
+	var order []*holderVotes
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.ToArray()
@@ -103,18 +155,16 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 				for k := range f {
 					f[k], _ = vals[j+1+k].ToString()
 				}
-				r := recordOf(f)
-				s := byID[id]
-				if s == nil {
-					s = &seen{h: Holder{ID: id, Record: r}, values: map[string]int{}}
-					byID[id] = s
-					order = append(order, id)
+				rec := recordOf(f)
+				v := byID[id]
+				if v == nil {
+					v = &holderVotes{id: id, first: rec, fences: map[int64]int{}, values: map[string]int{}}
+					byID[id] = v
+					order = append(order, v)
 				}
-				s.count++
-				s.h.Record.Fence = max(s.h.Record.Fence, r.Fence)
-				if s.values[r.Who.Value]++; s.values[r.Who.Value] > s.values[s.h.Record.Who.Value] {
-					s.h.Record.Who.Value = r.Who.Value
-				}
+				v.count++
+				v.fences[rec.Fence]++
+				v.values[rec.Who.Value]++
 			}
 			return 0, true, nil
 		}})
@@ -124,13 +174,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	case r.yes() < c.quorum:
 		return nil, c.noQuorumErr(r)
 	}
-	var out []Holder
-	for _, id := range order {
-		if s := byID[id]; s.count >= c.quorum {
-			out = append(out, s.h)
-		}
-	}
-	return out, nil
+	return order, nil
 }
 
 // Retag makes holder's record of name on every master that has it carry r's

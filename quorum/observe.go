@@ -138,11 +138,29 @@ func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Dura
 }
 
 // Leader returns the leader of name as a majority of the masters records
-// it (see LeaderOf), and false when nobody holds it.
+// it (see LeaderOf), and false when nobody holds it. Unlike Who, it takes
+// a holder's fence only where a majority records the same one: a grant's
+// record carries the granting master's own fence until the grant's fence
+// is settled (see settleFence), and a fence one master alone records may
+// be a term that never was. While a holder's fence is not yet agreed it
+// returns ErrUnsettled: read again shortly.
 func (c *Cluster) Leader(ctx context.Context, name string) (Holder, bool, error) {
-	holders, err := c.Who(ctx, name)
+	votes, err := c.readHolders(ctx, name)
 	if err != nil {
 		return Holder{}, false, err
+	}
+	var holders []Holder
+	for _, v := range votes {
+		if v.count < c.quorum {
+			continue
+		}
+		fence, ok := v.agreedFence(c.quorum)
+		if !ok {
+			return Holder{}, false, ErrUnsettled
+		}
+		r := v.first
+		r.Fence, r.Who.Value = fence, v.value()
+		holders = append(holders, Holder{ID: v.id, Record: r})
 	}
 	h, ok := LeaderOf(holders)
 	return h, ok, nil

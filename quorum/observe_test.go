@@ -3,6 +3,7 @@ package quorum
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -214,5 +215,33 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	}
 	if m := quiet.next(); m != "u" {
 		t.Fatalf("the first message of a name nobody observes: %q, want its release", m)
+	}
+}
+
+// TestLeaderTakesOnlyAnAgreedFence: a holder whose masters record
+// different fences (a grant's record before its fence is settled) is
+// unsettled for Leader, though Who shows it with the highest; once a
+// majority records one fence, that is the term, not a higher one a single
+// master records.
+func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	plant := func(s *redistest.Server, fence string) {
+		plantClaim(s, "u", "h", Claim{})
+		s.Do("HSET", "t:{u}:h:h", "fence", fence)
+	}
+	plant(servers[0], "5")
+	plant(servers[1], "7")
+	if who, err := c.Who(ctx, "u"); err != nil || len(who) != 1 || who[0].Record.Fence != 7 {
+		t.Fatalf("Who = %+v, %v", who, err)
+	}
+	if _, _, err := c.Leader(ctx, "u"); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of a holder at fences 5 and 7: %v, want ErrUnsettled", err)
+	}
+	plant(servers[2], "5")
+	h, ok, err := c.Leader(ctx, "u")
+	if err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("Leader of a holder at fences 5, 7, 5 = %+v, %v, %v; want fence 5", h, ok, err)
 	}
 }
