@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -156,17 +158,30 @@ func (a *Agent) observationLocked(name string) *observation {
 
 // observeLoop reads o's leader at once, then whenever w says it may have
 // changed, and every lease/3, when it also renews the name's mark on the
-// masters, until ctx ends. A read that failed, or found a holder whose
-// fence is not settled on a majority yet (quorum.ErrUnsettled), is tried
-// again after lock.retry_min (or lease/3, if sooner).
+// masters, until ctx ends. A read that failed, or found a holder's fence
+// not settled yet (quorum.ErrUnsettled), is tried again after
+// lock.retry_min (or lease/3, if sooner); once a holder has stayed
+// unsettled for longer than a grant's round can take (10×master_timeout,
+// or lease/3 if sooner), the fence a majority records will do (see
+// quorum.Cluster.Leader): a master that refused the grant (its queue had
+// another head) lacks the record until a renewal re-creates it.
 func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
 	defer w.Close()
 	every := a.cfg.Lock.Lease / 3
-	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lock.Lease)
+	settles := min(every, 10*a.cfg.Lock.MasterTimeout)
+	marked := a.markObserved(ctx, o.name)
+	var unsettled time.Time // since when reads find a fence unsettled; zero: they do not
 	t := a.clock.NewTimer(every)
 	defer t.Stop()
 	for {
-		if !a.readLeader(ctx, o) {
+		lenient := !unsettled.IsZero() && a.clock.Now().Sub(unsettled) >= settles
+		switch err := a.readLeader(ctx, o, lenient); {
+		case err == nil:
+			unsettled = time.Time{}
+		case errors.Is(err, quorum.ErrUnsettled) && unsettled.IsZero():
+			unsettled = a.clock.Now()
+			fallthrough
+		default:
 			t.Reset(min(every, a.cfg.Lock.RetryMin))
 		}
 		select {
@@ -174,19 +189,28 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 			return
 		case <-w.Leader():
 		case <-t.C():
-			a.cluster.MarkObserved(ctx, o.name, a.cfg.Lock.Lease)
+			if a.clock.Now().Sub(marked) >= every/2 {
+				marked = a.markObserved(ctx, o.name)
+			}
 			t.Reset(every)
 		}
 	}
 }
 
-// readLeader reads o's leader and pushes it to o's sessions if it is news
-// (see leaderPush). It says false if the read failed or found a fence
-// not settled yet: it pushed nothing.
-func (a *Agent) readLeader(ctx context.Context, o *observation) bool {
-	h, held, err := a.cluster.Leader(ctx, o.name)
+// markObserved marks name observed on the masters for a lease, and
+// returns when.
+func (a *Agent) markObserved(ctx context.Context, name string) time.Time {
+	a.cluster.MarkObserved(ctx, name, a.cfg.Lock.Lease)
+	return a.clock.Now()
+}
+
+// readLeader reads o's leader (see quorum.Cluster.Leader for lenient) and
+// pushes it to o's sessions if it is news (see leaderPush). It pushes
+// nothing if the read failed or found a fence not settled yet.
+func (a *Agent) readLeader(ctx context.Context, o *observation, lenient bool) error {
+	h, held, err := a.cluster.Leader(ctx, o.name, lenient)
 	if err != nil {
-		return false
+		return err
 	}
 	read := leaderState{}
 	if held {
@@ -195,7 +219,7 @@ func (a *Agent) readLeader(ctx context.Context, o *observation) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ctx.Err() != nil || !leaderPush(o.known, o.last, o.top, read) {
-		return true
+		return nil
 	}
 	o.last, o.known, o.top = read, true, max(o.top, read.fence)
 	line := read.line(o.name)
@@ -203,5 +227,5 @@ func (a *Agent) readLeader(ctx context.Context, o *observation) bool {
 		s.push(line)
 	}
 	a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
-	return true
+	return nil
 }

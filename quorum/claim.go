@@ -83,7 +83,7 @@ type Holder struct {
 // of them record (a SET that a paused master missed leaves it the old one
 // until it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	votes, err := c.readHolders(ctx, name)
+	votes, _, err := c.readHolders(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +116,12 @@ func (v *holderVotes) topFence() int64 {
 	return top
 }
 
-// agreedFence is the fence at least quorum masters record, if one is.
-func (v *holderVotes) agreedFence(quorum int) (int64, bool) {
+// agreedFence is the fence that every one of the answered masters records
+// of the holder, or with lenient, that at least quorum of them record, if
+// there is one.
+func (v *holderVotes) agreedFence(answered, quorum int, lenient bool) (int64, bool) {
 	for f, n := range v.fences {
-		if n >= quorum {
+		if n == answered || lenient && n >= quorum {
 			return f, true
 		}
 	}
@@ -138,8 +140,9 @@ func (v *holderVotes) value() string {
 }
 
 // readHolders runs a who round on name: every holder any master records,
-// in the order first seen, with what each master recorded of it.
-func (c *Cluster) readHolders(ctx context.Context, name string) ([]*holderVotes, error) {
+// in the order first seen, with what each master recorded of it, and how
+// many masters answered.
+func (c *Cluster) readHolders(ctx context.Context, name string) ([]*holderVotes, int, error) {
 	byID := map[string]*holderVotes{}
 	var order []*holderVotes
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
@@ -170,11 +173,11 @@ func (c *Cluster) readHolders(ctx context.Context, name string) ([]*holderVotes,
 		}})
 	switch {
 	case never != nil:
-		return nil, never.Err()
+		return nil, 0, never.Err()
 	case r.yes() < c.quorum:
-		return nil, c.noQuorumErr(r)
+		return nil, 0, c.noQuorumErr(r)
 	}
-	return order, nil
+	return order, r.yes(), nil
 }
 
 // Retag makes holder's record of name on every master that has it carry r's

@@ -139,13 +139,21 @@ func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Dura
 
 // Leader returns the leader of name as a majority of the masters records
 // it (see LeaderOf), and false when nobody holds it. Unlike Who, it takes
-// a holder's fence only where a majority records the same one: a grant's
-// record carries the granting master's own fence until the grant's fence
-// is settled (see settleFence), and a fence one master alone records may
-// be a term that never was. While a holder's fence is not yet agreed it
-// returns ErrUnsettled: read again shortly.
-func (c *Cluster) Leader(ctx context.Context, name string) (Holder, bool, error) {
-	votes, err := c.readHolders(ctx, name)
+// a holder's fence only where every master that answered records the
+// holder with the same fence. A grant's record carries its own master's
+// fence until the grant's fence, the highest of the granting majority's,
+// is written back to them (see settleFence): a fence that a majority
+// shows meanwhile may be a term that never was, but the master whose
+// fence it is shows it from its grant on, and a read that reaches it
+// either finds the holder there with it or not yet. While the masters
+// differ (a grant or a release under way) it returns ErrUnsettled: read
+// again shortly. With lenient, a fence that a majority records will do:
+// a master that missed a write-back (it was paused past its deadline)
+// keeps another fence in its record until the hold ends, one that missed
+// the grant lacks the record until a renewal re-creates it, and a caller
+// that found the holder unsettled for long enough takes the majority's.
+func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
+	votes, answered, err := c.readHolders(ctx, name)
 	if err != nil {
 		return Holder{}, false, err
 	}
@@ -154,7 +162,7 @@ func (c *Cluster) Leader(ctx context.Context, name string) (Holder, bool, error)
 		if v.count < c.quorum {
 			continue
 		}
-		fence, ok := v.agreedFence(c.quorum)
+		fence, ok := v.agreedFence(answered, c.quorum, lenient)
 		if !ok {
 			return Holder{}, false, ErrUnsettled
 		}
