@@ -83,12 +83,12 @@ type Holder struct {
 // of them record (a SET that a paused master missed leaves it the old one
 // until it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	votes, _, err := c.readHolders(ctx, name)
+	read, err := c.readHolders(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
 	var out []Holder
-	for _, v := range votes {
+	for _, v := range read.votes {
 		if v.count >= c.quorum {
 			r := v.first
 			r.Fence, r.Who.Value = v.topFence(), v.value()
@@ -116,18 +116,6 @@ func (v *holderVotes) topFence() int64 {
 	return top
 }
 
-// agreedFence is the fence that every one of the answered masters records
-// of the holder, or with lenient, that at least quorum of them record, if
-// there is one.
-func (v *holderVotes) agreedFence(answered, quorum int, lenient bool) (int64, bool) {
-	for f, n := range v.fences {
-		if n == answered || lenient && n >= quorum {
-			return f, true
-		}
-	}
-	return 0, false
-}
-
 // value is the value most masters record (the first's on a tie).
 func (v *holderVotes) value() string {
 	best := v.first.Who.Value
@@ -139,45 +127,70 @@ func (v *holderVotes) value() string {
 	return best
 }
 
-// readHolders runs a who round on name: every holder any master records,
-// in the order first seen, with what each master recorded of it, and how
-// many masters answered.
-func (c *Cluster) readHolders(ctx context.Context, name string) ([]*holderVotes, int, error) {
+// holdersRead is what a who round read: every holder any master
+// records, in the order first seen, and each answering master's view.
+type holdersRead struct {
+	votes   []*holderVotes
+	answers []masterView
+}
+
+// masterView is one master's answer to a who round: the holders it
+// records, and (for Leader) the fence it would give the next grant.
+type masterView struct {
+	holders map[string]bool
+	next    int64
+}
+
+// readHolders runs a who round on name (with next, leaderSrc's: each
+// master's next fence too).
+func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (holdersRead, error) {
+	var read holdersRead
 	byID := map[string]*holderVotes{}
-	var order []*holderVotes
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
-		judge: func(a answer) (int, bool, error) {
-			vals, err := a.res.ToArray()
-			if err != nil {
-				return 0, false, err
+	spec := roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true}
+	if next {
+		spec.script, spec.keys = leaderScript, append(spec.keys, c.fenceKey(name), c.markerKey())
+	}
+	spec.judge = func(a answer) (int, bool, error) {
+		vals, err := a.res.ToArray()
+		if err != nil {
+			return 0, false, err
+		}
+		view := masterView{holders: map[string]bool{}}
+		if next && len(vals) > 0 {
+			s, _ := vals[0].ToString()
+			view.next, _ = strconv.ParseInt(s, 10, 64)
+			vals = vals[1:]
+		}
+		width := 1 + len(recordFields)
+		for j := 0; j+width <= len(vals); j += width {
+			id, _ := vals[j].ToString()
+			f := make([]string, len(recordFields))
+			for k := range f {
+				f[k], _ = vals[j+1+k].ToString()
 			}
-			width := 1 + len(recordFields)
-			for j := 0; j+width <= len(vals); j += width {
-				id, _ := vals[j].ToString()
-				f := make([]string, len(recordFields))
-				for k := range f {
-					f[k], _ = vals[j+1+k].ToString()
-				}
-				rec := recordOf(f)
-				v := byID[id]
-				if v == nil {
-					v = &holderVotes{id: id, first: rec, fences: map[int64]int{}, values: map[string]int{}}
-					byID[id] = v
-					order = append(order, v)
-				}
-				v.count++
-				v.fences[rec.Fence]++
-				v.values[rec.Who.Value]++
+			rec := recordOf(f)
+			v := byID[id]
+			if v == nil {
+				v = &holderVotes{id: id, first: rec, fences: map[int64]int{}, values: map[string]int{}}
+				byID[id] = v
+				read.votes = append(read.votes, v)
 			}
-			return 0, true, nil
-		}})
+			v.count++
+			v.fences[rec.Fence]++
+			v.values[rec.Who.Value]++
+			view.holders[id] = true
+		}
+		read.answers = append(read.answers, view)
+		return 0, true, nil
+	}
+	r, never := c.vote(ctx, spec)
 	switch {
 	case never != nil:
-		return nil, 0, never.Err()
+		return read, never.Err()
 	case r.yes() < c.quorum:
-		return nil, 0, c.noQuorumErr(r)
+		return read, c.noQuorumErr(r)
 	}
-	return order, r.yes(), nil
+	return read, nil
 }
 
 // Retag makes holder's record of name on every master that has it carry r's

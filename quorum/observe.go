@@ -49,9 +49,10 @@ return 0
 var (
 	setValueScript = newScript(setValueSrc, -1)
 	checkScript    = newScript(checkSrc, -1)
+	leaderScript   = newScript(leaderSrc, -1)
 )
 
-func init() { allScripts = append(allScripts, setValueScript, checkScript) }
+func init() { allScripts = append(allScripts, setValueScript, checkScript, leaderScript) }
 
 // SetValue replaces the value of holder's hold of name on every master
 // that has it, and wakes the name's observers anywhere. Like a release it
@@ -137,32 +138,48 @@ func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Dura
 	return int(n.Load())
 }
 
+// leaderSrc is whoSrc's list of holders after the fence the master would
+// give the next grant of the name now (as take_fences would: see
+// acquireSrc), as a decimal string. KEYS: set, fence counter, marker.
+// ARGV: holder key prefix.
+const leaderSrc = `
+local cur = redis.call('GET', KEYS[2])
+local floor = tonumber(redis.call('HGET', KEYS[3], 'floor') or '0') or 0
+local nextf
+if cur then
+  nextf = math.max(tonumber(cur) + 1, floor)
+else
+  local t = redis.call('TIME')
+  nextf = math.max(tonumber(t[1]) * 1000000, floor)
+end
+local out = {string.format('%d', nextf)}
+` + whoBody
+
 // Leader returns the leader of name as a majority of the masters records
 // it (see LeaderOf), and false when nobody holds it. Unlike Who, it takes
-// a holder's fence only where every master that answered records the
-// holder with the same fence. A grant's record carries its own master's
-// fence until the grant's fence, the highest of the granting majority's,
-// is written back to them (see settleFence): a fence that a majority
-// shows meanwhile may be a term that never was, but the master whose
-// fence it is shows it from its grant on, and a read that reaches it
-// either finds the holder there with it or not yet. While the masters
-// differ (a grant or a release under way) it returns ErrUnsettled: read
-// again shortly. With lenient, a fence that a majority records will do:
-// a master that missed a write-back (it was paused past its deadline)
-// keeps another fence in its record until the hold ends, one that missed
-// the grant lacks the record until a renewal re-creates it, and a caller
-// that found the holder unsettled for long enough takes the majority's.
+// a holder's fence F only once it is settled: a grant's record carries
+// its own master's fence until the grant's fence, the highest of the
+// granting majority's, is written back to them (see settleFence), so a
+// fence that a majority shows meanwhile may be a term that never was. F
+// is settled when every master that answered with the holder records F,
+// and every one that answered without it (it refused the grant, or has
+// not run it yet) would give a grant no fence above F. While it is not,
+// Leader returns ErrUnsettled: read again shortly. With lenient, a fence
+// that a majority records will do: a master that missed a write-back (it
+// was paused past its deadline) keeps another fence in its record until
+// the hold ends, and a caller that found the holder unsettled for longer
+// than a grant can take takes the majority's.
 func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
-	votes, answered, err := c.readHolders(ctx, name)
+	read, err := c.readHolders(ctx, name, true)
 	if err != nil {
 		return Holder{}, false, err
 	}
 	var holders []Holder
-	for _, v := range votes {
+	for _, v := range read.votes {
 		if v.count < c.quorum {
 			continue
 		}
-		fence, ok := v.agreedFence(answered, c.quorum, lenient)
+		fence, ok := read.settled(v, c.quorum, lenient)
 		if !ok {
 			return Holder{}, false, ErrUnsettled
 		}
@@ -172,6 +189,25 @@ func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder
 	}
 	h, ok := LeaderOf(holders)
 	return h, ok, nil
+}
+
+// settled is v's settled fence, if it is (see Leader).
+func (read holdersRead) settled(v *holderVotes, quorum int, lenient bool) (int64, bool) {
+	for f, n := range v.fences {
+		switch {
+		case lenient && n >= quorum:
+			return f, true
+		case n < v.count:
+			continue
+		}
+		for _, m := range read.answers {
+			if !m.holders[v.id] && m.next > f {
+				return 0, false
+			}
+		}
+		return f, true
+	}
+	return 0, false
 }
 
 // LeaderOf picks the leader among a name's holders: the holder with the

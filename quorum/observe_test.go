@@ -254,13 +254,24 @@ func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
 		t.Fatalf("Leader of a holder at fence 5 everywhere = %+v, %v, %v", h, ok, err)
 	}
 	// A majority at one fence, and a master that answers without the
-	// holder (it has not run the grant yet, and its own fence may be the
-	// grant's): unsettled, but for lenient.
+	// holder and has no counter (its next fence is the time's, far above):
+	// it may not have run the grant yet, and its fence would be the
+	// grant's. Unsettled, but for lenient.
 	servers[2].Do("DEL", "t:{u}:h:h")
 	if _, _, err := c.Leader(ctx, "u", false); !errors.Is(err, ErrUnsettled) {
 		t.Fatalf("Leader of a holder at fence 5 on two masters of three: %v, want ErrUnsettled", err)
 	}
 	if h, ok, err := c.Leader(ctx, "u", true); err != nil || !ok || h.Record.Fence != 5 {
 		t.Fatalf("lenient Leader of a holder at fence 5 on two masters = %+v, %v, %v", h, ok, err)
+	}
+	// That master would give no fence above 5 (its counter is at 4): it
+	// cannot settle the grant higher, whether it runs it yet or refused it.
+	servers[2].Do("SET", "t:{u}:fence", "4")
+	if h, ok, err := c.Leader(ctx, "u", false); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("Leader of a holder at fence 5 on two masters, the third's next fence 5 = %+v, %v, %v", h, ok, err)
+	}
+	servers[2].Do("SET", "t:{u}:fence", "5")
+	if _, _, err := c.Leader(ctx, "u", false); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of a holder at fence 5 on two masters, the third's next fence 6: %v, want ErrUnsettled", err)
 	}
 }

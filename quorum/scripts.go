@@ -533,6 +533,10 @@ return 1
 // recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
 const whoSrc = `
 local out = {}
+` + whoBody
+
+// whoBody appends the live holders to out and returns it (see whoSrc).
+const whoBody = `
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
   if redis.call('EXISTS', key) == 1 then
