@@ -1,0 +1,166 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// waitGranted tries r until it is granted, and returns how long that took.
+// Each try is a fresh holder: a refused attempt is not reused.
+func waitGranted(t *testing.T, c *Cluster, r AcquireRequest) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for try := 0; ; try++ {
+		r.Holder = r.Holder + "+"
+		_, refusal, err := c.Acquire(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refusal == nil {
+			return time.Since(start)
+		}
+		if !errors.Is(refusal.Err(), ErrBusy) || time.Since(start) > 10*time.Second {
+			t.Fatalf("never granted: %v", refusal.Err())
+		}
+		time.Sleep(min(refusal.RetryAfter, 20*time.Millisecond) + time.Millisecond) // the tail's own end: what is waited for
+	}
+}
+
+func TestTails(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	const delay, minHold = 400 * time.Millisecond, 600 * time.Millisecond
+	cases := []struct {
+		name            string
+		tail            Tail
+		end             func(name, holder string) // nil: the holder's agent dies
+		lease           time.Duration
+		atLeast, atMost time.Duration // the name stays unavailable that long from the end
+	}{
+		{"a clean end of a hold with a delay frees the name at once", Tail{Delay: delay}, func(n, h string) { c.End(ctx, n, h, true) }, 5 * time.Second, 0, 300 * time.Millisecond},
+		{"an unclean end keeps the name for the delay", Tail{Delay: delay}, func(n, h string) { c.End(ctx, n, h, false) }, 5 * time.Second, delay, delay + time.Second},
+		{"a dead agent's hold keeps the name for its lease and the delay", Tail{Delay: delay}, nil, 300 * time.Millisecond, 300*time.Millisecond + delay, 2 * time.Second},
+		{"a clean end before min_hold keeps the name until grant+min_hold", Tail{MinHold: minHold}, func(n, h string) { c.End(ctx, n, h, true) }, 5 * time.Second, minHold - 100*time.Millisecond, minHold + time.Second},
+		{"a release of a hold without a tail frees the name at once", Tail{}, func(n, h string) { c.Release(ctx, n, h) }, 5 * time.Second, 0, 300 * time.Millisecond},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "tails" + string(rune('a'+i))
+			r := req(name, "h1")
+			r.Lease, r.Tail = tc.lease, tc.tail
+			if _, err := acquire(ctx, c, r); err != nil {
+				t.Fatal(err)
+			}
+			if tc.end != nil {
+				tc.end(name, "h1")
+			}
+			ended := time.Now()
+			if tc.atLeast > 0 {
+				if until, err := c.DelayedUntil(ctx, name); err != nil || (tc.end != nil && until == 0) {
+					t.Errorf("DelayedUntil = %d, %v; want a tail's end", until, err)
+				}
+				shared := req(name, "reader")
+				shared.Claim = Claim{Mode: Shared}
+				if _, err := acquire(ctx, c, shared); !errors.Is(err, ErrBusy) {
+					t.Errorf("a shared claim during the tail: %v, want busy", err)
+				}
+			}
+			other := req(name, "h2")
+			waitGranted(t, c, other)
+			if took := time.Since(ended); took < tc.atLeast || took > tc.atMost {
+				t.Errorf("the name was free %v after the end, want %v..%v", took, tc.atLeast, tc.atMost)
+			}
+		})
+	}
+}
+
+func TestTailRenewalKeepsTheTailAndEndsPlainHoldsAlike(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	r := req("renewed", "h1")
+	r.Lease, r.Tail = 200*time.Millisecond, Tail{Delay: 300 * time.Millisecond}
+	if _, err := acquire(ctx, c, r); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // renewals keep the hold past its first lease
+		res := c.Renew(ctx, time.Second, []RenewKey{{Name: "renewed", Holder: "h1", Lease: 200 * time.Millisecond, Tail: true}})
+		if res[0].OK != 3 {
+			t.Fatalf("renewal: %+v", res[0])
+		}
+		time.Sleep(100 * time.Millisecond) // renewals as the watchdog spaces them
+	}
+	if _, err := acquire(ctx, c, req("renewed", "h2")); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a renewed hold: %v, want busy", err)
+	}
+	c.End(ctx, "renewed", "h1", false)
+	res := c.Renew(ctx, time.Second, []RenewKey{{Name: "renewed", Holder: "h1", Lease: 200 * time.Millisecond, Tail: true}})
+	if res[0].Gone != 3 {
+		t.Fatalf("a renewal after the end brought the hold back: %+v", res[0])
+	}
+}
+
+func TestRevokeMakesHoldsUnrenewableUntilTheirAgentEndsThem(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := testConfig(t, servers, time.Second, true)
+	revoked := make(chan [2]string, 16)
+	cfg.OnRevoke = func(holder, reason string) { revoked <- [2]string{holder, reason} }
+	c := startCluster(t, cfg)
+	ctx := context.Background()
+	w := c.WatchRevocations(ctx)
+	defer w.Close()
+	for _, r := range []AcquireRequest{req("rv", "h1"), {Name: "rv2", Holder: "h2", Lease: 5 * time.Second, Who: Who{Agent: "other"}}} {
+		if _, err := acquire(ctx, c, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := c.Revoke(ctx, "rv2", "t", "x"); n != 0 || err != nil {
+		t.Fatalf("revoke of another agent's holds: %d, %v; want 0", n, err)
+	}
+	go func() { // the holder's agent: it ends the hold when told
+		m := <-revoked
+		if m != [2]string{"h1", "maintenance"} {
+			t.Errorf("revocation message %v", m)
+		}
+		c.Release(ctx, "rv", m[0])
+	}()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if n, err := c.Revoke(rctx, "rv", "", "maintenance"); n != 1 || err != nil {
+		t.Fatalf("revoke: %d, %v; want 1", n, err)
+	}
+	if res := c.Renew(ctx, time.Second, []RenewKey{{Name: "rv", Holder: "h1"}}); res[0].Gone != 3 || res[0].Repaired != 0 {
+		t.Fatalf("a revoked hold was renewed: %+v", res[0])
+	}
+	if _, err := acquire(ctx, c, req("rv", "h3")); err != nil {
+		t.Fatalf("after the revoked hold ended: %v", err)
+	}
+}
+
+func TestARevokedHoldWhoseAgentIsSilentEndsWithinItsLease(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	r := req("silent", "h1")
+	r.Lease = 400 * time.Millisecond
+	if _, err := acquire(ctx, c, r); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if n, err := c.Revoke(rctx, "silent", "", "revoked"); n != 1 || err != nil {
+		t.Fatalf("revoke: %d, %v", n, err)
+	}
+	if took := time.Since(start); took > r.Lease+500*time.Millisecond {
+		t.Errorf("revoke took %v, want within the lease", took)
+	}
+	if _, err := acquire(ctx, c, req("silent", "h2")); err != nil {
+		t.Fatalf("after the revoked hold expired: %v", err)
+	}
+}
