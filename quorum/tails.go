@@ -88,8 +88,8 @@ end
 // end. It leaves a tombstone as releaseSrc does. A tail already there is
 // left as it is.
 // KEYS: set, holder key. ARGV: holder, channel, message, tombstone ms,
-// clean (1 or 0). Returns 1 if it held (a tail is now kept, or nothing
-// was left), 0 if there was no record.
+// clean (1 or 0). Returns 2 if a tail is now kept, 1 if the record was
+// dropped, 0 if there was none.
 const endSrc = tailsLua + `
 redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
 local key, ended = KEYS[2], KEYS[2] .. '!'
@@ -99,7 +99,7 @@ if redis.call('EXISTS', key) == 0 then
     redis.call('SREM', KEYS[1], ARGV[1], ARGV[1] .. '!')
     return 0
   end
-  if is_tail(key) then return 1 end
+  if is_tail(key) then return 2 end
 end
 local h = redis.call('HMGET', key, 'delay', 'min_until')
 local now = tail_now()
@@ -117,7 +117,8 @@ else
   if redis.call('PTTL', KEYS[1]) < px then redis.call('PEXPIRE', KEYS[1], px) end
 end
 redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
+if px <= 0 then return 1 end
+return 2
 `
 
 // revokeSrc revokes the live holds of a name (those of one agent, if
@@ -186,24 +187,26 @@ func init() {
 // End ends holder's hold of name, which has a Tail, on every connected
 // master, as Release does one without: the name then stays unavailable
 // for what is left of its min_hold, or its delay if clean is false
-// (whichever is longer). It returns how many answering masters held it.
-func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (int, error) {
+// (whichever is longer). It says whether a majority keeps a tail.
+func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (bool, error) {
 	keys, args := c.releaseArgs(name, holder, name)
 	args = append(args, "0")
 	if clean {
 		args[len(args)-1] = "1"
 	}
-	held := 0
+	tails := 0
 	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: endScript, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
-			held += int(v)
+			if v == 2 {
+				tails++
+			}
 			return 0, err == nil, err
 		}})
 	if r.yes() == 0 {
-		return 0, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: r.errs}
+		return false, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: r.errs}
 	}
-	return held, nil
+	return tails >= c.quorum, nil
 }
 
 // DelayedUntil returns when the tail of name ends (see tailsLua) as a
