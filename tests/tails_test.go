@@ -193,3 +193,28 @@ func TestMinHoldAcrossAgents(t *testing.T) {
 		t.Fatalf("after min_hold ran out: %q", r.Line)
 	}
 }
+
+// TestTailsAndRevokeWithAMasterPaused: with one master of three paused, a
+// delay still holds on the two left (a majority), and REVOKE still works.
+func TestTailsAndRevokeWithAMasterPaused(t *testing.T) {
+	a, b, servers := twoAgents(t, 3*time.Second)
+	holder, other := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	if r := holder.Do("LOCK tail/paused delay=2s"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	servers[1].Pause()
+	defer servers[1].Resume()
+	cmd := startHelper(t, a.Config.Socket.Path, "tail/paused2 delay=700ms")
+	cmd.Process.Kill()
+	expectDelay(t, other, "tail/paused2", time.Now().Add(-time.Millisecond), 700*time.Millisecond)
+	revoked := time.Now()
+	if r := other.Do("REVOKE tail/paused"); r.Kind != "OK" || r.Int("n") != 1 {
+		t.Fatalf("REVOKE with a master paused: %q", r.Line)
+	}
+	if p := holder.Push(time.Second); !strings.HasPrefix(p, "* LOST tail/paused ") {
+		t.Fatalf("push %q", p)
+	}
+	// Rounds wait longer for the paused master until it is marked down:
+	// a delay long enough to outlast them.
+	expectDelay(t, other, "tail/paused", revoked, 2*time.Second)
+}
