@@ -48,6 +48,10 @@ func (t Tail) args() []string {
 // revoked one is (see revokeSrc): the renewal of HOLDER finds nothing,
 // so a renewal on its way cannot bring the hold back.
 // All times are each master's own clock: skewed agent clocks do not matter.
+//
+// A record that a renewal's repair re-created on a master that lacked it
+// (repairSrc) has no tail fields: its first renewal gives it an until and
+// no delay or min_hold, which only that master (a minority) then lacks.
 const tailsLua = `
 local tail_clock
 local function tail_now()
@@ -70,7 +74,8 @@ local function tail_grant(key, lease, delay, minh)
 end
 local function tail_renew(set, key, holder, lease, now)
   local h = redis.call('HMGET', key, 'delay', 'min_until', 'until')
-  if not h[3] or tonumber(h[3]) <= now then return 0 end
+  if h[3] and tonumber(h[3]) <= now then return 0 end -- a tail: the hold is over here
+  if not h[3] and redis.call('EXISTS', key) == 0 then return 0 end
   local px = math.max(lease + (tonumber(h[1]) or 0), (tonumber(h[2]) or 0) - now)
   redis.call('HSET', key, 'until', string.format('%d', now + lease))
   redis.call('PEXPIRE', key, px)

@@ -173,3 +173,23 @@ func TestARevokedHoldWhoseAgentIsSilentEndsWithinItsLease(t *testing.T) {
 		t.Fatalf("after the revoked hold expired: %v", err)
 	}
 }
+
+func TestATailedHoldRepairedOnAMasterIsRenewedThere(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	r := req("repaired", "h1")
+	r.Tail = Tail{Delay: time.Second}
+	g, err := acquire(ctx, c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers[0].Do("DEL", "t:{repaired}:h:h1") // as a master that missed the grant
+	key := RenewKey{Name: "repaired", Holder: "h1", Record: g.Record, Lease: 5 * time.Second, Tail: true}
+	if res := c.Renew(ctx, time.Second, []RenewKey{key}); res[0].OK != 2 || res[0].Repaired != 1 {
+		t.Fatalf("first renewal: %+v, want 2 renewed and 1 re-created", res[0])
+	}
+	if res := c.Renew(ctx, time.Second, []RenewKey{key}); res[0].OK != 3 {
+		t.Fatalf("renewal after the repair: %+v, want all 3", res[0])
+	}
+}
