@@ -254,12 +254,23 @@ func (c *Cluster) WatchRevocations(ctx context.Context) *Watch {
 
 // onRevoke hands a revocation's message to Config.OnRevoke.
 func (c *Cluster) onRevoke(message string) {
-	rest := strings.TrimPrefix(message, revokePrefix)
-	i := strings.LastIndexByte(rest, ' ')
-	if i <= 0 || c.cfg.OnRevoke == nil {
-		return
+	if holder, reason, ok := parseRevocation(message); ok && c.cfg.OnRevoke != nil {
+		c.cfg.OnRevoke(holder, reason)
 	}
-	c.cfg.OnRevoke(rest[:i], rest[i+1:])
+}
+
+// revocation is the message of the revocation of holder's hold for reason.
+func revocation(holder, reason string) string { return revokePrefix + holder + " " + reason }
+
+// parseRevocation reads a revocation's message. The reason is one word;
+// the holder id may hold spaces (an agent id may).
+func parseRevocation(message string) (holder, reason string, ok bool) {
+	rest, ok := strings.CutPrefix(message, revokePrefix)
+	i := strings.LastIndexByte(rest, ' ')
+	if !ok || i <= 0 || i == len(rest)-1 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
 }
 
 // Revoke revokes the holds of name (those of agent, if not ""): on a
@@ -279,7 +290,7 @@ func (c *Cluster) Revoke(ctx context.Context, name, agent, reason string) (int, 
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {
 		if cl := m.conn(laneRounds); cl != nil {
 			for _, h := range holders {
-				cl.Do(ctx, cl.B().Publish().Channel(c.revocations()).Message(revokePrefix+h+" "+reason).Build())
+				cl.Do(ctx, cl.B().Publish().Channel(c.revocations()).Message(revocation(h, reason)).Build())
 			}
 		}
 	})

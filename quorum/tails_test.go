@@ -193,3 +193,24 @@ func TestATailedHoldRepairedOnAMasterIsRenewedThere(t *testing.T) {
 		t.Fatalf("renewal after the repair: %+v, want all 3", res[0])
 	}
 }
+
+func TestRevocationMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name, message, holder, reason string
+		ok                            bool
+	}{
+		{"a holder and a reason", revocation("web-7/ab12/3//9", "revoked"), "web-7/ab12/3//9", "revoked", true},
+		{"an agent id with a space", revocation("rack 4/ab/1/o/2", "maintenance"), "rack 4/ab/1/o/2", "maintenance", true},
+		{"no reason", "revoke h1", "", "", false},
+		{"an empty reason", "revoke h1 ", "", "", false},
+		{"no holder", "revoke  x", "", "", false},
+		{"a release message", "jobs/q", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holder, reason, ok := parseRevocation(tc.message)
+			if holder != tc.holder || reason != tc.reason || ok != tc.ok {
+				t.Fatalf("parseRevocation(%q) = %q, %q, %v", tc.message, holder, reason, ok)
+			}
+		})
+	}
+}
