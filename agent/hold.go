@@ -332,6 +332,9 @@ type undone struct {
 	h         *hold
 	downgrade bool
 	rel       *release // the session's note that the name is on its way out
+	// rollback says the acquisition undone was never answered (a
+	// multi-lock that failed): its hold leaves no tail (delay=, min_hold=).
+	rollback bool
 }
 
 // now does what needs no master, at once: it passes the name to a local
@@ -353,7 +356,11 @@ func (d *undone) rest(s *session) {
 		}
 		return
 	}
-	s.a.endHold(s.ctx, h.rh, true, s.a.forget(h))
+	if d.rollback { // the record goes as it is, tail or not
+		s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
+	} else {
+		s.a.endHold(s.ctx, h.rh, true, s.a.forget(h))
+	}
 	s.releaseDone(h.rh.Name, d.rel)
 }
 

@@ -357,6 +357,7 @@ func (s *session) rollback(names []string, owner string) {
 			continue // lost meanwhile
 		}
 		if _, d := s.undoLocked(holdKey{name, owner}, ""); d != nil {
+			d.rollback = true
 			left = append(left, d)
 		}
 	}

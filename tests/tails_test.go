@@ -218,3 +218,19 @@ func TestTailsAndRevokeWithAMasterPaused(t *testing.T) {
 	// a delay long enough to outlast them.
 	expectDelay(t, other, "tail/paused", revoked, 2*time.Second)
 }
+
+// TestAFailedMultiLockLeavesNoTail: the names a multi-lock won before it
+// failed were never the client's: they go at once, min_hold or not.
+func TestAFailedMultiLockLeavesNoTail(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	client, other := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	if r := other.Do("LOCK tail/mb"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := client.Do("LOCK tail/ma tail/mb min_hold=1h delay=1m wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("multi-lock: %q", r.Line)
+	}
+	if r := other.Do("LOCK tail/ma wait=2s"); r.Kind != "OK" {
+		t.Fatalf("a name the failed multi-lock had won: %q", r.Line)
+	}
+}
