@@ -106,14 +106,17 @@ func unsupported(l protocol.Lock) error {
 // (max(10ms, ttl/50)) leave a hold little or no validity.
 const MinTTL = 50 * time.Millisecond
 
-// checkTTL bounds a ttl= between MinTTL and lock.max_ttl; 0 (none) passes.
+// checkTTL bounds a ttl= between MinTTL and protocol.MaxTTL (30 days); 0
+// (none) passes. lock.max_ttl bounds nothing: a ttl= hold is renewed like
+// any other until its end, so its length costs the masters nothing (no
+// longer quarantine, no longer record) and is the client's to choose.
 func (a *Agent) checkTTL(ttl time.Duration) error {
 	switch {
 	case ttl == 0:
 	case ttl < MinTTL:
 		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is below the minimum ttl %v", ttl, MinTTL)
-	case ttl > a.cfg.Lock.MaxTTL:
-		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is above lock.max_ttl %v", ttl, a.cfg.Lock.MaxTTL)
+	case ttl > protocol.MaxTTL:
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is above the maximum ttl %v", ttl, protocol.MaxTTL)
 	}
 	return nil
 }
