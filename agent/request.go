@@ -44,6 +44,9 @@ type waiter struct {
 	// masters answer an entry they have with its ticket), and taken out if
 	// the waiter leaves first. Guarded by the queue's mu.
 	asked *quorum.Entry
+	// saidWanted says the agents that hold its name were told that it
+	// waits (see saysWanted); the contender's alone.
+	saidWanted bool
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's
@@ -198,6 +201,8 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 	}
 	if busy {
 		w.end(result{err: quorum.ErrBusy})
+	} else if l.Wait != 0 {
+		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
 	}
 	return w, r, nil
 }

@@ -1,0 +1,152 @@
+package tests
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// awaitWanted waits (up to within) for the next push on c and fails unless
+// it is a WANTED of name for owner; it returns the push.
+func awaitWanted(t *testing.T, c *agenttest.Conn, name, owner string, within time.Duration) string {
+	t.Helper()
+	p := c.Push(within)
+	if !strings.HasPrefix(p, "* WANTED "+name+" owner="+owner+" waiting=") {
+		t.Fatalf("pushed %q, want * WANTED %s owner=%s waiting=N", p, name, owner)
+	}
+	return p
+}
+
+// quiet fails if c is pushed anything within d (what it checks is an
+// absence, so it waits the whole of d).
+func quiet(t *testing.T, c *agenttest.Conn, d time.Duration, why string) {
+	t.Helper()
+	if p := c.Push(d); p != "" {
+		t.Fatalf("%s: pushed %q", why, p)
+	}
+}
+
+// TestWantedReachesTheHolderFromTheOtherAgent: a notify=wanted holder on
+// one agent is pushed WANTED when a request for the name starts waiting on
+// the other agent, promptly (p50/p99 logged over 30 waits), once per wait
+// (the waiter's repeated attempts push nothing more within 100 ms), and not
+// after the waiter left.
+func TestWantedReachesTheHolderFromTheOtherAgent(t *testing.T) {
+	a, b, _ := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	waiter := agenttest.Dial(t, b.Config.Socket.Path)
+	if r := holder.Do("LOCK w owner=o1 notify=wanted"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	// The first wait also finds the holder's agent subscribed: a message
+	// before that is lost, and the waiter says it again within a lease.
+	tag, ch := waiter.Send("LOCK w wait=30s")
+	awaitWanted(t, holder, "w", "o1", 5*time.Second)
+	cancelWait(t, waiter, tag, ch)
+
+	var lat []time.Duration
+	for range 30 {
+		quiet(t, holder, 2*wantedEvery, "after the waiter left") // and the holder's limiter allows the next
+		start := time.Now()
+		tag, ch := waiter.Send("LOCK w wait=30s")
+		p := awaitWanted(t, holder, "w", "o1", 5*time.Second)
+		lat = append(lat, time.Since(start))
+		if !strings.HasSuffix(p, " waiting=1") {
+			t.Fatalf("pushed %q, want waiting=1 (one request waits)", p)
+		}
+		cancelWait(t, waiter, tag, ch)
+	}
+	slices.Sort(lat)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	t.Logf("waiter's LOCK sent on the other agent → WANTED read by the holder: p50 %v, p99 %v, max %v (n=%d)", p50, p99, lat[len(lat)-1], len(lat))
+	if p99 > 500*time.Millisecond { // 10ms on an idle host; a loaded one is slower
+		t.Fatalf("p99 %v from the wait to the WANTED", p99)
+	}
+	if r := holder.Do("UNLOCK w owner=o1"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+}
+
+// wantedEvery is the agent's spacing of WANTED pushes to one hold.
+const wantedEvery = 100 * time.Millisecond
+
+// cancelWait cancels the waiting LOCK tag and reads its answer.
+func cancelWait(t *testing.T, c *agenttest.Conn, tag string, ch <-chan agenttest.Reply) {
+	t.Helper()
+	if r := c.Do("CANCEL " + tag); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := c.Await(ch); r.Code != "CANCELLED" {
+		t.Fatalf("the cancelled LOCK: %s", r.Line)
+	}
+}
+
+// TestWantedFromLocalWaitersSpacedAndCounted: local waiters push WANTED to
+// a notify=wanted holder of their agent; waiters that come within 100 ms of
+// a push push nothing more, and the next push counts every waiter, local
+// and the other agent's. A holder that did not ask is pushed nothing.
+func TestWantedFromLocalWaitersSpacedAndCounted(t *testing.T) {
+	a, b, _ := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	plain := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK w notify=wanted"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := plain.Do("LOCK p"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	local := agenttest.Dial(t, a.Config.Socket.Path)
+	local.Send("LOCK p wait=30s")
+	start := time.Now() // the first push is made after this, so a second one no sooner than 100 ms after it
+	local.Send("LOCK w wait=30s")
+	if p := awaitWanted(t, holder, "w", "", 5*time.Second); !strings.HasSuffix(p, " waiting=1") {
+		t.Fatalf("pushed %q, want waiting=1", p)
+	}
+	t.Logf("a local waiter's LOCK → WANTED: %v", time.Since(start))
+	local.Send("LOCK w wait=30s owner=second")
+	if p := holder.Push(3 * wantedEvery); p != "" && time.Since(start) < wantedEvery {
+		t.Fatalf("a second WANTED within 100 ms of the first: %q", p)
+	}
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	other.Send("LOCK w wait=30s")
+	p := awaitWanted(t, holder, "w", "", 5*time.Second)
+	if !strings.HasSuffix(p, " waiting=3") {
+		t.Fatalf("pushed %q, want waiting=3 (two local waiters, one on the other agent)", p)
+	}
+	quiet(t, plain, 2*wantedEvery, "a holder that did not ask for notify=wanted")
+}
+
+// TestWantedNotForACompatibleWaiter: a shared notify=wanted holder is not
+// wanted by a shared request (granted beside it), on either agent, but is by
+// an exclusive one; and notify=x is refused, holding nothing.
+func TestWantedNotForACompatibleWaiter(t *testing.T) {
+	a, b, _ := twoAgents(t, time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK s mode=shared notify=x"); r.Code != "BAD_REQUEST" {
+		t.Fatalf("notify=x: %s", r.Line)
+	}
+	if r := holder.Do("HOLDS"); r.Int("n") != 0 {
+		t.Fatalf("a refused LOCK left a hold: %s", r.Line)
+	}
+	if r := holder.Do("LOCK s mode=shared notify=wanted"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	writer := agenttest.Dial(t, b.Config.Socket.Path)
+	tag, ch := writer.Send("LOCK s wait=30s")
+	awaitWanted(t, holder, "s", "", 5*time.Second)
+	cancelWait(t, writer, tag, ch)
+	quiet(t, holder, 2*wantedEvery, "after the writer left")
+	for _, agent := range []*agenttest.Agent{a, b} {
+		reader := agenttest.Dial(t, agent.Config.Socket.Path)
+		if r := reader.Do("LOCK s mode=shared wait=5s"); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+	}
+	quiet(t, holder, 2*wantedEvery, "shared requests beside a shared holder")
+	local := agenttest.Dial(t, a.Config.Socket.Path)
+	local.Send("LOCK s wait=30s")
+	awaitWanted(t, holder, "s", "", 5*time.Second)
+}
