@@ -290,7 +290,11 @@ return {1, tonumber(fence), slot}
 // A queue entry's heartbeat rides in the same batch: its keys are the queue
 // and its deadlines, its holder id the entry, and its lease "q" and the ms;
 // it is renewed only while the entry is queued (never re-added: it may have
-// left meanwhile).
+// left meanwhile). An agent's waiting record rides it too (see waiting.go):
+// its keys are the deadlines and the records, its holder id the agent's
+// instance, its lease "w" and the ms; renewed only while it is there and
+// its deadline has not passed (a lapsed one is gone), and both keys live
+// at least as long.
 // KEYS: marker, then set and holder key of each hold. ARGV: epoch,
 // quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
@@ -307,6 +311,18 @@ for i = 3, #ARGV, 2 do
     if redis.call('ZSCORE', set, ARGV[i]) then
       now = now or math.floor(now_us() / 1000)
       redis.call('ZADD', key, 'XX', now + tonumber(string.sub(lease, 2)), ARGV[i])
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+  elseif string.sub(lease, 1, 1) == 'w' then
+    now = now or math.floor(now_us() / 1000)
+    if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
+      local ms = tonumber(string.sub(lease, 2))
+      redis.call('ZADD', set, 'XX', now + ms, ARGV[i])
+      for _, k in ipairs({set, key}) do
+        if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+      end
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
