@@ -335,6 +335,7 @@ func (r *contending) awaitCohort(w *waiter) {
 		return
 	}
 	r.subscribe() // to hear that other agents wait
+	r.a.startsWaiting(r.q)
 	select {
 	case <-r.q.changed:
 	case <-r.watch.Wanted():

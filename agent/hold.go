@@ -141,6 +141,10 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 		a.entryLost(rh)
 		return
 	}
+	if rh.Waiting {
+		a.waitingLost(rh)
+		return
+	}
 	a.mu.Lock()
 	h := holderOf(rh)
 	if h != nil {

@@ -483,6 +483,10 @@ func (s *session) whoReply(tag, name string) error {
 		s.send(l.Bytes())
 	}
 	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)))
+	// Who waits is a round of its own too (see waiting.go).
+	if waiting, ok := s.whoWaiting(tag, name); ok {
+		end.Int("waiting", int64(waiting))
+	}
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
 	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil && queued > 0 {

@@ -136,6 +136,7 @@ func (a *Agent) saysWanted(q *queue, w *waiter) {
 		return
 	}
 	w.saidWanted = true
+	a.startsWaiting(q)
 	a.cluster.Wanted(q.name, a.want(q, w))
 	a.waiterWants(w, true)
 }
