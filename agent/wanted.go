@@ -136,9 +136,9 @@ func (a *Agent) saysWanted(q *queue, w *waiter) {
 		return
 	}
 	w.saidWanted = true
-	a.startsWaiting(q)
-	a.cluster.Wanted(q.name, a.want(q, w))
+	a.cluster.Wanted(q.name, a.want(q, w)) // first: the holder's agent is the one waiting for it
 	a.waiterWants(w, true)
+	a.startsWaiting(q)
 }
 
 // want is what this agent says of its waiters for q's name while w, its

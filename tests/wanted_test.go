@@ -31,11 +31,11 @@ func quiet(t *testing.T, c *agenttest.Conn, d time.Duration, why string) {
 
 // TestWantedReachesTheHolderFromTheOtherAgent: a notify=wanted holder on
 // one agent is pushed WANTED when a request for the name starts waiting on
-// the other agent, promptly (p50/p99 logged over 30 waits), once per wait
-// (the waiter's repeated attempts push nothing more within 100 ms), and not
-// after the waiter left.
+// the other agent, promptly (p50/p99 logged over 50 waits), once per wait
+// (the waiter's repeated attempts push nothing more within 100 ms), not
+// after the waiter left, and with a master paused too.
 func TestWantedReachesTheHolderFromTheOtherAgent(t *testing.T) {
-	a, b, _ := twoAgents(t, time.Second)
+	a, b, servers := twoAgents(t, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	waiter := agenttest.Dial(t, b.Config.Socket.Path)
 	if r := holder.Do("LOCK w owner=o1 notify=wanted"); r.Kind != "OK" {
@@ -48,7 +48,7 @@ func TestWantedReachesTheHolderFromTheOtherAgent(t *testing.T) {
 	cancelWait(t, waiter, tag, ch)
 
 	var lat []time.Duration
-	for range 30 {
+	for range 50 {
 		quiet(t, holder, 2*wantedEvery, "after the waiter left") // and the holder's limiter allows the next
 		start := time.Now()
 		tag, ch := waiter.Send("LOCK w wait=30s")
@@ -65,6 +65,17 @@ func TestWantedReachesTheHolderFromTheOtherAgent(t *testing.T) {
 	if p99 > 500*time.Millisecond { // 10ms on an idle host; a loaded one is slower
 		t.Fatalf("p99 %v from the wait to the WANTED", p99)
 	}
+
+	// A master paused: the message comes through the other two.
+	servers[0].Pause()
+	quiet(t, holder, 2*wantedEvery, "before the wait with a master paused")
+	start := time.Now()
+	tag, ch = waiter.Send("LOCK w wait=30s")
+	awaitWanted(t, holder, "w", "o1", 5*time.Second)
+	t.Logf("with a master paused: WANTED after %v", time.Since(start))
+	cancelWait(t, waiter, tag, ch)
+	servers[0].Resume()
+
 	if r := holder.Do("UNLOCK w owner=o1"); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
