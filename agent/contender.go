@@ -425,6 +425,7 @@ func (r *contending) facts(w *waiter) roundFacts {
 func (r *contending) park(w *waiter, fallback time.Duration) {
 	a, q := r.a, r.q
 	a.cluster.Wanted(q.name, a.want(q, w))
+	a.waiterWants(w, true) // and this agent's holders: a hold granted since w's first attempt has not heard of it
 	parked := a.clock.Now()
 	t := a.clock.NewTimer(fallback)
 	woken := false

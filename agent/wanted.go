@@ -22,7 +22,10 @@ import (
 // where it joins its queue, and again where its first attempt is refused.
 // Both are hints: a message sent before the subscription was made, or
 // while a master is unreachable, is lost, and the waiter says it again at
-// its next park (within a lease).
+// its next park (within a lease). So that a hold granted while others wait
+// already need not wait for that, its agent reads the waiting records
+// when the subscription starts and each time a master confirms it
+// (wantedOnRecords).
 //
 // N is the requests this agent knows to wait: its own waiters for the
 // name, and the counts other agents said within the last lease.
@@ -90,10 +93,14 @@ func (a *Agent) noteWantedLocked(h *hold, live bool) {
 func (a *Agent) hearWanted(ctx context.Context, name string, n *wantedName) {
 	w := a.cluster.Watch(ctx, name)
 	defer w.Close()
+	a.wantedOnRecords(ctx, name, n) // the channel may be subscribed already: then no master confirms it again
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-w.Recheck():
+			a.wantedOnRecords(ctx, name, n)
+			continue
 		case <-w.Wanted():
 		}
 		wants := w.Wants()
@@ -108,6 +115,34 @@ func (a *Agent) hearWanted(ctx context.Context, name string, n *wantedName) {
 		if len(wants) > 0 {
 			a.pushWanted(name, wanter{shared: shared})
 		}
+	}
+}
+
+// wantedOnRecords tells the notify=wanted holds of name that they are
+// wanted if another agent records waiters for it (see waiting.go): those
+// may have started waiting, and said so, before the subscription was made
+// or a master confirmed it (which is when this runs), and would say it
+// again only at their next park. A record does not say whether its waiters want the
+// name shared, so only holds that every waiter conflicts with (exclusive
+// ones, a semaphore's) are told.
+func (a *Agent) wantedOnRecords(ctx context.Context, name string, n *wantedName) {
+	ws, err := a.cluster.WaitingFor(ctx, name)
+	if err != nil {
+		return
+	}
+	self := a.cluster.WaitingKey(name).Holder
+	now := a.clock.Now()
+	heard := false
+	a.mu.Lock()
+	for _, w := range ws {
+		if w.Instance != self {
+			n.others[w.Instance] = heardWant{Want: quorum.Want{Count: w.Count}, at: now}
+			heard = true
+		}
+	}
+	a.mu.Unlock()
+	if heard {
+		a.pushWanted(name, wanter{shared: true}) // not to shared holds: see above
 	}
 }
 

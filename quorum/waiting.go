@@ -27,6 +27,7 @@ func (c *Cluster) waitingDeadlinesKey(name string) string { return c.setKey(name
 
 // Waiting is one agent's record of the requests that wait for a name.
 type Waiting struct {
+	Instance   string // the agent instance that wrote it (Config.InstanceID)
 	Agent      string // the agent's id
 	Count      int
 	SinceMilli int64 // when the oldest of them started waiting (Unix ms)
@@ -142,7 +143,7 @@ func parseWaiting(instance, value string) (Waiting, bool) {
 	if i := strings.LastIndexByte(instance, '/'); i > 0 {
 		agent = instance[:i]
 	}
-	return Waiting{Agent: agent, Count: n, SinceMilli: ms}, true
+	return Waiting{Instance: instance, Agent: agent, Count: n, SinceMilli: ms}, true
 }
 
 // mergeWaiting keeps the records of seen (per instance, one per master)

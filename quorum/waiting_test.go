@@ -76,7 +76,9 @@ func TestWaitingRecordsOfTwoAgents(t *testing.T) {
 // masters has it, with the count a majority has at least and the earliest
 // since.
 func TestWaitingRecordsShowOnAMajority(t *testing.T) {
-	rec := func(count int, since int64) Waiting { return Waiting{Agent: "a", Count: count, SinceMilli: since} }
+	rec := func(count int, since int64) Waiting {
+		return Waiting{Instance: "a/1", Agent: "a", Count: count, SinceMilli: since}
+	}
 	for _, tc := range []struct {
 		name string
 		seen []Waiting
@@ -94,7 +96,7 @@ func TestWaitingRecordsShowOnAMajority(t *testing.T) {
 			}
 		})
 	}
-	if w, ok := parseWaiting("host/with/slash/ab12", "4 1700000000000"); !ok || w != (Waiting{Agent: "host/with/slash", Count: 4, SinceMilli: 1700000000000}) {
+	if w, ok := parseWaiting("host/with/slash/ab12", "4 1700000000000"); !ok || w != (Waiting{Instance: "host/with/slash/ab12", Agent: "host/with/slash", Count: 4, SinceMilli: 1700000000000}) {
 		t.Fatalf("parseWaiting: %+v %v", w, ok)
 	}
 	if _, ok := parseWaiting("a/1", "four 17"); ok {

@@ -1,12 +1,14 @@
 package tests
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // awaitWanted waits (up to within) for the next push on c and fails unless
@@ -160,4 +162,85 @@ func TestWantedNotForACompatibleWaiter(t *testing.T) {
 	local := agenttest.Dial(t, a.Config.Socket.Path)
 	local.Send("LOCK s wait=30s")
 	awaitWanted(t, holder, "s", "", 5*time.Second)
+}
+
+// TestWantedTellsAHoldGrantedWhileOthersWait: a notify=wanted hold that
+// begins while another agent's request already waits is told at once, from
+// the waiting records, not a lease later. Here the hold is passed on inside
+// its agent (a run of local holders: see agent/cohort.go), so no release
+// wakes the other agent's waiter to say again that it waits.
+func TestWantedTellsAHoldGrantedWhileOthersWait(t *testing.T) {
+	const lease = 5 * time.Second
+	servers := redistest.Start(t, 3)
+	var agents []*agenttest.Agent
+	for _, id := range []string{"host-a", "host-b"} {
+		cfg := agenttest.Config(t, servers, lease)
+		cfg.AgentID = id
+		cfg.Lock.CohortMaxHold = time.Hour // the run passes the name on though another agent waits
+		agents = append(agents, agenttest.Start(t, cfg))
+	}
+	a, b := agents[0], agents[1]
+	for try := range 5 {
+		name := fmt.Sprintf("x%d", try)
+		notified := passedWhileWaited(t, a, b, name)
+		if notified == nil {
+			continue // no run of local holders this time: try again
+		}
+		start := time.Now()
+		p := awaitWanted(t, notified, name, "", time.Second) // the waiter's next word is a lease away
+		t.Logf("a hold granted while another agent waits: %q after %v", p, time.Since(start))
+		if !strings.HasSuffix(p, " waiting=1") {
+			t.Fatalf("pushed %q, want waiting=1 (the other agent's one waiter)", p)
+		}
+		if r := notified.Do("UNLOCK " + name); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		return
+	}
+	t.Fatal("no run of local holders in 5 tries")
+}
+
+// passedWhileWaited makes a notify=wanted LOCK of name on a be passed the
+// name inside a run of local holders, while a request on b waits for it,
+// and returns its connection; nil if the agent started no run (the
+// attempt that won the name was on its way before the waiter behind it
+// came). A pass shows in the fences: the next of the run's block, where a
+// grant from the masters counts past the whole block.
+func passedWhileWaited(t *testing.T, a, b *agenttest.Agent, name string) *agenttest.Conn {
+	t.Helper()
+	dial := func() *agenttest.Conn { return agenttest.Dial(t, a.Config.Socket.Path) }
+	zero := dial()
+	if r := zero.Do("LOCK " + name); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	var conns []*agenttest.Conn
+	var chans []<-chan agenttest.Reply
+	for i, opts := range []string{"", "", " notify=wanted"} {
+		c := dial()
+		_, ch := c.Send("LOCK " + name + opts + " wait=30s")
+		zero.AwaitWaiters(int64(i + 1)) // in this order
+		conns, chans = append(conns, c), append(chans, ch)
+	}
+	zero.Do("UNLOCK " + name)
+	first := conns[0].Await(chans[0])
+	conns[0].Do("UNLOCK " + name)
+	second := conns[1].Await(chans[1])
+	if first.Kind != "OK" || second.Kind != "OK" {
+		t.Fatalf("%s, %s", first.Line, second.Line)
+	}
+	run := second.Int("fence") == first.Int("fence")+1
+	agenttest.Dial(t, b.Config.Socket.Path).Send("LOCK " + name + " wait=30s")
+	awaitWho(t, zero, name, "host-a=1 host-b=1", 2, 5*time.Second)
+	conns[1].Do("UNLOCK " + name)
+	if !run {
+		// Released in the masters: the other agent's waiter may win. Let
+		// it go, and whoever wins, so that the next try starts afresh.
+		conns[2].Close()
+		return nil
+	}
+	r := conns[2].Await(chans[2])
+	if r.Kind != "OK" || r.Int("fence") != second.Int("fence")+1 {
+		t.Fatalf("the notify=wanted LOCK: %s, want the run's next fence after %d", r.Line, second.Int("fence"))
+	}
+	return conns[2]
 }
