@@ -105,8 +105,9 @@ func (a *Agent) recordWaiting(rec *waitRecord) {
 
 // waitingEvery spaces the writes of one name's record, so that a name
 // whose waiters come and go fast (a run of local holders, say) costs the
-// masters at most one small script per interval.
-const waitingEvery = 10 * time.Millisecond
+// masters at most one small script per interval: 20 a second per name
+// with churning waiters, while WHO is at most that much behind.
+const waitingEvery = 50 * time.Millisecond
 
 // spaceWaiting waits waitingEvery (not lease logic: a pace, on the real
 // clock), or until the agent stops.
