@@ -21,6 +21,7 @@ import (
 //	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
 //	P{name}:qseq       the ticket counter; never expires
 //	P{name}:qx:ENTRY   tombstone of an entry that left (see dequeueSrc)
+//	P{name}:w, :wd     each agent's waiting record and its deadline (see waiting.go)
 //	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
 //	                   run, settings, how} (see gateLua)
 //
