@@ -155,3 +155,27 @@ func TestWhoForgetsAKilledAgentsWaitersWithinItsLease(t *testing.T) {
 		t.Fatalf("the killed agent's record stayed %v, more than its lease %v", took, lease)
 	}
 }
+
+// TestWhoWaitingRecordsComeBackAfterTheMastersLoseThem: records deleted on
+// every master are written anew once the renewal finds them gone, though
+// no waiter came or left.
+func TestWhoWaitingRecordsComeBackAfterTheMastersLoseThem(t *testing.T) {
+	const lease = time.Second
+	a, b, servers := twoAgents(t, lease)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := holder.Do("LOCK n"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	agenttest.Dial(t, b.Config.Socket.Path).Send("LOCK n wait=30s")
+	awaitWho(t, holder, "n", "host-b=1", 1, 5*time.Second)
+	for _, s := range servers {
+		if _, err := s.Do("DEL", b.Config.Lock.KeyPrefix+"{n}:w", b.Config.Lock.KeyPrefix+"{n}:wd"); err != nil {
+			t.Fatal(err)
+		}
+		if k := s.Keys("*{n}:w*"); k != 0 {
+			t.Fatalf("%d waiting keys left after DEL", k)
+		}
+	}
+	took := awaitWho(t, holder, "n", "host-b=1", 1, 3*lease)
+	t.Logf("the lost record is back in WHO after %v (renewals every %v)", took, lease/3)
+}
