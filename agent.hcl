@@ -63,11 +63,16 @@ lock {
   # from retry_min up to retry_max (at least 100ms) while attempts keep failing.
   retry_min = "20ms"
   retry_max = "200ms"
-  # Longest ttl= a LOCK or EXTEND may ask for; longer is BAD_REQUEST. A ttl=
-  # hold is renewed like any other until its end, so this does not lengthen
-  # the quarantine of a master that restarts empty (one lease).
-  # The shortest ttl= is 50ms.
+  # Deprecated and ignored: ttl= goes from 50ms to 30 days whatever this says.
+  # A ttl= hold is renewed like any other until its end, so its length does not
+  # lengthen the quarantine of a master that restarts empty (one lease).
   max_ttl = "720h"
+  # The delay= of a LOCK that gives none (at most 5m; "0": none): after a hold
+  # ends uncleanly (session closed without UNLOCK, process or agent died, LOST,
+  # REVOKE) its name stays unavailable to everyone that long, so the next holder
+  # does not touch a resource the dead holder may still be writing. UNLOCK ends
+  # a hold at once. Holds with a delay end in a round of their own.
+  lock_delay = "0"
   # Lock cohorting: a released exclusive lock (no ttl=, no limit=, not shared)
   # whose next local waiter wants the same goes straight to that waiter, without
   # a release and an acquire on the masters; the new holder gets the next fence of
@@ -113,9 +118,9 @@ log {
 #   rule "ops" {
 #     user  = "root"
 #     names = ["**"]                   # every name
-#     verbs = ["who"]
-#   }
-# }
+#     verbs = ["who", "revoke"]        # revoke (REVOKE, lock-agent revoke) only when named:
+#   }                                  # a rule without verbs never grants it; without an
+# }                                    # acl block only uid 0 may revoke
 
 # Only used when systemd runs the agent as a Type=notify service (see
 # examples/systemd and docs/operations.md); otherwise ignored.

@@ -56,7 +56,11 @@ type Agent struct {
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
-	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
+	cohorts map[string]*cohort     // names held in a run of local holders: see cohort.go
+	wanted  map[string]*wantedName // names with notify=wanted holds: see wanted.go
+	// waitRecs are the names whose waiters this agent records on the
+	// masters: see waiting.go.
+	waitRecs map[string]*waitRecord
 	// observations are the names this agent's sessions observe (see
 	// observe.go); nil until the first.
 	observations map[string]*observation
@@ -80,7 +84,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
-		cohorts: map[string]*cohort{},
+		cohorts: map[string]*cohort{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
@@ -90,6 +94,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 		Observer: a.metrics,
 		Settings: ClusterSettings(cfg.Lock),
+		OnRevoke: a.onRevoke,
 	})
 	if err != nil {
 		return nil, err
@@ -131,6 +136,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			run(backCtx)
 		}()
 	}
+	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
+	defer revocations.Close()
 	a.mu.Lock()
 	a.runCtx = backCtx
 	a.mu.Unlock()

@@ -92,7 +92,7 @@ func (a *Agent) cohortYield() time.Duration { return a.cfg.Lock.CohortMaxHold / 
 // cohortable says whether a LOCK may take part in a run of local holders:
 // an exclusive lock kept by the watchdog.
 func cohortable(l protocol.Lock) bool {
-	return l.Mode != protocol.Shared && limitOf(l) == 1 && l.TTL == 0 && !l.Fair
+	return l.Mode != protocol.Shared && limitOf(l) == 1 && l.TTL == 0 && !l.Fair && !tailOf(l).Any()
 }
 
 // fenceBlock is how many fences an attempt for q's head w reserves: a
@@ -274,7 +274,7 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 		c.next, c.top, c.spare = c.spare, c.spare+int64(a.cohortBlock())-1, 0
 	}
 	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, acquired: []protocol.Mode{w.req.Mode},
-		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
+		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c, notifyWanted: w.req.NotifyWanted}
 	c.next++
 	if a.refillDueLocked(c) {
 		c.refilling = true

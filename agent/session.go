@@ -61,7 +61,9 @@ type session struct {
 	//     under it, and under it take the locks below.
 	//  2. Agent.mu: the sessions, the queues, the cohorts, the live holders
 	//     of the watchdog's records (renewal.Hold.Owner) and their count,
-	//     the observations and each session's observing (observe.go).
+	//     the notify=wanted holds by name (wanted.go), the names whose
+	//     waiters are recorded (waiting.go), the observations and each
+	//     session's observing (observe.go).
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
@@ -239,6 +241,8 @@ func (s *session) answer(req *protocol.Request) error {
 		return s.status(req)
 	case protocol.VerbWho:
 		return s.whoInTurn(req)
+	case protocol.VerbRevoke:
+		return s.revoke(req)
 	case protocol.VerbSet:
 		return s.setInTurn(req)
 	case protocol.VerbCheck:

@@ -59,6 +59,11 @@ type Config struct {
 	// Observer hears of each master's latency, quarantines and fence
 	// write-backs, for metrics; default NopObserver.
 	Observer Observer
+	// OnRevoke, if set, hears each revocation of a hold (see
+	// Cluster.Revoke) by its holder id and the reason word, once per
+	// master that delivers it, while WatchRevocations is open. It is
+	// called from a master's subscriber and must not block.
+	OnRevoke func(holder, reason string)
 }
 
 // Cluster is the set of masters and the quorum operations over them. Its
@@ -80,10 +85,9 @@ type Cluster struct {
 	// this agent's (see noteSettings).
 	settingsDiffer atomic.Bool
 
-	// wanted is the message by which this agent tells a name's holder that
-	// it waits for the name (see Wanted); handover its release message
-	// after such a wait (see HandOver).
-	wanted, handover string
+	// handover is this agent's release message after a run of local
+	// holders that another agent waited for (see HandOver).
+	handover string
 
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
@@ -170,7 +174,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
-		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
+		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}

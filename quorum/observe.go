@@ -27,21 +27,12 @@ return 1
 `
 
 // checkSrc says whether a live holder of the name carries the fence: 1 or
-// 0. A record with an "until" field in the past (a hold that ended, kept
-// while a delay stands) is not current. KEYS: set. ARGV: holder key
-// prefix, fence.
-const checkSrc = `
-local now
+// 0. A tail (a hold that ended, kept while its delay or min_hold stands:
+// see tailsLua) is not current. KEYS: set. ARGV: holder key prefix, fence.
+const checkSrc = tailsLua + `
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local h = redis.call('HMGET', ARGV[1] .. m, 'fence', 'until')
-  if h[1] == ARGV[2] then
-    if not h[2] then return 1 end
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    if (tonumber(h[2]) or 0) >= now then return 1 end
-  end
+  local key = ARGV[1] .. m
+  if redis.call('HGET', key, 'fence') == ARGV[2] and not is_tail(key) then return 1 end
 end
 return 0
 `
@@ -142,7 +133,7 @@ func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Dura
 // give the next grant of the name now (as take_fences would: see
 // acquireSrc), as a decimal string. KEYS: set, fence counter, marker.
 // ARGV: holder key prefix.
-const leaderSrc = `
+const leaderSrc = tailsLua + `
 local cur = redis.call('GET', KEYS[2])
 local floor = tonumber(redis.call('HGET', KEYS[3], 'floor') or '0') or 0
 local nextf

@@ -24,6 +24,7 @@ import (
 //	P{name}:obs        set while some agent observes the name (OBSERVE); PX =
 //	                   a lease, renewed by that agent: a grant then says so
 //	                   on the name's channel (see leaderMessage)
+//	P{name}:w, :wd     each agent's waiting record and its deadline (see waiting.go)
 //	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
 //	                   run, settings, how} (see gateLua)
 //
@@ -187,7 +188,8 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // KEYS: set, fence, holder key, marker, queue, queue deadlines, the
 // observed mark. ARGV: holder, lease ms, holder key prefix, epoch,
 // quarantine ms, mode, limit, slot (0: any), agent, pid, uid, owner, since,
-// the claim's queue entry (”: none), fence block (absent: 1), value.
+// the claim's queue entry (”: none), fence block (absent: 1), the hold's
+// delay ms and min_hold ms (absent or 0: none; see tailsLua), value.
 // A grant of an observed name (the mark exists: see Cluster.MarkObserved)
 // publishes leaderMessage on the name's channel.
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
@@ -219,7 +221,7 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // one was handed out: a grant then costs at most 2B fences, over a grant
 // round and B/4 hand-overs (each a client's answer and its next request,
 // a few µs at the very least), and a run that goes on B per B hand-overs.
-const acquireSrc = gateLua + queueLua + fencesLua + acquireBody
+const acquireSrc = gateLua + queueLua + fencesLua + tailsLua + acquireBody
 
 const acquireBody = `
 local q, floor = gate(KEYS[4], ARGV[4], ARGV[5])
@@ -232,7 +234,7 @@ if redis.call('EXISTS', tomb, KEYS[5]) > 0 then
   queued = true
 end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local wait, soonest, conflict, readers = -1, -1, 0, 1
+local wait, soonest, conflict, readers, tail = -1, -1, 0, 1, -1
 local taken = {}
 local members = 0 -- left in the set: none means it is gone, and SADD makes it anew
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -244,9 +246,11 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       redis.call('SREM', KEYS[1], m)
       members = members - 1
     else
-      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot')
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until')
       local hl = tonumber(h[2]) or 1
-      if hl ~= limit and (hl > 1 or limit > 1) then
+      if h[4] and tonumber(h[4]) <= tail_now() then
+        tail = math.max(tail, ttl) -- a tail (see tailsLua) blocks every claim
+      elseif hl ~= limit and (hl > 1 or limit > 1) then
         conflict = hl
       elseif limit > 1 then
         taken[tonumber(h[3]) or 0] = true
@@ -258,6 +262,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     end
   end
 end
+if tail >= 0 then return {0, math.max(tail, wait, soonest), 0} end
 if conflict > 0 then return {-3, conflict} end
 local slot, free = 0, 0
 if limit > 1 then
@@ -281,11 +286,12 @@ if queued then
 end
 local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
-  'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13], 'value', ARGV[16] or '')
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13], 'value', ARGV[18] or '')
+local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
+redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
-if members == 0 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if members == 0 or redis.call('PTTL', KEYS[1]) < px then
+  redis.call('PEXPIRE', KEYS[1], px)
 end
 if KEYS[7] and redis.call('EXISTS', KEYS[7]) == 1 then
   redis.call('PUBLISH', KEYS[1] .. ':released', 'leader changed')
@@ -298,12 +304,17 @@ return {1, tonumber(fence), slot}
 // A queue entry's heartbeat rides in the same batch: its keys are the queue
 // and its deadlines, its holder id the entry, and its lease "q" and the ms;
 // it is renewed only while the entry is queued (never re-added: it may have
-// left meanwhile).
+// left meanwhile). A hold with a tail has the lease "t" and the ms (see
+// tailsLua); other holds pay nothing for tails. An agent's waiting record
+// rides it too (see waiting.go): its keys are the deadlines and the records,
+// its holder id the agent's instance, its lease "w" and the ms; renewed only
+// while it is there and its deadline has not passed (a lapsed one is gone),
+// and both keys live at least as long.
 // KEYS: marker, then set and holder key of each hold. ARGV: epoch,
 // quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
 // gone, or {-2, ms} while the master is quarantined.
-const renewSrc = gateLua + `
+const renewSrc = gateLua + tailsLua + `
 local q = gate(KEYS[1], ARGV[1], ARGV[2])
 if q > 0 then return {-2, q} end
 local out = {0}
@@ -315,6 +326,21 @@ for i = 3, #ARGV, 2 do
     if redis.call('ZSCORE', set, ARGV[i]) then
       now = now or math.floor(now_us() / 1000)
       redis.call('ZADD', key, 'XX', now + tonumber(string.sub(lease, 2)), ARGV[i])
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+  elseif string.sub(lease, 1, 1) == 't' then
+    now = now or math.floor(now_us() / 1000)
+    out[#out + 1] = tail_renew(set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
+  elseif string.sub(lease, 1, 1) == 'w' then
+    now = now or math.floor(now_us() / 1000)
+    if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
+      local ms = tonumber(string.sub(lease, 2))
+      redis.call('ZADD', set, 'XX', now + ms, ARGV[i])
+      for _, k in ipairs({set, key}) do
+        if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+      end
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
@@ -382,13 +408,14 @@ return 2
 // (reconnects, script reloads, deadlines, and the renewal connection), so an
 // acquire of the attempt may land after its release, or a renewal's repair
 // after it.
+// It also drops the hold's revoked record (see revokeSrc), if there is one.
 // KEYS: set, holder key. ARGV: holder, channel, message, tombstone ms.
 // Returns 1 if it held.
 const releaseSrc = releaseBody
 
 const releaseBody = `
-local held = redis.call('DEL', KEYS[2])
-redis.call('SREM', KEYS[1], ARGV[1])
+local held = math.min(redis.call('DEL', KEYS[2], KEYS[2] .. '!'), 1)
+redis.call('SREM', KEYS[1], ARGV[1], ARGV[1] .. '!')
 redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
 if held == 1 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
@@ -530,8 +557,9 @@ return 1
 `
 
 // whoSrc lists the live holders: {holder, the record's fields in
-// recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
-const whoSrc = `
+// recordFields order, ...}; a tail holds nothing (see delayedSrc).
+// KEYS: set. ARGV: holder key prefix.
+const whoSrc = tailsLua + `
 local out = {}
 ` + whoBody
 
@@ -539,7 +567,7 @@ local out = {}
 const whoBody = `
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
-  if redis.call('EXISTS', key) == 1 then
+  if redis.call('EXISTS', key) == 1 and not is_tail(key) then
     table.insert(out, m)
     for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value')) do
       table.insert(out, v or '')
@@ -640,10 +668,10 @@ return out
 `, nk, na)
 }
 
-// acquireManySrc is acquireSrc over a batch of claims (7 keys and 16
+// acquireManySrc is acquireSrc over a batch of claims (7 keys and 18
 // arguments each, as acquireSrc takes them). The masters' gate runs once,
 // for the first item: every item carries the same marker.
-var acquireManySrc = gateLua + queueLua + fencesLua + `
+var acquireManySrc = gateLua + queueLua + fencesLua + tailsLua + `
 local gate_once, gated = gate, nil
 local function gate(marker, epoch, quarantine)
   if not gated then gated = {gate_once(marker, epoch, quarantine)} end
@@ -652,7 +680,7 @@ end
 local function one(KEYS, ARGV)
 ` + acquireBody + `
 end
-` + batchLua(7, 16)
+` + batchLua(7, 18)
 
 // releaseManySrc is releaseSrc over a batch of releases (2 keys and 4
 // arguments each).

@@ -16,6 +16,7 @@ type Watch struct {
 	recheck chan struct{}
 	wanted  chan struct{}
 	leader  chan struct{}
+	wants   map[string]Want // since the last Wants; guarded by the Cluster's watchMu
 	once    sync.Once
 }
 
@@ -45,7 +46,11 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1),
+	return c.watchChannel(ctx, c.channel(name))
+}
+
+func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
+	w := &Watch{c: c, channel: channel, wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1),
 		leader: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
@@ -103,6 +108,10 @@ func (c *Cluster) onMessage(channel, message string) {
 		// frees nothing.
 		return
 	}
+	if strings.HasPrefix(message, revokePrefix) {
+		c.onRevoke(message) // not a release: the holder's agent ends it, and that wakes waiters
+		return
+	}
 	if strings.HasPrefix(message, handoverPrefix) {
 		if message != c.handover {
 			c.watchMu.Lock()
@@ -114,15 +123,7 @@ func (c *Cluster) onMessage(channel, message string) {
 		return
 	}
 	if strings.HasPrefix(message, wantedPrefix) {
-		// Not a release: it must not wake waiters, whose attempts would
-		// fail and say so again.
-		if message != c.wanted {
-			c.watchMu.Lock()
-			for w := range c.watches[channel] {
-				signal(w.wanted)
-			}
-			c.watchMu.Unlock()
-		}
+		c.heardWanted(channel, message)
 		return
 	}
 	c.watchMu.Lock()
@@ -149,26 +150,6 @@ func (c *Cluster) signalLeader(channel string) {
 	for w := range c.watches[channel] {
 		signal(w.leader)
 	}
-}
-
-// Wanted tells the agent that holds name, if it watches the name, that this
-// agent has a waiter for it: an agent that passes a name among its local
-// holders (see AcquireRequest.FenceBlock) then gives it up within its
-// bounds. It publishes on every connected master, in the background, and
-// returns at once; a message can be lost (a master down, or the holder's
-// subscription not yet made), so it serves fairness only.
-func (c *Cluster) Wanted(name string) {
-	if c.closed() {
-		return
-	}
-	ch := c.channel(name)
-	c.goBackground(func() {
-		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
-			if cl := m.conn(laneRounds); cl != nil {
-				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(c.wanted).Build())
-			}
-		})
-	})
 }
 
 func (c *Cluster) wakeAll() {
