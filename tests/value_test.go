@@ -13,14 +13,21 @@ import (
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
-// whoOne is the one holder WHO name shows on c.
+// whoOne is the one holder WHO name shows on c (its DATA lines of
+// waiters and delays aside).
 func whoOne(t *testing.T, c *agenttest.Conn, name string) map[string]string {
 	t.Helper()
 	r := c.Do("WHO " + name)
-	if r.Kind != "OK" || len(r.Data) != 1 {
+	var holders []map[string]string
+	for _, d := range r.Data {
+		if _, ok := d["fence"]; ok {
+			holders = append(holders, d)
+		}
+	}
+	if r.Kind != "OK" || len(holders) != 1 {
 		t.Fatalf("WHO %s: want one holder, got %s %+v", name, r.Line, r.Data)
 	}
-	return r.Data[0]
+	return holders[0]
 }
 
 // TestValueAtLockSeenByWhoOnTheOtherAgent: a value given with LOCK is in
