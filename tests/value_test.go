@@ -244,3 +244,35 @@ rule "coordinator" {
 	wantOK(t, c.Do("UNOBSERVE closed/x"))
 	wantOK(t, c.Do("UNOBSERVE open/x"))
 }
+
+// TestATailIsNeitherCurrentNorLeader: a hold that ended uncleanly with
+// delay= keeps its name unavailable (a tail), but its fence is no longer
+// current for CHECK, and its observers are told none.
+func TestATailIsNeitherCurrentNorLeader(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	holder := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	obs := observe(t, agenttest.Dial(t, b.Config.Socket.Path), "tail")
+	r := holder.Do("LOCK tail delay=30s value=v")
+	if r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if !obs.saw(r.Int("fence"), "v", 5*time.Second) {
+		t.Fatalf("the hold not seen: %v", obs.snapshot())
+	}
+	holder.Close() // an unclean end: the delay stands
+	var w agenttest.Reply
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		w = other.Do("WHO tail")
+		return w.Int("n") == 0 && len(w.Data) > 0 && w.Data[0]["delayed_until"] != ""
+	}, "no delay after an unclean end: %s", &w.Line)
+	if c := other.Do("CHECK tail fence=" + strconv.FormatInt(r.Int("fence"), 10)); c.Fields["current"] != "false" {
+		t.Fatalf("CHECK of a tail's fence: %s", c.Line)
+	}
+	if !obs.await(5*time.Second, func(es []leaderEvent) bool { return es[len(es)-1].none }) {
+		t.Fatalf("no none after the hold ended: %v", obs.snapshot())
+	}
+	if l := other.Do("LOCK tail wait=0"); l.Kind != "BUSY" {
+		t.Fatalf("the delay does not stand: %s", l.Line)
+	}
+}
