@@ -30,6 +30,19 @@ const (
 	// Info is a note for whoever reads the history (a fault began or was
 	// healed): the checker ignores it.
 	Info
+	// Observe: an observer read the OK of its OBSERVE: from here its
+	// session sees the name's leader (see leaders.go).
+	Observe
+	// Leader: an observer read a * LEADER push: Fence, Value and Agent of
+	// the leader it names, or Fence 0 for "none" (fences start at 1).
+	Leader
+	// Set: the holder sent a SET of a new value for its hold (Value; a
+	// leader proclaiming): observers may be pushed it from here.
+	Set
+	// Unobserve: an observer's session stopped observing (it sent
+	// UNOBSERVE, or its session ended: closed, its process or agent
+	// killed).
+	Unobserve
 )
 
 func (t Type) String() string {
@@ -46,6 +59,14 @@ func (t Type) String() string {
 		return "release"
 	case Info:
 		return "info"
+	case Observe:
+		return "observe"
+	case Leader:
+		return "leader"
+	case Set:
+		return "set"
+	case Unobserve:
+		return "unobserve"
 	}
 	return fmt.Sprintf("Type(%d)", int(t))
 }
@@ -66,16 +87,22 @@ type Event struct {
 	Type   Type
 	Kind   string // what the client does: exclusive, shared, semaphore, fair, multi, cohort
 	Name   string
-	Mode   Mode  // OK only; "" is Exclusive
-	Limit  int   // OK only: the semaphore's K; 0 or 1 is a lock
-	Slot   int   // OK of a semaphore: its slot, 1..Limit
-	Fence  int64 // OK, Lost, Release: which hold
+	Mode   Mode   // OK only; "" is Exclusive
+	Limit  int    // OK only: the semaphore's K; 0 or 1 is a lock
+	Slot   int    // OK of a semaphore: its slot, 1..Limit
+	Fence  int64  // OK, Lost, Release: which hold; Leader: which term (0: none)
+	Value  string // OK: the value= of a campaign; Set: the new one; Leader: the value pushed
+	Agent  string // OK: the agent the client asked; Leader: the agent pushed
 	Detail string
 }
 
 func (e Event) String() string {
-	return fmt.Sprintf("%v client %d %v %s %s fence=%d mode=%s limit=%d slot=%d %s",
-		e.At.Round(time.Microsecond), e.Client, e.Type, e.Kind, e.Name, e.Fence, e.Mode, e.Limit, e.Slot, e.Detail)
+	s := fmt.Sprintf("%v client %d %v %s %s fence=%d mode=%s limit=%d slot=%d", e.At.Round(time.Microsecond),
+		e.Client, e.Type, e.Kind, e.Name, e.Fence, e.Mode, e.Limit, e.Slot)
+	if e.Value != "" || e.Agent != "" {
+		s += fmt.Sprintf(" value=%s agent=%s", e.Value, e.Agent)
+	}
+	return s + " " + e.Detail
 }
 
 // History is a log of events, safe for concurrent use. Its clock is the
