@@ -7,8 +7,11 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Type is what happened to a client.
@@ -106,24 +109,45 @@ func (e Event) String() string {
 }
 
 // History is a log of events, safe for concurrent use. Its clock is the
-// process's monotonic clock, read when an event is recorded: record a
-// receipt (OK, Lost) right after reading it, an invocation (Invoke,
-// Release) right before sending it.
+// machine's monotonic clock (Stamp), read when an event is recorded: record
+// a receipt (OK, Lost) right after reading it, an invocation (Invoke,
+// Release) right before sending it. Another process on the machine (a
+// client the test kills with kill -9) stamps its events with Stamp itself
+// and the test records them with AddStamped.
 type History struct {
-	start  time.Time
+	start  time.Duration
 	mu     sync.Mutex
 	events []Event
 }
 
 // New starts an empty history; its clock starts now.
-func New() *History { return &History{start: time.Now()} }
+func New() *History { return &History{start: Stamp()} }
+
+// Stamp reads the machine's monotonic clock (CLOCK_MONOTONIC), which every
+// process on the machine shares, unlike Go's monotonic readings, which
+// count from each process's start.
+func Stamp() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(err) // CLOCK_MONOTONIC exists on every system we run on
+	}
+	return time.Duration(ts.Nano())
+}
 
 // Add records e at the present instant (e.At is overwritten).
-func (h *History) Add(e Event) {
+func (h *History) Add(e Event) { h.AddStamped(e, Stamp()) }
+
+// AddStamped records e at the instant stamp, read by Stamp in this process
+// or another (e.At is overwritten). Events stay in order of their At.
+func (h *History) AddStamped(e Event, stamp time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	e.At = time.Since(h.start)
-	h.events = append(h.events, e)
+	e.At = stamp - h.start
+	i := len(h.events)
+	for i > 0 && h.events[i-1].At > e.At {
+		i--
+	}
+	h.events = slices.Insert(h.events, i, e)
 }
 
 // Events returns a copy of the events so far, in the order recorded
