@@ -237,3 +237,39 @@ func roundAll(ds []time.Duration) string {
 	}
 	return fmt.Sprint(out)
 }
+
+// TestElectionCheckerCatchesSplitBrain shows the election's checker fails
+// when the system is broken: two agents misconfigured with disjoint
+// masters (each believes its three are all there are) each elect a leader
+// at once, and each agent's observers never hear of the other's. The
+// history of that real run must break "overlap" (two leaders at once) and
+// "observer-missed".
+func TestElectionCheckerCatchesSplitBrain(t *testing.T) {
+	servers := redistest.Start(t, 6)
+	bin := binary(t)
+	agents := []*agentProc{
+		newAgentProc(t, "split-a", servers[:3], electionLease), newAgentProc(t, "split-b", servers[3:], electionLease),
+	}
+	for _, a := range agents {
+		bootstrap(t, bin, a.cfgPath)
+		a.start(t, bin)
+	}
+	e := newElection(t, "elect/split", agents)
+	for _, a := range agents {
+		e.campaign(a)
+		e.campaign(a)
+		e.observe(a)
+	}
+	e.await(10*time.Second, "two leaders", func() bool { return len(e.grants) >= 2 })
+	time.Sleep(electionMustSee + 500*time.Millisecond) // both lead long enough that observers must see them
+	events := e.stop()
+	r := history.CheckElection(events, progressWindow, electionMustSee)
+	broken := map[string]bool{}
+	for _, v := range r.Violations {
+		broken[v.Rule] = true
+	}
+	if !broken["overlap"] || !broken["observer-missed"] {
+		t.Fatalf("the checker passed a split brain (broke %v): %v\n%s", broken, r.Err(), dumpHistory(t, events))
+	}
+	t.Logf("caught, as it must be: %v", r.Err())
+}
