@@ -88,7 +88,7 @@ type relayProc struct {
 	done  chan struct{}  // closed once it exited and was waited for
 }
 
-func startRelay(t *testing.T, sock string) *relayProc {
+func startRelay(t testing.TB, sock string) *relayProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), relayEnv+"="+sock, raceNoExitSleep)
@@ -153,7 +153,7 @@ type agentProc struct {
 
 // newAgentProc writes the config of an agent that reaches each server
 // through a link of its own; start runs it.
-func newAgentProc(t *testing.T, id string, servers []*redistest.Server, lease time.Duration) *agentProc {
+func newAgentProc(t testing.TB, id string, servers []*redistest.Server, lease time.Duration) *agentProc {
 	t.Helper()
 	dir := shortTempDir(t)
 	a := &agentProc{id: id, sock: filepath.Join(dir, "a.sock"), cfgPath: filepath.Join(dir, "agent.hcl")}
@@ -174,7 +174,7 @@ func newAgentProc(t *testing.T, id string, servers []*redistest.Server, lease ti
 	return a
 }
 
-func (a *agentProc) start(t *testing.T, bin string) {
+func (a *agentProc) start(t testing.TB, bin string) {
 	t.Helper()
 	a.cmd = exec.Command(bin, "run", "-config", a.cfgPath)
 	a.cmd.Env = append(os.Environ(), raceNoExitSleep)

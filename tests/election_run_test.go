@@ -18,7 +18,7 @@ import (
 // election is a run of candidates and observers of one name on real
 // agents, recorded in h.
 type election struct {
-	t      *testing.T
+	t      testing.TB
 	h      *history.History
 	name   string
 	agents []*agentProc
@@ -30,14 +30,15 @@ type election struct {
 	changed chan struct{}   // closed and replaced at every grant and every end of a term
 	cands   map[*candidate]bool
 	obs     map[*observer]bool
-	blind   map[int]bool // observers whose agent was cut off while they observed
+	blind   map[int]bool  // observers whose agent was cut off while they observed
+	seen    map[int]int64 // each observer's last push (its fence, 0 for none)
 	stopped bool
 	readers sync.WaitGroup
 }
 
-func newElection(t *testing.T, name string, agents []*agentProc) *election {
+func newElection(t testing.TB, name string, agents []*agentProc) *election {
 	return &election{t: t, h: history.New(), name: name, agents: agents, changed: make(chan struct{}),
-		cands: map[*candidate]bool{}, obs: map[*observer]bool{}, blind: map[int]bool{}}
+		cands: map[*candidate]bool{}, obs: map[*observer]bool{}, blind: map[int]bool{}, seen: map[int]int64{}}
 }
 
 func (e *election) newID() int {
@@ -274,6 +275,7 @@ func (o *observer) handle(at time.Duration, line string) {
 		o.e.t.Errorf("observer %d: %s", o.id, line)
 	case len(words) >= 4 && words[1] == "LEADER" && words[3] == "none":
 		o.event(history.Leader, at, 0, "", "")
+		o.pushed(0)
 	case len(words) >= 4 && words[1] == "LEADER":
 		f := fields(line)
 		fence, err := strconv.ParseInt(f["fence"], 10, 64)
@@ -281,7 +283,29 @@ func (o *observer) handle(at time.Duration, line string) {
 			o.e.t.Errorf("observer %d: a push without a fence: %s", o.id, line)
 		}
 		o.event(history.Leader, at, fence, f["value"], f["agent"])
+		o.pushed(fence)
 	}
+}
+
+// pushed notes the observer's last push, for awaitSeen.
+func (o *observer) pushed(fence int64) {
+	o.e.mu.Lock()
+	defer o.e.mu.Unlock()
+	o.e.seen[o.id] = fence
+	o.e.changedLocked()
+}
+
+// awaitSeen waits until every live observer's last push is fence.
+func (e *election) awaitSeen(fence int64, within time.Duration) {
+	e.t.Helper()
+	e.await(within, fmt.Sprintf("push of term %d to every observer", fence), func() bool {
+		for o := range e.obs {
+			if f, ok := e.seen[o.id]; !ok || f != fence {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // stop ends the run: no more campaigns, every candidate killed (its term

@@ -35,7 +35,7 @@ func electionHold(rng *rand.Rand) time.Duration {
 
 // electionCluster is two real agents over three real masters, each agent
 // reaching each master through a link of its own.
-func electionCluster(t *testing.T, servers []*redistest.Server) (string, []*agentProc) {
+func electionCluster(t testing.TB, servers []*redistest.Server) (string, []*agentProc) {
 	bin := binary(t)
 	agents := []*agentProc{
 		newAgentProc(t, "elect-a", servers, electionLease), newAgentProc(t, "elect-b", servers, electionLease),
@@ -79,7 +79,7 @@ func TestElectionHistory(t *testing.T) {
 			break
 		}
 		time.Sleep(electionHold(rng)) // the workload: the leader leads this long
-		took := electionFault(t, e, bin, phase%4, leader)
+		took := electionFault(e, bin, phase%4, leader)
 		failovers[phase%4] = append(failovers[phase%4], took)
 	}
 	stopPauses()
@@ -107,7 +107,7 @@ var electionFaults = []string{"resign", "kill -9 of the leader", "kill -9 of its
 
 // electionFault ends the leader's term by fault i of electionFaults and
 // returns how long after it the next leader read its OK.
-func electionFault(t *testing.T, e *election, bin string, i int, leader *candidate) time.Duration {
+func electionFault(e *election, bin string, i int, leader *candidate) time.Duration {
 	var at time.Duration
 	switch i {
 	case 0:
