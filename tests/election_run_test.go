@@ -29,7 +29,7 @@ type election struct {
 	grants  []time.Duration // the stamps of every grant read, in order read
 	changed chan struct{}   // closed and replaced at every grant and every end of a term
 	cands   map[*candidate]bool
-	obs     map[*observer]bool
+	obs     map[*electionObserver]bool
 	blind   map[int]bool  // observers whose agent was cut off while they observed
 	seen    map[int]int64 // each observer's last push (its fence, 0 for none)
 	stopped bool
@@ -38,7 +38,7 @@ type election struct {
 
 func newElection(t testing.TB, name string, agents []*agentProc) *election {
 	return &election{t: t, h: history.New(), name: name, agents: agents, changed: make(chan struct{}),
-		cands: map[*candidate]bool{}, obs: map[*observer]bool{}, blind: map[int]bool{}, seen: map[int]int64{}}
+		cands: map[*candidate]bool{}, obs: map[*electionObserver]bool{}, blind: map[int]bool{}, seen: map[int]int64{}}
 }
 
 func (e *election) newID() int {
@@ -216,8 +216,8 @@ func (c *candidate) kill() time.Duration {
 	return at
 }
 
-// observer is one session observing the name, in this process.
-type observer struct {
+// electionObserver is one session observing the name, in this process.
+type electionObserver struct {
 	e       *election
 	id      int
 	agent   *agentProc
@@ -232,7 +232,7 @@ func (e *election) observe(a *agentProc) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	o := &observer{e: e, id: e.newID(), agent: a, conn: conn}
+	o := &electionObserver{e: e, id: e.newID(), agent: a, conn: conn}
 	e.mu.Lock()
 	e.obs[o] = true
 	e.mu.Unlock()
@@ -241,12 +241,12 @@ func (e *election) observe(a *agentProc) {
 	go o.read()
 }
 
-func (o *observer) event(typ history.Type, at time.Duration, fence int64, value, agent string) {
+func (o *electionObserver) event(typ history.Type, at time.Duration, fence int64, value, agent string) {
 	o.e.h.AddStamped(history.Event{Client: o.id, Type: typ, Kind: "observer", Name: o.e.name, Fence: fence,
 		Value: value, Agent: agent}, at)
 }
 
-func (o *observer) read() {
+func (o *electionObserver) read() {
 	defer o.e.readers.Done()
 	r := bufio.NewReader(o.conn)
 	for {
@@ -266,7 +266,7 @@ func (o *observer) read() {
 	}
 }
 
-func (o *observer) handle(at time.Duration, line string) {
+func (o *electionObserver) handle(at time.Duration, line string) {
 	words := strings.Fields(line)
 	switch {
 	case len(words) >= 2 && words[0] == "o" && words[1] == "OK":
@@ -288,7 +288,7 @@ func (o *observer) handle(at time.Duration, line string) {
 }
 
 // pushed notes the observer's last push, for awaitSeen.
-func (o *observer) pushed(fence int64) {
+func (o *electionObserver) pushed(fence int64) {
 	o.e.mu.Lock()
 	defer o.e.mu.Unlock()
 	o.e.seen[o.id] = fence
