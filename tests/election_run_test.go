@@ -68,7 +68,10 @@ func (e *election) await(within time.Duration, what string, cond func() bool) {
 		select {
 		case <-ch:
 		case <-deadline:
-			e.t.Fatalf("no %s within %v", what, within)
+			e.mu.Lock()
+			seen := fmt.Sprint(e.seen)
+			e.mu.Unlock()
+			e.t.Fatalf("no %s within %v (observers' last pushes: %s)\n%s", what, within, seen, dumpHistory(e.t, e.h.Events()))
 		}
 	}
 }
@@ -295,12 +298,13 @@ func (o *electionObserver) pushed(fence int64) {
 	o.e.changedLocked()
 }
 
-// awaitSeen waits until every live observer's last push is fence.
+// awaitSeen waits until every live observer's last push is fence or a
+// newer one (so that a wrong push fails the checker, not the wait).
 func (e *election) awaitSeen(fence int64, within time.Duration) {
 	e.t.Helper()
 	e.await(within, fmt.Sprintf("push of term %d to every observer", fence), func() bool {
 		for o := range e.obs {
-			if f, ok := e.seen[o.id]; !ok || f != fence {
+			if f, ok := e.seen[o.id]; !ok || f < fence {
 				return false
 			}
 		}

@@ -273,3 +273,41 @@ func TestElectionCheckerCatchesSplitBrain(t *testing.T) {
 	}
 	t.Logf("caught, as it must be: %v", r.Err())
 }
+
+// TestElectionRapidTurns: two candidates on one agent hand the leadership
+// back and forth as fast as they can (each resigns, and campaigns again at
+// once, 300 times), with two observers on that agent and two on another.
+// Every grant is read by its candidate here (nothing is killed), so beyond
+// history.CheckElection every fence pushed must be one a candidate was
+// granted (history.Phantoms); every 50th term lasts electionMustSee, which
+// every observer must then see.
+func TestElectionRapidTurns(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	agents := []*agentProc{inProcessAgent(t, "rapid-a", servers), inProcessAgent(t, "rapid-b", servers)}
+	e := newElection(t, "elect/rapid", agents)
+	e.campaign(agents[0])
+	e.campaign(agents[0])
+	for range 2 {
+		e.observe(agents[0])
+		e.observe(agents[1])
+	}
+	for i := range 300 {
+		leader := e.awaitLeader(10 * time.Second)
+		if i%50 == 49 {
+			time.Sleep(electionMustSee + 100*time.Millisecond) // long enough that every observer must see it
+		}
+		at := history.Stamp()
+		leader.resign()
+		e.awaitGrantAfter(at, 10*time.Second)
+	}
+	events := e.stop()
+	r := history.CheckElection(events, progressWindow, electionMustSee)
+	r.Violations = append(r.Violations, history.Phantoms(events)...)
+	terms, pushes := electionCounts(events)
+	lags := history.ObserverLags(events)
+	t.Logf("%d terms, %d pushes; observer lag over %d changes: p50 %v p99 %v max %v",
+		terms, pushes, len(lags), pct(lags, 50), pct(lags, 99), pct(lags, 100))
+	if err := r.Err(); err != nil {
+		t.Fatalf("%v\n(the whole history: %s)", err, dumpHistory(t, events))
+	}
+}

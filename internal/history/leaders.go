@@ -225,3 +225,21 @@ func ObserverLags(events []Event) []time.Duration {
 	}
 	return lags
 }
+
+// Phantoms is the rule observer-phantom, for a run in which every grant is
+// read by its client (no candidate is killed while it waits, no agent is
+// killed): every term an observer is pushed is one a client was granted,
+// so a push of any other fence names a leader that never was (a fence
+// read from a master before the grant's fence was settled, say).
+func Phantoms(events []Event) []Violation {
+	terms := termsOf(events)
+	var out []Violation
+	for _, o := range Observations(events) {
+		for _, p := range o.Pushes {
+			if _, ok := terms[o.Name][p.Fence]; p.Fence != 0 && !ok {
+				out = append(out, Violation{"observer-phantom", fmt.Sprintf("%s: pushed a term no client was granted: %s", o, p)})
+			}
+		}
+	}
+	return capped(out)
+}

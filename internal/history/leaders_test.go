@@ -153,3 +153,16 @@ func TestObserverLags(t *testing.T) {
 		t.Fatalf("lags in ms: got %v, want %v", got, want)
 	}
 }
+
+// TestPhantoms: a push of a fence no client was granted is a phantom; the
+// terms of terms() pushed rightly are not.
+func TestPhantoms(t *testing.T) {
+	if v := history.Phantoms(sorted(terms(), seen(10))); len(v) != 0 {
+		t.Fatalf("phantoms in a good history: %v", v)
+	}
+	broken := sorted(terms(), without(seen(10), func(e history.Event) bool { return e.Fence == 4 }),
+		[]history.Event{push(502, 10, 2, 5, "b")}) // fence 5 for candidate 2, granted 4
+	if v := history.Phantoms(broken); len(v) != 1 || v[0].Rule != "observer-phantom" {
+		t.Fatalf("want one phantom, got %v", v)
+	}
+}
