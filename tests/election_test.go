@@ -71,6 +71,9 @@ func TestElectionHistory(t *testing.T) {
 	stopPauses := pauseMastersAtRandom(e.h, servers, rand.New(rand.NewPCG(partitionSeed(t), 2)))
 	rng := rand.New(rand.NewPCG(partitionSeed(t), 1))
 	runFor := soak(30*time.Second, 10*time.Minute)
+	if deadline, ok := t.Deadline(); ok {
+		runFor = min(runFor, max(time.Until(deadline)-time.Minute, 30*time.Second)) // a soak within -timeout
+	}
 	var failovers [4][]time.Duration
 	began := time.Now()
 	for phase := 0; ; phase++ {
