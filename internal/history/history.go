@@ -2,7 +2,8 @@
 // monotonic clock, and checks it afterwards as Jepsen checks a history:
 // no exclusive hold overlaps another hold of its name, a semaphore never
 // exceeds its limit nor shares a slot, fences grow in grant order, and the
-// service makes progress.
+// service makes progress; and, for an election (leaders.go), that its
+// observers are pushed the terms in order, rightly, and miss none.
 package history
 
 import (
