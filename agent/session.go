@@ -60,7 +60,9 @@ type session struct {
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
 	//  2. Agent.mu: the sessions, the queues, the cohorts, the live holders
-	//     of the watchdog's records (renewal.Hold.Owner) and their count.
+	//     of the watchdog's records (renewal.Hold.Owner) and their count,
+	//     the notify=wanted holds by name (wanted.go) and the names whose
+	//     waiters are recorded (waiting.go).
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.

@@ -21,6 +21,7 @@ import (
 //	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
 //	P{name}:qseq       the ticket counter; never expires
 //	P{name}:qx:ENTRY   tombstone of an entry that left (see dequeueSrc)
+//	P{name}:w, :wd     each agent's waiting record and its deadline (see waiting.go)
 //	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
 //	                   run, settings, how} (see gateLua)
 //
@@ -296,7 +297,11 @@ return {1, tonumber(fence), slot}
 // and its deadlines, its holder id the entry, and its lease "q" and the ms;
 // it is renewed only while the entry is queued (never re-added: it may have
 // left meanwhile). A hold with a tail has the lease "t" and the ms (see
-// tailsLua); other holds pay nothing for tails.
+// tailsLua); other holds pay nothing for tails. An agent's waiting record
+// rides it too (see waiting.go): its keys are the deadlines and the records,
+// its holder id the agent's instance, its lease "w" and the ms; renewed only
+// while it is there and its deadline has not passed (a lapsed one is gone),
+// and both keys live at least as long.
 // KEYS: marker, then set and holder key of each hold. ARGV: epoch,
 // quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
@@ -320,6 +325,18 @@ for i = 3, #ARGV, 2 do
   elseif string.sub(lease, 1, 1) == 't' then
     now = now or math.floor(now_us() / 1000)
     out[#out + 1] = tail_renew(set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
+  elseif string.sub(lease, 1, 1) == 'w' then
+    now = now or math.floor(now_us() / 1000)
+    if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
+      local ms = tonumber(string.sub(lease, 2))
+      redis.call('ZADD', set, 'XX', now + ms, ARGV[i])
+      for _, k in ipairs({set, key}) do
+        if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+      end
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
   elseif redis.call('PEXPIRE', key, lease) == 1 then
     redis.call('SADD', set, ARGV[i])
     if redis.call('PTTL', set) < tonumber(lease) then redis.call('PEXPIRE', set, lease) end

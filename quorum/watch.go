@@ -15,6 +15,7 @@ type Watch struct {
 	wake    chan struct{}
 	recheck chan struct{}
 	wanted  chan struct{}
+	wants   map[string]Want // since the last Wants; guarded by the Cluster's watchMu
 	once    sync.Once
 }
 
@@ -105,15 +106,7 @@ func (c *Cluster) onMessage(channel, message string) {
 		return
 	}
 	if strings.HasPrefix(message, wantedPrefix) {
-		// Not a release: it must not wake waiters, whose attempts would
-		// fail and say so again.
-		if message != c.wanted {
-			c.watchMu.Lock()
-			for w := range c.watches[channel] {
-				signal(w.wanted)
-			}
-			c.watchMu.Unlock()
-		}
+		c.heardWanted(channel, message)
 		return
 	}
 	c.watchMu.Lock()
@@ -129,26 +122,6 @@ const (
 	wantedPrefix   = "wanted "
 	handoverPrefix = "handover "
 )
-
-// Wanted tells the agent that holds name, if it watches the name, that this
-// agent has a waiter for it: an agent that passes a name among its local
-// holders (see AcquireRequest.FenceBlock) then gives it up within its
-// bounds. It publishes on every connected master, in the background, and
-// returns at once; a message can be lost (a master down, or the holder's
-// subscription not yet made), so it serves fairness only.
-func (c *Cluster) Wanted(name string) {
-	if c.closed() {
-		return
-	}
-	ch := c.channel(name)
-	c.goBackground(func() {
-		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
-			if cl := m.conn(laneRounds); cl != nil {
-				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(c.wanted).Build())
-			}
-		})
-	})
-}
 
 func (c *Cluster) wakeAll() {
 	c.watchMu.Lock()
