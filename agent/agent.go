@@ -61,6 +61,9 @@ type Agent struct {
 	// waitRecs are the names whose waiters this agent records on the
 	// masters: see waiting.go.
 	waitRecs map[string]*waitRecord
+	// observations are the names this agent's sessions observe (see
+	// observe.go); nil until the first.
+	observations map[string]*observation
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
 	held       int

@@ -186,7 +186,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 	} else {
 		s.reqs.Add(1) // until end answers it: a closing session waits for that
 	}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
 	if r := s.releasing[name]; r != nil {
 		w.after = r.done
 	}
@@ -481,6 +481,9 @@ func (s *session) whoReply(tag, name string) error {
 			Int("fence", r.Fence).Int("since", r.Who.SinceMilli)
 		if r.Claim.Limit > 1 {
 			l.Int("limit", int64(r.Claim.Limit)).Int("slot", int64(r.Claim.Slot))
+		}
+		if r.Who.Value != "" {
+			l.Str("value", r.Who.Value)
 		}
 		s.send(l.Bytes())
 	}

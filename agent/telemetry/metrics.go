@@ -40,7 +40,8 @@ type Metrics struct {
 	renewalRoundTime prometheus.Observer
 	tails            tailSeries
 	// WantedPushes counts the * WANTED pushes (notify=wanted).
-	WantedPushes prometheus.Counter
+	WantedPushes   prometheus.Counter
+	observeMetrics // see observe.go
 }
 
 // ModeMetrics are the series of one lock mode.
@@ -129,6 +130,7 @@ func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
 	m.renewalBatch = f.histogram("renewal_batch_holds", "Holds renewed per watchdog round.", batchBuckets)
 	m.tails = newTailSeries(f)
 	m.WantedPushes = f.counter("wanted_pushes_total", "WANTED pushes to notify=wanted holders: a request that conflicts with the hold started waiting, on any agent.")
+	m.observeMetrics = newObserveMetrics(f)
 	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
