@@ -24,7 +24,7 @@ func TestRevokeAndTailsAreCounted(t *testing.T) {
 	if r := c.Do("REVOKE m/revoked reason=drill"); r.Kind != "OK" || r.Int("n") != 1 {
 		t.Fatalf("REVOKE: %s", r.Line)
 	}
-	if p := c.Push(time.Second); !strings.HasPrefix(p, "* LOST m/revoked ") || !strings.HasSuffix(p, " reason=drill") {
+	if p := c.Push(time.Second); !strings.HasPrefix(p, "* LOST m/revoked ") || !strings.HasSuffix(p, " reason=revoked why=drill") {
 		t.Fatalf("push %q", p)
 	}
 	// The holder's end (which counts the tail) may answer after REVOKE saw it land.
