@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // Mode is how a claim shares a name.
@@ -55,6 +56,14 @@ type Record struct {
 	// raises its counter to it. It is not one of the hash's fields.
 	Top int64
 	Who Who
+	// Tail is the grant's (AcquireRequest.Tail), and MinUntil the end of
+	// its MinHold on the agent's clock, counted from when the grant
+	// completed (no earlier than on any master): a master that re-creates
+	// the record gives it the tail with what is left of the MinHold, so
+	// that the tail outlives masters that lost it (see repairSrc). Neither
+	// is one of the hash's fields.
+	Tail     Tail
+	MinUntil time.Time
 }
 
 // fields are the record's values in recordFields order.
