@@ -282,9 +282,10 @@ func (c *Cluster) repairCall(ms string, k RenewKey) call {
 		ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
 	}
 	args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
+	args = append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10))
 	return call{
 		keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
-		args: append(append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)), c.tailLeft(k.Record)...),
+		args: append(args, c.tailLeft(k.Record)...),
 	}
 }
 
