@@ -218,8 +218,11 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	}
 	claim := req.Claim
 	claim.Slot = slot
-	return Grant{Fence: fence, Slot: slot, Record: Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who},
-		Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+	rec := Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who, Tail: req.Tail}
+	if req.Tail.MinHold > 0 {
+		rec.MinUntil = c.clock.Now().Add(req.Tail.MinHold)
+	}
+	return Grant{Fence: fence, Slot: slot, Record: rec, Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 }
 
 // acquireArgs are the acquire script's keys and arguments for req.

@@ -3,7 +3,7 @@ package quorum
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
+	"time"
 )
 
 // Mode is how a claim shares a name.
@@ -55,6 +55,14 @@ type Record struct {
 	// raises its counter to it. It is not one of the hash's fields.
 	Top int64
 	Who Who
+	// Tail is the grant's (AcquireRequest.Tail), and MinUntil the end of
+	// its MinHold on the agent's clock, counted from when the grant
+	// completed (no earlier than on any master): a master that re-creates
+	// the record gives it the tail with what is left of the MinHold, so
+	// that the tail outlives masters that lost it (see repairSrc). Neither
+	// is one of the hash's fields.
+	Tail     Tail
+	MinUntil time.Time
 }
 
 // fields are the record's values in recordFields order.
@@ -195,21 +203,23 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (hold
 
 // Retag makes holder's record of name on every master that has it carry r's
 // fence, who-info and value: the hold was passed to another local holder, and WHO
-// should name it. It returns when every master answered or its deadline
-// (4×MasterTimeout) passed, and says on how many it landed. A master that
-// missed it keeps the earlier holder's fence and who-info, which only WHO
-// reads, until a renewal re-creates the record.
+// and CHECK should name it. Like a release it goes to every connected master and
+// lands in the background on those that answer late (see roundSpec.land): it
+// returns once a majority has it (or after min(2×MasterTimeout, 1s)), so that a
+// paused master does not hold up the next retag, which its connection then
+// delivers after this one. It says on how many masters it landed by then. A
+// master that missed it keeps the earlier holder's fence and who-info until a
+// renewal re-creates the record.
 func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int {
 	if c.closed() {
 		return 0
 	}
 	f := r.fields() // recordFields order: fence is 3, who-info and value 4..9
 	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, append(append([]string{f[3]}, f[4:]...), c.channel(name))
-	var n atomic.Int32
-	c.eachMaster(ctx, func(ctx context.Context, m *master) {
-		if v, err := m.eval(ctx, retagScript, keys, args).AsInt64(); err == nil && v == 1 {
-			n.Add(1)
-		}
-	})
-	return int(n.Load())
+	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: retagScript, keys: keys, args: args, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	return res.yes()
 }

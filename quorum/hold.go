@@ -282,10 +282,21 @@ func (c *Cluster) repairCall(ms string, k RenewKey) call {
 		ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
 	}
 	args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
+	args = append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10))
 	return call{
 		keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
-		args: append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10)),
+		args: append(args, c.tailLeft(k.Record)...),
 	}
+}
+
+// tailLeft is the repair script's tail arguments for r: its delay, and
+// what is left of its min_hold, in ms.
+func (c *Cluster) tailLeft(r Record) []string {
+	left := Tail{Delay: r.Tail.Delay}
+	if !r.MinUntil.IsZero() {
+		left.MinHold = max(r.MinUntil.Sub(c.clock.Now()), 0)
+	}
+	return left.args()
 }
 
 // repair re-creates, on each master, the holds of gone that a majority renewed.

@@ -188,7 +188,8 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	c := newCluster(t, servers, time.Second)
 	sub := subscribe(t, servers[0], c.channel("o"))
 	c.MarkObserved(ctx, "o", 5*time.Second)
-	if _, err := acquire(ctx, c, req("o", "h1")); err != nil {
+	g, err := acquire(ctx, c, req("o", "h1"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if m := sub.next(); m != leaderMessage {
@@ -200,7 +201,7 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	if m := sub.next(); m != leaderMessage {
 		t.Fatalf("SET: %q", m)
 	}
-	if n := c.Retag(ctx, "o", "h1", Record{Fence: 9, Who: Who{Owner: "next", Value: "w"}}); n != 3 {
+	if n := c.Retag(ctx, "o", "h1", Record{Fence: g.Fence + 1, Who: Who{Owner: "next", Value: "w"}}); n < 2 {
 		t.Fatalf("retag landed on %d masters", n)
 	}
 	if m := sub.next(); m != leaderMessage {

@@ -364,9 +364,13 @@ return out
 // KEYS: set, fence, holder key, marker.
 // ARGV: holder, lease ms, holder key prefix, epoch, quarantine ms, then the
 // record's fields in recordFields order (ARGV[6..15]), then the block's last
-// fence (absent: the record's fence).
+// fence (absent: the record's fence), then the hold's tail (see tailsLua):
+// its delay and what is left of its min_hold, in ms (absent: none). A hold
+// that has a tail gets it back with the record, so that the tail stands on
+// a majority even after a majority of the masters lost the record one by
+// one while the hold lived on.
 // Returns 2 if re-created, 1 if it was there, 0 if it may not be, -2 while quarantined.
-const repairSrc = gateLua + `
+const repairSrc = gateLua + tailsLua + `
 local q = gate(KEYS[4], ARGV[4], ARGV[5])
 if q > 0 then return -2 end
 if redis.call('PEXPIRE', KEYS[3], ARGV[2]) == 1 then return 1 end
@@ -388,10 +392,11 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 redis.call('HSET', KEYS[3], 'mode', ARGV[6], 'limit', ARGV[7], 'slot', ARGV[8], 'fence', ARGV[9],
   'agent', ARGV[10], 'pid', ARGV[11], 'uid', ARGV[12], 'owner', ARGV[13], 'since', ARGV[14], 'value', ARGV[15])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
+local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[17] or '0'), tonumber(ARGV[18] or '0'))
+redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < px then
+  redis.call('PEXPIRE', KEYS[1], px)
 end
 local top = math.max(tonumber(ARGV[9]), tonumber(ARGV[16] or ARGV[9]))
 if tonumber(redis.call('GET', KEYS[2]) or '0') < top then
@@ -543,7 +548,9 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 // retagSrc makes a live record name its current holder: the fence and
 // who-info of a hold that its agent passed to another local holder (see
 // AcquireRequest.FenceBlock). It never creates a record. It writes no fence
-// counter: the block's end is there since the grant.
+// counter: the block's end is there since the grant. The fences of a run
+// only grow, so a retag that comes after a later one (Retag does not wait
+// for a slow master before the next) changes nothing.
 // A new holder is a new leader: if the name is observed (KEYS[2] exists)
 // it publishes leaderMessage on the channel ARGV[8].
 // KEYS: holder key, observed mark. ARGV: fence, agent, pid, uid, owner,
@@ -551,6 +558,7 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 // Returns 1 if the record is there.
 const retagSrc = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if (tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0) > tonumber(ARGV[1]) then return 1 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6], 'value', ARGV[7] or '')
 if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[8], 'leader changed') end
 return 1

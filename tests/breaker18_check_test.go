@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+)
+
+// TestBreaker18CheckAfterHandOversWithAMasterPaused: a name passed among
+// one agent's local holders (lock cohorting) while one master of three is
+// paused. docs/protocol.md promises that CHECK answers for the current
+// holder within 10ms of a hand-over; a holder that UNLOCKed (and whose
+// fence is then no longer current) must not be CHECKed current for much
+// longer than that, paused master or not.
+func TestBreaker18CheckAfterHandOversWithAMasterPaused(t *testing.T) {
+	a, b, servers := twoAgents(t, time.Second)
+	first := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := first.Do("LOCK hc"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	next := make([]*agenttest.Conn, 3)
+	granted := make([]<-chan agenttest.Reply, 3)
+	for i := range next {
+		next[i] = agenttest.Dial(t, a.Config.Socket.Path)
+		_, granted[i] = next[i].Send("LOCK hc wait=10s")
+		first.AwaitWaiters(int64(i + 1))
+	}
+	servers[2].Pause()
+	first.AwaitMasters("down", 1)
+	if r := first.Do("UNLOCK hc"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	checker := agenttest.Dial(t, b.Config.Socket.Path)
+	var fences [3]int64
+	for i, c := range next {
+		r := c.Await(granted[i])
+		if r.Kind != "OK" {
+			t.Fatalf("holder %d: %q", i, r.Line)
+		}
+		fences[i] = r.Int("fence")
+		if i == len(next)-1 {
+			break
+		}
+		if r := c.Do("UNLOCK hc"); r.Kind != "OK" { // passes it on to the next
+			t.Fatal(r.Line)
+		}
+	}
+	unlocked := time.Now()
+	if fences[2] != fences[1]+1 || fences[1] != fences[0]+1 {
+		t.Fatalf("fences %v: the name was not passed among the local holders", fences)
+	}
+	for {
+		r := checker.Do("CHECK hc fence=" + strconv.FormatInt(fences[1], 10))
+		if r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		stale := time.Since(unlocked)
+		if r.Fields["current"] == "false" {
+			t.Logf("the holder before was CHECKed current for %v after its UNLOCK", stale)
+			break
+		}
+		if stale > 100*time.Millisecond {
+			t.Fatalf("fence %d CHECKed current %v after its holder's UNLOCK passed the name on (fence %d is the holder's)", fences[1], stale, fences[2])
+		}
+	}
+	if r := checker.Do("CHECK hc fence=" + strconv.FormatInt(fences[2], 10)); r.Fields["current"] != "true" {
+		t.Fatalf("the current holder's fence: %q", r.Line)
+	}
+}
