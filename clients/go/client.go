@@ -69,6 +69,11 @@ type Client struct {
 	nextTag atomic.Uint64
 	owners  atomic.Uint64
 	session string
+
+	// obsMu orders the OBSERVE and UNOBSERVE lines of this connection with
+	// the changes of observed they stand for (lock order: obsMu, then mu).
+	obsMu    sync.Mutex
+	observed map[string]*observation // under mu
 }
 
 type lockKey struct{ name, owner string }
@@ -100,7 +105,8 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 			"or set LOCK_AGENT_SOCKET to the socket it prints (without it, clients try %s, then %s)",
 			ErrConnect, path, err, DefaultSocket, DevSocketPath())
 	}
-	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{})}
+	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{}),
+		observed: map[string]*observation{}}
 	go c.read()
 	name := "go"
 	if len(os.Args) > 0 {
@@ -207,6 +213,9 @@ func (c *Client) route(line string) {
 		return
 	}
 	if kind == "DATA" {
+		if len(words) > 2 && !strings.Contains(words[2], "=") {
+			fields[""] = words[2] // what the line is about: WHO's "DATA waiting ..."
+		}
 		cl.data = append(cl.data, fields)
 		c.mu.Unlock()
 		return
@@ -216,9 +225,11 @@ func (c *Client) route(line string) {
 	cl.done <- reply{kind: kind, fields: fields, words: words[1:], data: cl.data}
 }
 
+// push routes a push: LOST and WANTED to the locks of the name and owner,
+// LEADER to the observers of the name. BYE is left to the connection's end.
 func (c *Client) push(words []string) {
-	if words[0] != "LOST" || len(words) < 2 {
-		return // BYE: the connection closing says the rest
+	if len(words) < 2 {
+		return
 	}
 	fields := map[string]string{}
 	for _, w := range words[2:] {
@@ -227,12 +238,24 @@ func (c *Client) push(words []string) {
 		}
 	}
 	key := lockKey{words[1], fields["owner"]}
-	c.mu.Lock()
-	ls := c.locks[key]
-	delete(c.locks, key)
-	c.mu.Unlock()
-	for _, l := range ls {
-		l.lose(fields["reason"])
+	switch words[0] {
+	case "LOST":
+		c.mu.Lock()
+		ls := c.locks[key]
+		delete(c.locks, key)
+		c.mu.Unlock()
+		for _, l := range ls {
+			l.lose(fields["reason"])
+		}
+	case "WANTED":
+		c.mu.Lock()
+		ls := append([]*Lock(nil), c.locks[key]...)
+		c.mu.Unlock()
+		for _, l := range ls {
+			l.want()
+		}
+	case "LEADER":
+		c.leader(leaderOf(words[1], words[2:], fields))
 	}
 }
 
@@ -318,6 +341,13 @@ type lockOptions struct {
 	limit   int
 	hasLim  bool
 	fair    bool
+
+	value        string // as the caller gave it; encoded by lockLine
+	notifyWanted bool
+	delay        time.Duration
+	hasDelay     bool
+	minHold      time.Duration
+	hasMinHold   bool
 }
 
 // Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
@@ -386,7 +416,12 @@ func lockLine(name string, o lockOptions) (string, error) {
 	if o.fair {
 		line += " fair=true"
 	}
-	return line, nil
+	more, err := coordinationOptions(o)
+	if err != nil {
+		return "", err
+	}
+	line += more
+	return line, checkLine(line)
 }
 
 // Lock acquires name: 1-200 bytes of [A-Za-z0-9._:/@+-]. A name or option
@@ -407,7 +442,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 		return nil, err
 	}
 	// Register the lock before sending, so a LOST push racing the reply finds it.
-	l := &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{})}
+	l := newLock(c, name, o)
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	c.track(l)
 	tag, cl, err := c.send(line)
@@ -452,9 +487,12 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([
 		return nil, err
 	}
 	line = "LOCK " + strings.Join(names, " ") + strings.TrimPrefix(line, "LOCK "+names[0])
+	if err := checkLine(line); err != nil {
+		return nil, err
+	}
 	ls := make([]*Lock, len(names))
 	for i, n := range names {
-		ls[i] = &Lock{c: c, name: n, owner: o.owner, done: make(chan struct{})}
+		ls[i] = newLock(c, n, o)
 		ls[i].ctx, ls[i].cancel = context.WithCancelCause(context.Background())
 		c.track(ls[i])
 	}
@@ -557,7 +595,8 @@ type Lock struct {
 	cancel      context.CancelCauseFunc
 	done        chan struct{}
 	once        sync.Once
-	unlocking   atomic.Bool // an UNLOCK was sent
+	unlocking   atomic.Bool   // an UNLOCK was sent
+	wanted      chan struct{} // one signal pending at most: the WANTED pushes coalesce
 
 	mu       sync.Mutex
 	fence    int64
@@ -566,6 +605,11 @@ type Lock struct {
 	validity time.Duration
 	at       time.Time // when validity was reported
 	err      error
+	value    string // as given to Value or Proclaim, not encoded
+}
+
+func newLock(c *Client, name string, o lockOptions) *Lock {
+	return &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{}), wanted: make(chan struct{}, 1), value: o.value}
 }
 
 func (l *Lock) grant(f map[string]string) {

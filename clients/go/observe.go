@@ -1,0 +1,218 @@
+package lockagent
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Leader is who leads a name, as an observer sees it: the holder elected by
+// Campaign (the name's exclusive holder), its term and its value.
+type Leader struct {
+	Name string `json:"name"`
+	// None is true while nobody leads the name; the other fields are then zero.
+	None bool `json:"none,omitempty"`
+	// Fence is the leader's term: strictly increasing per name.
+	Fence int64 `json:"fence,omitempty"`
+	// Value is the leader's value, decoded ("" if none).
+	Value string `json:"value,omitempty"`
+	// Agent is the agent.id of the leader's agent.
+	Agent string `json:"agent,omitempty"`
+}
+
+// leaderOf reads a * LEADER push's words after the name.
+func leaderOf(name string, words []string, fields map[string]string) Leader {
+	if len(words) > 0 && words[0] == "none" {
+		return Leader{Name: name, None: true}
+	}
+	return Leader{Name: name, Fence: atoi64(fields["fence"]), Value: decodeValue(fields["value"]), Agent: fields["agent"]}
+}
+
+// observation is this connection's OBSERVE of one name, shared by every
+// Observe of it on the Client.
+type observation struct {
+	ready     chan struct{} // closed once the OBSERVE is answered
+	err       error         // its error, set before ready closes
+	observers map[*observer]bool
+	last      *Leader // the latest push, for an Observe that joins later
+}
+
+// observer is one Observe call's channel, fed from a queue so that the
+// reader never waits for a slow consumer, and no change is dropped.
+type observer struct {
+	out    chan Leader
+	mu     sync.Mutex
+	queue  []Leader
+	signal chan struct{}
+}
+
+func (o *observer) enqueue(l Leader) {
+	o.mu.Lock()
+	o.queue = append(o.queue, l)
+	o.mu.Unlock()
+	select {
+	case o.signal <- struct{}{}:
+	default:
+	}
+}
+
+// leader hands a * LEADER push to the name's observers.
+func (c *Client) leader(l Leader) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	obs := c.observed[l.Name]
+	if obs == nil {
+		return
+	}
+	obs.last = &l
+	for o := range obs.observers {
+		o.enqueue(l)
+	}
+}
+
+// Observe watches who leads name: the channel receives the current Leader
+// at once, then every change of leader or of its value (Leader.None while
+// there is none), in order; terms never go back. It is closed when ctx ends
+// (the agent is then told to stop: UNOBSERVE) or the connection closes.
+// Read it until it closes: nothing is dropped for a slow reader. Observers
+// of one name on one Client share one OBSERVE.
+func (c *Client) Observe(ctx context.Context, name string) (<-chan Leader, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	o := &observer{out: make(chan Leader), signal: make(chan struct{}, 1)}
+	obs, err := c.join(name, o)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-obs.ready:
+	case <-ctx.Done():
+		c.leave(name, o)
+		return nil, ctx.Err()
+	}
+	if obs.err != nil {
+		c.leave(name, o)
+		return nil, obs.err
+	}
+	go c.forward(ctx, name, o)
+	return o.out, nil
+}
+
+// join adds o to the observers of name, and sends OBSERVE if it is the
+// first; the OBSERVE's answer closes the observation's ready.
+func (c *Client) join(name string, o *observer) (*observation, error) {
+	c.obsMu.Lock()
+	defer c.obsMu.Unlock()
+	c.mu.Lock()
+	obs := c.observed[name]
+	if obs != nil {
+		obs.observers[o] = true
+		if obs.last != nil {
+			o.enqueue(*obs.last)
+		}
+		c.mu.Unlock()
+		return obs, nil
+	}
+	obs = &observation{ready: make(chan struct{}), observers: map[*observer]bool{o: true}}
+	c.observed[name] = obs
+	c.mu.Unlock()
+	_, cl, err := c.send("OBSERVE " + name)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.observed, name)
+		c.mu.Unlock()
+		return nil, err
+	}
+	go func() {
+		_, obs.err = c.wait(context.Background(), cl)
+		close(obs.ready)
+	}()
+	return obs, nil
+}
+
+// leave removes o from the observers of name; the last one out sends
+// UNOBSERVE (not waiting for its answer), unless the OBSERVE failed.
+func (c *Client) leave(name string, o *observer) {
+	c.obsMu.Lock()
+	defer c.obsMu.Unlock()
+	c.mu.Lock()
+	obs := c.observed[name]
+	if obs == nil || !obs.observers[o] {
+		c.mu.Unlock()
+		return
+	}
+	delete(obs.observers, o)
+	last := len(obs.observers) == 0
+	if last {
+		delete(c.observed, name)
+	}
+	c.mu.Unlock()
+	if last {
+		go func() {
+			<-obs.ready
+			if obs.err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				c.do(ctx, "UNOBSERVE "+name)
+			}
+		}()
+	}
+}
+
+// forward feeds o.out from o's queue until ctx ends or the connection
+// closes, then closes it.
+func (c *Client) forward(ctx context.Context, name string, o *observer) {
+	defer close(o.out)
+	defer c.leave(name, o)
+	for {
+		o.mu.Lock()
+		var next *Leader
+		if len(o.queue) > 0 {
+			next = &o.queue[0]
+			o.queue = o.queue[1:]
+		}
+		o.mu.Unlock()
+		if next == nil {
+			select {
+			case <-o.signal:
+				continue
+			case <-ctx.Done():
+				return
+			case <-c.closed:
+				return
+			}
+		}
+		select {
+		case o.out <- *next:
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// Leader returns who leads name now: the first thing an Observe of it
+// receives (the agent reads the masters for it; an Observe of the name
+// already running on this Client answers at once).
+func (c *Client) Leader(ctx context.Context, name string) (Leader, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := c.Observe(ctx, name)
+	if err != nil {
+		return Leader{}, err
+	}
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			if ctx.Err() != nil {
+				return Leader{}, ctx.Err()
+			}
+			return Leader{}, ErrClosed
+		}
+		return l, nil
+	case <-ctx.Done():
+		return Leader{}, ctx.Err()
+	}
+}
