@@ -265,7 +265,10 @@ func TestCheckRevokeProclaimOnTheWire(t *testing.T) {
 	for _, bad := range []func() error{
 		func() error { _, err := c.Check(ctx, "go/c", 0); return err },
 		func() error { _, err := c.Revoke(ctx, "go/c", lockagent.RevokeOptions{Agent: "a b"}); return err },
-		func() error { _, err := c.Revoke(ctx, "go/c", lockagent.RevokeOptions{Reason: "Not-a-word"}); return err },
+		func() error {
+			_, err := c.Revoke(ctx, "go/c", lockagent.RevokeOptions{Reason: "Not-a-word"})
+			return err
+		},
 	} {
 		if err := bad(); !errors.Is(err, lockagent.ErrInvalidArgument) {
 			t.Fatalf("err = %v, want an ArgError", err)
