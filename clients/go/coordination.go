@@ -2,6 +2,8 @@ package lockagent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -116,9 +118,12 @@ func (c *Client) Campaign(ctx context.Context, name, value string, opts ...Optio
 }
 
 // Proclaim replaces the lock's value; observers see the change. It returns
-// once a majority of masters has it; ErrNotHeld if the lock is not held.
+// once a majority of masters has it; an error matching ErrNotHeld if the
+// lock was unlocked, its *LostError if it was lost.
 func (l *Lock) Proclaim(ctx context.Context, value string) error {
-	if err := l.Err(); err != nil {
+	if err := l.Err(); errors.Is(err, ErrUnlocked) {
+		return fmt.Errorf("%w: %s was unlocked", ErrNotHeld, l.name)
+	} else if err != nil {
 		return err
 	}
 	enc, err := checkValue(value)

@@ -11,13 +11,13 @@ import (
 type Leader struct {
 	Name string `json:"name"`
 	// None is true while nobody leads the name; the other fields are then zero.
-	None bool `json:"none,omitempty"`
+	None bool `json:"none"`
 	// Fence is the leader's term: strictly increasing per name.
-	Fence int64 `json:"fence,omitempty"`
+	Fence int64 `json:"fence"`
 	// Value is the leader's value, decoded ("" if none).
-	Value string `json:"value,omitempty"`
+	Value string `json:"value"`
 	// Agent is the agent.id of the leader's agent.
-	Agent string `json:"agent,omitempty"`
+	Agent string `json:"agent"`
 }
 
 // leaderOf reads a * LEADER push's words after the name.
