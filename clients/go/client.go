@@ -89,6 +89,9 @@ type reply struct {
 type call struct {
 	done chan reply
 	data []map[string]string
+	// then, if set, sees the final reply in the reader, before any line
+	// that follows it is routed. It must not block.
+	then func(reply)
 }
 
 // Dial connects to the agent at path ("" means SocketPath()) and says HELLO.
@@ -222,7 +225,11 @@ func (c *Client) route(line string) {
 	}
 	delete(c.calls, tag)
 	c.mu.Unlock()
-	cl.done <- reply{kind: kind, fields: fields, words: words[1:], data: cl.data}
+	r := reply{kind: kind, fields: fields, words: words[1:], data: cl.data}
+	if cl.then != nil {
+		cl.then(r)
+	}
+	cl.done <- r
 }
 
 // push routes a push: LOST and WANTED to the locks of the name and owner,
@@ -260,12 +267,15 @@ func (c *Client) push(words []string) {
 }
 
 // send writes one request and returns its tag and where its reply will come.
-func (c *Client) send(line string) (string, *call, error) {
+func (c *Client) send(line string) (string, *call, error) { return c.sendThen(line, nil) }
+
+// sendThen is send with a call's then.
+func (c *Client) sendThen(line string, then func(reply)) (string, *call, error) {
 	tag := strconv.FormatUint(c.nextTag.Add(1), 10)
 	if err := checkTag(tag); err != nil {
 		return "", nil, err
 	}
-	cl := &call{done: make(chan reply, 1)}
+	cl := &call{done: make(chan reply, 1), then: then}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()

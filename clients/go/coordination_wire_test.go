@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,10 +163,16 @@ func TestWantedSignalsTheHoldOfTheOwner(t *testing.T) {
 }
 
 func TestObserveOnTheWire(t *testing.T) {
+	var observes atomic.Int32
 	fake := lockagenttest.StartFake(t, func(verb string, args []string) []string {
-		if verb == "OBSERVE" {
+		switch {
+		case verb == "OBSERVE" && observes.Add(1) == 1:
 			return []string{"OK", "* LEADER go/el fence=5 value=a%20b agent=host-1", "* LEADER go/el none",
 				"* LEADER go/other fence=9 value=x agent=host-2", "* LEADER go/el fence=6 agent=host-2"}
+		case verb == "OBSERVE": // the agent answers an OBSERVE again with the current state
+			return []string{"OK", "* LEADER go/el fence=6 agent=host-2"}
+		case verb == "PING":
+			return []string{"OK", "* LEADER go/el fence=6 value=new agent=host-2"}
 		}
 		return []string{"OK"}
 	})
@@ -199,8 +206,19 @@ func TestObserveOnTheWire(t *testing.T) {
 	if got := <-ch2; got != want[2] {
 		t.Fatalf("the second observer starts with %+v", got)
 	}
+	// Leader asks the agent again, and the answer, the same state, is not
+	// pushed to the observers a second time.
 	if l, err := c.Leader(context.Background(), "go/el"); err != nil || l != want[2] {
 		t.Fatalf("Leader while observed: %+v %v", l, err)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	changed := lockagent.Leader{Name: "go/el", Fence: 6, Value: "new", Agent: "host-2"}
+	for _, ch := range []<-chan lockagent.Leader{ch, ch2} {
+		if got := <-ch; got != changed {
+			t.Fatalf("after Leader, the observer got %+v, want the change %+v", got, changed)
+		}
 	}
 	cancel()
 	for range ch {
@@ -208,7 +226,7 @@ func TestObserveOnTheWire(t *testing.T) {
 	for range ch2 {
 	}
 	lockagenttest.Eventually(t, 5*time.Second, func() bool {
-		return strings.Join(fake.Requests(), "|") == "OBSERVE go/el|UNOBSERVE go/el"
+		return strings.Join(fake.Requests(), "|") == "OBSERVE go/el|OBSERVE go/el|PING|UNOBSERVE go/el"
 	}, "requests: %q", fake.Requests())
 }
 

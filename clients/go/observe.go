@@ -44,6 +44,36 @@ type observer struct {
 	mu     sync.Mutex
 	queue  []Leader
 	signal chan struct{}
+	// wantsNext: the next push goes to this observer even if it repeats
+	// the last one (the answer to a Leader's own OBSERVE). Under the
+	// Client's mu.
+	wantsNext bool
+}
+
+func newObserver() *observer {
+	return &observer{out: make(chan Leader), signal: make(chan struct{}, 1)}
+}
+
+// next takes the first Leader of o's queue, waiting until there is one, ctx
+// ends or the connection closes.
+func (o *observer) next(ctx context.Context, closed <-chan struct{}) (Leader, error) {
+	for {
+		o.mu.Lock()
+		if len(o.queue) > 0 {
+			l := o.queue[0]
+			o.queue = o.queue[1:]
+			o.mu.Unlock()
+			return l, nil
+		}
+		o.mu.Unlock()
+		select {
+		case <-o.signal:
+		case <-ctx.Done():
+			return Leader{}, ctx.Err()
+		case <-closed:
+			return Leader{}, ErrClosed
+		}
+	}
 }
 
 func (o *observer) enqueue(l Leader) {
@@ -56,7 +86,9 @@ func (o *observer) enqueue(l Leader) {
 	}
 }
 
-// leader hands a * LEADER push to the name's observers.
+// leader hands a * LEADER push to the name's observers. A push that repeats
+// the last (the agent answers each OBSERVE with the current state) goes
+// only to an observer that asked for it.
 func (c *Client) leader(l Leader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -64,9 +96,13 @@ func (c *Client) leader(l Leader) {
 	if obs == nil {
 		return
 	}
+	repeat := obs.last != nil && *obs.last == l
 	obs.last = &l
 	for o := range obs.observers {
-		o.enqueue(l)
+		if !repeat || o.wantsNext {
+			o.enqueue(l)
+		}
+		o.wantsNext = false
 	}
 }
 
@@ -80,39 +116,60 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Leader, error
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	o := &observer{out: make(chan Leader), signal: make(chan struct{}, 1)}
-	obs, err := c.join(name, o)
-	if err != nil {
+	o := newObserver()
+	if err := c.join(ctx, name, o, false); err != nil {
 		return nil, err
-	}
-	select {
-	case <-obs.ready:
-	case <-ctx.Done():
-		c.leave(name, o)
-		return nil, ctx.Err()
-	}
-	if obs.err != nil {
-		c.leave(name, o)
-		return nil, obs.err
 	}
 	go c.forward(ctx, name, o)
 	return o.out, nil
 }
 
-// join adds o to the observers of name, and sends OBSERVE if it is the
-// first; the OBSERVE's answer closes the observation's ready.
-func (c *Client) join(name string, o *observer) (*observation, error) {
+// join adds o to the observers of name and waits until the agent has
+// answered the name's OBSERVE. The first observer sends it. A later one
+// starts from the latest push, unless fresh: then it sends its own OBSERVE,
+// whose push it gets.
+func (c *Client) join(ctx context.Context, name string, o *observer, fresh bool) error {
+	obs, again, err := c.add(name, o, fresh)
+	if err == nil && again != nil {
+		_, err = c.wait(ctx, again)
+	}
+	if err == nil {
+		select {
+		case <-obs.ready:
+			err = obs.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		c.leave(name, o)
+	}
+	return err
+}
+
+// add adds o to the observers of name, sending OBSERVE if it is the first
+// (the OBSERVE's answer closes the observation's ready), or if fresh
+// (that call is returned).
+func (c *Client) add(name string, o *observer, fresh bool) (*observation, *call, error) {
 	c.obsMu.Lock()
 	defer c.obsMu.Unlock()
 	c.mu.Lock()
 	obs := c.observed[name]
 	if obs != nil {
 		obs.observers[o] = true
-		if obs.last != nil {
+		if obs.last != nil && !fresh {
 			o.enqueue(*obs.last)
 		}
 		c.mu.Unlock()
-		return obs, nil
+		if !fresh {
+			return obs, nil, nil
+		}
+		_, cl, err := c.sendThen("OBSERVE "+name, func(r reply) {
+			c.mu.Lock()
+			o.wantsNext = r.kind == "OK"
+			c.mu.Unlock()
+		})
+		return obs, cl, err
 	}
 	obs = &observation{ready: make(chan struct{}), observers: map[*observer]bool{o: true}}
 	c.observed[name] = obs
@@ -122,13 +179,13 @@ func (c *Client) join(name string, o *observer) (*observation, error) {
 		c.mu.Lock()
 		delete(c.observed, name)
 		c.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	go func() {
 		_, obs.err = c.wait(context.Background(), cl)
 		close(obs.ready)
 	}()
-	return obs, nil
+	return obs, nil, nil
 }
 
 // leave removes o from the observers of name; the last one out sends
@@ -166,25 +223,12 @@ func (c *Client) forward(ctx context.Context, name string, o *observer) {
 	defer close(o.out)
 	defer c.leave(name, o)
 	for {
-		o.mu.Lock()
-		var next *Leader
-		if len(o.queue) > 0 {
-			next = &o.queue[0]
-			o.queue = o.queue[1:]
-		}
-		o.mu.Unlock()
-		if next == nil {
-			select {
-			case <-o.signal:
-				continue
-			case <-ctx.Done():
-				return
-			case <-c.closed:
-				return
-			}
+		l, err := o.next(ctx, c.closed)
+		if err != nil {
+			return
 		}
 		select {
-		case o.out <- *next:
+		case o.out <- l:
 		case <-ctx.Done():
 			return
 		case <-c.closed:
@@ -193,26 +237,18 @@ func (c *Client) forward(ctx context.Context, name string, o *observer) {
 	}
 }
 
-// Leader returns who leads name now: the first thing an Observe of it
-// receives (the agent reads the masters for it; an Observe of the name
-// already running on this Client answers at once).
+// Leader returns who leads name now: what the agent pushes in answer to an
+// OBSERVE of it (an Observe of the name on this Client shares the OBSERVE,
+// but Leader asks again rather than answer from what was pushed last: a
+// change may be on its way).
 func (c *Client) Leader(ctx context.Context, name string) (Leader, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch, err := c.Observe(ctx, name)
-	if err != nil {
+	if err := checkName(name); err != nil {
 		return Leader{}, err
 	}
-	select {
-	case l, ok := <-ch:
-		if !ok {
-			if ctx.Err() != nil {
-				return Leader{}, ctx.Err()
-			}
-			return Leader{}, ErrClosed
-		}
-		return l, nil
-	case <-ctx.Done():
-		return Leader{}, ctx.Err()
+	o := newObserver()
+	if err := c.join(ctx, name, o, true); err != nil {
+		return Leader{}, err
 	}
+	defer c.leave(name, o)
+	return o.next(ctx, c.closed)
 }

@@ -44,11 +44,12 @@ __version__ = "0.1.0"
 
 
 class _Call:
-    __slots__ = ("event", "reply")
+    __slots__ = ("event", "reply", "then")
 
-    def __init__(self):
+    def __init__(self, then=None):
         self.event = threading.Event()
         self.reply = None
+        self.then = then  # called with the reply by the reader, before any later line; must not block
 
 
 class Client:
@@ -98,6 +99,8 @@ class Client:
                 with self._mu:
                     call = self._calls.pop(routed[1], None)
                 if call is not None:
+                    if call.then is not None:
+                        call.then(routed[2])
                     call.reply = routed[2]
                     call.event.set()
         except (OSError, ValueError):
@@ -127,8 +130,7 @@ class Client:
             with self._mu:
                 observed = self._observed.get(f.name)
                 if observed is not None:
-                    observed.last = f
-                    for o in observed.observers:
+                    for o in observed.deliver(f):
                         o._queue.put(f)
             return
         if kind == "WANTED":
@@ -144,9 +146,9 @@ class Client:
         for hold in holds:
             hold.lose(f.get("reason", "unknown"))
 
-    def _send(self, line):
+    def _send(self, line, then=None):
         tag = check_tag(str(next(self._tags)))
-        call = _Call()
+        call = _Call(then)
         with self._mu:
             if self._closed.is_set():
                 raise ConnectionClosed("the connection to the agent is closed")
@@ -300,9 +302,11 @@ class Client:
         return Observation(self, check_name(name))
 
     def leader(self, name):
-        """Who leads ``name`` now (a :class:`Leader`): the first thing an
-        observation of it receives."""
-        with self.observe(name) as observation:
+        """Who leads ``name`` now (a :class:`Leader`): what the agent pushes
+        in answer to an OBSERVE of it (asked again, rather than answered from
+        the last push, when this Client observes the name already: a change
+        may be on its way)."""
+        with Observation(self, check_name(name), fresh=True) as observation:
             return next(observation)
 
     def check(self, name, fence):
@@ -321,8 +325,12 @@ class Client:
         it ended."""
         return int(self._do(revoke_line(name, agent, reason)).fields.get("n", 0))
 
-    def _join(self, observer):
-        """Adds an observer of its name; the first one sends OBSERVE."""
+    def _join(self, observer, fresh=False):
+        """Adds an observer of its name; the first one sends OBSERVE, and so
+        does a ``fresh`` one, which gets the push that answers it."""
+        def wants_next(reply):
+            with self._mu:
+                observer._wants_next = reply.kind == "OK"
         with self._obs_mu:
             with self._mu:
                 if self._closed.is_set():
@@ -330,9 +338,13 @@ class Client:
                 observed = self._observed.get(observer.name)
                 if observed is not None:
                     observed.observers.append(observer)
-                    if observed.last is not None:
+                    if observed.last is not None and not fresh:
                         observer._queue.put(observed.last)
-                    return None
+                    if not fresh:
+                        return None
+            if observed is not None:
+                return self._send("OBSERVE " + observer.name, wants_next)[1]
+            with self._mu:
                 observed = self._observed[observer.name] = Observed()
                 observed.observers.append(observer)
             try:
@@ -375,18 +387,22 @@ class Observation:
     iteration ends once it is closed or the connection is. Observations of
     one name on one Client share one OBSERVE."""
 
-    def __init__(self, client, name):
+    def __init__(self, client, name, fresh=False):
         self.name = name
         self._client = client
         self._queue = queue.SimpleQueue()
         self._closed = False
-        call = client._join(self)
+        self._wants_next = False  # under the client's _mu
+        call = client._join(self, fresh)
         if call is not None:
             try:
                 client._wait(call)
             except BaseException:
                 self._closed = True
-                client._refused(self)
+                if fresh:  # the others observe on
+                    client._leave(self)
+                else:
+                    client._refused(self)
                 raise
 
     def __iter__(self):

@@ -416,6 +416,17 @@ class Observed:
         self.observers = []
         self.last = None
 
+    def deliver(self, leader):
+        """Records a push and returns the observers it goes to: every one,
+        unless it repeats the last (the agent answers each OBSERVE with the
+        current state), then those that asked for it (``_wants_next``)."""
+        repeat = self.last == leader
+        self.last = leader
+        out = [o for o in self.observers if not repeat or o._wants_next]
+        for o in self.observers:
+            o._wants_next = False
+        return out
+
 
 # Owners made for threads and tasks: numbered once per process, never reused,
 # unlike thread idents and id()s, which a new thread or task may get again.

@@ -54,6 +54,7 @@ class Client:
         self._calls = {}
         self._locks = {}
         self._observed = {}  # name -> Observed
+        self._then = {}  # tag -> called with the reply by the reader, before any later line
         self._tags = itertools.count(1)
         self._closed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._read())
@@ -88,6 +89,9 @@ class Client:
                     self._push(routed[1], routed[2])
                     continue
                 fut = self._calls.pop(routed[1], None)
+                then = self._then.pop(routed[1], None)
+                if then is not None:
+                    then(routed[2])
                 if fut is not None and not fut.done():
                     fut.set_result(routed[2])
         except (OSError, asyncio.IncompleteReadError, ValueError):
@@ -114,8 +118,7 @@ class Client:
         if kind == "LEADER":
             observed = self._observed.get(f.name)
             if observed is not None:
-                observed.last = f
-                for o in observed.observers:
+                for o in observed.deliver(f):
                     o._queue.put_nowait(f)
             return
         if kind == "WANTED":
@@ -127,10 +130,12 @@ class Client:
         for hold in self._locks.pop((f.get("name"), f.get("owner", "")), []):
             hold.lose(f.get("reason", "unknown"))
 
-    def _send(self, line):
+    def _send(self, line, then=None):
         if self._closed.is_set():
             raise ConnectionClosed("the connection to the agent is closed")
         tag = check_tag(str(next(self._tags)))
+        if then is not None:
+            self._then[tag] = then
         fut = asyncio.get_running_loop().create_future()
         self._calls[tag] = fut
         self._writer.write((tag + " " + line + "\n").encode())
@@ -241,8 +246,8 @@ class Client:
         return Observation(self, check_name(name))
 
     async def leader(self, name):
-        """Who leads ``name`` now: the first thing an observation of it receives."""
-        async with self.observe(name) as observation:
+        """Who leads ``name`` now, as lockagent.Client.leader."""
+        async with Observation(self, check_name(name), fresh=True) as observation:
             return await observation.__anext__()
 
     async def check(self, name, fence):
@@ -254,15 +259,21 @@ class Client:
         """As lockagent.Client.revoke."""
         return int((await self._do(revoke_line(name, agent, reason))).fields.get("n", 0))
 
-    def _join(self, observer):
+    def _join(self, observer, fresh=False):
         """Adds an observer of its name; the first one sends OBSERVE and gets
-        the future of its answer."""
+        the future of its answer, and so does a ``fresh`` one, which gets the
+        push that answers it."""
         observed = self._observed.get(observer.name)
         if observed is not None:
             observed.observers.append(observer)
-            if observed.last is not None:
-                observer._queue.put_nowait(observed.last)
-            return None
+            if not fresh:
+                if observed.last is not None:
+                    observer._queue.put_nowait(observed.last)
+                return None
+
+            def wants_next(reply):
+                observer._wants_next = reply.kind == "OK"
+            return self._send("OBSERVE " + observer.name, wants_next)[1]
         fut = self._send("OBSERVE " + observer.name)[1]
         observed = self._observed[observer.name] = Observed()
         observed.observers.append(observer)
@@ -297,26 +308,31 @@ class Observation:
     its ``async with``) or when the connection closes. Observations of one
     name on one Client share one OBSERVE."""
 
-    def __init__(self, client, name):
+    def __init__(self, client, name, fresh=False):
         self.name = name
         self._client = client
         self._queue = asyncio.Queue()
         self._started = False
         self._closed = False
+        self._fresh = fresh
+        self._wants_next = False
 
     async def start(self):
         """Starts observing (OBSERVE), once; iterating starts it too."""
         if self._started:
             return self
         self._started = True
-        fut = self._client._join(self)
+        fut = self._client._join(self, self._fresh)
         if fut is not None:
             try:
                 await self._client._writer.drain()
                 self._client._check(await fut)
             except BaseException:
                 self._closed = True
-                self._client._refused(self)
+                if self._fresh:  # the others observe on
+                    self._client._leave(self)
+                else:
+                    self._client._refused(self)
                 raise
         return self
 

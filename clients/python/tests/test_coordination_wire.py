@@ -55,7 +55,7 @@ class WireTest(unittest.TestCase):
                 return ["OK current=%s" % ("true" if args[1] == "fence=7" else "false")]
             if verb == "REVOKE":
                 return ["OK n=2"]
-            if verb in ("OBSERVE", "UNOBSERVE", "SET"):
+            if verb in ("OBSERVE", "UNOBSERVE", "SET", "PING"):
                 return ["OK"] + extra
             return grant_all(verb, args) + extra
         self.fake = FakeAgent(answer)
@@ -124,13 +124,20 @@ class WireTest(unittest.TestCase):
                                   "* LEADER py/other fence=9 value=x agent=host-2", "* LEADER py/el fence=6 agent=host-2"]
         want = [lockagent.Leader("py/el", 5, "a b", "host-1", False), lockagent.Leader("py/el", 0, None, None, True),
                 lockagent.Leader("py/el", 6, "", "host-2", False)]
+        changed = lockagent.Leader("py/el", 6, "new", "host-2", False)
         with self.client.observe("py/el") as observation:
             self.assertEqual([next(observation) for _ in want], want)
             with self.client.observe("py/el") as second:  # shares the OBSERVE, starts from the latest
                 self.assertEqual(next(second), want[2])
-            self.assertEqual(self.client.leader("py/el"), want[2])
+                # leader() asks again: the agent answers an OBSERVE with the
+                # current state, which the observers are not pushed twice.
+                self.pushes["OBSERVE"] = ["* LEADER py/el fence=6 agent=host-2"]
+                self.assertEqual(self.client.leader("py/el"), want[2])
+                self.pushes["PING"] = ["* LEADER py/el fence=6 value=new agent=host-2"]
+                self.client.ping()
+                self.assertEqual((next(observation), next(second)), (changed, changed))
         self.assertEqual(list(observation), [])
-        self.assertEqual(self.sent(), ["OBSERVE py/el", "UNOBSERVE py/el"])
+        self.assertEqual(self.sent(), ["OBSERVE py/el", "OBSERVE py/el", "PING", "UNOBSERVE py/el"])
 
     def test_an_observe_refused_raises(self):
         self.fake.answer = lambda verb, args: ["ERR LIMIT too many observed names"]
@@ -169,7 +176,7 @@ class AioWireTest(unittest.IsolatedAsyncioTestCase):
                 return ["OK current=%s" % ("true" if args[1] == "fence=7" else "false")]
             if verb == "REVOKE":
                 return ["OK n=1"]
-            if verb in ("OBSERVE", "UNOBSERVE", "SET"):
+            if verb in ("OBSERVE", "UNOBSERVE", "SET", "PING"):
                 return ["OK"] + extra
             return grant_all(verb, args) + extra
         self.fake = FakeAgent(answer)
@@ -204,9 +211,13 @@ class AioWireTest(unittest.IsolatedAsyncioTestCase):
                 got.append(leader)
                 if len(got) == 2:
                     break
+            self.pushes["OBSERVE"] = ["* LEADER aio/el none"]
             self.assertEqual(await self.client.leader("aio/el"), got[1])
+            self.pushes["PING"] = ["* LEADER aio/el fence=7 agent=h"]
+            await self.client.ping()
+            self.assertEqual(await observation.__anext__(), aio.Leader("aio/el", 7, "", "h", False))
         self.assertEqual(got, [aio.Leader("aio/el", 5, "✓", "host-1", False), aio.Leader("aio/el", 0, None, None, True)])
-        self.assertEqual(await self.sent(), ["OBSERVE aio/el", "UNOBSERVE aio/el"])
+        self.assertEqual(await self.sent(), ["OBSERVE aio/el", "OBSERVE aio/el", "PING", "UNOBSERVE aio/el"])
 
     async def test_check_and_revoke(self):
         self.assertTrue(await self.client.check("aio/c", 7))
