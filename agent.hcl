@@ -68,6 +68,12 @@ lock {
   # the quarantine of a master that restarts empty (one lease).
   # The shortest ttl= is 50ms.
   max_ttl = "720h"
+  # The delay= of a LOCK that gives none (at most 5m; "0": none): after a hold
+  # ends uncleanly (session closed without UNLOCK, process or agent died, LOST,
+  # REVOKE) its name stays unavailable to everyone that long, so the next holder
+  # does not touch a resource the dead holder may still be writing. UNLOCK ends
+  # a hold at once. Holds with a delay end in a round of their own.
+  lock_delay = "0"
   # Lock cohorting: a released exclusive lock (no ttl=, no limit=, not shared)
   # whose next local waiter wants the same goes straight to that waiter, without
   # a release and an acquire on the masters; the new holder gets the next fence of
@@ -113,9 +119,9 @@ log {
 #   rule "ops" {
 #     user  = "root"
 #     names = ["**"]                   # every name
-#     verbs = ["who"]
-#   }
-# }
+#     verbs = ["who", "revoke"]        # revoke (REVOKE, lock-agent revoke) only when named:
+#   }                                  # a rule without verbs never grants it; without an
+# }                                    # acl block only uid 0 may revoke
 
 # Only used when systemd runs the agent as a Type=notify service (see
 # examples/systemd and docs/operations.md); otherwise ignored.

@@ -87,6 +87,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 		Observer: a.metrics,
 		Settings: ClusterSettings(cfg.Lock),
+		OnRevoke: a.onRevoke,
 	})
 	if err != nil {
 		return nil, err
@@ -128,6 +129,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			run(backCtx)
 		}()
 	}
+	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
+	defer revocations.Close()
 	a.mu.Lock()
 	a.runCtx = backCtx
 	a.mu.Unlock()

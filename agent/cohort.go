@@ -92,7 +92,7 @@ func (a *Agent) cohortYield() time.Duration { return a.cfg.Lock.CohortMaxHold / 
 // cohortable says whether a LOCK may take part in a run of local holders:
 // an exclusive lock kept by the watchdog.
 func cohortable(l protocol.Lock) bool {
-	return l.Mode != protocol.Shared && limitOf(l) == 1 && l.TTL == 0 && !l.Fair
+	return l.Mode != protocol.Shared && limitOf(l) == 1 && l.TTL == 0 && !l.Fair && !tailOf(l).Any()
 }
 
 // fenceBlock is how many fences an attempt for q's head w reserves: a

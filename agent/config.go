@@ -55,6 +55,11 @@ type LockConfig struct {
 	// data sits out (see Quarantine): a ttl= hold is renewed like any other
 	// until its end.
 	MaxTTL time.Duration
+	// LockDelay is the delay= of a LOCK that gives none: how long its name
+	// stays unavailable to everyone after the hold ends uncleanly (see
+	// quorum.Tail). Default 0: none, and holds cost nothing more. At most
+	// protocol.MaxDelay.
+	LockDelay time.Duration
 	// CohortMaxHandoffs is how many times a name held in the masters may be
 	// passed from one local holder to the next local waiter on the fences of
 	// one block (lock cohorting: see cohort.go): each grant, and each further

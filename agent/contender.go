@@ -398,7 +398,7 @@ func (r *contending) request(w *waiter, holder string) quorum.AcquireRequest {
 	entry := w.entry
 	q.mu.Unlock()
 	return quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: a.cfg.Lock.Lease,
-		Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w)}
+		Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w), Tail: tailOf(w.req)}
 }
 
 // facts is what the decision after a round for the head w knows.

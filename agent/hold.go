@@ -111,7 +111,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		// new grant replaces it.
 		s.a.forget(old)
 	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record}, sess: s, owner: key.owner,
+	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
@@ -133,6 +133,13 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 		a.entryLost(rh)
 		return
 	}
+	a.lose(rh, string(reason), reason == renewal.ReasonRevoked)
+}
+
+// lose tells a lost hold's client LOST with reason, then ends the hold in
+// the masters: at once if it was revoked (a majority can no longer renew
+// it), else once its validity ended. The watchdog no longer watches rh.
+func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
 	a.mu.Lock()
 	h := holderOf(rh)
 	if h != nil {
@@ -151,17 +158,21 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 		// Queued before s.mu is let go: an UNLOCK that finds the hold gone
 		// (it looks under s.mu) answers NOT_HELD after the client heard why.
 		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
-		a.metrics.lost(reason) // counted before the client can hear of it
-		s.push(lostLine(h, string(reason)))
+		if revoked {
+			a.metrics.lost(renewal.ReasonRevoked) // counted before the client can hear of it
+		} else {
+			a.metrics.lost(renewal.Reason(reason))
+		}
+		s.push(lostLine(h, reason))
 	}
 	s.mu.Unlock()
 	if mine {
 		s.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
-		if reason == renewal.ReasonRevoked {
-			a.releaseAsync(rh.Name, rh.Holder) // a majority no longer has it
-		} else {
-			a.releaseAt(rh.Name, rh.Holder, a.watchdog.Deadline(rh))
+		at := a.watchdog.Deadline(rh)
+		if revoked {
+			at = time.Time{} // a majority can no longer renew it
 		}
+		a.releaseAt(rh, at)
 	}
 }
 
@@ -171,7 +182,7 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // another client in while this one may still rely on its validity. (A
 // ttl= hold that reached its end was told LOST there, where its validity
 // ends: it is released at once.) A stopping agent leaves it to expire.
-func (a *Agent) releaseAt(name, holder string, deadline time.Time) {
+func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time) {
 	go func() {
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
 			t := a.clock.NewTimer(d)
@@ -182,7 +193,7 @@ func (a *Agent) releaseAt(name, holder string, deadline time.Time) {
 				return
 			}
 		}
-		a.release(context.Background(), name, holder, false)
+		a.endHold(context.Background(), rh, false, false)
 	}()
 }
 
@@ -235,13 +246,19 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 		return
 	}
 	keys := make([]quorum.RenewKey, 0, len(holds))
+	var tailed []*renewal.Hold
 	for _, h := range holds {
 		if a.handOff(h) {
 			continue
 		}
 		a.forget(h)
+		if h.rh.Tail {
+			tailed = append(tailed, h.rh)
+			continue
+		}
 		keys = append(keys, quorum.RenewKey{Name: h.rh.Name, Holder: h.rh.Holder})
 	}
+	a.endTailed(tailed)
 	if len(keys) == 0 {
 		return
 	}
@@ -315,6 +332,9 @@ type undone struct {
 	h         *hold
 	downgrade bool
 	rel       *release // the session's note that the name is on its way out
+	// rollback says the acquisition undone was never answered (a
+	// multi-lock that failed): its hold leaves no tail (delay=, min_hold=).
+	rollback bool
 }
 
 // now does what needs no master, at once: it passes the name to a local
@@ -336,7 +356,11 @@ func (d *undone) rest(s *session) {
 		}
 		return
 	}
-	s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
+	if d.rollback { // the record goes as it is, tail or not
+		s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
+	} else {
+		s.a.endHold(s.ctx, h.rh, true, s.a.forget(h))
+	}
 	s.releaseDone(h.rh.Name, d.rel)
 }
 

@@ -131,6 +131,7 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := s.a.checkTTL(l.TTL); err != nil {
 		return err
 	}
+	l = s.a.withTails(l)
 	if len(l.Names) > 1 {
 		return s.lockMany(tag, l)
 	}
@@ -356,6 +357,7 @@ func (s *session) rollback(names []string, owner string) {
 			continue // lost meanwhile
 		}
 		if _, d := s.undoLocked(holdKey{name, owner}, ""); d != nil {
+			d.rollback = true
 			left = append(left, d)
 		}
 	}
@@ -474,6 +476,7 @@ func (s *session) whoReply(tag, name string) error {
 		}
 		s.send(l.Bytes())
 	}
+	s.whoDelayed(tag, name)
 	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)))
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.

@@ -235,6 +235,8 @@ func (s *session) answer(req *protocol.Request) error {
 		return s.status(req)
 	case protocol.VerbWho:
 		return s.whoInTurn(req)
+	case protocol.VerbRevoke:
+		return s.revoke(req)
 	}
 	return protocol.Errorf(protocol.ErrUnknownVerb, "no verb %s", req.Verb)
 }

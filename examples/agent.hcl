@@ -27,6 +27,10 @@ redis "c" {
 lock {
   lease          = "15s"
   master_timeout = "50ms"
+  # After a hold ends uncleanly (its process died, its session closed without
+  # UNLOCK, LOST, REVOKE), keep its name from everyone for this long: for
+  # resources that cannot check fences. A LOCK's delay= overrides it.
+  # lock_delay = "5s"
 }
 
 log {

@@ -25,6 +25,9 @@ type AcquireRequest struct {
 	// the grant's fence and the FenceBlock-1 after it, which the caller may
 	// hand to later holders of the same hold. 0 or 1: one.
 	FenceBlock int
+	// Tail keeps the name unavailable after the hold ends (see tailsLua);
+	// the zero Tail: not at all.
+	Tail Tail
 }
 
 // block is how many fences req's grant reserves.
@@ -231,7 +234,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
 		strconv.FormatInt(req.block(), 10))
-	return keys, args
+	return keys, append(args, req.Tail.args()...)
 }
 
 // settleFence makes the grant's fence strictly greater than every earlier

@@ -59,6 +59,11 @@ type Config struct {
 	// Observer hears of each master's latency, quarantines and fence
 	// write-backs, for metrics; default NopObserver.
 	Observer Observer
+	// OnRevoke, if set, hears each revocation of a hold (see
+	// Cluster.Revoke) by its holder id and the reason word, once per
+	// master that delivers it, while WatchRevocations is open. It is
+	// called from a master's subscriber and must not block.
+	OnRevoke func(holder, reason string)
 }
 
 // Cluster is the set of masters and the quorum operations over them. Its

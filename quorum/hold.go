@@ -127,6 +127,9 @@ type RenewKey struct {
 	Entry  bool
 	Record Record        // the Grant's; a zero Record is never re-created
 	Lease  time.Duration // the lease to set; 0: Renew's lease
+	// Tail says the hold was granted with a Tail: its renewal keeps it
+	// (see tailsLua).
+	Tail bool
 }
 
 // RenewResult counts the voting masters that renewed a hold (OK), that
@@ -172,7 +175,11 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 			continue
 		}
 		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
-		args = append(args, h.Holder, strconv.FormatInt(l.Milliseconds(), 10))
+		ms := strconv.FormatInt(l.Milliseconds(), 10)
+		if h.Tail {
+			ms = "t" + ms
+		}
+		args = append(args, h.Holder, ms)
 	}
 	return keys, args
 }

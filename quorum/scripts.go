@@ -184,7 +184,8 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // KEYS: set, fence, holder key, marker, queue, queue deadlines. ARGV:
 // holder, lease ms, holder key prefix, epoch, quarantine ms, mode, limit,
 // slot (0: any), agent, pid, uid, owner, since, the claim's queue entry (”:
-// none), fence block (absent: 1).
+// none), fence block (absent: 1), the hold's delay ms and min_hold ms
+// (absent or 0: none; see tailsLua).
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
 // holders block it} when held, {0, ms, 0} when the queue blocks it (ms: see
@@ -214,7 +215,7 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // one was handed out: a grant then costs at most 2B fences, over a grant
 // round and B/4 hand-overs (each a client's answer and its next request,
 // a few µs at the very least), and a run that goes on B per B hand-overs.
-const acquireSrc = gateLua + queueLua + fencesLua + acquireBody
+const acquireSrc = gateLua + queueLua + fencesLua + tailsLua + acquireBody
 
 const acquireBody = `
 local q, floor = gate(KEYS[4], ARGV[4], ARGV[5])
@@ -227,7 +228,7 @@ if redis.call('EXISTS', tomb, KEYS[5]) > 0 then
   queued = true
 end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local wait, soonest, conflict, readers = -1, -1, 0, 1
+local wait, soonest, conflict, readers, tail = -1, -1, 0, 1, -1
 local taken = {}
 local members = 0 -- left in the set: none means it is gone, and SADD makes it anew
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -239,9 +240,11 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       redis.call('SREM', KEYS[1], m)
       members = members - 1
     else
-      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot')
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until')
       local hl = tonumber(h[2]) or 1
-      if hl ~= limit and (hl > 1 or limit > 1) then
+      if h[4] and tonumber(h[4]) <= tail_now() then
+        tail = math.max(tail, ttl) -- a tail (see tailsLua) blocks every claim
+      elseif hl ~= limit and (hl > 1 or limit > 1) then
         conflict = hl
       elseif limit > 1 then
         taken[tonumber(h[3]) or 0] = true
@@ -253,6 +256,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     end
   end
 end
+if tail >= 0 then return {0, math.max(tail, wait, soonest), 0} end
 if conflict > 0 then return {-3, conflict} end
 local slot, free = 0, 0
 if limit > 1 then
@@ -277,10 +281,11 @@ end
 local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
+local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
+redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
-if members == 0 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if members == 0 or redis.call('PTTL', KEYS[1]) < px then
+  redis.call('PEXPIRE', KEYS[1], px)
 end
 return {1, tonumber(fence), slot}
 `
@@ -290,12 +295,13 @@ return {1, tonumber(fence), slot}
 // A queue entry's heartbeat rides in the same batch: its keys are the queue
 // and its deadlines, its holder id the entry, and its lease "q" and the ms;
 // it is renewed only while the entry is queued (never re-added: it may have
-// left meanwhile).
+// left meanwhile). A hold with a tail has the lease "t" and the ms (see
+// tailsLua); other holds pay nothing for tails.
 // KEYS: marker, then set and holder key of each hold. ARGV: epoch,
 // quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
 // gone, or {-2, ms} while the master is quarantined.
-const renewSrc = gateLua + `
+const renewSrc = gateLua + tailsLua + `
 local q = gate(KEYS[1], ARGV[1], ARGV[2])
 if q > 0 then return {-2, q} end
 local out = {0}
@@ -311,6 +317,9 @@ for i = 3, #ARGV, 2 do
     else
       out[#out + 1] = 0
     end
+  elseif string.sub(lease, 1, 1) == 't' then
+    now = now or math.floor(now_us() / 1000)
+    out[#out + 1] = tail_renew(set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
   elseif redis.call('PEXPIRE', key, lease) == 1 then
     redis.call('SADD', set, ARGV[i])
     if redis.call('PTTL', set) < tonumber(lease) then redis.call('PEXPIRE', set, lease) end
@@ -374,13 +383,14 @@ return 2
 // (reconnects, script reloads, deadlines, and the renewal connection), so an
 // acquire of the attempt may land after its release, or a renewal's repair
 // after it.
+// It also drops the hold's revoked record (see revokeSrc), if there is one.
 // KEYS: set, holder key. ARGV: holder, channel, message, tombstone ms.
 // Returns 1 if it held.
 const releaseSrc = releaseBody
 
 const releaseBody = `
-local held = redis.call('DEL', KEYS[2])
-redis.call('SREM', KEYS[1], ARGV[1])
+local held = math.min(redis.call('DEL', KEYS[2], KEYS[2] .. '!'), 1)
+redis.call('SREM', KEYS[1], ARGV[1], ARGV[1] .. '!')
 redis.call('SET', KEYS[1] .. ':released:' .. ARGV[1], '1', 'PX', ARGV[4])
 if held == 1 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
@@ -518,12 +528,13 @@ return 1
 `
 
 // whoSrc lists the live holders: {holder, the record's fields in
-// recordFields order, ...}. KEYS: set. ARGV: holder key prefix.
-const whoSrc = `
+// recordFields order, ...}; a tail holds nothing (see delayedSrc).
+// KEYS: set. ARGV: holder key prefix.
+const whoSrc = tailsLua + `
 local out = {}
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
-  if redis.call('EXISTS', key) == 1 then
+  if redis.call('EXISTS', key) == 1 and not is_tail(key) then
     table.insert(out, m)
     for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since')) do
       table.insert(out, v or '')
@@ -624,10 +635,10 @@ return out
 `, nk, na)
 }
 
-// acquireManySrc is acquireSrc over a batch of claims (6 keys and 15
+// acquireManySrc is acquireSrc over a batch of claims (6 keys and 17
 // arguments each, as acquireSrc takes them). The masters' gate runs once,
 // for the first item: every item carries the same marker.
-var acquireManySrc = gateLua + queueLua + fencesLua + `
+var acquireManySrc = gateLua + queueLua + fencesLua + tailsLua + `
 local gate_once, gated = gate, nil
 local function gate(marker, epoch, quarantine)
   if not gated then gated = {gate_once(marker, epoch, quarantine)} end
@@ -636,7 +647,7 @@ end
 local function one(KEYS, ARGV)
 ` + acquireBody + `
 end
-` + batchLua(6, 15)
+` + batchLua(6, 17)
 
 // releaseManySrc is releaseSrc over a batch of releases (2 keys and 4
 // arguments each).

@@ -36,7 +36,11 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	w := &Watch{c: c, channel: c.channel(name), wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
+	return c.watchChannel(ctx, c.channel(name))
+}
+
+func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
+	w := &Watch{c: c, channel: channel, wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	if set == nil {
@@ -84,6 +88,10 @@ func (w *Watch) Close() {
 
 func (c *Cluster) onMessage(channel, message string) {
 	if message == c.giveBack {
+		return
+	}
+	if strings.HasPrefix(message, revokePrefix) {
+		c.onRevoke(message) // not a release: the holder's agent ends it, and that wakes waiters
 		return
 	}
 	if strings.HasPrefix(message, handoverPrefix) {

@@ -49,6 +49,9 @@ type Hold struct {
 	// entry's Member, and renewing it is its heartbeat. It is lost like a
 	// hold, and its waiter then needs a new place.
 	Entry bool
+	// Tail says its records keep a tail after it (quorum.Tail): they are
+	// renewed so (quorum.RenewKey.Tail).
+	Tail bool
 	// Lease is the lease its records are renewed with; 0 is Config.Lease.
 	// It sets the hold's lead (see lead).
 	Lease time.Duration
@@ -348,7 +351,7 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 			}
 			r.holds = append(r.holds, h)
 			r.leases = append(r.leases, lease)
-			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Record: h.Record, Lease: lease})
+			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Record: h.Record, Lease: lease, Tail: h.Tail})
 		}
 	}
 	w.mu.Unlock()

@@ -40,6 +40,10 @@ type Rule struct {
 // RuleVerbs are the verbs rules govern; every other verb is always allowed.
 var RuleVerbs = []string{"lock", "unlock", "extend", "who"}
 
+// OperatorVerbs are verbs a rule grants only when it names them: a rule
+// without verbs grants RuleVerbs, never these.
+var OperatorVerbs = []string{"revoke"}
+
 // AlwaysAllowed are verbs a rule may not name: they carry no lock name.
 var AlwaysAllowed = []string{"status", "ping", "hello", "holds", "quit", "cancel"}
 

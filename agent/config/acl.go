@@ -111,14 +111,14 @@ func verbs(given []string, errorf errorFunc) []string {
 	for _, verb := range given {
 		verb = strings.ToLower(verb)
 		switch {
-		case slices.Contains(acl.RuleVerbs, verb):
+		case slices.Contains(acl.RuleVerbs, verb) || slices.Contains(acl.OperatorVerbs, verb):
 			if !slices.Contains(out, verb) {
 				out = append(out, verb)
 			}
 		case slices.Contains(acl.AlwaysAllowed, verb):
 			errorf("verbs", "%s is always allowed; rules govern %s", verb, strings.Join(acl.RuleVerbs, ", "))
 		default:
-			errorf("verbs", "unknown verb %q: want %s", verb, strings.Join(acl.RuleVerbs, ", "))
+			errorf("verbs", "unknown verb %q: want %s", verb, strings.Join(append(slices.Clone(acl.RuleVerbs), acl.OperatorVerbs...), ", "))
 		}
 	}
 	return out

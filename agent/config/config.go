@@ -68,6 +68,7 @@ type lockBlock struct {
 	RetryMin      *string  `hcl:"retry_min,optional"`
 	RetryMax      *string  `hcl:"retry_max,optional"`
 	MaxTTL        *string  `hcl:"max_ttl,optional"`
+	LockDelay     *string  `hcl:"lock_delay,optional"`
 	// CohortMaxHandoffs and CohortMaxHold: see agent.LockConfig.
 	CohortMaxHandoffs *int    `hcl:"cohort_max_handoffs,optional"`
 	CohortMaxHold     *string `hcl:"cohort_max_hold,optional"`

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/protocol"
 )
 
 // maxCohortHandoffs bounds lock.cohort_max_handoffs: a grant reserves
@@ -201,6 +202,12 @@ func (v *validator) lock(l *lockBlock, c *agent.LockConfig) {
 	v.duration("lock", "retry_min", l.RetryMin, &c.RetryMin)
 	v.duration("lock", "retry_max", l.RetryMax, &c.RetryMax)
 	v.duration("lock", "max_ttl", l.MaxTTL, &c.MaxTTL)
+	if l.LockDelay != nil && *l.LockDelay != "0" { // "0": none, the default
+		v.duration("lock", "lock_delay", l.LockDelay, &c.LockDelay)
+	}
+	if c.LockDelay > protocol.MaxDelay {
+		v.errorf("lock", "", "lock_delay", "want 0 to %v, got %v", protocol.MaxDelay, c.LockDelay)
+	}
 	if c.MaxTTL < agent.MinTTL {
 		v.errorf("lock", "", "max_ttl", "want at least the minimum ttl %v, got %v", agent.MinTTL, c.MaxTTL)
 	}

@@ -38,6 +38,7 @@ type Metrics struct {
 	fenceWriteBacks  prometheus.Counter
 	renewalBatch     prometheus.Observer
 	renewalRoundTime prometheus.Observer
+	tails            tailSeries
 }
 
 // ModeMetrics are the series of one lock mode.
@@ -124,6 +125,7 @@ func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
 	m.fenceSettles = f.counter("fence_settles_total", "Grants that waited for their fence to be written back because no majority of the granting masters was in step.")
 	m.fenceWriteBacks = f.counter("fence_writebacks_total", "Masters a grant's fence was written back to (waited for or in the background).")
 	m.renewalBatch = f.histogram("renewal_batch_holds", "Holds renewed per watchdog round.", batchBuckets)
+	m.tails = newTailSeries(f)
 	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -60,6 +60,9 @@ commands:
                        exit 3 if fewer than a quorum of masters are up
   who [-json] NAME     show who holds NAME, on any host, and how many wait
                        in its fair queue
+  revoke [-agent A] [-reason WORD] NAME
+                       end the holds of NAME wherever they are (an operator's
+                       verb: the ACL verb revoke, or uid 0 without an acl block)
   version              print the version
 `
 
@@ -91,6 +94,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return statusCmd(args[1:], stdout, stderr)
 	case "who":
 		return whoCmd(args[1:], stdout, stderr)
+	case "revoke":
+		return revokeCmd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "lock-agent", agent.Version)
 		return exitOK
