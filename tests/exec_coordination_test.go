@@ -2,7 +2,9 @@ package tests
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,9 +18,10 @@ import (
 func TestExecOnWantedSignalsTheCommand(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
 	ready := filepath.Join(t.TempDir(), "ready")
-	run := startExec(t, "-socket", a.Config.Socket.Path, "-on-wanted", "USR1", "jobs/wanted", "--",
-		"sh", "-c", `trap 'echo wanted >&2; exit 7' USR1; echo ok > `+ready+`; while :; do sleep 0.05; done`)
-	waitForFile(t, ready)
+	run := startCLI(t, nil, "exec", "-socket", a.Config.Socket.Path, "-on-wanted", "USR1", "jobs/wanted", "--",
+		"sh", "-c", `trap 'echo wanted >&2; exit 7' USR1; echo $$ > `+ready+`; while :; do sleep 0.05; done`)
+	pid, _ := strconv.Atoi(waitForFile(t, ready))
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) }) // its own group: exec's kill leaves it
 	waiter := agenttest.Dial(t, b.Config.Socket.Path)
 	start := time.Now()
 	if r := waiter.Do("LOCK jobs/wanted wait=10s"); r.Kind != "OK" {
