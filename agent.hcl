@@ -63,10 +63,9 @@ lock {
   # from retry_min up to retry_max (at least 100ms) while attempts keep failing.
   retry_min = "20ms"
   retry_max = "200ms"
-  # Longest ttl= a LOCK or EXTEND may ask for; longer is BAD_REQUEST. A ttl=
-  # hold is renewed like any other until its end, so this does not lengthen
-  # the quarantine of a master that restarts empty (one lease).
-  # The shortest ttl= is 50ms.
+  # Deprecated and ignored: ttl= goes from 50ms to 30 days whatever this says.
+  # A ttl= hold is renewed like any other until its end, so its length does not
+  # lengthen the quarantine of a master that restarts empty (one lease).
   max_ttl = "720h"
   # The delay= of a LOCK that gives none (at most 5m; "0": none): after a hold
   # ends uncleanly (session closed without UNLOCK, process or agent died, LOST,

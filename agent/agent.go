@@ -56,7 +56,14 @@ type Agent struct {
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
-	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
+	cohorts map[string]*cohort     // names held in a run of local holders: see cohort.go
+	wanted  map[string]*wantedName // names with notify=wanted holds: see wanted.go
+	// waitRecs are the names whose waiters this agent records on the
+	// masters: see waiting.go.
+	waitRecs map[string]*waitRecord
+	// observations are the names this agent's sessions observe (see
+	// observe.go); nil until the first.
+	observations map[string]*observation
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
 	held       int
@@ -77,7 +84,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
-		cohorts: map[string]*cohort{},
+		cohorts: map[string]*cohort{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)

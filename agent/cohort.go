@@ -274,7 +274,7 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 		c.next, c.top, c.spare = c.spare, c.spare+int64(a.cohortBlock())-1, 0
 	}
 	next := &hold{rh: h.rh, sess: s, owner: w.req.Owner, fence: c.next, acquired: []protocol.Mode{w.req.Mode},
-		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c}
+		mode: w.req.Mode, limit: 1, granted: time.Now(), gaugeMode: w.req.Mode, cohort: c, notifyWanted: w.req.NotifyWanted}
 	c.next++
 	if a.refillDueLocked(c) {
 		c.refilling = true

@@ -50,10 +50,11 @@ type LockConfig struct {
 	// RetryMin and RetryMax bound the jittered back-off between attempts
 	// that failed without a clear holder (split votes, unreachable masters).
 	RetryMin, RetryMax time.Duration
-	// MaxTTL is the longest ttl= a LOCK or EXTEND may ask for; default
-	// 720h (30 days). It has no part in how long a master that lost its
-	// data sits out (see Quarantine): a ttl= hold is renewed like any other
-	// until its end.
+	// MaxTTL is lock.max_ttl, which configs may still set (default 720h)
+	// but which bounds nothing since ttl= is the client's up to
+	// protocol.MaxTTL (30 days): a ttl= hold is renewed like any other
+	// until its end, so its length costs the masters nothing (see
+	// Quarantine and checkTTL). Deprecated.
 	MaxTTL time.Duration
 	// LockDelay is the delay= of a LOCK that gives none: how long its name
 	// stays unavailable to everyone after the hold ends uncleanly (see

@@ -335,6 +335,7 @@ func (r *contending) awaitCohort(w *waiter) {
 		return
 	}
 	r.subscribe() // to hear that other agents wait
+	r.a.startsWaiting(r.q)
 	select {
 	case <-r.q.changed:
 	case <-r.watch.Wanted():
@@ -369,6 +370,9 @@ func (r *contending) attempt(w *waiter) {
 	g, ref, err := a.cluster.Acquire(r.ctx, r.request(w, holder))
 	next, act := r.state.next(outcomeOf(ref, err), r.facts(w))
 	r.state = next
+	if ref != nil && errors.Is(ref.Kind, quorum.ErrBusy) && w.req.Wait != 0 {
+		a.saysWanted(q, w)
+	}
 	if act.noted {
 		q.roundDone(act.noQuorum)
 	}
@@ -382,7 +386,7 @@ func (r *contending) attempt(w *waiter) {
 	case subscribe:
 		r.subscribe()
 	case park:
-		r.park(act.wake)
+		r.park(w, act.wake)
 	case retry: // at the next turn, once contender.notBefore has passed
 	}
 }
@@ -414,12 +418,14 @@ func (r *contending) facts(w *waiter) roundFacts {
 	return f
 }
 
-// park tells an agent that passes the name among its local holders that
-// it is wanted here (see cohort.go), then waits for a release message, a
+// park tells an agent that passes the name among its local holders, or
+// whose holder asked to hear of waiters, that w (the head) and the waiters
+// behind it want the name here (see cohort.go, wanted.go), then waits for a release message, a
 // change in the queue, or the holder's lease to end (fallback).
-func (r *contending) park(fallback time.Duration) {
+func (r *contending) park(w *waiter, fallback time.Duration) {
 	a, q := r.a, r.q
-	a.cluster.Wanted(q.name)
+	a.cluster.Wanted(q.name, a.want(q, w))
+	a.waiterWants(w, true) // and this agent's holders: a hold granted since w's first attempt has not heard of it
 	parked := a.clock.Now()
 	t := a.clock.NewTimer(fallback)
 	woken := false

@@ -39,6 +39,11 @@ type hold struct {
 	// cohort.go), or nil; set when the hold is made, then not changed.
 	// Holds of one run share rh.
 	cohort *cohort
+	// notifyWanted says its LOCK asked for WANTED pushes (notify=wanted;
+	// see wanted.go), set when the hold is made; wanted spaces them,
+	// guarded by the session's mu.
+	notifyWanted bool
+	wanted       wantedLimit
 }
 
 // count is how many acquisitions of h are not undone yet. s.mu is held.
@@ -58,6 +63,7 @@ func (a *Agent) startHoldLocked(h *hold) {
 	h.rh.Owner = h
 	a.held++
 	a.metrics.holdStarted(h)
+	a.noteWantedLocked(h, true)
 }
 
 // endHoldLocked ends h, the live holder of its record: it was lost, let
@@ -66,6 +72,7 @@ func (a *Agent) endHoldLocked(h *hold) {
 	h.rh.Owner = nil
 	a.held--
 	a.metrics.holdEnded(h)
+	a.noteWantedLocked(h, false)
 }
 
 // limitOf is a LOCK's limit: 1 for a plain lock.
@@ -112,7 +119,8 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		s.a.forget(old)
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
-		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode}
+		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
+		notifyWanted: w.req.NotifyWanted}
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
 	}
@@ -131,6 +139,10 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	if rh.Entry {
 		a.entryLost(rh)
+		return
+	}
+	if rh.Waiting {
+		a.waitingLost(rh)
 		return
 	}
 	a.lose(rh, string(reason), reason == renewal.ReasonRevoked)

@@ -46,6 +46,11 @@ type queue struct {
 	yieldUntil time.Time
 	// wantedAt is when another agent last said it waits for the name.
 	wantedAt time.Time
+	// contended says an attempt for a waiter found the name held: the
+	// waiters are recorded on the masters (rec) from then on (see
+	// waiting.go). Guarded by mu.
+	contended bool
+	rec       *waitRecord
 }
 
 // yieldLeft is how long the contender still stands back for another agent.
@@ -86,6 +91,7 @@ func (q *queue) poke() {
 // Agent.waiters). q.mu is held.
 func (q *queue) joinLocked(w *waiter) {
 	q.waiters = append(q.waiters, w)
+	q.kickWaitingLocked()
 	q.count.Add(1)
 	q.metrics.mode(w.req.Mode).Waiters.Inc()
 }
@@ -104,6 +110,7 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 			break
 		}
 	}
+	q.kickWaitingLocked()
 	q.count.Add(-1)
 	q.metrics.mode(w.req.Mode).Waiters.Dec()
 	return true

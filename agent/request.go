@@ -44,6 +44,9 @@ type waiter struct {
 	// masters answer an entry they have with its ticket), and taken out if
 	// the waiter leaves first. Guarded by the queue's mu.
 	asked *quorum.Entry
+	// saidWanted says the agents that hold its name were told that it
+	// waits (see saysWanted); the contender's alone.
+	saidWanted bool
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's
@@ -106,14 +109,17 @@ func unsupported(l protocol.Lock) error {
 // (max(10ms, ttl/50)) leave a hold little or no validity.
 const MinTTL = 50 * time.Millisecond
 
-// checkTTL bounds a ttl= between MinTTL and lock.max_ttl; 0 (none) passes.
+// checkTTL bounds a ttl= between MinTTL and protocol.MaxTTL (30 days); 0
+// (none) passes. lock.max_ttl bounds nothing: a ttl= hold is renewed like
+// any other until its end, so its length costs the masters nothing (no
+// longer quarantine, no longer record) and is the client's to choose.
 func (a *Agent) checkTTL(ttl time.Duration) error {
 	switch {
 	case ttl == 0:
 	case ttl < MinTTL:
 		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is below the minimum ttl %v", ttl, MinTTL)
-	case ttl > a.cfg.Lock.MaxTTL:
-		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is above lock.max_ttl %v", ttl, a.cfg.Lock.MaxTTL)
+	case ttl > protocol.MaxTTL:
+		return protocol.Errorf(protocol.ErrBadRequest, "ttl=%v is above the maximum ttl %v", ttl, protocol.MaxTTL)
 	}
 	return nil
 }
@@ -180,7 +186,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 	} else {
 		s.reqs.Add(1) // until end answers it: a closing session waits for that
 	}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
 	if r := s.releasing[name]; r != nil {
 		w.after = r.done
 	}
@@ -196,6 +202,8 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 	}
 	if busy {
 		w.end(result{err: quorum.ErrBusy})
+	} else if l.Wait != 0 {
+		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
 	}
 	return w, r, nil
 }
@@ -474,10 +482,17 @@ func (s *session) whoReply(tag, name string) error {
 		if r.Claim.Limit > 1 {
 			l.Int("limit", int64(r.Claim.Limit)).Int("slot", int64(r.Claim.Slot))
 		}
+		if r.Who.Value != "" {
+			l.Str("value", r.Who.Value)
+		}
 		s.send(l.Bytes())
 	}
 	s.whoDelayed(tag, name)
 	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)))
+	// Who waits is a round of its own too (see waiting.go).
+	if waiting, ok := s.whoWaiting(tag, name); ok {
+		end.Int("waiting", int64(waiting))
+	}
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
 	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil && queued > 0 {

@@ -60,7 +60,10 @@ type session struct {
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
 	//  2. Agent.mu: the sessions, the queues, the cohorts, the live holders
-	//     of the watchdog's records (renewal.Hold.Owner) and their count.
+	//     of the watchdog's records (renewal.Hold.Owner) and their count,
+	//     the notify=wanted holds by name (wanted.go), the names whose
+	//     waiters are recorded (waiting.go), the observations and each
+	//     session's observing (observe.go).
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
@@ -99,6 +102,9 @@ type session struct {
 	recheckIdle bool
 	closing     bool
 	client      string
+	// observing is the names this session observes; guarded by Agent.mu
+	// (see observe.go).
+	observing map[string]*observation
 }
 
 // release is this session's releases of one name still on their way to the
@@ -237,6 +243,14 @@ func (s *session) answer(req *protocol.Request) error {
 		return s.whoInTurn(req)
 	case protocol.VerbRevoke:
 		return s.revoke(req)
+	case protocol.VerbSet:
+		return s.setInTurn(req)
+	case protocol.VerbCheck:
+		return s.check(req)
+	case protocol.VerbObserve:
+		return s.observe(req)
+	case protocol.VerbUnobserve:
+		return s.unobserve(req)
 	}
 	return protocol.Errorf(protocol.ErrUnknownVerb, "no verb %s", req.Verb)
 }
@@ -390,6 +404,7 @@ func (s *session) awaitAnswers(ended ...chan struct{}) {
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel(errSessionGone)
+	s.endObservations()
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()

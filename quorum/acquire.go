@@ -225,7 +225,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 // acquireArgs are the acquire script's keys and arguments for req.
 func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 	keys = []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
-		c.queueKey(req.Name), c.deadlinesKey(req.Name)}
+		c.queueKey(req.Name), c.deadlinesKey(req.Name), c.observedKey(req.Name)}
 	entry := ""
 	if req.Entry != nil {
 		entry = req.Entry.Member()
@@ -234,7 +234,8 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
 		strconv.FormatInt(req.block(), 10))
-	return keys, append(args, req.Tail.args()...)
+	args = append(args, req.Tail.args()...) // always given: the value follows them
+	return keys, append(args, req.Who.Value)
 }
 
 // settleFence makes the grant's fence strictly greater than every earlier

@@ -41,6 +41,9 @@ type Who struct {
 	PID, UID   int
 	Owner      string
 	SinceMilli int64 // when the hold began, Unix ms
+	// Value is what the holder attached to the hold (LOCK value=, SET):
+	// "" when nothing. The agent checks it (protocol.ValidValue).
+	Value string
 }
 
 // Record is a hold as the masters keep it: a hash with its own PX lease.
@@ -58,14 +61,14 @@ type Record struct {
 func (r Record) fields() []string {
 	return []string{string(r.Claim.mode()), strconv.Itoa(r.Claim.limit()), strconv.Itoa(r.Claim.Slot),
 		strconv.FormatInt(r.Fence, 10), r.Who.Agent, strconv.Itoa(r.Who.PID), strconv.Itoa(r.Who.UID), r.Who.Owner,
-		strconv.FormatInt(r.Who.SinceMilli, 10)}
+		strconv.FormatInt(r.Who.SinceMilli, 10), r.Who.Value}
 }
 
 // recordOf reads a record from its fields in recordFields order.
 func recordOf(f []string) Record {
 	num := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
 	return Record{Claim: Claim{Mode: Mode(f[0]), Limit: int(num(1)), Slot: int(num(2))}, Fence: num(3),
-		Who: Who{Agent: f[4], PID: int(num(5)), UID: int(num(6)), Owner: f[7], SinceMilli: num(8)}}
+		Who: Who{Agent: f[4], PID: int(num(5)), UID: int(num(6)), Owner: f[7], SinceMilli: num(8), Value: f[9]}}
 }
 
 // Holder is one current holder of a name as recorded in the masters, with
@@ -76,56 +79,122 @@ type Holder struct {
 }
 
 // Who returns the holders of name that a majority of the voting masters
-// record, with the highest fence any of them recorded.
+// record, with the highest fence any of them recorded, and the value most
+// of them record (a SET that a paused master missed leaves it the old one
+// until it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	type seen struct {
-		h     Holder
-		count int
-	}
-	byID := map[string]*seen{}
-	var order []string
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
-		judge: func(a answer) (int, bool, error) {
-			vals, err := a.res.ToArray()
-			if err != nil {
-				return 0, false, err
-			}
-			width := 1 + len(recordFields)
-			for j := 0; j+width <= len(vals); j += width {
-				id, _ := vals[j].ToString()
-				f := make([]string, len(recordFields))
-				for k := range f {
-					f[k], _ = vals[j+1+k].ToString()
-				}
-				r := recordOf(f)
-				s := byID[id]
-				if s == nil {
-					s = &seen{h: Holder{ID: id, Record: r}}
-					byID[id] = s
-					order = append(order, id)
-				}
-				s.count++
-				s.h.Record.Fence = max(s.h.Record.Fence, r.Fence)
-			}
-			return 0, true, nil
-		}})
-	switch {
-	case never != nil:
-		return nil, never.Err()
-	case r.yes() < c.quorum:
-		return nil, c.noQuorumErr(r)
+	read, err := c.readHolders(ctx, name, false)
+	if err != nil {
+		return nil, err
 	}
 	var out []Holder
-	for _, id := range order {
-		if s := byID[id]; s.count >= c.quorum {
-			out = append(out, s.h)
+	for _, v := range read.votes {
+		if v.count >= c.quorum {
+			r := v.first
+			r.Fence, r.Who.Value = v.topFence(), v.value()
+			out = append(out, Holder{ID: v.id, Record: r})
 		}
 	}
 	return out, nil
 }
 
+// holderVotes is what the masters of a who round recorded of one holder.
+type holderVotes struct {
+	id     string
+	first  Record // as the first master to answer recorded it
+	count  int    // how many masters record it
+	fences map[int64]int
+	values map[string]int
+}
+
+// topFence is the highest fence any master records.
+func (v *holderVotes) topFence() int64 {
+	top := v.first.Fence
+	for f := range v.fences {
+		top = max(top, f)
+	}
+	return top
+}
+
+// value is the value most masters record (the first's on a tie).
+func (v *holderVotes) value() string {
+	best := v.first.Who.Value
+	for val, n := range v.values {
+		if n > v.values[best] {
+			best = val
+		}
+	}
+	return best
+}
+
+// holdersRead is what a who round read: every holder any master
+// records, in the order first seen, and each answering master's view.
+type holdersRead struct {
+	votes   []*holderVotes
+	answers []masterView
+}
+
+// masterView is one master's answer to a who round: the holders it
+// records, and (for Leader) the fence it would give the next grant.
+type masterView struct {
+	holders map[string]bool
+	next    int64
+}
+
+// readHolders runs a who round on name (with next, leaderSrc's: each
+// master's next fence too).
+func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (holdersRead, error) {
+	var read holdersRead
+	byID := map[string]*holderVotes{}
+	spec := roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true}
+	if next {
+		spec.script, spec.keys = leaderScript, append(spec.keys, c.fenceKey(name), c.markerKey())
+	}
+	spec.judge = func(a answer) (int, bool, error) {
+		vals, err := a.res.ToArray()
+		if err != nil {
+			return 0, false, err
+		}
+		view := masterView{holders: map[string]bool{}}
+		if next && len(vals) > 0 {
+			s, _ := vals[0].ToString()
+			view.next, _ = strconv.ParseInt(s, 10, 64)
+			vals = vals[1:]
+		}
+		width := 1 + len(recordFields)
+		for j := 0; j+width <= len(vals); j += width {
+			id, _ := vals[j].ToString()
+			f := make([]string, len(recordFields))
+			for k := range f {
+				f[k], _ = vals[j+1+k].ToString()
+			}
+			rec := recordOf(f)
+			v := byID[id]
+			if v == nil {
+				v = &holderVotes{id: id, first: rec, fences: map[int64]int{}, values: map[string]int{}}
+				byID[id] = v
+				read.votes = append(read.votes, v)
+			}
+			v.count++
+			v.fences[rec.Fence]++
+			v.values[rec.Who.Value]++
+			view.holders[id] = true
+		}
+		read.answers = append(read.answers, view)
+		return 0, true, nil
+	}
+	r, never := c.vote(ctx, spec)
+	switch {
+	case never != nil:
+		return read, never.Err()
+	case r.yes() < c.quorum:
+		return read, c.noQuorumErr(r)
+	}
+	return read, nil
+}
+
 // Retag makes holder's record of name on every master that has it carry r's
-// fence and who-info: the hold was passed to another local holder, and WHO
+// fence, who-info and value: the hold was passed to another local holder, and WHO
 // should name it. It returns when every master answered or its deadline
 // (4×MasterTimeout) passed, and says on how many it landed. A master that
 // missed it keeps the earlier holder's fence and who-info, which only WHO
@@ -134,8 +203,8 @@ func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int 
 	if c.closed() {
 		return 0
 	}
-	f := r.fields() // recordFields order: fence is 3, who-info 4..8
-	keys, args := []string{c.holderKey(name, holder)}, append([]string{f[3]}, f[4:]...)
+	f := r.fields() // recordFields order: fence is 3, who-info and value 4..9
+	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, append(append([]string{f[3]}, f[4:]...), c.channel(name))
 	var n atomic.Int32
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {
 		if v, err := m.eval(ctx, retagScript, keys, args).AsInt64(); err == nil && v == 1 {

@@ -85,10 +85,9 @@ type Cluster struct {
 	// this agent's (see noteSettings).
 	settingsDiffer atomic.Bool
 
-	// wanted is the message by which this agent tells a name's holder that
-	// it waits for the name (see Wanted); handover its release message
-	// after such a wait (see HandOver).
-	wanted, handover string
+	// handover is this agent's release message after a run of local
+	// holders that another agent waited for (see HandOver).
+	handover string
 
 	watchMu sync.Mutex
 	watches map[string]map[*Watch]struct{} // by channel
@@ -175,7 +174,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
-		wanted: wantedPrefix + cfg.InstanceID, handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
+		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}

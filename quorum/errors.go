@@ -28,6 +28,9 @@ var (
 	ErrQuarantined = errors.New("quorum: master quarantined")
 	// ErrClosed: the cluster is closed.
 	ErrClosed = errors.New("quorum: closed")
+	// ErrUnsettled: a majority records a holder, but the masters that
+	// record it do not record the same fence of it yet (see Cluster.Leader).
+	ErrUnsettled = errors.New("quorum: a holder's fence is not settled yet")
 	// ErrUnsafe: the master is configured so that it may forget holds; see UnsafeError.
 	ErrUnsafe = errors.New("quorum: unsafe master")
 	// ErrConflict: a majority holds the name for another kind of claim (a

@@ -186,7 +186,7 @@ func TestRetagNamesTheNewHolderOfALiveRecordOnly(t *testing.T) {
 
 // TestWantedReachesTheOtherAgentsWatchOnly: the message that an agent
 // waits for a name reaches the watches of other agents, not its own, and
-// wakes no waiter.
+// wakes no waiter; the holder reads what the waiter said of its waiters.
 func TestWantedReachesTheOtherAgentsWatchOnly(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	holder := newCluster(t, servers, time.Second)
@@ -195,7 +195,7 @@ func TestWantedReachesTheOtherAgentsWatchOnly(t *testing.T) {
 	w := holder.Watch(context.Background(), "n")
 	defer w.Close()
 	drainWake(w)
-	holder.Wanted("n") // its own: ignored
+	holder.Wanted("n", Want{}) // its own: ignored
 	select {
 	case <-w.Wanted():
 		t.Fatal("an agent heard its own wanted message")
@@ -204,13 +204,20 @@ func TestWantedReachesTheOtherAgentsWatchOnly(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	waitStates(t, waiter, func(st []MasterStatus) bool { return st[0].State == StateUp })
-	waiter.Wanted("n")
+	waiter.Wanted("n", Want{Shared: true, Count: 3})
 	select {
 	case <-w.Wanted():
 	case <-w.C():
 		t.Fatal("a wanted message woke a waiter")
 	case <-time.After(time.Second):
 		t.Fatal("the holder never heard that the name is wanted")
+	}
+	wants := w.Wants()
+	if len(wants) != 1 || wants[waiter.cfg.InstanceID] != (Want{Shared: true, Count: 3}) {
+		t.Fatalf("the holder read %v, want the waiter's shared want of 3", wants)
+	}
+	if again := w.Wants(); again != nil {
+		t.Fatalf("Wants read %v a second time, want nothing new", again)
 	}
 }
 

@@ -124,9 +124,12 @@ type RenewKey struct {
 	Name, Holder string
 	// Entry marks a queue entry's heartbeat: Holder is then the entry's
 	// Member, and Record is zero.
-	Entry  bool
-	Record Record        // the Grant's; a zero Record is never re-created
-	Lease  time.Duration // the lease to set; 0: Renew's lease
+	Entry bool
+	// Waiting marks this agent's waiting record of Name (see waiting.go):
+	// Holder is then the agent's instance, and Record is zero.
+	Waiting bool
+	Record  Record        // the Grant's; a zero Record is never re-created
+	Lease   time.Duration // the lease to set; 0: Renew's lease
 	// Tail says the hold was granted with a Tail: its renewal keeps it
 	// (see tailsLua).
 	Tail bool
@@ -172,6 +175,11 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 		if h.Entry {
 			keys = append(keys, c.queueKey(h.Name), c.deadlinesKey(h.Name))
 			args = append(args, h.Holder, "q"+strconv.FormatInt(l.Milliseconds(), 10))
+			continue
+		}
+		if h.Waiting {
+			keys = append(keys, c.waitingDeadlinesKey(h.Name), c.waitingKey(h.Name))
+			args = append(args, h.Holder, "w"+strconv.FormatInt(l.Milliseconds(), 10))
 			continue
 		}
 		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))

@@ -356,10 +356,11 @@ const (
 	OpDowngrade // an exclusive hold made shared
 	OpEnqueue   // a queue entry given its ticket, or the ticket settled
 	OpDequeue   // queue entries removed
+	OpSet       // a hold's value replaced (SET)
 	NumOps      // how many Ops there are
 )
 
-var opNames = [NumOps]string{"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue"}
+var opNames = [NumOps]string{"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue", "set"}
 
 // String returns the op's name: acquire, renew, extend, release, who or downgrade.
 func (o Op) String() string {

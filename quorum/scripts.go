@@ -11,7 +11,7 @@ import (
 //
 //	P{name}            set of holder ids that may hold the name
 //	P{name}:h:HOLDER   one per holder: a hash of its claim (mode, limit, slot),
-//	                   fence and who-info (agent, pid, uid, owner, since); PX = its lease
+//	                   fence, who-info (agent, pid, uid, owner, since) and value; PX = its lease
 //	P{name}:fence      the fence counter; never expires
 //	P{name}:released:HOLDER  tombstone of a release that found no key (see releaseSrc)
 //	P{name}:q          the name's queue (fair=true, and writers that readers
@@ -21,6 +21,10 @@ import (
 //	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
 //	P{name}:qseq       the ticket counter; never expires
 //	P{name}:qx:ENTRY   tombstone of an entry that left (see dequeueSrc)
+//	P{name}:obs        set while some agent observes the name (OBSERVE); PX =
+//	                   a lease, renewed by that agent: a grant then says so
+//	                   on the name's channel (see leaderMessage)
+//	P{name}:w, :wd     each agent's waiting record and its deadline (see waiting.go)
 //	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
 //	                   run, settings, how} (see gateLua)
 //
@@ -172,7 +176,7 @@ end
 
 // recordFields are the fields of a holder's record hash, in the order the
 // scripts take and return them.
-var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since"}
+var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since", "value"}
 
 // acquireSrc grants HOLDER a claim on the name if it is compatible with
 // every other live holder, and HOLDER's attempt was not already released (a
@@ -181,11 +185,13 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // K > 1 takes one of K slots (the one asked for, or the lowest free), with
 // holders of the same K only.
 // A claim the holders allow must also pass the queue rule (see queueLua).
-// KEYS: set, fence, holder key, marker, queue, queue deadlines. ARGV:
-// holder, lease ms, holder key prefix, epoch, quarantine ms, mode, limit,
-// slot (0: any), agent, pid, uid, owner, since, the claim's queue entry (”:
-// none), fence block (absent: 1), the hold's delay ms and min_hold ms
-// (absent or 0: none; see tailsLua).
+// KEYS: set, fence, holder key, marker, queue, queue deadlines, the
+// observed mark. ARGV: holder, lease ms, holder key prefix, epoch,
+// quarantine ms, mode, limit, slot (0: any), agent, pid, uid, owner, since,
+// the claim's queue entry (”: none), fence block (absent: 1), the hold's
+// delay ms and min_hold ms (absent or 0: none; see tailsLua), value.
+// A grant of an observed name (the mark exists: see Cluster.MarkObserved)
+// publishes leaderMessage on the name's channel.
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
 // holders block it} when held, {0, ms, 0} when the queue blocks it (ms: see
@@ -280,12 +286,15 @@ if queued then
 end
 local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
-  'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13])
+  'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13], 'value', ARGV[18] or '')
 local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
 redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
 if members == 0 or redis.call('PTTL', KEYS[1]) < px then
   redis.call('PEXPIRE', KEYS[1], px)
+end
+if KEYS[7] and redis.call('EXISTS', KEYS[7]) == 1 then
+  redis.call('PUBLISH', KEYS[1] .. ':released', 'leader changed')
 end
 return {1, tonumber(fence), slot}
 `
@@ -296,7 +305,11 @@ return {1, tonumber(fence), slot}
 // and its deadlines, its holder id the entry, and its lease "q" and the ms;
 // it is renewed only while the entry is queued (never re-added: it may have
 // left meanwhile). A hold with a tail has the lease "t" and the ms (see
-// tailsLua); other holds pay nothing for tails.
+// tailsLua); other holds pay nothing for tails. An agent's waiting record
+// rides it too (see waiting.go): its keys are the deadlines and the records,
+// its holder id the agent's instance, its lease "w" and the ms; renewed only
+// while it is there and its deadline has not passed (a lapsed one is gone),
+// and both keys live at least as long.
 // KEYS: marker, then set and holder key of each hold. ARGV: epoch,
 // quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
@@ -320,6 +333,18 @@ for i = 3, #ARGV, 2 do
   elseif string.sub(lease, 1, 1) == 't' then
     now = now or math.floor(now_us() / 1000)
     out[#out + 1] = tail_renew(set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
+  elseif string.sub(lease, 1, 1) == 'w' then
+    now = now or math.floor(now_us() / 1000)
+    if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
+      local ms = tonumber(string.sub(lease, 2))
+      redis.call('ZADD', set, 'XX', now + ms, ARGV[i])
+      for _, k in ipairs({set, key}) do
+        if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+      end
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
   elseif redis.call('PEXPIRE', key, lease) == 1 then
     redis.call('SADD', set, ARGV[i])
     if redis.call('PTTL', set) < tonumber(lease) then redis.call('PEXPIRE', set, lease) end
@@ -338,8 +363,8 @@ return out
 // fence counter to the last fence of the hold's block (see acquireSrc).
 // KEYS: set, fence, holder key, marker.
 // ARGV: holder, lease ms, holder key prefix, epoch, quarantine ms, then the
-// record's fields in recordFields order, then the block's last fence (absent:
-// the record's fence).
+// record's fields in recordFields order (ARGV[6..15]), then the block's last
+// fence (absent: the record's fence).
 // Returns 2 if re-created, 1 if it was there, 0 if it may not be, -2 while quarantined.
 const repairSrc = gateLua + `
 local q = gate(KEYS[4], ARGV[4], ARGV[5])
@@ -362,13 +387,13 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   end
 end
 redis.call('HSET', KEYS[3], 'mode', ARGV[6], 'limit', ARGV[7], 'slot', ARGV[8], 'fence', ARGV[9],
-  'agent', ARGV[10], 'pid', ARGV[11], 'uid', ARGV[12], 'owner', ARGV[13], 'since', ARGV[14])
+  'agent', ARGV[10], 'pid', ARGV[11], 'uid', ARGV[12], 'owner', ARGV[13], 'since', ARGV[14], 'value', ARGV[15])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-local top = math.max(tonumber(ARGV[9]), tonumber(ARGV[15] or ARGV[9]))
+local top = math.max(tonumber(ARGV[9]), tonumber(ARGV[16] or ARGV[9]))
 if tonumber(redis.call('GET', KEYS[2]) or '0') < top then
   redis.call('SET', KEYS[2], string.format('%d', top))
 end
@@ -519,11 +544,15 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 // who-info of a hold that its agent passed to another local holder (see
 // AcquireRequest.FenceBlock). It never creates a record. It writes no fence
 // counter: the block's end is there since the grant.
-// KEYS: holder key. ARGV: fence, agent, pid, uid, owner, since.
+// A new holder is a new leader: if the name is observed (KEYS[2] exists)
+// it publishes leaderMessage on the channel ARGV[8].
+// KEYS: holder key, observed mark. ARGV: fence, agent, pid, uid, owner,
+// since, value, channel.
 // Returns 1 if the record is there.
 const retagSrc = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6])
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6], 'value', ARGV[7] or '')
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[8], 'leader changed') end
 return 1
 `
 
@@ -532,11 +561,15 @@ return 1
 // KEYS: set. ARGV: holder key prefix.
 const whoSrc = tailsLua + `
 local out = {}
+` + whoBody
+
+// whoBody appends the live holders to out and returns it (see whoSrc).
+const whoBody = `
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
   if redis.call('EXISTS', key) == 1 and not is_tail(key) then
     table.insert(out, m)
-    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since')) do
+    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value')) do
       table.insert(out, v or '')
     end
   end
@@ -635,7 +668,7 @@ return out
 `, nk, na)
 }
 
-// acquireManySrc is acquireSrc over a batch of claims (6 keys and 17
+// acquireManySrc is acquireSrc over a batch of claims (7 keys and 18
 // arguments each, as acquireSrc takes them). The masters' gate runs once,
 // for the first item: every item carries the same marker.
 var acquireManySrc = gateLua + queueLua + fencesLua + tailsLua + `
@@ -647,7 +680,7 @@ end
 local function one(KEYS, ARGV)
 ` + acquireBody + `
 end
-` + batchLua(6, 17)
+` + batchLua(7, 18)
 
 // releaseManySrc is releaseSrc over a batch of releases (2 keys and 4
 // arguments each).

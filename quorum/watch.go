@@ -15,8 +15,18 @@ type Watch struct {
 	wake    chan struct{}
 	recheck chan struct{}
 	wanted  chan struct{}
+	leader  chan struct{}
+	wants   map[string]Want // since the last Wants; guarded by the Cluster's watchMu
 	once    sync.Once
 }
+
+// Leader receives (coalesced) when the name's holders may have changed: a
+// grant of an observed name (see MarkObserved), a SET, any release or
+// hand-over (a give-back too), and whenever a master (re)subscribes. It is
+// a hint to read the holders again (see Cluster.Leader), never a fact:
+// messages are lost while a master is away, and a lease that runs out
+// publishes nothing.
+func (w *Watch) Leader() <-chan struct{} { return w.leader }
 
 // C returns the wake-up channel.
 func (w *Watch) C() <-chan struct{} { return w.wake }
@@ -40,7 +50,8 @@ func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
 }
 
 func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
-	w := &Watch{c: c, channel: channel, wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1)}
+	w := &Watch{c: c, channel: channel, wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1),
+		leader: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	if set == nil {
@@ -59,6 +70,7 @@ func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
 					c.watchMu.Lock()
 					for w := range c.watches[w.channel] {
 						signal(w.recheck)
+						signal(w.leader)
 					}
 					c.watchMu.Unlock()
 				}
@@ -87,7 +99,13 @@ func (w *Watch) Close() {
 }
 
 func (c *Cluster) onMessage(channel, message string) {
-	if message == c.giveBack {
+	if !strings.HasPrefix(message, wantedPrefix) { // a waiter is not a change of holder
+		c.signalLeader(channel)
+	}
+	if message == c.giveBack || message == leaderMessage {
+		// Neither is a release for the waiters: a give-back of this agent
+		// would only fail its own waiters again, and a new leader or value
+		// frees nothing.
 		return
 	}
 	if strings.HasPrefix(message, revokePrefix) {
@@ -105,15 +123,7 @@ func (c *Cluster) onMessage(channel, message string) {
 		return
 	}
 	if strings.HasPrefix(message, wantedPrefix) {
-		// Not a release: it must not wake waiters, whose attempts would
-		// fail and say so again.
-		if message != c.wanted {
-			c.watchMu.Lock()
-			for w := range c.watches[channel] {
-				signal(w.wanted)
-			}
-			c.watchMu.Unlock()
-		}
+		c.heardWanted(channel, message)
 		return
 	}
 	c.watchMu.Lock()
@@ -124,30 +134,22 @@ func (c *Cluster) onMessage(channel, message string) {
 }
 
 // wantedPrefix starts the message of Wanted, handoverPrefix that of
-// HandOver; no name has a space.
+// HandOver; leaderMessage is what a grant of an observed name and a SET
+// publish (written into acquireSrc and setValueSrc too). No name has a
+// space, so none of them is a release message (a name).
 const (
 	wantedPrefix   = "wanted "
 	handoverPrefix = "handover "
+	leaderMessage  = "leader changed"
 )
 
-// Wanted tells the agent that holds name, if it watches the name, that this
-// agent has a waiter for it: an agent that passes a name among its local
-// holders (see AcquireRequest.FenceBlock) then gives it up within its
-// bounds. It publishes on every connected master, in the background, and
-// returns at once; a message can be lost (a master down, or the holder's
-// subscription not yet made), so it serves fairness only.
-func (c *Cluster) Wanted(name string) {
-	if c.closed() {
-		return
+// signalLeader signals the Leader channel of channel's watches.
+func (c *Cluster) signalLeader(channel string) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel] {
+		signal(w.leader)
 	}
-	ch := c.channel(name)
-	c.goBackground(func() {
-		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
-			if cl := m.conn(laneRounds); cl != nil {
-				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(c.wanted).Build())
-			}
-		})
-	})
 }
 
 func (c *Cluster) wakeAll() {
@@ -156,6 +158,7 @@ func (c *Cluster) wakeAll() {
 	for _, set := range c.watches {
 		for w := range set {
 			w.signal()
+			signal(w.leader)
 		}
 	}
 }

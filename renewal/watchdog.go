@@ -52,6 +52,10 @@ type Hold struct {
 	// Tail says its records keep a tail after it (quorum.Tail): they are
 	// renewed so (quorum.RenewKey.Tail).
 	Tail bool
+	// Waiting marks the agent's waiting record of Name
+	// (quorum.RenewKey.Waiting): Holder is the agent's instance. It is
+	// lost like a hold, and the agent then writes it anew.
+	Waiting bool
 	// Lease is the lease its records are renewed with; 0 is Config.Lease.
 	// It sets the hold's lead (see lead).
 	Lease time.Duration
@@ -351,7 +355,7 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 			}
 			r.holds = append(r.holds, h)
 			r.leases = append(r.leases, lease)
-			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Record: h.Record, Lease: lease, Tail: h.Tail})
+			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Waiting: h.Waiting, Record: h.Record, Lease: lease, Tail: h.Tail})
 		}
 	}
 	w.mu.Unlock()

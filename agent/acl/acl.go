@@ -38,7 +38,7 @@ type Rule struct {
 }
 
 // RuleVerbs are the verbs rules govern; every other verb is always allowed.
-var RuleVerbs = []string{"lock", "unlock", "extend", "who"}
+var RuleVerbs = []string{"lock", "unlock", "extend", "who", "set", "observe", "check"}
 
 // OperatorVerbs are verbs a rule grants only when it names them: a rule
 // without verbs grants RuleVerbs, never these.

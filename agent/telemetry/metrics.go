@@ -39,6 +39,9 @@ type Metrics struct {
 	renewalBatch     prometheus.Observer
 	renewalRoundTime prometheus.Observer
 	tails            tailSeries
+	// WantedPushes counts the * WANTED pushes (notify=wanted).
+	WantedPushes   prometheus.Counter
+	observeMetrics // see observe.go
 }
 
 // ModeMetrics are the series of one lock mode.
@@ -126,6 +129,8 @@ func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
 	m.fenceWriteBacks = f.counter("fence_writebacks_total", "Masters a grant's fence was written back to (waited for or in the background).")
 	m.renewalBatch = f.histogram("renewal_batch_holds", "Holds renewed per watchdog round.", batchBuckets)
 	m.tails = newTailSeries(f)
+	m.WantedPushes = f.counter("wanted_pushes_total", "WANTED pushes to notify=wanted holders: a request that conflicts with the hold started waiting, on any agent.")
+	m.observeMetrics = newObserveMetrics(f)
 	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

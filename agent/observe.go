@@ -1,0 +1,231 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// Observers (OBSERVE, UNOBSERVE, * LEADER: ../shared/coordination.md §2).
+// However many of its sessions observe a name, the agent keeps one
+// observation of it: one subscription to the name's channel (a
+// quorum.Watch), one mark on the masters that makes a grant of the name
+// say so there (quorum.Cluster.MarkObserved, renewed every lease/3 while
+// the name is observed, then left to expire: another agent may observe it
+// too), and one goroutine that reads the leader (quorum.Cluster.Leader)
+// when the watch says it may have changed, and every lease/3 besides
+// (a lease that runs out publishes nothing, and messages are lost while
+// a master is away). What it reads it pushes to every observing session,
+// unless it is what they were told last, or a stale read: a fence below
+// the highest one pushed is never pushed (see leaderPush).
+//
+// The leader of a name held shared or as a semaphore is the holder with
+// the lowest fence (quorum.LeaderOf). UNOBSERVE of a name the session does
+// not observe is OK: it ends nothing, as a second OBSERVE starts nothing
+// (but the current state is pushed again after its OK). A session observes
+// at most max_holds_per_session names.
+
+// observation is one name this agent's sessions observe. Its fields are
+// guarded by Agent.mu, under which every push of it is queued, so a
+// session's pushes of a name come in the order they were read, and none
+// comes after the OK of its UNOBSERVE.
+type observation struct {
+	name     string
+	sessions map[*session]struct{}
+	stop     context.CancelFunc
+	last     leaderState // what was pushed last, if known
+	known    bool
+	top      int64 // the highest fence pushed
+}
+
+// leaderState is a name's leader as read from the masters.
+type leaderState struct {
+	held         bool
+	fence        int64
+	value, agent string
+}
+
+func (l leaderState) line(name string) []byte {
+	if !l.held {
+		return protocol.Push("LEADER").Word(name).Word("none").Bytes()
+	}
+	return protocol.Push("LEADER").Word(name).Int("fence", l.fence).Str("value", l.value).Str("agent", l.agent).Bytes()
+}
+
+// leaderPush decides whether read, a fresh read of a name's leader, is
+// pushed to its observers, given what was pushed last (if known) and the
+// highest fence pushed (top): a change is, a stale read (a fence below
+// top) never is, so observers never see an older term after a newer one.
+func leaderPush(known bool, last leaderState, top int64, read leaderState) bool {
+	switch {
+	case read.held && read.fence < top:
+		return false
+	case !known:
+		return true
+	}
+	return read != last
+}
+
+// observe is OBSERVE NAME: OK, then the name's leader now (if the agent
+// knows it already; else once read) and at every change.
+func (s *session) observe(req *protocol.Request) error {
+	name, err := protocol.ParseObserve(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("observe", name); err != nil {
+		return err
+	}
+	a := s.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o := s.observing[name]
+	if o == nil {
+		if lim := a.limits().MaxHoldsPerSession; len(s.observing) >= lim {
+			return protocol.Errorf(protocol.ErrLimit, "session observes %d names (max_holds_per_session)", lim)
+		}
+		o = a.observationLocked(name)
+		o.sessions[s] = struct{}{}
+		if s.observing == nil {
+			s.observing = map[string]*observation{}
+		}
+		s.observing[name] = o
+		a.metrics.Observers.Inc()
+	}
+	s.reply(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	if o.known {
+		s.push(o.last.line(name))
+		a.metrics.LeaderPushes.Inc()
+	}
+	return nil
+}
+
+// unobserve is UNOBSERVE NAME: OK, and no push of the name after it.
+func (s *session) unobserve(req *protocol.Request) error {
+	name, err := protocol.ParseObserve(req)
+	if err != nil {
+		return err
+	}
+	s.a.mu.Lock()
+	if o := s.observing[name]; o != nil {
+		s.a.unobserveLocked(s, o)
+	}
+	s.a.mu.Unlock()
+	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	return nil
+}
+
+// endObservations ends every observation of a closing session.
+func (s *session) endObservations() {
+	s.a.mu.Lock()
+	defer s.a.mu.Unlock()
+	for _, o := range s.observing {
+		s.a.unobserveLocked(s, o)
+	}
+}
+
+// unobserveLocked takes s off o; the last session to go ends o. Agent.mu
+// is held.
+func (a *Agent) unobserveLocked(s *session, o *observation) {
+	delete(s.observing, o.name)
+	delete(o.sessions, s)
+	a.metrics.Observers.Dec()
+	if len(o.sessions) == 0 {
+		delete(a.observations, o.name)
+		o.stop()
+	}
+}
+
+// observationLocked returns the agent's observation of name, started if
+// there was none. Agent.mu is held.
+func (a *Agent) observationLocked(name string) *observation {
+	if o := a.observations[name]; o != nil {
+		return o
+	}
+	ctx, stop := context.WithCancel(a.runCtx)
+	o := &observation{name: name, sessions: map[*session]struct{}{}, stop: stop}
+	if a.observations == nil {
+		a.observations = map[string]*observation{}
+	}
+	a.observations[name] = o
+	w := a.cluster.Watch(ctx, name)
+	go a.observeLoop(ctx, o, w)
+	return o
+}
+
+// observeLoop reads o's leader at once, then whenever w says it may have
+// changed, and every lease/3, when it also renews the name's mark on the
+// masters, until ctx ends. A read that failed, or found a holder's fence
+// not settled yet (quorum.ErrUnsettled), is tried again after
+// lock.retry_min (or lease/3, if sooner); once a holder has stayed
+// unsettled for longer than a grant's round can take (10×master_timeout,
+// or lease/3 if sooner), the fence a majority records will do (see
+// quorum.Cluster.Leader): a master that refused the grant (its queue had
+// another head) lacks the record until a renewal re-creates it.
+func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
+	defer w.Close()
+	every := a.cfg.Lock.Lease / 3
+	settles := min(every, 10*a.cfg.Lock.MasterTimeout)
+	marked := a.markObserved(ctx, o.name)
+	var unsettled time.Time // since when reads find a fence unsettled; zero: they do not
+	t := a.clock.NewTimer(every)
+	defer t.Stop()
+	for {
+		lenient := !unsettled.IsZero() && a.clock.Now().Sub(unsettled) >= settles
+		switch err := a.readLeader(ctx, o, lenient); {
+		case err == nil:
+			unsettled = time.Time{}
+		case errors.Is(err, quorum.ErrUnsettled) && unsettled.IsZero():
+			unsettled = a.clock.Now()
+			fallthrough
+		default:
+			t.Reset(min(every, a.cfg.Lock.RetryMin))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Leader():
+		case <-t.C():
+			if a.clock.Now().Sub(marked) >= every/2 {
+				marked = a.markObserved(ctx, o.name)
+			}
+			t.Reset(every)
+		}
+	}
+}
+
+// markObserved marks name observed on the masters for a lease, and
+// returns when.
+func (a *Agent) markObserved(ctx context.Context, name string) time.Time {
+	a.cluster.MarkObserved(ctx, name, a.cfg.Lock.Lease)
+	return a.clock.Now()
+}
+
+// readLeader reads o's leader (see quorum.Cluster.Leader for lenient) and
+// pushes it to o's sessions if it is news (see leaderPush). It pushes
+// nothing if the read failed or found a fence not settled yet.
+func (a *Agent) readLeader(ctx context.Context, o *observation, lenient bool) error {
+	h, held, err := a.cluster.Leader(ctx, o.name, lenient)
+	if err != nil {
+		return err
+	}
+	read := leaderState{}
+	if held {
+		read = leaderState{held: true, fence: h.Record.Fence, value: h.Record.Who.Value, agent: h.Record.Who.Agent}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ctx.Err() != nil || !leaderPush(o.known, o.last, o.top, read) {
+		return nil
+	}
+	o.last, o.known, o.top = read, true, max(o.top, read.fence)
+	line := read.line(o.name)
+	for s := range o.sessions {
+		s.push(line)
+	}
+	a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
+	return nil
+}

@@ -1,0 +1,220 @@
+package quorum
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// A hold's value, its fence check and the leader of a name, as leader
+// election uses them (../shared/coordination.md §1, §2, §5): SetValue
+// replaces a hold's value on a majority, Check asks whether a fence is a
+// current holder's, and Leader reads who holds a name now. An agent that
+// observes a name marks it (MarkObserved), so that a grant publishes
+// leaderMessage, and reads Leader when its Watch's Leader channel says so.
+
+func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
+
+// setValueSrc replaces the value of a live record and says so to the
+// name's observers. KEYS: holder key. ARGV: value, channel.
+// Returns 1 if the record is there, else 0.
+const setValueSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'value', ARGV[1])
+redis.call('PUBLISH', ARGV[2], 'leader changed')
+return 1
+`
+
+// checkSrc says whether a live holder of the name carries the fence: 1 or
+// 0. A tail (a hold that ended, kept while its delay or min_hold stands:
+// see tailsLua) is not current. KEYS: set. ARGV: holder key prefix, fence.
+const checkSrc = tailsLua + `
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local key = ARGV[1] .. m
+  if redis.call('HGET', key, 'fence') == ARGV[2] and not is_tail(key) then return 1 end
+end
+return 0
+`
+
+var (
+	setValueScript = newScript(setValueSrc, -1)
+	checkScript    = newScript(checkSrc, -1)
+	leaderScript   = newScript(leaderSrc, -1)
+)
+
+func init() { allScripts = append(allScripts, setValueScript, checkScript, leaderScript) }
+
+// SetValue replaces the value of holder's hold of name on every master
+// that has it, and wakes the name's observers anywhere. Like a release it
+// goes to every connected master, down ones too, and lands in the
+// background on those that answer late (see roundSpec.land), so that a
+// paused master does not keep the old value. It returns nil once a
+// majority replaced it, else a RoundError of ErrNoQuorum: the value is
+// then the new one on some masters and the old one on others (Who reports
+// the one most of them have), until a SET lands.
+func (c *Cluster) SetValue(ctx context.Context, name, holder, value string) error {
+	if c.closed() {
+		return ErrClosed
+	}
+	r, never := c.vote(ctx, roundSpec{op: OpSet, script: setValueScript, keys: []string{c.holderKey(name, holder)},
+		args: []string{value, c.channel(name)}, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	switch {
+	case never != nil:
+		return never.Err()
+	case r.yes() < c.quorum:
+		return c.noQuorumErr(r)
+	}
+	return nil
+}
+
+// Check says whether fence is the fence of a current holder of name: true
+// when a majority of the masters (a quorum of them, at least, answered)
+// records a live holder with that fence, false when enough answered that
+// no majority can. It only reads.
+func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, error) {
+	if c.closed() {
+		return false, ErrClosed
+	}
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: checkScript, keys: []string{c.setKey(name)},
+		args: []string{c.holderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	if never != nil {
+		return false, never.Err()
+	}
+	current, known := CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
+	if !known {
+		return false, c.noQuorumErr(r)
+	}
+	return current, nil
+}
+
+// CheckOutcome decides a CHECK of n masters with quorum q, yes of which
+// record the fence and failed of which did not answer: current when yes
+// reaches q; not current when the answers (at least q of them) leave no
+// majority; unknown (known false) when too few answered.
+func CheckOutcome(n, q, yes, failed int) (current, known bool) {
+	switch {
+	case yes >= q:
+		return true, true
+	case n-failed >= q:
+		return false, true
+	}
+	return false, false
+}
+
+// MarkObserved marks name observed on every master for lease (a key with
+// that PX, see acquireSrc), so that a grant of it publishes
+// leaderMessage. The observing agent renews it well within lease while it
+// observes, and lets it expire after. It returns on how many masters the
+// mark landed.
+func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Duration) int {
+	if c.closed() {
+		return 0
+	}
+	key := c.observedKey(name)
+	var n atomic.Int32
+	c.eachMaster(ctx, func(ctx context.Context, m *master) {
+		if cl := m.conn(laneRounds); cl != nil && cl.Do(ctx, cl.B().Set().Key(key).Value("1").Px(lease).Build()).Error() == nil {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
+}
+
+// leaderSrc is whoSrc's list of holders after the fence the master would
+// give the next grant of the name now (as take_fences would: see
+// acquireSrc), as a decimal string. KEYS: set, fence counter, marker.
+// ARGV: holder key prefix.
+const leaderSrc = tailsLua + `
+local cur = redis.call('GET', KEYS[2])
+local floor = tonumber(redis.call('HGET', KEYS[3], 'floor') or '0') or 0
+local nextf
+if cur then
+  nextf = math.max(tonumber(cur) + 1, floor)
+else
+  local t = redis.call('TIME')
+  nextf = math.max(tonumber(t[1]) * 1000000, floor)
+end
+local out = {string.format('%d', nextf)}
+` + whoBody
+
+// Leader returns the leader of name as a majority of the masters records
+// it (see LeaderOf), and false when nobody holds it. Unlike Who, it takes
+// a holder's fence F only once it is settled: a grant's record carries
+// its own master's fence until the grant's fence, the highest of the
+// granting majority's, is written back to them (see settleFence), so a
+// fence that a majority shows meanwhile may be a term that never was. F
+// is settled when every master that answered with the holder records F,
+// and every one that answered without it (it refused the grant, or has
+// not run it yet) would give a grant no fence above F. While it is not,
+// Leader returns ErrUnsettled: read again shortly. With lenient, a fence
+// that a majority records will do: a master that missed a write-back (it
+// was paused past its deadline) keeps another fence in its record until
+// the hold ends, and a caller that found the holder unsettled for longer
+// than a grant can take takes the majority's.
+func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
+	read, err := c.readHolders(ctx, name, true)
+	if err != nil {
+		return Holder{}, false, err
+	}
+	var holders []Holder
+	for _, v := range read.votes {
+		if v.count < c.quorum {
+			continue
+		}
+		fence, ok := read.settled(v, c.quorum, lenient)
+		if !ok {
+			return Holder{}, false, ErrUnsettled
+		}
+		r := v.first
+		r.Fence, r.Who.Value = fence, v.value()
+		holders = append(holders, Holder{ID: v.id, Record: r})
+	}
+	h, ok := LeaderOf(holders)
+	return h, ok, nil
+}
+
+// settled is v's settled fence, if it is (see Leader).
+func (read holdersRead) settled(v *holderVotes, quorum int, lenient bool) (int64, bool) {
+	for f, n := range v.fences {
+		switch {
+		case lenient && n >= quorum:
+			return f, true
+		case n < v.count:
+			continue
+		}
+		for _, m := range read.answers {
+			if !m.holders[v.id] && m.next > f {
+				return 0, false
+			}
+		}
+		return f, true
+	}
+	return 0, false
+}
+
+// LeaderOf picks the leader among a name's holders: the holder with the
+// lowest fence, which for a lock is its one holder, and for a name held
+// shared or as a semaphore the one that has held it longest (fences grow
+// with every grant, so the leader's fence never goes back while holders
+// come and go). False when there is none.
+func LeaderOf(holders []Holder) (Holder, bool) {
+	if len(holders) == 0 {
+		return Holder{}, false
+	}
+	best := holders[0]
+	for _, h := range holders[1:] {
+		if h.Record.Fence < best.Record.Fence {
+			best = h
+		}
+	}
+	return best, true
+}

@@ -1,0 +1,277 @@
+package quorum
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+func TestLeaderOf(t *testing.T) {
+	h := func(id string, fence int64) Holder { return Holder{ID: id, Record: Record{Fence: fence}} }
+	tests := []struct {
+		name    string
+		holders []Holder
+		want    string // "" for none
+	}{
+		{"no holder is no leader", nil, ""},
+		{"a lock's one holder leads", []Holder{h("a", 7)}, "a"},
+		{"of shared holders the one with the lowest fence leads", []Holder{h("b", 9), h("a", 7), h("c", 8)}, "a"},
+		{"a newer holder does not take over from an older one", []Holder{h("a", 7), h("z", 100)}, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := LeaderOf(tt.holders)
+			if ok != (tt.want != "") || got.ID != tt.want {
+				t.Fatalf("LeaderOf = %q, %v; want %q", got.ID, ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckOutcomeEveryAnswer decides a CHECK over every combination of
+// masters that record the fence, lack it, or fail, for 3 and 5 masters.
+func TestCheckOutcomeEveryAnswer(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		q := n/2 + 1
+		for yes := 0; yes <= n; yes++ {
+			for failed := 0; yes+failed <= n; failed++ {
+				current, known := CheckOutcome(n, q, yes, failed)
+				answered := n - failed
+				switch {
+				case yes >= q && !(current && known):
+					t.Errorf("n=%d yes=%d failed=%d: a majority records it, got %v %v", n, yes, failed, current, known)
+				case yes < q && current:
+					t.Errorf("n=%d yes=%d failed=%d: current without a majority", n, yes, failed)
+				case yes < q && known != (answered >= q):
+					t.Errorf("n=%d yes=%d failed=%d: known=%v with %d answers", n, yes, failed, known, answered)
+				}
+			}
+		}
+	}
+}
+
+// TestValueSetCheckAndLeaderOnRealMasters: a grant's value is in WHO, SET
+// replaces it on every master, CHECK holds for the grant's fence only, a
+// grant of an observed name signals the watch's Leader (and not C), and
+// Leader reads the holder.
+func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	w := c.Watch(ctx, "v")
+	defer w.Close()
+	<-w.Recheck() // subscribed on a master at least
+	drain := func(ch <-chan struct{}) {
+		select {
+		case <-ch:
+		default:
+		}
+	}
+	if got := c.MarkObserved(ctx, "v", 5*time.Second); got != 3 {
+		t.Fatalf("marked on %d masters", got)
+	}
+	for i, s := range servers { // every master's subscription is made: a later message is not lost
+		subscribers := func() string {
+			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel("v"))
+			return n
+		}
+		for deadline := time.Now().Add(5 * time.Second); subscribers() != "1"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("master %d: never subscribed", i)
+			}
+			time.Sleep(5 * time.Millisecond) // a poll, as waitStates
+		}
+	}
+	drain(w.Leader())
+	drain(w.C())
+	r := req("v", "h1")
+	r.Who.Value = "one"
+	g, err := acquire(ctx, c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Leader():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a grant of an observed name did not signal Leader")
+	}
+	select {
+	case <-w.C():
+		t.Fatal("a grant woke the waiters")
+	default:
+	}
+	leader, ok, err := c.Leader(ctx, "v", false)
+	if err != nil || !ok || leader.ID != "h1" || leader.Record.Who.Value != "one" || leader.Record.Fence != g.Fence {
+		t.Fatalf("Leader = %+v, %v, %v", leader, ok, err)
+	}
+	if err := c.SetValue(ctx, "v", "h1", "two"); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range servers {
+		if v, err := s.Do("HGET", c.holderKey("v", "h1"), "value"); err != nil || v != "two" {
+			t.Fatalf("master %d: value %q, %v", i, v, err)
+		}
+	}
+	if err := c.SetValue(ctx, "v", "nobody", "x"); err == nil {
+		t.Fatal("SET of a holder no master has succeeded")
+	}
+	for fence, want := range map[int64]bool{g.Fence: true, g.Fence - 1: false, g.Fence + 1: false} {
+		if current, err := c.Check(ctx, "v", fence); err != nil || current != want {
+			t.Fatalf("Check(%d) = %v, %v; want %v", fence, current, err, want)
+		}
+	}
+	if _, err := c.Release(ctx, "v", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if current, err := c.Check(ctx, "v", g.Fence); err != nil || current {
+		t.Fatalf("Check after release = %v, %v", current, err)
+	}
+	if _, ok, err := c.Leader(ctx, "v", false); ok || err != nil {
+		t.Fatalf("a leader after release: %v, %v", ok, err)
+	}
+}
+
+// subscriber is a raw SUBSCRIBE connection to one master.
+type subscriber struct {
+	t *testing.T
+	r *bufio.Reader
+}
+
+func subscribe(t *testing.T, s *redistest.Server, channel string) *subscriber {
+	t.Helper()
+	conn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n", len(channel), channel)
+	sub := &subscriber{t: t, r: bufio.NewReader(conn)}
+	sub.lines(6) // *3, subscribe, channel, :1
+	return sub
+}
+
+func (s *subscriber) lines(n int) []string {
+	s.t.Helper()
+	var out []string
+	for range n {
+		l, err := s.r.ReadString('\n')
+		if err != nil {
+			s.t.Fatalf("subscriber: %v after %q", err, out)
+		}
+		out = append(out, strings.TrimRight(l, "\r\n"))
+	}
+	return out
+}
+
+// next is the payload of the next message.
+func (s *subscriber) next() string {
+	s.t.Helper()
+	l := s.lines(7) // *3, $7, message, $n, channel, $n, payload
+	return l[6]
+}
+
+// TestObservedNamesPublishLeaderChanged: on a master, a grant of an
+// observed name, a SET and a retag publish leaderMessage; a grant of a
+// name nobody observes publishes nothing (its release is the first
+// message).
+func TestObservedNamesPublishLeaderChanged(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	sub := subscribe(t, servers[0], c.channel("o"))
+	c.MarkObserved(ctx, "o", 5*time.Second)
+	if _, err := acquire(ctx, c, req("o", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if m := sub.next(); m != leaderMessage {
+		t.Fatalf("grant of an observed name: %q", m)
+	}
+	if err := c.SetValue(ctx, "o", "h1", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if m := sub.next(); m != leaderMessage {
+		t.Fatalf("SET: %q", m)
+	}
+	if n := c.Retag(ctx, "o", "h1", Record{Fence: 9, Who: Who{Owner: "next", Value: "w"}}); n != 3 {
+		t.Fatalf("retag landed on %d masters", n)
+	}
+	if m := sub.next(); m != leaderMessage {
+		t.Fatalf("retag: %q", m)
+	}
+	quiet := subscribe(t, servers[0], c.channel("u"))
+	if _, err := acquire(ctx, c, req("u", "h2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Release(ctx, "u", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if m := quiet.next(); m != "u" {
+		t.Fatalf("the first message of a name nobody observes: %q, want its release", m)
+	}
+}
+
+// TestLeaderTakesOnlyAnAgreedFence: a holder whose masters record
+// different fences (a grant's record before its fence is written back to
+// all of them) is unsettled for Leader, though Who shows it with the
+// highest, even when a majority records one of them; with lenient, the
+// majority's fence is the term.
+func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	plant := func(s *redistest.Server, fence string) {
+		plantClaim(s, "u", "h", Claim{})
+		s.Do("HSET", "t:{u}:h:h", "fence", fence)
+	}
+	plant(servers[0], "5")
+	plant(servers[1], "7")
+	if who, err := c.Who(ctx, "u"); err != nil || len(who) != 1 || who[0].Record.Fence != 7 {
+		t.Fatalf("Who = %+v, %v", who, err)
+	}
+	for _, lenient := range []bool{false, true} {
+		if _, _, err := c.Leader(ctx, "u", lenient); !errors.Is(err, ErrUnsettled) {
+			t.Fatalf("Leader (lenient %v) of a holder at fences 5 and 7: %v, want ErrUnsettled", lenient, err)
+		}
+	}
+	plant(servers[2], "5")
+	if _, _, err := c.Leader(ctx, "u", false); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of a holder at fences 5, 7, 5: %v, want ErrUnsettled", err)
+	}
+	h, ok, err := c.Leader(ctx, "u", true)
+	if err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("lenient Leader of a holder at fences 5, 7, 5 = %+v, %v, %v; want fence 5", h, ok, err)
+	}
+	plant(servers[1], "5")
+	if h, ok, err := c.Leader(ctx, "u", false); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("Leader of a holder at fence 5 everywhere = %+v, %v, %v", h, ok, err)
+	}
+	// A majority at one fence, and a master that answers without the
+	// holder and has no counter (its next fence is the time's, far above):
+	// it may not have run the grant yet, and its fence would be the
+	// grant's. Unsettled, but for lenient.
+	servers[2].Do("DEL", "t:{u}:h:h")
+	if _, _, err := c.Leader(ctx, "u", false); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of a holder at fence 5 on two masters of three: %v, want ErrUnsettled", err)
+	}
+	if h, ok, err := c.Leader(ctx, "u", true); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("lenient Leader of a holder at fence 5 on two masters = %+v, %v, %v", h, ok, err)
+	}
+	// That master would give no fence above 5 (its counter is at 4): it
+	// cannot settle the grant higher, whether it runs it yet or refused it.
+	servers[2].Do("SET", "t:{u}:fence", "4")
+	if h, ok, err := c.Leader(ctx, "u", false); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("Leader of a holder at fence 5 on two masters, the third's next fence 5 = %+v, %v, %v", h, ok, err)
+	}
+	servers[2].Do("SET", "t:{u}:fence", "5")
+	if _, _, err := c.Leader(ctx, "u", false); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of a holder at fence 5 on two masters, the third's next fence 6: %v, want ErrUnsettled", err)
+	}
+}
