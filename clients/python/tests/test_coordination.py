@@ -110,9 +110,12 @@ class CoordinationTest(unittest.TestCase):
         self.assertTrue(eventually(lambda: other.who("py/delay").delayed_until_ms is not None))
         until = other.who("py/delay").delayed_until_ms
         self.assertEqual(list(other.who("py/delay")), [])
-        if time.time() * 1000 < until - 100:  # a loaded host may have got here after the delay
-            with self.assertRaises(lockagent.Busy):
-                other.lock("py/delay", wait=0)
+        try:
+            other.lock("py/delay", wait=0).release()
+            # Granted: only right for a loaded host that got here after the delay.
+            self.assertGreaterEqual(time.time() * 1000, until - 100, "granted during the delay")
+        except lockagent.Busy:
+            pass
         other.lock("py/delay", wait=10).release()
         self.assertGreaterEqual(time.time() * 1000, until - 5)
 
