@@ -12,6 +12,11 @@
 //	l, err := c.Lock(ctx, "jobs/nightly", lockagent.Wait(5*time.Second))
 //	defer l.Unlock(ctx) // releases even when ctx is cancelled by then
 //	doWork(l.Context(), l.Fence())
+//
+// Beyond locks: Campaign elects a leader per name (a fair Lock with a Value;
+// the fence is the term), Observe and Leader follow who leads, Proclaim
+// changes the leader's value; NotifyWanted, Delay and MinHold shape a hold;
+// Check asks whether a fence is current, Revoke ends holds anywhere.
 package lockagent
 
 import (
