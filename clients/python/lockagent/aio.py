@@ -306,7 +306,8 @@ class Observation:
     """Who leads a name, as the agent pushes it: an async iterator of
     Leader, the current one first; it ends once closed (aclose(), or leaving
     its ``async with``) or when the connection closes. Observations of one
-    name on one Client share one OBSERVE."""
+    name on one Client share one OBSERVE. A ``break`` out of ``async for``
+    does not close it: use it in ``async with``."""
 
     def __init__(self, client, name, fresh=False):
         self.name = name
