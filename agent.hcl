@@ -113,7 +113,7 @@ log {
 #   rule "batch" {
 #     group = "batch"                  # or user = "alice", uid = 1001, gid = 1001: exactly one
 #     names = ["jobs/*", "reports/**"] # * within one /-segment, ** across segments
-#     verbs = ["lock", "unlock", "extend", "who"] # default: all four
+#     verbs = ["lock", "unlock", "extend", "who"] # default: these and set, observe, check
 #   }
 #   rule "ops" {
 #     user  = "root"

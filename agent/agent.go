@@ -9,8 +9,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,10 +188,7 @@ func (a *Agent) accept() {
 func (a *Agent) shutdown() {
 	a.mu.Lock()
 	a.stopping = true
-	sessions := make([]*session, 0, len(a.sessions))
-	for _, s := range a.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := a.sessionsLocked()
 	a.mu.Unlock()
 	var byes sync.WaitGroup // at once: a session may wait up to byeWait for its multi-locks
 	for _, s := range sessions {
@@ -206,6 +205,19 @@ func (a *Agent) shutdown() {
 	case <-time.After(shutdownGrace):
 		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
 	}
+}
+
+// openSessions is a snapshot of the open sessions, for work on each
+// that must not hold Agent.mu (it takes session.mu, or may wait).
+func (a *Agent) openSessions() []*session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessionsLocked()
+}
+
+// sessionsLocked is openSessions with Agent.mu held.
+func (a *Agent) sessionsLocked() []*session {
+	return slices.Collect(maps.Values(a.sessions))
 }
 
 // counts is a snapshot for STATUS.

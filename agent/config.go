@@ -171,12 +171,7 @@ func (a *Agent) SetLive(cfg Config) {
 	if old.limits.IdleTimeout == cfg.Limits.IdleTimeout {
 		return
 	}
-	a.mu.Lock()
-	sessions := make([]*session, 0, len(a.sessions))
-	for _, s := range a.sessions {
-		sessions = append(sessions, s)
-	}
-	a.mu.Unlock()
+	sessions := a.openSessions()
 	for _, s := range sessions {
 		s.armIdle()
 	}

@@ -99,8 +99,19 @@ func (h *hold) snapshot(validity time.Duration) result {
 
 func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
 
-func lostLine(h *hold, reason string) []byte {
-	return protocol.Push("LOST").Word(h.rh.Name).Str("owner", h.owner).Int("fence", h.fence).Str("reason", reason).Bytes()
+// lostLine is the LOST push of h. A revoked hold's reason is always
+// revoked (a client must never take a revocation for another kind of
+// loss), and the operator's word, if another, follows as why=.
+func lostLine(h *hold, reason string, revoked bool) []byte {
+	l := protocol.Push("LOST").Word(h.rh.Name).Str("owner", h.owner).Int("fence", h.fence)
+	if !revoked {
+		return l.Str("reason", reason).Bytes()
+	}
+	l.Str("reason", string(renewal.ReasonRevoked))
+	if reason != string(renewal.ReasonRevoked) {
+		l.Str("why", reason)
+	}
+	return l.Bytes()
 }
 
 // install records a granted hold in the session and the watchdog, and
@@ -148,7 +159,8 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 	a.lose(rh, string(reason), reason == renewal.ReasonRevoked)
 }
 
-// lose tells a lost hold's client LOST with reason, then ends the hold in
+// lose tells a lost hold's client LOST with reason (for a revoked hold,
+// the operator's word: see lostLine), then ends the hold in
 // the masters: at once if it was revoked (a majority can no longer renew
 // it), else once its validity ended. The watchdog no longer watches rh.
 func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
@@ -175,7 +187,7 @@ func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
 		} else {
 			a.metrics.lost(renewal.Reason(reason))
 		}
-		s.push(lostLine(h, reason))
+		s.push(lostLine(h, reason, revoked))
 	}
 	s.mu.Unlock()
 	if mine {

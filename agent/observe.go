@@ -157,19 +157,24 @@ func (a *Agent) observationLocked(name string) *observation {
 }
 
 // observeLoop reads o's leader at once, then whenever w says it may have
-// changed, and every lease/3, when it also renews the name's mark on the
-// masters, until ctx ends. A read that failed, or found a holder's fence
-// not settled yet (quorum.ErrUnsettled), is tried again after
-// lock.retry_min (or lease/3, if sooner); once a holder has stayed
+// changed, and every lease/3, until ctx ends. A read that failed, or found
+// a holder's fence not settled yet (quorum.ErrUnsettled), is tried again
+// after lock.retry_min (or lease/3, if sooner); once a holder has stayed
 // unsettled for longer than a grant's round can take (10×master_timeout,
 // or lease/3 if sooner), the fence a majority records will do (see
 // quorum.Cluster.Leader): a master that refused the grant (its queue had
 // another head) lacks the record until a renewal re-creates it.
+//
+// The name's mark on the masters is made before the first read, so that
+// a grant after it publishes, and is renewed beside the reads (keepMarked):
+// a mark waits for every master, a paused one too (4×master_timeout), and
+// a push must not wait behind it.
 func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
 	defer w.Close()
 	every := a.cfg.Lock.Lease / 3
 	settles := min(every, 10*a.cfg.Lock.MasterTimeout)
-	marked := a.markObserved(ctx, o.name)
+	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lock.Lease)
+	go a.keepMarked(ctx, o.name, every)
 	var unsettled time.Time // since when reads find a fence unsettled; zero: they do not
 	t := a.clock.NewTimer(every)
 	defer t.Stop()
@@ -189,19 +194,26 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 			return
 		case <-w.Leader():
 		case <-t.C():
-			if a.clock.Now().Sub(marked) >= every/2 {
-				marked = a.markObserved(ctx, o.name)
-			}
 			t.Reset(every)
 		}
 	}
 }
 
-// markObserved marks name observed on the masters for a lease, and
-// returns when.
-func (a *Agent) markObserved(ctx context.Context, name string) time.Time {
-	a.cluster.MarkObserved(ctx, name, a.cfg.Lock.Lease)
-	return a.clock.Now()
+// keepMarked renews name's mark on the masters (for a lease) every
+// interval, well within the mark's lease, until ctx ends; then the mark
+// is left to expire (another agent may observe the name too).
+func (a *Agent) keepMarked(ctx context.Context, name string, interval time.Duration) {
+	t := a.clock.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		a.cluster.MarkObserved(ctx, name, a.cfg.Lock.Lease)
+		t.Reset(interval)
+	}
 }
 
 // readLeader reads o's leader (see quorum.Cluster.Leader for lenient) and

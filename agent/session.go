@@ -369,7 +369,7 @@ func (s *session) bye(reason string) {
 		}
 		s.mu.Unlock()
 		for _, h := range holds {
-			s.push(lostLine(h, "shutdown"))
+			s.push(lostLine(h, "shutdown", false))
 		}
 		for _, w := range waits {
 			if s.a.withdraw(w) {

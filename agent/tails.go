@@ -89,12 +89,7 @@ func (a *Agent) onRevoke(holder, reason string) {
 
 // findHold is the watched record of holder among the sessions' holds, or nil.
 func (a *Agent) findHold(holder string) *renewal.Hold {
-	a.mu.Lock()
-	sessions := make([]*session, 0, len(a.sessions))
-	for _, s := range a.sessions {
-		sessions = append(sessions, s)
-	}
-	a.mu.Unlock()
+	sessions := a.openSessions()
 	for _, s := range sessions {
 		s.mu.Lock()
 		for _, h := range s.holds {

@@ -262,8 +262,9 @@ func (c *Cluster) onRevoke(message string) {
 // revocation is the message of the revocation of holder's hold for reason.
 func revocation(holder, reason string) string { return revokePrefix + holder + " " + reason }
 
-// parseRevocation reads a revocation's message. The reason is one word;
-// the holder id may hold spaces (an agent id may).
+// parseRevocation reads a revocation's message. The reason is the last
+// word and the holder id all before it: quorum does not rule out a space
+// in a holder id (the agent's ids have none: agent.id may not).
 func parseRevocation(message string) (holder, reason string, ok bool) {
 	rest, ok := strings.CutPrefix(message, revokePrefix)
 	i := strings.LastIndexByte(rest, ' ')

@@ -32,8 +32,8 @@ type Renewer interface {
 }
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
-// not changed after, but by the watchdog's own methods (SetEnd, SetRecord),
-// and Owner.
+// not changed after, but by the watchdog's own methods (SetEnd, SetRecord,
+// UpdateRecord), and Owner.
 type Hold struct {
 	Name, Holder string
 	// Owner is the caller's record of the hold, handed back with it to
@@ -249,13 +249,7 @@ func (w *Watchdog) SetEnd(h *Hold, end time.Time) (time.Duration, bool) {
 // lacks it: the hold passed to another local holder, with a fence of its
 // grant's block. It returns false if h is no longer watched.
 func (w *Watchdog) SetRecord(h *Hold, r quorum.Record) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.watched(h) {
-		return false
-	}
-	h.Record = r
-	return true
+	return w.UpdateRecord(h, func(rec *quorum.Record) { *rec = r })
 }
 
 // Validity returns how long h is still known valid (to its deadline, or

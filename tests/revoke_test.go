@@ -26,8 +26,8 @@ func TestRevokeTellsTheHolderBeforeAnotherAgentIsGranted(t *testing.T) {
 	lost := make(chan time.Time, 1)
 	go func() {
 		p := holder.Push(5 * time.Second)
-		if !strings.HasPrefix(p, "* LOST rv/one owner=w1 ") || !strings.HasSuffix(p, " reason=maintenance") {
-			t.Errorf("push %q, want LOST with reason=maintenance", p)
+		if !strings.HasPrefix(p, "* LOST rv/one owner=w1 ") || !strings.HasSuffix(p, " reason=revoked why=maintenance") {
+			t.Errorf("push %q, want LOST with reason=revoked why=maintenance", p)
 		}
 		lost <- time.Now()
 	}()
