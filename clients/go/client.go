@@ -191,7 +191,7 @@ func (c *Client) shutdown() {
 	c.mu.Unlock()
 	for _, ls := range locks {
 		for _, l := range ls {
-			l.lose("disconnected")
+			l.lose("disconnected", "")
 		}
 	}
 	close(c.closed)
@@ -257,7 +257,7 @@ func (c *Client) push(words []string) {
 		delete(c.locks, key)
 		c.mu.Unlock()
 		for _, l := range ls {
-			l.lose(fields["reason"])
+			l.lose(fields["reason"], fields["why"])
 		}
 	case "WANTED":
 		c.mu.Lock()
@@ -540,13 +540,13 @@ func (l *Lock) grant(f map[string]string) {
 	l.validity, l.at = time.Duration(ms)*time.Millisecond, time.Now()
 }
 
-func (l *Lock) lose(reason string) {
+func (l *Lock) lose(reason, why string) {
 	if reason == "disconnected" && l.unlocking.Load() {
 		// The UNLOCK was sent; the closed connection released the lock just as well.
 		l.end(ErrUnlocked)
 		return
 	}
-	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason})
+	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason, Why: why})
 }
 
 func (l *Lock) end(err error) {

@@ -161,15 +161,15 @@ type RevokeOptions struct {
 	// Agent revokes only the holds of that agent (its agent.id); "" revokes
 	// every hold of the name.
 	Agent string
-	// Reason is the word the holders' LOST carries (1-32 of [a-z0-9_]);
-	// "" is "revoked".
+	// Reason is a word (1-32 of [a-z0-9_]) that each holder's lost lock
+	// carries as LostError.Why; its Reason is "revoked" whatever this says.
 	Reason string
 }
 
 // Revoke ends the holds of name wherever they are (an operator's verb: the
 // agent allows it only by an ACL rule granting "revoke", or to root without
 // an acl block; else ErrDenied). Each holder gets its lock lost with
-// LostError.Reason "revoked" (or o.Reason) before the name is released.
+// LostError.Reason "revoked" (and Why o.Reason) before the name is released.
 // It returns how many holds it ended.
 func (c *Client) Revoke(ctx context.Context, name string, o RevokeOptions) (int, error) {
 	if err := checkName(name); err != nil {

@@ -286,4 +286,16 @@ func TestRevoke(t *testing.T) {
 	if n, err := operator.Revoke(ctx, "go/revoke", lockagent.RevokeOptions{}); err != nil || n != 0 {
 		t.Fatalf("Revoke of nothing: %d %v", n, err)
 	}
+	// A reason word reaches the holder as Why.
+	l, err = holder.Lock(ctx, "go/revoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := operator.Revoke(ctx, "go/revoke", lockagent.RevokeOptions{Reason: "maintenance"}); err != nil || n != 1 {
+		t.Fatalf("Revoke with a reason: %d %v", n, err)
+	}
+	<-l.Done()
+	if !errors.As(l.Err(), &lost) || lost.Reason != "revoked" || lost.Why != "maintenance" {
+		t.Fatalf("Err = %v, want lost: revoked (maintenance)", l.Err())
+	}
 }

@@ -144,7 +144,7 @@ class Client:
         with self._mu:
             holds = self._locks.pop((f.get("name"), f.get("owner", "")), [])
         for hold in holds:
-            hold.lose(f.get("reason", "unknown"))
+            hold.lose(f.get("reason", "unknown"), f.get("why"))
 
     def _send(self, line, then=None):
         tag = check_tag(str(next(self._tags)))
@@ -319,7 +319,8 @@ class Client:
     def revoke(self, name, agent=None, reason=None):
         """Ends the holds of ``name`` wherever they are (only those of agent
         ``agent``, an agent.id, if given); each holder's lock is lost with
-        reason "revoked" (or ``reason``, one word of [a-z0-9_]). An operator's
+        reason "revoked" (``lost_reason``), and ``reason``, a word of
+        [a-z0-9_] if given, as its ``lost_why``. An operator's
         verb: the agent refuses it (Denied) without an ACL rule granting
         "revoke" (or to root without an acl block). Returns how many holds
         it ended."""

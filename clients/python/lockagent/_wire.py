@@ -607,6 +607,7 @@ class Hold:
         self.wanted = lock._event()  # set by * WANTED pushes (notify_wanted=True)
         self.value = lock._value
         self.lost_reason = None
+        self.lost_why = None  # a revoked hold's reason word (revoke(reason=...))
         self.released = False
         self.unlocking = False  # an UNLOCK of the last re-entry is on the wire
         self.preacquired = False  # acquired by client.lock(); the next `with` enters without acquiring
@@ -621,9 +622,10 @@ class Hold:
     def live(self):
         return not self.released and not self.lost.is_set()
 
-    def lose(self, reason):
+    def lose(self, reason, why=None):
         if not self.live:
             return
+        self.lost_why = why
         if reason == "disconnected" and self.unlocking:
             self.released = True  # the closed connection released it, as the UNLOCK would have
             return
@@ -730,6 +732,12 @@ class LockBase:
     def lost_reason(self):
         """Why it was lost: quorum, expired, revoked, shutdown, or disconnected."""
         return self._view().lost_reason
+
+    @property
+    def lost_why(self):
+        """For a hold revoked with a reason word (``revoke(name, reason=...)``),
+        that word; else None."""
+        return self._view().lost_why
 
     def locked(self):
         """True while this Lock holds its name (for any of its owners) and has not lost it."""

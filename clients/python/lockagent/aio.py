@@ -128,7 +128,7 @@ class Client:
         if kind != "LOST":
             return
         for hold in self._locks.pop((f.get("name"), f.get("owner", "")), []):
-            hold.lose(f.get("reason", "unknown"))
+            hold.lose(f.get("reason", "unknown"), f.get("why"))
 
     def _send(self, line, then=None):
         if self._closed.is_set():

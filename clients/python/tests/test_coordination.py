@@ -135,8 +135,12 @@ class CoordinationTest(unittest.TestCase):
             self.skipTest("not root: %s" % e)
         self.assertEqual(n, 1)
         self.assertTrue(lk.lost.wait(10))
-        self.assertEqual(lk.lost_reason, "revoked")
+        self.assertEqual((lk.lost_reason, lk.lost_why), ("revoked", None))
         self.assertEqual(operator.revoke("py/revoke"), 0)
+        lk = holder.lock("py/revoke", raise_on_lost=False)
+        self.assertEqual(operator.revoke("py/revoke", reason="maintenance"), 1)
+        self.assertTrue(lk.lost.wait(10))
+        self.assertEqual((lk.lost_reason, lk.lost_why), ("revoked", "maintenance"))
 
 
 class AioCoordinationTest(unittest.IsolatedAsyncioTestCase):
