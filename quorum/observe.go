@@ -147,7 +147,11 @@ local out = {string.format('%d', nextf)}
 ` + whoBody
 
 // Leader returns the leader of name as a majority of the masters records
-// it (see LeaderOf), and false when nobody holds it. Unlike Who, it takes
+// it (see LeaderOf), and false when nobody holds it: when no holder can be
+// on a majority, the masters that did not answer counted in. A holder that
+// the answers show on fewer than a majority, but that the masters that did
+// not answer could make a majority (one of its masters is paused), is
+// ErrUnsettled: "none" would be false while it holds. Unlike Who, it takes
 // a holder's fence F only once it is settled: a grant's record carries
 // its own master's fence until the grant's fence, the highest of the
 // granting majority's, is written back to them (see settleFence), so a
@@ -166,9 +170,15 @@ func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder
 		return Holder{}, false, err
 	}
 	var holders []Holder
+	unheard := len(c.masters) - len(read.answers)
 	for _, v := range read.votes {
-		if v.count < c.quorum {
-			continue
+		switch {
+		case v.count+unheard < c.quorum:
+			continue // not on a majority: no holder (any more, or yet)
+		case v.count < c.quorum:
+			// On a majority, perhaps: the masters that did not answer may
+			// hold it. Neither it nor "none" is known.
+			return Holder{}, false, ErrUnsettled
 		}
 		fence, ok := read.settled(v, c.quorum, lenient)
 		if !ok {

@@ -275,3 +275,33 @@ func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
 		t.Fatalf("Leader of a holder at fence 5 on two masters, the third's next fence 6: %v, want ErrUnsettled", err)
 	}
 }
+
+// TestLeaderOfAHolderBehindAPausedMaster: a holder on two masters of three,
+// one of them paused, shows on one answer only. That is not "none": the
+// paused master may hold it (here it does), so Leader cannot tell, lenient
+// or not. Once the holder is gone from the answering one, a majority is
+// out of reach: none.
+func TestLeaderOfAHolderBehindAPausedMaster(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	for _, s := range servers[:2] {
+		plantClaim(s, "p", "h", Claim{})
+		s.Do("HSET", "t:{p}:h:h", "fence", "5")
+	}
+	servers[2].Do("SET", "t:{p}:fence", "4")
+	if h, ok, err := c.Leader(ctx, "p", false); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("Leader of a holder on two masters = %+v, %v, %v", h, ok, err)
+	}
+	servers[0].Pause()
+	defer servers[0].Resume()
+	for _, lenient := range []bool{false, true} {
+		if h, ok, err := c.Leader(ctx, "p", lenient); !errors.Is(err, ErrUnsettled) {
+			t.Fatalf("Leader (lenient %v) with one of the holder's two masters paused = %+v, %v, %v; want ErrUnsettled", lenient, h, ok, err)
+		}
+	}
+	servers[1].Do("DEL", "t:{p}:h:h")
+	if h, ok, err := c.Leader(ctx, "p", false); err != nil || ok {
+		t.Fatalf("Leader of a holder on the paused master only = %+v, %v, %v; want none", h, ok, err)
+	}
+}

@@ -31,7 +31,7 @@ var (
 
 // bootstrap runs `lock-agent bootstrap` on the new masters of a config, as
 // an operator does once for a new deployment.
-func bootstrap(t *testing.T, bin, cfgPath string) {
+func bootstrap(t testing.TB, bin, cfgPath string) {
 	t.Helper()
 	if out, err := exec.Command(bin, "bootstrap", "-config", cfgPath).CombinedOutput(); err != nil || !strings.Contains(string(out), "bootstrapped as a new master") {
 		t.Fatalf("bootstrap: %v\n%s", err, out)
@@ -39,7 +39,7 @@ func bootstrap(t *testing.T, bin, cfgPath string) {
 }
 
 // binary builds cmd/lock-agent once per test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "lock-agent-bin")
@@ -227,7 +227,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func waitForSocket(t *testing.T, path string) {
+func waitForSocket(t testing.TB, path string) {
 	t.Helper()
 	lockagenttest.Eventually(t, 10*time.Second, func() bool {
 		fi, err := os.Stat(path)
@@ -237,7 +237,7 @@ func waitForSocket(t *testing.T, path string) {
 
 // shortTempDir is a temporary directory with a short path: Unix socket paths
 // are limited to 108 bytes.
-func shortTempDir(t *testing.T) string {
+func shortTempDir(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "la")
 	if err != nil {
 		t.Fatal(err)

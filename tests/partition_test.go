@@ -169,7 +169,7 @@ func grantsByKind(events []history.Event) (grants map[string]int, handovers int)
 
 // dumpHistory writes the events to a file that outlives the test, for
 // whoever reads a failure, and returns its path.
-func dumpHistory(t *testing.T, events []history.Event) string {
+func dumpHistory(t testing.TB, events []history.Event) string {
 	f, err := os.CreateTemp("", "partition-history-*.txt")
 	if err != nil {
 		return fmt.Sprintf("(not written: %v)", err)

@@ -41,7 +41,7 @@ func binaryAgent(t *testing.T, extra string) (*exec.Cmd, *syncBuffer, string, st
 
 // waitForListener waits until the agent accepts connections on sock: the
 // socket file appears a moment before it listens.
-func waitForListener(t *testing.T, sock string) {
+func waitForListener(t testing.TB, sock string) {
 	t.Helper()
 	waitForSocket(t, sock)
 	var err error

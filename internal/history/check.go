@@ -35,6 +35,8 @@ type Hold struct {
 	Limit      int // 1 for a lock
 	Slot       int
 	Fence      int64
+	Value      string // the value= it was granted with (a campaign's)
+	Agent      string // the agent it was granted by, when recorded
 	Start, End time.Duration
 	Open       bool // neither released nor lost in the history
 }
@@ -70,7 +72,7 @@ func Holds(events []Event) []Hold {
 		case OK:
 			open[k] = len(holds)
 			holds = append(holds, Hold{Client: e.Client, Kind: e.Kind, Name: e.Name, Mode: cmp.Or(e.Mode, Exclusive),
-				Limit: max(e.Limit, 1), Slot: e.Slot, Fence: e.Fence, Start: e.At, Open: true})
+				Limit: max(e.Limit, 1), Slot: e.Slot, Fence: e.Fence, Value: e.Value, Agent: e.Agent, Start: e.At, Open: true})
 		case Lost, Release:
 			if i, ok := open[k]; ok {
 				holds[i].End, holds[i].Open = e.At, false

@@ -153,3 +153,16 @@ func TestHistoryRecordsInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestAddStampedKeepsOrder: an event stamped earlier (by another process)
+// and recorded late takes its place by its stamp.
+func TestAddStampedKeepsOrder(t *testing.T) {
+	h := history.New()
+	early := history.Stamp()
+	h.Add(history.Event{Client: 1, Type: history.Invoke, Name: "x"})
+	h.AddStamped(history.Event{Client: 2, Type: history.OK, Name: "x"}, early)
+	events := h.Events()
+	if len(events) != 2 || events[0].Client != 2 || events[1].Client != 1 || events[0].At > events[1].At {
+		t.Fatalf("events out of their stamps' order: %v", events)
+	}
+}
