@@ -12,6 +12,11 @@
 //	l, err := c.Lock(ctx, "jobs/nightly", lockagent.Wait(5*time.Second))
 //	defer l.Unlock(ctx) // releases even when ctx is cancelled by then
 //	doWork(l.Context(), l.Fence())
+//
+// Beyond locks: Campaign elects a leader per name (a fair Lock with a Value;
+// the fence is the term), Observe and Leader follow who leads, Proclaim
+// changes the leader's value; NotifyWanted, Delay and MinHold shape a hold;
+// Check asks whether a fence is current, Revoke ends holds anywhere.
 package lockagent
 
 import (
@@ -69,6 +74,11 @@ type Client struct {
 	nextTag atomic.Uint64
 	owners  atomic.Uint64
 	session string
+
+	// obsMu orders the OBSERVE and UNOBSERVE lines of this connection with
+	// the changes of observed they stand for (lock order: obsMu, then mu).
+	obsMu    sync.Mutex
+	observed map[string]*observation // under mu
 }
 
 type lockKey struct{ name, owner string }
@@ -84,6 +94,9 @@ type reply struct {
 type call struct {
 	done chan reply
 	data []map[string]string
+	// then, if set, sees the final reply in the reader, before any line
+	// that follows it is routed. It must not block.
+	then func(reply)
 }
 
 // Dial connects to the agent at path ("" means SocketPath()) and says HELLO.
@@ -100,7 +113,8 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 			"or set LOCK_AGENT_SOCKET to the socket it prints (without it, clients try %s, then %s)",
 			ErrConnect, path, err, DefaultSocket, DevSocketPath())
 	}
-	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{})}
+	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{}),
+		observed: map[string]*observation{}}
 	go c.read()
 	name := "go"
 	if len(os.Args) > 0 {
@@ -177,7 +191,7 @@ func (c *Client) shutdown() {
 	c.mu.Unlock()
 	for _, ls := range locks {
 		for _, l := range ls {
-			l.lose("disconnected")
+			l.lose("disconnected", "")
 		}
 	}
 	close(c.closed)
@@ -207,18 +221,27 @@ func (c *Client) route(line string) {
 		return
 	}
 	if kind == "DATA" {
+		if len(words) > 2 && !strings.Contains(words[2], "=") {
+			fields[""] = words[2] // what the line is about: WHO's "DATA waiting ..."
+		}
 		cl.data = append(cl.data, fields)
 		c.mu.Unlock()
 		return
 	}
 	delete(c.calls, tag)
 	c.mu.Unlock()
-	cl.done <- reply{kind: kind, fields: fields, words: words[1:], data: cl.data}
+	r := reply{kind: kind, fields: fields, words: words[1:], data: cl.data}
+	if cl.then != nil {
+		cl.then(r)
+	}
+	cl.done <- r
 }
 
+// push routes a push: LOST and WANTED to the locks of the name and owner,
+// LEADER to the observers of the name. BYE is left to the connection's end.
 func (c *Client) push(words []string) {
-	if words[0] != "LOST" || len(words) < 2 {
-		return // BYE: the connection closing says the rest
+	if len(words) < 2 {
+		return
 	}
 	fields := map[string]string{}
 	for _, w := range words[2:] {
@@ -227,22 +250,37 @@ func (c *Client) push(words []string) {
 		}
 	}
 	key := lockKey{words[1], fields["owner"]}
-	c.mu.Lock()
-	ls := c.locks[key]
-	delete(c.locks, key)
-	c.mu.Unlock()
-	for _, l := range ls {
-		l.lose(fields["reason"])
+	switch words[0] {
+	case "LOST":
+		c.mu.Lock()
+		ls := c.locks[key]
+		delete(c.locks, key)
+		c.mu.Unlock()
+		for _, l := range ls {
+			l.lose(fields["reason"], fields["why"])
+		}
+	case "WANTED":
+		c.mu.Lock()
+		ls := append([]*Lock(nil), c.locks[key]...)
+		c.mu.Unlock()
+		for _, l := range ls {
+			l.want()
+		}
+	case "LEADER":
+		c.leader(leaderOf(words[1], words[2:], fields))
 	}
 }
 
 // send writes one request and returns its tag and where its reply will come.
-func (c *Client) send(line string) (string, *call, error) {
+func (c *Client) send(line string) (string, *call, error) { return c.sendThen(line, nil) }
+
+// sendThen is send with a call's then.
+func (c *Client) sendThen(line string, then func(reply)) (string, *call, error) {
 	tag := strconv.FormatUint(c.nextTag.Add(1), 10)
 	if err := checkTag(tag); err != nil {
 		return "", nil, err
 	}
-	cl := &call{done: make(chan reply, 1)}
+	cl := &call{done: make(chan reply, 1), then: then}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -304,91 +342,6 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// Option adjusts a Lock call. Lock checks every option's value before
-// sending anything; a bad one is an *ArgError.
-type Option func(*lockOptions)
-
-type lockOptions struct {
-	wait    time.Duration
-	hasWait bool
-	ttl     time.Duration
-	hasTTL  bool
-	owner   string
-	shared  bool
-	limit   int
-	hasLim  bool
-	fair    bool
-}
-
-// Wait bounds how long Lock waits; after it Lock returns ErrBusy. Zero tries
-// once; a negative d is an *ArgError (ErrInvalidArgument). Without Wait,
-// Lock waits until granted or ctx ends. d is rounded up to whole milliseconds.
-func Wait(d time.Duration) Option { return func(o *lockOptions) { o.wait, o.hasWait = d, true } }
-
-// TTL makes the lock end by itself after d (1ms to one year, rounded up to
-// whole milliseconds) unless extended, with Lock.Err() reporting reason
-// "expired". Without it the agent keeps the lock for as long as this Client
-// is connected.
-func TTL(d time.Duration) Option { return func(o *lockOptions) { o.ttl, o.hasTTL = d, true } }
-
-// Owner names the owner of the lock within this connection: 1-64 bytes of
-// [A-Za-z0-9._:-]. Each Lock call is its own owner by default, so two
-// goroutines contend even on one Client; calls that pass the same Owner
-// re-enter each other's lock instead.
-func Owner(id string) Option { return func(o *lockOptions) { o.owner = id } }
-
-// Shared asks for a read hold: many shared holders, no exclusive one. An
-// owner's shared Lock inside its exclusive hold re-enters it; an exclusive
-// Lock inside its shared hold is ErrConflict (no upgrade).
-func Shared() Option { return func(o *lockOptions) { o.shared = true } }
-
-// Limit makes the name a semaphore of n slots (1 to 4096): at most n
-// holders at once, cluster-wide, each on its own slot (Lock.Slot). Every
-// holder must pass the same n; another n is ErrConflict at once.
-func Limit(n int) Option { return func(o *lockOptions) { o.limit, o.hasLim = n, true } }
-
-// Fair asks for the name in the order the requests arrived, across all
-// agents (fair=true): a fair request is not passed by a later one. It goes
-// with any other option; with Wait(0) it tries once and never queues.
-// An agent that does not support fair queues yet answers ErrBadRequest.
-func Fair() Option { return func(o *lockOptions) { o.fair = true } }
-
-// lockLine checks name and o and formats the LOCK request.
-func lockLine(name string, o lockOptions) (string, error) {
-	if err := checkName(name); err != nil {
-		return "", err
-	}
-	if err := checkOwner(o.owner); err != nil {
-		return "", err
-	}
-	line := "LOCK " + name + " owner=" + o.owner
-	if o.hasWait {
-		if err := checkDuration("wait", o.wait, 0); err != nil {
-			return "", err
-		}
-		line += " wait=" + durationArg(o.wait)
-	}
-	if o.hasTTL {
-		if err := checkDuration("ttl", o.ttl, time.Millisecond); err != nil {
-			return "", err
-		}
-		line += " ttl=" + durationArg(o.ttl)
-	}
-	if o.shared {
-		line += " mode=shared"
-	}
-	if o.hasLim {
-		if err := checkLimit(o.limit); err != nil {
-			return "", err
-		}
-		line += " limit=" + strconv.Itoa(o.limit)
-	}
-	if o.fair {
-		line += " fair=true"
-	}
-	return line, nil
-}
-
 // Lock acquires name: 1-200 bytes of [A-Za-z0-9._:/@+-]. A name or option
 // outside the protocol is an *ArgError, and nothing is sent. Lock returns
 // ErrBusy when a Wait ran out, and ctx.Err() when ctx ended first: then the
@@ -407,7 +360,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, 
 		return nil, err
 	}
 	// Register the lock before sending, so a LOST push racing the reply finds it.
-	l := &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{})}
+	l := newLock(c, name, o)
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	c.track(l)
 	tag, cl, err := c.send(line)
@@ -452,9 +405,12 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...Option) ([
 		return nil, err
 	}
 	line = "LOCK " + strings.Join(names, " ") + strings.TrimPrefix(line, "LOCK "+names[0])
+	if err := checkLine(line); err != nil {
+		return nil, err
+	}
 	ls := make([]*Lock, len(names))
 	for i, n := range names {
-		ls[i] = &Lock{c: c, name: n, owner: o.owner, done: make(chan struct{})}
+		ls[i] = newLock(c, n, o)
 		ls[i].ctx, ls[i].cancel = context.WithCancelCause(context.Background())
 		c.track(ls[i])
 	}
@@ -557,7 +513,8 @@ type Lock struct {
 	cancel      context.CancelCauseFunc
 	done        chan struct{}
 	once        sync.Once
-	unlocking   atomic.Bool // an UNLOCK was sent
+	unlocking   atomic.Bool   // an UNLOCK was sent
+	wanted      chan struct{} // one signal pending at most: the WANTED pushes coalesce
 
 	mu       sync.Mutex
 	fence    int64
@@ -566,6 +523,11 @@ type Lock struct {
 	validity time.Duration
 	at       time.Time // when validity was reported
 	err      error
+	value    string // as given to Value or Proclaim, not encoded
+}
+
+func newLock(c *Client, name string, o lockOptions) *Lock {
+	return &Lock{c: c, name: name, owner: o.owner, done: make(chan struct{}), wanted: make(chan struct{}, 1), value: o.value}
 }
 
 func (l *Lock) grant(f map[string]string) {
@@ -578,13 +540,13 @@ func (l *Lock) grant(f map[string]string) {
 	l.validity, l.at = time.Duration(ms)*time.Millisecond, time.Now()
 }
 
-func (l *Lock) lose(reason string) {
+func (l *Lock) lose(reason, why string) {
 	if reason == "disconnected" && l.unlocking.Load() {
 		// The UNLOCK was sent; the closed connection released the lock just as well.
 		l.end(ErrUnlocked)
 		return
 	}
-	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason})
+	l.end(&LostError{Name: l.name, Owner: l.owner, Fence: l.Fence(), Reason: reason, Why: why})
 }
 
 func (l *Lock) end(err error) {

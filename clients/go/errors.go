@@ -87,9 +87,15 @@ type LostError struct {
 	// Reason: quorum, expired, revoked, shutdown, or disconnected when the
 	// connection to the agent dropped.
 	Reason string
+	// Why is, for a hold revoked with a reason word (RevokeOptions.Reason),
+	// that word; "" otherwise.
+	Why string
 }
 
 func (e *LostError) Error() string {
+	if e.Why != "" {
+		return "lockagent: lock " + e.Name + " lost: " + e.Reason + " (" + e.Why + ")"
+	}
 	return "lockagent: lock " + e.Name + " lost: " + e.Reason
 }
 

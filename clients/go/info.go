@@ -56,6 +56,16 @@ type Holder struct {
 	// both 0 for a lock.
 	Limit int `json:"limit,omitempty"`
 	Slot  int `json:"slot,omitempty"`
+	// Value is the hold's value (Value, Campaign, Proclaim), decoded.
+	Value string `json:"value,omitempty"`
+}
+
+// Waiting is one agent's requests waiting for a name, as it records them
+// in the masters.
+type Waiting struct {
+	Agent string    `json:"agent"`
+	Count int       `json:"count"`
+	Since time.Time `json:"since"`
 }
 
 // Occupancy is who holds a name and how many wait for it, as recorded in
@@ -67,6 +77,12 @@ type Occupancy struct {
 	// -1 when the agent does not report it: it leaves out an empty queue,
 	// and an agent without fair queues never reports one.
 	Queued int `json:"queued"`
+	// Waiting lists, per agent, the requests waiting for the name (an
+	// agent that does not report them leaves it empty).
+	Waiting []Waiting `json:"waiting,omitempty"`
+	// DelayedUntil is, while a Delay or MinHold keeps the name from
+	// everyone after a hold ended, when that ends; zero otherwise.
+	DelayedUntil time.Time `json:"delayed_until,omitzero"`
 }
 
 // Hold is one lock held by this connection.
@@ -123,9 +139,15 @@ func (c *Client) Occupancy(ctx context.Context, name string) (Occupancy, error) 
 	}
 	o := Occupancy{Holders: make([]Holder, 0, len(r.data)), Queued: -1}
 	for _, d := range r.data {
-		o.Holders = append(o.Holders, Holder{Agent: d["agent"], PID: atoi(d["pid"]), UID: atoi(d["uid"]), Owner: d["owner"],
-			Mode: d["mode"], Fence: atoi64(d["fence"]), Since: time.UnixMilli(atoi64(d["since"])),
-			Limit: atoi(d["limit"]), Slot: atoi(d["slot"])})
+		switch {
+		case d[""] == "waiting":
+			o.Waiting = append(o.Waiting, Waiting{Agent: d["agent"], Count: atoi(d["count"]),
+				Since: time.UnixMilli(atoi64(d["since"]))})
+		case d["delayed_until"] != "":
+			o.DelayedUntil = time.UnixMilli(atoi64(d["delayed_until"]))
+		case d[""] == "":
+			o.Holders = append(o.Holders, holderOf(d))
+		}
 	}
 	if q, ok := r.fields["queued"]; ok {
 		if n, err := strconv.Atoi(q); err == nil && n >= 0 {
@@ -133,6 +155,12 @@ func (c *Client) Occupancy(ctx context.Context, name string) (Occupancy, error) 
 		}
 	}
 	return o, nil
+}
+
+func holderOf(d map[string]string) Holder {
+	return Holder{Agent: d["agent"], PID: atoi(d["pid"]), UID: atoi(d["uid"]), Owner: d["owner"],
+		Mode: d["mode"], Fence: atoi64(d["fence"]), Since: time.UnixMilli(atoi64(d["since"])),
+		Limit: atoi(d["limit"]), Slot: atoi(d["slot"]), Value: decodeValue(d["value"])}
 }
 
 // Holds returns the locks this connection holds.

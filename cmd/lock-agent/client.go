@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -35,6 +36,9 @@ type whoOutput struct {
 	Name    string             `json:"name"`
 	Holders []lockagent.Holder `json:"holders"`
 	Queued  *int               `json:"queued,omitempty"`
+	// Waiting and DelayedUntil are left out when the agent reports none.
+	Waiting      []lockagent.Waiting `json:"waiting,omitempty"`
+	DelayedUntil *time.Time          `json:"delayed_until,omitempty"`
 }
 
 func whoCmd(args []string, stdout, stderr io.Writer) int {
@@ -57,9 +61,12 @@ func whoCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if *asJSON {
-		out := whoOutput{Name: name, Holders: occ.Holders}
+		out := whoOutput{Name: name, Holders: occ.Holders, Waiting: occ.Waiting}
 		if occ.Queued >= 0 {
 			out.Queued = &occ.Queued
+		}
+		if !occ.DelayedUntil.IsZero() {
+			out.DelayedUntil = &occ.DelayedUntil
 		}
 		return printJSON(stdout, stderr, out)
 	}
@@ -67,6 +74,7 @@ func whoCmd(args []string, stdout, stderr io.Writer) int {
 	if occ.Queued >= 0 {
 		queued = fmt.Sprintf("%d queued (waiting in its fair queue, on any agent)", occ.Queued)
 	}
+	defer printWaiting(stdout, occ)
 	if len(occ.Holders) == 0 {
 		if queued != "" {
 			fmt.Fprintf(stdout, "%s is free; %s\n", name, queued)
@@ -76,16 +84,35 @@ func whoCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tPID\tUID\tOWNER\tMODE\tFENCE\tHELD FOR")
+	fmt.Fprintln(tw, "AGENT\tPID\tUID\tOWNER\tMODE\tFENCE\tHELD FOR\tVALUE")
 	for _, h := range occ.Holders {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\n", h.Agent, h.PID, h.UID, dash(h.Owner), h.Mode, h.Fence,
-			time.Since(h.Since).Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", h.Agent, h.PID, h.UID, dash(h.Owner), h.Mode, h.Fence,
+			time.Since(h.Since).Round(time.Millisecond), quotedValue(h.Value))
 	}
 	tw.Flush()
 	if queued != "" {
 		fmt.Fprintf(stdout, "\n%s\n", queued)
 	}
 	return exitOK
+}
+
+// printWaiting prints who waits, per agent, and a delay that stands.
+func printWaiting(w io.Writer, occ lockagent.Occupancy) {
+	for _, wt := range occ.Waiting {
+		fmt.Fprintf(w, "%d waiting on %s for %s\n", wt.Count, wt.Agent, time.Since(wt.Since).Round(time.Millisecond))
+	}
+	if !occ.DelayedUntil.IsZero() {
+		fmt.Fprintf(w, "unavailable to everyone for %s more (a delay or min_hold after a hold ended)\n",
+			time.Until(occ.DelayedUntil).Round(time.Millisecond))
+	}
+}
+
+// quotedValue shows a value, which may hold any text, on one line.
+func quotedValue(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return strconv.Quote(v)
 }
 
 func dash(s string) string {

@@ -61,6 +61,15 @@ flags:
   -shared, -s         take a shared (read) hold
   -limit N            treat NAME as a semaphore of N holders
   -fair               be granted in arrival order, across all agents (fair=true)
+  -value V            attach V (any text) to the hold: who and leader show it
+  -on-wanted SIGNAL   send SIGNAL (TERM, USR1, 10, ...) to CMD's process group when
+                      a conflicting request for NAME starts waiting, on any agent
+                      (at most once per 100ms while it stays wanted)
+  -delay D            after an unclean end (exec or CMD killed, the lock lost),
+                      keep NAME from everyone for D (0 to 5m; default: the
+                      agent's lock.lock_delay)
+  -min-hold D         keep NAME held, by nobody once CMD is done, until D after
+                      the grant: run at most once per D across hosts (0 to 24h)
   -socket PATH        agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
 
 exit status: CMD's status (128+N if killed by signal N); 1 (or -conflict-exit)
@@ -76,6 +85,10 @@ type execOptions struct {
 	shared       bool
 	limit        int
 	fair         bool
+	value        string
+	onWanted     syscall.Signal // 0: no notify=wanted
+	delay        optionalDuration
+	minHold      time.Duration
 	conflictExit int
 	killAfter    time.Duration
 	quiet        bool
@@ -143,6 +156,45 @@ func parseWait(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// optionalDuration is a duration flag that may be left out (Delay(0) is not
+// the agent's default).
+type optionalDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optionalDuration) String() string {
+	if o == nil || !o.set {
+		return "unset"
+	}
+	return o.d.String()
+}
+
+func (o *optionalDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	o.d, o.set = d, true
+	return nil
+}
+
+// parseSignal reads -on-wanted: a signal's name, with or without SIG, in
+// any case, or its number.
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("-on-wanted %q: want a signal's name (TERM, SIGUSR1) or number", s)
+}
+
 // errHelp is -h: the usage goes to stdout and exec exits 0.
 var errHelp = errors.New("help")
 
@@ -204,6 +256,10 @@ func execFlags(o *execOptions) *flag.FlagSet {
 	fs.BoolVar(&o.shared, "s", false, "")
 	fs.IntVar(&o.limit, "limit", 0, "")
 	fs.BoolVar(&o.fair, "fair", false, "")
+	fs.StringVar(&o.value, "value", "", "")
+	fs.Func("on-wanted", "", func(s string) (err error) { o.onWanted, err = parseSignal(s); return err })
+	fs.Var(&o.delay, "delay", "")
+	fs.DurationVar(&o.minHold, "min-hold", 0, "")
 	fs.IntVar(&o.conflictExit, "conflict-exit", exitBusy, "")
 	fs.IntVar(&o.conflictExit, "E", exitBusy, "")
 	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "")
@@ -242,9 +298,15 @@ func execCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lock-agent exec: %v\n\n%s", err, execUsage)
 		return exitUsage
 	}
+	return runLocked(o, "exec", stderr)
+}
+
+// runLocked runs o's command while it holds o's lock: exec's and elect's
+// work, once the command line is read. command names it in messages.
+func runLocked(o *execOptions, command string, stderr io.Writer) int {
 	say := func(format string, a ...any) {
 		if !o.quiet {
-			fmt.Fprintf(stderr, "lock-agent exec: "+format+"\n", a...)
+			fmt.Fprintf(stderr, "lock-agent "+command+": "+format+"\n", a...)
 		}
 	}
 
@@ -284,6 +346,7 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 	if o.fair {
 		opts = append(opts, lockagent.Fair())
 	}
+	opts = append(opts, coordinationOptions(o)...)
 	type locked struct {
 		locks []*lockagent.Lock
 		err   error
@@ -317,6 +380,25 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 	}
 }
 
+// coordinationOptions are -value, -on-wanted, -delay and -min-hold as
+// options of the LOCK (the client checks their bounds).
+func coordinationOptions(o *execOptions) []lockagent.Option {
+	var opts []lockagent.Option
+	if o.value != "" {
+		opts = append(opts, lockagent.Value(o.value))
+	}
+	if o.onWanted != 0 {
+		opts = append(opts, lockagent.NotifyWanted())
+	}
+	if o.delay.set {
+		opts = append(opts, lockagent.Delay(o.delay.d))
+	}
+	if o.minHold != 0 {
+		opts = append(opts, lockagent.MinHold(o.minHold))
+	}
+	return opts
+}
+
 // job is the command running under the lock.
 type job struct {
 	o     *execOptions
@@ -346,10 +428,13 @@ func (j *job) run() int {
 	go watch(cmd.Process.Pid, events)
 	lost, stop := anyLost(j.locks)
 	defer stop()
+	wanted := anyWanted(lost, j.locks, j.o.onWanted != 0)
 	for {
 		select {
 		case s := <-j.sigs:
 			j.signal(s.(syscall.Signal))
+		case <-wanted:
+			j.signal(j.o.onWanted)
 		case e := <-events:
 			if e.stopped {
 				j.suspend()
@@ -442,6 +527,31 @@ func anyLost(locks []*lockagent.Lock) (lost context.Context, stop func()) {
 		context.AfterFunc(lc, func() { cancel(context.Cause(lc)) })
 	}
 	return ctx, func() { cancel(nil) }
+}
+
+// anyWanted merges the locks' Wanted signals until done ends; nil (never
+// ready) unless on.
+func anyWanted(done context.Context, locks []*lockagent.Lock, on bool) <-chan struct{} {
+	if !on {
+		return nil
+	}
+	wanted := make(chan struct{}, 1)
+	for _, l := range locks {
+		go func() {
+			for {
+				select {
+				case <-l.Wanted():
+				case <-done.Done():
+					return
+				}
+				select {
+				case wanted <- struct{}{}:
+				default: // one pending already: they coalesce
+				}
+			}
+		}()
+	}
+	return wanted
 }
 
 // watch reports the command's stops and its exit. It reaps the command.

@@ -5,6 +5,8 @@
 //	lock-agent bootstrap -config FILE
 //	lock-agent settings -config FILE [-apply] [-min-quarantine D]
 //	lock-agent exec [flags] NAME[,NAME...] [flags] [--] CMD [ARGS...] | -c STRING
+//	lock-agent elect [flags] NAME [flags] [--] CMD [ARGS...] | -c STRING
+//	lock-agent leader [-watch] [-json] NAME
 //	lock-agent status [-json] | who [-json] NAME
 //	lock-agent version
 package main
@@ -48,6 +50,12 @@ commands:
   exec [flags] NAME[,NAME...] [--] CMD [ARGS...]
                        run CMD while holding the lock NAME, or every NAME
                        (flock(1) for the cluster; see lock-agent exec -h)
+  elect [flags] NAME [--] CMD [ARGS...]
+                       campaign for leader of NAME and run CMD only while
+                       elected (exec's flags and guarantees; see lock-agent elect -h)
+  leader [-watch] [-json] NAME
+                       show who leads NAME (its term, agent and value); with
+                       -watch, every change until interrupted
   status [-json]       show the agent, its masters, sessions, holds and waiters;
                        exit 3 if fewer than a quorum of masters are up
   who [-json] NAME     show who holds NAME, on any host, and how many wait
@@ -78,6 +86,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return settingsCmd(args[1:], stdout, stderr)
 	case "exec":
 		return execCmd(args[1:], stdout, stderr)
+	case "elect":
+		return electCmd(args[1:], stdout, stderr)
+	case "leader":
+		return leaderCmd(args[1:], stdout, stderr)
 	case "status":
 		return statusCmd(args[1:], stdout, stderr)
 	case "who":

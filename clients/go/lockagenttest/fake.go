@@ -17,7 +17,8 @@ import (
 )
 
 // Answer returns the lines (without the tag) that answer one request,
-// given its verb (upper case) and its words after the verb.
+// given its verb (upper case) and its words after the verb. A line that
+// starts with "* " is a push, written as it is, in its place among them.
 type Answer func(verb string, args []string) []string
 
 // Fake is an agent that answers from a script on a Unix socket.
@@ -98,7 +99,10 @@ func (f *Fake) serve(conn net.Conn) {
 			replies = f.answer(verb, words[2:])
 		}
 		for _, rep := range replies {
-			if _, err := conn.Write([]byte(tag + " " + rep + "\n")); err != nil {
+			if !strings.HasPrefix(rep, "* ") { // a push goes as it is
+				rep = tag + " " + rep
+			}
+			if _, err := conn.Write([]byte(rep + "\n")); err != nil {
 				return
 			}
 		}

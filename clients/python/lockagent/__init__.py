@@ -25,16 +25,17 @@ The asyncio variant with the same surface is ``lockagent.aio``.
 """
 
 import itertools
+import queue
 import socket
 import threading
 
 from ._wire import (DEFAULT_SOCKET, MAX_NAMES_LEN, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed, Denied,
-                    InternalError, InvalidArgument, InvalidName, LimitReached, LockAgentError, LockBase, LockLost,
-                    MultiLockBase, NoQuorum, NotHeld, SettingsDiffer, ShuttingDown, UnknownVerb, check_client_name, check_name,
-                    check_tag, dev_socket_path, holders_from, holds_from, lock_line, socket_path, status_from,
-                    thread_owner, Router)
+                    InternalError, InvalidArgument, InvalidName, Leader, LimitReached, LockAgentError, LockBase, LockLost,
+                    MultiLockBase, NoQuorum, NotHeld, Observed, SettingsDiffer, ShuttingDown, UnknownVerb, check_client_name,
+                    check_fence, check_name, check_tag, decode_value, dev_socket_path, encode_value, holders_from,
+                    holds_from, lock_line, revoke_line, socket_path, status_from, thread_owner, Router)
 
-__all__ = ["Client", "Lock", "MultiLock", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
+__all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "encode_value", "decode_value", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "SettingsDiffer", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
            "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
            "dev_socket_path", "DEFAULT_SOCKET"]
@@ -43,11 +44,12 @@ __version__ = "0.1.0"
 
 
 class _Call:
-    __slots__ = ("event", "reply")
+    __slots__ = ("event", "reply", "then")
 
-    def __init__(self):
+    def __init__(self, then=None):
         self.event = threading.Event()
         self.reply = None
+        self.then = then  # called with the reply by the reader, before any later line; must not block
 
 
 class Client:
@@ -71,6 +73,8 @@ class Client:
         self._mu = threading.Lock()
         self._calls = {}
         self._locks = {}
+        self._observed = {}  # name -> Observed
+        self._obs_mu = threading.Lock()  # orders OBSERVE/UNOBSERVE with _observed's changes; before _mu
         self._tags = itertools.count(1)
         self._closed = threading.Event()
         self._down = threading.Event()  # set once _shutdown has ended every hold
@@ -95,6 +99,8 @@ class Client:
                 with self._mu:
                     call = self._calls.pop(routed[1], None)
                 if call is not None:
+                    if call.then is not None:
+                        call.then(routed[2])
                     call.reply = routed[2]
                     call.event.set()
         except (OSError, ValueError):
@@ -109,22 +115,40 @@ class Client:
             self._closed.set()
         for call in calls.values():
             call.event.set()
+        with self._mu:
+            observed, self._observed = self._observed, {}
+        for o in observed.values():
+            for observer in o.observers:
+                observer._queue.put(None)
         for holds in locks.values():
             for hold in holds:
                 hold.lose("disconnected")
         self._down.set()
 
     def _push(self, kind, f):
+        if kind == "LEADER":
+            with self._mu:
+                observed = self._observed.get(f.name)
+                if observed is not None:
+                    for o in observed.deliver(f):
+                        o._queue.put(f)
+            return
+        if kind == "WANTED":
+            with self._mu:
+                holds = list(self._locks.get((f.get("name"), f.get("owner", "")), []))
+            for hold in holds:
+                hold.wanted.set()
+            return
         if kind != "LOST":
             return
         with self._mu:
             holds = self._locks.pop((f.get("name"), f.get("owner", "")), [])
         for hold in holds:
-            hold.lose(f.get("reason", "unknown"))
+            hold.lose(f.get("reason", "unknown"), f.get("why"))
 
-    def _send(self, line):
+    def _send(self, line, then=None):
         tag = check_tag(str(next(self._tags)))
-        call = _Call()
+        call = _Call(then)
         with self._mu:
             if self._closed.is_set():
                 raise ConnectionClosed("the connection to the agent is closed")
@@ -188,7 +212,7 @@ class Client:
         self._do("PING")
 
     def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None,
-             fair=False):
+             fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         """Acquires ``name`` and returns the held :class:`Lock`; raises Busy if
         ``wait`` ran out. Use it in a ``with`` statement to release it on the way
         out. The arguments are those of :class:`Lock`.
@@ -197,7 +221,8 @@ class Client:
         the agent, and a grant that won the race is released.
         """
         lk = Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
-                  shared=shared, limit=limit, fair=fair)
+                  shared=shared, limit=limit, fair=fair, value=value, notify_wanted=notify_wanted, delay=delay,
+                  min_hold=min_hold)
         hold = lk._acquire(lk.wait)
         if hold is None:
             raise Busy("%s: the wait ran out" % name)
@@ -205,7 +230,7 @@ class Client:
         return lk
 
     def lock_all(self, names, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False,
-                 limit=None, fair=False):
+                 limit=None, fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         """Acquires every name in ``names`` at once, or none of them, and
         returns the held :class:`MultiLock`: one Lock per name, in the order
         given. Raises Busy if ``wait`` (for the whole) ran out; then none is
@@ -216,7 +241,8 @@ class Client:
         the agent, and a grant that won the race is released.
         """
         ml = MultiLock(self, names, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
-                       shared=shared, limit=limit, fair=fair)
+                       shared=shared, limit=limit, fair=fair, value=value, notify_wanted=notify_wanted, delay=delay,
+                       min_hold=min_hold)
         grants = ml._acquire(ml.wait)
         if grants is None:
             raise ml._busy()
@@ -259,6 +285,159 @@ class Client:
         mode, validity (seconds), and limit and slot (None for a lock)."""
         return holds_from(self._do("HOLDS"))
 
+    def campaign(self, name, value, wait=None, **kwargs):
+        """Runs for leader of ``name``: a fair lock (candidates are elected in
+        arrival order, across agents) carrying ``value`` (any text), which
+        observers see. Returns the held :class:`Lock` once elected; its
+        ``fence`` is the term, strictly increasing per name. Resign with
+        release() (or leave its ``with``); leadership ends as any hold does
+        (``lost``). Other arguments are lock()'s; raises Busy if ``wait`` ran out."""
+        return self.lock(name, wait=wait, fair=True, value=value, **kwargs)
+
+    def observe(self, name):
+        """An :class:`Observation` of who leads ``name``: an iterator of
+        :class:`Leader`, the current one first, then every change of leader
+        or of its value (``none`` while there is none). close() it (or leave
+        its ``with``) to stop; it ends when the connection closes."""
+        return Observation(self, check_name(name))
+
+    def leader(self, name):
+        """Who leads ``name`` now (a :class:`Leader`): what the agent pushes
+        in answer to an OBSERVE of it (asked again, rather than answered from
+        the last push, when this Client observes the name already: a change
+        may be on its way)."""
+        with Observation(self, check_name(name), fresh=True) as observation:
+            return next(observation)
+
+    def check(self, name, fence):
+        """True if ``fence`` is the fence of a current holder of ``name``, as a
+        majority of masters records it (a resource handed a fence can ask
+        before acting on it)."""
+        line = "CHECK %s fence=%d" % (check_name(name), check_fence(fence))
+        return self._do(line).fields.get("current") == "true"
+
+    def revoke(self, name, agent=None, reason=None):
+        """Ends the holds of ``name`` wherever they are (only those of agent
+        ``agent``, an agent.id, if given); each holder's lock is lost with
+        reason "revoked" (``lost_reason``), and ``reason``, a word of
+        [a-z0-9_] if given, as its ``lost_why``. An operator's
+        verb: the agent refuses it (Denied) without an ACL rule granting
+        "revoke" (or to root without an acl block). Returns how many holds
+        it ended."""
+        return int(self._do(revoke_line(name, agent, reason)).fields.get("n", 0))
+
+    def _join(self, observer, fresh=False):
+        """Adds an observer of its name; the first one sends OBSERVE, and so
+        does a ``fresh`` one, which gets the push that answers it."""
+        def wants_next(reply):
+            with self._mu:
+                observer._wants_next = reply.kind == "OK"
+        with self._obs_mu:
+            with self._mu:
+                if self._closed.is_set():
+                    raise ConnectionClosed("the connection to the agent is closed")
+                observed = self._observed.get(observer.name)
+                if observed is not None:
+                    observed.observers.append(observer)
+                    if observed.last is not None and not fresh:
+                        observer._queue.put(observed.last)
+                    if not fresh:
+                        return None
+            if observed is not None:
+                return self._send("OBSERVE " + observer.name, wants_next)[1]
+            with self._mu:
+                observed = self._observed[observer.name] = Observed()
+                observed.observers.append(observer)
+            try:
+                return self._send("OBSERVE " + observer.name)[1]
+            except BaseException:
+                with self._mu:
+                    self._observed.pop(observer.name, None)
+                raise
+
+    def _refused(self, observer):
+        """The OBSERVE failed: every observer that joined it ends."""
+        with self._obs_mu, self._mu:
+            observed = self._observed.get(observer.name)
+            if observed is None or observer not in observed.observers:
+                return
+            del self._observed[observer.name]
+        for o in observed.observers:
+            o._queue.put(None)
+
+    def _leave(self, observer):
+        """Removes an observer; the last one out sends UNOBSERVE."""
+        with self._obs_mu:
+            with self._mu:
+                observed = self._observed.get(observer.name)
+                if observed is None or observer not in observed.observers:
+                    return None
+                observed.observers.remove(observer)
+                if observed.observers:
+                    return None
+                del self._observed[observer.name]
+            try:
+                return self._send("UNOBSERVE " + observer.name)[1]
+            except ConnectionClosed:
+                return None
+
+
+class Observation:
+    """Who leads a name, as the agent pushes it: iterate it for each
+    :class:`Leader` (blocking until the next), the current one first; the
+    iteration ends once it is closed or the connection is. Observations of
+    one name on one Client share one OBSERVE."""
+
+    def __init__(self, client, name, fresh=False):
+        self.name = name
+        self._client = client
+        self._queue = queue.SimpleQueue()
+        self._closed = False
+        self._wants_next = False  # under the client's _mu
+        call = client._join(self, fresh)
+        if call is not None:
+            try:
+                client._wait(call)
+            except BaseException:
+                self._closed = True
+                if fresh:  # the others observe on
+                    client._leave(self)
+                else:
+                    client._refused(self)
+                raise
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._closed:
+            raise StopIteration
+        leader = self._queue.get()
+        if leader is None:
+            self._closed = True
+            raise StopIteration
+        return leader
+
+    def close(self):
+        """Stops observing (UNOBSERVE, when no other observation of the name
+        on this Client is left)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        call = self._client._leave(self)
+        if call is not None:
+            try:
+                self._client._wait(call)
+            except LockAgentError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 class Lock(LockBase):
     """A distributed lock through ``client``, usable like threading.Lock:
@@ -284,15 +463,27 @@ class Lock(LockBase):
     LockLost (with the reason) unless another exception is already on its way
     out. release() of a lost hold always raises LockLost.
 
+    ``value``: text (any: it is percent-encoded on the wire and decoded
+    back) attached to the hold, at most 512 bytes encoded; WHO shows it and
+    observers of the name see it. ``proclaim(value)`` replaces it.
+    ``notify_wanted=True``: ``wanted`` (a threading.Event) is set when a
+    conflicting request for the name starts waiting, on any agent.
+    ``delay``: seconds (0 to 300) the name stays unavailable to everyone
+    after the hold ends uncleanly (connection closed without release, process
+    died, lost, revoked); None: the agent's lock.lock_delay (default 0).
+    ``min_hold``: seconds (0 to 86400) from the grant before which a release
+    leaves the name held by nobody until then.
+
     ``lost`` is a threading.Event set when the hold ends without release;
-    ``lost_reason``, ``fence``, ``count`` and ``owner`` describe the calling
-    thread's hold, else the only or the latest one.
+    ``lost_reason``, ``fence``, ``count``, ``owner``, ``wanted`` and
+    ``value`` describe the calling thread's hold, else the only or the latest one.
     """
 
     def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
-                 shared=False, limit=None, fair=False):
+                 shared=False, limit=None, fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         self._mu = threading.Lock()
-        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost, shared, limit, fair)
+        super().__init__(client, name, wait, ttl, owner, on_lost, raise_on_lost, shared, limit, fair, value,
+                         notify_wanted, delay, min_hold)
 
     @staticmethod
     def _event():
@@ -314,7 +505,7 @@ class Lock(LockBase):
 
     def _acquire(self, wait):
         owner = self._owner_now()
-        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair)
+        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair, self._extra)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:
@@ -366,6 +557,14 @@ class Lock(LockBase):
         hold, line = self._extend_line(ttl)
         hold.validity = int(self._client._do(line).fields.get("validity", 0)) / 1000.0
         return hold.validity
+
+    def proclaim(self, value):
+        """Replaces the hold's value (any text); observers see the change.
+        Returns once a majority of masters has it; raises NotHeld if the
+        hold is gone."""
+        hold, line = self._proclaim_line(value)
+        self._client._do(line)
+        hold.value = value
 
     def __enter__(self):
         if not self._preacquired() and self._acquire(self.wait) is None:

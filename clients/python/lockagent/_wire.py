@@ -1,11 +1,13 @@
 """The wire format shared by the sync and asyncio clients."""
 
+import collections
 import itertools
 import math
 import numbers
 import os
 import re
 import threading
+import urllib.parse
 
 DEFAULT_SOCKET = "/run/lock-agent/agent.sock"
 
@@ -230,6 +232,88 @@ def check_fair(fair):
     return fair
 
 
+MAX_VALUE_LEN = 512  # a value on the wire, encoded
+_VALUE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/@+=,-")
+
+
+def encode_value(value):
+    """Any text (a str, UTF-8 on the wire) or bytes, percent-encoded into what
+    the protocol takes as a value: [A-Za-z0-9._:/@+=%,-], every other byte
+    (and '%') as %XX."""
+    try:
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+    except UnicodeEncodeError as e:  # a lone surrogate: not text
+        raise InvalidArgument("value", value, "text that can be UTF-8 encoded") from e
+    return "".join(chr(b) if b in _VALUE_SAFE else "%%%02X" % b for b in raw)
+
+
+def decode_value(wire):
+    """A value read from the agent, decoded: UTF-8 text. A '%' that does not
+    start an escape (a value another client wrote unencoded) stays as it is;
+    bytes that are not UTF-8 come back as surrogate escapes, so
+    encode_value(decode_value(v)) gives v's bytes back."""
+    return urllib.parse.unquote(wire, errors="surrogateescape")
+
+
+def check_value(value, argument="value"):
+    """The value for the wire, encoded; at most 512 bytes once encoded."""
+    if not isinstance(value, (str, bytes, bytearray)):
+        raise InvalidArgument(argument, value, "text (a str) or bytes")
+    enc = encode_value(value)
+    if len(enc) > MAX_VALUE_LEN:
+        raise InvalidArgument(argument, value if len(value) <= 40 else value[:40],
+                              "at most %d bytes once percent-encoded (%d here: each byte outside "
+                              "[A-Za-z0-9._:/@+=,-] takes three)" % (MAX_VALUE_LEN, len(enc)))
+    return enc
+
+
+def check_bounded(argument, seconds, most, want):
+    """A delay= or min_hold=: None (not given) or 0 to ``most`` seconds."""
+    if seconds is None:
+        return None
+    real = isinstance(seconds, numbers.Real) and not isinstance(seconds, bool)
+    if not (real and 0 <= seconds <= most):
+        raise InvalidArgument(argument, seconds, want)
+    return seconds
+
+
+def check_delay(delay):
+    return check_bounded("delay", delay, 300, "seconds, 0 to 300 (5 minutes), or None (the agent's lock.lock_delay)")
+
+
+def check_min_hold(min_hold):
+    return check_bounded("min_hold", min_hold, 24 * 3600, "seconds, 0 to 86400 (24 hours), or None")
+
+
+def check_bool(argument, value):
+    if not isinstance(value, bool):
+        raise InvalidArgument(argument, value, "True or False")
+    return value
+
+
+def check_fence(fence):
+    if isinstance(fence, bool) or not isinstance(fence, int) or fence <= 0:
+        raise InvalidArgument("fence", fence, "a positive int")
+    return fence
+
+
+_AGENT_ID = re.compile(r"[!-<>-~]{1,255}")  # printable ASCII, no space, no '='
+_REASON = re.compile(r"[a-z0-9_]{1,32}")
+
+
+def revoke_line(name, agent=None, reason=None):
+    parts = ["REVOKE", check_name(name)]
+    if agent is not None:
+        if not _matches(_AGENT_ID, agent):
+            raise InvalidArgument("agent", agent, "an agent id: 1-255 printable characters, no space or =")
+        parts.append("agent=" + agent)
+    if reason is not None:
+        if not _matches(_REASON, reason):
+            raise InvalidArgument("reason", reason, "one word of 1-32 of [a-z0-9_]")
+        parts.append("reason=" + reason)
+    return " ".join(parts)
+
+
 MAX_LINE = 4096  # a request line, tag included, without its LF
 # How many bytes the names of one LOCK may take, with a space between each:
 # what a line leaves once the longest tag and the longest options are counted.
@@ -265,8 +349,9 @@ def check_names(names):
     return names
 
 
-def lock_line(names, owner, wait, ttl, shared=False, limit=None, fair=False):
-    """The LOCK request of one name, or of the tuple that check_names returned."""
+def lock_line(names, owner, wait, ttl, shared=False, limit=None, fair=False, extra=""):
+    """The LOCK request of one name, or of the tuple that check_names
+    returned; ``extra`` is coordination_options()'s."""
     if isinstance(names, str):
         names = (check_name(names),)
     parts = ["LOCK", *names, "owner=" + check_owner(owner)]
@@ -280,7 +365,67 @@ def lock_line(names, owner, wait, ttl, shared=False, limit=None, fair=False):
         parts.append("limit=%d" % limit)
     if fair:
         parts.append("fair=true")
-    return " ".join(parts)
+    line = " ".join(parts) + extra
+    most = MAX_LINE - 33  # the longest tag and its space
+    if len(line) > most:
+        raise InvalidArgument("request", line[:40] + "...", "at most %d bytes in one line (%d here): fewer or "
+                              "shorter names, or a shorter value" % (most, len(line)))
+    return line
+
+
+def coordination_options(value=None, notify_wanted=False, delay=None, min_hold=None):
+    """value=, notify=wanted, delay= and min_hold= as the end of a LOCK
+    line, each checked (check them first with the check_ functions)."""
+    out = ""
+    if value is not None and value != "":
+        out += " value=" + check_value(value)
+    if notify_wanted:
+        out += " notify=wanted"
+    if delay is not None:
+        out += " delay=" + ms("delay", check_delay(delay))
+    if min_hold is not None:
+        out += " min_hold=" + ms("min_hold", check_min_hold(min_hold))
+    return out
+
+
+class Leader(collections.namedtuple("Leader", "name fence value agent none")):
+    """Who leads a name, as an observer sees it: the holder a campaign
+    elected, its term (``fence``, strictly increasing per name), its
+    ``value`` (decoded) and ``agent`` (its agent.id). While nobody leads,
+    ``none`` is True and fence is 0, value and agent None."""
+
+    __slots__ = ()
+
+
+def leader_from(name, words):
+    """A * LEADER push's words after the name."""
+    if words and words[0] == "none":
+        return Leader(name, 0, None, None, True)
+    f = fields(words)
+    fence = f.get("fence", "0")
+    return Leader(name, int(fence) if fence.isascii() and fence.isdigit() else 0,
+                  decode_value(f.get("value", "")), f.get("agent"), False)
+
+
+class Observed:
+    """The observers of one name on one connection, which share one OBSERVE:
+    the first sends it, the last one out sends UNOBSERVE; ``last`` is the
+    latest push, which an observer that joins later starts from."""
+
+    def __init__(self):
+        self.observers = []
+        self.last = None
+
+    def deliver(self, leader):
+        """Records a push and returns the observers it goes to: every one,
+        unless it repeats the last (the agent answers each OBSERVE with the
+        current state), then those that asked for it (``_wants_next``)."""
+        repeat = self.last == leader
+        self.last = leader
+        out = [o for o in self.observers if not repeat or o._wants_next]
+        for o in self.observers:
+            o._wants_next = False
+        return out
 
 
 # Owners made for threads and tasks: numbered once per process, never reused,
@@ -345,13 +490,18 @@ class Router:
         if len(words) < 2:
             return None
         if words[0] == "*":
+            if words[1] == "LEADER" and len(words) > 2:
+                return ("push", "LEADER", leader_from(words[2], words[3:]))
             f = fields(words[2:])
-            if words[1] == "LOST" and len(words) > 2:
+            if words[1] in ("LOST", "WANTED") and len(words) > 2:
                 f["name"] = words[2]
             return ("push", words[1], f)
         tag, kind = words[0], words[1]
         if kind == "DATA":
-            self.data.setdefault(tag, []).append(fields(words[2:]))
+            d = fields(words[2:])
+            if len(words) > 2 and "=" not in words[2]:
+                d[""] = words[2]  # what the line is about: WHO's "DATA waiting ..."
+            self.data.setdefault(tag, []).append(d)
             return None
         return ("reply", tag, Reply(kind, words[2:], self.data.pop(tag, [])))
 
@@ -373,9 +523,21 @@ class Holders(list):
     waiters in the name's queue in the masters across agents (fair=True
     waiters, and writers that readers keep out), or None when the agent does
     not report it: it leaves out an empty queue, and an agent without fair
-    queues never reports one."""
+    queues never reports one. ``waiting`` lists, per agent, the requests
+    waiting for the name (dicts of agent, count, since_ms); ``delayed_until_ms``
+    is, while a delay= or min_hold= keeps the name from everyone after a hold
+    ended, when that ends (Unix ms), else None."""
 
     queued = None
+    delayed_until_ms = None
+
+    def __init__(self):
+        super().__init__()
+        self.waiting = []
+
+
+def _int(v, default=0):
+    return int(v) if v is not None and v.isascii() and v.isdigit() else default
 
 
 def holders_from(reply):
@@ -384,9 +546,16 @@ def holders_from(reply):
     if q is not None and q.isascii() and q.isdigit():
         out.queued = int(q)
     for d in reply.data:
-        out.append({"agent": d.get("agent"), "pid": int(d.get("pid", -1)), "uid": int(d.get("uid", -1)),
-                    "owner": d.get("owner", ""), "mode": d.get("mode"), "fence": int(d.get("fence", 0)),
-                    "since_ms": int(d.get("since", 0)), **_semaphore(d)})
+        if d.get("") == "waiting":
+            out.waiting.append({"agent": d.get("agent"), "count": _int(d.get("count")), "since_ms": _int(d.get("since"))})
+        elif "delayed_until" in d:
+            out.delayed_until_ms = _int(d.get("delayed_until"))
+        elif "" not in d:
+            value = d.get("value")
+            out.append({"agent": d.get("agent"), "pid": int(d.get("pid", -1)), "uid": int(d.get("uid", -1)),
+                        "owner": d.get("owner", ""), "mode": d.get("mode"), "fence": int(d.get("fence", 0)),
+                        "since_ms": int(d.get("since", 0)), "value": None if value is None else decode_value(value),
+                        **_semaphore(d)})
     return out
 
 
@@ -435,7 +604,10 @@ class Hold:
         self.slot = 0
         self.validity = 0.0
         self.lost = lost_event
+        self.wanted = lock._event()  # set by * WANTED pushes (notify_wanted=True)
+        self.value = lock._value
         self.lost_reason = None
+        self.lost_why = None  # a revoked hold's reason word (revoke(reason=...))
         self.released = False
         self.unlocking = False  # an UNLOCK of the last re-entry is on the wire
         self.preacquired = False  # acquired by client.lock(); the next `with` enters without acquiring
@@ -450,9 +622,10 @@ class Hold:
     def live(self):
         return not self.released and not self.lost.is_set()
 
-    def lose(self, reason):
+    def lose(self, reason, why=None):
         if not self.live:
             return
+        self.lost_why = why
         if reason == "disconnected" and self.unlocking:
             self.released = True  # the closed connection released it, as the UNLOCK would have
             return
@@ -470,9 +643,12 @@ class LockBase:
     calling thread's or task's owner), ``_event()`` and ``_mu`` and do the I/O."""
 
     def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
-                 shared=False, limit=None, fair=False):
+                 shared=False, limit=None, fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         self._client = client
         self.name = check_name(name)
+        self._extra = coordination_options(value, check_bool("notify_wanted", notify_wanted), delay, min_hold)
+        self._value = value if value != "" else None
+        self.notify_wanted, self.delay, self.min_hold = notify_wanted, delay, min_hold
         self.wait = check_wait(wait)
         self.ttl = check_ttl(ttl)
         self.shared = bool(shared)
@@ -534,9 +710,34 @@ class LockBase:
         return self._view().lost
 
     @property
+    def wanted(self):
+        """An Event set when a conflicting request for the name started
+        waiting, on any agent, if the lock was taken with notify_wanted=True
+        (the agent tells at most once per 100 ms while it stays wanted; clear
+        it to hear of the next)."""
+        return self._view().wanted
+
+    @property
+    def value(self):
+        """The hold's value, as given to lock() or proclaim() (None if none)."""
+        return self._view().value
+
+    def _proclaim_line(self, value):
+        hold = self._current()
+        if hold is None or not hold.live:
+            raise NotHeld("%s is not held through this Lock" % self.name)
+        return hold, "SET %s value=%s owner=%s" % (self.name, check_value(value), hold.owner)
+
+    @property
     def lost_reason(self):
         """Why it was lost: quorum, expired, revoked, shutdown, or disconnected."""
         return self._view().lost_reason
+
+    @property
+    def lost_why(self):
+        """For a hold revoked with a reason word (``revoke(name, reason=...)``),
+        that word; else None."""
+        return self._view().lost_why
 
     def locked(self):
         """True while this Lock holds its name (for any of its owners) and has not lost it."""
@@ -650,10 +851,11 @@ class MultiLockBase:
     subclass gives), and the bookkeeping of an acquire of all of them."""
 
     def __init__(self, client, names, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
-                 shared=False, limit=None, fair=False):
+                 shared=False, limit=None, fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         self.names = check_names(names)
         self.locks = tuple(self._lock_class(client, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost,
-                                            raise_on_lost=raise_on_lost, shared=shared, limit=limit, fair=fair)
+                                            raise_on_lost=raise_on_lost, shared=shared, limit=limit, fair=fair,
+                                            value=value, notify_wanted=notify_wanted, delay=delay, min_hold=min_hold)
                            for name in self.names)
         self._client = client
         first = self.locks[0]
@@ -683,7 +885,7 @@ class MultiLockBase:
         """The LOCK line of an acquire by the calling owner, and per name
         (lock, hold, fresh): the hold it adds to and whether it is new."""
         owner = self.locks[0]._owner_now()
-        line = lock_line(self.names, owner, wait, self.ttl, self.shared, self.limit, self.fair)
+        line = lock_line(self.names, owner, wait, self.ttl, self.shared, self.limit, self.fair, self.locks[0]._extra)
         return line, [(lk,) + lk._begin(owner) for lk in self.locks]
 
     @staticmethod

@@ -21,12 +21,13 @@ import contextlib
 import itertools
 import weakref
 
-from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, InvalidName, LockAgentError, LockBase,
-                    LockLost, MultiLockBase, NotHeld, check_client_name, check_name, check_tag, holders_from, holds_from, lock_line,
-                    new_owner, socket_path, status_from, thread_owner, Router)
+from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, InvalidName, Leader, LockAgentError, LockBase,
+                    LockLost, MultiLockBase, NotHeld, Observed, check_client_name, check_fence, check_name, check_tag,
+                    holders_from, holds_from, lock_line, new_owner, revoke_line, socket_path, status_from, thread_owner,
+                    Router)
 
-__all__ = ["Client", "Lock", "MultiLock", "Busy", "ConnectError", "ConnectionClosed", "InvalidArgument", "InvalidName",
-           "LockAgentError", "LockLost", "NotHeld"]
+__all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "Busy", "ConnectError", "ConnectionClosed",
+           "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld"]
 
 # Each task's owner id, numbered once per process: unlike id(task), never
 # given again to a later task. Child tasks are owners of their own.
@@ -52,6 +53,8 @@ class Client:
         self._writer = writer
         self._calls = {}
         self._locks = {}
+        self._observed = {}  # name -> Observed
+        self._then = {}  # tag -> called with the reply by the reader, before any later line
         self._tags = itertools.count(1)
         self._closed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._read())
@@ -86,6 +89,9 @@ class Client:
                     self._push(routed[1], routed[2])
                     continue
                 fut = self._calls.pop(routed[1], None)
+                then = self._then.pop(routed[1], None)
+                if then is not None:
+                    then(routed[2])
                 if fut is not None and not fut.done():
                     fut.set_result(routed[2])
         except (OSError, asyncio.IncompleteReadError, ValueError):
@@ -103,17 +109,33 @@ class Client:
         for holds in locks.values():
             for hold in holds:
                 hold.lose("disconnected")
+        observed, self._observed = self._observed, {}
+        for o in observed.values():
+            for observer in o.observers:
+                observer._queue.put_nowait(None)
 
     def _push(self, kind, f):
+        if kind == "LEADER":
+            observed = self._observed.get(f.name)
+            if observed is not None:
+                for o in observed.deliver(f):
+                    o._queue.put_nowait(f)
+            return
+        if kind == "WANTED":
+            for hold in self._locks.get((f.get("name"), f.get("owner", "")), []):
+                hold.wanted.set()
+            return
         if kind != "LOST":
             return
         for hold in self._locks.pop((f.get("name"), f.get("owner", "")), []):
-            hold.lose(f.get("reason", "unknown"))
+            hold.lose(f.get("reason", "unknown"), f.get("why"))
 
-    def _send(self, line):
+    def _send(self, line, then=None):
         if self._closed.is_set():
             raise ConnectionClosed("the connection to the agent is closed")
         tag = check_tag(str(next(self._tags)))
+        if then is not None:
+            self._then[tag] = then
         fut = asyncio.get_running_loop().create_future()
         self._calls[tag] = fut
         self._writer.write((tag + " " + line + "\n").encode())
@@ -164,21 +186,23 @@ class Client:
         await self._do("PING")
 
     def lock(self, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False, limit=None,
-             fair=False):
+             fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         """An aio.Lock of ``name`` (arguments as for lockagent.Lock): ``async
         with client.lock(...)`` acquires it, raising Busy if ``wait`` runs out,
         and releases it; ``await client.lock(...)`` acquires it at once."""
         return Lock(self, name, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
-                  shared=shared, limit=limit, fair=fair)
+                    shared=shared, limit=limit, fair=fair, value=value, notify_wanted=notify_wanted, delay=delay,
+                    min_hold=min_hold)
 
     def lock_all(self, names, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True, shared=False,
-                 limit=None, fair=False):
+                 limit=None, fair=False, value=None, notify_wanted=False, delay=None, min_hold=None):
         """An aio.MultiLock of ``names`` (arguments as for
         lockagent.MultiLock): ``async with client.lock_all(...)`` acquires
         them all or none, raising Busy if ``wait`` runs out, and releases
         them; ``await client.lock_all(...)`` acquires them at once."""
         return MultiLock(self, names, wait=wait, ttl=ttl, owner=owner, on_lost=on_lost, raise_on_lost=raise_on_lost,
-                         shared=shared, limit=limit, fair=fair)
+                         shared=shared, limit=limit, fair=fair, value=value, notify_wanted=notify_wanted, delay=delay,
+                         min_hold=min_hold)
 
     async def _abandon(self, tag, fut, grants):
         """Cancels a LOCK whose task was cancelled and gives back a grant that
@@ -208,12 +232,156 @@ class Client:
     async def holds(self):
         return holds_from(await self._do("HOLDS"))
 
+    def campaign(self, name, value, wait=None, **kwargs):
+        """As lockagent.Client.campaign: an aio.Lock of a fair hold carrying
+        ``value``; ``await client.campaign(...)`` returns once elected, and
+        ``async with client.campaign(...)`` leads for the block."""
+        return self.lock(name, wait=wait, fair=True, value=value, **kwargs)
+
+    def observe(self, name):
+        """An aio.Observation of who leads ``name``: an async iterator of
+        Leader, the current one first (``async for leader in
+        client.observe(name)``); ``await`` it to start observing at once,
+        ``async with`` it (or aclose() it) to stop."""
+        return Observation(self, check_name(name))
+
+    async def leader(self, name):
+        """Who leads ``name`` now, as lockagent.Client.leader."""
+        async with Observation(self, check_name(name), fresh=True) as observation:
+            return await observation.__anext__()
+
+    async def check(self, name, fence):
+        """As lockagent.Client.check."""
+        line = "CHECK %s fence=%d" % (check_name(name), check_fence(fence))
+        return (await self._do(line)).fields.get("current") == "true"
+
+    async def revoke(self, name, agent=None, reason=None):
+        """As lockagent.Client.revoke."""
+        return int((await self._do(revoke_line(name, agent, reason))).fields.get("n", 0))
+
+    def _join(self, observer, fresh=False):
+        """Adds an observer of its name; the first one sends OBSERVE and gets
+        the future of its answer, and so does a ``fresh`` one, which gets the
+        push that answers it."""
+        observed = self._observed.get(observer.name)
+        if observed is not None:
+            observed.observers.append(observer)
+            if not fresh:
+                if observed.last is not None:
+                    observer._queue.put_nowait(observed.last)
+                return None
+
+            def wants_next(reply):
+                observer._wants_next = reply.kind == "OK"
+            return self._send("OBSERVE " + observer.name, wants_next)[1]
+        fut = self._send("OBSERVE " + observer.name)[1]
+        observed = self._observed[observer.name] = Observed()
+        observed.observers.append(observer)
+        return fut
+
+    def _refused(self, observer):
+        observed = self._observed.get(observer.name)
+        if observed is None or observer not in observed.observers:
+            return
+        del self._observed[observer.name]
+        for o in observed.observers:
+            o._queue.put_nowait(None)
+
+    def _leave(self, observer):
+        """Removes an observer; the last one out sends UNOBSERVE."""
+        observed = self._observed.get(observer.name)
+        if observed is None or observer not in observed.observers:
+            return None
+        observed.observers.remove(observer)
+        if observed.observers:
+            return None
+        del self._observed[observer.name]
+        try:
+            return self._send("UNOBSERVE " + observer.name)[1]
+        except ConnectionClosed:
+            return None
+
+
+class Observation:
+    """Who leads a name, as the agent pushes it: an async iterator of
+    Leader, the current one first; it ends once closed (aclose(), or leaving
+    its ``async with``) or when the connection closes. Observations of one
+    name on one Client share one OBSERVE. A ``break`` out of ``async for``
+    does not close it: use it in ``async with``."""
+
+    def __init__(self, client, name, fresh=False):
+        self.name = name
+        self._client = client
+        self._queue = asyncio.Queue()
+        self._started = False
+        self._closed = False
+        self._fresh = fresh
+        self._wants_next = False
+
+    async def start(self):
+        """Starts observing (OBSERVE), once; iterating starts it too."""
+        if self._started:
+            return self
+        self._started = True
+        fut = self._client._join(self, self._fresh)
+        if fut is not None:
+            try:
+                await self._client._writer.drain()
+                self._client._check(await fut)
+            except BaseException:
+                self._closed = True
+                if self._fresh:  # the others observe on
+                    self._client._leave(self)
+                else:
+                    self._client._refused(self)
+                raise
+        return self
+
+    def __await__(self):
+        return self.start().__await__()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if not self._started:
+            await self.start()
+        if self._closed:
+            raise StopAsyncIteration
+        leader = await self._queue.get()
+        if leader is None:
+            self._closed = True
+            raise StopAsyncIteration
+        return leader
+
+    async def aclose(self):
+        """Stops observing (UNOBSERVE, when no other observation of the name
+        on this Client is left)."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        self._queue.put_nowait(None)
+        fut = self._client._leave(self)
+        if fut is not None:
+            try:
+                await self._client._writer.drain()
+                self._client._check(await fut)
+            except LockAgentError:
+                pass
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
 
 class Lock(LockBase):
     """A distributed lock through an aio.Client, usable like asyncio.Lock:
     ``await acquire()``, ``await release()``, ``locked()`` and ``async with``.
     The arguments and properties are those of lockagent.Lock, with tasks for
-    threads; ``lost`` is an asyncio.Event. Awaiting it acquires it and returns it.
+    threads; ``lost`` and ``wanted`` are asyncio.Events. Awaiting it acquires it and returns it.
     """
 
     _mu = contextlib.nullcontext()  # one event loop: nothing to guard
@@ -233,7 +401,7 @@ class Lock(LockBase):
 
     async def _acquire(self, wait):
         owner = self._owner_now()
-        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair)
+        line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair, self._extra)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:
@@ -296,6 +464,12 @@ class Lock(LockBase):
         hold, line = self._extend_line(ttl)
         hold.validity = int((await self._client._do(line)).fields.get("validity", 0)) / 1000.0
         return hold.validity
+
+    async def proclaim(self, value):
+        """As lockagent.Lock.proclaim."""
+        hold, line = self._proclaim_line(value)
+        await self._client._do(line)
+        hold.value = value
 
     async def __aenter__(self):
         if not self._preacquired():

@@ -188,7 +188,8 @@ class FakeAgent(_UnixServer):
     """Answers the protocol from a script, for replies the real agent cannot
     be made to give on cue (WHO's queued=0, an older agent's), and records
     every request but HELLO, without its tag. ``answer(verb, args)`` returns
-    the reply lines without the tag; set it before the request is sent."""
+    the reply lines without the tag (a line that starts with "* " is a push,
+    sent as it is, in its place); set it before the request is sent."""
 
     def __init__(self, answer):
         self.answer = answer
@@ -213,7 +214,8 @@ class FakeAgent(_UnixServer):
                     with self._mu:
                         self._requests.append(" ".join(words[1:]))
                     replies = self.answer(verb, words[2:])
-                conn.sendall("".join("%s %s\n" % (tag, r) for r in replies).encode())
+                # A line that starts with "* " is a push: written as it is.
+                conn.sendall("".join((r if r.startswith("* ") else "%s %s" % (tag, r)) + "\n" for r in replies).encode())
         except (OSError, ValueError):
             pass
 
