@@ -28,7 +28,9 @@ import (
 const Version = "0.1.0"
 
 // shutdownGrace bounds how long a stopping agent waits for sessions to
-// release their holds. Healthy masters take milliseconds; the rest of the
+// say BYE and release their holds, counted from the start of the stop (a
+// session's BYE may wait for its answers: see byeWait). Healthy masters
+// take milliseconds; the rest of the
 // 5s a stop may take is for the cluster to stop (releases in flight get up
 // to a second, closing the connections half a second: see quorum's Run).
 const shutdownGrace = 3 * time.Second
@@ -186,6 +188,8 @@ func (a *Agent) accept() {
 // shutdown pushes LOST and BYE to every session, closes them, and waits
 // (bounded) until each released its holds.
 func (a *Agent) shutdown() {
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
 	a.mu.Lock()
 	a.stopping = true
 	sessions := a.sessionsLocked()
@@ -202,7 +206,7 @@ func (a *Agent) shutdown() {
 	}()
 	select {
 	case <-done:
-	case <-time.After(shutdownGrace):
+	case <-grace.C:
 		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
 	}
 }
