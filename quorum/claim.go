@@ -192,11 +192,8 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (hold
 		return 0, true, nil
 	}
 	r, never := c.vote(ctx, spec)
-	switch {
-	case never != nil:
-		return read, never.Err()
-	case r.yes() < c.quorum:
-		return read, c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return read, err
 	}
 	return read, nil
 }

@@ -151,11 +151,8 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err
 		}})
-	switch {
-	case never != nil:
-		return never.Err()
-	case r.yes() < c.quorum:
-		return c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return err
 	}
 	return nil
 }

@@ -141,11 +141,8 @@ func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
 			}
 			return 0, err == nil, err
 		}})
-	switch {
-	case never != nil:
-		return 0, never.Err()
-	case r.yes() < c.quorum:
-		return 0, c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return 0, err
 	}
 	return OnMajority(counts, c.quorum), nil
 }

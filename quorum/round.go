@@ -115,6 +115,19 @@ func (c *Cluster) vote(ctx context.Context, spec roundSpec) (*round, *Refusal) {
 	return r, nil
 }
 
+// majorityErr is why a round that needed a majority failed: the refusal
+// that kept it from running, or ErrNoQuorum (a *RoundError) when fewer
+// than a quorum agreed; nil when a majority did.
+func (c *Cluster) majorityErr(r *round, never *Refusal) error {
+	switch {
+	case never != nil:
+		return never.Err()
+	case r.yes() < c.quorum:
+		return c.noQuorumErr(r)
+	}
+	return nil
+}
+
 // admit waits for a round's turn, at most budget, and returns its release,
 // or why the turn did not come: ErrOverloaded, or ctx's error.
 func (c *Cluster) admit(ctx context.Context, budget time.Duration) (func(), error) {

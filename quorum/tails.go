@@ -227,11 +227,8 @@ func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) 
 			}
 			return 0, err == nil, err
 		}})
-	switch {
-	case never != nil:
-		return 0, never.Err()
-	case r.yes() < c.quorum:
-		return 0, c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return 0, err
 	}
 	slices.Sort(ends)
 	return ends[len(ends)-c.quorum], nil // the latest end a majority has
@@ -332,11 +329,8 @@ func (c *Cluster) revokeRound(ctx context.Context, name, agent string) ([]string
 			}
 			return 0, err == nil, err
 		}})
-	switch {
-	case never != nil:
-		return nil, never.Err()
-	case r.yes() < c.quorum:
-		return nil, c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return nil, err
 	}
 	return slices.DeleteFunc(order, func(h string) bool { return counts[h] < c.quorum }), nil
 }
@@ -362,11 +356,8 @@ func (c *Cluster) revokedLive(ctx context.Context, name string, holders []string
 			}
 			return 0, err == nil, err
 		}})
-	switch {
-	case never != nil:
-		return 0, never.Err()
-	case r.yes() < c.quorum:
-		return 0, c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return 0, err
 	}
 	live := 0
 	for _, n := range ended {

@@ -121,11 +121,8 @@ func (c *Cluster) WaitingFor(ctx context.Context, name string) ([]Waiting, error
 			}
 			return 0, true, nil
 		}})
-	switch {
-	case never != nil:
-		return nil, never.Err()
-	case r.yes() < c.quorum:
-		return nil, c.noQuorumErr(r)
+	if err := c.majorityErr(r, never); err != nil {
+		return nil, err
 	}
 	return mergeWaiting(seen, c.quorum), nil
 }
