@@ -269,6 +269,11 @@ func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
 	if !w.q.remove(w, granted) {
 		return result{}, gone
 	}
+	// The contender may be waiting for this very hand-over (awaitCohort):
+	// it looks at its queue again, for a new head or to retire an empty
+	// queue. Else a LOCK that joins the queue meanwhile finds it not
+	// retired and no contender working for it until the next release.
+	w.q.poke()
 	a.leave(w)          // an entry that came after cohortHead looked
 	if c.next > c.top { // the block is used up: the spare one takes over
 		c.next, c.top, c.spare = c.spare, c.spare+int64(a.cohortBlock())-1, 0
