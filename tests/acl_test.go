@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -14,7 +15,7 @@ import (
 // aclRules is the Redis ACL that docs/operations.md tells operators to give
 // the agent's user: keep the two in step.
 const aclRules = "~lock-agent:* &lock-agent:* +@scripting +smembers +pttl +srem +set +sadd +pexpire +del +get +exists " +
-	"+hset +hget +hmget +time +publish +subscribe +unsubscribe +ping +hello +select +info"
+	"+hset +hget +hmget +hdel +rename +sismember +zadd +zrem +zscore +zrange +zrangebyscore +zcard +zcount +time +publish +subscribe +unsubscribe +ping +hello +select +info"
 
 // TestAgentRunsAsARestrictedACLUser runs the agent as a Redis user with only
 // the documented permissions, its password read from a file: locking,
@@ -67,5 +68,49 @@ func TestAgentRunsAsARestrictedACLUser(t *testing.T) {
 	c.Do("UNLOCK acl/name")
 	if r := waiter.Await(ch); r.Kind != "OK" || time.Since(start) > 500*time.Millisecond {
 		t.Fatalf("waiter: %s after %v (release message not received?)", r.Line, time.Since(start))
+	}
+	coordinateAsARestrictedUser(t, a)
+}
+
+// coordinateAsARestrictedUser runs what issue 18 added over the masters as
+// the restricted user: a fair queue (sorted sets), a value and SET, an
+// observer, a WHO with waiters (hashes and sorted sets), and a hold with a
+// delay= that ends uncleanly (its record renamed into a tail); a command
+// the ACL lacks fails a script, and with it a hold or an answer.
+func coordinateAsARestrictedUser(t *testing.T, a *agenttest.Agent) {
+	c, other, watcher := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, a.Config.Socket.Path)
+	if r := watcher.Do("OBSERVE acl/lead"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := c.Do("LOCK acl/lead fair=true value=one"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	_, queued := other.Send("LOCK acl/lead fair=true wait=5s")
+	awaitQueued(t, watcher, "acl/lead", 1)
+	if r := c.Do("SET acl/lead value=two"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := watcher.Do("WHO acl/lead"); r.Kind != "OK" || !strings.Contains(r.Line, "waiting=1") {
+		t.Fatalf("WHO: %s %v", r.Line, r.Data)
+	}
+	c.Do("UNLOCK acl/lead")
+	if r := other.Await(queued); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	if r := c.Do("LOCK acl/delay delay=200ms"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	c.Close() // an unclean end: the record becomes a tail
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
+		r := other.Do("WHO acl/delay")
+		return r.Kind == "OK" && len(r.Data) == 1 && r.Data[0]["delayed_until"] != ""
+	}, "no tail after an unclean end")
+	if r := other.Do("LOCK acl/delay wait=2s"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	for p := watcher.Push(0); p != ""; p = watcher.Push(0) {
+		if !strings.HasPrefix(p, "* LEADER acl/lead ") {
+			t.Fatalf("observer: %s", p)
+		}
 	}
 }
