@@ -99,7 +99,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	for _, v := range read.votes {
 		if v.count >= c.quorum {
 			r := v.first
-			r.Fence, r.Who.Value = v.topFence(), v.value()
+			r.Fence, r.Who.Value = v.majorityFence(c.quorum), v.value()
 			out = append(out, Holder{ID: v.id, Record: r})
 		}
 	}
@@ -115,13 +115,20 @@ type holderVotes struct {
 	values map[string]int
 }
 
-// topFence is the highest fence any master records.
-func (v *holderVotes) topFence() int64 {
-	top := v.first.Fence
-	for f := range v.fences {
-		top = max(top, f)
+// majorityFence is the highest fence that at least quorum of the masters
+// recording the holder record (or one above): the grant's fence once it
+// was answered, since a grant answers only when a majority records it. A
+// master that ran the grant late, after it was decided, records its own
+// higher fence, which is no term (the election helper's WHO showed such a
+// fence for 100ms).
+func (v *holderVotes) majorityFence(quorum int) int64 {
+	var fences []int64
+	for f, n := range v.fences {
+		for range n {
+			fences = append(fences, f)
+		}
 	}
-	return top
+	return OnMajority(fences, quorum)
 }
 
 // value is the value most masters record (the first's on a tie).

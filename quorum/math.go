@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -12,13 +13,14 @@ const clockSlack = 2 * time.Millisecond
 // Majority returns the quorum of n masters: more than half.
 func Majority(n int) int { return n/2 + 1 }
 
-// OnMajority returns the most that at least quorum of counts reach: the
-// quorum-th largest (0 when there are fewer).
-func OnMajority(counts []int, quorum int) int {
-	if len(counts) < quorum || quorum < 1 {
-		return 0
+// OnMajority returns the most that at least quorum of values reach: the
+// quorum-th largest (the zero value when there are fewer).
+func OnMajority[T cmp.Ordered](values []T, quorum int) T {
+	var zero T
+	if len(values) < quorum || quorum < 1 {
+		return zero
 	}
-	sorted := slices.Sorted(slices.Values(counts))
+	sorted := slices.Sorted(slices.Values(values))
 	return sorted[len(sorted)-quorum]
 }
 

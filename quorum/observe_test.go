@@ -222,8 +222,9 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 // TestLeaderTakesOnlyAnAgreedFence: a holder whose masters record
 // different fences (a grant's record before its fence is written back to
 // all of them) is unsettled for Leader, though Who shows it with the
-// highest, even when a majority records one of them; with lenient, the
-// majority's fence is the term.
+// fence a majority reaches (not yet the grant's: the grant is answered
+// only once a majority records its fence), even when a majority records
+// one of them; with lenient, the majority's fence is the term.
 func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
 	ctx := context.Background()
 	servers := redistest.Start(t, 3)
@@ -234,7 +235,7 @@ func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
 	}
 	plant(servers[0], "5")
 	plant(servers[1], "7")
-	if who, err := c.Who(ctx, "u"); err != nil || len(who) != 1 || who[0].Record.Fence != 7 {
+	if who, err := c.Who(ctx, "u"); err != nil || len(who) != 1 || who[0].Record.Fence != 5 {
 		t.Fatalf("Who = %+v, %v", who, err)
 	}
 	for _, lenient := range []bool{false, true} {
@@ -243,6 +244,9 @@ func TestLeaderTakesOnlyAnAgreedFence(t *testing.T) {
 		}
 	}
 	plant(servers[2], "5")
+	if who, err := c.Who(ctx, "u"); err != nil || len(who) != 1 || who[0].Record.Fence != 5 {
+		t.Fatalf("Who of a holder at fences 5, 7, 5 = %+v, %v; want the majority's 5", who, err)
+	}
 	if _, _, err := c.Leader(ctx, "u", false); !errors.Is(err, ErrUnsettled) {
 		t.Fatalf("Leader of a holder at fences 5, 7, 5: %v, want ErrUnsettled", err)
 	}
@@ -304,5 +308,21 @@ func TestLeaderOfAHolderBehindAPausedMaster(t *testing.T) {
 	servers[1].Do("DEL", "t:{p}:h:h")
 	if h, ok, err := c.Leader(ctx, "p", false); err != nil || ok {
 		t.Fatalf("Leader of a holder on the paused master only = %+v, %v, %v; want none", h, ok, err)
+	}
+}
+
+// TestWhoShowsTheFenceAMajorityRecords: once a grant is answered, a
+// majority records its fence; a master that ran it late records its own
+// higher one, which WHO must not show as the holder's fence.
+func TestWhoShowsTheFenceAMajorityRecords(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	for i, f := range []string{"7", "7", "8"} {
+		plantClaim(servers[i], "w", "h", Claim{})
+		servers[i].Do("HSET", "t:{w}:h:h", "fence", f)
+	}
+	if who, err := c.Who(ctx, "w"); err != nil || len(who) != 1 || who[0].Record.Fence != 7 {
+		t.Fatalf("Who of a holder at fences 7, 7, 8 = %+v, %v; want 7", who, err)
 	}
 }
