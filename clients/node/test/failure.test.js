@@ -1,0 +1,65 @@
+// Failures, each on a cluster of its own: masters that stop, an agent
+// that dies (as clients/go/client_test.go's TestKilledAgentEndsEveryLock).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConnectionClosed, LockLost, connect } from '../index.js';
+import { startCluster } from './cluster.js';
+
+const LEASE = 2000;
+
+test('a hold is lost within a lease, before its validity ran out, once two of three masters stop', async (t) => {
+  const cluster = await startCluster({ lock: `lease = "${LEASE}ms"` });
+  t.after(() => cluster.stop());
+  const c = await connect({ path: cluster.socket });
+  t.after(() => c.close());
+  const lock = await c.lock('node/quorum');
+  const other = await c.lock('node/quorum-2', { ttl: 60000 });
+  const stopped = performance.now();
+  cluster.pause(0);
+  cluster.pause(1);
+  const validUntil = await validityUntilLost(c, lock);
+  const lostAt = performance.now();
+  const err = await lock.lost;
+  assert.ok(err instanceof LockLost);
+  assert.equal(err.reason, 'quorum');
+  assert.equal((await other.lost).reason, 'quorum');
+  assert.equal(lock.signal.aborted, true);
+  // Within a lease of the stop, give or take what carrying one line from the agent takes on a loaded machine.
+  const took = lostAt - stopped;
+  assert.ok(took <= LEASE + 100, `lost ${Math.round(took)}ms after the masters stopped (lease ${LEASE}ms)`);
+  assert.ok(lostAt <= validUntil, `lost ${Math.round(lostAt - validUntil)}ms after the hold's validity ended`);
+});
+
+/**
+ * Polls the hold's validity as the agent reports it (a renewal answered
+ * just before the pause may still move it on once) until the loss is
+ * heard, and returns when the validity last reported ends.
+ */
+async function validityUntilLost(client, lock) {
+  let validUntil = Infinity;
+  while (lock.held) {
+    const hold = (await client.holds()).find((h) => h.name === lock.name);
+    if (hold && lock.held) validUntil = performance.now() + hold.validity + 1; // validity= is cut to whole ms
+    await Promise.race([lock.lost, new Promise((r) => setTimeout(r, 10))]); // a poll: HOLDS is all there is to watch
+  }
+  return validUntil;
+}
+
+test('an agent killed: every hold reports its loss, and every call after it fails', async (t) => {
+  const cluster = await startCluster();
+  t.after(() => cluster.stop());
+  const c = await connect({ path: cluster.socket });
+  const locks = await Promise.all(['k1', 'k2', 'k3'].map((n) => c.lock(n)));
+  const [multi] = await Promise.all([c.lockAll(['k4', 'k5'])]);
+  const heard = locks.map((l) => new Promise((resolve) => l.once('lost', resolve)));
+  await cluster.killAgent();
+  for (const err of await Promise.all([...locks, ...multi].map((l) => l.lost))) {
+    assert.ok(err instanceof LockLost);
+    assert.equal(err.reason, 'disconnected');
+  }
+  await Promise.all(heard);
+  await c.closed;
+  await assert.rejects(c.lock('k6'), ConnectionClosed);
+  await assert.rejects(c.ping(), ConnectionClosed);
+  await assert.rejects(locks[0].unlock(), LockLost);
+});
