@@ -152,3 +152,13 @@ test('lockAll takes every name or none, and disposes of them all', async () => {
   await locks[Symbol.asyncDispose]();
   assert.deepEqual(await c.holds(), []);
 });
+
+test('the example runs against the agent', async () => {
+  const { execFile } = await import('node:child_process');
+  const example = new URL('../examples/basic.js', import.meta.url).pathname;
+  const { stdout } = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [example], { env: { ...process.env, LOCK_AGENT_SOCKET: cluster.socket }, timeout: 20000 },
+      (err, out, errOut) => (err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve({ stdout: out })));
+  });
+  assert.match(stdout, /^holding reports\/nightly, fence \d+\nelected, term \d+; the leader is at http:\/\/host-a:8080\/\n$/);
+});
