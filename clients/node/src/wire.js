@@ -119,12 +119,14 @@ export function decodeValue(wire) {
   return Buffer.from(bytes).toString('utf8');
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** The value for the wire, encoded; at most 512 bytes once encoded. */
 export function checkValue(value, argument = 'value') {
   if (typeof value !== 'string' && !(value instanceof Uint8Array)) {
     throw new InvalidArgument(argument, value, 'a string or a Uint8Array');
   }
-  if (typeof value === 'string' && !value.isWellFormed()) {
+  if (typeof value === 'string' && LONE_SURROGATE.test(value)) {
     throw new InvalidArgument(argument, value, 'text that can be UTF-8 encoded (no lone surrogate)');
   }
   const enc = encodeValue(value);
