@@ -162,3 +162,20 @@ test('the example runs against the agent', async () => {
   });
   assert.match(stdout, /^holding reports\/nightly, fence \d+\nelected, term \d+; the leader is at http:\/\/host-a:8080\/\n$/);
 });
+
+test("the README's Node snippet runs against the agent", async () => {
+  const { readFile } = await import('node:fs/promises');
+  const { execFile } = await import('node:child_process');
+  const readme = await readFile(new URL('../../../README.md', import.meta.url), 'utf8');
+  const section = readme.slice(readme.indexOf('## From Node'));
+  const snippet = section.slice(section.indexOf('```js\n') + 6, section.indexOf('\n```'));
+  const index = new URL('../index.js', import.meta.url).href;
+  const program = snippet.replace("'./clients/node/index.js'", `'${index}'`);
+  assert.notEqual(program, snippet, 'the snippet imports the client from elsewhere');
+  const stdout = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--input-type=module', '-e', program],
+      { env: { ...process.env, LOCK_AGENT_SOCKET: cluster.socket }, timeout: 20000 },
+      (err, out, errOut) => (err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out)));
+  });
+  assert.match(stdout, /^holding jobs\/nightly fence \d+\n$/);
+});
