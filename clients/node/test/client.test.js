@@ -168,7 +168,8 @@ test("the README's Node snippet runs against the agent", async () => {
   const { execFile } = await import('node:child_process');
   const readme = await readFile(new URL('../../../README.md', import.meta.url), 'utf8');
   const section = readme.slice(readme.indexOf('## From Node'));
-  const snippet = section.slice(section.indexOf('```js\n') + 6, section.indexOf('\n```'));
+  const start = section.indexOf('```js\n') + 6;
+  const snippet = section.slice(start, section.indexOf('\n```', start));
   const index = new URL('../index.js', import.meta.url).href;
   const program = snippet.replace("'./clients/node/index.js'", `'${index}'`);
   assert.notEqual(program, snippet, 'the snippet imports the client from elsewhere');
