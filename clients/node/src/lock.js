@@ -53,7 +53,7 @@ export class Lock extends EventEmitter {
     this.count = int(f.count);
     this.slot = int(f.slot);
     this.#setValidity(f.validity);
-    this.state = 'held';
+    if (this.state === 'waiting') this.state = 'held'; // a * LOST that raced the grant keeps it lost
   }
 
   #setValidity(validity) {
@@ -71,11 +71,14 @@ export class Lock extends EventEmitter {
     this.error = new LockLost(this.name, this.owner, this.fence, reason, why);
     this.#end('lost');
     this.#resolveLost(this.error);
-    if (this.listenerCount('lost') > 0) this.emit('lost', this.error);
+    // Listeners run after the reader is done with the line: one that throws
+    // is the program's uncaught exception, not a stop of the reader.
+    queueMicrotask(() => this.emit('lost', this.error));
   }
 
   _want(waiting) {
-    if (this.held) this.emit('wanted', { waiting: int(waiting, 1) });
+    const event = { waiting: int(waiting, 1) };
+    if (this.held) queueMicrotask(() => this.emit('wanted', event));
   }
 
   #end(state) {
