@@ -5,6 +5,9 @@ import { after, before, test } from 'node:test';
 import { Busy, Conflict, LockLost, NotHeld, connect } from '../index.js';
 import { startCluster } from './cluster.js';
 
+// A client that misses an event fails the test instead of hanging it.
+const BOUNDED = { timeout: 30000 };
+
 let cluster;
 const clients = [];
 before(async () => { cluster = await startCluster(); });
@@ -19,7 +22,7 @@ async function dial() {
   return c;
 }
 
-test('fifty tasks on one client keep mutual exclusion, fences increasing', async () => {
+test('fifty tasks on one client keep mutual exclusion, fences increasing', BOUNDED, async () => {
   const c = await dial();
   let inside = 0;
   let grants = 0;
@@ -42,7 +45,7 @@ test('fifty tasks on one client keep mutual exclusion, fences increasing', async
   assert.equal(new Set(fences).size, 250);
 });
 
-test('an owner re-enters: same fence, count up; another owner is busy', async () => {
+test('an owner re-enters: same fence, count up; another owner is busy', BOUNDED, async () => {
   const c = await dial();
   const a = await c.lock('node/reenter', { owner: 'me' });
   const b = await c.lock('node/reenter', { owner: 'me', wait: 0 });
@@ -57,7 +60,7 @@ test('an owner re-enters: same fence, count up; another owner is busy', async ()
   assert.deepEqual(await c.holds(), []);
 });
 
-test('typed errors: busy, and conflict for an upgrade of a shared hold', async () => {
+test('typed errors: busy, and conflict for an upgrade of a shared hold', BOUNDED, async () => {
   const c = await dial();
   const other = await dial();
   const held = await c.lock('node/typed', { shared: true, owner: 'r' });
@@ -66,7 +69,7 @@ test('typed errors: busy, and conflict for an upgrade of a shared hold', async (
   await held.unlock();
 });
 
-test('a ttl hold that runs out is lost: event, promise, signal, and unlock says so', async () => {
+test('a ttl hold that runs out is lost: event, promise, signal, and unlock says so', BOUNDED, async () => {
   const c = await dial();
   const lock = await c.lock('node/ttl', { ttl: 300 });
   const heard = new Promise((resolve) => lock.once('lost', resolve));
@@ -79,7 +82,7 @@ test('a ttl hold that runs out is lost: event, promise, signal, and unlock says 
   await assert.rejects(lock.unlock(), err);
 });
 
-test('an aborted wait leaves nothing held, also when the grant races the abort', async () => {
+test('an aborted wait leaves nothing held, also when the grant races the abort', BOUNDED, async () => {
   const holder = await dial();
   const c = await dial();
   let held = await holder.lock('node/abort');
@@ -102,7 +105,7 @@ test('an aborted wait leaves nothing held, also when the grant races the abort',
   await held.unlock();
 });
 
-test('asyncDispose releases a hold, and rejects with the loss of a lost one', async () => {
+test('asyncDispose releases a hold, and rejects with the loss of a lost one', BOUNDED, async () => {
   const c = await dial();
   const lock = await c.lock('node/dispose');
   await lock[Symbol.asyncDispose]();
@@ -114,7 +117,7 @@ test('asyncDispose releases a hold, and rejects with the loss of a lost one', as
   await assert.rejects(brief[Symbol.asyncDispose](), LockLost);
 });
 
-test('shared holders together, an exclusive one waits for them', async () => {
+test('shared holders together, an exclusive one waits for them', BOUNDED, async () => {
   const a = await dial();
   const b = await dial();
   const ra = await a.lock('node/rw', { shared: true });
@@ -128,7 +131,7 @@ test('shared holders together, an exclusive one waits for them', async () => {
   await w.unlock();
 });
 
-test('a semaphore grants its limit, each on its own slot', async () => {
+test('a semaphore grants its limit, each on its own slot', BOUNDED, async () => {
   const cs = await Promise.all([dial(), dial(), dial(), dial()]);
   const holds = await Promise.all(cs.slice(0, 3).map((c) => c.lock('node/sem', { limit: 3, wait: 5000 })));
   assert.deepEqual(holds.map((h) => h.slot).sort(), [1, 2, 3]);
@@ -139,7 +142,7 @@ test('a semaphore grants its limit, each on its own slot', async () => {
   await Promise.all(holds.map((h) => h.unlock()));
 });
 
-test('lockAll takes every name or none, and disposes of them all', async () => {
+test('lockAll takes every name or none, and disposes of them all', BOUNDED, async () => {
   const c = await dial();
   const other = await dial();
   const locks = await c.lockAll(['node/m2', 'node/m1']);
@@ -153,7 +156,7 @@ test('lockAll takes every name or none, and disposes of them all', async () => {
   assert.deepEqual(await c.holds(), []);
 });
 
-test('the example runs against the agent', async () => {
+test('the example runs against the agent', BOUNDED, async () => {
   const { execFile } = await import('node:child_process');
   const example = new URL('../examples/basic.js', import.meta.url).pathname;
   const { stdout } = await new Promise((resolve, reject) => {
@@ -163,7 +166,7 @@ test('the example runs against the agent', async () => {
   assert.match(stdout, /^holding reports\/nightly, fence \d+\nelected, term \d+; the leader is at http:\/\/host-a:8080\/\n$/);
 });
 
-test("the README's Node snippet runs against the agent", async () => {
+test("the README's Node snippet runs against the agent", BOUNDED, async () => {
   const { readFile } = await import('node:fs/promises');
   const { execFile } = await import('node:child_process');
   const readme = await readFile(new URL('../../../README.md', import.meta.url), 'utf8');

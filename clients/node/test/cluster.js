@@ -24,6 +24,22 @@ export function agentBinary() {
   return built;
 }
 
+// Every process started here, so that none outlives a test process that
+// ends without stopping its clusters (a failed before(), an uncaught error).
+const started = new Set();
+process.on('exit', () => {
+  for (const p of started) {
+    p.kill('SIGCONT');
+    p.kill('SIGKILL');
+  }
+});
+
+function track(proc) {
+  started.add(proc);
+  proc.once('exit', () => started.delete(proc));
+  return proc;
+}
+
 const exited = (proc) => new Promise((resolve) => {
   if (proc.exitCode !== null || proc.signalCode !== null) resolve();
   else proc.once('exit', () => resolve());
@@ -57,8 +73,8 @@ async function redisAnswers(port, proc) {
 async function startRedis(dir) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
-    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
-      '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning'], { stdio: 'ignore' });
+    const proc = track(spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
+      '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning'], { stdio: 'ignore' }));
     if (await redisAnswers(port, proc)) return { proc, address: `127.0.0.1:${port}` };
     proc.kill('SIGKILL'); // another process took the port first
   }
@@ -100,7 +116,7 @@ export async function startCluster({ masters = 3, lock = '' } = {}) {
     writeFileSync(config, `agent { id = "node-test" }\nsocket { path = ${JSON.stringify(cluster.socket)} }\n` +
       `lock {\n${lock}\n}\n${cluster.redis.map((r, i) => `redis "m${i}" { address = "${r.address}" }\n`).join('')}`);
     execFileSync(agentBinary(), ['bootstrap', '-config', config], { stdio: 'ignore' });
-    cluster.agent = spawn(agentBinary(), ['run', '-config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    cluster.agent = track(spawn(agentBinary(), ['run', '-config', config], { stdio: ['ignore', 'ignore', 'pipe'] }));
     cluster.log = '';
     cluster.agent.stderr.on('data', (d) => { cluster.log += d; });
     await mastersUp(cluster.socket, cluster.agent);

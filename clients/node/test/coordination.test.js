@@ -5,6 +5,9 @@ import { after, before, test } from 'node:test';
 import { NotHeld, connect } from '../index.js';
 import { startCluster } from './cluster.js';
 
+// A client that misses an event fails the test instead of hanging it.
+const BOUNDED = { timeout: 30000 };
+
 let cluster;
 const clients = [];
 before(async () => { cluster = await startCluster(); });
@@ -28,7 +31,7 @@ async function next(leaders) {
   return r.value;
 }
 
-test('campaign, observe, proclaim, leader, resign: observers see every term in order', async () => {
+test('campaign, observe, proclaim, leader, resign: observers see every term in order', BOUNDED, async () => {
   const [first, second, observer] = await Promise.all([dial(), dial(), dial()]);
   const stop = new AbortController();
   const leaders = (await observer.observe('node/election', { signal: stop.signal }))[Symbol.asyncIterator]();
@@ -62,7 +65,7 @@ test('campaign, observe, proclaim, leader, resign: observers see every term in o
   for (;;) if ((await leaders.next()).done) break; // ends once the signal aborted
 });
 
-test('values of any text round-trip through the agent', async () => {
+test('values of any text round-trip through the agent', BOUNDED, async () => {
   const c = await dial();
   for (const value of ['http://h:1/p?q=1&r=2', '{"a": [1, "ü"]}', '100% 🔒']) {
     const lock = await c.lock('node/value', { value });
@@ -71,7 +74,7 @@ test('values of any text round-trip through the agent', async () => {
   }
 });
 
-test('check answers whether a fence is current', async () => {
+test('check answers whether a fence is current', BOUNDED, async () => {
   const c = await dial();
   const lock = await c.lock('node/check');
   assert.equal(await c.check('node/check', lock.fence), true);
@@ -80,7 +83,7 @@ test('check answers whether a fence is current', async () => {
   assert.equal(await c.check('node/check', lock.fence), false);
 });
 
-test('a notifyWanted holder hears of a conflicting waiter on another connection', async () => {
+test('a notifyWanted holder hears of a conflicting waiter on another connection', BOUNDED, async () => {
   const [holder, waiter] = await Promise.all([dial(), dial()]);
   const lock = await holder.lock('node/wanted', { notifyWanted: true });
   const wanted = new Promise((resolve) => lock.once('wanted', resolve));

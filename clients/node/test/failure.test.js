@@ -5,9 +5,12 @@ import { test } from 'node:test';
 import { ConnectionClosed, LockLost, connect } from '../index.js';
 import { startCluster } from './cluster.js';
 
+// A client that misses an event fails the test instead of hanging it.
+const BOUNDED = { timeout: 30000 };
+
 const LEASE = 2000;
 
-test('a hold is lost within a lease, before its validity ran out, once two of three masters stop', async (t) => {
+test('a hold is lost within a lease, before its validity ran out, once two of three masters stop', BOUNDED, async (t) => {
   const cluster = await startCluster({ lock: `lease = "${LEASE}ms"` });
   t.after(() => cluster.stop());
   const c = await connect({ path: cluster.socket });
@@ -45,7 +48,7 @@ async function validityUntilLost(client, lock) {
   return validUntil;
 }
 
-test('an agent killed: every hold reports its loss, and every call after it fails', async (t) => {
+test('an agent killed: every hold reports its loss, and every call after it fails', BOUNDED, async (t) => {
   const cluster = await startCluster();
   t.after(() => cluster.stop());
   const c = await connect({ path: cluster.socket });
