@@ -9,7 +9,7 @@ import { holdsOf, occupancyOf, statusOf } from './info.js';
 import { Lock } from './lock.js';
 import { Observations, leaderOf } from './observe.js';
 import { checkNames, lockLine, lockWords } from './options.js';
-import { checkAgentId, checkClientName, checkFence, checkName, checkOwner, checkReason, int } from './wire.js';
+import { checkAgentId, checkClientName, checkFence, checkName, checkOwner, checkReason, fields, int } from './wire.js';
 
 export const DEFAULT_SOCKET = '/run/lock-agent/agent.sock';
 
@@ -93,7 +93,7 @@ export class Client {
       this.#observations.push(leaderOf([name, ...rest]));
       return;
     }
-    const f = Object.fromEntries(rest.filter((w) => w.includes('=')).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+    const f = fields(rest);
     if (kind === 'LOST') for (const lock of this.#locksOf(name, f.owner)) lock._lose(f.reason ?? 'unknown', f.why);
     if (kind === 'WANTED') for (const lock of this.#locksOf(name, f.owner)) lock._want(f.waiting);
   }
