@@ -89,7 +89,7 @@ export interface RevokeOptions {
   reason?: string;
 }
 
-export declare class Client {
+export declare class Client implements AsyncDisposable {
   private constructor();
   /** The agent's id for this connection. */
   session: string | undefined;
@@ -99,6 +99,8 @@ export declare class Client {
   close(): Promise<void>;
   /** Ends the connection at once. */
   destroy(): void;
+  /** Closes the connection (`await using client = await connect()`). */
+  [Symbol.asyncDispose](): Promise<void>;
   ping(): Promise<void>;
   /** Acquires name; rejects with Busy when the wait ran out, signal.reason when aborted, InvalidArgument before sending anything. */
   lock(name: string, options?: LockOptions): Promise<Lock>;

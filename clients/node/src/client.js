@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ConnectionClosed, InvalidArgument } from './errors.js';
 import { Connection, open } from './connection.js';
 import { holdsOf, occupancyOf, statusOf } from './info.js';
-import { Lock } from './lock.js';
+import { Lock } from './lock.js'; // also defines Symbol.asyncDispose where Node lacks it
 import { Observations, leaderOf } from './observe.js';
 import { checkNames, lockLine, lockWords } from './options.js';
 import { checkAgentId, checkClientName, checkFence, checkName, checkOwner, checkReason, fields, int } from './wire.js';
@@ -111,6 +111,9 @@ export class Client {
 
   /** Ends the connection at once. */
   destroy() { this.#conn.destroy(); }
+
+  /** `await using client = await connect()` closes it at the end of the block. */
+  [Symbol.asyncDispose]() { return this.close(); }
 
   /** Resolves when the agent answers. */
   async ping() { await this._do('PING'); }

@@ -144,3 +144,15 @@ test('NotHeld for a proclaim of an unlocked hold', async (t) => {
   assert.ok(lock.signal.aborted);
   assert.ok(lock.signal.reason instanceof NotHeld);
 });
+
+test('disposing of a client closes it, and the agent releases its holds', async (t) => {
+  const fake = await startFake();
+  t.after(() => fake.close());
+  const client = await connect({ path: fake.path });
+  const lock = await client.lock('w/d');
+  await client[Symbol.asyncDispose]();
+  await client.closed;
+  assert.equal(lock.state, 'lost');
+  assert.equal(lock.error.reason, 'disconnected');
+  await assert.rejects(client.ping(), lockagent.ConnectionClosed);
+});
