@@ -156,3 +156,13 @@ test('disposing of a client closes it, and the agent releases its holds', async 
   assert.equal(lock.error.reason, 'disconnected');
   await assert.rejects(client.ping(), lockagent.ConnectionClosed);
 });
+
+test("an observation ends with ConnectionClosed when the agent's connection does", async (t) => {
+  const { fake, client } = await fakeClient(t, (verb) => (verb === 'OBSERVE' ? ['OK', '* LEADER w/o none'] : ['OK']));
+  const leaders = (await client.observe('w/o'))[Symbol.asyncIterator]();
+  assert.equal((await leaders.next()).value.none, true);
+  const pending = leaders.next();
+  for (const s of fake.sockets) s.destroy();
+  await assert.rejects(pending, lockagent.ConnectionClosed);
+  await assert.rejects(client.leader('w/o'), lockagent.ConnectionClosed);
+});
