@@ -64,8 +64,8 @@ func TestExecExitCodesAndEnvironment(t *testing.T) {
 	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-limit", "2", "-shared", "jobs/shared", "--", "true"); code != 1 || !strings.Contains(errOut, "limit") {
 		t.Fatalf("-shared with -limit 2: exit %d %q", code, errOut)
 	}
-	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "jobs/x"); code != 2 {
-		t.Fatalf("no command: exit %d, want 2", code)
+	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "jobs/x"); code != 64 {
+		t.Fatalf("no command: exit %d, want 64 (EX_USAGE, as flock)", code)
 	}
 	if code, _, errOut := lockAgent(t, "exec", "-socket", filepath.Join(t.TempDir(), "nope"), "jobs/x", "--", "true"); code != 1 || !strings.Contains(errOut, "dial") {
 		t.Fatalf("no agent: exit %d %q", code, errOut)

@@ -57,9 +57,9 @@ flock's flags:
   -s, --shared, -shared
                        take a shared (read) hold
   -n, --nb, --nonblock fail at once if NAME is busy (whatever -w says)
-  -w, --wait, --timeout SECONDS
-                       give up after SECONDS ("5", "0.5"; a Go duration such
-                       as "1m" too); 0 is -n (default: wait forever)
+  -w, --timeout, --wait, -wait D
+                       give up after D: seconds ("5", "0.5") or a Go duration
+                       ("1m"); 0 is -n (default: wait forever)
   -E, --conflict-exit-code, -conflict-exit N
                        exit status when NAME is busy under -n or -w, 0 to 255
                        (default 1); with 0, nothing is printed either
