@@ -345,8 +345,8 @@ func TestExecCommandLine(t *testing.T) {
 		t.Errorf("exec -h: exit %d\n%s", code, out)
 	}
 	for _, bad := range [][]string{{"jobs/x", "-wait", "soon", "--", "true"}, {"jobs/x", "-c", "true", "extra"}, {"-n"}} {
-		if code, _, _ := lockAgent(t, append([]string{"exec", "-socket", sock}, bad...)...); code != 2 {
-			t.Errorf("exec %q: exit %d, want 2", bad, code)
+		if code, _, _ := lockAgent(t, append([]string{"exec", "-socket", sock}, bad...)...); code != 64 {
+			t.Errorf("exec %q: exit %d, want 64", bad, code)
 		}
 	}
 }
@@ -663,8 +663,8 @@ func TestExecSeveralNamesAllOrNone(t *testing.T) {
 			holder.Do("UNLOCK " + name + " owner=check")
 		}
 	}
-	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/n1,,jobs/n3", "--", "true"); code != 2 || !strings.Contains(errOut, "empty name") {
-		t.Fatalf("an empty name: exit %d %q, want 2", code, errOut)
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/n1,,jobs/n3", "--", "true"); code != 64 || !strings.Contains(errOut, "empty name") {
+		t.Fatalf("an empty name: exit %d %q, want 64", code, errOut)
 	}
 }
 
