@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // exec reads its flags the way flock(1) (getopt_long) does, so that a
@@ -19,8 +20,73 @@ import (
 //	--                  the end of the flags
 //
 // A word of one dash is a long flag when it names one exactly, and otherwise
-// a bundle of short flags: exec has no long flag spelt only with short
-// flags' letters that could be read both ways.
+// a bundle of short flags: -socket is exec's -socket, as it always was,
+// never -s -o -c ket; a one-dash prefix (-sock) is a bundle.
+
+// execFlagSpecs are exec's flags and every name each goes by: flock's,
+// short and long, and exec's own. execUsage is their help; the first name
+// of each keys execFlagSetters.
+var execFlagSpecs = []flagSpec{
+	{names: []string{"socket"}, value: true},
+	{names: []string{"wait", "w", "timeout"}, value: true},
+	{names: []string{"n", "nb", "nonblock"}},
+	{names: []string{"ttl"}, value: true},
+	{names: []string{"shared", "s"}},
+	{names: []string{"exclusive", "x", "e"}},
+	{names: []string{"limit"}, value: true},
+	{names: []string{"fair"}},
+	{names: []string{"value"}, value: true},
+	{names: []string{"on-wanted"}, value: true},
+	{names: []string{"delay"}, value: true},
+	{names: []string{"min-hold"}, value: true},
+	{names: []string{"conflict-exit", "E", "conflict-exit-code"}, value: true},
+	{names: []string{"kill-after"}, value: true},
+	{names: []string{"quiet", "q"}},
+	{names: []string{"c", "command"}, value: true},
+	{names: []string{"close", "o"}},
+	{names: []string{"no-fork", "F"}},
+	{names: []string{"help", "h"}},
+}
+
+// execFlagSetters set each flag's value (a switch's is "true" or "false")
+// into the options.
+var execFlagSetters = map[string]func(o *execOptions, v string) error{
+	"socket":        func(o *execOptions, v string) error { o.socket = v; return nil },
+	"wait":          func(o *execOptions, v string) error { return o.wait.Set(v) },
+	"n":             func(o *execOptions, v string) error { return setBool(&o.nonblock, v) },
+	"ttl":           func(o *execOptions, v string) error { return setDuration(&o.ttl, v) },
+	"shared":        func(o *execOptions, v string) error { return setBool(&o.shared, v) },
+	"exclusive":     func(o *execOptions, v string) (err error) { o.shared, err = parseNot(v); return err },
+	"limit":         func(o *execOptions, v string) (err error) { o.limit, err = strconv.Atoi(v); return err },
+	"fair":          func(o *execOptions, v string) error { return setBool(&o.fair, v) },
+	"value":         func(o *execOptions, v string) error { o.value = v; return nil },
+	"on-wanted":     func(o *execOptions, v string) (err error) { o.onWanted, err = parseSignal(v); return err },
+	"delay":         func(o *execOptions, v string) error { return o.delay.Set(v) },
+	"min-hold":      func(o *execOptions, v string) error { return setDuration(&o.minHold, v) },
+	"conflict-exit": func(o *execOptions, v string) (err error) { o.conflictExit, err = strconv.Atoi(v); return err },
+	"kill-after":    func(o *execOptions, v string) error { return setDuration(&o.killAfter, v) },
+	"quiet":         func(o *execOptions, v string) error { return setBool(&o.quiet, v) },
+	"c":             func(o *execOptions, v string) error { o.shell = v; return nil },
+	"close":         func(o *execOptions, v string) error { return setBool(&o.close, v) },
+	"no-fork":       func(o *execOptions, v string) error { return setBool(&o.noFork, v) },
+	"help":          func(*execOptions, string) error { return errHelp },
+}
+
+func setBool(b *bool, v string) (err error) {
+	*b, err = strconv.ParseBool(v)
+	return err
+}
+
+// parseNot is a switch that turns another off: -x is not -s.
+func parseNot(v string) (bool, error) {
+	b, err := strconv.ParseBool(v)
+	return !b, err
+}
+
+func setDuration(d *time.Duration, v string) (err error) {
+	*d, err = time.ParseDuration(v)
+	return err
+}
 
 // flagSpec is one flag and every name it goes by: names of one letter are
 // short, longer ones long.

@@ -26,6 +26,7 @@ func TestScanFlags(t *testing.T) {
 		{"a unique prefix of a long flag", []string{"--nonb", "--time=1", "N"}, "nonb=true time=1", []string{"N"}},
 		{"a prefix shared by names of one flag", []string{"--conflict-exit-c", "7", "N"}, "conflict-exit-c=7", []string{"N"}},
 		{"Go's one-dash long flags", []string{"-wait", "5", "-fair", "-ttl=1m", "N"}, "wait=5 fair=true ttl=1m", []string{"N"}},
+		{"a one-dash long name wins over the bundle it spells (-s -o -c ket)", []string{"-socket", "p", "-exclusive", "N"}, "socket=p exclusive=true", []string{"N"}},
 		{"a Go switch set to false", []string{"-shared=false", "N"}, "shared=false", []string{"N"}},
 		{"-- ends the flags and goes", []string{"-n", "--", "-x"}, "n=true", []string{"-x"}},
 		{"a lone dash is a word", []string{"-n", "-", "x"}, "n=true", []string{"-", "x"}},
