@@ -148,3 +148,20 @@ func TestParseExecArgsFlock(t *testing.T) {
 		})
 	}
 }
+
+// TestElectRefusesNoFork: elect must stay to stop CMD once leadership is
+// lost, so it refuses exec's -F; -o leaves elect holding, and is fine.
+func TestElectRefusesNoFork(t *testing.T) {
+	for _, tt := range []struct {
+		flag string
+		ok   bool
+	}{{"-F", false}, {"--no-fork", false}, {"-o", true}} {
+		o, err := parseExecArgs([]string{tt.flag, "n", "cmd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := electable(o); (err == nil) != tt.ok {
+			t.Errorf("elect %s: %v", tt.flag, err)
+		}
+	}
+}
