@@ -11,7 +11,8 @@ releases; ``await client.lock(...)`` (the form of earlier versions) acquires it
 at once, and ``async with await client.lock(...)`` still works.
 What lock(), lock_all(), campaign() and observe() return is a coroutine too,
 so ``asyncio.create_task(client.lock(...))``, ensure_future, wait_for and
-gather take it as a coroutine, each running it once.
+gather take it as a coroutine: each task that runs it acquires on its
+own, as each ``await`` does.
 ``client.lock_all(names, ...)`` is the same for several names at once, all
 or none: an aio.MultiLock of one aio.Lock per name. The owner
 defaults to the calling task (an id numbered once per process, never reused),

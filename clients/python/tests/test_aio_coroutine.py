@@ -130,14 +130,26 @@ class AioCoroutineTest(unittest.IsolatedAsyncioTestCase):
             held = await self.other.lock("co/race", wait=10)
         await held.release()
 
-    async def test_a_coroutine_runs_once_but_await_acquires_again(self):
-        lk = self.client.lock("co/once")
+    async def test_a_lock_given_to_tasks_again_acquires_again(self):
+        # As ensure_future and wait_for of an awaitable always did: each
+        # task runs its own acquire, as each await does.
+        lk = self.client.lock("co/again")
         self.assertIs(await asyncio.get_running_loop().create_task(lk), lk)
-        with self.assertRaises(RuntimeError):
-            await asyncio.get_running_loop().create_task(lk)
         await lk.release()
-        self.assertIs(await lk, lk)  # each await is a fresh acquire, as before
+        self.assertIs(await asyncio.wait_for(lk, 10), lk)
+        await lk.release()
+        self.assertIs(await lk, lk)
         await self.release(lk)
+
+    async def test_two_tasks_driving_one_lock_hold_it_each(self):
+        lk = self.client.lock("co/two", shared=True)
+        loop = asyncio.get_running_loop()
+        first, second = await asyncio.gather(loop.create_task(lk), loop.create_task(lk))
+        self.assertIs(first, lk)
+        self.assertIs(second, lk)
+        holds = await self.client.holds()  # one shared hold per task, each its own owner
+        self.assertEqual([h["name"] for h in holds], ["co/two", "co/two"])
+        self.assertEqual(len({h["owner"] for h in holds}), 2)
 
     async def queued(self, name):
         """Waits until a LOCK of name waits at the agent: its WHO lists a
