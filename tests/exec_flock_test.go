@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
@@ -186,6 +188,33 @@ func TestExecFlockNoFork(t *testing.T) {
 	}
 	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-F", "flock/nofork", "no-such-command-xyz"); code != 127 {
 		t.Fatalf("-F of a missing command: exit %d, want 127", code)
+	}
+}
+
+// TestExecFlockNoForkSignals: under -F a signal to exec's pid is a signal
+// to the command, which dies of it as if run directly (exec's own handlers
+// are gone with its image), and the lock goes with it.
+func TestExecFlockNoForkSignals(t *testing.T) {
+	a, _, _ := twoAgents(t, 3*time.Second)
+	sock := a.Config.Socket.Path
+	cmd := exec.Command(binary(t), "exec", "-socket", sock, "-F", "flock/nofork-sig", "sleep", "30")
+	cmd.Env = append(os.Environ(), raceNoExitSleep)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	who := agenttest.Dial(t, sock)
+	lockagenttest.Eventually(t, 10*time.Second, func() bool {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/comm")
+		return strings.TrimSpace(string(comm)) == "sleep" && len(who.Do("WHO flock/nofork-sig").Data) > 0
+	}, "exec -F never became sleep holding the lock")
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("the -F command did not die of SIGTERM: %v", err)
+	}
+	if !lockIsFreeWithin(t, sock, "flock/nofork-sig", 5*time.Second) {
+		t.Fatal("the lock outlived the -F command")
 	}
 }
 
