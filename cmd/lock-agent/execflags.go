@@ -17,6 +17,7 @@ import (
 //	--timeout=5         ... and the value after "="
 //	--time 5            a long flag's unambiguous prefix, as getopt_long takes
 //	-wait 5, -wait=5    a long flag with one dash, as Go's flag package takes
+//	-w=5, -s=false      a short flag with "=", as Go's flag package takes
 //	--                  the end of the flags
 //
 // A word of one dash is a long flag when it names one exactly, and otherwise
@@ -121,7 +122,7 @@ func scanFlags(specs []flagSpec, args []string) ([]givenFlag, []string, error) {
 		var err error
 		if strings.HasPrefix(word, "--") {
 			found, args, err = scanLong(specs, word[2:], args[1:], true)
-		} else if name, _, _ := strings.Cut(word[1:], "="); len(name) > 1 && lookupExact(specs, name) != nil {
+		} else if goStyle(specs, word[1:]) {
 			found, args, err = scanLong(specs, word[1:], args[1:], false)
 		} else {
 			found, args, err = scanShort(specs, word[1:], args[1:])
@@ -134,12 +135,23 @@ func scanFlags(specs []flagSpec, args []string) ([]givenFlag, []string, error) {
 	return given, nil, nil
 }
 
+// goStyle says whether a one-dash word (without its dash) is a flag as Go's
+// flag package reads it: a long name exactly (-wait, -socket=p), or one
+// letter with "=" and a value (-w=5, -s=false, -E=3), which exec took
+// before it took flock's spellings. getopt would read -w=5 as -w "=5", a
+// value no flag of exec takes (and -c=CMD as the command "=CMD", which no
+// crontab means).
+func goStyle(specs []flagSpec, word string) bool {
+	name, _, hasValue := strings.Cut(word, "=")
+	return (len(name) > 1 || len(name) == 1 && hasValue) && lookupExact(specs, name) != nil
+}
+
 // scanLong reads one long flag, word being it without its dashes; a value
 // is after "=" or the next word. prefixes allows a unique prefix of its name.
 func scanLong(specs []flagSpec, word string, rest []string, prefixes bool) ([]givenFlag, []string, error) {
 	name, value, hasValue := strings.Cut(word, "=")
 	var spec *flagSpec
-	if len(name) > 1 {
+	if len(name) > 1 || !prefixes { // --x is no short flag: getopt_long reads it as a prefix
 		spec = lookupExact(specs, name)
 	}
 	if spec == nil && prefixes && name != "" {
