@@ -229,16 +229,20 @@ export class Client {
     const { signal } = options;
     signal?.throwIfAborted();
     const observer = await this.#observations.join(name, false);
-    return this.#leaders(name, observer, signal);
+    // Listened for here, not in the generator: its body runs only once it
+    // is read, and an abort before that must end the OBSERVE all the same.
+    const stop = () => this.#observations.leave(name, observer);
+    if (signal?.aborted) stop();
+    else signal?.addEventListener('abort', stop, { once: true });
+    return this.#leaders(observer, signal, stop);
   }
 
-  async* #leaders(name, observer, signal) {
-    const stop = () => this.#observations.leave(name, observer);
-    signal?.addEventListener('abort', stop, { once: true });
+  /** observer's leaders until signal aborts (those queued before it are dropped) or the loop breaks. */
+  async* #leaders(observer, signal, stop) {
     try {
-      for (;;) {
+      while (!signal?.aborted) {
         const next = await observer.next().catch((err) => (signal?.aborted ? aborted : Promise.reject(err)));
-        if (next === aborted) return;
+        if (next === aborted || signal?.aborted) return;
         yield next;
       }
     } finally {

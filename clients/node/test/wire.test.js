@@ -166,3 +166,13 @@ test("an observation ends with ConnectionClosed when the agent's connection does
   await assert.rejects(pending, lockagent.ConnectionClosed);
   await assert.rejects(client.leader('w/o'), lockagent.ConnectionClosed);
 });
+
+test('an observation aborted before it is read ends its OBSERVE and yields nothing more', { timeout: 10000 }, async (t) => {
+  const { fake, client } = await fakeClient(t, (verb) => (verb === 'OBSERVE' ? ['OK', '* LEADER w/a none'] : ['OK']));
+  const stop = new AbortController();
+  const leaders = await client.observe('w/a', { signal: stop.signal });
+  await client.ping(); // the push after OBSERVE's reply is queued for the observer
+  stop.abort();
+  await new Promise((resolve) => { const poll = () => (fake.requests.at(-1) === 'UNOBSERVE w/a' ? resolve() : setImmediate(poll)); poll(); });
+  assert.equal((await leaders[Symbol.asyncIterator]().next()).done, true);
+});
