@@ -48,6 +48,16 @@ test('an unlock the connection cuts short is a release, not a loss', async (t) =
   assert.equal(lock.error, undefined);
 });
 
+test('a hold whose unlock was refused is lost, not released, when the connection ends', { timeout: 10000 }, async (t) => {
+  const { fake, client } = await fakeClient(t, (verb, args) => (verb === 'UNLOCK' ? ['ERR INTERNAL no'] : grantAll(verb, args)));
+  const lock = await client.lock('w/refused');
+  await assert.rejects(lock.unlock(), lockagent.InternalError);
+  assert.equal(lock.state, 'held');
+  for (const s of fake.sockets) s.destroy();
+  assert.equal((await lock.lost).reason, 'disconnected');
+  assert.equal(lock.state, 'lost');
+});
+
 test('NOT_HELD to an unlock without a * LOST first is a loss all the same', async (t) => {
   const { client } = await fakeClient(t, (verb, args) => (verb === 'UNLOCK' ? ['ERR NOT_HELD gone'] : grantAll(verb, args)));
   const lock = await client.lock('w/gone');
