@@ -131,22 +131,28 @@ func (a *procAgent) stop(t testing.TB) {
 }
 
 // rssBytes is the resident set of process pid: VmRSS in /proc/PID/status.
-func rssBytes(t testing.TB, pid int) int64 {
+func rssBytes(t testing.TB, pid int) int64 { return procStatusBytes(t, pid, "VmRSS") }
+
+// peakRSSBytes is the largest resident set process pid had so far: VmHWM.
+func peakRSSBytes(t testing.TB, pid int) int64 { return procStatusBytes(t, pid, "VmHWM") }
+
+// procStatusBytes reads one of the sizes in /proc/PID/status, given in kB.
+func procStatusBytes(t testing.TB, pid int, field string) int64 {
 	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmRSS %q: %v", rest, err)
+				t.Fatalf("%s %q: %v", field, rest, err)
 			}
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -204,7 +210,8 @@ func TestProcAgentsShareTheirMasters(t *testing.T) {
 }
 
 // TestProcReadersFollowTheProcess: rssBytes and cpuTime of this process
-// grow by what it does: 64 MiB touched, CPU spent spinning.
+// grow by what it does: 64 MiB touched (and peakRSSBytes with them), CPU
+// spent spinning.
 func TestProcReadersFollowTheProcess(t *testing.T) {
 	pid := os.Getpid()
 	before := rssBytes(t, pid)
@@ -214,6 +221,9 @@ func TestProcReadersFollowTheProcess(t *testing.T) {
 	}
 	if grew := rssBytes(t, pid) - before; grew < 32<<20 {
 		t.Errorf("VmRSS grew by %d bytes after touching 64 MiB", grew)
+	}
+	if peak := peakRSSBytes(t, pid); peak < before+32<<20 {
+		t.Errorf("VmHWM %d bytes after touching 64 MiB over a VmRSS of %d", peak, before)
 	}
 	runtime.KeepAlive(block)
 	cpu0 := cpuTime(t, pid)

@@ -26,8 +26,9 @@ const (
 // benchAgentMemory: one agent process with the default lock settings over
 // masters of its own, 100 sessions each pipelining 1,000 LOCKs of distinct
 // names. It reports the agent's resident set (VmRSS) per hold above the
-// idle agent's, memorySettle after the burst, and the share of one core
-// the agent then spends renewing them all (utime+stime over
+// idle agent's, memorySettle after the burst (and again memoryCPUWindow
+// later, as "late"), its peak (VmHWM) during the burst, and the share of
+// one core the agent spends renewing them all (utime+stime over
 // memoryCPUWindow). The sleeps are the measurement's definition, not a
 // wait for an event.
 func benchAgentMemory(b *testing.B) {
@@ -45,10 +46,13 @@ func benchAgentMemory(b *testing.B) {
 		cpu0, t0 := cpuTime(b, a.pid()), time.Now()
 		time.Sleep(memoryCPUWindow)
 		cpu := cpuTime(b, a.pid()) - cpu0
+		late := rssBytes(b, a.pid())
 		b.ReportMetric(float64(holds)/r.took.Seconds(), "locks/s")
 		b.ReportMetric(float64(idle)/(1<<20), "idle-MiB")
 		b.ReportMetric(float64(held)/(1<<20), "held-MiB")
+		b.ReportMetric(float64(peakRSSBytes(b, a.pid()))/(1<<20), "peak-MiB")
 		b.ReportMetric(float64(held-idle)/float64(holds), "B/hold")
+		b.ReportMetric(float64(late-idle)/float64(holds), "late-B/hold")
 		b.ReportMetric(100*cpu.Seconds()/time.Since(t0).Seconds(), "renew-cpu-%")
 	}
 	b.ReportMetric(0, "ns/op")
