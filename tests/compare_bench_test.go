@@ -18,7 +18,7 @@ package tests
 // Scenarios come hot and cold where it matters to an agent that keeps
 // what it learned of a name: a name used again and again, and a fresh name
 // each cycle. Every scenario runs for a fixed window (or count), so the
-// whole run takes about five minutes:
+// whole run takes about four minutes:
 //
 //	go test ./tests -run '^$' -bench '^BenchmarkCompare$' -benchtime 1x -timeout 20m
 //

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -69,41 +70,61 @@ func runWorkers(b *testing.B, clients []locker, names []string, fresh bool, d ti
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, cl := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; n < compareMaxCycles && ctx.Err() == nil; n++ {
-				name := names[i]
-				if fresh {
-					name += "/" + strconv.Itoa(n)
-				}
-				t0 := time.Now()
-				ok, refused, err := lockAgain(ctx, cl, name)
-				waits[i] = max(waits[i], time.Since(t0))
-				out.refused[i] += refused
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if !ok {
-					return // the window ended while waiting
-				}
-				out.grants[i]++
-				if h := holders[names[i]].Add(1); h != 1 {
-					b.Errorf("%d holders of %s at once", h, names[i])
-				}
-				holders[names[i]].Add(-1) // before the release, which lets the next one in
-				if err := cl.unlock(name); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+		w := worker{client: cl, name: names[i], fresh: fresh, holders: holders[names[i]]}
+		wg.Go(func() {
+			w.run(ctx, b)
+			out.grants[i], out.refused[i], waits[i] = w.grants, w.refused, w.maxWait
+		})
 	}
 	wg.Wait()
 	out.took = time.Since(start)
 	out.maxWait = slices.Max(waits)
 	return out
+}
+
+// worker is one client of runWorkers.
+type worker struct {
+	client  locker
+	name    string
+	fresh   bool
+	holders *atomic.Int32 // of name, shared with the other workers on it
+
+	grants, refused int
+	maxWait         time.Duration // the longest LOCK, counting one cut off by ctx
+}
+
+// run locks and unlocks until ctx ends.
+func (w *worker) run(ctx context.Context, b *testing.B) {
+	for n := 0; n < compareMaxCycles && ctx.Err() == nil; n++ {
+		name := w.name
+		if w.fresh {
+			name += "/" + strconv.Itoa(n)
+		}
+		start := time.Now()
+		ok, refused, err := lockAgain(ctx, w.client, name)
+		w.maxWait = max(w.maxWait, time.Since(start))
+		w.refused += refused
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if !ok {
+			return // the window ended while waiting
+		}
+		w.grants++
+		w.holders.Add(1)
+		// Let the other workers run while this one holds: a second grant
+		// of the name comes in now, if the lock lets it.
+		runtime.Gosched()
+		if h := w.holders.Load(); h != 1 {
+			b.Errorf("%d holders of %s at once", h, w.name)
+		}
+		w.holders.Add(-1) // before the release, which lets the next one in
+		if err := w.client.unlock(name); err != nil {
+			b.Error(err)
+			return
+		}
+	}
 }
 
 // measureWorkers warms the workers up, then runs b.N windows of them.
