@@ -33,10 +33,10 @@ import (
 // asks the other masters for their horizons (horizonSrc: the horizon, or
 // the quarantine left, whichever is later: a quarantined master stands for
 // every record it forgot until then) and lengthens the quarantine to the
-// latest (settleTailsSrc), which clears pending. It needs the answers of enough
-// masters that are not pending themselves to meet every majority of the
-// others (see settleHorizon): a tail stood on a majority, so on all but the
-// lost master of it, and one of those answers. Meanwhile the master is
+// latest (settleTailsSrc), which clears pending. It needs the answers of
+// enough masters that are not pending themselves to meet every majority of
+// the others (see settleHorizon): a tail stood on a majority, so on all of
+// it but the lost master, and one of those answers. Meanwhile the master is
 // quarantined for its lease anyway; every agent probes it every probe
 // interval, so the horizon is settled long before that ends.
 //
@@ -50,10 +50,10 @@ import (
 //
 // What it does not do: if no agent settles a pending master before its
 // lease-long quarantine ends (no agent reaches it, or enough other masters,
-// for a whole lease), the master votes without its tails, as before; and a
-// master that many others lost their data with it (more than a minority at
-// once, a fault beyond what a majority survives) is settled with what the
-// masters that kept their data know.
+// for a whole lease), the master votes without its tails, as before; and
+// when more than a minority of the masters lost their data at once (a fault
+// beyond what a majority survives), it is settled with what the masters
+// that kept theirs know.
 
 // horizonSrc returns a master's tail horizon: {epoch, 1 if its marker is
 // missing or pending (it lost its data and knows nothing of the tails it

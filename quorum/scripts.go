@@ -66,6 +66,9 @@ import (
 // gate argument "QUARANTINE_MS MAY_PLANT SETTINGS" (MAY_PLANT 1 or 0; see
 // Cluster.gateArgs, which builds both).
 //
+// A marker the gate plants says tails=pending: the probe then lengthens its
+// quarantine to the tails the other masters keep (see horizon.go).
+//
 // The gate runs before every vote, so it is kept to one call in the common
 // case: once a quarantine is found over, its end is written as 0 (it never
 // starts again: a new one comes with a new marker), and later gates need not

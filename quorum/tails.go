@@ -48,6 +48,9 @@ func (t Tail) args() []string {
 // revoked one is (see revokeSrc): the renewal of HOLDER finds nothing,
 // so a renewal on its way cannot bring the hold back.
 // All times are each master's own clock: skewed agent clocks do not matter.
+// Each script that sets a tail's PX also raises the master's tail horizon
+// (tail_mark; see horizon.go), so that a master that loses its data sits
+// out the tails it forgot.
 //
 // A record that a renewal's repair re-created on a master that lacked it
 // (repairSrc) has no tail fields: its first renewal gives it an until and
