@@ -80,3 +80,36 @@ func TestAQuarantineOutlastsTheTailsTheOthersKeep(t *testing.T) {
 		})
 	}
 }
+
+// TestAPendingMasterWaitsForTheOthersHorizons: with another master silent,
+// the one that lost its data cannot know whether the silent one kept the
+// only other copy of a tail: it stays pending (quarantined for its lease
+// meanwhile) and is settled once the silent one answers.
+func TestAPendingMasterWaitsForTheOthersHorizons(t *testing.T) {
+	const quarantine, delay = 4 * time.Second, 6 * time.Second
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, quarantine)
+	ctx := context.Background()
+	r := req("silent", "h1")
+	r.Lease, r.Tail = 300*time.Millisecond, Tail{Delay: delay}
+	if _, err := acquire(ctx, c, r); err != nil {
+		t.Fatal(err)
+	}
+	servers[2].Pause()
+	defer servers[2].Resume()
+	servers[0].Restart()
+	waitStates(t, c, func(st []MasterStatus) bool {
+		return st[0].State == StateQuarantined && !st[0].Unplanted && st[2].State == StateDown
+	})
+	if pending, _ := servers[0].Do("HGET", "t:epoch", "tails"); pending != "pending" {
+		t.Fatalf("settled (tails=%q) while a master that may keep a tail was silent", pending)
+	}
+	if left := c.Status()[0].QuarantineLeft; left > quarantine {
+		t.Fatalf("quarantine left %v while pending, want its lease-long one", left)
+	}
+	servers[2].Resume()
+	waitStates(t, c, func(st []MasterStatus) bool {
+		pending, _ := servers[0].Do("HGET", "t:epoch", "tails")
+		return pending == "" && st[0].QuarantineLeft > quarantine
+	})
+}
