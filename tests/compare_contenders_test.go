@@ -23,7 +23,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The three ways a process can take a lock over the same masters that
+// The ways a process can take a lock over the same masters that
 // BenchmarkCompare sets side by side.
 
 // locker is one client of a contender, used by one goroutine at a time.
@@ -73,7 +73,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// floorLease is the floor's lease: the agents' (see BenchmarkCompare).
+// floorLease is the floor's lease: the agents' (compareLock, newInprocAgents).
 const floorLease = 15 * time.Second
 
 // floorRoundTimeout bounds each command to one master.
