@@ -121,9 +121,9 @@ func scanFlags(specs []flagSpec, args []string) ([]givenFlag, []string, error) {
 		var found []givenFlag
 		var err error
 		if strings.HasPrefix(word, "--") {
-			found, args, err = scanLong(specs, word[2:], args[1:], true)
+			found, args, err = scanLong(specs, "--", word[2:], args[1:])
 		} else if goStyle(specs, word[1:]) {
-			found, args, err = scanLong(specs, word[1:], args[1:], false)
+			found, args, err = scanLong(specs, "-", word[1:], args[1:])
 		} else {
 			found, args, err = scanShort(specs, word[1:], args[1:])
 		}
@@ -146,9 +146,11 @@ func goStyle(specs []flagSpec, word string) bool {
 	return (len(name) > 1 || len(name) == 1 && hasValue) && lookupExact(specs, name) != nil
 }
 
-// scanLong reads one long flag, word being it without its dashes; a value
-// is after "=" or the next word. prefixes allows a unique prefix of its name.
-func scanLong(specs []flagSpec, word string, rest []string, prefixes bool) ([]givenFlag, []string, error) {
+// scanLong reads one long flag, word being it without its dashes (which
+// messages quote as given); a value is after "=" or the next word. Two
+// dashes allow a unique prefix of its name, as getopt_long does.
+func scanLong(specs []flagSpec, dashes, word string, rest []string) ([]givenFlag, []string, error) {
+	prefixes := dashes == "--"
 	name, value, hasValue := strings.Cut(word, "=")
 	var spec *flagSpec
 	if len(name) > 1 || !prefixes { // --x is no short flag: getopt_long reads it as a prefix
@@ -161,17 +163,17 @@ func scanLong(specs []flagSpec, word string, rest []string, prefixes bool) ([]gi
 		}
 	}
 	if spec == nil {
-		return nil, nil, fmt.Errorf("unknown flag -%s", word)
+		return nil, nil, fmt.Errorf("unknown flag %s%s", dashes, name)
 	}
 	switch {
 	case !spec.value && hasValue:
 		if _, err := strconv.ParseBool(value); err != nil {
-			return nil, nil, fmt.Errorf("-%s: want true or false, got %q", name, value)
+			return nil, nil, fmt.Errorf("%s%s: want true or false, got %q", dashes, name, value)
 		}
 	case !spec.value:
 		value = "true"
 	case !hasValue && len(rest) == 0:
-		return nil, nil, fmt.Errorf("-%s needs a value", name)
+		return nil, nil, fmt.Errorf("%s%s needs a value", dashes, name)
 	case !hasValue:
 		value, rest = rest[0], rest[1:]
 	}

@@ -61,14 +61,16 @@ func TestScanFlagsErrors(t *testing.T) {
 	}{
 		{"an unknown short flag", "unknown flag -z", []string{"-z", "N"}},
 		{"an unknown letter in a bundle", "unknown flag -z", []string{"-nz", "N"}},
-		{"an unknown long flag", "unknown flag -frob", []string{"--frob", "N"}},
+		{"an unknown long flag", "unknown flag --frob", []string{"--frob", "N"}},
 		{"a one-dash word that is no long flag is a bundle", "unknown flag -f", []string{"-frob", "N"}},
 		{"an ambiguous prefix", "ambiguous", []string{"--n", "N"}},
-		{"two dashes and one letter is no short flag", "unknown flag -x", []string{"--x", "N"}},
+		{"two dashes and one letter is no short flag", "unknown flag --x", []string{"--x", "N"}},
 		{"a one-letter Go switch with a value that is no boolean", "want true or false", []string{"-s=yes", "N"}},
 		{"a short flag without its value", "-w needs a value", []string{"-w"}},
-		{"a long flag without its value", "-timeout needs a value", []string{"--timeout"}},
-		{"a switch with a value that is no boolean", "want true or false", []string{"--nonblock=yes please", "N"}},
+		{"a long flag without its value", "--timeout needs a value", []string{"--timeout"}},
+		{"a switch with a value that is no boolean", "--nonblock: want true or false", []string{"--nonblock=yes please", "N"}},
+		{"an unknown long flag with a value is named without it", "unknown flag --frob", []string{"--frob=1", "N"}},
+		{"a one-dash Go switch is quoted with its one dash", "-shared: want true or false", []string{"-shared=yes", "N"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := scanFlags(execFlagSpecs, tt.args)
