@@ -140,7 +140,7 @@ public final class LockAgentClient implements AutoCloseable {
      * Arguments are checked before anything is sent.
      */
     public Hold lock(String name, LockOptions opts) throws InterruptedException {
-        return lockAll(List.of(name), opts).get(0);
+        return lockAll(java.util.Collections.singletonList(name), opts).get(0);
     }
 
     /** {@link #lock(String, LockOptions)} with the defaults: waits until granted. */
@@ -217,7 +217,7 @@ public final class LockAgentClient implements AutoCloseable {
 
     /** A lock on several names at once, all or none, owned by the calling thread. */
     public AgentMultiLock getMultiLock(String... names) {
-        return new AgentMultiLock(this, Args.names(List.of(names)));
+        return new AgentMultiLock(this, Args.names(names == null ? null : java.util.Arrays.asList(names)));
     }
 
     // ---- coordination
