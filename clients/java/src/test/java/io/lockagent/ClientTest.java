@@ -30,9 +30,14 @@ public class ClientTest {
                 threads.add(new Thread(() -> {
                     try {
                         for (int round = 0; round < 5; round++) {
-                            lock.lock();
+                            // Bounded, so that a broken lock fails the test instead of hanging it.
+                            Check.that(lock.tryLock(30, TimeUnit.SECONDS), "not granted within 30s");
                             try {
                                 Check.equal(1, inside.incrementAndGet(), "threads inside the lock");
+                                // The masters, asked while inside, record this thread alone.
+                                List<java.util.Map<String, String>> holders = lock == locks[0] ? c.who("java/twenty") : other.who("java/twenty");
+                                Check.equal(1, holders.size(), "holders recorded");
+                                Check.equal(lock.hold().owner(), holders.get(0).get("owner"), "the holder recorded");
                                 long fence = lock.fence();
                                 Check.that(fence > lastFence.get(), "fence " + fence + " after " + lastFence.get());
                                 lastFence.set(fence);
@@ -128,6 +133,9 @@ public class ClientTest {
             t.join();
             Check.that(outcome.get() instanceof InterruptedException, "lockInterruptibly: " + outcome.get());
             Check.that(!waiting.isHeldByCurrentThread(), "held after the interrupt");
+            held.unlock();
+            // A wait left at the agent would be granted now, and hold the name for good.
+            Check.that(held.tryLock(5, TimeUnit.SECONDS), "an interrupted wait left the lock held");
 
             // Let the grant race the timeout: release just as the waiter gives up.
             Hold h = holder.lock("java/race");
