@@ -439,13 +439,24 @@ return 1
 `
 
 // raiseFenceSrc raises the fence counter to at least ARGV[2], the last
-// fence of the grant's block (absent: ARGV[1]), and, if the holder's record
-// is given and exists, makes it carry the grant's fence ARGV[1].
-// KEYS: fence, holder key (optional). Returns the counter after.
+// fence of the grant's block, and, if the holder's record
+// is given and exists, makes it carry the grant's fence ARGV[1] and marks
+// that fence settled (the field settled: only the granting agent writes
+// back, and only the fence it decided, so a reader of the record knows
+// the term's fence without waiting for the masters that refused the
+// grant: see Cluster.Leader). A marked record of an observed name (KEYS[3]
+// exists) publishes leaderMessage on the channel ARGV[3], so that
+// observers read the settled term at once.
+// KEYS: fence, holder key (optional), observed mark (with the holder key).
+// ARGV: fence, block end, channel (with the holder key).
+// Returns the counter after.
 const raiseFenceSrc = `
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'settled', ARGV[1])
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[3], 'leader changed') end
+end
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = math.max(tonumber(ARGV[1]), tonumber(ARGV[2] or ARGV[1]))
+local want = math.max(tonumber(ARGV[1]), tonumber(ARGV[2]))
 if cur < want then
   redis.call('SET', KEYS[1], string.format('%d', want))
   return want
@@ -550,7 +561,9 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 // AcquireRequest.FenceBlock). It never creates a record. It writes no fence
 // counter: the block's end is there since the grant. The fences of a run
 // only grow, so a retag that comes after a later one (Retag does not wait
-// for a slow master before the next) changes nothing.
+// for a slow master before the next) changes nothing. The fence comes from
+// a reserved block, so it is final: it is marked settled, as raiseFenceSrc
+// marks a grant's.
 // A new holder is a new leader: if the name is observed (KEYS[2] exists)
 // it publishes leaderMessage on the channel ARGV[8].
 // KEYS: holder key, observed mark. ARGV: fence, agent, pid, uid, owner,
@@ -559,13 +572,14 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 const retagSrc = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if (tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0) > tonumber(ARGV[1]) then return 1 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6], 'value', ARGV[7] or '')
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'settled', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6], 'value', ARGV[7] or '')
 if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[8], 'leader changed') end
 return 1
 `
 
 // whoSrc lists the live holders: {holder, the record's fields in
-// recordFields order, ...}; a tail holds nothing (see delayedSrc).
+// recordFields order, its settled fence (see raiseFenceSrc; "" if not
+// marked), ...}; a tail holds nothing (see delayedSrc).
 // KEYS: set. ARGV: holder key prefix.
 const whoSrc = tailsLua + `
 local out = {}
@@ -577,7 +591,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
   if redis.call('EXISTS', key) == 1 and not is_tail(key) then
     table.insert(out, m)
-    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value')) do
+    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value', 'settled')) do
       table.insert(out, v or '')
     end
   end
