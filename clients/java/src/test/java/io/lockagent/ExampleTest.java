@@ -3,11 +3,23 @@ package io.lockagent;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
-/** The example (the README's snippet), compiled against the jar by test.sh, runs against the agent. */
+/** The example and the README's snippet, compiled against the jar by test.sh, run against the agent. */
 public class ExampleTest {
     @Test
-    public void theQuickstartRunsAgainstTheDevAgent() throws Exception {
-        String cp = System.getProperty("lockagent.jar") + ":" + System.getProperty("lockagent.examples");
+    public void theExampleRunsAgainstTheDevAgent() throws Exception {
+        String out = run(System.getProperty("lockagent.examples"));
+        Check.that(out.matches("(?s)jobs/nightly held, fence \\d+\njobs/report held, fence \\d+\n"), "output:\n" + out);
+    }
+
+    @Test
+    public void theReadmeSnippetRunsAgainstTheDevAgent() throws Exception {
+        String out = run(System.getProperty("lockagent.readme"));
+        Check.that(out.matches("(?s)held, fence \\d+\n"), "output:\n" + out);
+    }
+
+    /** Runs Quickstart from classes with the jar, connected to the shared -dev agent; returns its output. */
+    private static String run(String classes) throws Exception {
+        String cp = System.getProperty("lockagent.jar") + ":" + classes;
         ProcessBuilder pb = new ProcessBuilder(System.getProperty("java.home") + "/bin/java", "-cp", cp, "Quickstart")
                 .redirectErrorStream(true);
         pb.environment().put("LOCK_AGENT_SOCKET", Agents.shared().socket);
@@ -15,6 +27,6 @@ public class ExampleTest {
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         Check.that(p.waitFor(30, TimeUnit.SECONDS), "the example did not end");
         Check.equal(0, p.exitValue(), "exit code; output:\n" + out);
-        Check.that(out.matches("(?s)jobs/nightly held, fence \\d+\njobs/report held, fence \\d+\n"), "output:\n" + out);
+        return out;
     }
 }
