@@ -225,4 +225,27 @@ public class ClientTest {
             Check.that(!c.check("java/check", h.fence()), "a released fence is current");
         }
     }
+
+    @Test
+    public void nothingAtTheSocketSaysHowToStartAnAgent() {
+        ConnectException e = Check.throwsA(ConnectException.class, () -> LockAgentClient.connect("/nonexistent/agent.sock"), "connect");
+        Check.that(e.getMessage().contains("lock-agent run -dev") && e.getMessage().contains("LOCK_AGENT_SOCKET"), e.getMessage());
+        Check.equal("CONNECT", e.code(), "code");
+    }
+
+    @Test
+    public void aHoldIsExtendedAndToldWhenWanted() throws Exception {
+        try (LockAgentClient c = connect(); LockAgentClient other = connect()) {
+            CountDownLatch wanted = new CountDownLatch(1);
+            try (Hold h = c.lock("java/wanted", LockOptions.defaults().notifyWanted().ttl(Duration.ofSeconds(30)))) {
+                h.onWanted(wanted::countDown);
+                Duration v = h.extend(Duration.ofSeconds(60));
+                // The validity is what is known valid now: a ttl longer than the lease is renewed.
+                Check.that(v.compareTo(Duration.ZERO) > 0 && h.validity().compareTo(Duration.ZERO) > 0, "validity after extend: " + v);
+                Check.throwsA(BusyException.class, () -> other.lock("java/wanted", LockOptions.defaults().waitFor(Duration.ofMillis(300))),
+                        "a second owner");
+                Check.that(wanted.await(5, TimeUnit.SECONDS), "the holder was not told its lock is wanted");
+            }
+        }
+    }
 }
