@@ -12,12 +12,9 @@ public final class AgentLock extends ThreadLock {
     private final String unlockMode; // " mode=exclusive" for a write lock: undo its exclusive acquisition only
     private final String mode; // what isLocked looks for: "" any holder, "shared", "exclusive"
 
-    AgentLock(LockAgentClient client, String name, LockOptions options, String unlockMode) {
-        this(client, name, options, unlockMode, "");
-    }
-
-    AgentLock(LockAgentClient client, String name, LockOptions options, String unlockMode, String mode) {
-        super(client, options);
+    /** kind: lock, fair, read or write; mode: what isLocked looks for ("" any holder, shared, exclusive). */
+    AgentLock(LockAgentClient client, String name, String kind, LockOptions options, String unlockMode, String mode) {
+        super(client, options, kind, List.of(name));
         this.name = name;
         this.unlockMode = unlockMode;
         this.mode = mode;

@@ -11,7 +11,7 @@ public final class AgentMultiLock extends ThreadLock {
     private final List<String> names;
 
     AgentMultiLock(LockAgentClient client, List<String> names) {
-        super(client, LockOptions.defaults());
+        super(client, LockOptions.defaults(), "multi", names);
         this.names = names;
     }
 

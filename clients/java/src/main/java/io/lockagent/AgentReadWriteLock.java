@@ -17,8 +17,8 @@ public final class AgentReadWriteLock implements ReadWriteLock {
         // Each side counts its own re-entries, so the agent holds at most one exclusive and one
         // shared acquisition per thread, the shared one on top: a plain UNLOCK undoes the shared
         // one, UNLOCK mode=exclusive the exclusive one, whatever order the thread unlocks in.
-        this.read = new AgentLock(client, name, LockOptions.defaults().shared(), "", "shared");
-        this.write = new AgentLock(client, name, LockOptions.defaults(), " mode=exclusive", "exclusive");
+        this.read = new AgentLock(client, name, "read", LockOptions.defaults().shared(), "", "shared");
+        this.write = new AgentLock(client, name, "write", LockOptions.defaults(), " mode=exclusive", "exclusive");
     }
 
     @Override

@@ -197,12 +197,12 @@ public final class LockAgentClient implements AutoCloseable {
 
     /** A {@link java.util.concurrent.locks.Lock} on name, owned by the calling thread (re-entrant per thread, as RLock). */
     public AgentLock getLock(String name) {
-        return new AgentLock(this, Args.name(name), LockOptions.defaults(), "");
+        return new AgentLock(this, Args.name(name), "lock", LockOptions.defaults(), "", "");
     }
 
     /** {@link #getLock} granted in arrival order, across all agents (fair=true). */
     public AgentLock getFairLock(String name) {
-        return new AgentLock(this, Args.name(name), LockOptions.defaults().fair(), "");
+        return new AgentLock(this, Args.name(name), "fair", LockOptions.defaults().fair(), "", "");
     }
 
     /** A read/write lock on name: many readers, or one writer; a writer may take the read lock (and keep it after unlocking the write lock: a downgrade). */

@@ -1,7 +1,9 @@
 package io.lockagent;
 
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Condition;
@@ -19,6 +21,8 @@ import java.util.concurrent.locks.Lock;
 public abstract class ThreadLock implements Lock {
     private static final AtomicLong THREADS = new AtomicLong();
     private static final ThreadLocal<String> OWNER = ThreadLocal.withInitial(() -> "t" + THREADS.incrementAndGet());
+    /** What each thread holds, by lock key: every lock object of one name and kind on one client shares it. */
+    private static final ThreadLocal<Map<List<Object>, Held>> HELD = ThreadLocal.withInitial(HashMap::new);
 
     /** What this thread holds: the holds of one acquisition, and how many times it re-entered. */
     private static final class Held {
@@ -32,11 +36,29 @@ public abstract class ThreadLock implements Lock {
 
     final LockAgentClient client;
     final LockOptions options;
-    private final ThreadLocal<Held> held = new ThreadLocal<>();
+    private final List<Object> key;
 
-    ThreadLock(LockAgentClient client, LockOptions options) {
+    /**
+     * kind and names say what is locked: lock objects of the same client, kind and names are one
+     * lock to a thread (as Redisson's getLock(name), called twice, gives one lock), so a thread
+     * may lock through one and unlock through another.
+     */
+    ThreadLock(LockAgentClient client, LockOptions options, String kind, List<String> names) {
         this.client = client;
         this.options = options.waitForever();
+        this.key = List.of(client, kind, names);
+    }
+
+    private Held held() {
+        return HELD.get().get(key);
+    }
+
+    private void forget() {
+        Map<List<Object>, Held> mine = HELD.get();
+        mine.remove(key);
+        if (mine.isEmpty()) {
+            HELD.remove(); // a thread that holds nothing keeps nothing
+        }
     }
 
     /** The request that takes the lock for the calling thread with opts. */
@@ -109,7 +131,7 @@ public abstract class ThreadLock implements Lock {
     }
 
     private boolean acquire(LockOptions opts, boolean interruptible) throws InterruptedException {
-        Held h = held.get();
+        Held h = held();
         if (h != null) {
             h.holds.forEach(Hold::checkHeld); // a lost hold is not re-entered
             h.count++;
@@ -126,7 +148,7 @@ public abstract class ThreadLock implements Lock {
         } catch (BusyException e) {
             return false;
         }
-        held.set(new Held(a.holds));
+        HELD.get().put(key, new Held(a.holds));
         return true;
     }
 
@@ -137,7 +159,7 @@ public abstract class ThreadLock implements Lock {
      */
     @Override
     public void unlock() {
-        Held h = held.get();
+        Held h = held();
         if (h == null) {
             throw new IllegalMonitorStateException("lockagent: this thread does not hold " + this);
         }
@@ -145,25 +167,25 @@ public abstract class ThreadLock implements Lock {
             h.holds.forEach(Hold::checkHeld);
             return;
         }
-        held.remove();
+        forget();
         release(h.holds);
     }
 
     /** Whether the calling thread holds it (and it was not lost). */
     public boolean isHeldByCurrentThread() {
-        Held h = held.get();
+        Held h = held();
         return h != null && h.holds.stream().allMatch(Hold::isHeld);
     }
 
     /** How many times the calling thread holds it (re-entries included); 0 if not. */
     public int getHoldCount() {
-        Held h = held.get();
+        Held h = held();
         return h == null ? 0 : h.count;
     }
 
     /** The calling thread's holds (one per name), or an empty list. */
     List<Hold> currentHolds() {
-        Held h = held.get();
+        Held h = held();
         return h == null ? List.of() : h.holds;
     }
 

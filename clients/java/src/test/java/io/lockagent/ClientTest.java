@@ -73,10 +73,12 @@ public class ClientTest {
             Check.equal(2, lock.getHoldCount(), "hold count");
             Check.equal(fence, lock.fence(), "a re-entry keeps the fence");
             Check.that(lock.isHeldByCurrentThread() && lock.isLocked(), "held");
-            AgentLock same = c.getLock("java/reenter"); // another object, the same thread: re-enters at the agent
-            Check.that(same.tryLock(), "the same thread through another lock object");
-            Check.equal(2, same.hold().count(), "the agent's count");
+            AgentLock same = c.getLock("java/reenter"); // another object of the name: the same lock, as in Redisson
+            Check.that(same.tryLock() && same.getHoldCount() == 3, "the same thread through another lock object");
             same.unlock();
+            Hold byOwner = c.lock("java/reenter", LockOptions.defaults().owner(lock.hold().owner()).waitFor(Duration.ZERO));
+            Check.equal(2, byOwner.count(), "the agent's count of the thread's owner");
+            byOwner.unlock();
             Thread other = new Thread(() -> {
                 Check.that(!lock.tryLock(), "another thread got a held lock");
                 Check.that(!lock.isHeldByCurrentThread(), "another thread thinks it holds it");
