@@ -68,6 +68,9 @@ type master struct {
 	refusal  error
 	recorded string
 	checked  time.Time // when its configuration was last checked
+	// settledEpoch is the last epoch whose tail horizon the probe found
+	// settled (see horizon.go): it asks no more of it.
+	settledEpoch string
 
 	// view is what the marker records (a MarkerView), as the probe saw it;
 	// read without the lock by Cluster.markerCounts on every gate call.
@@ -373,6 +376,9 @@ func (m *master) probe(ctx context.Context) {
 	m.mu.RUnlock()
 	m.setState(probedState(unsafe, mk))
 	m.cluster.noteSettings()
+	if mk.left > 0 {
+		m.settleTails(ctx)
+	}
 }
 
 // probedState is a master's state after a probe that answered mk, unsafe

@@ -66,6 +66,9 @@ import (
 // gate argument "QUARANTINE_MS MAY_PLANT SETTINGS" (MAY_PLANT 1 or 0; see
 // Cluster.gateArgs, which builds both).
 //
+// A marker the gate plants says tails=pending: the probe then lengthens its
+// quarantine to the tails the other masters keep (see horizon.go).
+//
 // The gate runs before every vote, so it is kept to one call in the common
 // case: once a quarantine is found over, its end is written as 0 (it never
 // starts again: a new one comes with a new marker), and later gates need not
@@ -85,7 +88,7 @@ local function plant(marker, epoch, quarantine, settings, run, how)
   local now = math.floor(now_us() / 1000)
   local floor = (math.floor(now / 1000) + 1) * 1000000
   redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
-    'floor', string.format('%d', floor), 'run', run, 'settings', settings, 'how', how)
+    'floor', string.format('%d', floor), 'run', run, 'settings', settings, 'how', how, 'tails', 'pending')
   return quarantine, floor
 end
 local function gate_args(gatearg)
@@ -287,7 +290,7 @@ end
 local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13], 'value', ARGV[18] or '')
-local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
+local px = tail_grant(KEYS[4], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
 redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
 if members == 0 or redis.call('PTTL', KEYS[1]) < px then
@@ -332,7 +335,7 @@ for i = 3, #ARGV, 2 do
     end
   elseif string.sub(lease, 1, 1) == 't' then
     now = now or math.floor(now_us() / 1000)
-    out[#out + 1] = tail_renew(set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
+    out[#out + 1] = tail_renew(KEYS[1], set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
   elseif string.sub(lease, 1, 1) == 'w' then
     now = now or math.floor(now_us() / 1000)
     if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
@@ -392,7 +395,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 redis.call('HSET', KEYS[3], 'mode', ARGV[6], 'limit', ARGV[7], 'slot', ARGV[8], 'fence', ARGV[9],
   'agent', ARGV[10], 'pid', ARGV[11], 'uid', ARGV[12], 'owner', ARGV[13], 'since', ARGV[14], 'value', ARGV[15])
-local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[17] or '0'), tonumber(ARGV[18] or '0'))
+local px = tail_grant(KEYS[4], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[17] or '0'), tonumber(ARGV[18] or '0'))
 redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < px then
