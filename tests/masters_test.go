@@ -25,20 +25,22 @@ var fiveMastersTwoOut = masterFaults{5, failTwoOfFive}
 // restarted empty (see failTheOnlyMaster).
 var oneMasterFailing = masterFaults{1, failTheOnlyMaster}
 
-// failTwoOfFive takes out at most two masters at once, until stop: in turn
-// one paused while another restarts empty, one paused, and two paused.
-// Each fault lasts until the agents see it (and then 0.3–0.9 s); the next
-// starts only once they see every master up again, a restarted one out of
-// its quarantine: a quarantined master does not vote, so it counts as out.
+// failTwoOfFive takes out at most two masters at once, until stop (and
+// for two rounds at least, so that a short run has both kinds of fault):
+// in turn two paused, one paused while another restarts empty, and one
+// paused. Each fault lasts until the agents see it (and then 0.3–0.9 s);
+// the next starts only once they see every master up again, a restarted
+// one out of its quarantine: a quarantined master does not vote, so it
+// counts as out.
 func failTwoOfFive(servers []*redistest.Server, seen watch, stop time.Time, rng *rand.Rand) {
-	for round := 0; time.Now().Before(stop); round++ {
+	for round := 0; round < 2 || time.Now().Before(stop); round++ {
 		picked := rng.Perm(len(servers))[:2]
-		paused := picked[:1+round%3/2] // two in the third of every three rounds
+		paused := picked[:1+(round+2)%3/2] // two in the first of every three rounds
 		for _, i := range paused {
 			servers[i].Pause()
 		}
 		bit := seen(fmt.Sprintf("%d masters down", len(paused)), func(s map[string]string) bool { return mastersIn(s, "down") == len(paused) })
-		if bit && round%3 == 0 {
+		if bit && round%3 == 1 {
 			bit = restartAndSee(servers, picked[1], seen)
 		}
 		if bit {
@@ -54,12 +56,13 @@ func failTwoOfFive(servers []*redistest.Server, seen watch, stop time.Time, rng 
 	}
 }
 
-// failTheOnlyMaster fails the one master until stop: every third round,
-// from the first, restarted empty, so that it sits out its quarantine, and
-// else paused for 0.3–0.9 s from when the agents see it down. The next fault starts once the
-// agents see it vote again.
+// failTheOnlyMaster fails the one master until stop (and for two rounds
+// at least): every third round, from the first, restarted empty, so that
+// it sits out its quarantine, and else paused for 0.3–0.9 s from when the
+// agents see it down. The next fault starts once the agents see it vote
+// again.
 func failTheOnlyMaster(servers []*redistest.Server, seen watch, stop time.Time, rng *rand.Rand) {
-	for round := 0; time.Now().Before(stop); round++ {
+	for round := 0; round < 2 || time.Now().Before(stop); round++ {
 		bit := true
 		if round%3 == 0 {
 			bit = restartAndSee(servers, 0, seen)
