@@ -198,16 +198,22 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	// Masters whose answer was not read yet are brought up to the fence as
 	// their answers come: a master that missed this grant must not count
 	// below it in a later majority. One that granted another slot gives it
-	// back. Once the grant stood, their records are marked settled too.
+	// back. One that refused or failed leaves readers in need of the mark
+	// (see markSettled), once the grant stood.
 	stood := false
 	r.late = func(a answer) {
 		vals, err := a.res.AsIntSlice()
+		granted := err == nil && len(vals) == 3 && vals[0] == 1
 		switch {
-		case err != nil || fence == 0:
-		case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
+		case fence == 0:
+			return
+		case granted && int(vals[2]) != slot:
 			c.releaseOn(req.Name, req.Holder, a.i)
-		case len(vals) != 3 || vals[1] != fence:
+		case err == nil && (!granted || vals[1] != fence):
 			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i}, stood)
+		}
+		if !granted && stood {
+			c.markSettled(req.Name, record, fence, req.block(), x.fences)
 		}
 	}
 	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
@@ -218,7 +224,9 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 		return Grant{}, errors.New("validity used up before the grant completed")
 	}
 	stood = true // r.late runs only after complete returns (see drain)
-	c.markSettled(req.Name, record, fence, req.block(), x.fences)
+	if len(x.busyOn) > 0 || r.failed > 0 {
+		c.markSettled(req.Name, record, fence, req.block(), x.fences)
+	}
 	claim := req.Claim
 	claim.Slot = slot
 	rec := Record{Claim: claim, Fence: fence, Top: fence + req.block() - 1, Who: req.Who, Tail: req.Tail}
@@ -287,15 +295,13 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 
 // markSettled marks fence settled in the records of the masters that
 // granted it (fences holds each master's granted fence), in the
-// background, once the grant stood, when a reader could not tell it is
-// settled otherwise: some master did not grant (it refused, failed or has
-// not answered yet), and a master without the record may give a later
-// grant a higher fence, so it may be one that has not run this grant yet
-// (see Cluster.Leader). When every master granted, every one records the
-// fence once the write-backs landed, and nothing more is written. The
-// write-backs do not mark: they go before the grant is known to stand
-// (its validity may be used up), and a grant that did not stand must not
-// read as a term.
+// background. A grant that stood calls it when some master refused it or
+// failed: a reader cannot tell such a master from one that has not run
+// the grant yet, which would give it a higher fence (see Cluster.Leader).
+// When every master grants, each records the fence once the write-backs
+// landed, and nothing more is written. The write-backs do not mark: they
+// go before the grant is known to stand (its validity may be used up),
+// and a grant that did not stand must not read as a term.
 func (c *Cluster) markSettled(name, record string, fence, block int64, fences []int64) {
 	var granted []int
 	for i, f := range fences {
@@ -303,9 +309,7 @@ func (c *Cluster) markSettled(name, record string, fence, block int64, fences []
 			granted = append(granted, i)
 		}
 	}
-	if len(granted) < len(c.masters) {
-		c.writeFence(name, record, fence, block, granted, true)
-	}
+	c.writeFence(name, record, fence, block, granted, true)
 }
 
 // raiseFenceArgs are raiseFenceSrc's keys and arguments: name's counter to
