@@ -172,6 +172,8 @@ func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder
 		switch {
 		case v.count+unheard < c.quorum:
 			continue // not on a majority: no holder (any more, or yet)
+		case v.isCached():
+			continue // kept by its agent for a client to come: it leads nothing (see MarkCached)
 		case v.count < c.quorum:
 			// On a majority, perhaps: the masters that did not answer may
 			// hold it. Neither it nor "none" is known.
