@@ -159,6 +159,7 @@ func (a *Agent) leaveCohort(h *hold) {
 	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
 		delete(a.cohorts, c.name)
 	}
+	h.cacheable = false // nor may it be cached for one
 	a.mu.Unlock()
 }
 

@@ -59,8 +59,8 @@ type Refusal struct {
 	// cached (no client holds them) kept the claim out on every busy
 	// master: saying so (Wanted) makes those agents give the name up.
 	OnlyCached bool
-	Masters     []error       // each failed master's error
-	Size        int           // how many masters the cluster has
+	Masters    []error // each failed master's error
+	Size       int     // how many masters the cluster has
 }
 
 // Err is the refusal as an error for the edge (the wire code mapping):
