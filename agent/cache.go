@@ -75,6 +75,11 @@ func (a *Agent) cacheOn() bool { return a.cfg.Lock.CacheLinger > 0 }
 // the last one was lent, each lending being a client's round trip.
 const cacheBlock = 128
 
+// cacheGrantBlock is how many fences a grant whose record may be cached
+// reserves, so that a cache can lend at once, before its keeper reserved
+// a block: few, since most grants are never lent on.
+const cacheGrantBlock = 16
+
 // cacheable says whether l's hold may be cached, and lent a cached record.
 func cacheable(l protocol.Lock) bool {
 	return limitOf(l) == 1 && l.TTL == 0 && !l.Fair && !tailOf(l).Any() && l.Value == "" && !l.NotifyWanted

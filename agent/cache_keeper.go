@@ -24,12 +24,12 @@ func (a *Agent) keepCache(c *cache) {
 		if st.ended || ctx.Err() != nil {
 			return
 		}
-		if wait := k.due(a.clock.Now()); wait == 0 && (st.mark != k.marked || st.retag != nil) {
-			k.write(a, c, st)
+		if st.reserve { // first: a LOCK that finds no fences left gives the cache up
+			a.reserveCache(c)
 			continue
 		}
-		if st.reserve {
-			a.reserveCache(c)
+		if wait := k.due(a.clock.Now()); wait == 0 && (st.mark != k.marked || st.retag != nil) {
+			k.write(a, c, st)
 			continue
 		}
 		t := a.clock.NewTimer(k.timeout(a.clock.Now(), st))
