@@ -85,34 +85,66 @@ func cacheable(l protocol.Lock) bool {
 	return limitOf(l) == 1 && l.TTL == 0 && !l.Fair && !tailOf(l).Any() && l.Value == "" && !l.NotifyWanted
 }
 
-// cacheHold keeps h's record, which h's session has just let go (h is out
-// of the session's holds), as the name's cache, and says whether it did.
-// If not, the caller releases h.
+// cacheHold gives the record lent to h, which h's session has just let go
+// (h is out of the session's holds), back to its cache, at once: the
+// keeper marks it cached in the background. It says whether it did; if
+// not, the caller releases h.
 func (a *Agent) cacheHold(h *hold) bool {
-	if !a.cacheOn() {
+	if h.cache == nil {
 		return false
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	name := h.rh.Name
-	if !h.cacheable || a.stopping || holderOf(h.rh) != h || a.waitsLocked(name) {
-		return false
-	}
-	if v, ok := a.watchdog.Validity(h.rh); !ok || v < a.cfg.Lock.Lease/2 {
-		return false
-	}
 	c := h.cache
-	switch {
-	case c == nil && a.caches[name] != nil: // another shared record is cached
-		return false
-	case c == nil:
-		c = a.newCacheLocked(h)
-	case c.wanted || c.ended:
+	if !a.mayCacheLocked(h) || c.wanted || c.ended {
 		return false
 	}
 	a.endHoldLocked(h)
 	c.holder, c.idleSince = nil, a.clock.Now()
 	signal(c.wake)
+	return true
+}
+
+// mayCacheLocked says whether h's record may be kept past h: h is of a
+// kind that caches, still its record's holder and valid for half a lease,
+// and no local request waits for the name. Agent.mu is held.
+func (a *Agent) mayCacheLocked(h *hold) bool {
+	if !h.cacheable || a.stopping || holderOf(h.rh) != h || a.waitsLocked(h.rh.Name) {
+		return false
+	}
+	v, ok := a.watchdog.Validity(h.rh)
+	return ok && v >= a.cfg.Lock.Lease/2
+}
+
+// cacheOrRelease ends h, which its session has just let go and no cache
+// lent, in the masters with one round: its record is kept as the name's
+// cache if no other agent waits (quorum.Cluster.CacheOrRelease), else
+// released. It says whether that was all; if not, the caller releases h.
+func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
+	name := h.rh.Name
+	a.mu.Lock()
+	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) && a.mayCacheLocked(h)
+	a.mu.Unlock()
+	if !try {
+		return false
+	}
+	kept, err := a.cluster.CacheOrRelease(ctx, name, h.rh.Holder)
+	if err != nil {
+		return false
+	}
+	if !kept { // released: what is left is the agent's books
+		a.forget(h)
+		a.pokeQueue(name)
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.caches[name] != nil || !a.mayCacheLocked(h) { // a local LOCK came meanwhile: it goes to the masters
+		return false
+	}
+	c := a.newCacheLocked(h)
+	a.endHoldLocked(h)
+	c.holder, c.idleSince = nil, a.clock.Now()
 	return true
 }
 

@@ -18,7 +18,7 @@ func (a *Agent) keepCache(c *cache) {
 	watch := a.cluster.Watch(ctx, c.name)
 	defer watch.Close()
 	a.awaitSubscribed(watch)
-	var k keeper
+	k := keeper{marked: true} // CacheOrRelease marked it
 	for {
 		st := a.cacheState(c)
 		if st.ended || ctx.Err() != nil {

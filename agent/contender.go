@@ -241,6 +241,11 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 		}
 	}
 	heard.kind, heard.wake = park, min(r.RetryAfter, f.lease)
+	if r.OnlyCached {
+		// Its agents give the name up once they hear that it is wanted
+		// (park says so); should they miss it, the waiter says so again.
+		heard.wake = min(heard.wake, f.cacheWait)
+	}
 	return c, heard
 }
 
@@ -475,29 +480,21 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 }
 
 // awaitCached tells the agents that cache q's name that w, a wait=0 head,
-// wants it (if act says so), then waits up to act.wake for a release: a
-// round after it is the head's last chance (see contender.busy). A new
-// subscription is confirmed first: a release before it would be missed.
+// wants it (if act says so), then waits up to act.wake for a release, or
+// a confirmed subscription (a release before it was missed): the round
+// after it finds the name free, or waits again until the bound (see
+// contender.busy).
 func (r *contending) awaitCached(w *waiter, act action) {
 	a, q := r.a, r.q
-	fresh := r.watch == nil
 	r.subscribe()
-	t := a.clock.NewTimer(act.wake)
-	defer t.Stop()
-	if fresh {
-		select {
-		case <-r.watch.Recheck():
-		case <-t.C():
-			return
-		case <-r.ctx.Done():
-			return
-		}
-	}
 	if act.sayWanted {
 		a.cluster.Wanted(q.name, a.want(q, w))
 	}
+	t := a.clock.NewTimer(act.wake)
+	defer t.Stop()
 	select {
 	case <-r.watch.C():
+	case <-r.watch.Recheck():
 	case <-q.changed: // CANCEL, or the session closing: look at the head again
 	case <-t.C():
 	case <-r.ctx.Done():

@@ -391,7 +391,7 @@ func (d *undone) rest(s *session) {
 	}
 	if d.rollback { // the record goes as it is, tail or not
 		s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
-	} else {
+	} else if !s.a.cacheOrRelease(s.ctx, h) {
 		s.a.endHold(s.ctx, h.rh, true, s.a.forget(h))
 	}
 	s.releaseDone(h.rh.Name, d.rel)

@@ -55,9 +55,13 @@ type Refusal struct {
 	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
 	BestSlot    int           // the slot most masters granted: the one to ask for next
 	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
-	// OnlyCached says, for ErrBusy, that only records their agents keep
-	// cached (no client holds them) kept the claim out on every busy
-	// master: saying so (Wanted) makes those agents give the name up.
+	// OnlyCached says, for ErrBusy, that on some busy master only records
+	// their agents keep cached (no client holds them) were in the claim's
+	// way: saying so (Wanted) makes those agents give the name up. Some, not
+	// all: a mark lands on each master in its own time (see MarkCached),
+	// and a give-back of an earlier failed attempt may still be in the
+	// way on another; a name a client holds shows no mark but in the
+	// moments after its cache lent it.
 	OnlyCached bool
 	Masters    []error // each failed master's error
 	Size       int     // how many masters the cluster has
@@ -158,7 +162,7 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
 		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
-		OnlyCached: x.cached > 0 && x.cached == len(x.busyOn) && x.conflicts == 0, Masters: r.errs, Size: n}
+		OnlyCached: x.cached > 0, Masters: r.errs, Size: n}
 	switch {
 	case outcome == Won:
 		g, err := c.complete(ctx, req, x, r, slot)
