@@ -290,3 +290,19 @@ func (a *Agent) cachesName(name string) bool {
 	defer a.mu.Unlock()
 	return a.caches[name] != nil
 }
+
+// ownCachedView is r, holder's record of name as the masters showed it,
+// corrected by what this agent knows, if the record is its cache's: the
+// masters learn that it was lent or came back only after the client was
+// answered, and this agent's WHO must show its own client's LOCK or
+// UNLOCK that came before it.
+func (a *Agent) ownCachedView(name, holder string, r quorum.Record) quorum.Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.caches[name]
+	if c == nil || c.rh.Holder != holder {
+		return r
+	}
+	r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
+	return r
+}
