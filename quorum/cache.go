@@ -44,16 +44,17 @@ return 1
 const cachedMessage = "cached"
 
 // cacheOrReleaseSrc ends a hold's record as its last local holder let
-// go: if no other agent waits for the name (a live waiting record of
-// another instance, or any queue entry), the record is kept and marked
-// cached (as cachedSrc); else it is released (as releaseSrc).
+// go: if no other agent waits for the name (an acquire found the record
+// in its way and marked it wanted, a live waiting record of another
+// instance, or any queue entry), the record is kept and marked cached (as
+// cachedSrc); else it is released (as releaseSrc).
 // KEYS: set, holder key, waiting records, their deadlines, queue.
 // ARGV: holder, channel, message, tombstone ms (as releaseSrc), instance.
 // Returns 2 if kept, 3 if no other agent waits but the record is not
 // there (the grant missed this master: the watchdog may bring it back),
 // else releaseSrc's answer.
 const cacheOrReleaseSrc = `
-local others = redis.call('ZCARD', KEYS[5]) > 0
+local others = redis.call('HGET', KEYS[2], 'wanted') == '1' or redis.call('ZCARD', KEYS[5]) > 0
 if not others then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

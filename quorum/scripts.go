@@ -195,7 +195,8 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
 // holders block it, 1 if only cached records block it (see cache.go)} when
-// held, {0, ms, 0} when the queue blocks it (ms: see
+// held (and marks the records in its way wanted: their agents do not
+// cache them), {0, ms, 0} when the queue blocks it (ms: see
 // queueLua), {0, -1} when
 // the attempt was released before it arrived, {-2, ms} while the master is
 // quarantined, {-3, K} when live holders have another kind (K their limit, 1
@@ -236,7 +237,7 @@ if redis.call('EXISTS', tomb, KEYS[5]) > 0 then
 end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local wait, soonest, conflict, readers, tail, cached = -1, -1, 0, 1, -1, 1
-local taken = {}
+local taken, blockers = {}, {}
 local members = 0 -- left in the set: none means it is gone, and SADD makes it anew
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   members = members + 1
@@ -260,6 +261,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         if ttl > wait then wait = ttl elseif wait < 0 then wait = 0 end
         if h[1] ~= 'shared' then readers = 0 end
         if h[5] ~= '1' then cached = 0 end
+        blockers[#blockers + 1] = key
       end
     end
   end
@@ -280,6 +282,7 @@ if limit > 1 then
   end
   if slot == 0 then return {0, math.max(soonest, 0), 0} end
 elseif wait >= 0 then
+  for _, key in ipairs(blockers) do redis.call('HSET', key, 'wanted', '1') end
   return {0, wait, readers, cached}
 end
 if queued then
