@@ -123,7 +123,8 @@ func (a *Agent) mayCacheLocked(h *hold) bool {
 func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	name := h.rh.Name
 	a.mu.Lock()
-	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) && a.mayCacheLocked(h)
+	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) &&
+		!a.sharedLocked(name) && a.mayCacheLocked(h)
 	a.mu.Unlock()
 	if !try {
 		return false
@@ -133,6 +134,9 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 		return false
 	}
 	if !kept { // released: what is left is the agent's books
+		a.mu.Lock()
+		a.noteSharedLocked(name)
+		a.mu.Unlock()
 		a.forget(h)
 		a.pokeQueue(name)
 		return true
@@ -258,6 +262,7 @@ func (a *Agent) cacheLost(rh *renewal.Hold) bool {
 	mine := c != nil && c.rh == rh && c.holder == nil
 	if mine {
 		a.endCacheLocked(c)
+		a.metrics.cacheGivenUp()
 	}
 	a.mu.Unlock()
 	if mine {
@@ -305,4 +310,44 @@ func (a *Agent) ownCachedView(name, holder string, r quorum.Record) quorum.Recor
 	}
 	r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
 	return r
+}
+
+// Names other agents want too. A name that another agent took from this
+// agent's cache, or waited for when its hold ended, is not cached again
+// for sharedFor: caching it would make the other agent's next LOCK ask
+// for it and wait for its release, where a plain release lets it in at
+// once (two agents that take turns on a name lose nothing to caching).
+
+// sharedFor is how long a name stays shared once another agent wanted it.
+func (a *Agent) sharedFor() time.Duration { return 10 * a.cfg.Lock.CacheLinger }
+
+// maxShared bounds the names remembered as shared: beyond it, those whose
+// sharedFor ended are forgotten first, then all.
+const maxShared = 4096
+
+// noteSharedLocked remembers that another agent wanted name. Agent.mu is held.
+func (a *Agent) noteSharedLocked(name string) {
+	now := a.clock.Now()
+	if len(a.shared) >= maxShared {
+		for n, at := range a.shared {
+			if now.Sub(at) >= a.sharedFor() {
+				delete(a.shared, n)
+			}
+		}
+		if len(a.shared) >= maxShared {
+			clear(a.shared)
+		}
+	}
+	a.shared[name] = now
+}
+
+// sharedLocked says whether another agent wanted name within sharedFor.
+// Agent.mu is held.
+func (a *Agent) sharedLocked(name string) bool {
+	at, ok := a.shared[name]
+	if ok && a.clock.Now().Sub(at) >= a.sharedFor() {
+		delete(a.shared, name)
+		return false
+	}
+	return ok
 }

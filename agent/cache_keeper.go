@@ -152,6 +152,7 @@ func (a *Agent) cacheWanted(c *cache) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c.wanted = true
+	a.noteSharedLocked(c.name)
 	if c.holder == nil && !c.ended {
 		a.giveUpLocked(c)
 	}

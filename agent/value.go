@@ -79,6 +79,10 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 	if holderOf(h.rh) != h || !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Who.Value = value }) {
 		return false
 	}
+	h.cacheable = false // a record with a value is not cached (see cache.go)
+	if c := h.cache; c != nil && c.holder == h {
+		c.record.Who.Value = value
+	}
 	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
 		c.record.Who.Value = value
 		c.retag = true

@@ -207,3 +207,103 @@ func flushAtRandom(t *testing.T, servers []*redistest.Server, stop time.Time, rn
 		}
 	}
 }
+
+// BenchmarkCache compares, with lock caching on (cache_linger 1s) and off:
+//
+//   - serial: one client's LOCK+UNLOCK of one name (cached: two socket
+//     round trips, no master);
+//   - pingpong: two clients on two agents strictly alternating on one name
+//     (each LOCK must take the name from the other agent).
+//
+//	go test ./tests -run '^$' -bench '^BenchmarkCache$' -benchtime 2000x -timeout 10m
+func BenchmarkCache(b *testing.B) {
+	for _, linger := range []time.Duration{time.Second, 0} {
+		servers := redistest.Start(b, 3)
+		cfgA := agenttest.Config(b, servers, 15*time.Second)
+		cfgA.AgentID, cfgA.Lock.CacheLinger = "a", linger
+		cfgB := agenttest.Config(b, servers, 15*time.Second)
+		cfgB.AgentID, cfgB.Lock.CacheLinger = "b", linger
+		a, bb := agenttest.Start(b, cfgA), agenttest.Start(b, cfgB)
+		ca, cb := agenttest.Dial(b, a.Config.Socket.Path), agenttest.Dial(b, bb.Config.Socket.Path)
+		b.Run("serial/linger="+linger.String(), func(b *testing.B) {
+			samples := make([]time.Duration, 0, b.N)
+			for range b.N {
+				start := time.Now()
+				lockUnlock(b, ca, "serial")
+				samples = append(samples, time.Since(start))
+			}
+			report(b, "", samples)
+		})
+		b.Run("pingpong/linger="+linger.String(), func(b *testing.B) {
+			samples := make([]time.Duration, 0, 2*b.N)
+			for range b.N {
+				for _, c := range []*agenttest.Conn{ca, cb} {
+					start := time.Now()
+					lockUnlock(b, c, "pingpong")
+					samples = append(samples, time.Since(start))
+				}
+			}
+			report(b, "", samples)
+		})
+	}
+}
+
+// lockUnlock takes name on c and lets it go.
+func lockUnlock(b *testing.B, c *agenttest.Conn, name string) {
+	if r := c.Do("LOCK " + name + " wait=10s"); r.Kind != "OK" {
+		b.Fatal(r.Line)
+	}
+	if r := c.Do("UNLOCK " + name); r.Kind != "OK" {
+		b.Fatal(r.Line)
+	}
+}
+
+// TestACacheEndsAfterItsLingerOrWhenLost: a cached name no one asks for is
+// released once cache_linger passed; a cached record the masters lost
+// (every master flushed) ends the cache without a word, and the next LOCK
+// goes to the masters, with a higher fence.
+func TestACacheEndsAfterItsLingerOrWhenLost(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, time.Second)
+	cfg.AgentID, cfg.Lock.CacheLinger = "host-a", 300*time.Millisecond
+	a := agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("LOCK linger")
+	c.Do("UNLOCK linger")
+	awaitCachedWho(t, c, "linger", "host-a", 0)
+	deadline := time.Now().Add(3 * time.Second)
+	for servers[0].Keys("lock-agent:{linger}:h:*") > 0 { // the record, on a master
+		if time.Now().After(deadline) {
+			t.Fatal("the cached record outlived its linger")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	first := c.Do("LOCK lost")
+	c.Do("UNLOCK lost")
+	awaitCachedWho(t, c, "lost", "host-a", 0)
+	gaveUp := metric(t, a, "lock_agent_cache_give_ups_total")
+	for _, s := range servers {
+		s.Do("FLUSHALL")
+	}
+	deadline = time.Now().Add(3 * time.Second)
+	for metric(t, a, "lock_agent_cache_give_ups_total") == gaveUp { // the watchdog's next renewal finds it lost
+		if time.Now().After(deadline) {
+			t.Fatal("the cache outlived its record")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := metric(t, a, "lock_agent_cached_grants_total")
+	r := c.Do("LOCK lost wait=10s") // after the masters' quarantine
+	if r.Kind != "OK" || r.Int("fence") <= first.Int("fence") {
+		t.Fatalf("LOCK after the cached record was lost: %s, want a fence above %d", r.Line, first.Int("fence"))
+	}
+	if got := metric(t, a, "lock_agent_cached_grants_total") - before; got != 0 {
+		t.Fatalf("a LOCK after the loss was answered from the lost cache")
+	}
+	select {
+	case p := <-c.Pushes():
+		t.Fatalf("a push for a cache no client held: %q", p)
+	default:
+	}
+}
