@@ -212,10 +212,11 @@ func flushAtRandom(t *testing.T, servers []*redistest.Server, stop time.Time, rn
 //
 //   - serial: one client's LOCK+UNLOCK of one name (cached: two socket
 //     round trips, no master);
+//
 //   - pingpong: two clients on two agents strictly alternating on one name
 //     (each LOCK must take the name from the other agent).
 //
-//	go test ./tests -run '^$' -bench '^BenchmarkCache$' -benchtime 2000x -timeout 10m
+//     go test ./tests -run '^$' -bench '^BenchmarkCache$' -benchtime 2000x -timeout 10m
 func BenchmarkCache(b *testing.B) {
 	for _, linger := range []time.Duration{time.Second, 0} {
 		servers := redistest.Start(b, 3)
