@@ -351,3 +351,16 @@ func (a *Agent) sharedLocked(name string) bool {
 	}
 	return ok
 }
+
+// ownCacheCheck answers CHECK of fence on name from this agent's cache
+// (mine), if fence is its record's: current while it is lent. The masters
+// learn that it was lent or came back only after the client was answered.
+func (a *Agent) ownCacheCheck(name string, fence uint64) (current, mine bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.caches[name]
+	if c == nil || uint64(c.record.Fence) != fence {
+		return false, false
+	}
+	return c.holder != nil, true
+}
