@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -63,10 +64,16 @@ func TestACachedNameIsLentLocallyAndWhoTellsIt(t *testing.T) {
 		t.Fatalf("%v of 50 LOCKs were answered from the cache", got)
 	}
 	held := c.Do("LOCK cached")
-	r := awaitCachedWho(t, other, "cached", "", 1)
-	if len(r.Data) != 1 || r.Data[0]["fence"] != held.Fields["fence"] {
-		t.Fatalf("WHO of a lent name: %q %v, want its holder's fence %s", r.Line, r.Data, held.Fields["fence"])
+	if r := c.Do("WHO cached"); len(r.Data) != 1 || r.Data[0]["fence"] != held.Fields["fence"] {
+		t.Fatalf("WHO of a lent name on its agent: %q %v, want its holder's fence %s at once", r.Line, r.Data, held.Fields["fence"])
 	}
+	// Another agent reads the masters, where the holder's fence lands within
+	// retagEvery (10ms), as after a hand-over.
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, time.Second, func() bool {
+		r = other.Do("WHO cached")
+		return r.Fields["cached"] == "" && len(r.Data) == 1 && r.Data[0]["fence"] == held.Fields["fence"]
+	}, "WHO of a lent name on another agent: %v, want its holder's fence", &r)
 	c.Do("UNLOCK cached")
 }
 
@@ -154,7 +161,20 @@ func TestCachingAcrossTwoAgents(t *testing.T) {
 
 // cacheChurn runs TestCachingUnderPausesAndFlushall, with the faults if chaos.
 func cacheChurn(t *testing.T, chaos bool) {
-	a, b, servers := twoAgents(t, time.Second)
+	// A short linger: a name the other agent took is cached again 10×
+	// linger later (see the agent's cache.go), so that caches come and go
+	// between the other agent's turns.
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, time.Second)
+	cfgA.AgentID, cfgA.Lock.CacheLinger = "host-a", 20*time.Millisecond
+	cfgB := agenttest.Config(t, servers, time.Second)
+	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", 20*time.Millisecond
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	t.Cleanup(func() { // before the agents stop: they must not face paused masters
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
 	stop := time.Now().Add(soak(5*time.Second, 10*time.Second))
 	var wg sync.WaitGroup
 	if chaos {
@@ -173,7 +193,11 @@ func cacheChurn(t *testing.T, chaos bool) {
 		wg.Go(func() {
 			mine := takeTurns(t, c, "cache-chaos", i, stop, rand.New(rand.NewPCG(uint64(i), 21)), func(rng *rand.Rand) (time.Duration, time.Duration) {
 				// Gaps between turns: the name stays cached, is lent to the
-				// agent's other client, or goes to the other agent.
+				// agent's other client, or goes to the other agent, whose
+				// client comes now and then.
+				if i >= local {
+					return time.Duration(50+rng.IntN(250)) * time.Millisecond, time.Duration(rng.Int64N(int64(2 * time.Millisecond)))
+				}
 				return time.Duration(rng.Int64N(int64(6 * time.Millisecond))), time.Duration(rng.Int64N(int64(2 * time.Millisecond)))
 			})
 			mu.Lock()
@@ -267,7 +291,9 @@ func TestACacheEndsAfterItsLingerOrWhenLost(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, time.Second)
 	cfg.AgentID, cfg.Lock.CacheLinger = "host-a", 300*time.Millisecond
-	a := agenttest.Start(t, cfg)
+	long := agenttest.Config(t, servers, time.Second)
+	long.AgentID, long.Lock.CacheLinger = "host-b", time.Minute // it lingers past the loss
+	a, b := agenttest.Start(t, cfg), agenttest.Start(t, long)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	c.Do("LOCK linger")
 	c.Do("UNLOCK linger")
@@ -280,9 +306,11 @@ func TestACacheEndsAfterItsLingerOrWhenLost(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
+	c = agenttest.Dial(t, b.Config.Socket.Path)
+	a = b
 	first := c.Do("LOCK lost")
 	c.Do("UNLOCK lost")
-	awaitCachedWho(t, c, "lost", "host-a", 0)
+	awaitCachedWho(t, c, "lost", "host-b", 0)
 	gaveUp := metric(t, a, "lock_agent_cache_give_ups_total")
 	for _, s := range servers {
 		s.Do("FLUSHALL")
