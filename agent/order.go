@@ -36,6 +36,10 @@ type turn struct {
 	// and the session's end cannot withdraw it: they set cancelled, or
 	// closing, and applyLock withdraws it once it is applied.
 	started, applied, cancelled bool
+	// answered, for a LOCK, says that its reply is being queued: it is
+	// finished as soon as it is, so a request behind it waits for nothing
+	// the client has not seen answered (see admitBehindLocked).
+	answered bool
 }
 
 // priorLocked is what a request on keys must wait for: the last unfinished
@@ -106,6 +110,7 @@ func (s *session) lockAnswering(tag string) *turn {
 	defer s.mu.Unlock()
 	t := s.lockTurns[tag]
 	if t != nil {
+		t.answered = true
 		s.untagLocked(t)
 	}
 	return t
@@ -156,7 +161,7 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 	}
 	prior := s.priorLocked(t.keys)
 	if len(prior) > 0 {
-		if err := s.admitBehindLocked(); err != nil {
+		if err := s.admitBehindLocked(prior); err != nil {
 			s.mu.Unlock()
 			return err
 		}
@@ -176,17 +181,31 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 	return nil
 }
 
-// admitBehindLocked counts a request that waits for its turn, unless the
-// session has max_holds_per_session names held, LOCKs waiting and
-// requests waiting for their turn already: each costs the agent a
-// goroutine until its turn comes. s.mu is held.
-func (s *session) admitBehindLocked() error {
+// admitBehindLocked counts a request that waits for its turn behind
+// prior, unless the session has max_holds_per_session names held, LOCKs
+// waiting and requests waiting for their turn already: each costs the
+// agent a goroutine until its turn comes. A request behind LOCKs whose
+// replies are being queued only (the client sent it on reading the
+// reply, before the LOCK's turn was finished) is not limited: it waits
+// for nothing the client can see. s.mu is held.
+func (s *session) admitBehindLocked(prior []*turn) error {
 	lim := s.a.limits().MaxHoldsPerSession
-	if len(s.holds)+len(s.waits)+s.behind >= lim {
+	if len(s.holds)+len(s.waits)+s.behind >= lim && !allAnswered(prior) {
 		return protocol.Errorf(protocol.ErrLimit, "session holds, waits for or has requests waiting for their turn on %d names (max_holds_per_session)", lim)
 	}
 	s.behind++
 	return nil
+}
+
+// allAnswered says whether every turn of prior is a LOCK whose reply is
+// being queued (see lockAnswering). s.mu is held.
+func allAnswered(prior []*turn) bool {
+	for _, t := range prior {
+		if !t.answered {
+			return false
+		}
+	}
+	return len(prior) > 0
 }
 
 // awaitTurn waits until prior are finished: the request's turn has come.
@@ -272,7 +291,7 @@ func (s *session) inTurn(tag string, keys []holdKey, apply func() error) error {
 		s.mu.Unlock()
 		return apply()
 	}
-	if err := s.admitBehindLocked(); err != nil {
+	if err := s.admitBehindLocked(prior); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -335,7 +354,7 @@ func (s *session) whoInTurn(req *protocol.Request) error {
 		// It waits for nothing, only holds up later requests on the
 		// holds: not limited, so a session at its limit may still ask.
 		s.behind++
-	} else if err := s.admitBehindLocked(); err != nil {
+	} else if err := s.admitBehindLocked(prior); err != nil {
 		s.mu.Unlock()
 		return err
 	}

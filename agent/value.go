@@ -29,7 +29,7 @@ func (s *session) setInTurn(req *protocol.Request) error {
 	s.mu.Lock()
 	prior := s.priorLocked(t.keys)
 	if len(prior) > 0 {
-		if err := s.admitBehindLocked(); err != nil {
+		if err := s.admitBehindLocked(prior); err != nil {
 			s.mu.Unlock()
 			return err
 		}

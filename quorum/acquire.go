@@ -208,6 +208,9 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	if err == nil && len(x.busyOn) > 0 {
 		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn)
 	}
+	if err == nil {
+		c.markSettled(req.Name, record, fence, req.block(), x.fences)
+	}
 	// Masters whose answer was not read yet are brought up to the fence as
 	// their answers come: a master that missed this grant must not count
 	// below it in a later majority. One that granted another slot gives it
@@ -295,21 +298,55 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 	return fence, nil
 }
 
+// markSettled marks fence settled in the records of the masters that
+// granted it (fences holds each master's granted fence, the grant's
+// written back already where lower), in the background, when a reader
+// could not tell it is settled otherwise: some master did not grant (it
+// refused, failed or has not answered yet), and a master without the
+// record may give a later grant a higher fence, so it may be one that
+// has not run this grant yet (see Cluster.Leader). When every master
+// granted, every one records the fence once the masters behind it have it
+// written back (settleFence marks those), and nothing more is written.
+func (c *Cluster) markSettled(name, record string, fence, block int64, fences []int64) {
+	var at []int
+	granted := 0
+	for i, f := range fences {
+		switch {
+		case f == fence:
+			at = append(at, i)
+			fallthrough
+		case f > 0:
+			granted++
+		}
+	}
+	if granted < len(c.masters) {
+		c.writeFence(name, record, fence, block, at)
+	}
+}
+
 // raiseFenceArgs are raiseFenceSrc's keys and arguments: name's counter to
 // the end of fence's block, and the record (a holder key; "": none) to carry
-// fence.
+// fence, marked settled.
 func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64) (keys, args []string) {
 	keys = []string{c.fenceKey(name)}
+	args = []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
 	if record != "" {
-		keys = append(keys, record)
+		keys = append(keys, record, c.observedKey(name))
+		args = append(args, c.channel(name))
 	}
-	return keys, []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
+	return keys, args
 }
 
 // raiseFence brings req's name's counter on the masters to at least the end
 // of fence's block (and a record of req there to carry fence), in the background.
 func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int) {
 	c.cfg.Observer.FenceWriteBack(len(to), false)
+	c.writeFence(name, record, fence, block, to)
+}
+
+// writeFence is raiseFence's write, which markSettled also sends: the
+// masters there are at fence already, so it is no write-back to count.
+func (c *Cluster) writeFence(name, record string, fence, block int64, to []int) {
 	keys, args := c.raiseFenceArgs(name, record, fence, block)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))

@@ -95,7 +95,7 @@ type Holder struct {
 // of them record (a SET that a paused master missed leaves it the old one
 // until it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
-	read, err := c.readHolders(ctx, name, false)
+	read, err := c.readHolders(ctx, name, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,11 @@ type holderVotes struct {
 	count  int    // how many masters record it
 	fences map[int64]int
 	values map[string]int
-	cached int // how many masters record it cached
+	// settled is the highest fence a master's record marks settled (see
+	// raiseFenceSrc) while it still carries it: the term's fence, final.
+	// 0 if none does.
+	settled int64
+	cached  int // how many masters record it cached
 }
 
 // majorityFence is the highest fence that at least quorum of the masters
@@ -167,8 +171,10 @@ type masterView struct {
 }
 
 // readHolders runs a who round on name (with next, leaderSrc's: each
-// master's next fence too).
-func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (holdersRead, error) {
+// master's next fence too). It reads every answer that comes in time,
+// unless enough (if not nil) says that the answers so far decide what the
+// caller wants.
+func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enough func(holdersRead) bool) (holdersRead, error) {
 	var read holdersRead
 	byID := map[string]*holderVotes{}
 	spec := roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true}
@@ -186,10 +192,10 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (hold
 			view.next, _ = strconv.ParseInt(s, 10, 64)
 			vals = vals[1:]
 		}
-		width := 2 + len(recordFields) // the holder, its fields, its cached mark
+		width := 3 + len(recordFields) // the holder, its record, its settled mark, its cached mark
 		for j := 0; j+width <= len(vals); j += width {
 			id, _ := vals[j].ToString()
-			f := make([]string, len(recordFields))
+			f := make([]string, len(recordFields)+1)
 			for k := range f {
 				f[k], _ = vals[j+1+k].ToString()
 			}
@@ -202,6 +208,9 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (hold
 			}
 			v.count++
 			v.fences[rec.Fence]++
+			if settled, _ := strconv.ParseInt(f[len(recordFields)], 10, 64); settled != 0 && settled == rec.Fence {
+				v.settled = max(v.settled, settled)
+			}
 			v.values[rec.Who.Value]++
 			if mark, _ := vals[j+width-1].ToString(); mark == "1" {
 				v.cached++
@@ -210,6 +219,9 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool) (hold
 		}
 		read.answers = append(read.answers, view)
 		return 0, true, nil
+	}
+	if enough != nil {
+		spec.enough = func() bool { return enough(read) }
 	}
 	r, never := c.vote(ctx, spec)
 	if err := c.majorityErr(r, never); err != nil {

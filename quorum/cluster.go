@@ -34,7 +34,8 @@ type Config struct {
 	// Quarantine is how long a master that lost its data does not vote,
 	// counted on its own clock from when an agent first meets it empty: at
 	// least the longest lease (watchdog lease or ttl=) any agent grants,
-	// plus drift. Default 15s.
+	// plus drift. Default 15s. While tails stand on the other masters it
+	// is lengthened until they end (see horizon.go).
 	Quarantine time.Duration
 	// Settings are the settings this agent's safety depends on, recorded
 	// in every master's marker (see Settings); a master that records others

@@ -345,3 +345,42 @@ func waitSubscribed(t testing.TB, c *Cluster) {
 		return true
 	})
 }
+
+// TestWatchesWhoseSubscribeFailedAreSubscribedAgain: a master that does
+// not confirm a SUBSCRIBE in time (paused, not yet known down) holds up
+// the subscriptions of the names watched meanwhile, which wait for their
+// turn on the one connection. None of them may be left without messages
+// from it for good: each waits its own deadline from its turn, and one
+// that fails makes the subscription's connection anew with every watched
+// channel once the master answers.
+func TestWatchesWhoseSubscribeFailedAreSubscribedAgain(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := testConfig(t, servers, time.Second, true)
+	c := startCluster(t, cfg)
+	subscribed := func(name string) bool {
+		n, _ := servers[0].Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel(name))
+		return n == "1"
+	}
+	servers[0].Pause()
+	names := []string{"a", "b", "c", "d"}
+	for _, name := range names {
+		w := c.Watch(context.Background(), name)
+		defer w.Close()
+	}
+	time.Sleep(6 * cfg.MasterTimeout) // the pause: past the first SUBSCRIBE's deadline (4×MasterTimeout)
+	servers[0].Resume()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // a poll, as waitStates
+		var missing []string
+		for _, name := range names {
+			if !subscribed(name) {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a paused master answered again, not subscribed there to %v", missing)
+		}
+	}
+}

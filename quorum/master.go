@@ -68,6 +68,9 @@ type master struct {
 	refusal  error
 	recorded string
 	checked  time.Time // when its configuration was last checked
+	// settledEpoch is the last epoch whose tail horizon the probe found
+	// settled (see horizon.go): it asks no more of it.
+	settledEpoch string
 
 	// view is what the marker records (a MarkerView), as the probe saw it;
 	// read without the lock by Cluster.markerCounts on every gate call.
@@ -373,6 +376,9 @@ func (m *master) probe(ctx context.Context) {
 	m.mu.RUnlock()
 	m.setState(probedState(unsafe, mk))
 	m.cluster.noteSettings()
+	if mk.left > 0 {
+		m.settleTails(ctx)
+	}
 }
 
 // probedState is a master's state after a probe that answered mk, unsafe
@@ -650,15 +656,23 @@ func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) e
 }
 
 // subscribe adds one channel to a live subscription and says whether it
-// was confirmed; without one the next (re)subscription picks it up.
+// was confirmed; without one the next (re)subscription picks it up. The
+// subscriptions of many names made at once wait for each other here, so
+// each one's deadline (4×MasterTimeout) counts from its own turn, not from
+// the call. One that fails (the master did not confirm in time) ends the
+// subscription's connection: subscribeLoop makes a new one with every
+// channel watched, rather than leave this one without messages.
 func (m *master) subscribe(ctx context.Context, ch string) bool {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.sub == nil || !m.cluster.watched(ch) {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(ctx, 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
 	if err := m.sub.Do(ctx, m.sub.B().Subscribe().Channel(ch).Build()).Error(); err != nil {
-		m.log.Debug("subscribe failed", "channel", ch, "error", err)
+		m.log.Debug("subscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
+		m.sub.Close()
 		return false
 	}
 	return true

@@ -155,19 +155,35 @@ local out = {string.format('%d', nextf)}
 // its own master's fence until the grant's fence, the highest of the
 // granting majority's, is written back to them (see settleFence), so a
 // fence that a majority shows meanwhile may be a term that never was. F
-// is settled when every master that answered with the holder records F,
-// and every one that answered without it (it refused the grant, or has
-// not run it yet) would give a grant no fence above F. While it is not,
+// is settled when a record marks it settled (the granting agent does once
+// it decided F, if some master did not grant it: see markSettled), or,
+// every master having answered, when every one that answered with the
+// holder records F and every one that answered without it (it refused the
+// grant, or has not run it yet) would give a grant no fence above F. A
+// master that did not answer may have granted a higher fence that the
+// grant took, so without a mark F is not settled then. While it is not,
 // Leader returns ErrUnsettled: read again shortly. With lenient, a fence
 // that a majority records will do: a master that missed a write-back (it
 // was paused past its deadline) keeps another fence in its record until
 // the hold ends, and a caller that found the holder unsettled for longer
 // than a grant can take takes the majority's.
+//
+// It waits for a slow master only while the answers so far do not decide:
+// a master that stopped answering, not yet known down, must not hold up
+// every read for a round's deadline.
 func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
-	read, err := c.readHolders(ctx, name, true)
+	read, err := c.readHolders(ctx, name, true, func(read holdersRead) bool {
+		_, _, err := c.leaderIn(read, lenient)
+		return len(read.answers) >= c.quorum && err == nil
+	})
 	if err != nil {
 		return Holder{}, false, err
 	}
+	return c.leaderIn(read, lenient)
+}
+
+// leaderIn is the leader that read's answers show (see Leader).
+func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error) {
 	var holders []Holder
 	unheard := len(c.masters) - len(read.answers)
 	for _, v := range read.votes {
@@ -181,7 +197,7 @@ func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder
 			// hold it. Neither it nor "none" is known.
 			return Holder{}, false, ErrUnsettled
 		}
-		fence, ok := read.settled(v, c.quorum, lenient)
+		fence, ok := read.settled(v, c.quorum, unheard, lenient)
 		if !ok {
 			return Holder{}, false, ErrUnsettled
 		}
@@ -193,13 +209,17 @@ func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder
 	return h, ok, nil
 }
 
-// settled is v's settled fence, if it is (see Leader).
-func (read holdersRead) settled(v *holderVotes, quorum int, lenient bool) (int64, bool) {
+// settled is v's settled fence, if it is (see Leader), with unheard
+// masters that did not answer.
+func (read holdersRead) settled(v *holderVotes, quorum, unheard int, lenient bool) (int64, bool) {
+	if v.settled != 0 {
+		return v.settled, true // its granting agent marked it
+	}
 	for f, n := range v.fences {
 		switch {
 		case lenient && n >= quorum:
 			return f, true
-		case n < v.count:
+		case unheard > 0 || n < v.count:
 			continue
 		}
 		for _, m := range read.answers {

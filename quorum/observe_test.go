@@ -326,3 +326,133 @@ func TestWhoShowsTheFenceAMajorityRecords(t *testing.T) {
 		t.Fatalf("Who of a holder at fences 7, 7, 8 = %+v, %v; want 7", who, err)
 	}
 }
+
+// TestLeaderReadsAContendedGrantSettled: a grant that a master refused
+// (another holder had it there) leaves that master's next fence above the
+// grant's, so the masters alone cannot show the fence settled: that master
+// may not have run the grant yet. The granting agent marks it settled in
+// the records of the masters that granted it, which publishes on an
+// observed name, and Leader then takes it without waiting to be lenient.
+// Uncontended, only masters behind the fence are written (and marked).
+func TestLeaderReadsAContendedGrantSettled(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	g, refusal, err := c.Acquire(ctx, req("calm", "h"))
+	if refusal != nil || err != nil {
+		t.Fatal(refusal, err)
+	}
+	marked := 0
+	for _, s := range servers {
+		if got, _ := s.Do("HGET", "t:{calm}:h:h", "settled"); got != "" {
+			marked++
+		}
+	}
+	if marked == len(servers) {
+		t.Fatal("every master marks an uncontended grant settled: writes no reader needs")
+	}
+	if h, ok, err := c.Leader(ctx, "calm", false); err != nil || !ok || h.Record.Fence != g.Fence {
+		t.Fatalf("Leader of an uncontended grant = %+v, %v, %v; want fence %d", h, ok, err, g.Fence)
+	}
+
+	c.MarkObserved(ctx, "c", time.Minute)
+	w := c.Watch(ctx, "c")
+	defer w.Close()
+	<-w.Recheck()
+	plantClaim(servers[0], "c", "rival", Claim{})
+	servers[0].Do("SET", "t:{c}:fence", "9999999999999999")
+	g, refusal, err = c.Acquire(ctx, req("c", "h"))
+	if refusal != nil || err != nil {
+		t.Fatal(refusal, err)
+	}
+	select {
+	case <-w.Leader():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no leader message for the grant")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, ok, err := c.Leader(ctx, "c", false)
+		if err == nil && ok && h.ID == "h" && h.Record.Fence == g.Fence {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Leader of a grant one master refused = %+v, %v, %v; want h at fence %d, settled", h, ok, err, g.Fence)
+		}
+		select { // the mark publishes: read again when it lands
+		case <-w.Leader():
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	if got, _ := servers[0].Do("HGET", "t:{c}:h:h", "settled"); got != "" {
+		t.Fatalf("the refusing master has a record of the grant marked %q", got)
+	}
+}
+
+// TestLeaderWithAMasterUnheard: a holder on the two masters that answer,
+// the third paused. Unmarked, its fence may not be the term's (the
+// unheard master may have granted the holder a higher one, which the
+// grant then took), so Leader cannot tell but leniently; marked settled,
+// it can.
+func TestLeaderWithAMasterUnheard(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	for _, s := range servers[:2] {
+		plantClaim(s, "p", "h", Claim{})
+		s.Do("HSET", "t:{p}:h:h", "fence", "5")
+	}
+	servers[2].Pause()
+	defer servers[2].Resume()
+	if h, ok, err := c.Leader(ctx, "p", false); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of an unmarked holder on the two masters that answer = %+v, %v, %v; want ErrUnsettled", h, ok, err)
+	}
+	if h, ok, err := c.Leader(ctx, "p", true); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("lenient Leader of a holder on the two masters that answer = %+v, %v, %v; want fence 5", h, ok, err)
+	}
+	servers[1].Do("HSET", "t:{p}:h:h", "settled", "4") // a stale mark: not the fence the record carries
+	if _, _, err := c.Leader(ctx, "p", false); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("Leader of a holder marked settled at another fence: %v, want ErrUnsettled", err)
+	}
+	servers[1].Do("HSET", "t:{p}:h:h", "settled", "5")
+	if h, ok, err := c.Leader(ctx, "p", false); err != nil || !ok || h.Record.Fence != 5 {
+		t.Fatalf("Leader of a holder marked settled on a master that answers = %+v, %v, %v; want fence 5", h, ok, err)
+	}
+}
+
+// TestLeaderDoesNotWaitForAPausedVoter: a master paused but not known to
+// be down yet (no probe has failed) still gets every round. A read whose
+// other answers decide does not wait for it: an observer's push would
+// otherwise wait a round's deadline at every change until the probes
+// mark it down.
+func TestLeaderDoesNotWaitForAPausedVoter(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.MasterTimeout = 3 * time.Second // a read that waits for the paused master takes this long
+	c := startCluster(t, cfg)
+	plantClaim(servers[2], "s", "rival", Claim{})
+	g, refusal, err := c.Acquire(ctx, req("s", "h")) // contended: marked settled
+	if refusal != nil || err != nil {
+		t.Fatal(refusal, err)
+	}
+	servers[2].Pause()
+	defer servers[2].Resume()
+	for _, want := range []string{"h", ""} {
+		start := time.Now()
+		var h Holder
+		var ok bool
+		for {
+			h, ok, err = c.Leader(ctx, "s", false)
+			if !errors.Is(err, ErrUnsettled) { // the mark is written in the background
+				break
+			}
+		}
+		if took := time.Since(start); err != nil || ok != (want != "") || h.ID != want || took >= cfg.MasterTimeout {
+			t.Fatalf("Leader with a paused voter = %+v, %v, %v after %v; want %q (%d), before the paused master's deadline", h, ok, err, took, want, g.Fence)
+		}
+		if _, err := c.Release(ctx, "s", "h"); err != nil && want != "" {
+			t.Fatal(err)
+		}
+	}
+}

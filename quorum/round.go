@@ -35,8 +35,10 @@ type roundSpec struct {
 	// grant to the few left would only be undone by a release.
 	early bool
 	// whole reads every answer that comes in time, not only until the
-	// outcome is certain.
-	whole bool
+	// outcome is certain; or, with enough, until enough says the answers
+	// read so far will do (a slow master is not waited for).
+	whole  bool
+	enough func() bool
 	// land is for a script that must not be dropped (a release, a
 	// write-back, a removal): it needs no turn, goes to every connected
 	// master, down ones too, with a long deadline that goes on in the
@@ -311,11 +313,12 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait 
 // decided says whether the answers read so far make r's outcome certain:
 // by DecideSlots, or for a round that lands once a majority agreed (the
 // rest of its answers are waited for only while the first are missing).
-// A round that reads every answer is decided only when they are in.
+// A round that reads every answer is decided only when they are in, or
+// its enough says so.
 func (c *Cluster) decided(spec roundSpec, r *round, refused int) bool {
 	switch {
 	case spec.whole:
-		return false
+		return spec.enough != nil && spec.enough()
 	case spec.land:
 		return r.yes() >= c.quorum
 	}

@@ -66,6 +66,9 @@ import (
 // gate argument "QUARANTINE_MS MAY_PLANT SETTINGS" (MAY_PLANT 1 or 0; see
 // Cluster.gateArgs, which builds both).
 //
+// A marker the gate plants says tails=pending: the probe then lengthens its
+// quarantine to the tails the other masters keep (see horizon.go).
+//
 // The gate runs before every vote, so it is kept to one call in the common
 // case: once a quarantine is found over, its end is written as 0 (it never
 // starts again: a new one comes with a new marker), and later gates need not
@@ -85,7 +88,7 @@ local function plant(marker, epoch, quarantine, settings, run, how)
   local now = math.floor(now_us() / 1000)
   local floor = (math.floor(now / 1000) + 1) * 1000000
   redis.call('HSET', marker, 'epoch', epoch, 'until', string.format('%d', now + quarantine),
-    'floor', string.format('%d', floor), 'run', run, 'settings', settings, 'how', how)
+    'floor', string.format('%d', floor), 'run', run, 'settings', settings, 'how', how, 'tails', 'pending')
   return quarantine, floor
 end
 local function gate_args(gatearg)
@@ -292,7 +295,7 @@ end
 local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
 redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
   'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13], 'value', ARGV[18] or '')
-local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
+local px = tail_grant(KEYS[4], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
 redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
 if members == 0 or redis.call('PTTL', KEYS[1]) < px then
@@ -337,7 +340,7 @@ for i = 3, #ARGV, 2 do
     end
   elseif string.sub(lease, 1, 1) == 't' then
     now = now or math.floor(now_us() / 1000)
-    out[#out + 1] = tail_renew(set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
+    out[#out + 1] = tail_renew(KEYS[1], set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
   elseif string.sub(lease, 1, 1) == 'w' then
     now = now or math.floor(now_us() / 1000)
     if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
@@ -397,7 +400,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 redis.call('HSET', KEYS[3], 'mode', ARGV[6], 'limit', ARGV[7], 'slot', ARGV[8], 'fence', ARGV[9],
   'agent', ARGV[10], 'pid', ARGV[11], 'uid', ARGV[12], 'owner', ARGV[13], 'since', ARGV[14], 'value', ARGV[15])
-local px = tail_grant(KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[17] or '0'), tonumber(ARGV[18] or '0'))
+local px = tail_grant(KEYS[4], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[17] or '0'), tonumber(ARGV[18] or '0'))
 redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < px then
@@ -444,13 +447,24 @@ return 1
 `
 
 // raiseFenceSrc raises the fence counter to at least ARGV[2], the last
-// fence of the grant's block (absent: ARGV[1]), and, if the holder's record
-// is given and exists, makes it carry the grant's fence ARGV[1].
-// KEYS: fence, holder key (optional). Returns the counter after.
+// fence of the grant's block, and, if the holder's record
+// is given and exists, makes it carry the grant's fence ARGV[1] and marks
+// that fence settled (the field settled: only the granting agent writes
+// back, and only the fence it decided, so a reader of the record knows
+// the term's fence without waiting for the masters that refused the
+// grant: see Cluster.Leader). A marked record of an observed name (KEYS[3]
+// exists) publishes leaderMessage on the channel ARGV[3], so that
+// observers read the settled term at once.
+// KEYS: fence, holder key (optional), observed mark (with the holder key).
+// ARGV: fence, block end, channel (with the holder key).
+// Returns the counter after.
 const raiseFenceSrc = `
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'fence', ARGV[1]) end
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'settled', ARGV[1])
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[3], 'leader changed') end
+end
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = math.max(tonumber(ARGV[1]), tonumber(ARGV[2] or ARGV[1]))
+local want = math.max(tonumber(ARGV[1]), tonumber(ARGV[2]))
 if cur < want then
   redis.call('SET', KEYS[1], string.format('%d', want))
   return want
@@ -555,7 +569,9 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 // AcquireRequest.FenceBlock). It never creates a record. It writes no fence
 // counter: the block's end is there since the grant. The fences of a run
 // only grow, so a retag that comes after a later one (Retag does not wait
-// for a slow master before the next) changes nothing.
+// for a slow master before the next) changes nothing. The fence comes from
+// a reserved block, so it is final: it is marked settled, as raiseFenceSrc
+// marks a grant's.
 // A new holder is a new leader: if the name is observed (KEYS[2] exists)
 // it publishes leaderMessage on the channel ARGV[8].
 // KEYS: holder key, observed mark. ARGV: fence, agent, pid, uid, owner,
@@ -564,14 +580,15 @@ return redis.call('ZCOUNT', KEYS[1], string.format('(%d', tonumber(t[1]) * 1000 
 const retagSrc = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if (tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0) > tonumber(ARGV[1]) then return 1 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6], 'value', ARGV[7] or '')
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'settled', ARGV[1], 'agent', ARGV[2], 'pid', ARGV[3], 'uid', ARGV[4], 'owner', ARGV[5], 'since', ARGV[6], 'value', ARGV[7] or '')
 if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[8], 'leader changed') end
 return 1
 `
 
 // whoSrc lists the live holders: {holder, the record's fields in
-// recordFields order, its cached mark (see cache.go), ...}; a tail holds
-// nothing (see delayedSrc).
+// recordFields order, its settled fence (see raiseFenceSrc; "" if not
+// marked), its cached mark (see cache.go), ...}; a tail holds nothing (see
+// delayedSrc).
 // KEYS: set. ARGV: holder key prefix.
 const whoSrc = tailsLua + `
 local out = {}
@@ -583,7 +600,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
   if redis.call('EXISTS', key) == 1 and not is_tail(key) then
     table.insert(out, m)
-    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value', 'cached')) do
+    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value', 'settled', 'cached')) do
       table.insert(out, v or '')
     end
   end

@@ -48,6 +48,9 @@ func (t Tail) args() []string {
 // revoked one is (see revokeSrc): the renewal of HOLDER finds nothing,
 // so a renewal on its way cannot bring the hold back.
 // All times are each master's own clock: skewed agent clocks do not matter.
+// Each script that sets a tail's PX also raises the master's tail horizon
+// (tail_mark; see horizon.go), so that a master that loses its data sits
+// out the tails it forgot.
 //
 // A record that a renewal's repair re-created on a master that lacked it
 // (repairSrc) has no tail fields: its first renewal gives it an until and
@@ -65,14 +68,23 @@ local function is_tail(key)
   local u = redis.call('HGET', key, 'until')
   return u and tonumber(u) <= tail_now()
 end
-local function tail_grant(key, lease, delay, minh)
+local function tail_mark(marker, px)
+  local m = redis.call('HMGET', marker, 'epoch', 'tail_until')
+  local last = tail_now() + px
+  if m[1] and (tonumber(m[2]) or 0) < last then
+    redis.call('HSET', marker, 'tail_until', string.format('%d', last))
+  end
+end
+local function tail_grant(marker, key, lease, delay, minh)
   if delay <= 0 and minh <= 0 then return lease end
   local now = tail_now()
   redis.call('HSET', key, 'until', string.format('%d', now + lease), 'delay', string.format('%d', delay),
     'min_until', string.format('%d', now + minh))
-  return math.max(lease + delay, minh)
+  local px = math.max(lease + delay, minh)
+  tail_mark(marker, px)
+  return px
 end
-local function tail_renew(set, key, holder, lease, now)
+local function tail_renew(marker, set, key, holder, lease, now)
   local h = redis.call('HMGET', key, 'delay', 'min_until', 'until')
   if h[3] and tonumber(h[3]) <= now then return 0 end -- a tail: the hold is over here
   if not h[3] and redis.call('EXISTS', key) == 0 then return 0 end
@@ -81,6 +93,7 @@ local function tail_renew(set, key, holder, lease, now)
   redis.call('PEXPIRE', key, px)
   redis.call('SADD', set, holder)
   if redis.call('PTTL', set) < px then redis.call('PEXPIRE', set, px) end
+  tail_mark(marker, px)
   return 1
 end
 `
@@ -92,7 +105,7 @@ end
 // Either way the name's waiters anywhere are woken: they read the tail's
 // end. It leaves a tombstone as releaseSrc does. A tail already there is
 // left as it is.
-// KEYS: set, holder key. ARGV: holder, channel, message, tombstone ms,
+// KEYS: set, holder key, marker. ARGV: holder, channel, message, tombstone ms,
 // clean (1 or 0). Returns 2 if a tail is now kept, 1 if the record was
 // dropped, 0 if there was none.
 const endSrc = tailsLua + `
@@ -120,6 +133,7 @@ else
   redis.call('HSET', ended, 'until', string.format('%d', now))
   redis.call('PEXPIRE', ended, px)
   if redis.call('PTTL', KEYS[1]) < px then redis.call('PEXPIRE', KEYS[1], px) end
+  tail_mark(KEYS[3], px)
 end
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 if px <= 0 then return 1 end
@@ -195,6 +209,7 @@ func init() {
 // (whichever is longer). It says whether a majority keeps a tail.
 func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (bool, error) {
 	keys, args := c.releaseArgs(name, holder, name)
+	keys = append(keys, c.markerKey())
 	args = append(args, "0")
 	if clean {
 		args[len(args)-1] = "1"

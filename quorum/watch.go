@@ -64,9 +64,7 @@ func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
 	if first {
 		for _, m := range c.masters {
 			c.goBackground(func() {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*c.cfg.MasterTimeout)
-				defer cancel()
-				if m.subscribe(ctx, w.channel) {
+				if m.subscribe(context.WithoutCancel(ctx), w.channel) {
 					c.watchMu.Lock()
 					for w := range c.watches[w.channel] {
 						signal(w.recheck)

@@ -152,13 +152,17 @@ type agentProc struct {
 }
 
 // newAgentProc writes the config of an agent that reaches each server
-// through a link of its own; start runs it.
+// through a link of its own; start runs it. Its drift factor gives the
+// short lease production's margin (productionMargin): a LOST that the
+// loaded test host delivers late by more than 1% of a 1s lease would
+// otherwise read as an overlap.
 func newAgentProc(t testing.TB, id string, servers []*redistest.Server, lease time.Duration) *agentProc {
 	t.Helper()
 	dir := shortTempDir(t)
 	a := &agentProc{id: id, sock: filepath.Join(dir, "a.sock"), cfgPath: filepath.Join(dir, "agent.hcl")}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "agent { id = %q }\nsocket { path = %q }\nlock { lease = %q }\n", id, a.sock, lease.String())
+	fmt.Fprintf(&cfg, "agent { id = %q }\nsocket { path = %q }\nlock {\n  lease = %q\n  drift_factor = %g\n}\n",
+		id, a.sock, lease.String(), productionMargin(lease))
 	for i, s := range servers {
 		link, err := faultproxy.New(s.Addr)
 		if err != nil {

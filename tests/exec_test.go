@@ -64,8 +64,8 @@ func TestExecExitCodesAndEnvironment(t *testing.T) {
 	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-limit", "2", "-shared", "jobs/shared", "--", "true"); code != 1 || !strings.Contains(errOut, "limit") {
 		t.Fatalf("-shared with -limit 2: exit %d %q", code, errOut)
 	}
-	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "jobs/x"); code != 2 {
-		t.Fatalf("no command: exit %d, want 2", code)
+	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "jobs/x"); code != 64 {
+		t.Fatalf("no command: exit %d, want 64 (EX_USAGE, as flock)", code)
 	}
 	if code, _, errOut := lockAgent(t, "exec", "-socket", filepath.Join(t.TempDir(), "nope"), "jobs/x", "--", "true"); code != 1 || !strings.Contains(errOut, "dial") {
 		t.Fatalf("no agent: exit %d %q", code, errOut)
@@ -345,8 +345,8 @@ func TestExecCommandLine(t *testing.T) {
 		t.Errorf("exec -h: exit %d\n%s", code, out)
 	}
 	for _, bad := range [][]string{{"jobs/x", "-wait", "soon", "--", "true"}, {"jobs/x", "-c", "true", "extra"}, {"-n"}} {
-		if code, _, _ := lockAgent(t, append([]string{"exec", "-socket", sock}, bad...)...); code != 2 {
-			t.Errorf("exec %q: exit %d, want 2", bad, code)
+		if code, _, _ := lockAgent(t, append([]string{"exec", "-socket", sock}, bad...)...); code != 64 {
+			t.Errorf("exec %q: exit %d, want 64", bad, code)
 		}
 	}
 }
@@ -663,8 +663,8 @@ func TestExecSeveralNamesAllOrNone(t *testing.T) {
 			holder.Do("UNLOCK " + name + " owner=check")
 		}
 	}
-	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/n1,,jobs/n3", "--", "true"); code != 2 || !strings.Contains(errOut, "empty name") {
-		t.Fatalf("an empty name: exit %d %q, want 2", code, errOut)
+	if code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/n1,,jobs/n3", "--", "true"); code != 64 || !strings.Contains(errOut, "empty name") {
+		t.Fatalf("an empty name: exit %d %q, want 64", code, errOut)
 	}
 }
 

@@ -60,6 +60,8 @@ func electable(o *execOptions) error {
 		return errors.New("-shared: a leader holds its name alone")
 	case o.limit > 0:
 		return errors.New("-limit: a leader holds its name alone")
+	case o.noFork:
+		return errors.New("-F: elect must stay to stop CMD once leadership is lost")
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,19 +23,21 @@ const (
 	exitLost     = 124 // the lock was lost while the command ran; it was stopped (like timeout(1))
 	exitNotExec  = 126 // the command could not be run
 	exitNotFound = 127 // the command was not found
+	exitExUsage  = 64  // bad usage: EX_USAGE of sysexits.h, as flock's
 )
 
 const execUsage = `usage: lock-agent exec [flags] NAME[,NAME...] [flags] [--] CMD [ARGS...]
        lock-agent exec [flags] NAME[,NAME...] [flags] -c 'SHELL COMMAND'
 
-Runs CMD while holding the lock NAME, cluster-wide: flock(1) for the whole cluster.
-The lock is held by the agent connection, and CMD inherits a copy of it (its
-number is in LOCK_AGENT_FD): the lock stays held while CMD, or anything it
-started that kept that descriptor, runs -- also if exec itself is killed -- and
-is released when the last of them exits. CMD also gets LOCK_AGENT_NAME and
-LOCK_AGENT_FENCE (and LOCK_AGENT_SLOT, with -limit). CMD runs in its own process group (the terminal's foreground
-group when exec has the terminal); SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
-exec are passed on to that group once.
+Runs CMD while holding the lock NAME, cluster-wide: flock(1) for the whole
+cluster, with flock's flags. The lock is held by the agent connection, and
+CMD inherits a copy of it (its number is in LOCK_AGENT_FD): the lock stays
+held while CMD, or anything it started that kept that descriptor, runs --
+also if exec itself is killed -- and is released when the last of them
+exits. CMD also gets LOCK_AGENT_NAME and LOCK_AGENT_FENCE (and
+LOCK_AGENT_SLOT, with -limit). CMD runs in its own process group (the
+terminal's foreground group when exec has the terminal); SIGINT, SIGTERM,
+SIGHUP and SIGQUIT sent to exec are passed on to that group once.
 
 Several names, joined by commas (a,b,c; a comma is never part of a name),
 are taken in one request, all or none; two execs over overlapping names
@@ -47,34 +48,54 @@ LOCK_AGENT_SLOT are comma lists in the same order, one entry per name.
 If the lock (any of the names) is lost, CMD's process group gets SIGTERM at
 once and SIGKILL after -kill-after, and exec exits 124.
 
-flags:
-  -wait D, -w D       give up after D: seconds ("5", "0.5") or a Go duration ("1m");
-                      0 tries once (default: wait forever)
-  -n                  same as -wait 0 (flock's --nonblock)
-  -conflict-exit N, -E N
-                      exit status when the lock is busy (default 1); with 0,
-                      nothing is printed either
-  -ttl D              hold at most D, then the lock is lost (default: while CMD runs)
-  -kill-after D       after a lost lock, SIGKILL CMD's group D after SIGTERM (default 5s)
-  -c STRING           run STRING with /bin/sh -c instead of CMD
-  -quiet, -q          print nothing of exec's own (busy, lost) on stderr
-  -shared, -s         take a shared (read) hold
-  -limit N            treat NAME as a semaphore of N holders
-  -fair               be granted in arrival order, across all agents (fair=true)
-  -value V            attach V (any text) to the hold: who and leader show it
-  -on-wanted SIGNAL   send SIGNAL (TERM, USR1, 10, ...) to CMD's process group when
-                      a conflicting request for NAME starts waiting, on any agent
-                      (at most once per 100ms while it stays wanted)
-  -delay D            after an unclean end (exec or CMD killed, the lock lost),
-                      keep NAME from everyone for D (0 to 5m; default: the
-                      agent's lock.lock_delay)
-  -min-hold D         keep NAME held, by nobody once CMD is done, until D after
-                      the grant: run at most once per D across hosts (0 to 24h)
-  -socket PATH        agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
+Flags are read as flock reads them and as Go programs do: -x -n -w 5,
+bundled -xnw5, long --timeout=5 or --timeout 5 (or a unique prefix, --time),
+and one-dash long -wait 5. They go before NAME, or after it up to CMD.
 
-exit status: CMD's status (128+N if killed by signal N); 1 (or -conflict-exit)
-if the lock was busy; 124 if the lock was lost; 1 if the agent could not be
-reached or refused; 2 on bad usage; 126 if CMD could not run, 127 if not found.
+flock's flags:
+  -x, -e, --exclusive  take an exclusive (write) hold: the default
+  -s, --shared, -shared
+                       take a shared (read) hold
+  -n, --nb, --nonblock fail at once if NAME is busy (whatever -w says)
+  -w, --timeout, --wait, -wait D
+                       give up after D: seconds ("5", "0.5") or a Go duration
+                       ("1m"); 0 is -n (default: wait forever)
+  -E, --conflict-exit-code, -conflict-exit N
+                       exit status when NAME is busy under -n or -w, 0 to 255
+                       (default 1); with 0, nothing is printed either
+  -c, --command STRING run STRING with /bin/sh -c instead of CMD
+  -o, --close          CMD does not inherit the agent connection (no
+                       LOCK_AGENT_FD): exec alone holds the lock, so what CMD
+                       leaves running in the background does not keep it,
+                       and the lock ends when CMD ends or exec is killed
+  -F, --no-fork        exec becomes CMD (execve, no child) once it holds
+                       the lock; CMD holds it through the inherited
+                       connection, and nothing is left to stop CMD if the
+                       lock is lost or to forward signals. Not with -o,
+                       -ttl or -on-wanted
+  -h, --help           print this help
+
+exec's own flags:
+  -ttl D               hold at most D, then the lock is lost (default: while CMD runs)
+  -kill-after D        after a lost lock, SIGKILL CMD's group D after SIGTERM (default 5s)
+  -q, -quiet           print nothing of exec's own (busy, lost) on stderr
+  -limit N             treat NAME as a semaphore of N holders
+  -fair                be granted in arrival order, across all agents (fair=true)
+  -value V             attach V (any text) to the hold: who and leader show it
+  -on-wanted SIGNAL    send SIGNAL (TERM, USR1, 10, ...) to CMD's process group when
+                       a conflicting request for NAME starts waiting, on any agent
+                       (at most once per 100ms while it stays wanted)
+  -delay D             after an unclean end (exec or CMD killed, the lock lost),
+                       keep NAME from everyone for D (0 to 5m; default: the
+                       agent's lock.lock_delay)
+  -min-hold D          keep NAME held, by nobody once CMD is done, until D after
+                       the grant: run at most once per D across hosts (0 to 24h)
+  -socket PATH         agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
+
+exit status: CMD's status (128+N if killed by signal N); 1 (or -E) if the
+lock was busy; 124 if the lock was lost; 1 if the agent could not be
+reached or refused; 64 on bad usage (EX_USAGE, as flock); 126 if CMD could
+not run, 127 if not found.
 `
 
 // execOptions is a parsed exec command line.
@@ -92,6 +113,9 @@ type execOptions struct {
 	conflictExit int
 	killAfter    time.Duration
 	quiet        bool
+	nonblock     bool // -n: try once, whatever -wait says
+	close        bool // -o: CMD does not get the agent connection
+	noFork       bool // -F: exec becomes CMD
 	shell        string
 	name         string   // NAME as given: one name, or several joined by commas
 	names        []string // NAME split at its commas
@@ -201,72 +225,66 @@ var errHelp = errors.New("help")
 // parseExecArgs reads flags before and after NAME, up to "--" or the first
 // word that is not a flag.
 func parseExecArgs(args []string) (*execOptions, error) {
-	o := &execOptions{conflictExit: exitBusy, killAfter: 5 * time.Second}
-	fs := execFlags(o)
-	parse := func(args []string) error {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return errHelp
-			}
-			return err
-		}
-		return nil
-	}
-	if err := parse(args); err != nil {
+	o := &execOptions{socket: lockagent.SocketPath(), conflictExit: exitBusy, killAfter: 5 * time.Second}
+	rest, err := o.parseFlags(args)
+	if err != nil {
 		return nil, err
 	}
-	rest := fs.Args()
 	if len(rest) == 0 {
 		return nil, errors.New("no lock NAME")
 	}
 	o.name, rest = rest[0], rest[1:]
-	names, err := splitNames(o.name)
-	if err != nil {
+	if o.names, err = splitNames(o.name); err != nil {
 		return nil, err
 	}
-	o.names = names
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
 	} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
-		if err := parse(rest); err != nil { // flags after NAME, as flock takes -c
+		if rest, err = o.parseFlags(rest); err != nil { // flags after NAME, as flock takes -c
 			return nil, err
 		}
-		rest = fs.Args()
 	}
 	if err := o.setCommand(rest); err != nil {
 		return nil, err
 	}
-	if o.conflictExit < 0 || o.conflictExit > 255 {
-		return nil, fmt.Errorf("-conflict-exit %d: want 0 to 255", o.conflictExit)
+	if o.nonblock { // flock: -n wins over -w, whatever their order
+		o.wait = waitValue{0, true}
 	}
-	return o, nil
+	return o, o.check()
 }
 
-// execFlags are exec's flags, parsed into o. Their help is execUsage.
-func execFlags(o *execOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("lock-agent exec", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.StringVar(&o.socket, "socket", lockagent.SocketPath(), "")
-	fs.Var(&o.wait, "wait", "")
-	fs.Var(&o.wait, "w", "")
-	fs.BoolFunc("n", "", func(string) error { o.wait = waitValue{0, true}; return nil })
-	fs.DurationVar(&o.ttl, "ttl", 0, "")
-	fs.BoolVar(&o.shared, "shared", false, "")
-	fs.BoolVar(&o.shared, "s", false, "")
-	fs.IntVar(&o.limit, "limit", 0, "")
-	fs.BoolVar(&o.fair, "fair", false, "")
-	fs.StringVar(&o.value, "value", "", "")
-	fs.Func("on-wanted", "", func(s string) (err error) { o.onWanted, err = parseSignal(s); return err })
-	fs.Var(&o.delay, "delay", "")
-	fs.DurationVar(&o.minHold, "min-hold", 0, "")
-	fs.IntVar(&o.conflictExit, "conflict-exit", exitBusy, "")
-	fs.IntVar(&o.conflictExit, "E", exitBusy, "")
-	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "")
-	fs.BoolVar(&o.quiet, "quiet", false, "")
-	fs.BoolVar(&o.quiet, "q", false, "")
-	fs.StringVar(&o.shell, "c", "", "")
-	return fs
+// parseFlags reads the flags at the head of args into o and returns the
+// words after them.
+func (o *execOptions) parseFlags(args []string) ([]string, error) {
+	given, rest, err := scanFlags(execFlagSpecs, args)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range given {
+		err := execFlagSetters[f.spec.names[0]](o, f.value)
+		if errors.Is(err, errHelp) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("-%s %s: %w", f.name, f.value, err)
+		}
+	}
+	return rest, nil
+}
+
+// check refuses flags that cannot go together.
+func (o *execOptions) check() error {
+	switch {
+	case o.conflictExit < 0 || o.conflictExit > 255:
+		return fmt.Errorf("-conflict-exit %d: want 0 to 255", o.conflictExit)
+	case o.noFork && o.close:
+		return errors.New("-F and -o: with both, nothing would be left to hold the lock")
+	case o.noFork && o.onWanted != 0:
+		return errors.New("-F and -on-wanted: with -F, exec is not there to send the signal")
+	case o.noFork && o.ttl > 0:
+		return errors.New("-F and -ttl: with -F, exec is not there to stop CMD when the lock expires")
+	}
+	return nil
 }
 
 // setCommand takes the command to run: -c STRING, or the words after NAME
@@ -296,7 +314,7 @@ func execCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lock-agent exec: %v\n\n%s", err, execUsage)
-		return exitUsage
+		return exitExUsage
 	}
 	return runLocked(o, "exec", stderr)
 }
@@ -324,6 +342,9 @@ func runLocked(o *execOptions, command string, stderr io.Writer) int {
 		return code
 	}
 	j := &job{o: o, c: c, locks: locks, sigs: sigs, say: say}
+	if o.noFork {
+		return j.become()
+	}
 	return j.run()
 }
 
@@ -452,13 +473,17 @@ func (j *job) run() int {
 // connection inherited; if it cannot, it says why and returns the exit
 // status.
 func (j *job) start() (*exec.Cmd, int) {
-	inherited, ok := j.inheritable()
-	if !ok {
-		return nil, exitFailure
+	inherited := -1 // -o: the command gets no copy
+	if !j.o.close {
+		var ok bool
+		if inherited, ok = j.inheritable(); !ok {
+			return nil, exitFailure
+		}
+		defer unix.Close(inherited)
 	}
 	cmd := exec.Command(j.o.command[0], j.o.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), j.env(inherited)...)
+	cmd.Env = commandEnv(j.env(inherited))
 	// The command leads its own process group, so that a lost lock stops
 	// everything it started, and signals reach it once: from the terminal
 	// when it has the foreground, else from exec.
@@ -467,16 +492,44 @@ func (j *job) start() (*exec.Cmd, int) {
 		signal.Ignore(syscall.SIGTTOU) // to take the terminal back when it is done
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
 	}
-	err := cmd.Start()
-	unix.Close(inherited)
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		j.say("%v", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return nil, exitNotFound
-		}
-		return nil, exitNotExec
+		return nil, notRun(err)
 	}
 	return cmd, exitOK
+}
+
+// notRun is the exit status for a command that could not be run: 127 if
+// it was not found, else 126, as a shell's.
+func notRun(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitNotExec
+}
+
+// become replaces exec with the command (-F, flock's --no-fork): the
+// command is exec's process, with the agent connection inherited, so it
+// holds the lock until it and whatever kept the connection exit. Nothing is
+// left to act on a lost lock, forward signals or wait for the release.
+func (j *job) become() int {
+	path, err := exec.LookPath(j.o.command[0])
+	if err != nil {
+		j.say("%v", err)
+		return notRun(err)
+	}
+	inherited, ok := j.inheritable()
+	if !ok {
+		return exitFailure
+	}
+	// The connection is the command's alone now: give it a blocking
+	// socket, as it would get from connect(2). (exec's Go runtime set it
+	// non-blocking, a flag the copy shares.)
+	unix.SetNonblock(inherited, false)
+	err = syscall.Exec(path, j.o.command, commandEnv(j.env(inherited)))
+	unix.Close(inherited)
+	j.say("%v", err)
+	return notRun(err)
 }
 
 // inheritable returns a duplicate of the agent connection, without
@@ -513,8 +566,27 @@ func (j *job) env(fd int) []string {
 		fences[i] = strconv.FormatInt(l.Fence(), 10)
 		slots[i] = strconv.Itoa(l.Slot())
 	}
-	return []string{"LOCK_AGENT_NAME=" + j.o.name, "LOCK_AGENT_FENCE=" + strings.Join(fences, ","),
-		"LOCK_AGENT_SLOT=" + strings.Join(slots, ","), "LOCK_AGENT_FD=" + strconv.Itoa(fd)}
+	env := []string{"LOCK_AGENT_NAME=" + j.o.name, "LOCK_AGENT_FENCE=" + strings.Join(fences, ","),
+		"LOCK_AGENT_SLOT=" + strings.Join(slots, ",")}
+	if fd >= 0 {
+		env = append(env, "LOCK_AGENT_FD="+strconv.Itoa(fd))
+	}
+	return env
+}
+
+// commandEnv is exec's environment for the command, with ours in place of
+// any LOCK_AGENT_ variable of the lock of an exec around this one: under
+// -o, LOCK_AGENT_FD must not name a connection the command did not get.
+func commandEnv(ours []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "LOCK_AGENT_NAME", "LOCK_AGENT_FENCE", "LOCK_AGENT_SLOT", "LOCK_AGENT_FD":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env, ours...)
 }
 
 // anyLost returns a context that ends, with the first lock's cause, as soon
@@ -615,8 +687,10 @@ func (j *job) exited(ws syscall.WaitStatus) int {
 	if ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
-	if err := syscall.Kill(-j.pgid, 0); err == nil || errors.Is(err, syscall.EPERM) {
-		return code // background jobs hold the lock; never UNLOCK under them
+	// Background jobs hold the lock: never UNLOCK under them. (With -o
+	// they never had the connection.)
+	if err := syscall.Kill(-j.pgid, 0); !j.o.close && (err == nil || errors.Is(err, syscall.EPERM)) {
+		return code
 	}
 	j.c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

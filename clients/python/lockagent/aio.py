@@ -9,6 +9,10 @@
 ``client.lock(...)`` returns an aio.Lock that ``async with`` acquires and
 releases; ``await client.lock(...)`` (the form of earlier versions) acquires it
 at once, and ``async with await client.lock(...)`` still works.
+What lock(), lock_all(), campaign() and observe() return is a coroutine too,
+so ``asyncio.create_task(client.lock(...))``, ensure_future, wait_for and
+gather take it as a coroutine: each task that runs it acquires on its
+own, as each ``await`` does.
 ``client.lock_all(names, ...)`` is the same for several names at once, all
 or none: an aio.MultiLock of one aio.Lock per name. The owner
 defaults to the calling task (an id numbered once per process, never reused),
@@ -25,6 +29,7 @@ from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, Inval
                     LockLost, MultiLockBase, NotHeld, Observed, check_client_name, check_fence, check_name, check_tag,
                     holders_from, holds_from, lock_line, new_owner, revoke_line, socket_path, status_from, thread_owner,
                     Router)
+from .aio_coroutine import CoroutineMixin, register
 
 __all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "Busy", "ConnectError", "ConnectionClosed",
            "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld"]
@@ -302,7 +307,8 @@ class Client:
             return None
 
 
-class Observation:
+@register
+class Observation(CoroutineMixin):
     """Who leads a name, as the agent pushes it: an async iterator of
     Leader, the current one first; it ends once closed (aclose(), or leaving
     its ``async with``) or when the connection closes. Observations of one
@@ -337,8 +343,8 @@ class Observation:
                 raise
         return self
 
-    def __await__(self):
-        return self.start().__await__()
+    def _awaited(self):
+        return self.start()
 
     def __aiter__(self):
         return self
@@ -377,7 +383,8 @@ class Observation:
         await self.aclose()
 
 
-class Lock(LockBase):
+@register
+class Lock(CoroutineMixin, LockBase):
     """A distributed lock through an aio.Client, usable like asyncio.Lock:
     ``await acquire()``, ``await release()``, ``locked()`` and ``async with``.
     The arguments and properties are those of lockagent.Lock, with tasks for
@@ -435,9 +442,6 @@ class Lock(LockBase):
             raise Busy("%s: the wait ran out" % self.name)
         return hold
 
-    def __await__(self):
-        return self._awaited().__await__()
-
     async def _awaited(self):
         (await self._acquire_or_raise()).preacquired = True
         return self
@@ -487,7 +491,8 @@ class Lock(LockBase):
         return False
 
 
-class MultiLock(MultiLockBase):
+@register
+class MultiLock(CoroutineMixin, MultiLockBase):
     """Several names through an aio.Client, acquired together: all or none.
     The asyncio twin of lockagent.MultiLock: a sequence of one aio.Lock per
     name, in the order given, with ``await acquire()``, ``await release()``,
@@ -536,9 +541,6 @@ class MultiLock(MultiLockBase):
         if grants is None:
             raise self._busy()
         return grants
-
-    def __await__(self):
-        return self._awaited().__await__()
 
     async def _awaited(self):
         for _, hold, _ in await self._acquire_or_raise():
