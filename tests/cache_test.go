@@ -358,3 +358,29 @@ func TestACachedNameLeadsNothing(t *testing.T) {
 		t.Fatalf("the observer never saw the holder the cache was lent to (fence %d): %v", second.Int("fence"), o.events)
 	}
 }
+
+// TestASharedHoldCaches: a read lock caches as a lock does, and is lent
+// only to a read lock; a reader on another agent is granted beside the
+// cached record at once, and a writer there takes the name from the cache.
+func TestASharedHoldCaches(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	other := agenttest.Dial(t, b.Config.Socket.Path)
+	first := c.Do("LOCK read mode=shared")
+	c.Do("UNLOCK read")
+	awaitCachedWho(t, other, "read", "host-a", 0)
+	before := metric(t, a, "lock_agent_cached_grants_total")
+	again := c.Do("LOCK read mode=shared")
+	if again.Kind != "OK" || again.Int("fence") <= first.Int("fence") || metric(t, a, "lock_agent_cached_grants_total") != before+1 {
+		t.Fatalf("a read lock of a cached read lock: %s after %s, not lent", again.Line, first.Line)
+	}
+	c.Do("UNLOCK read")
+	awaitCachedWho(t, other, "read", "host-a", 0)
+	if r := other.Do("LOCK read mode=shared wait=0"); r.Kind != "OK" {
+		t.Fatalf("a reader beside a cached read lock: %s", r.Line)
+	}
+	other.Do("UNLOCK read")
+	if r := other.Do("LOCK read wait=0"); r.Kind != "OK" {
+		t.Fatalf("a writer after a cached read lock: %s", r.Line)
+	}
+}
