@@ -203,6 +203,12 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 		}
 		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
 		return c, heard
+	case f.wait0 && !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
+		// Cached records were in its way a moment ago: what is in its way
+		// now may be their release on its way, or a give-back of its own
+		// earlier attempt. It tries again soon, until the bound.
+		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), f.retry.min)
+		return c, heard
 	case f.wait0:
 		heard.kind, heard.answer = answerHead, quorum.ErrBusy
 		return c, heard
