@@ -255,8 +255,10 @@ func (a *Agent) dropCacheLocked(h *hold) {
 
 // cacheLost ends the cache whose record rh was lost while no client held
 // it: silently (no one to tell), and the record is released once its
-// validity ended, as a lost hold's is. It says whether rh was a cache's.
-func (a *Agent) cacheLost(rh *renewal.Hold) bool {
+// validity ended, as a lost hold's is, or at once if it was revoked (a
+// majority can no longer renew it, and REVOKE waits for it to end). It
+// says whether rh was a cache's.
+func (a *Agent) cacheLost(rh *renewal.Hold, revoked bool) bool {
 	a.mu.Lock()
 	c := a.caches[rh.Name]
 	mine := c != nil && c.rh == rh && c.holder == nil
@@ -266,7 +268,11 @@ func (a *Agent) cacheLost(rh *renewal.Hold) bool {
 	}
 	a.mu.Unlock()
 	if mine {
-		a.releaseAt(rh, a.watchdog.Deadline(rh))
+		at := a.watchdog.Deadline(rh)
+		if revoked {
+			at = time.Time{}
+		}
+		a.releaseAt(rh, at)
 	}
 	return mine
 }

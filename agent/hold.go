@@ -179,7 +179,7 @@ func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
 	}
 	a.mu.Unlock()
 	if h == nil {
-		a.cacheLost(rh)
+		a.cacheLost(rh, revoked)
 		return
 	}
 	s := h.sess
