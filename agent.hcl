@@ -18,7 +18,9 @@ socket {
 
 # One block per independent Redis master: no replicas, no failover between
 # them. At least one; an odd number (3 or 5) is what RedLock wants. The quorum
-# is a majority of the blocks. Persistence is not required: a master that
+# is a majority of the blocks: 3 tolerate one master out, 5 two, 1 none (an
+# even number no more than one fewer; docs/operations.md, "How many masters").
+# Persistence is not required: a master that
 # restarts (empty, or from a snapshot) sits out one lease + drift (15.26s by
 # default) before it votes again (see docs/operations.md, "The masters").
 redis "a" {

@@ -130,7 +130,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.tolerates())
+	a.warnNoFaultTolerance()
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup

@@ -449,7 +449,8 @@ return 1
 // raiseFenceSrc raises the fence counter to at least ARGV[2], the last
 // fence of the grant's block, and, if the holder's record
 // is given and exists, makes it carry the grant's fence ARGV[1] and marks
-// that fence settled (the field settled: only the granting agent writes
+// that fence settled, unless it carries a later one (a hand-over's retag
+// may land before a write-back that was sent earlier) (the field settled: only the granting agent writes
 // back, and only the fence it decided, so a reader of the record knows
 // the term's fence without waiting for the masters that refused the
 // grant: see Cluster.Leader). A marked record of an observed name (KEYS[3]
@@ -459,7 +460,7 @@ return 1
 // ARGV: fence, block end, channel (with the holder key).
 // Returns the counter after.
 const raiseFenceSrc = `
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 and (tonumber(redis.call('HGET', KEYS[2], 'fence')) or 0) <= tonumber(ARGV[1]) then
   redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'settled', ARGV[1])
   if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[3], 'leader changed') end
 end
