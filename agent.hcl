@@ -86,6 +86,12 @@ lock {
   # waiter on another agent under ~50ms. 0 in either turns cohorting off.
   cohort_max_handoffs = 128
   cohort_max_hold     = "20ms"
+  # Lock caching: after the last local holder of a name (exclusive or shared; no
+  # ttl=, limit=, fair=, delay=, min_hold=, value=, notify=) lets go, the agent keeps
+  # its record in the masters this long and answers the next local LOCK of it with
+  # no round on the masters. Another agent that wants the name ends it at once.
+  # 0 turns caching off.
+  cache_linger = "1s"
 }
 
 # SIGHUP applies new limits at once, to the requests that follow.

@@ -59,7 +59,8 @@ type session struct {
 	//  1. session.mu (this one): the session's holds, waits and multi-locks.
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
-	//  2. Agent.mu: the sessions, the queues, the cohorts, the live holders
+	//  2. Agent.mu: the sessions, the queues, the cohorts, the caches and
+	//     the names other agents want (cache.go), the live holders
 	//     of the watchdog's records (renewal.Hold.Owner) and their count,
 	//     the notify=wanted holds by name (wanted.go), the names whose
 	//     waiters are recorded (waiting.go), the observations and each

@@ -55,8 +55,16 @@ type Refusal struct {
 	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
 	BestSlot    int           // the slot most masters granted: the one to ask for next
 	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
-	Masters     []error       // each failed master's error
-	Size        int           // how many masters the cluster has
+	// OnlyCached says, for ErrBusy, that on some busy master only records
+	// their agents keep cached (no client holds them) were in the claim's
+	// way: saying so (Wanted) makes those agents give the name up. Some, not
+	// all: a mark lands on each master in its own time (see MarkCached),
+	// and a give-back of an earlier failed attempt may still be in the
+	// way on another; a name a client holds shows no mark but in the
+	// moments after its cache lent it.
+	OnlyCached bool
+	Masters    []error // each failed master's error
+	Size       int     // how many masters the cluster has
 }
 
 // Err is the refusal as an error for the edge (the wire code mapping):
@@ -110,6 +118,7 @@ type acquireAnswers struct {
 	busyOn     []int   // masters that answered held: their counters may lag
 	conflicts  int     // masters that hold the name for another kind of claim
 	readers    int     // busy answers where only shared holders block
+	cached     int     // busy answers where only cached records block
 	heldLimit  int     // the limit of the last conflict
 	retryAfter time.Duration
 }
@@ -123,7 +132,7 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	case len(vals) == 3 && vals[0] == 1:
 		x.fences[a.i], x.slots[a.i] = vals[1], int(vals[2])
 		return x.slots[a.i], true, nil
-	case len(vals) != 2 && len(vals) != 3:
+	case len(vals) < 2 || len(vals) > 4:
 		return 0, false, errors.New("unexpected acquire reply")
 	case vals[0] == -3:
 		x.conflicts++
@@ -135,8 +144,11 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	}
 	x.busyOn = append(x.busyOn, a.i)
 	x.retryAfter = max(x.retryAfter, time.Duration(vals[1])*time.Millisecond)
-	if len(vals) == 3 && vals[2] == 1 {
+	if len(vals) >= 3 && vals[2] == 1 {
 		x.readers++
+	}
+	if len(vals) == 4 && vals[3] == 1 {
+		x.cached++
 	}
 	return 0, false, nil
 }
@@ -149,7 +161,8 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 	busy := len(x.busyOn) + x.conflicts
 	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
-		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn), Masters: r.errs, Size: n}
+		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
+		OnlyCached: x.cached > 0, Masters: r.errs, Size: n}
 	switch {
 	case outcome == Won:
 		g, err := c.complete(ctx, req, x, r, slot)
