@@ -119,9 +119,14 @@ func (a *Agent) fenceBlock(q *queue, w *waiter) int {
 func (a *Agent) cohortBlock() int { return a.cfg.Lock.CohortMaxHandoffs + 1 }
 
 // startCohortLocked makes h, just granted with g, the first holder of a run
-// if g reserved a block. Agent.mu is held.
+// if g reserved a run's block, or a cache's block (cacheGrantBlock) and a
+// waiter queued behind it while its round was on its way: the round's
+// block was chosen before that waiter came. Agent.mu is held.
 func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
-	if g.Record.Top-g.Fence < int64(a.cohortBlock())-1 || !cohortable(l) { // a cache's block starts no run
+	if !a.cohortOn() || !cohortable(l) || g.Record.Top == g.Fence {
+		return
+	}
+	if g.Record.Top-g.Fence < int64(a.cohortBlock())-1 && !a.cohortableHeadLocked(h.rh.Name) {
 		return
 	}
 	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: g.Record.Top, started: a.clock.Now(), record: g.Record}
@@ -132,6 +137,18 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 	}
 	h.cohort = c
 	a.cohorts[c.name] = c
+}
+
+// cohortableHeadLocked says whether name's first local waiter could take
+// the name from a run. Agent.mu is held.
+func (a *Agent) cohortableHeadLocked(name string) bool {
+	q := a.queues[name]
+	if q == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiters) > 0 && cohortable(q.waiters[0].req)
 }
 
 // endCohortLocked ends h's run, if h is its holder: h's hold is about to be

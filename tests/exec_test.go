@@ -157,7 +157,7 @@ func TestStatusAndWhoCommands(t *testing.T) {
 	c := agenttest.Dial(t, sock)
 	c.Do("LOCK ops/blocker owner=batch")
 	code, out, _ := lockAgent(t, "status", "-socket", sock)
-	if code != 0 || !strings.Contains(out, "3/3 masters up (quorum 2, ok)") || !strings.Contains(out, "MASTER") || !strings.Contains(out, "agent host-a ") {
+	if code != 0 || !strings.Contains(out, "3/3 masters up (quorum 2, tolerates 1 down, ok)") || !strings.Contains(out, "MASTER") || !strings.Contains(out, "agent host-a ") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockAgent(t, "status", "-socket", sock, "-json")
@@ -422,7 +422,7 @@ func TestStatusWithoutQuorumFails(t *testing.T) {
 	}
 	agenttest.Dial(t, a.Config.Socket.Path).AwaitMasters("up", 1)
 	code, out, _ := lockAgent(t, "status", "-socket", a.Config.Socket.Path)
-	if code != 3 || !strings.Contains(out, "1/3 masters up (quorum 2, NO QUORUM)") || !strings.Contains(out, "agent lonely ") {
+	if code != 3 || !strings.Contains(out, "1/3 masters up (quorum 2, tolerates 1 down, NO QUORUM)") || !strings.Contains(out, "agent lonely ") {
 		t.Fatalf("status without quorum: exit %d, want 3\n%s", code, out)
 	}
 	if code, out, _ := lockAgent(t, "status", "-socket", a.Config.Socket.Path, "-json"); code != 3 || !strings.Contains(out, `"id": "lonely"`) {
