@@ -20,22 +20,23 @@ import (
 // the burst's requests were in flight.
 //
 // So after a burst (at least Burst bytes allocated since the last trim)
-// that is over (under Quiet bytes allocated in the last Interval), it runs
-// one GC and releases every free page (debug.FreeOSMemory). Under steady
-// load it never trims: the agent is never quiet, and its GC cycles keep the
-// heap goal near twice what is live. A trim costs one GC cycle per Burst
-// bytes allocated, which is no more than the GC runs anyway.
+// that is over (under Quiet bytes allocated in the last Interval: a
+// renewal of 100,000 holds allocates less, a busy agent more), it runs one
+// GC and releases every free page (debug.FreeOSMemory). Under steady load
+// it never trims: the agent is never quiet, and its GC cycles keep the heap
+// goal near twice what is live. A trim costs one GC cycle per Burst bytes
+// allocated, which is no more than the GC runs anyway.
 type memoryTrimmer struct {
 	Interval time.Duration // how often it looks; default 250ms
 	Burst    uint64        // default 64 MiB
-	Quiet    uint64        // default 1 MiB
+	Quiet    uint64        // default 8 MiB
 	log      hclog.Logger
 }
 
 const allocsMetric = "/gc/heap/allocs:bytes"
 
 func newMemoryTrimmer(log hclog.Logger) *memoryTrimmer {
-	return &memoryTrimmer{Interval: 250 * time.Millisecond, Burst: 64 << 20, Quiet: 1 << 20, log: log}
+	return &memoryTrimmer{Interval: 250 * time.Millisecond, Burst: 64 << 20, Quiet: 8 << 20, log: log}
 }
 
 // Run trims until ctx ends. Its ticks are the host's time, not the

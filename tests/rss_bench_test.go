@@ -144,12 +144,14 @@ func BenchmarkRSS100kHolds(b *testing.B) {
 		cpu0, t0 := procCPU(b, pid), time.Now()
 		time.Sleep(30 * time.Second) // six renewal rounds at the default 15 s lease
 		cpu := float64(procCPU(b, pid)-cpu0) / float64(time.Since(t0))
+		later := procRSS(b, pid)
 		for _, c := range conns {
 			c.Close()
 		}
 		b.ReportMetric((held-idle)/float64(sessions*holdsPer), "B/hold")
 		b.ReportMetric(idle/(1<<20), "MiB-idle")
 		b.ReportMetric(held/(1<<20), "MiB-held")
+		b.ReportMetric(later/(1<<20), "MiB-held-32s")
 		b.ReportMetric(100*cpu, "%core-renewing")
 		b.ReportMetric(float64(sessions*holdsPer)/took.Seconds(), "locks/s")
 	}
