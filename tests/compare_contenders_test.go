@@ -18,13 +18,12 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
-	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	goredislib "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
 
-// The three ways a process can take a lock over the same masters that
+// The ways a process can take a lock over the same masters that
 // BenchmarkCompare sets side by side.
 
 // locker is one client of a contender, used by one goroutine at a time.
@@ -34,6 +33,9 @@ type locker interface {
 	// have a deadline.
 	lock(ctx context.Context, name string) (bool, error)
 	unlock(name string) error
+	// try takes name if it is free, without waiting: false if it is
+	// held, errRefused if the masters could not decide in time.
+	try(name string) (bool, error)
 }
 
 // errRefused is a LOCK that the masters could not decide in time (the
@@ -71,7 +73,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// floorLease is the floor's lease: the agents' (see BenchmarkCompare).
+// floorLease is the floor's lease: the agents' (compareLock, newInprocAgents).
 const floorLease = 15 * time.Second
 
 // floorRoundTimeout bounds each command to one master.
@@ -196,6 +198,18 @@ func (c *floorClient) lock(ctx context.Context, name string) (bool, error) {
 	}
 }
 
+func (c *floorClient) try(name string) (bool, error) {
+	a, ok, refused := c.floor.acquire("floor:" + name)
+	if ok {
+		c.held[name] = a
+		return true, nil
+	}
+	if err := c.floor.release(a); err != nil {
+		return false, err
+	}
+	return false, refused
+}
+
 func (c *floorClient) unlock(name string) error {
 	a := c.held[name]
 	if a == nil {
@@ -245,6 +259,20 @@ func (c *redsyncClient) lock(ctx context.Context, name string) (bool, error) {
 	}
 }
 
+func (c *redsyncClient) try(name string) (bool, error) {
+	m := c.rs.NewMutex("redsync:" + name)
+	err := m.TryLock()
+	var redisErr *redsync.RedisError
+	switch {
+	case err == nil:
+		c.held[name] = m
+		return true, nil
+	case errors.As(err, &redisErr):
+		return false, fmt.Errorf("%w: redsync: %w", errRefused, err)
+	}
+	return false, nil // taken
+}
+
 func (c *redsyncClient) unlock(name string) error {
 	m := c.held[name]
 	if m == nil {
@@ -257,15 +285,16 @@ func (c *redsyncClient) unlock(name string) error {
 	return nil
 }
 
-// newAgentContender talks to agents[group] over its socket with lineClient.
-func newAgentContender(agents [2]*agenttest.Agent) *contender {
+// newAgentContender talks to the agent at socks[group] over its socket
+// with lineClient.
+func newAgentContender(name string, socks [2]string) *contender {
 	return &contender{
-		name: "agent",
+		name: name,
 		client: func(b *testing.B, group int) locker {
-			return dialLine(b, agents[group].Config.Socket.Path)
+			return dialLine(b, socks[group])
 		},
 		parked: func(b *testing.B, group int) {
-			c := dialLine(b, agents[group].Config.Socket.Path)
+			c := dialLine(b, socks[group])
 			defer c.conn.Close()
 			var r string
 			lockagenttest.Eventually(b, 5*time.Second, func() bool {
@@ -322,7 +351,15 @@ func (c *lineClient) lock(ctx context.Context, name string) (bool, error) {
 	if wait <= 0 {
 		return false, nil
 	}
-	r, err := c.do(fmt.Sprintf("LOCK %s wait=%d", name, wait), time.Duration(wait)*time.Millisecond+5*time.Second)
+	return c.lockFor(name, wait)
+}
+
+func (c *lineClient) try(name string) (bool, error) { return c.lockFor(name, 0) }
+
+// lockFor sends LOCK name wait=waitMillis and reads its answer as lock
+// does.
+func (c *lineClient) lockFor(name string, waitMillis int64) (bool, error) {
+	r, err := c.do(fmt.Sprintf("LOCK %s wait=%d", name, waitMillis), time.Duration(waitMillis)*time.Millisecond+5*time.Second)
 	switch {
 	case err != nil:
 		return false, err

@@ -1,0 +1,17 @@
+# The Java client: built with javac alone (no Maven), its example compiled
+# against the jar, and its tests run against the real agent. Needs a JDK 17+:
+# installed here when missing (Debian's openjdk-17-jdk-headless), as
+# scripts/test installs redis-server.
+set -euo pipefail
+if ! command -v javac >/dev/null || ! javac -version 2>&1 | grep -Eq 'javac (1[7-9]|[2-9][0-9])'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing openjdk-17-jdk-headless (the Java client's tests need javac 17)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+  else
+    echo "javac 17 is not installed: sudo apt-get install -y openjdk-17-jdk-headless" >&2
+    exit 1
+  fi
+fi
+clients/java/test.sh
