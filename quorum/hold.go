@@ -184,7 +184,7 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 			args = append(args, h.Holder, "w"+lastMS)
 			continue
 		}
-		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
+		keys = append(keys, c.setKey(h.Name)) // the script makes the holder key
 		ms := lastMS
 		if h.Tail {
 			ms = "t" + ms
