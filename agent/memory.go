@@ -15,17 +15,17 @@ import (
 // goal and its scavenger releases what is above it; but an agent that
 // took 100,000 holds in a burst and then only renews them allocates too
 // little to start a GC for minutes (Go forces one every two). Until then
-// top showed 3.5-4 KiB per hold, of which ~600 B were live: the rest was
-// the burst's garbage, its goroutines' stacks, and a heap goal set while
-// the burst's requests were in flight.
+// top showed 3.5-17 KiB per hold, of which ~600 B were live: the rest was
+// the burst's garbage, its goroutines' stacks (one per pipelined LOCK
+// until its round ends), and a heap goal set while they were in flight.
 //
 // So after a burst (at least Burst bytes allocated since the last trim)
-// that is over (under Quiet bytes allocated in the last Interval: a
-// renewal of 100,000 holds allocates less, a busy agent more), it runs one
-// GC and releases every free page (debug.FreeOSMemory). Under steady load
-// it never trims: the agent is never quiet, and its GC cycles keep the heap
-// goal near twice what is live. A trim costs one GC cycle per Burst bytes
-// allocated, which is no more than the GC runs anyway.
+// that is over (under Quiet bytes allocated in each of the last two
+// Intervals: a renewal of 100,000 holds allocates less, a busy agent
+// more), it runs one GC and releases every free page (debug.FreeOSMemory).
+// Under steady load it never trims: the agent is never quiet, and its GC
+// cycles keep the heap goal near twice what is live. A trim costs one GC
+// cycle per Burst bytes allocated, which is no more than the GC runs anyway.
 type memoryTrimmer struct {
 	Interval time.Duration // how often it looks; default 250ms
 	Burst    uint64        // default 64 MiB
@@ -49,7 +49,8 @@ func (m *memoryTrimmer) Run(ctx context.Context) error {
 		runtimemetrics.Read(sample)
 		return sample[0].Value.Uint64()
 	}
-	trimmed, last := allocated(), allocated()
+	trimmed := allocated()
+	before, last := trimmed, trimmed
 	for {
 		select {
 		case <-ctx.Done():
@@ -57,19 +58,22 @@ func (m *memoryTrimmer) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 		now := allocated()
-		if m.due(trimmed, last, now) {
+		if m.due(trimmed, before, last, now) {
 			start := time.Now()
 			debug.FreeOSMemory()
 			m.log.Debug("returned free memory to the OS after a burst", "allocated_mib", (now-trimmed)>>20, "took", time.Since(start))
 			trimmed = allocated()
 			now = trimmed
 		}
-		last = now
+		before, last = last, now
 	}
 }
 
 // due says whether to trim, given the bytes allocated in all at the last
-// trim, at the last look, and now.
-func (m *memoryTrimmer) due(trimmed, last, now uint64) bool {
-	return now-trimmed >= m.Burst && now-last < m.Quiet
+// trim, at the two looks before this one, and now. Two quiet intervals in
+// a row, not one: a burst's requests may all be waiting for the masters
+// for a moment, and a trim then would cost a GC of the burst's whole heap
+// in the middle of it.
+func (m *memoryTrimmer) due(trimmed, before, last, now uint64) bool {
+	return now-trimmed >= m.Burst && now-last < m.Quiet && last-before < m.Quiet
 }

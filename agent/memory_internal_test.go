@@ -13,18 +13,19 @@ func TestMemoryTrimmerTrimsOnlyOnceABurstIsOver(t *testing.T) {
 	m := newMemoryTrimmer(hclog.NewNullLogger())
 	const mib = 1 << 20
 	for _, c := range []struct {
-		name               string
-		trimmed, last, now uint64
-		want               bool
+		name                       string
+		trimmed, before, last, now uint64
+		want                       bool
 	}{
-		{"a burst that is over is trimmed", 0, 100 * mib, 100*mib + 1000, true},
-		{"a burst still allocating is not trimmed yet", 0, 100 * mib, 110 * mib, false},
-		{"a quiet agent that allocated little since the last trim is left alone", 10 * mib, 20 * mib, 20 * mib, false},
-		{"exactly Burst since the last trim, then quiet, is a burst", 0, 64 * mib, 64 * mib, true},
+		{"a burst that is over is trimmed", 0, 100 * mib, 100 * mib, 100*mib + 1000, true},
+		{"a burst still allocating is not trimmed yet", 0, 90 * mib, 100 * mib, 110 * mib, false},
+		{"a burst quiet for one look only is not trimmed yet", 0, 90 * mib, 100 * mib, 100 * mib, false},
+		{"a quiet agent that allocated little since the last trim is left alone", 10 * mib, 20 * mib, 20 * mib, 20 * mib, false},
+		{"exactly Burst since the last trim, then quiet twice, is a burst", 0, 64 * mib, 64 * mib, 64 * mib, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := m.due(c.trimmed, c.last, c.now); got != c.want {
-				t.Fatalf("due(%d, %d, %d) = %v, want %v", c.trimmed, c.last, c.now, got, c.want)
+			if got := m.due(c.trimmed, c.before, c.last, c.now); got != c.want {
+				t.Fatalf("due(%d, %d, %d, %d) = %v, want %v", c.trimmed, c.before, c.last, c.now, got, c.want)
 			}
 		})
 	}
