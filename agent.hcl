@@ -18,7 +18,9 @@ socket {
 
 # One block per independent Redis master: no replicas, no failover between
 # them. At least one; an odd number (3 or 5) is what RedLock wants. The quorum
-# is a majority of the blocks. Persistence is not required: a master that
+# is a majority of the blocks: 3 tolerate one master out, 5 two, 1 none (an
+# even number no more than one fewer; docs/operations.md, "How many masters").
+# Persistence is not required: a master that
 # restarts (empty, or from a snapshot) sits out one lease + drift (15.26s by
 # default) before it votes again (see docs/operations.md, "The masters").
 redis "a" {
@@ -84,6 +86,12 @@ lock {
   # waiter on another agent under ~50ms. 0 in either turns cohorting off.
   cohort_max_handoffs = 128
   cohort_max_hold     = "20ms"
+  # Lock caching: after the last local holder of a name (exclusive or shared; no
+  # ttl=, limit=, fair=, delay=, min_hold=, value=, notify=) lets go, the agent keeps
+  # its record in the masters this long and answers the next local LOCK of it with
+  # no round on the masters. Another agent that wants the name ends it at once.
+  # 0 turns caching off.
+  cache_linger = "1s"
 }
 
 # SIGHUP applies new limits at once, to the requests that follow.

@@ -61,6 +61,8 @@ type Agent struct {
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
 	cohorts map[string]*cohort     // names held in a run of local holders: see cohort.go
+	caches  map[string]*cache      // names whose records outlive their last local holder: see cache.go
+	shared  map[string]time.Time   // names other agents wanted lately, not cached: see cache.go
 	wanted  map[string]*wantedName // names with notify=wanted holds: see wanted.go
 	// waitRecs are the names whose waiters this agent records on the
 	// masters: see waiting.go.
@@ -88,7 +90,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
-		cohorts: map[string]*cohort{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
+		cohorts: map[string]*cohort{}, caches: map[string]*cache{}, shared: map[string]time.Time{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
 		metrics: newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
@@ -128,7 +130,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.tolerates())
+	a.warnNoFaultTolerance()
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
@@ -210,6 +213,7 @@ func (a *Agent) shutdown() {
 	case <-grace.C:
 		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
 	}
+	a.releaseCaches()
 }
 
 // openSessions is a snapshot of the open sessions, for work on each

@@ -99,13 +99,17 @@ func cohortable(l protocol.Lock) bool {
 // block when the waiter behind w could take the name from it, else one
 // (no fences are spent on a run that cannot start).
 func (a *Agent) fenceBlock(q *queue, w *waiter) int {
+	least := 1
+	if a.cacheOn() && cacheable(w.req) && w.done == nil {
+		least = cacheGrantBlock // its record may be cached and lent on: see cache.go
+	}
 	if !a.cohortOn() || !cohortable(w.req) {
-		return 1
+		return least
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.waiters) < 2 || q.waiters[0] != w || !cohortable(q.waiters[1].req) {
-		return 1
+		return least
 	}
 	return a.cohortBlock()
 }
@@ -117,7 +121,7 @@ func (a *Agent) cohortBlock() int { return a.cfg.Lock.CohortMaxHandoffs + 1 }
 // startCohortLocked makes h, just granted with g, the first holder of a run
 // if g reserved a block. Agent.mu is held.
 func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
-	if g.Record.Top <= g.Fence || !cohortable(l) {
+	if g.Record.Top-g.Fence < int64(a.cohortBlock())-1 || !cohortable(l) { // a cache's block starts no run
 		return
 	}
 	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: g.Record.Top, started: a.clock.Now(), record: g.Record}
@@ -159,6 +163,7 @@ func (a *Agent) leaveCohort(h *hold) {
 	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
 		delete(a.cohorts, c.name)
 	}
+	h.cacheable = false // nor may it be cached for one
 	a.mu.Unlock()
 }
 

@@ -72,6 +72,12 @@ type LockConfig struct {
 	// while another agent waits for it: the first release after it is a real
 	// one. Default 20ms; 0 turns cohorting off.
 	CohortMaxHold time.Duration
+	// CacheLinger is how long the agent keeps a name's record in the
+	// masters after its last local holder let go with no local request
+	// waiting (lock caching: see cache.go), so that its next local LOCK is
+	// answered with no round on the masters; another agent that wants the
+	// name ends it at once. Default 1s; 0 turns caching off.
+	CacheLinger time.Duration
 }
 
 // Limits bound what clients can make the agent hold.
@@ -114,7 +120,8 @@ func Default() Config {
 		Socket:  SocketConfig{Path: DefaultSocketPath, Mode: 0o660},
 		Lock: LockConfig{Lease: 15 * time.Second, KeyPrefix: "lock-agent:", DriftFactor: 0.01,
 			MasterTimeout: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-			MaxTTL: 720 * time.Hour, CohortMaxHandoffs: 128, CohortMaxHold: 20 * time.Millisecond},
+			MaxTTL: 720 * time.Hour, CohortMaxHandoffs: 128, CohortMaxHold: 20 * time.Millisecond,
+			CacheLinger: time.Second},
 		Limits:  Limits{MaxSessions: 10000, MaxHoldsPerSession: 1000, MaxWaiters: 100000, MaxSessionsPerUID: 1000},
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Systemd: SystemdConfig{ReadyTimeout: 30 * time.Second},

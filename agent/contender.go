@@ -45,6 +45,11 @@ type contender struct {
 	// slot most masters granted in it: the one that waiter asks for next.
 	slotOf *waiter
 	slot   int
+	// cachedFor is the wait=0 head that found only other agents' cached
+	// records in its way, and cachedUntil the end of its bounded wait for
+	// their release (see cache.go).
+	cachedFor   *waiter
+	cachedUntil time.Time
 }
 
 // slotFor is the slot an attempt for w asks for: after a split, the slot
@@ -114,18 +119,25 @@ type roundFacts struct {
 	quorum   int     // how many masters make a majority
 	lease    time.Duration
 	retry    retryPolicy
+	// ownCache says this agent keeps the name cached (lent to a local
+	// holder): no other agent's release is to be waited for.
+	ownCache bool
+	// cacheWait bounds how long a wait=0 head waits for other agents to
+	// give up their cached records: 4×master_timeout.
+	cacheWait time.Duration
 }
 
 // actionKind is what the contender does after a round.
 type actionKind int
 
 const (
-	grantHead  actionKind = iota // the round won: hand the name to the head
-	answerHead                   // end the head's wait with action.answer
-	retry                        // try again, not before contender.notBefore
-	enterQueue                   // mark the head as wanting a place in the masters' queue, then try again
-	subscribe                    // subscribe to the name's releases, then try again at once
-	park                         // say the name is wanted here, and wait for a release, a change in the queue, or action.wake
+	grantHead   actionKind = iota // the round won: hand the name to the head
+	answerHead                    // end the head's wait with action.answer
+	retry                         // try again, not before contender.notBefore
+	enterQueue                    // mark the head as wanting a place in the masters' queue, then try again
+	subscribe                     // subscribe to the name's releases, then try again at once
+	park                          // say the name is wanted here, and wait for a release, a change in the queue, or action.wake
+	awaitCached                   // wait=0: say the name is wanted here (if action.sayWanted), and wait up to action.wake for a release
 )
 
 // action is the decision after a round.
@@ -136,7 +148,10 @@ type action struct {
 	// heard from a majority, or one that did not (noQuorum, its error).
 	noted    bool
 	noQuorum error
-	wake     time.Duration // for park: the fallback wake-up, the holder's remaining lease
+	wake     time.Duration // for park: the fallback wake-up, the holder's remaining lease; for awaitCached: the bound
+	// sayWanted, for awaitCached, says the cached records' agents are
+	// not told yet that the head waits.
+	sayWanted bool
 }
 
 // next decides what follows a round for the head: the contender's next
@@ -178,6 +193,22 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contender, action) {
 	heard := action{noted: true}
 	switch {
+	case f.wait0 && r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
+		// No client holds the name: the agents that cache it give it up
+		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
+		// for that, and that alone, a bounded time.
+		heard.sayWanted = c.cachedFor != f.waiter
+		if heard.sayWanted {
+			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
+		}
+		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
+		return c, heard
+	case f.wait0 && !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
+		// Cached records were in its way a moment ago: what is in its way
+		// now may be their release on its way, or a give-back of its own
+		// earlier attempt. It tries again soon, until the bound.
+		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), f.retry.min)
+		return c, heard
 	case f.wait0:
 		heard.kind, heard.answer = answerHead, quorum.ErrBusy
 		return c, heard
@@ -216,6 +247,11 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 		}
 	}
 	heard.kind, heard.wake = park, min(r.RetryAfter, f.lease)
+	if r.OnlyCached {
+		// Its agents give the name up once they hear that it is wanted
+		// (park says so); should they miss it, the waiter says so again.
+		heard.wake = min(heard.wake, f.cacheWait)
+	}
 	return c, heard
 }
 
@@ -263,7 +299,7 @@ type contending struct {
 // contend works for q's head until q is empty (see the top of this file).
 func (a *Agent) contend(q *queue) {
 	r := &contending{a: a, q: q, ctx: a.runCtx,
-		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy()}}
+		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(), cacheWait: 4 * a.cfg.Lock.MasterTimeout}}
 	defer func() {
 		if r.watch != nil {
 			r.watch.Close()
@@ -387,6 +423,8 @@ func (r *contending) attempt(w *waiter) {
 		r.subscribe()
 	case park:
 		r.park(w, act.wake)
+	case awaitCached:
+		r.awaitCached(w, act)
 	case retry: // at the next turn, once contender.notBefore has passed
 	}
 }
@@ -415,6 +453,7 @@ func (r *contending) facts(w *waiter) roundFacts {
 	f.now, f.jitter, f.name, f.waiter = r.a.clock.Now(), rand.Float64(), q.name, w
 	f.wait0, f.fair, f.writer = w.req.Wait == 0, w.req.Fair, w.req.Mode == protocol.Exclusive && limitOf(w.req) == 1
 	f.hasEntry, f.watching = hasEntry, r.watch != nil
+	f.ownCache = r.a.cachesName(q.name)
 	return f
 }
 
@@ -444,6 +483,28 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 	t.Stop()
 	now := a.clock.Now()
 	r.state = r.state.woke(wake{woken: woken, parked: now.Sub(parked), now: now, jitter: rand.Float64(), retry: r.policy.retry})
+}
+
+// awaitCached tells the agents that cache q's name that w, a wait=0 head,
+// wants it (if act says so), then waits up to act.wake for a release, or
+// a confirmed subscription (a release before it was missed): the round
+// after it finds the name free, or waits again until the bound (see
+// contender.busy).
+func (r *contending) awaitCached(w *waiter, act action) {
+	a, q := r.a, r.q
+	r.subscribe()
+	if act.sayWanted {
+		a.cluster.Wanted(q.name, a.want(q, w))
+	}
+	t := a.clock.NewTimer(act.wake)
+	defer t.Stop()
+	select {
+	case <-r.watch.C():
+	case <-r.watch.Recheck():
+	case <-q.changed: // CANCEL, or the session closing: look at the head again
+	case <-t.C():
+	case <-r.ctx.Done():
+	}
 }
 
 // markEntry marks w, the head of q that the masters answered BUSY, as

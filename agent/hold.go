@@ -44,6 +44,12 @@ type hold struct {
 	// guarded by the session's mu.
 	notifyWanted bool
 	wanted       wantedLimit
+	// cache is the cached record this hold was lent (see cache.go), or
+	// nil; set when the hold is made. cacheable says its record may be
+	// cached when it ends: its LOCK was of a kind that caches, and no
+	// EXTEND or downgrade changed it since; guarded by Agent.mu.
+	cache     *cache
+	cacheable bool
 }
 
 // count is how many acquisitions of h are not undone yet. s.mu is held.
@@ -131,7 +137,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
-		notifyWanted: w.req.NotifyWanted}
+		notifyWanted: w.req.NotifyWanted, cacheable: cacheable(w.req) && w.done == nil} // not a multi-lock's
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
 	}
@@ -169,9 +175,11 @@ func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
 	if h != nil {
 		a.endHoldLocked(h)
 		a.endCohortLocked(h)
+		a.dropCacheLocked(h)
 	}
 	a.mu.Unlock()
 	if h == nil {
+		a.cacheLost(rh, revoked)
 		return
 	}
 	s := h.sess
@@ -236,6 +244,7 @@ func (a *Agent) forget(h *hold) (handOver bool) {
 		a.endHoldLocked(h)
 		handOver = a.endCohortLocked(h)
 	}
+	a.dropCacheLocked(h)
 	a.mu.Unlock()
 	a.watchdog.Remove(h.rh)
 	return handOver
@@ -364,7 +373,7 @@ type undone struct {
 // now does what needs no master, at once: it passes the name to a local
 // waiter if it may. It says whether that was all.
 func (d *undone) now(s *session) bool {
-	if d.downgrade || !s.a.handOff(d.h) {
+	if d.downgrade || !s.a.handOff(d.h) && !s.a.cacheHold(d.h) {
 		return false
 	}
 	s.releaseDone(d.h.rh.Name, d.rel)
@@ -382,7 +391,7 @@ func (d *undone) rest(s *session) {
 	}
 	if d.rollback { // the record goes as it is, tail or not
 		s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
-	} else {
+	} else if !s.a.cacheOrRelease(s.ctx, h) {
 		s.a.endHold(s.ctx, h.rh, true, s.a.forget(h))
 	}
 	s.releaseDone(h.rh.Name, d.rel)

@@ -180,14 +180,19 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now()}
+	r, lent, after := s.lendCachedLocked(l, !many)
+	if lent {
+		s.mu.Unlock()
+		return nil, r, nil
+	}
+	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after}
 	if many {
 		w.done = make(chan result, 1)
 	} else {
 		s.reqs.Add(1) // until end answers it: a closing session waits for that
 	}
 	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
-	if r := s.releasing[name]; r != nil {
+	if r := s.releasing[name]; r != nil && w.after == nil {
 		w.after = r.done
 	}
 	s.waits[tag] = w
@@ -474,8 +479,13 @@ func (s *session) whoReply(tag, name string) error {
 		s.a.metrics.noQuorumAnswered("who")
 		return quorumError(err)
 	}
+	var cached []string
 	for _, h := range holders {
-		r := h.Record
+		r := s.a.ownCachedView(name, h.ID, h.Record)
+		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
+			cached = append(cached, r.Who.Agent)
+			continue
+		}
 		l := protocol.Reply(tag, protocol.KindData).Str("agent", r.Who.Agent).Int("pid", int64(r.Who.PID)).
 			Int("uid", int64(r.Who.UID)).Str("owner", r.Who.Owner).Str("mode", string(r.Claim.Mode)).
 			Int("fence", r.Fence).Int("since", r.Who.SinceMilli)
@@ -488,7 +498,10 @@ func (s *session) whoReply(tag, name string) error {
 		s.send(l.Bytes())
 	}
 	s.whoDelayed(tag, name)
-	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)))
+	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)-len(cached)))
+	if len(cached) > 0 {
+		end.Str("cached", strings.Join(cached, ","))
+	}
 	// Who waits is a round of its own too (see waiting.go).
 	if waiting, ok := s.whoWaiting(tag, name); ok {
 		end.Int("waiting", int64(waiting))

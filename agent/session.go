@@ -59,7 +59,8 @@ type session struct {
 	//  1. session.mu (this one): the session's holds, waits and multi-locks.
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
-	//  2. Agent.mu: the sessions, the queues, the cohorts, the live holders
+	//  2. Agent.mu: the sessions, the queues, the cohorts, the caches and
+	//     the names other agents want (cache.go), the live holders
 	//     of the watchdog's records (renewal.Hold.Owner) and their count,
 	//     the notify=wanted holds by name (wanted.go), the names whose
 	//     waiters are recorded (waiting.go), the observations and each
@@ -495,7 +496,7 @@ func (s *session) status(req *protocol.Request) error {
 	c := s.a.counts()
 	end := protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
 		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).
-		Str("settings", ClusterSettings(s.a.cfg.Lock).String())
+		Int("tolerates", int64(s.a.tolerates())).Str("settings", ClusterSettings(s.a.cfg.Lock).String())
 	s.send(settingsProblem(end, s.a.cluster.SettingsProblem()).Bytes())
 	return nil
 }

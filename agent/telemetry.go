@@ -50,6 +50,9 @@ func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
 
 func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
 
+func (m *metrics) cachedGrant()  { m.CachedGrants.Inc() }
+func (m *metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
+
 // MetricsHandler serves the agent's metrics in the Prometheus text format.
 // The agent keeps its metrics whether or not anything serves them.
 func (a *Agent) MetricsHandler() http.Handler { return a.metrics.Handler() }

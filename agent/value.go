@@ -79,6 +79,10 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 	if holderOf(h.rh) != h || !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Who.Value = value }) {
 		return false
 	}
+	h.cacheable = false // a record with a value is not cached (see cache.go)
+	if c := h.cache; c != nil && c.holder == h {
+		c.record.Who.Value = value
+	}
 	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
 		c.record.Who.Value = value
 		c.retag = true
@@ -104,8 +108,8 @@ func (s *session) check(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		current := false
-		if c.Fence <= math.MaxInt64 { // no fence is larger
+		current, mine := s.a.ownCacheCheck(c.Name, c.Fence)
+		if !mine && c.Fence <= math.MaxInt64 { // no fence is larger
 			if current, err = s.a.cluster.Check(s.ctx, c.Name, int64(c.Fence)); err != nil {
 				return quorumError(err)
 			}

@@ -55,8 +55,16 @@ type Refusal struct {
 	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
 	BestSlot    int           // the slot most masters granted: the one to ask for next
 	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
-	Masters     []error       // each failed master's error
-	Size        int           // how many masters the cluster has
+	// OnlyCached says, for ErrBusy, that on some busy master only records
+	// their agents keep cached (no client holds them) were in the claim's
+	// way: saying so (Wanted) makes those agents give the name up. Some, not
+	// all: a mark lands on each master in its own time (see MarkCached),
+	// and a give-back of an earlier failed attempt may still be in the
+	// way on another; a name a client holds shows no mark but in the
+	// moments after its cache lent it.
+	OnlyCached bool
+	Masters    []error // each failed master's error
+	Size       int     // how many masters the cluster has
 }
 
 // Err is the refusal as an error for the edge (the wire code mapping):
@@ -110,6 +118,7 @@ type acquireAnswers struct {
 	busyOn     []int   // masters that answered held: their counters may lag
 	conflicts  int     // masters that hold the name for another kind of claim
 	readers    int     // busy answers where only shared holders block
+	cached     int     // busy answers where only cached records block
 	heldLimit  int     // the limit of the last conflict
 	retryAfter time.Duration
 }
@@ -123,7 +132,7 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	case len(vals) == 3 && vals[0] == 1:
 		x.fences[a.i], x.slots[a.i] = vals[1], int(vals[2])
 		return x.slots[a.i], true, nil
-	case len(vals) != 2 && len(vals) != 3:
+	case len(vals) < 2 || len(vals) > 4:
 		return 0, false, errors.New("unexpected acquire reply")
 	case vals[0] == -3:
 		x.conflicts++
@@ -135,8 +144,11 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	}
 	x.busyOn = append(x.busyOn, a.i)
 	x.retryAfter = max(x.retryAfter, time.Duration(vals[1])*time.Millisecond)
-	if len(vals) == 3 && vals[2] == 1 {
+	if len(vals) >= 3 && vals[2] == 1 {
 		x.readers++
+	}
+	if len(vals) == 4 && vals[3] == 1 {
+		x.cached++
 	}
 	return 0, false, nil
 }
@@ -149,7 +161,8 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 	busy := len(x.busyOn) + x.conflicts
 	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
-		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn), Masters: r.errs, Size: n}
+		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
+		OnlyCached: x.cached > 0, Masters: r.errs, Size: n}
 	switch {
 	case outcome == Won:
 		g, err := c.complete(ctx, req, x, r, slot)
@@ -193,23 +206,27 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	record := c.holderKey(req.Name, req.Holder)
 	fence, err := c.settleFence(ctx, req.Name, record, req.block(), x.fences)
 	if err == nil && len(x.busyOn) > 0 {
-		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn)
-	}
-	if err == nil {
-		c.markSettled(req.Name, record, fence, req.block(), x.fences)
+		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn, false)
 	}
 	// Masters whose answer was not read yet are brought up to the fence as
 	// their answers come: a master that missed this grant must not count
 	// below it in a later majority. One that granted another slot gives it
-	// back.
+	// back. One that refused or failed leaves readers in need of the mark
+	// (see markSettled), once the grant stood.
+	stood := false
 	r.late = func(a answer) {
 		vals, err := a.res.AsIntSlice()
+		granted := err == nil && len(vals) == 3 && vals[0] == 1
 		switch {
-		case err != nil || fence == 0:
-		case len(vals) == 3 && vals[0] == 1 && int(vals[2]) != slot:
+		case fence == 0:
+			return
+		case granted && int(vals[2]) != slot:
 			c.releaseOn(req.Name, req.Holder, a.i)
-		case len(vals) != 3 || vals[1] != fence:
-			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i})
+		case err == nil && (!granted || vals[1] != fence):
+			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i}, stood)
+		}
+		if !granted && stood {
+			c.markSettled(req.Name, record, fence, req.block(), x.fences)
 		}
 	}
 	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
@@ -218,6 +235,10 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 		return Grant{}, err
 	case validity <= 0:
 		return Grant{}, errors.New("validity used up before the grant completed")
+	}
+	stood = true // r.late runs only after complete returns (see drain)
+	if len(x.busyOn) > 0 || r.failed > 0 {
+		c.markSettled(req.Name, record, fence, req.block(), x.fences)
 	}
 	claim := req.Claim
 	claim.Slot = slot
@@ -256,14 +277,14 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 	fence, atFence, behind := SettleFence(fences)
 	if atFence >= c.quorum {
 		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
-			c.raiseFence(name, record, fence, block, behind)
+			c.raiseFence(name, record, fence, block, behind, false)
 		}
 		return fence, nil
 	}
 	c.cfg.Observer.FenceWriteBack(len(behind), true)
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
 	defer cancel()
-	keys, args := c.raiseFenceArgs(name, record, fence, block)
+	keys, args := c.raiseFenceArgs(name, record, fence, block, false)
 	results := make(chan error, len(behind))
 	for _, i := range behind {
 		go func() {
@@ -286,55 +307,52 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 }
 
 // markSettled marks fence settled in the records of the masters that
-// granted it (fences holds each master's granted fence, the grant's
-// written back already where lower), in the background, when a reader
-// could not tell it is settled otherwise: some master did not grant (it
-// refused, failed or has not answered yet), and a master without the
-// record may give a later grant a higher fence, so it may be one that
-// has not run this grant yet (see Cluster.Leader). When every master
-// granted, every one records the fence once the masters behind it have it
-// written back (settleFence marks those), and nothing more is written.
+// granted it (fences holds each master's granted fence), in the
+// background. A grant that stood calls it when some master refused it or
+// failed: a reader cannot tell such a master from one that has not run
+// the grant yet, which would give it a higher fence (see Cluster.Leader).
+// When every master grants, each records the fence once the write-backs
+// landed, and nothing more is written. The write-backs do not mark: they
+// go before the grant is known to stand (its validity may be used up),
+// and a grant that did not stand must not read as a term.
 func (c *Cluster) markSettled(name, record string, fence, block int64, fences []int64) {
-	var at []int
-	granted := 0
+	var granted []int
 	for i, f := range fences {
-		switch {
-		case f == fence:
-			at = append(at, i)
-			fallthrough
-		case f > 0:
-			granted++
+		if f > 0 {
+			granted = append(granted, i)
 		}
 	}
-	if granted < len(c.masters) {
-		c.writeFence(name, record, fence, block, at)
-	}
+	c.writeFence(name, record, fence, block, granted, true)
 }
 
 // raiseFenceArgs are raiseFenceSrc's keys and arguments: name's counter to
 // the end of fence's block, and the record (a holder key; "": none) to carry
-// fence, marked settled.
-func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64) (keys, args []string) {
+// fence, with mark marked settled.
+func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64, mark bool) (keys, args []string) {
 	keys = []string{c.fenceKey(name)}
 	args = []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
 	if record != "" {
 		keys = append(keys, record, c.observedKey(name))
-		args = append(args, c.channel(name))
+		flag := "0"
+		if mark {
+			flag = "1"
+		}
+		args = append(args, c.channel(name), flag)
 	}
 	return keys, args
 }
 
 // raiseFence brings req's name's counter on the masters to at least the end
 // of fence's block (and a record of req there to carry fence), in the background.
-func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int) {
+func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int, mark bool) {
 	c.cfg.Observer.FenceWriteBack(len(to), false)
-	c.writeFence(name, record, fence, block, to)
+	c.writeFence(name, record, fence, block, to, mark)
 }
 
 // writeFence is raiseFence's write, which markSettled also sends: the
 // masters there are at fence already, so it is no write-back to count.
-func (c *Cluster) writeFence(name, record string, fence, block int64, to []int) {
-	keys, args := c.raiseFenceArgs(name, record, fence, block)
+func (c *Cluster) writeFence(name, record string, fence, block int64, to []int, mark bool) {
+	keys, args := c.raiseFenceArgs(name, record, fence, block, mark)
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 		defer cancel()

@@ -42,3 +42,42 @@ func TestBreaker18RetagReturnsPastAPausedMasterAndNeverGoesBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAWriteBackNeverLowersARecordsFence: a grant's fence write-back (or
+// settled mark) sent in the background may reach a master after the
+// hold's first hand-over retagged the record with a later fence: the
+// record keeps the later one (CI once saw the retag's fence undone). A
+// later fence that is the master's own (it ran the grant late) is
+// replaced, as one below.
+func TestAWriteBackNeverLowersARecordsFence(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	plantClaim(servers[0], "wb", "h", Claim{})
+	servers[0].Do("HSET", "t:{wb}:h:h", "fence", "12", "settled", "12") // retagged to 12
+	keys, args := c.raiseFenceArgs("wb", c.holderKey("wb", "h"), 10, 4, true)
+	if err := c.masters[0].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := servers[0].Do("HGET", "t:{wb}:h:h", "fence"); f != "12" {
+		t.Fatalf("a late write-back of fence 10 left the record at %q, want the retag's 12", f)
+	}
+	if s, _ := servers[0].Do("HGET", "t:{wb}:h:h", "settled"); s != "12" {
+		t.Fatalf("a late write-back of fence 10 left the record marked %q, want 12", s)
+	}
+	plantClaim(servers[2], "wb", "h", Claim{})
+	servers[2].Do("HSET", "t:{wb}:h:h", "fence", "11") // its own, from running the grant late
+	if err := c.masters[2].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := servers[2].Do("HGET", "t:{wb}:h:h", "fence"); f != "10" {
+		t.Fatalf("a write-back of fence 10 left a master's own later fence at %q", f)
+	}
+	plantClaim(servers[1], "wb", "h", Claim{}) // fence 1: behind the grant
+	if err := c.masters[1].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := servers[1].Do("HGET", "t:{wb}:h:h", "fence"); f != "10" {
+		t.Fatalf("a write-back of fence 10 left a record behind it at %q", f)
+	}
+}

@@ -63,6 +63,10 @@ type Record struct {
 	// is one of the hash's fields.
 	Tail     Tail
 	MinUntil time.Time
+	// Cached says its agent keeps the record with no client holding it
+	// (see Cluster.MarkCached): WHO shows it as such, and it leads nothing.
+	// It is not one of recordFields.
+	Cached bool
 }
 
 // fields are the record's values in recordFields order.
@@ -99,7 +103,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	for _, v := range read.votes {
 		if v.count >= c.quorum {
 			r := v.first
-			r.Fence, r.Who.Value = v.majorityFence(c.quorum), v.value()
+			r.Fence, r.Who.Value, r.Cached = v.majorityFence(c.quorum), v.value(), v.isCached()
 			out = append(out, Holder{ID: v.id, Record: r})
 		}
 	}
@@ -117,6 +121,7 @@ type holderVotes struct {
 	// raiseFenceSrc) while it still carries it: the term's fence, final.
 	// 0 if none does.
 	settled int64
+	cached  int // how many masters record it cached
 }
 
 // majorityFence is the highest fence that at least quorum of the masters
@@ -134,6 +139,11 @@ func (v *holderVotes) majorityFence(quorum int) int64 {
 	}
 	return OnMajority(fences, quorum)
 }
+
+// isCached says most masters that record the holder record it cached (see
+// Cluster.MarkCached; a mark that has not landed everywhere yet counts
+// where it did).
+func (v *holderVotes) isCached() bool { return 2*v.cached > v.count }
 
 // value is the value most masters record (the first's on a tie).
 func (v *holderVotes) value() string {
@@ -182,7 +192,7 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enoug
 			view.next, _ = strconv.ParseInt(s, 10, 64)
 			vals = vals[1:]
 		}
-		width := 2 + len(recordFields) // the holder, its record, its settled mark
+		width := 3 + len(recordFields) // the holder, its record, its settled mark, its cached mark
 		for j := 0; j+width <= len(vals); j += width {
 			id, _ := vals[j].ToString()
 			f := make([]string, len(recordFields)+1)
@@ -202,6 +212,9 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enoug
 				v.settled = max(v.settled, settled)
 			}
 			v.values[rec.Who.Value]++
+			if mark, _ := vals[j+width-1].ToString(); mark == "1" {
+				v.cached++
+			}
 			view.holders[id] = true
 		}
 		read.answers = append(read.answers, view)

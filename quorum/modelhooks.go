@@ -71,7 +71,7 @@ func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
 // carry fence, as a won acquire sends it to the masters behind its fence
 // (see settleFence). For the model checker only.
 func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64) ScriptCall {
-	keys, args := c.raiseFenceArgs(name, c.holderKey(name, holder), fence, block)
+	keys, args := c.raiseFenceArgs(name, c.holderKey(name, holder), fence, block, false)
 	return c.modelCall(i, raiseFenceScript, keys, args, false)
 }
 

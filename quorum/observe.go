@@ -28,11 +28,13 @@ return 1
 
 // checkSrc says whether a live holder of the name carries the fence: 1 or
 // 0. A tail (a hold that ended, kept while its delay or min_hold stands:
-// see tailsLua) is not current. KEYS: set. ARGV: holder key prefix, fence.
+// see tailsLua) is not current, nor a cached record (see cache.go).
+// KEYS: set. ARGV: holder key prefix, fence.
 const checkSrc = tailsLua + `
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
-  if redis.call('HGET', key, 'fence') == ARGV[2] and not is_tail(key) then return 1 end
+  local h = redis.call('HMGET', key, 'fence', 'cached')
+  if h[1] == ARGV[2] and h[2] ~= '1' and not is_tail(key) then return 1 end
 end
 return 0
 `
@@ -188,6 +190,8 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 		switch {
 		case v.count+unheard < c.quorum:
 			continue // not on a majority: no holder (any more, or yet)
+		case v.isCached():
+			continue // kept by its agent for a client to come: it leads nothing (see MarkCached)
 		case v.count < c.quorum:
 			// On a majority, perhaps: the masters that did not answer may
 			// hold it. Neither it nor "none" is known.

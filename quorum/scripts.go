@@ -197,7 +197,9 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // publishes leaderMessage on the name's channel.
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
-// holders block it} when held, {0, ms, 0} when the queue blocks it (ms: see
+// holders block it, 1 if only cached records block it (see cache.go)} when
+// held (and marks the records in its way wanted: their agents do not
+// cache them), {0, ms, 0} when the queue blocks it (ms: see
 // queueLua), {0, -1} when
 // the attempt was released before it arrived, {-2, ms} while the master is
 // quarantined, {-3, K} when live holders have another kind (K their limit, 1
@@ -237,8 +239,8 @@ if redis.call('EXISTS', tomb, KEYS[5]) > 0 then
   queued = true
 end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local wait, soonest, conflict, readers, tail = -1, -1, 0, 1, -1
-local taken = {}
+local wait, soonest, conflict, readers, tail, cached = -1, -1, 0, 1, -1, 1
+local taken, blockers = {}, {}
 local members = 0 -- left in the set: none means it is gone, and SADD makes it anew
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   members = members + 1
@@ -249,7 +251,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       redis.call('SREM', KEYS[1], m)
       members = members - 1
     else
-      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until')
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until', 'cached')
       local hl = tonumber(h[2]) or 1
       if h[4] and tonumber(h[4]) <= tail_now() then
         tail = math.max(tail, ttl) -- a tail (see tailsLua) blocks every claim
@@ -261,6 +263,8 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       elseif mode ~= 'shared' or h[1] ~= 'shared' then
         if ttl > wait then wait = ttl elseif wait < 0 then wait = 0 end
         if h[1] ~= 'shared' then readers = 0 end
+        if h[5] ~= '1' then cached = 0 end
+        blockers[#blockers + 1] = key
       end
     end
   end
@@ -281,7 +285,8 @@ if limit > 1 then
   end
   if slot == 0 then return {0, math.max(soonest, 0), 0} end
 elseif wait >= 0 then
-  return {0, wait, readers}
+  for _, key in ipairs(blockers) do redis.call('HSET', key, 'wanted', '1') end
+  return {0, wait, readers, cached}
 end
 if queued then
   local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)
@@ -450,20 +455,25 @@ return 1
 `
 
 // raiseFenceSrc raises the fence counter to at least ARGV[2], the last
-// fence of the grant's block, and, if the holder's record
-// is given and exists, makes it carry the grant's fence ARGV[1] and marks
-// that fence settled (the field settled: only the granting agent writes
-// back, and only the fence it decided, so a reader of the record knows
-// the term's fence without waiting for the masters that refused the
-// grant: see Cluster.Leader). A marked record of an observed name (KEYS[3]
-// exists) publishes leaderMessage on the channel ARGV[3], so that
-// observers read the settled term at once.
+// fence of the grant's block, and, if the holder's record is given and
+// exists, makes it carry the grant's fence ARGV[1], unless it carries a
+// later one that is settled: a hand-over's retag, which may land before a
+// write-back sent earlier (a later one not settled is the master's own,
+// from a grant it ran late, which the grant's fence replaces). With
+// ARGV[4] "1" it also marks that fence settled (the field settled: only
+// the granting agent sends it, once the grant stood, so a reader of the
+// record knows the term's fence without waiting for the masters that
+// refused the grant: see markSettled, Cluster.Leader). A
+// record written on an observed name (KEYS[3] exists) publishes
+// leaderMessage on the channel ARGV[3], so that observers read again.
 // KEYS: fence, holder key (optional), observed mark (with the holder key).
-// ARGV: fence, block end, channel (with the holder key).
+// ARGV: fence, block end, and with the holder key: channel, mark.
 // Returns the counter after.
 const raiseFenceSrc = `
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('HSET', KEYS[2], 'fence', ARGV[1], 'settled', ARGV[1])
+local rec = KEYS[2] and redis.call('HMGET', KEYS[2], 'fence', 'settled')
+if rec and rec[1] and (tonumber(rec[1]) <= tonumber(ARGV[1]) or rec[1] ~= rec[2]) then
+  redis.call('HSET', KEYS[2], 'fence', ARGV[1])
+  if ARGV[4] == '1' then redis.call('HSET', KEYS[2], 'settled', ARGV[1]) end
   if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[3], 'leader changed') end
 end
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -590,7 +600,8 @@ return 1
 
 // whoSrc lists the live holders: {holder, the record's fields in
 // recordFields order, its settled fence (see raiseFenceSrc; "" if not
-// marked), ...}; a tail holds nothing (see delayedSrc).
+// marked), its cached mark (see cache.go), ...}; a tail holds nothing (see
+// delayedSrc).
 // KEYS: set. ARGV: holder key prefix.
 const whoSrc = tailsLua + `
 local out = {}
@@ -602,7 +613,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[1] .. m
   if redis.call('EXISTS', key) == 1 and not is_tail(key) then
     table.insert(out, m)
-    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value', 'settled')) do
+    for _, v in ipairs(redis.call('HMGET', key, 'mode', 'limit', 'slot', 'fence', 'agent', 'pid', 'uid', 'owner', 'since', 'value', 'settled', 'cached')) do
       table.insert(out, v or '')
     end
   end

@@ -90,6 +90,7 @@ func TestTailRenewalMovesTheLeaseAndNeverShortensMinHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "t:{renewed}:h:h1"
+	awaitOnEveryMaster(t, servers, key)
 	num := func(args ...string) int64 {
 		v, _ := servers[0].Do(args...)
 		n, _ := strconv.ParseInt(v, 10, 64)
@@ -184,6 +185,7 @@ func TestATailedHoldRepairedOnAMasterIsRenewedThere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitOnEveryMaster(t, servers, "t:{repaired}:h:h1")
 	servers[0].Do("DEL", "t:{repaired}:h:h1") // as a master that missed the grant
 	key := RenewKey{Name: "repaired", Holder: "h1", Record: g.Record, Lease: 5 * time.Second, Tail: true}
 	if res := c.Renew(ctx, time.Second, []RenewKey{key}); res[0].OK != 2 || res[0].Repaired != 1 {
@@ -212,5 +214,24 @@ func TestRevocationMessages(t *testing.T) {
 				t.Fatalf("parseRevocation(%q) = %q, %q, %v", tc.message, holder, reason, ok)
 			}
 		})
+	}
+}
+
+// awaitOnEveryMaster waits until every master has key: an acquire returns
+// once a majority granted, and a renewal, on a connection of its own, may
+// reach the last master before the grant does and find nothing there.
+func awaitOnEveryMaster(t *testing.T, servers []*redistest.Server, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) { // a poll, as awaitKeys
+		n := 0
+		for _, s := range servers {
+			n += s.Keys(key)
+		}
+		if n == len(servers) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d masters have %s", n, len(servers), key)
+		}
 	}
 }

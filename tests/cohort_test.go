@@ -17,18 +17,20 @@ import (
 )
 
 // cohortChurn runs local clients on agent a and remote ones on agent b,
-// each taking name and holding it up to maxHold, until stop; with chaos it
-// also pauses masters at random (one at a time, and two now and then, so
-// that holds are lost). It returns every hold, sorted by start: from its
-// OK until its UNLOCK was sent or its LOST arrived, on this process's clock.
-func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Server, name string, local, remote int, maxHold time.Duration, d time.Duration, chaos bool) []interval {
+// each taking name and holding it up to maxHold, until stop; unless fail is
+// nil it also fails masters at random with it (threeMastersPaused: one at
+// a time, and two now and then, so that holds are lost). It returns every
+// hold, sorted by start: from its OK until its UNLOCK was sent or its LOST
+// arrived, on this process's clock.
+func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Server, name string, local, remote int, maxHold time.Duration, d time.Duration, fail nemesis) []interval {
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	if chaos {
+	if fail != nil {
+		seen := watchOf(t, a, b)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pauseAtRandom(servers, stop, rand.New(rand.NewPCG(5, 6)))
+			fail(servers, seen, stop, rand.New(rand.NewPCG(5, 6)))
 		}()
 	}
 	var mu sync.Mutex
@@ -118,7 +120,7 @@ func checkExclusive(t *testing.T, held []interval, local int) (handOvers int) {
 func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 10, 3
-	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, soak(2*time.Second, 4*time.Second), false)
+	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, soak(2*time.Second, 4*time.Second), nil)
 	handOvers := checkExclusive(t, held, local)
 	byGroup := [2]int{}
 	for _, h := range held {
@@ -136,7 +138,7 @@ func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 func TestCohortUnderMasterPauses(t *testing.T) {
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 6, 2
-	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), true)
+	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), threeMastersPaused.fail)
 	handOvers := checkExclusive(t, held, local)
 	if len(held) < 20 || handOvers == 0 {
 		t.Fatalf("only %d grants, %d hand-overs under chaos", len(held), handOvers)
@@ -279,7 +281,7 @@ func TestACohortRunOutlivesItsFirstBlock(t *testing.T) {
 	cfgB.AgentID = "host-b"
 	cfgB.Lock.CohortMaxHandoffs = 16 // the masters record the cohort bounds: every agent of a cluster has the same
 	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
-	held := cohortChurn(t, a, b, servers, "refill", 6, 0, time.Millisecond, 3*time.Second, false)
+	held := cohortChurn(t, a, b, servers, "refill", 6, 0, time.Millisecond, 3*time.Second, nil)
 	// A run ends with a release in the masters, which leaves a tombstone
 	// of its holder id there for a lease (15s).
 	runs := servers[0].Keys("lock-agent:{refill}:released:*")
@@ -368,7 +370,7 @@ func TestARunEndsWithinRefillForAndABlock(t *testing.T) {
 	cfg.Lock.CohortMaxHandoffs = 16
 	a := agenttest.Start(t, cfg)
 	wait := releases(t, servers, cfg.Lock.KeyPrefix, "bound")
-	held := cohortChurn(t, a, a, servers, "bound", 6, 0, time.Millisecond, 3*time.Second, false)
+	held := cohortChurn(t, a, a, servers, "bound", 6, 0, time.Millisecond, 3*time.Second, nil)
 	// The last run's release: sent once the last holder let go, and done
 	// when no holder is left on a majority.
 	c := agenttest.Dial(t, a.Config.Socket.Path)

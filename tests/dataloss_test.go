@@ -101,7 +101,12 @@ func (cs *contenders) check(t *testing.T, holderEnd time.Time, holderFence int64
 // an unstarted configuration for a third agent that will first meet the
 // masters mid-fault (so it must not be bootstrapped).
 func dataLossAgents(t *testing.T, lease, maxTTL time.Duration) (a, b *agenttest.Agent, late agent.Config, servers []*redistest.Server) {
-	servers = redistest.Start(t, 3)
+	return dataLossAgentsOver(t, 3, lease, maxTTL)
+}
+
+// dataLossAgentsOver is dataLossAgents over n new masters.
+func dataLossAgentsOver(t *testing.T, n int, lease, maxTTL time.Duration) (a, b *agenttest.Agent, late agent.Config, servers []*redistest.Server) {
+	servers = redistest.Start(t, n)
 	configs := make([]agent.Config, 3)
 	for i, id := range []string{"host-a", "host-b", "host-c"} {
 		if i < 2 {

@@ -16,7 +16,12 @@ import (
 
 // twoAgents starts two agents (two "hosts") over the same three masters.
 func twoAgents(t *testing.T, lease time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
-	servers := redistest.Start(t, 3)
+	return twoAgentsOver(t, 3, lease)
+}
+
+// twoAgentsOver starts two agents over the same n masters.
+func twoAgentsOver(t *testing.T, n int, lease time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
+	servers := redistest.Start(t, n)
 	c1 := agenttest.Config(t, servers, lease)
 	c1.AgentID = "host-a"
 	c2 := agenttest.Config(t, servers, lease)

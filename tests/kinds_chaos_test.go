@@ -24,6 +24,71 @@ type kindHold struct {
 	who        int
 	shared     bool
 	slot       string
+	lost       bool // ended by a LOST, not an UNLOCK
+}
+
+// masterFaults are a chaos run's masters: how many, and how they fail.
+type masterFaults struct {
+	masters int
+	fail    nemesis
+}
+
+// nemesis fails servers at random, from rng, until stop. With seen it
+// can wait until the agents see what it did (so that its faults bite, and
+// no harder than it means).
+type nemesis func(servers []*redistest.Server, seen watch, stop time.Time, rng *rand.Rand)
+
+// watch waits, for up to 10 s, until every agent of a run sees its masters
+// as ok says: ok is given each master's state (up, down, quarantined, ...)
+// by its name (m0, m1, ...). If they do not, it fails the test, saying
+// what it waited for, and returns false.
+type watch func(what string, ok func(states map[string]string) bool) bool
+
+// threeMastersPaused: three masters, paused one at a time and now and then
+// two at once, so that holds are lost.
+var threeMastersPaused = masterFaults{3, func(servers []*redistest.Server, _ watch, stop time.Time, rng *rand.Rand) {
+	pauseAtRandom(servers, stop, rng)
+}}
+
+// watchOf is the watch of agents.
+func watchOf(t *testing.T, agents ...*agenttest.Agent) watch {
+	conns := make([]*agenttest.Conn, len(agents))
+	for i, a := range agents {
+		conns[i] = agenttest.Dial(t, a.Config.Socket.Path)
+	}
+	return func(what string, ok func(map[string]string) bool) bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for i, c := range conns {
+			for states := statesOf(c); !ok(states); states = statesOf(c) {
+				if time.Now().After(deadline) {
+					t.Errorf("agent %d never saw %s in 10s: %v", i, what, states)
+					return false
+				}
+				time.Sleep(10 * time.Millisecond) // polling STATUS
+			}
+		}
+		return true
+	}
+}
+
+// statesOf is each master's state by its name, as c's agent sees them.
+func statesOf(c *agenttest.Conn) map[string]string {
+	states := map[string]string{}
+	for _, d := range c.Do("STATUS").Data {
+		states[d["master"]] = d["state"]
+	}
+	return states
+}
+
+// mastersIn is how many of states are state.
+func mastersIn(states map[string]string, state string) int {
+	n := 0
+	for _, s := range states {
+		if s == state {
+			n++
+		}
+	}
+	return n
 }
 
 // kindsUnderChaos runs clients on two agents that take name with the LOCK
@@ -31,7 +96,13 @@ type kindHold struct {
 // time, and now and then two, so that holds are lost), and returns every
 // hold, sorted by start.
 func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
-	a, b, servers := twoAgents(t, time.Second)
+	return kindsUnderFaults(t, threeMastersPaused, name, clients, lock)
+}
+
+// kindsUnderFaults is kindsUnderChaos over the masters of faults.
+func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
+	a, b, servers := twoAgentsOver(t, faults.masters, time.Second)
+	seen := watchOf(t, a, b)
 	stop := time.Now().Add(soak(4*time.Second, 6*time.Second))
 	// Past stop the clients go on, with every master up, until they have
 	// 20 grants (a busy host may not give them so many under chaos): a
@@ -46,7 +117,7 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 	chaos.Add(1)
 	go func() {
 		defer chaos.Done()
-		pauseAtRandom(servers, stop, rand.New(rand.NewPCG(3, 4)))
+		faults.fail(servers, seen, stop, rand.New(rand.NewPCG(3, 4)))
 	}()
 	var mu sync.Mutex
 	var held []kindHold
@@ -74,7 +145,7 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 				grants.Add(1)
 				select {
 				case p := <-c.Pushes():
-					h.end = time.Now()
+					h.end, h.lost = time.Now(), true
 					if !strings.HasPrefix(p, "* LOST "+name) {
 						t.Errorf("client %d: unexpected push %q", i, p)
 					}

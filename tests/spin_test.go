@@ -156,6 +156,7 @@ func TestAWaiterOutvotedByAMinorityWakesOnTheRelease(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 15*time.Second)
 	cfg.Lock.RetryMin, cfg.Lock.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+	cfg.Lock.CacheLinger = 0 // each round's LOCK must meet the planted holder, not this agent's cache of the last round's hold
 	a := agenttest.Start(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	var took []time.Duration

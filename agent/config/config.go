@@ -72,6 +72,8 @@ type lockBlock struct {
 	// CohortMaxHandoffs and CohortMaxHold: see agent.LockConfig.
 	CohortMaxHandoffs *int    `hcl:"cohort_max_handoffs,optional"`
 	CohortMaxHold     *string `hcl:"cohort_max_hold,optional"`
+	// CacheLinger: see agent.LockConfig.
+	CacheLinger *string `hcl:"cache_linger,optional"`
 }
 
 type limitsBlock struct {

@@ -120,6 +120,33 @@ cohort_max_hold = "5ms"`, 8, 5 * time.Millisecond, ""},
 	}
 }
 
+func TestParseCacheLinger(t *testing.T) {
+	for _, tt := range []struct {
+		name, lock string
+		linger     time.Duration
+		err        string
+	}{
+		{"the default caches for a second", ``, time.Second, ""},
+		{"it can be set", `cache_linger = "250ms"`, 250 * time.Millisecond, ""},
+		{"0 turns caching off", `cache_linger = "0"`, 0, ""},
+		{"a bad duration is refused", `cache_linger = "a while"`, 0, "cache_linger"},
+		{"a negative one is refused", `cache_linger = "-1s"`, 0, "cache_linger"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock {\n"+tt.lock+"\n}"), "x.hcl")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one about %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil || cfg.Lock.CacheLinger != tt.linger {
+				t.Fatalf("decoded %+v, %v", cfg.Lock, err)
+			}
+		})
+	}
+}
+
 func TestPasswordFileIsRead(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
 	os.WriteFile(pw, []byte("s3cret\n"), 0o600)

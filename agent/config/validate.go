@@ -246,6 +246,13 @@ func (v *validator) cohort(l *lockBlock, c *agent.LockConfig) {
 			v.duration("lock", "cohort_max_hold", d, &c.CohortMaxHold)
 		}
 	}
+	if d := l.CacheLinger; d != nil {
+		if *d == "0" {
+			c.CacheLinger = 0
+		} else {
+			v.duration("lock", "cache_linger", d, &c.CacheLinger)
+		}
+	}
 }
 
 func (v *validator) limits(l *limitsBlock, c *agent.Limits) {

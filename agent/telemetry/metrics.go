@@ -42,6 +42,7 @@ type Metrics struct {
 	// WantedPushes counts the * WANTED pushes (notify=wanted).
 	WantedPushes   prometheus.Counter
 	observeMetrics // see observe.go
+	cacheSeries    // see cache.go
 }
 
 // ModeMetrics are the series of one lock mode.
@@ -131,6 +132,7 @@ func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
 	m.tails = newTailSeries(f)
 	m.WantedPushes = f.counter("wanted_pushes_total", "WANTED pushes to notify=wanted holders: a request that conflicts with the hold started waiting, on any agent.")
 	m.observeMetrics = newObserveMetrics(f)
+	m.cacheSeries = newCacheSeries(f)
 	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -17,6 +17,7 @@ import (
 //	--timeout=5         ... and the value after "="
 //	--time 5            a long flag's unambiguous prefix, as getopt_long takes
 //	-wait 5, -wait=5    a long flag with one dash, as Go's flag package takes
+//	-w=5, -s=false      a short flag with "=", as Go's flag package takes
 //	--                  the end of the flags
 //
 // A word of one dash is a long flag when it names one exactly, and otherwise
@@ -120,9 +121,9 @@ func scanFlags(specs []flagSpec, args []string) ([]givenFlag, []string, error) {
 		var found []givenFlag
 		var err error
 		if strings.HasPrefix(word, "--") {
-			found, args, err = scanLong(specs, word[2:], args[1:], true)
-		} else if name, _, _ := strings.Cut(word[1:], "="); len(name) > 1 && lookupExact(specs, name) != nil {
-			found, args, err = scanLong(specs, word[1:], args[1:], false)
+			found, args, err = scanLong(specs, "--", word[2:], args[1:])
+		} else if goStyle(specs, word[1:]) {
+			found, args, err = scanLong(specs, "-", word[1:], args[1:])
 		} else {
 			found, args, err = scanShort(specs, word[1:], args[1:])
 		}
@@ -134,12 +135,25 @@ func scanFlags(specs []flagSpec, args []string) ([]givenFlag, []string, error) {
 	return given, nil, nil
 }
 
-// scanLong reads one long flag, word being it without its dashes; a value
-// is after "=" or the next word. prefixes allows a unique prefix of its name.
-func scanLong(specs []flagSpec, word string, rest []string, prefixes bool) ([]givenFlag, []string, error) {
+// goStyle says whether a one-dash word (without its dash) is a flag as Go's
+// flag package reads it: a long name exactly (-wait, -socket=p), or one
+// letter with "=" and a value (-w=5, -s=false, -E=3), which exec took
+// before it took flock's spellings. getopt would read -w=5 as -w "=5", a
+// value no flag of exec takes (and -c=CMD as the command "=CMD", which no
+// crontab means).
+func goStyle(specs []flagSpec, word string) bool {
+	name, _, hasValue := strings.Cut(word, "=")
+	return (len(name) > 1 || len(name) == 1 && hasValue) && lookupExact(specs, name) != nil
+}
+
+// scanLong reads one long flag, word being it without its dashes (which
+// messages quote as given); a value is after "=" or the next word. Two
+// dashes allow a unique prefix of its name, as getopt_long does.
+func scanLong(specs []flagSpec, dashes, word string, rest []string) ([]givenFlag, []string, error) {
+	prefixes := dashes == "--"
 	name, value, hasValue := strings.Cut(word, "=")
 	var spec *flagSpec
-	if len(name) > 1 {
+	if len(name) > 1 || !prefixes { // --x is no short flag: getopt_long reads it as a prefix
 		spec = lookupExact(specs, name)
 	}
 	if spec == nil && prefixes && name != "" {
@@ -149,17 +163,17 @@ func scanLong(specs []flagSpec, word string, rest []string, prefixes bool) ([]gi
 		}
 	}
 	if spec == nil {
-		return nil, nil, fmt.Errorf("unknown flag -%s", word)
+		return nil, nil, fmt.Errorf("unknown flag %s%s", dashes, name)
 	}
 	switch {
 	case !spec.value && hasValue:
 		if _, err := strconv.ParseBool(value); err != nil {
-			return nil, nil, fmt.Errorf("-%s: want true or false, got %q", name, value)
+			return nil, nil, fmt.Errorf("%s%s: want true or false, got %q", dashes, name, value)
 		}
 	case !spec.value:
 		value = "true"
 	case !hasValue && len(rest) == 0:
-		return nil, nil, fmt.Errorf("-%s needs a value", name)
+		return nil, nil, fmt.Errorf("%s%s needs a value", dashes, name)
 	case !hasValue:
 		value, rest = rest[0], rest[1:]
 	}

@@ -28,6 +28,8 @@ func TestScanFlags(t *testing.T) {
 		{"Go's one-dash long flags", []string{"-wait", "5", "-fair", "-ttl=1m", "N"}, "wait=5 fair=true ttl=1m", []string{"N"}},
 		{"a one-dash long name wins over the bundle it spells (-s -o -c ket)", []string{"-socket", "p", "-exclusive", "N"}, "socket=p exclusive=true", []string{"N"}},
 		{"a Go switch set to false", []string{"-shared=false", "N"}, "shared=false", []string{"N"}},
+		{"Go's one-letter flags with = (exec's spellings before flock's)", []string{"-w=5", "-s=false", "-E=3", "-q=true", "N"}, "w=5 s=false E=3 q=true", []string{"N"}},
+		{"a bundle with = is still a bundle", []string{"-nw=5", "N"}, "n=true w==5", []string{"N"}},
 		{"-- ends the flags and goes", []string{"-n", "--", "-x"}, "n=true", []string{"-x"}},
 		{"a lone dash is a word", []string{"-n", "-", "x"}, "n=true", []string{"-", "x"}},
 		{"the first word ends the flags", []string{"N", "-n"}, "", []string{"N", "-n"}},
@@ -59,12 +61,16 @@ func TestScanFlagsErrors(t *testing.T) {
 	}{
 		{"an unknown short flag", "unknown flag -z", []string{"-z", "N"}},
 		{"an unknown letter in a bundle", "unknown flag -z", []string{"-nz", "N"}},
-		{"an unknown long flag", "unknown flag -frob", []string{"--frob", "N"}},
+		{"an unknown long flag", "unknown flag --frob", []string{"--frob", "N"}},
 		{"a one-dash word that is no long flag is a bundle", "unknown flag -f", []string{"-frob", "N"}},
 		{"an ambiguous prefix", "ambiguous", []string{"--n", "N"}},
+		{"two dashes and one letter is no short flag", "unknown flag --x", []string{"--x", "N"}},
+		{"a one-letter Go switch with a value that is no boolean", "want true or false", []string{"-s=yes", "N"}},
 		{"a short flag without its value", "-w needs a value", []string{"-w"}},
-		{"a long flag without its value", "-timeout needs a value", []string{"--timeout"}},
-		{"a switch with a value that is no boolean", "want true or false", []string{"--nonblock=yes please", "N"}},
+		{"a long flag without its value", "--timeout needs a value", []string{"--timeout"}},
+		{"a switch with a value that is no boolean", "--nonblock: want true or false", []string{"--nonblock=yes please", "N"}},
+		{"an unknown long flag with a value is named without it", "unknown flag --frob", []string{"--frob=1", "N"}},
+		{"a one-dash Go switch is quoted with its one dash", "-shared: want true or false", []string{"-shared=yes", "N"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := scanFlags(execFlagSpecs, tt.args)

@@ -26,6 +26,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/devmasters"
+	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/oklog/run"
 )
 
@@ -147,7 +148,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d masters, quorum %d, socket %s)\n", *path, len(cfg.Masters), len(cfg.Masters)/2+1, cfg.Socket.Path)
+	n := len(cfg.Masters)
+	fmt.Fprintf(stdout, "%s: valid (%s, quorum %d, %s, socket %s)\n", *path, countOf(n, "master", "masters"), quorum.Majority(n), tolerance(n-quorum.Majority(n)), cfg.Socket.Path)
+	if note := mastersNote(n); note != "" {
+		fmt.Fprintln(stdout, note)
+	}
 	return exitOK
 }
 

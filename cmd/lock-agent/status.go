@@ -22,14 +22,17 @@ const exitNoQuorum = 3
 // agentStatus is the STATUS reply. The Go client's Status has no agent id,
 // so status speaks the one request itself.
 type agentStatus struct {
-	ID       string             `json:"id"`
-	Version  string             `json:"agent"`
-	Sessions int                `json:"sessions"`
-	Holds    int                `json:"holds"`
-	Waiters  int                `json:"waiters"`
-	Quorum   int                `json:"quorum"`
-	Up       int                `json:"up"`
-	Masters  []lockagent.Master `json:"masters"`
+	ID       string `json:"id"`
+	Version  string `json:"agent"`
+	Sessions int    `json:"sessions"`
+	Holds    int    `json:"holds"`
+	Waiters  int    `json:"waiters"`
+	Quorum   int    `json:"quorum"`
+	// Tolerates is how many masters may be down or quarantined while the
+	// agent still grants: 0 for one master.
+	Tolerates int                `json:"tolerates"`
+	Up        int                `json:"up"`
+	Masters   []lockagent.Master `json:"masters"`
 	// Settings are the agent's cluster settings; SettingsDiffer, while a
 	// majority of masters records others, names those that differ.
 	Settings       string   `json:"settings,omitempty"`
@@ -65,8 +68,12 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
-	fmt.Fprintf(stdout, "agent %s (lock-agent %s): %d/%d masters up (quorum %d, %s); %d sessions, %d holds, %d waiters\n\n",
-		s.ID, s.Version, s.Up, len(s.Masters), s.Quorum, health, s.Sessions, s.Holds, s.Waiters)
+	fmt.Fprintf(stdout, "agent %s (lock-agent %s): %d/%d masters up (quorum %d, %s, %s); %d sessions, %d holds, %d waiters\n\n",
+		s.ID, s.Version, s.Up, len(s.Masters), s.Quorum, tolerance(s.Tolerates), health, s.Sessions, s.Holds, s.Waiters)
+	if s.Tolerates == 0 {
+		fmt.Fprintf(stdout, "no master may fail: with one down nothing is granted and every hold is lost; one restarted empty\n"+
+			"stops every grant for its quarantine (docs/operations.md, \"How many masters\").\n\n")
+	}
 	if len(s.SettingsDiffer) > 0 {
 		fmt.Fprintf(stdout, "this agent grants nothing: its settings differ from the cluster's: %s.\n"+
 			"Run it with the cluster's settings, or change the cluster's (lock-agent settings; see docs/operations.md).\n\n", s.settingsDiffer())
@@ -166,6 +173,10 @@ func (s *agentStatus) readFinal(f map[string]string) {
 	s.Holds, _ = strconv.Atoi(f["holds"])
 	s.Waiters, _ = strconv.Atoi(f["waiters"])
 	s.Quorum, _ = strconv.Atoi(f["quorum"])
+	s.Tolerates = len(s.Masters) - s.Quorum // an agent older than tolerates=
+	if t, err := strconv.Atoi(f["tolerates"]); err == nil {
+		s.Tolerates = t
+	}
 	s.Settings = f["settings"]
 	if d := f["settings_differ"]; d != "" {
 		s.SettingsDiffer = strings.Split(d, ",")

@@ -8,7 +8,7 @@ import { Connection, open } from './connection.js';
 import { holdsOf, occupancyOf, statusOf } from './info.js';
 import { Lock } from './lock.js'; // also defines Symbol.asyncDispose where Node lacks it
 import { Observations, leaderOf } from './observe.js';
-import { checkNames, lockLine, lockWords } from './options.js';
+import { checkNames, checkOptions, lockLine, lockWords } from './options.js';
 import { checkAgentId, checkClientName, checkFence, checkName, checkOwner, checkReason, fields, int } from './wire.js';
 
 export const DEFAULT_SOCKET = '/run/lock-agent/agent.sock';
@@ -36,12 +36,17 @@ function programName() {
   return base || 'node';
 }
 
+// The options each call takes: any other key is refused (see checkOptions).
+const CONNECT_OPTIONS = new Set(['path', 'clientName']);
+const REVOKE_OPTIONS = new Set(['agent', 'reason']);
+const OBSERVE_OPTIONS = new Set(['signal']);
+
 /**
  * Connects to the agent at options.path (default socketPath()) and says
  * HELLO. Rejects with a ConnectError when nothing answers there.
  */
 export async function connect(options = {}) {
-  const { path: where = socketPath(), clientName = programName() } = options;
+  const { path: where = socketPath(), clientName = programName() } = checkOptions(options, CONNECT_OPTIONS);
   checkClientName(clientName);
   const socket = await open(where, [DEFAULT_SOCKET, devSocketPath()]);
   const client = new Client(socket);
@@ -212,6 +217,7 @@ export class Client {
 
   /** Ends the holds of name wherever they are (an operator's verb); resolves with how many. */
   async revoke(name, options = {}) {
+    checkOptions(options, REVOKE_OPTIONS);
     let line = `REVOKE ${checkName(name)}`;
     if (options.agent !== undefined) line += ` agent=${checkAgentId(options.agent)}`;
     if (options.reason !== undefined) line += ` reason=${checkReason(options.reason)}`;
@@ -226,19 +232,23 @@ export class Client {
    */
   async observe(name, options = {}) {
     checkName(name);
-    const { signal } = options;
+    const { signal } = checkOptions(options, OBSERVE_OPTIONS);
     signal?.throwIfAborted();
     const observer = await this.#observations.join(name, false);
-    return this.#leaders(name, observer, signal);
+    // Listened for here, not in the generator: its body runs only once it
+    // is read, and an abort before that must end the OBSERVE all the same.
+    const stop = () => this.#observations.leave(name, observer);
+    if (signal?.aborted) stop();
+    else signal?.addEventListener('abort', stop, { once: true });
+    return this.#leaders(observer, signal, stop);
   }
 
-  async* #leaders(name, observer, signal) {
-    const stop = () => this.#observations.leave(name, observer);
-    signal?.addEventListener('abort', stop, { once: true });
+  /** observer's leaders until signal aborts (those queued before it are dropped) or the loop breaks. */
+  async* #leaders(observer, signal, stop) {
     try {
-      for (;;) {
+      while (!signal?.aborted) {
         const next = await observer.next().catch((err) => (signal?.aborted ? aborted : Promise.reject(err)));
-        if (next === aborted) return;
+        if (next === aborted || signal?.aborted) return;
         yield next;
       }
     } finally {
@@ -250,7 +260,7 @@ export class Client {
   /** The current leader of name (`none: true` while there is none). */
   async leader(name, options = {}) {
     checkName(name);
-    const { signal } = options;
+    const { signal } = checkOptions(options, OBSERVE_OPTIONS);
     signal?.throwIfAborted();
     const observer = await this.#observations.join(name, true);
     try {

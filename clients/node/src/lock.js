@@ -108,6 +108,10 @@ export class Lock extends EventEmitter {
       if (!(err instanceof NotHeld)) throw err;
       this._lose('unknown'); // NOT_HELD with no * LOST before it: lost all the same
       throw this.error;
+    } finally {
+      // Refused, it is still held: a connection that ends later loses it.
+      // (One that ended meanwhile has been seen already: see _lose.)
+      this.#unlocking = false;
     }
     if (this.state === 'lost') throw this.error;
     this.#end('unlocked');

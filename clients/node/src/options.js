@@ -29,16 +29,25 @@ function checkSignal(signal) {
 }
 
 /**
+ * Refuses options that are not an object, or that name a key outside
+ * known: a misspelt option would otherwise be dropped without a word (a
+ * revoke's `agnet` would end the holds of every agent).
+ */
+export function checkOptions(options, known) {
+  if (options === null || typeof options !== 'object') throw new InvalidArgument('options', options, 'an object');
+  for (const key of Object.keys(options)) {
+    if (!known.has(key)) throw new InvalidArgument('option', key, `one of ${[...known].join(', ')}`);
+  }
+  return options;
+}
+
+/**
  * The words a LOCK of `names` (already checked) by `owner` adds for
  * `options`, each checked; throws InvalidArgument for an unknown option or a
  * bad value.
  */
 export function lockWords(options) {
-  if (options === null || typeof options !== 'object') throw new InvalidArgument('options', options, 'an object');
-  for (const key of Object.keys(options)) {
-    if (!KNOWN.has(key)) throw new InvalidArgument('option', key, `one of ${[...KNOWN].join(', ')}`);
-  }
-  const o = options;
+  const o = checkOptions(options, KNOWN);
   const words = [];
   const given = (v) => v !== undefined;
   if (given(o.wait)) words.push(`wait=${waitMs(o.wait)}`);

@@ -54,6 +54,10 @@ const refused = [
   ['a check of a fence as a string', (c) => c.check('n', '7'), 'fence'],
   ['a revoke with a reason of two words', (c) => c.revoke('n', { reason: 'a b' }), 'reason'],
   ['a revoke with an agent id holding =', (c) => c.revoke('n', { agent: 'a=b' }), 'agent'],
+  ['a revoke with a misspelt option (else it would end every holder, on every agent)',
+    (c) => c.revoke('n', { agnet: 'web-7' }), 'option'],
+  ['observe with an unknown option', (c) => c.observe('n', { singal: AbortSignal.abort() }), 'option'],
+  ['leader with an unknown option', (c) => c.leader('n', { timeout: 5 }), 'option'],
   ['who of a bad name', (c) => c.who('a b'), 'name'],
   ['observe of a bad name', (c) => c.observe('{x}'), 'name'],
   ['leader of a bad name', (c) => c.leader('{x}'), 'name'],
@@ -92,6 +96,10 @@ test('an aborted signal sends nothing', async () => {
 
 test('a bad client name is refused before connecting', async () => {
   await assert.rejects(connect({ path: fake.path, clientName: 'a b' }), InvalidArgument);
+});
+
+test('an unknown connect option is refused before connecting', async () => {
+  await assert.rejects(connect({ socket: fake.path }), (err) => err instanceof InvalidArgument && err.argument === 'option');
 });
 
 test('options go on the wire as the protocol spells them', async () => {

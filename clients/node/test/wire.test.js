@@ -48,6 +48,16 @@ test('an unlock the connection cuts short is a release, not a loss', async (t) =
   assert.equal(lock.error, undefined);
 });
 
+test('a hold whose unlock was refused is lost, not released, when the connection ends', { timeout: 10000 }, async (t) => {
+  const { fake, client } = await fakeClient(t, (verb, args) => (verb === 'UNLOCK' ? ['ERR INTERNAL no'] : grantAll(verb, args)));
+  const lock = await client.lock('w/refused');
+  await assert.rejects(lock.unlock(), lockagent.InternalError);
+  assert.equal(lock.state, 'held');
+  for (const s of fake.sockets) s.destroy();
+  assert.equal((await lock.lost).reason, 'disconnected');
+  assert.equal(lock.state, 'lost');
+});
+
 test('NOT_HELD to an unlock without a * LOST first is a loss all the same', async (t) => {
   const { client } = await fakeClient(t, (verb, args) => (verb === 'UNLOCK' ? ['ERR NOT_HELD gone'] : grantAll(verb, args)));
   const lock = await client.lock('w/gone');
@@ -165,4 +175,14 @@ test("an observation ends with ConnectionClosed when the agent's connection does
   for (const s of fake.sockets) s.destroy();
   await assert.rejects(pending, lockagent.ConnectionClosed);
   await assert.rejects(client.leader('w/o'), lockagent.ConnectionClosed);
+});
+
+test('an observation aborted before it is read ends its OBSERVE and yields nothing more', { timeout: 10000 }, async (t) => {
+  const { fake, client } = await fakeClient(t, (verb) => (verb === 'OBSERVE' ? ['OK', '* LEADER w/a none'] : ['OK']));
+  const stop = new AbortController();
+  const leaders = await client.observe('w/a', { signal: stop.signal });
+  await client.ping(); // the push after OBSERVE's reply is queued for the observer
+  stop.abort();
+  await new Promise((resolve) => { const poll = () => (fake.requests.at(-1) === 'UNOBSERVE w/a' ? resolve() : setImmediate(poll)); poll(); });
+  assert.equal((await leaders[Symbol.asyncIterator]().next()).done, true);
 });

@@ -61,9 +61,13 @@ class CoroutineMixin:
         return self._step("throw", typ, val, tb)
 
     def close(self):
-        """Closes every run still going (GeneratorExit into each)."""
-        runs, self._coroutine_runs = self._coroutine_runs or {}, None
-        for run in runs.values():
+        """Closes the run of the task that calls it, if it has one
+        (GeneratorExit into it). The runs of other tasks are theirs: asyncio
+        closes a coroutine it will not run (a TaskGroup shutting down), and
+        ending another task's acquire there would leave its LOCK unanswered
+        at the agent, granted later to nobody."""
+        run = (self._coroutine_runs or {}).pop(_current_task(), None)
+        if run is not None:
             run.close()
 
 

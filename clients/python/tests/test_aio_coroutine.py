@@ -151,6 +151,19 @@ class AioCoroutineTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual([h["name"] for h in holds], ["co/two", "co/two"])
         self.assertEqual(len({h["owner"] for h in holds}), 2)
 
+    async def test_close_from_elsewhere_leaves_a_task_s_acquire_alone(self):
+        # asyncio closes a coroutine it will not run (a TaskGroup that is
+        # shutting down): that must not end a run another task drives.
+        blocker = await self.other.lock("co/close")
+        lk = self.client.lock("co/close")
+        task = asyncio.get_running_loop().create_task(lk)
+        await self.queued("co/close")
+        lk.close()
+        await blocker.release()
+        self.assertIs(await asyncio.wait_for(task, 10), lk)
+        self.assertTrue(lk.locked())
+        await self.release(lk)
+
     async def queued(self, name):
         """Waits until a LOCK of name waits at the agent: its WHO lists a
         waiting request (asked on the other connection, since a WHO waits

@@ -1,0 +1,137 @@
+package quorum
+
+import "context"
+
+// Lock caching. An agent may keep a hold's record in the masters after its
+// last local client let go (see agent/cache.go), so that its next local
+// LOCK of the name needs no round. The record then says so: its hash has
+// the field cached=1. An acquire that finds only cached records in its way
+// says so (Refusal.OnlyCached), and its agent tells the caching agents
+// that it waits (Wanted), which makes them release at once; a record a
+// client really holds answers BUSY as before. WHO shows a cached record as
+// cached, and it leads nothing (see Leader).
+//
+// The mark is a hint, never a fact to be safe by: an agent writes it after
+// the client's UNLOCK was answered, and clears it after it granted the
+// name to a local client again, so a remote acquire may find a record
+// marked cached that a client holds (it then waits for a release that
+// does not come soon, and answers BUSY after its bounded wait), or one not
+// marked that no client holds (BUSY, as for a held name). Exclusion never
+// depends on it: only the caching agent ever removes its record.
+
+// cachedSrc marks a live record cached or not. Marked cached, it says so
+// on the name's channel (cachedMessage); unmarked, to the name's observers
+// only (a cached record leads nothing). It never creates a record.
+// KEYS: holder key, observed mark. ARGV: "1" or "0", channel.
+// Returns 1 if the record is there.
+const cachedSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if (redis.call('HGET', KEYS[1], 'cached') or '0') == ARGV[1] then return 1 end
+redis.call('HSET', KEYS[1], 'cached', ARGV[1])
+if ARGV[1] == '1' then
+  redis.call('PUBLISH', ARGV[2], '` + cachedMessage + `')
+elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('PUBLISH', ARGV[2], '` + leaderMessage + `')
+end
+return 1
+`
+
+// cachedMessage, on a name's channel, says a record became cached: other
+// agents' waiters, parked until a release, try again, find only cached
+// records, and say they wait (see Wanted), which ends the cache. Without
+// it a waiter whose word the caching agent missed (it was not subscribed
+// yet) would wait for the cache's linger.
+const cachedMessage = "cached"
+
+// cacheOrReleaseSrc ends a hold's record as its last local holder let
+// go: if no other agent waits for the name (an acquire found the record
+// in its way and marked it wanted, a live waiting record of another
+// instance, or any queue entry), the record is kept and marked cached (as
+// cachedSrc); else it is released (as releaseSrc).
+// KEYS: set, holder key, waiting records, their deadlines, queue.
+// ARGV: holder, channel, message, tombstone ms (as releaseSrc), instance.
+// Returns 2 if kept, 3 if no other agent waits but the record is not
+// there (the grant missed this master: the watchdog may bring it back),
+// else releaseSrc's answer.
+const cacheOrReleaseSrc = `
+local others = redis.call('HGET', KEYS[2], 'wanted') == '1' or redis.call('ZCARD', KEYS[5]) > 0
+if not others then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf')) do
+    if m ~= ARGV[5] then others = true break end
+  end
+end
+if not others then
+  if redis.call('EXISTS', KEYS[2]) == 0 then return 3 end
+  redis.call('HSET', KEYS[2], 'cached', '1')
+  redis.call('PUBLISH', ARGV[2], '` + cachedMessage + `')
+  return 2
+end
+` + releaseBody
+
+var (
+	cachedScript         = newScript(cachedSrc, -1)
+	cacheOrReleaseScript = newScript(cacheOrReleaseSrc, -1)
+)
+
+// CacheOrRelease ends holder's hold of name as its agent's last local
+// holder let go: it keeps the record, marked cached, if no other agent
+// waits for the name, and says so (kept); else it releases it. It costs
+// one round, as Release does, and decides on each master atomically, so
+// that an agent whose waiter recorded itself (see SetWaiting) before is
+// never kept waiting by a cache. It keeps the record only if a majority
+// kept it and none released it; else it releases it everywhere.
+func (c *Cluster) CacheOrRelease(ctx context.Context, name, holder string) (kept bool, err error) {
+	if c.closed() {
+		return false, ErrClosed
+	}
+	keys, args := c.releaseArgs(name, holder, name)
+	keys = append(keys, c.waitingKey(name), c.waitingDeadlinesKey(name), c.queueKey(name))
+	args = append(args, c.cfg.InstanceID)
+	var cached, released int
+	c.vote(ctx, roundSpec{op: OpRelease, script: cacheOrReleaseScript, keys: keys, args: args, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			switch {
+			case err != nil:
+			case v == 2:
+				cached++
+			case v != 3:
+				released++
+			}
+			// A master the record missed decides nothing: the round waits
+			// for another's answer.
+			return 0, err == nil && v != 3, err
+		}})
+	if cached >= c.quorum && released == 0 {
+		return true, nil
+	}
+	if released == len(c.masters) {
+		return false, nil // released everywhere
+	}
+	_, err = c.Release(ctx, name, holder)
+	return false, err
+}
+
+// MarkCached writes on every master that has holder's record of name
+// whether its agent keeps it cached (no client holds it). Like Retag it
+// goes to every connected master and lands in the background on those that
+// answer late; it returns once a majority has it (or after
+// min(2×MasterTimeout, 1s)) and says on how many masters it landed by then.
+func (c *Cluster) MarkCached(ctx context.Context, name, holder string, cached bool) int {
+	if c.closed() {
+		return 0
+	}
+	mark := "0"
+	if cached {
+		mark = "1"
+	}
+	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, []string{mark, c.channel(name)}
+	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: cachedScript, keys: keys, args: args, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	return res.yes()
+}
