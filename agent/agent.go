@@ -136,7 +136,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
 	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe} {
+	trimmer := newMemoryTrimmer(a.log.Named("memory"))
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run} {
 		back.Add(1)
 		go func() {
 			defer back.Done()

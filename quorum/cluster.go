@@ -351,7 +351,11 @@ func Replant(ours, quorum int) bool {
 	return ours >= quorum
 }
 
-func (c *Cluster) holderKey(name, holder string) string { return c.holderPrefix(name) + holder }
+// holderKey is holderPrefix(name) + holder, made in one allocation: a
+// renewal makes one per hold.
+func (c *Cluster) holderKey(name, holder string) string {
+	return c.cfg.KeyPrefix + "{" + name + "}:h:" + holder
+}
 
 func (c *Cluster) eachMaster(ctx context.Context, f func(context.Context, *master)) {
 	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.MasterTimeout)

@@ -164,23 +164,28 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 	keys = append(keys, c.markerKey())
 	args = make([]string, 0, 2+2*len(holds))
 	args = append(args, c.gateArgs()...)
+	var lastLease time.Duration
+	var lastMS string
 	for _, h := range holds {
 		l := h.Lease
 		if l <= 0 {
 			l = lease
 		}
+		if l != lastLease || lastMS == "" { // most holds share a lease: formatted once
+			lastLease, lastMS = l, strconv.FormatInt(l.Milliseconds(), 10)
+		}
 		if h.Entry {
 			keys = append(keys, c.queueKey(h.Name), c.deadlinesKey(h.Name))
-			args = append(args, h.Holder, "q"+strconv.FormatInt(l.Milliseconds(), 10))
+			args = append(args, h.Holder, "q"+lastMS)
 			continue
 		}
 		if h.Waiting {
 			keys = append(keys, c.waitingDeadlinesKey(h.Name), c.waitingKey(h.Name))
-			args = append(args, h.Holder, "w"+strconv.FormatInt(l.Milliseconds(), 10))
+			args = append(args, h.Holder, "w"+lastMS)
 			continue
 		}
-		keys = append(keys, c.setKey(h.Name), c.holderKey(h.Name, h.Holder))
-		ms := strconv.FormatInt(l.Milliseconds(), 10)
+		keys = append(keys, c.setKey(h.Name)) // the script makes the holder key
+		ms := lastMS
 		if h.Tail {
 			ms = "t" + ms
 		}

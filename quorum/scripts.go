@@ -318,8 +318,10 @@ return {1, tonumber(fence), slot}
 // its holder id the agent's instance, its lease "w" and the ms; renewed only
 // while it is there and its deadline has not passed (a lapsed one is gone),
 // and both keys live at least as long.
-// KEYS: marker, then set and holder key of each hold. ARGV: epoch,
-// quarantine ms, then each hold's holder id and lease ms.
+// KEYS: marker, then for each hold its set key, and for a queue entry or
+// a waiting record its second key (a hold's holder key is its set key,
+// ":h:" and its holder id: sent, it was ~45% of a renewal's bytes). ARGV:
+// epoch, quarantine ms, then each hold's holder id and lease ms.
 // Returns {0, r1, r2, ...} with 1 where the hold was renewed and 0 where it is
 // gone, or {-2, ms} while the master is quarantined.
 const renewSrc = gateLua + tailsLua + `
@@ -327,10 +329,16 @@ local q = gate(KEYS[1], ARGV[1], ARGV[2])
 if q > 0 then return {-2, q} end
 local out = {0}
 local now
+local k = 2
 for i = 3, #ARGV, 2 do
-  local n = (i - 3) / 2
-  local set, key, lease = KEYS[2 * n + 2], KEYS[2 * n + 3], ARGV[i + 1]
-  if string.sub(lease, 1, 1) == 'q' then
+  local set, key, lease = KEYS[k], nil, ARGV[i + 1]
+  local kind = string.sub(lease, 1, 1)
+  if kind == 'q' or kind == 'w' then
+    key, k = KEYS[k + 1], k + 2
+  else
+    key, k = set .. ':h:' .. ARGV[i], k + 1
+  end
+  if kind == 'q' then
     if redis.call('ZSCORE', set, ARGV[i]) then
       now = now or math.floor(now_us() / 1000)
       redis.call('ZADD', key, 'XX', now + tonumber(string.sub(lease, 2)), ARGV[i])
@@ -338,16 +346,16 @@ for i = 3, #ARGV, 2 do
     else
       out[#out + 1] = 0
     end
-  elseif string.sub(lease, 1, 1) == 't' then
+  elseif kind == 't' then
     now = now or math.floor(now_us() / 1000)
     out[#out + 1] = tail_renew(KEYS[1], set, key, ARGV[i], tonumber(string.sub(lease, 2)), now)
-  elseif string.sub(lease, 1, 1) == 'w' then
+  elseif kind == 'w' then
     now = now or math.floor(now_us() / 1000)
     if (tonumber(redis.call('ZSCORE', set, ARGV[i])) or 0) > now then
       local ms = tonumber(string.sub(lease, 2))
       redis.call('ZADD', set, 'XX', now + ms, ARGV[i])
-      for _, k in ipairs({set, key}) do
-        if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+      for _, each in ipairs({set, key}) do
+        if redis.call('PTTL', each) < ms then redis.call('PEXPIRE', each, ms) end
       end
       out[#out + 1] = 1
     else

@@ -279,12 +279,23 @@ func (w *Watchdog) poke() {
 	}
 }
 
+// round is one renewal call's holds and results: a renewal of many holds
+// is a series of them (see renew), the last one marked so.
 type round struct {
 	start  time.Time
 	holds  []*Hold
 	leases []time.Duration // each hold's lease as the round set it
 	res    []quorum.RenewResult
+	last   bool // the renewal's last round: the next may start
 }
+
+// roundSize is how many holds one Renew call carries. A renewal of every
+// hold at once built a key (with its record) and the script arguments of
+// every hold at once: 100,000 holds kept ~40 MB alive for the round, which
+// the GC then took as the heap to double. In rounds of this size the
+// renewal's own memory stays under a few MB, and each round's validity
+// counts from its own start, not from the start of the whole renewal.
+const roundSize = 4096
 
 // Run renews and expires holds until ctx ends. Renewal rounds run in their
 // own goroutine, so a slow master never delays the expiry of a hold.
@@ -297,8 +308,8 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	done := make(chan round, 1)
 	renewing := false
 	defer func() {
-		if renewing {
-			<-done
+		for renewing {
+			renewing = !(<-done).last
 		}
 	}()
 	for {
@@ -313,7 +324,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				go w.renew(ctx, done)
 			}
 		case r := <-done:
-			renewing = false
+			renewing = !r.last
 			w.apply(r)
 		case <-expiry.C():
 			w.expire()
@@ -337,26 +348,59 @@ func (w *Watchdog) armExpiry(t quorum.Timer) {
 	t.Reset(max(next.Sub(w.cfg.Clock.Now()), 0))
 }
 
+// renew renews every hold watched now, roundSize holds at a time, and
+// hands each round to Run; the last is marked so.
 func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
+	all := w.renewable()
+	keys := make([]quorum.RenewKey, 0, min(len(all), roundSize))
+	for lo := 0; lo < len(all) && ctx.Err() == nil; lo += roundSize {
+		var r round
+		r.holds, r.leases, keys = w.renewKeys(all[lo:min(lo+roundSize, len(all))], keys[:0])
+		r.start = w.cfg.Clock.Now()
+		if len(keys) > 0 {
+			r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
+		}
+		done <- r
+	}
+	clear(keys) // the records' strings are not kept alive until the next renewal
+	done <- round{last: true}
+}
+
+// renewable is every watched hold that is renewed.
+func (w *Watchdog) renewable() []*Hold {
 	w.mu.Lock()
-	r := round{start: w.cfg.Clock.Now()}
-	var keys []quorum.RenewKey
+	defer w.mu.Unlock()
+	holds := make([]*Hold, 0, len(w.byExpiry))
 	for _, h := range w.byExpiry {
 		if !h.Fixed {
-			lease := h.Lease
-			if lease <= 0 {
-				lease = w.cfg.Lease
-			}
-			r.holds = append(r.holds, h)
-			r.leases = append(r.leases, lease)
-			keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Waiting: h.Waiting, Record: h.Record, Lease: lease, Tail: h.Tail})
+			holds = append(holds, h)
 		}
 	}
-	w.mu.Unlock()
-	if len(r.holds) > 0 {
-		r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
+	return holds
+}
+
+// renewKeys is, of holds, those still watched, their leases, and their
+// renewal keys (appended to keys). It reads them under w.mu, just before
+// their round: a hold removed since renew began is not renewed (its
+// release may be under way), and a record may have changed (see
+// UpdateRecord).
+func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []time.Duration, []quorum.RenewKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	watched := make([]*Hold, 0, len(holds))
+	leases := make([]time.Duration, 0, len(holds))
+	for _, h := range holds {
+		if !w.watched(h) {
+			continue
+		}
+		lease := h.Lease
+		if lease <= 0 {
+			lease = w.cfg.Lease
+		}
+		watched, leases = append(watched, h), append(leases, lease)
+		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Waiting: h.Waiting, Record: h.Record, Lease: lease, Tail: h.Tail})
 	}
-	done <- r
+	return watched, leases, keys
 }
 
 // apply moves the deadline of every hold a majority renewed to the round's

@@ -58,9 +58,18 @@ type harness struct {
 const lease = 3 * time.Second
 
 func newHarness(t *testing.T) *harness {
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with renewer as the masters, or the
+// harness's scripted renewer if it is nil.
+func newHarnessWith(t *testing.T, renewer Renewer) *harness {
 	h := &harness{t: t, clock: quorum.NewFakeClock(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
 		lost: make(chan lostEvent, 100)}
-	h.w = New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: h.renewer, Clock: h.clock,
+	if renewer == nil {
+		renewer = h.renewer
+	}
+	h.w = New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: renewer, Clock: h.clock,
 		OnLost: func(hold *Hold, r Reason) { h.lost <- lostEvent{hold, r, h.clock.Now()} }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -286,5 +295,69 @@ func TestManyTTLHoldsEndEachAtItsOwnTime(t *testing.T) {
 	}
 	if len(end) != 0 {
 		t.Fatalf("%d holds never lost", len(end))
+	}
+}
+
+// roundRecorder renews every hold, records the size of each Renew call and
+// the names it renewed, sends each call's size on calls, and runs hook
+// before its first call.
+type roundRecorder struct {
+	mu      sync.Mutex
+	renewed map[string]int
+	hook    func()
+	calls   chan int
+}
+
+func (r *roundRecorder) Renew(_ context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	r.mu.Lock()
+	hook := r.hook
+	r.hook = nil
+	r.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]quorum.RenewResult, len(keys))
+	for i, k := range keys {
+		r.renewed[k.Name]++
+		out[i] = quorum.RenewResult{OK: 3}
+	}
+	r.calls <- len(keys)
+	return out
+}
+
+func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
+	rec := &roundRecorder{renewed: map[string]int{}, calls: make(chan int, 100)}
+	h := newHarnessWith(t, rec)
+	holds := make([]*Hold, 2*roundSize+1)
+	for i := range holds {
+		holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
+		h.w.Add(holds[i], h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+	}
+	h.settle()
+	// Removed while the first round is under way: its own round, later,
+	// must not renew it (its release may be under way).
+	removed := holds[len(holds)-1]
+	rec.hook = func() { h.w.Remove(removed) }
+	h.clock.Advance(lease / 3)
+	for range 2 {
+		if n := <-rec.calls; n != roundSize {
+			t.Fatalf("a Renew call of %d holds, want %d", n, roundSize)
+		}
+	}
+	rec.mu.Lock()
+	for _, hold := range holds[:len(holds)-1] {
+		if n := rec.renewed[hold.Name]; n != 1 {
+			t.Errorf("%s renewed %d times in one renewal", hold.Name, n)
+		}
+	}
+	rec.mu.Unlock()
+	h.run(5 * lease)
+	h.expectNoLoss()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if n := rec.renewed[removed.Name]; n != 0 {
+		t.Errorf("a hold removed during a renewal was renewed %d times", n)
 	}
 }
