@@ -87,3 +87,43 @@ func TestBreaker19SharedCacheAndWriters(t *testing.T) {
 		t.Fatalf("a local writer while a remote reader holds it (the exclusive cache lent?): %s", r.Line)
 	}
 }
+
+// TestBreaker19LendingWithAMajorityPaused: a majority of masters paused
+// under a cache: its Reserve cannot land. Lending goes on from what is
+// left of the reserved blocks, then stops (a LOCK then is not OK, or its
+// fence is still above the last); after the resume, the other agent's
+// grant is above every fence lent.
+func TestBreaker19LendingWithAMajorityPaused(t *testing.T) {
+	a, b, servers := twoAgents(t, 3*time.Second)
+	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	last := ca.Do("LOCK maj19").Int("fence")
+	ca.Do("UNLOCK maj19")
+	awaitCachedWho(t, cb, "maj19", "host-a", 0)
+	servers[0].Pause()
+	servers[1].Pause()
+	lent, stopped := 0, ""
+	for range 300 {
+		r := ca.Do("LOCK maj19 wait=0")
+		if r.Kind != "OK" {
+			stopped = r.Line
+			break
+		}
+		if f := r.Int("fence"); f <= last {
+			t.Fatalf("fence %d after %d", f, last)
+		} else {
+			last = f
+		}
+		lent++
+		ca.Do("UNLOCK maj19")
+	}
+	servers[0].Resume()
+	servers[1].Resume()
+	t.Logf("lent %d times with a majority paused; then %q", lent, stopped)
+	if stopped == "" {
+		t.Fatalf("300 lendings with a majority paused: no block could have been reserved for them")
+	}
+	r := cb.Do("LOCK maj19 wait=10s")
+	if r.Kind != "OK" || r.Int("fence") <= last {
+		t.Fatalf("the other agent after the resume: %s, want a fence above %d", r.Line, last)
+	}
+}
