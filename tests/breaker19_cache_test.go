@@ -1,0 +1,138 @@
+package tests
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// TestBreaker19AnAgentWithoutCachingTakesACachedName: settings differ
+// between agents. An agent with cache_linger=0 (caching off) must still
+// say that it wants a name another agent caches, and be granted it with
+// wait=0, with a fence above the cached one's.
+func TestBreaker19AnAgentWithoutCachingTakesACachedName(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, 3*time.Second)
+	cfgA.AgentID = "host-a" // caching on, default linger
+	cfgB := agenttest.Config(t, servers, 3*time.Second)
+	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", 0
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	for i := range 20 {
+		name := "mismatch" + strconv.Itoa(i)
+		first := ca.Do("LOCK " + name)
+		ca.Do("UNLOCK " + name)
+		awaitCachedWho(t, cb, name, "host-a", 0)
+		r := cb.Do("LOCK " + name + " wait=0")
+		if r.Kind != "OK" || r.Int("fence") <= first.Int("fence") {
+			t.Fatalf("a wait=0 LOCK, on an agent that does not cache, of a name another caches: %s (cached fence %d)", r.Line, first.Int("fence"))
+		}
+		// B does not cache: once it let go, A takes it back at once.
+		cb.Do("UNLOCK " + name)
+		if r := ca.Do("LOCK " + name + " wait=0"); r.Kind != "OK" {
+			t.Fatalf("the caching agent after a non-caching one let go: %s", r.Line)
+		}
+		ca.Do("UNLOCK " + name)
+	}
+}
+
+// TestBreaker19RevokeOfACachedAndOfALentName: REVOKE of a name only cached
+// ends the cache (the next local LOCK is no lending of the revoked record);
+// REVOKE of a lent name tells its client LOST before the operator's agent
+// grants it, with a higher fence.
+func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
+	a, b, _ := twoAgents(t, 3*time.Second)
+	ca, operator, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	first := ca.Do("LOCK rv19")
+	ca.Do("UNLOCK rv19")
+	awaitCachedWho(t, operator, "rv19", "host-a", 0)
+	if r := operator.Do("REVOKE rv19 reason=maintenance"); r.Kind != "OK" {
+		t.Fatalf("REVOKE of a cached name: %q", r.Line)
+	}
+	if r := cb.Do("LOCK rv19 wait=0"); r.Kind != "OK" || r.Int("fence") <= first.Int("fence") {
+		t.Fatalf("LOCK on another agent after REVOKE of a cached name: %s", r.Line)
+	}
+	if r := ca.Do("LOCK rv19 wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("the caching agent lent a revoked name held elsewhere: %s", r.Line)
+	}
+	cb.Do("UNLOCK rv19")
+
+	// Cached again on A, then lent.
+	ca.Do("LOCK rv19 wait=5s")
+	ca.Do("UNLOCK rv19")
+	awaitCachedWho(t, operator, "rv19", "host-a", 0)
+	lent := ca.Do("LOCK rv19 wait=0")
+	if lent.Kind != "OK" {
+		t.Fatal(lent.Line)
+	}
+	if r := operator.Do("REVOKE rv19 reason=maintenance"); r.Kind != "OK" {
+		t.Fatalf("REVOKE of a lent name: %q", r.Line)
+	}
+	// REVOKE answers once the name is released: its holder was told first.
+	select {
+	case p := <-ca.Pushes():
+		if !strings.HasPrefix(p, "* LOST rv19 ") {
+			t.Fatalf("push %q, want LOST", p)
+		}
+	default:
+		t.Fatal("REVOKE of a lent name answered before its holder was told LOST")
+	}
+	r := cb.Do("LOCK rv19 wait=0")
+	if r.Kind != "OK" || r.Int("fence") <= lent.Int("fence") {
+		t.Fatalf("LOCK after REVOKE of a lent name: %s, want a fence above %d", r.Line, lent.Int("fence"))
+	}
+	if r := ca.Do("UNLOCK rv19"); r.Kind != "ERR" {
+		t.Fatalf("UNLOCK of a revoked lent hold: %s", r.Line)
+	}
+	if r := ca.Do("LOCK rv19 wait=0"); r.Kind != "BUSY" {
+		t.Fatalf("a revoked lent record came back to the cache and was lent again: %s", r.Line)
+	}
+}
+
+// TestBreaker19ABurstOfCachedNamesLeavesNothing: 1000 fresh names locked
+// and let go with caching on; once the linger ended, no record is left on
+// the masters and the keepers' goroutines are gone.
+func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 3*time.Second)
+	cfg.AgentID, cfg.Lock.CacheLinger = "host-a", 200*time.Millisecond
+	a := agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("PING")
+	base := runtime.NumGoroutine()
+	const n = 1000
+	for i := range n {
+		name := "burst19-" + strconv.Itoa(i)
+		if r := c.Do("LOCK " + name); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		c.Do("UNLOCK " + name)
+	}
+	left := 0 // the last names are still cached: the records are there to see
+	for _, s := range servers {
+		left += s.Keys("lock-agent:{burst19-*}:h:*")
+	}
+	if left == 0 {
+		t.Fatal("no cached record seen right after the burst: the check below would prove nothing")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		keys, g := 0, runtime.NumGoroutine()
+		for _, s := range servers {
+			keys += s.Keys("lock-agent:{burst19-*}:h:*")
+		}
+		if keys == 0 && g <= base+10 {
+			t.Logf("%d cached names: records gone, goroutines %d (before %d)", n, g, base)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the linger: %d records left on the masters, %d goroutines (before the burst %d)", keys, g, base)
+		}
+		time.Sleep(50 * time.Millisecond) // polls the state under test
+	}
+}

@@ -1,0 +1,56 @@
+package tests
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// TestBreaker19AWaiterElsewhereWhileLent: with a long linger (1m), a
+// client of the other agent waits while the name is lent; when the lent
+// holder lets go, the name goes to that waiter at once (not after the
+// linger), with a higher fence, and the caching agent lends it no more.
+// Its wait=0 LOCK meanwhile is BUSY, and a session that closes while
+// holding a lent name gives it to the waiter as well.
+func TestBreaker19AWaiterElsewhereWhileLent(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfgA := agenttest.Config(t, servers, 3*time.Second)
+	cfgA.AgentID, cfgA.Lock.CacheLinger = "host-a", time.Minute
+	cfgB := agenttest.Config(t, servers, 3*time.Second)
+	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", time.Minute
+	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	for i, closeIt := range []bool{false, true} {
+		ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+		name := "wl19-" + string(rune('a'+i))
+		ca.Do("LOCK " + name)
+		ca.Do("UNLOCK " + name)
+		awaitCachedWho(t, cb, name, "host-a", 0)
+		lent := ca.Do("LOCK " + name + " wait=0")
+		if lent.Kind != "OK" {
+			t.Fatal(lent.Line)
+		}
+		_, granted := cb.Send("LOCK " + name + " wait=10s")
+		cb.AwaitWaiters(1)
+		start := time.Now()
+		if closeIt {
+			ca.Close()
+		} else {
+			ca.Do("UNLOCK " + name)
+		}
+		r := cb.Await(granted)
+		took := time.Since(start)
+		if r.Kind != "OK" || r.Int("fence") <= lent.Int("fence") {
+			t.Fatalf("the waiter elsewhere: %s, want a fence above %d", r.Line, lent.Int("fence"))
+		}
+		if took > 2*time.Second {
+			t.Fatalf("the waiter elsewhere was granted %v after the lent holder let go", took)
+		}
+		t.Logf("close=%v: granted elsewhere %v after the lent holder let go", closeIt, took)
+		other := agenttest.Dial(t, a.Config.Socket.Path)
+		if l := other.Do("LOCK " + name + " wait=0"); l.Kind != "BUSY" {
+			t.Fatalf("the caching agent lent a name the other agent holds: %s", l.Line)
+		}
+	}
+}
