@@ -31,8 +31,9 @@ const Version = "0.1.0"
 // say BYE and release their holds, counted from the start of the stop (a
 // session's BYE may wait for its answers: see byeWait). Healthy masters
 // take milliseconds; the rest of the
-// 5s a stop may take is for the cluster to stop (releases in flight get up
-// to a second, closing the connections half a second: see quorum's Run).
+// 5s a stop may take is for the cluster to stop (releases in flight get
+// half a second, closing the connections half a second: see quorum's Run),
+// and a second of slack for a busy host.
 const shutdownGrace = 3 * time.Second
 
 // Agent is one running lock agent.

@@ -312,12 +312,14 @@ func (m *master) conn(l lane) rueidis.Client {
 // not answer NOSCRIPT and get re-sent behind commands issued after it.
 // (Should that still happen, after a restart that kept the data, release
 // tombstones keep it harmless.)
-func (m *master) loadScripts() {
+func (m *master) loadScripts(ctx context.Context) {
 	c := m.getClient()
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(20*m.cluster.cfg.MasterTimeout, time.Second))
+	// The run's context: a stop does not wait for a master that does not
+	// answer (see Cluster.Run).
+	ctx, cancel := context.WithTimeout(ctx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
 	defer cancel()
 	cmds := make(rueidis.Commands, len(allScripts))
 	for i, s := range allScripts {
@@ -335,11 +337,11 @@ func (m *master) loadScripts() {
 // epoch gate (which plants a quarantined marker on a master that lost its
 // data, and checks the settings it records), and now and then checks that
 // the master is configured safely.
-func (m *master) probe(ctx context.Context) {
+func (m *master) probe(runCtx context.Context) {
 	cfg := &m.cluster.cfg
 	// Generous: a busy master (or a busy agent) is not a dead one, and
 	// rounds decide without a hung master before it is marked down.
-	ctx, cancel := context.WithTimeout(ctx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
+	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
 	defer cancel()
 	mk, err := m.gate(ctx)
 	if err != nil {
@@ -362,7 +364,7 @@ func (m *master) probe(ctx context.Context) {
 		m.cluster.wakeAll()
 	}
 	if lostData || m.reload.Swap(false) {
-		m.loadScripts()
+		m.loadScripts(runCtx)
 	}
 	if check {
 		if unsafe, ok := m.checkSafety(ctx); ok {
@@ -609,7 +611,7 @@ func (m *master) subscribeLoop(ctx context.Context) {
 		if c == nil {
 			return
 		}
-		dc, release := c.Dedicate()
+		dc, _ := c.Dedicate()
 		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
 			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel, msg.Message) },
 		})
@@ -630,12 +632,13 @@ func (m *master) subscribeLoop(ctx context.Context) {
 			m.subMu.Unlock()
 		}
 		if ctx.Err() != nil {
-			// Stopping: handing the connection back would UNSUBSCRIBE with no
-			// deadline, hanging on a master that does not answer. Closing the
-			// client ends it instead.
-			return
+			return // stopping: closing the client ends the connection
 		}
-		release()
+		// Not handed back to the client's pool: that would UNSUBSCRIBE
+		// with no deadline, which hangs this loop (and a stop, which waits
+		// for it) for as long as a paused master keeps the connection
+		// open. Closing it is bounded (a second at most).
+		dc.Close()
 		if ctx.Err() == nil {
 			m.log.Debug("subscriber reconnecting", "error", err)
 			if !sleepCtx(ctx, m.cluster.cfg.ProbeInterval) {
