@@ -170,42 +170,89 @@ func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
 // the masters: at once if it was revoked (a majority can no longer renew
 // it), else once its validity ended. The watchdog no longer watches rh.
 func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
-	a.mu.Lock()
-	h := holderOf(rh)
-	if h != nil {
-		a.endHoldLocked(h)
-		a.endCohortLocked(h)
-		a.dropCacheLocked(h)
-	}
-	a.mu.Unlock()
+	h := a.detachLost(rh)
 	if h == nil {
 		a.cacheLost(rh, revoked)
 		return
 	}
 	s := h.sess
 	s.mu.Lock()
-	mine := s.holds[h.key()] == h
-	if mine {
-		delete(s.holds, h.key())
-		// Queued before s.mu is let go: an UNLOCK that finds the hold gone
-		// (it looks under s.mu) answers NOT_HELD after the client heard why.
-		// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
-		if revoked {
-			a.metrics.lost(renewal.ReasonRevoked) // counted before the client can hear of it
-		} else {
-			a.metrics.lost(renewal.Reason(reason))
-		}
-		s.push(lostLine(h, reason, revoked))
-	}
+	mine := s.tellLostLocked(h, reason, revoked)
 	s.mu.Unlock()
 	if mine {
-		s.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
-		at := a.watchdog.Deadline(rh)
-		if revoked {
-			at = time.Time{} // a majority can no longer renew it
-		}
-		a.releaseAt(rh, at)
+		a.afterLost(h, reason, revoked)
 	}
+}
+
+// detachLost makes rh's holder, if it has one, no longer its record's
+// holder, and returns it. Agent.mu is not held.
+func (a *Agent) detachLost(rh *renewal.Hold) *hold {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := holderOf(rh)
+	if h != nil {
+		a.endHoldLocked(h)
+		a.endCohortLocked(h)
+		a.dropCacheLocked(h)
+	}
+	return h
+}
+
+// tellLostLocked takes the lost h out of s's holds and tells the client,
+// if h is still one of them, and says whether it was. s.mu is held.
+func (s *session) tellLostLocked(h *hold, reason string, revoked bool) bool {
+	if s.holds[h.key()] != h {
+		return false
+	}
+	delete(s.holds, h.key())
+	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
+	// (it looks under s.mu) answers NOT_HELD after the client heard why.
+	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+	if revoked {
+		s.a.metrics.lost(renewal.ReasonRevoked) // counted before the client can hear of it
+	} else {
+		s.a.metrics.lost(renewal.Reason(reason))
+	}
+	s.push(lostLine(h, reason, revoked))
+	return true
+}
+
+// afterLost logs h's loss and ends it in the masters (see lose).
+func (a *Agent) afterLost(h *hold, reason string, revoked bool) {
+	rh := h.rh
+	h.sess.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
+	at := a.watchdog.Deadline(rh)
+	if revoked {
+		at = time.Time{} // a majority can no longer renew it
+	}
+	a.releaseAt(rh, at)
+}
+
+// loseFoundLocked tells the client LOST of h, one of s's holds, if the
+// watchdog found it lost (or it was revoked) and lose has not come yet:
+// it is on its way, and an answer that depends on the loss (NOT_HELD, a
+// new hold of the name) must come after the LOST (docs/protocol.md,
+// ordering rule 3). The caller calls the returned func, if any, once s.mu
+// is let go. s.mu is held.
+func (s *session) loseFoundLocked(h *hold) (after func()) {
+	reason, revoked, lost := s.a.watchdog.Lost(h.rh)
+	if !lost || s.holds[h.key()] != h {
+		return nil
+	}
+	s.a.mu.Lock()
+	switch holderOf(h.rh) {
+	case h:
+		s.a.endHoldLocked(h)
+		s.a.endCohortLocked(h)
+		s.a.dropCacheLocked(h)
+	case nil: // a lose of it is under way (detachLost): this tells the client
+	default: // passed on to another local holder: not lost for this client
+		s.a.mu.Unlock()
+		return nil
+	}
+	s.a.mu.Unlock()
+	s.tellLostLocked(h, reason, revoked)
+	return func() { s.a.afterLost(h, reason, revoked) }
 }
 
 // releaseAt releases a lost hold in the masters once its validity ended.
@@ -478,6 +525,12 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 	s.a.leaveCohort(h) // an end is this holder's, not the next one's
 	validity, ok := s.a.watchdog.SetEnd(h.rh, s.a.clock.Now().Add(e.TTL))
 	if !ok {
+		s.mu.Lock()
+		after := s.loseFoundLocked(h)
+		s.mu.Unlock()
+		if after != nil {
+			after()
+		}
 		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
 	}
 	s.send(protocol.Reply(tag, protocol.KindOK).Int("validity", validity.Milliseconds()).Bytes())

@@ -160,7 +160,14 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrShuttingDown, "session is closing")
 	}
+	var lost func() // a hold found lost: see loseFoundLocked
+	defer func() {
+		if lost != nil {
+			lost()
+		}
+	}()
 	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
+		lost = s.loseFoundLocked(h)
 		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
 			if err := h.reenter(l); err != nil {
 				s.mu.Unlock()

@@ -80,7 +80,7 @@ func (a *Agent) endTailed(holds []*renewal.Hold) {
 func (a *Agent) onRevoke(holder, reason string) {
 	go func() {
 		rh := a.findHold(holder)
-		if rh == nil || !a.watchdog.Remove(rh) {
+		if rh == nil || !a.watchdog.Revoke(rh, reason) {
 			return // not this agent's, or told already (every master delivers it)
 		}
 		a.lose(rh, reason, true)

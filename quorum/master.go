@@ -222,7 +222,7 @@ func (m *master) run(ctx context.Context) {
 		case <-t.C:
 		}
 		if m.getClient() == nil {
-			m.connect()
+			m.connect(ctx)
 		}
 		if m.getClient() != nil {
 			m.probe(ctx)
@@ -239,10 +239,10 @@ func (m *master) run(ctx context.Context) {
 // master serves turn about with the rounds' instead of queueing rounds
 // behind them; and the probe has its own, so that it measures the master,
 // not how busy our own pipelines are (a busy master is not a dead one).
-func (m *master) connect() {
+func (m *master) connect(ctx context.Context) {
 	var clients [3]rueidis.Client
 	for i := range clients {
-		c, err := m.newClient()
+		c, err := m.newClient(ctx)
 		if err != nil {
 			for _, c := range clients[:i] {
 				c.Close()
@@ -267,9 +267,41 @@ func (m *master) connect() {
 	m.reload.Store(true) // by the probe, once it checked the master's run_id
 }
 
-func (m *master) newClient() (rueidis.Client, error) {
+// newClient makes one connection. A stop (ctx) while it connects closes
+// what it dialed: a master that accepts a connection and does not answer
+// (a paused one) would keep the stop waiting out the handshake's timeout.
+func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 	timeout := m.cluster.cfg.MasterTimeout
+	var mu sync.Mutex
+	connecting, stops := true, []func() bool(nil)
+	dial := func(dctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		var conn net.Conn
+		var err error
+		if tc != nil {
+			conn, err = (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(dctx, "tcp", dst)
+		} else {
+			conn, err = d.DialContext(dctx, "tcp", dst)
+		}
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		if connecting { // a reconnection later is not: a stop lets its releases land
+			stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
+		}
+		mu.Unlock()
+		return conn, nil
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		connecting = false
+		for _, stop := range stops {
+			stop()
+		}
+	}()
 	return rueidis.NewClient(rueidis.ClientOption{
+		DialCtxFn:         dial,
 		InitAddress:       []string{m.cfg.Address},
 		Username:          m.cfg.Username,
 		Password:          m.cfg.Password,

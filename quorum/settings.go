@@ -347,7 +347,7 @@ func eachAdmin(keyPrefix string, settings Settings, masters []MasterConfig, f fu
 	}
 	var errs []error
 	for _, m := range c.masters {
-		m.connect()
+		m.connect(context.Background())
 		if m.getClient() == nil {
 			errs = append(errs, &MasterError{m.cfg.Name, m.lastErr})
 			continue

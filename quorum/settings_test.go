@@ -32,7 +32,7 @@ func gateMaster(t *testing.T, server *redistest.Server, views ...MarkerView) (*C
 		c.masters[i].view.Store(int32(v))
 	}
 	m := c.masters[0]
-	m.connect()
+	m.connect(context.Background())
 	t.Cleanup(m.close)
 	return c, m
 }
