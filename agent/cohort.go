@@ -126,10 +126,12 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 	if !a.cohortOn() || !cohortable(l) || g.Record.Top == g.Fence {
 		return
 	}
-	if g.Record.Top-g.Fence < int64(a.cohortBlock())-1 && !a.cohortableHeadLocked(h.rh.Name) {
+	if g.Record.Top-g.Fence < int64(a.cohortBlock())-1 && a.cohortHeadLocked(h.rh.Name) == nil {
 		return
 	}
-	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: g.Record.Top, started: a.clock.Now(), record: g.Record}
+	// A cache's block may hold more fences than a run may pass on.
+	top := min(g.Record.Top, g.Fence+int64(a.cohortBlock())-1)
+	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: top, started: a.clock.Now(), record: g.Record}
 	if q := a.queues[c.name]; q != nil {
 		q.mu.Lock()
 		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
@@ -137,18 +139,6 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 	}
 	h.cohort = c
 	a.cohorts[c.name] = c
-}
-
-// cohortableHeadLocked says whether name's first local waiter could take
-// the name from a run. Agent.mu is held.
-func (a *Agent) cohortableHeadLocked(name string) bool {
-	q := a.queues[name]
-	if q == nil {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.waiters) > 0 && cohortable(q.waiters[0].req)
 }
 
 // endCohortLocked ends h's run, if h is its holder: h's hold is about to be
@@ -241,6 +231,11 @@ func (a *Agent) handOff(h *hold) bool {
 func (a *Agent) cohortHead(name string) *waiter {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.cohortHeadLocked(name)
+}
+
+// cohortHeadLocked is cohortHead with Agent.mu held.
+func (a *Agent) cohortHeadLocked(name string) *waiter {
 	q := a.queues[name]
 	if q == nil {
 		return nil

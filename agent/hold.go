@@ -125,15 +125,24 @@ func lostLine(h *hold, reason string, revoked bool) []byte {
 // from now: its validity is the grant's, or the time to its end if sooner.
 func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var afterLost func() // see loseFoundLocked
+	defer func() {
+		s.mu.Unlock()
+		if afterLost != nil {
+			afterLost()
+		}
+	}()
 	if s.closing {
 		return result{}, errSessionGone
 	}
 	key := holdKey{w.req.Names[0], w.req.Owner}
 	if old := s.holds[key]; old != nil {
 		// Lost while w's attempt was in flight and not yet forgotten: the
-		// new grant replaces it.
-		s.a.forget(old)
+		// client hears LOST before the new grant, which replaces it.
+		afterLost = s.loseFoundLocked(old)
+		if s.holds[key] == old {
+			s.a.forget(old)
+		}
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
@@ -191,11 +200,17 @@ func (a *Agent) detachLost(rh *renewal.Hold) *hold {
 	defer a.mu.Unlock()
 	h := holderOf(rh)
 	if h != nil {
-		a.endHoldLocked(h)
-		a.endCohortLocked(h)
-		a.dropCacheLocked(h)
+		a.endLostLocked(h)
 	}
 	return h
+}
+
+// endLostLocked ends the lost h as its record's holder, its run and its
+// cache. Agent.mu is held.
+func (a *Agent) endLostLocked(h *hold) {
+	a.endHoldLocked(h)
+	a.endCohortLocked(h)
+	a.dropCacheLocked(h)
 }
 
 // tellLostLocked takes the lost h out of s's holds and tells the client,
@@ -242,9 +257,7 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 	s.a.mu.Lock()
 	switch holderOf(h.rh) {
 	case h:
-		s.a.endHoldLocked(h)
-		s.a.endCohortLocked(h)
-		s.a.dropCacheLocked(h)
+		s.a.endLostLocked(h)
 	case nil: // a lose of it is under way (detachLost): this tells the client
 	default: // passed on to another local holder: not lost for this client
 		s.a.mu.Unlock()

@@ -160,14 +160,13 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrShuttingDown, "session is closing")
 	}
-	var lost func() // a hold found lost: see loseFoundLocked
+	var afterLost func() // see loseFoundLocked
 	defer func() {
-		if lost != nil {
-			lost()
+		if afterLost != nil {
+			afterLost()
 		}
 	}()
 	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
-		lost = s.loseFoundLocked(h)
 		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
 			if err := h.reenter(l); err != nil {
 				s.mu.Unlock()
@@ -178,6 +177,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 			a.metrics.mode(l.Mode).Reentries.Inc()
 			return nil, r, nil
 		}
+		afterLost = s.loseFoundLocked(h) // the new hold's grant comes after its LOST
 	}
 	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
 		s.mu.Unlock()

@@ -275,6 +275,9 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 	var mu sync.Mutex
 	connecting, stops := true, []func() bool(nil)
 	dial := func(dctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		dctx, cancel := context.WithCancel(dctx) // a stop ends the dial too
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
 		var conn net.Conn
 		var err error
 		if tc != nil {
@@ -664,7 +667,11 @@ func (m *master) subscribeLoop(ctx context.Context) {
 			m.subMu.Unlock()
 		}
 		if ctx.Err() != nil {
-			return // stopping: closing the client ends the connection
+			// Stopping: the client's Close does not close a connection
+			// dedicated to a subscription. Closing it may wait up to a
+			// second for a paused master: not in the stop's way.
+			go dc.Close()
+			return
 		}
 		// Not handed back to the client's pool: that would UNSUBSCRIBE
 		// with no deadline, which hangs this loop (and a stop, which waits

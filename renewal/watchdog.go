@@ -74,10 +74,11 @@ type Hold struct {
 	deadline time.Time
 	expiry   time.Time // when it is declared lost: see rearm; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
-	// lost is why the watchdog stopped watching it, if it found it lost or
-	// it was revoked: see Lost. Guarded by Watchdog.mu.
-	lost    string
-	revoked bool
+	// lostReason is why the watchdog stopped watching it ("": it did not
+	// find it lost, nor was it revoked), and revoked says it was revoked:
+	// see Lost. Guarded by Watchdog.mu.
+	lostReason string
+	revoked    bool
 }
 
 // byExpiry is the watched holds as a min-heap on expiry, so that the next
@@ -200,7 +201,7 @@ func (w *Watchdog) Interval() time.Duration { return w.cfg.Lease / 3 }
 // Add starts watching h, valid until deadline.
 func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 	w.mu.Lock()
-	h.lost, h.revoked = "", false
+	h.lostReason, h.revoked = "", false
 	w.setDeadline(h, deadline)
 	if !w.watched(h) {
 		heap.Push(&w.byExpiry, h)
@@ -222,31 +223,34 @@ func (w *Watchdog) Remove(h *Hold) bool {
 }
 
 // Revoke stops watching h, which was revoked for why (the operator's
-// word): Lost says so from now, and OnLost is not called. It returns false
-// if h was not being watched.
+// word; "": ReasonRevoked): Lost says so from now, and OnLost is not
+// called. It returns false if h was not being watched.
 func (w *Watchdog) Revoke(h *Hold, why string) bool {
+	if why == "" {
+		why = string(ReasonRevoked)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ok := w.watched(h)
 	if ok {
 		w.drop(h)
-		h.lost, h.revoked = why, true
+		h.lostReason, h.revoked = why, true
 	}
 	return ok
 }
 
-// Lost says why h was lost (lost), if the watchdog found it lost or it was
-// revoked: from then, before OnLost reaches its caller, another caller may
+// Lost says whether the watchdog found h lost or h was revoked (lost), and
+// why (reason; revoked for a revocation): from then, before OnLost reaches its caller, another caller may
 // act on the loss itself (the agent tells the client LOST before it answers
 // a request that depends on it). revoked says it was revoked (reason is
 // then the operator's word, or ReasonRevoked).
 func (w *Watchdog) Lost(h *Hold) (reason string, revoked, lost bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.watched(h) || h.lost == "" {
+	if w.watched(h) || h.lostReason == "" {
 		return "", false, false
 	}
-	return h.lost, h.revoked, true
+	return h.lostReason, h.revoked, true
 }
 
 // watched says whether h is watched: it is where its index says in the
@@ -455,7 +459,7 @@ func (w *Watchdog) apply(r round) {
 			}
 		case res.Gone > w.cfg.Masters-w.quorum:
 			w.drop(h)
-			h.lost, h.revoked = string(ReasonRevoked), true
+			h.lostReason, h.revoked = string(ReasonRevoked), true
 			lost = append(lost, h)
 		default:
 			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
@@ -482,7 +486,7 @@ func (w *Watchdog) expire() {
 		if h.Fixed || w.endsFirst(h) {
 			reason = ReasonExpired
 		}
-		h.lost, h.revoked = string(reason), false
+		h.lostReason, h.revoked = string(reason), false
 		lost, reasons = append(lost, h), append(reasons, reason)
 	}
 	w.mu.Unlock()

@@ -361,3 +361,45 @@ func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
 		t.Errorf("a hold removed during a renewal was renewed %d times", n)
 	}
 }
+
+// TestLostSaysWhyAHoldStoppedBeingWatched: from the moment the watchdog
+// drops a hold as lost or revoked, Lost says so and why (the agent acts on
+// it before OnLost reaches it); a removed, a watched or a re-added hold is
+// not lost.
+func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
+	valid := quorum.Validity(lease, 0, 0.01)
+	cases := []struct {
+		name        string
+		do          func(h *harness, hold *Hold)
+		reason      string
+		revoked, ok bool
+	}{
+		{"watched", func(h *harness, hold *Hold) {}, "", false, false},
+		{"removed", func(h *harness, hold *Hold) { h.w.Remove(hold) }, "", false, false},
+		{"renewals missed quorum", func(h *harness, hold *Hold) {
+			h.renewer.set(quorum.RenewResult{OK: 1})
+			h.run(lease)
+		}, "quorum", false, true},
+		{"gone on a majority", func(h *harness, hold *Hold) {
+			h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
+			h.run(lease / 2)
+		}, "revoked", true, true},
+		{"revoked by an operator", func(h *harness, hold *Hold) { h.w.Revoke(hold, "maintenance") }, "maintenance", true, true},
+		{"revoked with no word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "") }, "revoked", true, true},
+		{"revoked, then added again", func(h *harness, hold *Hold) {
+			h.w.Revoke(hold, "maintenance")
+			h.w.Add(hold, h.clock.Now().Add(valid))
+		}, "", false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			hold := h.add("a", false, valid)
+			c.do(h, hold)
+			reason, revoked, ok := h.w.Lost(hold)
+			if reason != c.reason || revoked != c.revoked || ok != c.ok {
+				t.Fatalf("Lost = %q, %v, %v; want %q, %v, %v", reason, revoked, ok, c.reason, c.revoked, c.ok)
+			}
+		})
+	}
+}
