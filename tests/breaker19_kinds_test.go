@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // TestBreaker19EveryKindOfRemoteLockTakesACachedName: with a long linger
@@ -15,12 +14,7 @@ import (
 // on the other agent that can hold it: fair, ttl=, multi-name, shared,
 // wait=0 or not; each granted promptly, not after the linger.
 func TestBreaker19EveryKindOfRemoteLockTakesACachedName(t *testing.T) {
-	servers := redistest.Start(t, 3)
-	cfgA := agenttest.Config(t, servers, 3*time.Second)
-	cfgA.AgentID, cfgA.Lock.CacheLinger = "host-a", time.Minute
-	cfgB := agenttest.Config(t, servers, 3*time.Second)
-	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", time.Minute
-	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	a, b, _ := twoCachingAgents(t, 3*time.Second, time.Minute)
 	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	for _, ask := range []string{"wait=5s", "wait=0", "fair=true wait=5s", "fair=true wait=0", "ttl=5s wait=5s",
 		"ttl=5s wait=0", "mode=shared wait=5s", "mode=shared wait=0", "+other wait=5s", "+other wait=0"} {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // TestBreaker19ChangedLentHoldsAreNotCachedAgain: a lent hold that was
@@ -15,12 +14,7 @@ import (
 // LOCK on the caching agent meanwhile is BUSY. CHECK of the lent fence
 // on its agent is current while it is held, and not once it ended.
 func TestBreaker19ChangedLentHoldsAreNotCachedAgain(t *testing.T) {
-	servers := redistest.Start(t, 3)
-	cfgA := agenttest.Config(t, servers, 3*time.Second)
-	cfgA.AgentID, cfgA.Lock.CacheLinger = "host-a", time.Minute
-	cfgB := agenttest.Config(t, servers, 3*time.Second)
-	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", time.Minute
-	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	a, b, _ := twoCachingAgents(t, 3*time.Second, time.Minute)
 	for _, change := range []string{"EXTEND %s ttl=5s", "SET %s value=v1"} {
 		ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 		name := "chg19-" + change[:3]

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // TestBreaker19AWaiterElsewhereWhileLent: with a long linger (1m), a
@@ -15,12 +14,7 @@ import (
 // Its wait=0 LOCK meanwhile is BUSY, and a session that closes while
 // holding a lent name gives it to the waiter as well.
 func TestBreaker19AWaiterElsewhereWhileLent(t *testing.T) {
-	servers := redistest.Start(t, 3)
-	cfgA := agenttest.Config(t, servers, 3*time.Second)
-	cfgA.AgentID, cfgA.Lock.CacheLinger = "host-a", time.Minute
-	cfgB := agenttest.Config(t, servers, 3*time.Second)
-	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", time.Minute
-	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
+	a, b, _ := twoCachingAgents(t, 3*time.Second, time.Minute)
 	for i, closeIt := range []bool{false, true} {
 		ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 		name := "wl19-" + string(rune('a'+i))

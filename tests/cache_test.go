@@ -164,17 +164,7 @@ func cacheChurn(t *testing.T, chaos bool) {
 	// A short linger: a name the other agent took is cached again 10×
 	// linger later (see the agent's cache.go), so that caches come and go
 	// between the other agent's turns.
-	servers := redistest.Start(t, 3)
-	cfgA := agenttest.Config(t, servers, time.Second)
-	cfgA.AgentID, cfgA.Lock.CacheLinger = "host-a", 20*time.Millisecond
-	cfgB := agenttest.Config(t, servers, time.Second)
-	cfgB.AgentID, cfgB.Lock.CacheLinger = "host-b", 20*time.Millisecond
-	a, b := agenttest.Start(t, cfgA), agenttest.Start(t, cfgB)
-	t.Cleanup(func() { // before the agents stop: they must not face paused masters
-		for _, s := range servers {
-			s.Resume()
-		}
-	})
+	a, b, servers := twoCachingAgents(t, time.Second, 20*time.Millisecond)
 	stop := time.Now().Add(soak(5*time.Second, 10*time.Second))
 	var wg sync.WaitGroup
 	if chaos {

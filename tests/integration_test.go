@@ -21,11 +21,25 @@ func twoAgents(t *testing.T, lease time.Duration) (*agenttest.Agent, *agenttest.
 
 // twoAgentsOver starts two agents over the same n masters.
 func twoAgentsOver(t *testing.T, n int, lease time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
+	return twoAgentsWith(t, n, lease, 0)
+}
+
+// twoCachingAgents is twoAgents with lock.cache_linger = linger on both.
+func twoCachingAgents(t *testing.T, lease, linger time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
+	return twoAgentsWith(t, 3, lease, linger)
+}
+
+// twoAgentsWith starts two agents over the same n masters, with
+// lock.cache_linger = linger if it is not 0 (else the default).
+func twoAgentsWith(t *testing.T, n int, lease, linger time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
 	servers := redistest.Start(t, n)
 	c1 := agenttest.Config(t, servers, lease)
 	c1.AgentID = "host-a"
 	c2 := agenttest.Config(t, servers, lease)
 	c2.AgentID = "host-b"
+	if linger != 0 {
+		c1.Lock.CacheLinger, c2.Lock.CacheLinger = linger, linger
+	}
 	a, b := agenttest.Start(t, c1), agenttest.Start(t, c2)
 	t.Cleanup(func() { // runs before the agents stop: a failed test must not leave them facing paused masters
 		for _, s := range servers {
