@@ -71,8 +71,9 @@ func (a *Agent) cacheOn() bool { return a.cfg.Lock.CacheLinger > 0 }
 
 // cacheBlock is how many fences each block a cache reserves holds. The
 // hybrid clock of the fence counters (see quorum's acquireSrc) holds while
-// B fences take more than B µs: a block is reserved only once a quarter of
-// the last one was lent, each lending being a client's round trip.
+// B fences take more than B µs: a further block is reserved only once less
+// than a quarter of the current one is left, each lending being a
+// client's round trip.
 const cacheBlock = 128
 
 // cacheGrantBlock is how many fences a grant whose record may be cached
@@ -121,6 +122,9 @@ func (a *Agent) mayCacheLocked(h *hold) bool {
 // cache if no other agent waits (quorum.Cluster.CacheOrRelease), else
 // released. It says whether that was all; if not, the caller releases h.
 func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
+	if !a.cacheOn() {
+		return false
+	}
 	name := h.rh.Name
 	a.mu.Lock()
 	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) &&
@@ -245,7 +249,7 @@ func (a *Agent) endCacheLocked(c *cache) {
 	signal(c.wake)
 }
 
-// dropCache ends h's cache, if h was lent one: h's record is being
+// dropCacheLocked ends h's cache, if h was lent one: h's record is being
 // released or was lost. Agent.mu is held.
 func (a *Agent) dropCacheLocked(h *hold) {
 	if h.cache != nil {
@@ -297,6 +301,9 @@ func (a *Agent) releaseCaches() {
 
 // cachesName says whether this agent keeps name cached, lent or not.
 func (a *Agent) cachesName(name string) bool {
+	if !a.cacheOn() {
+		return false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.caches[name] != nil
@@ -308,6 +315,9 @@ func (a *Agent) cachesName(name string) bool {
 // answered, and this agent's WHO must show its own client's LOCK or
 // UNLOCK that came before it.
 func (a *Agent) ownCachedView(name, holder string, r quorum.Record) quorum.Record {
+	if !a.cacheOn() {
+		return r
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.caches[name]
@@ -362,6 +372,9 @@ func (a *Agent) sharedLocked(name string) bool {
 // (mine), if fence is its record's: current while it is lent. The masters
 // learn that it was lent or came back only after the client was answered.
 func (a *Agent) ownCacheCheck(name string, fence uint64) (current, mine bool) {
+	if !a.cacheOn() {
+		return false, false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.caches[name]

@@ -28,7 +28,7 @@ func (a *Agent) keepCache(c *cache) {
 			a.reserveCache(c)
 			continue
 		}
-		if wait := k.due(a.clock.Now()); wait == 0 && (st.mark != k.marked || st.retag != nil) {
+		if wait := k.due(a.clock.Now()); wait == 0 && (st.mark != k.marked || st.retag) {
 			k.write(a, c, st)
 			continue
 		}
@@ -63,7 +63,7 @@ func (a *Agent) awaitSubscribed(w *quorum.Watch) {
 type cacheState struct {
 	ended   bool
 	mark    bool           // the masters should hold it as cached: no client holds it
-	retag   *quorum.Record // the record to name the lent holder, if it changed
+	retag   bool           // the record names another holder than the masters were sent
 	reserve bool           // a further block is due
 	linger  time.Duration  // left of its linger while no client holds it (0: lent)
 }
@@ -71,11 +71,7 @@ type cacheState struct {
 func (a *Agent) cacheState(c *cache) cacheState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := cacheState{ended: c.ended, mark: c.holder == nil}
-	if c.retag {
-		r := c.record
-		st.retag = &r
-	}
+	st := cacheState{ended: c.ended, mark: c.holder == nil, retag: c.retag}
 	if c.holder == nil {
 		st.linger = max(c.idleSince.Add(a.cfg.Lock.CacheLinger).Sub(a.clock.Now()), time.Nanosecond)
 	}
@@ -104,7 +100,7 @@ func (k keeper) timeout(now time.Time, st cacheState) time.Duration {
 	if st.linger > 0 {
 		d = st.linger
 	}
-	if st.mark != k.marked || st.retag != nil {
+	if st.mark != k.marked || st.retag {
 		d = min(d, max(k.due(now), time.Nanosecond))
 	}
 	return d
@@ -114,11 +110,14 @@ func (k keeper) timeout(now time.Time, st cacheState) time.Duration {
 // retag), then its mark.
 func (k *keeper) write(a *Agent, c *cache, st cacheState) {
 	k.written = a.clock.Now()
-	if st.retag != nil {
+	if st.retag {
+		// The record as it is now, read where the flag is cleared: a
+		// holder lent it since st was read sets the flag again after.
 		a.mu.Lock()
+		record := c.record
 		c.retag = false
 		a.mu.Unlock()
-		a.cluster.Retag(a.runCtx, c.name, c.rh.Holder, *st.retag)
+		a.cluster.Retag(a.runCtx, c.name, c.rh.Holder, record)
 	}
 	if st.mark != k.marked {
 		a.cluster.MarkCached(a.runCtx, c.name, c.rh.Holder, st.mark)

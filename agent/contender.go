@@ -453,7 +453,7 @@ func (r *contending) facts(w *waiter) roundFacts {
 	f.now, f.jitter, f.name, f.waiter = r.a.clock.Now(), rand.Float64(), q.name, w
 	f.wait0, f.fair, f.writer = w.req.Wait == 0, w.req.Fair, w.req.Mode == protocol.Exclusive && limitOf(w.req) == 1
 	f.hasEntry, f.watching = hasEntry, r.watch != nil
-	f.ownCache = r.a.cachesName(q.name)
+	f.ownCache = f.wait0 && r.a.cachesName(q.name) // only a wait=0 head asks
 	return f
 }
 
