@@ -26,6 +26,9 @@ func twoAgentsOver(t *testing.T, n int, lease time.Duration) (*agenttest.Agent, 
 
 // twoCachingAgents is twoAgents with lock.cache_linger = linger on both.
 func twoCachingAgents(t *testing.T, lease, linger time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
+	if linger <= 0 {
+		t.Fatalf("twoCachingAgents needs a linger, got %v", linger)
+	}
 	return twoAgentsWith(t, 3, lease, linger)
 }
 
