@@ -31,9 +31,10 @@ const Version = "0.1.0"
 // say BYE and release their holds, counted from the start of the stop (a
 // session's BYE may wait for its answers: see byeWait). Healthy masters
 // take milliseconds; the rest of the
-// 5s a stop may take is for the cluster to stop (releases in flight get
-// half a second, closing the connections half a second: see quorum's Run),
-// and a second of slack for a busy host.
+// 5s a stop may take is for the cached names (half a second: see
+// cacheReleaseGrace) and the cluster to stop (releases in flight get half
+// a second, closing the connections half a second: see quorum's Run), and
+// half a second of slack for a busy host.
 const shutdownGrace = 3 * time.Second
 
 // Agent is one running lock agent.
@@ -214,8 +215,24 @@ func (a *Agent) shutdown() {
 	case <-grace.C:
 		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
 	}
-	a.releaseCaches()
+	cached := make(chan struct{})
+	go func() {
+		a.releaseCaches()
+		close(cached)
+	}()
+	t := time.NewTimer(cacheReleaseGrace)
+	defer t.Stop()
+	select {
+	case <-cached:
+	case <-t.C:
+		a.log.Warn("cached names were not released in time; their leases will expire")
+	}
 }
+
+// cacheReleaseGrace bounds how long a stopping agent waits for its cached
+// names' release, after its sessions': a master that does not answer would
+// keep it for max(20×master_timeout, 1s).
+const cacheReleaseGrace = 500 * time.Millisecond
 
 // openSessions is a snapshot of the open sessions, for work on each
 // that must not hold Agent.mu (it takes session.mu, or may wait).
