@@ -197,10 +197,12 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 // masters that lag behind it are brought up to it, and the grant stands if
 // its validity is not used up.
 func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round, slot int) (Grant, error) {
+	gaveBack := false
 	for i := range x.fences { // the masters that granted another slot give it back
 		if x.fences[i] > 0 && x.slots[i] != slot {
 			x.fences[i] = 0
 			c.releaseOn(req.Name, req.Holder, i)
+			gaveBack = true
 		}
 	}
 	record := c.holderKey(req.Name, req.Holder)
@@ -213,7 +215,9 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	// below it in a later majority. One that granted another slot gives it
 	// back. One that refused or failed leaves readers in need of the mark
 	// (see markSettled), once the grant stood.
-	stood := false
+	// stood and marked are set before complete returns, and late runs
+	// after (see drain), one answer at a time.
+	stood, marked := false, false
 	r.late = func(a answer) {
 		vals, err := a.res.AsIntSlice()
 		granted := err == nil && len(vals) == 3 && vals[0] == 1
@@ -225,8 +229,9 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 		case err == nil && (!granted || vals[1] != fence):
 			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i}, stood)
 		}
-		if !granted && stood {
+		if !granted && stood && !marked {
 			c.markSettled(req.Name, record, fence, req.block(), x.fences)
+			marked = true
 		}
 	}
 	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
@@ -236,9 +241,13 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	case validity <= 0:
 		return Grant{}, errors.New("validity used up before the grant completed")
 	}
-	stood = true // r.late runs only after complete returns (see drain)
-	if len(x.busyOn) > 0 || r.failed > 0 {
+	stood = true
+	// A master that refused the grant (busy, a conflict), failed it, or
+	// gave its slot back has a next fence a reader cannot tell from one
+	// that has not run the grant yet.
+	if len(x.busyOn) > 0 || x.conflicts > 0 || r.failed > 0 || gaveBack {
 		c.markSettled(req.Name, record, fence, req.block(), x.fences)
+		marked = true
 	}
 	claim := req.Claim
 	claim.Slot = slot
