@@ -251,7 +251,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       redis.call('SREM', KEYS[1], m)
       members = members - 1
     else
-      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until', 'cached')
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until', 'cached', 'wanted')
       local hl = tonumber(h[2]) or 1
       if h[4] and tonumber(h[4]) <= tail_now() then
         tail = math.max(tail, ttl) -- a tail (see tailsLua) blocks every claim
@@ -264,7 +264,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         if ttl > wait then wait = ttl elseif wait < 0 then wait = 0 end
         if h[1] ~= 'shared' then readers = 0 end
         if h[5] ~= '1' then cached = 0 end
-        blockers[#blockers + 1] = key
+        if h[6] ~= '1' then blockers[#blockers + 1] = key end -- marked once, not on every retry
       end
     end
   end
