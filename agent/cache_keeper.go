@@ -62,10 +62,10 @@ func (a *Agent) awaitSubscribed(w *quorum.Watch) {
 // cacheState is what the keeper must do for a cache, read under Agent.mu.
 type cacheState struct {
 	ended   bool
-	mark    bool           // the masters should hold it as cached: no client holds it
-	retag   bool           // the record names another holder than the masters were sent
-	reserve bool           // a further block is due
-	linger  time.Duration  // left of its linger while no client holds it (0: lent)
+	mark    bool          // the masters should hold it as cached: no client holds it
+	retag   bool          // the record names another holder than the masters were sent
+	reserve bool          // a further block is due
+	linger  time.Duration // left of its linger while no client holds it (0: lent)
 }
 
 func (a *Agent) cacheState(c *cache) cacheState {
