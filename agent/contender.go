@@ -486,21 +486,45 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 }
 
 // awaitCached tells the agents that cache q's name that w, a wait=0 head,
-// wants it (if act says so), then waits up to act.wake for a release, or
-// a confirmed subscription (a release before it was missed): the round
-// after it finds the name free, or waits again until the bound (see
-// contender.busy).
+// wants it (if act says so), then waits up to act.wake for a release: the
+// round after it finds the name free, or waits again until the bound (see
+// contender.busy). Not yet subscribed, it subscribes first and says so
+// only once a master confirmed it: the release the caching agents make
+// when told comes after that, so it is heard, and the confirmation costs
+// no round of its own (one before the release would find the name still
+// cached). Subscribed earlier, a confirmation (a master back) ends the
+// wait too: a release while it was away was missed.
 func (r *contending) awaitCached(w *waiter, act action) {
 	a, q := r.a, r.q
+	t := a.clock.NewTimer(act.wake)
+	defer t.Stop()
+	confirmed := false
+	if r.watch == nil && act.sayWanted {
+		r.subscribe()
+		select {
+		case <-r.watch.Recheck():
+			confirmed = true
+		case <-r.watch.C():
+			return
+		case <-q.changed:
+			return
+		case <-t.C():
+			return
+		case <-r.ctx.Done():
+			return
+		}
+	}
 	r.subscribe()
 	if act.sayWanted {
 		a.cluster.Wanted(q.name, a.want(q, w))
 	}
-	t := a.clock.NewTimer(act.wake)
-	defer t.Stop()
+	recheck := r.watch.Recheck()
+	if confirmed {
+		recheck = nil // the other masters' confirmations: the release is heard on the first
+	}
 	select {
 	case <-r.watch.C():
-	case <-r.watch.Recheck():
+	case <-recheck:
 	case <-q.changed: // CANCEL, or the session closing: look at the head again
 	case <-t.C():
 	case <-r.ctx.Done():
