@@ -191,27 +191,11 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 // busy decides what follows a round the masters answered BUSY; wasWoken
 // says the round followed a wake-up.
 func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contender, action) {
+	if f.wait0 {
+		return c.busyNow(r, f)
+	}
 	heard := action{noted: true}
 	switch {
-	case f.wait0 && r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
-		// No client holds the name: the agents that cache it give it up
-		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
-		// for that, and that alone, a bounded time.
-		heard.sayWanted = c.cachedFor != f.waiter
-		if heard.sayWanted {
-			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
-		}
-		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
-		return c, heard
-	case f.wait0 && !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
-		// Cached records were in its way a moment ago: what is in its way
-		// now may be their release on its way, or a give-back of its own
-		// earlier attempt. It tries again soon, until the bound.
-		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), f.retry.min)
-		return c, heard
-	case f.wait0:
-		heard.kind, heard.answer = answerHead, quorum.ErrBusy
-		return c, heard
 	case !f.hasEntry && (f.fair || f.writer && r.OnlyReaders):
 		// A fair LOCK, or a writer only readers keep out, takes its
 		// place in the masters' queue, then tries again (see fair.go).
@@ -251,6 +235,31 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 		// Its agents give the name up once they hear that it is wanted
 		// (park says so); should they miss it, the waiter says so again.
 		heard.wake = min(heard.wake, f.cacheWait)
+	}
+	return c, heard
+}
+
+// busyNow decides what follows a BUSY round for a wait=0 head: BUSY,
+// unless only records other agents keep cached were in its way.
+func (c contender) busyNow(r quorum.Refusal, f roundFacts) (contender, action) {
+	heard := action{noted: true}
+	switch {
+	case r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
+		// No client holds the name: the agents that cache it give it up
+		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
+		// for that, and that alone, a bounded time.
+		heard.sayWanted = c.cachedFor != f.waiter
+		if heard.sayWanted {
+			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
+		}
+		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
+	case !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
+		// Cached records were in its way a moment ago: what is in its way
+		// now may be their release on its way, or a give-back of its own
+		// earlier attempt. It tries again soon, until the bound.
+		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), f.retry.min)
+	default:
+		heard.kind, heard.answer = answerHead, quorum.ErrBusy
 	}
 	return c, heard
 }
