@@ -27,7 +27,6 @@ package tests
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -37,9 +36,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
-	"github.com/redis/rueidis"
 )
 
 const (
@@ -68,12 +65,8 @@ const (
 )
 
 // costLock is the lock block of the agents: the defaults, under a key
-// prefix whose names' release channels costChannels matches.
+// prefix of the benchmark's own (see costRecords, channelsOf).
 const costLock = "  key_prefix = \"cost:\"\n"
-
-// costChannels matches every name's channel, and not the revocations
-// channel that every agent subscribes to once.
-const costChannels = "cost:{*"
 
 var costAgentCounts = []int{1, 4, 16, 64}
 
@@ -93,12 +86,12 @@ type costPattern struct {
 
 var costPatterns = []costPattern{
 	{name: "hot", nameOf: func(i int) string { return "hot/" + strconv.Itoa(i) }},
-	{name: "cold", fresh: true, nameOf: func(i int) string { return "cold/" + strconv.Itoa(i) }},
 	// Clients 4k … 4k+3 share name k: on agents 4k … 4k+3 mod N, four
 	// different agents once there are four or more.
 	{name: "shared", nameOf: func(i int) string {
 		return "shared/" + strconv.Itoa(i/(costClients/costSharedNames))
 	}},
+	{name: "cold", fresh: true, nameOf: func(i int) string { return "cold/" + strconv.Itoa(i) }},
 }
 
 // benchCostAgents runs n agent processes over three fresh masters, reads
@@ -152,20 +145,22 @@ func benchCostIdle(b *testing.B, masters costMasters, agents []*procAgent) {
 
 // benchCostPattern runs the clients for costWindow with names picked by
 // p, and reports what a LOCK+UNLOCK cycle cost. It reads the counters once
-// no agent caches a name any more (every name channel unsubscribed), so
-// that a cycle's cost includes its cache's release after the window.
+// every name is released, so that a cycle's cost includes its cache's
+// release after the window; and it counts the name channels still
+// subscribed then, which no agent watches any more.
 func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters costMasters, agents []*procAgent) {
 	for round := range b.N {
+		stem := p.name + "/"
 		names := make([]string, len(clients))
 		for i := range names {
 			names[i] = p.nameOf(i) + "/" + strconv.Itoa(round)
 		}
-		masters.awaitQuiet(b)
+		masters.awaitReleased(b)
 		before := readCost(b, masters, agents)
-		sampling := masters.sampleSubscriptions()
+		sampling := masters.sampleSubscriptions(channelsOf(stem))
 		w := runWorkers(b, clients, names, p.fresh, costWindow)
 		subs := sampling.stop(b)
-		masters.awaitQuiet(b)
+		masters.awaitReleased(b)
 		after := readCost(b, masters, agents)
 		w.report(b)
 		cycles := 0
@@ -178,248 +173,9 @@ func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters cos
 		after.perCycle(b, before, float64(cycles))
 		b.ReportMetric(subs.perChannel(), "subs/channel")
 		b.ReportMetric(subs.channels(), "channels")
+		b.ReportMetric(masters.meanChannels(b, channelsOf(stem)), "left-channels")
 	}
 	b.ReportMetric(0, "ns/op")
-}
-
-// costReading is what the masters and the agents used up to a moment.
-type costReading struct {
-	at      time.Time
-	masters time.Duration    // the three together
-	agents  time.Duration    // all of them together
-	calls   map[string]int64 // commandstats calls by command, the masters summed
-}
-
-func readCost(b testing.TB, masters costMasters, agents []*procAgent) costReading {
-	r := costReading{at: time.Now(), calls: map[string]int64{}}
-	for _, m := range masters {
-		r.masters += cpuTime(b, m.pid)
-		for cmd, n := range m.calls(b) {
-			r.calls[cmd] += n
-		}
-	}
-	for _, a := range agents {
-		r.agents += cpuTime(b, a.pid())
-	}
-	return r
-}
-
-// benchOwnCommands are what the benchmark itself sends the masters.
-var benchOwnCommands = []string{"info", "pubsub|channels", "pubsub|numsub", "memory|usage", "ping"}
-
-// redisCalls counts every command the masters ran, scripts and the
-// commands they called each counted, but for the benchmark's own.
-func (r costReading) redisCalls() int64 {
-	var n int64
-	for cmd, calls := range r.calls {
-		n += calls
-		for _, own := range benchOwnCommands {
-			if cmd == own {
-				n -= calls
-			}
-		}
-	}
-	return n
-}
-
-// perCycle reports what was used since before, per LOCK+UNLOCK cycle.
-func (r costReading) perCycle(b *testing.B, before costReading, cycles float64) {
-	delta := func(cmds ...string) float64 {
-		var n int64
-		for _, cmd := range cmds {
-			n += r.calls[cmd] - before.calls[cmd]
-		}
-		return float64(n) / cycles
-	}
-	b.ReportMetric(float64((r.masters-before.masters).Microseconds())/cycles, "masters-µs/cycle")
-	b.ReportMetric(float64((r.agents-before.agents).Microseconds())/cycles, "agents-µs/cycle")
-	b.ReportMetric(delta("publish", "spublish"), "publish/cycle")
-	b.ReportMetric(delta("evalsha", "eval", "evalsha_ro", "eval_ro"), "scripts/cycle")
-	b.ReportMetric(delta("subscribe", "unsubscribe"), "sub+unsub/cycle")
-	b.ReportMetric(float64(r.redisCalls()-before.redisCalls())/cycles, "redis-calls/cycle")
-}
-
-// costMaster is one master as the benchmark reads it from outside.
-type costMaster struct {
-	server *redistest.Server
-	pid    int
-	client rueidis.Client // for the replies redistest does not read
-}
-
-type costMasters []*costMaster
-
-func newCostMasters(b testing.TB, servers []*redistest.Server) costMasters {
-	out := make(costMasters, len(servers))
-	for i, s := range servers {
-		pid, err := strconv.Atoi(costInfo(b, s, "server")["process_id"])
-		if err != nil {
-			b.Fatalf("INFO server process_id: %v", err)
-		}
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, ForceSingleClient: true, DisableCache: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		out[i] = &costMaster{server: s, pid: pid, client: c}
-	}
-	return out
-}
-
-// costInfo reads an INFO section of s as its fields.
-func costInfo(b testing.TB, s *redistest.Server, section string) map[string]string {
-	text, err := s.Info(section)
-	if err != nil {
-		b.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(text, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// calls reads INFO commandstats: the calls of each command, named as
-// Redis names them ("publish", "client|list").
-func (m *costMaster) calls(b testing.TB) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range costInfo(b, m.server, "commandstats") {
-		cmd, ok := strings.CutPrefix(k, "cmdstat_")
-		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if !ok || err != nil {
-			b.Fatalf("commandstats %s:%s", k, v)
-		}
-		out[cmd] = n
-	}
-	return out
-}
-
-// meanInfo is the mean of an INFO field over the masters.
-func (ms costMasters) meanInfo(b testing.TB, section, field string) float64 {
-	var sum float64
-	for _, m := range ms {
-		v, err := strconv.ParseFloat(costInfo(b, m.server, section)[field], 64)
-		if err != nil {
-			b.Fatalf("INFO %s %s: %v", section, field, err)
-		}
-		sum += v
-	}
-	return sum / float64(len(ms))
-}
-
-// awaitQuiet waits until no name's channel has a subscriber on any
-// master: no agent caches or waits for a name any more.
-func (ms costMasters) awaitQuiet(b testing.TB) {
-	var left []int
-	lockagenttest.Eventually(b, costQuietTimeout, func() bool {
-		left = ms.subscribedNames(b)
-		return len(left) == 0
-	}, "name channels still subscribed on the masters: %v", &left)
-}
-
-// subscribedNames counts, for each master that has any, its name channels
-// with a subscriber.
-func (ms costMasters) subscribedNames(b testing.TB) []int {
-	var out []int
-	for _, m := range ms {
-		if n := len(m.nameChannels(b)); n > 0 {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// nameChannels lists the name channels with a subscriber.
-func (m *costMaster) nameChannels(b testing.TB) []string {
-	chans, err := m.client.Do(context.Background(), m.client.B().PubsubChannels().Pattern(costChannels).Build()).AsStrSlice()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return chans
-}
-
-// subSamples counts name channels and their subscribers, summed over
-// the masters and the samples.
-type subSamples struct {
-	masters              int
-	samples, chans, subs int64
-	done                 chan struct{}
-	wg                   sync.WaitGroup
-	err                  error
-}
-
-// sampleSubscriptions counts every costSampleEvery until stop.
-func (ms costMasters) sampleSubscriptions() *subSamples {
-	s := &subSamples{masters: len(ms), done: make(chan struct{})}
-	s.wg.Go(func() {
-		tick := time.NewTicker(costSampleEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-s.done:
-				return
-			case <-tick.C:
-			}
-			for _, m := range ms {
-				if err := s.sample(m); err != nil {
-					s.err = err
-					return
-				}
-			}
-			s.samples++
-		}
-	})
-	return s
-}
-
-func (s *subSamples) sample(m *costMaster) error {
-	ctx := context.Background()
-	chans, err := m.client.Do(ctx, m.client.B().PubsubChannels().Pattern(costChannels).Build()).AsStrSlice()
-	if err != nil || len(chans) == 0 {
-		return err
-	}
-	counts, err := m.client.Do(ctx, m.client.B().PubsubNumsub().Channel(chans...).Build()).ToArray()
-	if err != nil {
-		return err
-	}
-	for i := 1; i < len(counts); i += 2 {
-		n, err := counts[i].AsInt64()
-		if err != nil {
-			return err
-		}
-		s.subs += n
-	}
-	s.chans += int64(len(chans))
-	return nil
-}
-
-// stop ends the sampling; it fails the benchmark if a sample failed.
-func (s *subSamples) stop(b testing.TB) *subSamples {
-	close(s.done)
-	s.wg.Wait()
-	if s.err != nil {
-		b.Fatalf("counting subSamples: %v", s.err)
-	}
-	return s
-}
-
-// perChannel is the mean number of subscribers of a subscribed name
-// channel (each agent subscribes once, however many of its clients wait).
-func (s *subSamples) perChannel() float64 {
-	if s.chans == 0 {
-		return 0
-	}
-	return float64(s.subs) / float64(s.chans)
-}
-
-// channels is the mean number of subscribed name channels on a master.
-func (s *subSamples) channels() float64 {
-	if s.samples == 0 {
-		return 0
-	}
-	return float64(s.chans) / float64(s.samples) / float64(s.masters)
 }
 
 // benchCostNames: one agent over three fresh masters; costNames fresh
@@ -438,7 +194,7 @@ func benchCostNames(b *testing.B) {
 		took := costPipeline(b, conns, "LOCK", " wait=10s")
 		held := masters.memory(b)
 		costPipeline(b, conns, "UNLOCK", "")
-		masters.awaitQuiet(b)
+		masters.awaitReleased(b)
 		released := masters.memory(b)
 		masters.awaitExpired(b, base.expires)
 		left := masters.memory(b)
@@ -491,113 +247,4 @@ func costPipeline(b *testing.B, conns []*rawConn, verb, args string) time.Durati
 		b.FailNow()
 	}
 	return time.Since(start)
-}
-
-// costMemory is what a master keeps, the mean over the masters.
-type costMemory struct{ used, keys, expires float64 }
-
-// memory reads used_memory (INFO memory) and db0's keys and keys with a
-// TTL (INFO keyspace).
-func (ms costMasters) memory(b testing.TB) costMemory {
-	var out costMemory
-	for _, m := range ms {
-		used, err := strconv.ParseFloat(costInfo(b, m.server, "memory")["used_memory"], 64)
-		if err != nil {
-			b.Fatalf("INFO memory used_memory: %v", err)
-		}
-		out.used += used / float64(len(ms))
-		for _, f := range strings.Split(costInfo(b, m.server, "keyspace")["db0"], ",") {
-			k, v, _ := strings.Cut(f, "=")
-			n, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "keys":
-				out.keys += n / float64(len(ms))
-			case "expires":
-				out.expires += n / float64(len(ms))
-			}
-		}
-	}
-	return out
-}
-
-// awaitExpired waits until the masters hold no more keys with a TTL than
-// expires: the release tombstones are gone.
-func (ms costMasters) awaitExpired(b testing.TB, expires float64) {
-	var now costMemory
-	lockagenttest.Eventually(b, costExpireTimeout, func() bool {
-		now = ms.memory(b)
-		return now.expires <= expires
-	}, "keys with a TTL left on the masters: %+v", &now)
-}
-
-// memoryUsage is MEMORY USAGE of key: its bytes, the key's name and
-// Redis's overhead for it included.
-func (m *costMaster) memoryUsage(b testing.TB, key string) float64 {
-	r, err := m.server.Do("MEMORY", "USAGE", key)
-	n, perr := strconv.ParseFloat(r, 64)
-	if err != nil || perr != nil {
-		b.Fatalf("MEMORY USAGE %s: %q %v", key, r, err)
-	}
-	return n
-}
-
-// TestCostReadingsSeeScripts: what BenchmarkCost reads of a real master
-// moves with what it does: a PUBLISH from a script counts in
-// commandstats, a busy script in the CPU time of the pid INFO gives, and
-// two subscribers of a name channel in the subscription samples, and
-// awaitQuiet sees them go.
-func TestCostReadingsSeeScripts(t *testing.T) {
-	m := newCostMasters(t, redistest.Start(t, 1))[0]
-	before := readCost(t, costMasters{m}, nil)
-	sha, err := m.server.Do("SCRIPT", "LOAD", `redis.call('PUBLISH', KEYS[1], 'x')
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 300000`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.server.Do("EVALSHA", sha, "1", "cost:{x}:released"); err != nil {
-		t.Fatal(err)
-	}
-	after := readCost(t, costMasters{m}, nil)
-	if got := after.calls["publish"] - before.calls["publish"]; got != 1 {
-		t.Errorf("a script's PUBLISH counted %d times in commandstats", got)
-	}
-	if cpu := after.masters - before.masters; cpu < 200*time.Millisecond {
-		t.Errorf("a 300 ms busy script: %v of CPU in /proc/%d/stat", cpu, m.pid)
-	}
-	subscribers := []net.Conn{subscribeRaw(t, m.server.Addr, "cost:{x}:released"), subscribeRaw(t, m.server.Addr, "cost:{x}:released")}
-	s := &subSamples{masters: 1}
-	if err := s.sample(m); err != nil || s.chans != 1 || s.subs != 2 {
-		t.Errorf("sampled %d name channels with %d subscribers (%v), want 1 with 2", s.chans, s.subs, err)
-	}
-	if left := (costMasters{m}).subscribedNames(t); len(left) != 1 || left[0] != 1 {
-		t.Errorf("subscribed name channels %v, want [1]", left)
-	}
-	for _, c := range subscribers {
-		c.Close()
-	}
-	costMasters{m}.awaitQuiet(t)
-}
-
-// subscribeRaw subscribes a new connection to channel, closed when the
-// test ends if not before.
-func subscribeRaw(t *testing.T, addr, channel string) net.Conn {
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	fmt.Fprintf(nc, "*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n", len(channel), channel)
-	r := bufio.NewReader(nc)
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(line, ":") { // the subscription count ends the reply
-			return nc
-		}
-	}
 }
