@@ -103,12 +103,7 @@ func benchCostAgents(b *testing.B, n int) {
 		ids[i] = "cost" + strconv.Itoa(i)
 	}
 	agents := startProcAgents(b, releaseBinary(b), servers, costLock, ids...)
-	// Registered after their own stops, so run before them: all stop at once.
-	b.Cleanup(func() {
-		for _, a := range agents {
-			a.cmd.Process.Signal(syscall.SIGTERM)
-		}
-	})
+	b.Cleanup(func() { stopAtOnce(agents) })
 	masters := newCostMasters(b, servers)
 	b.Run("idle", func(b *testing.B) { benchCostIdle(b, masters, agents) })
 	clients := make([]locker, costClients)
@@ -117,6 +112,24 @@ func benchCostAgents(b *testing.B, n int) {
 	}
 	for _, p := range costPatterns {
 		b.Run(p.name, func(b *testing.B) { benchCostPattern(b, p, clients, masters, agents) })
+	}
+}
+
+// stopAtOnce sends every agent SIGTERM, then waits for each to exit (for
+// up to 10 s in all), so that 64 agents stop in the time of one. Registered
+// after the agents' own stops, it runs before them: those then only read
+// each agent's exit (a second SIGTERM would make it exit at once, and 1).
+func stopAtOnce(agents []*procAgent) {
+	for _, a := range agents {
+		a.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	timeout := time.After(10 * time.Second)
+	for _, a := range agents {
+		select {
+		case <-a.done:
+		case <-timeout:
+			return
+		}
 	}
 }
 
