@@ -56,8 +56,8 @@ const (
 
 	// costNames fresh names are locked by costSessions sessions, costBatch
 	// LOCKs at a time each, in the names scenario.
-	costNames    = 10_000
-	costSessions = 10
+	costNames    = 30_000
+	costSessions = 30
 	costBatch    = 100
 	// costExpireTimeout bounds the wait for the release tombstones (15 s)
 	// to expire.
@@ -193,10 +193,13 @@ func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters cos
 
 // benchCostNames: one agent over three fresh masters; costNames fresh
 // names locked and held, then released. It reports a master's memory per
-// name (used_memory, the mean over the masters, above theirs before) while
-// held, once released (the agent's caches of them ended, the release
-// tombstones still there), and once the tombstones expired: what a name
-// leaves for good, which is its fence counter (it never expires).
+// name (the mean over the masters, above theirs before) while held, just
+// released (the release tombstones still there), and once the tombstones
+// expired: what a name leaves for good, which is its fence counter (it
+// never expires). Memory is used_memory, what an operator watches, and
+// used_memory_dataset, the keys alone (without the buffers of the
+// connections and the tables' own overhead, which a burst moves); and
+// MEMORY USAGE of one name's keys.
 func benchCostNames(b *testing.B) {
 	for range b.N {
 		servers := redistest.Start(b, 3)
@@ -206,19 +209,26 @@ func benchCostNames(b *testing.B) {
 		base := masters.memory(b)
 		took := costPipeline(b, conns, "LOCK", " wait=10s")
 		held := masters.memory(b)
+		keys := masters[0].nameKeys(b, "names/0/0")
 		costPipeline(b, conns, "UNLOCK", "")
 		masters.awaitReleased(b)
 		released := masters.memory(b)
+		keys.tombstone = masters[0].memoryUsage(b, "cost:{names/0/0}:released:"+keys.holder)
 		masters.awaitExpired(b, base.expires)
 		left := masters.memory(b)
-		perName := func(m costMemory) float64 { return (m.used - base.used) / costNames }
 		b.ReportMetric(costNames/took.Seconds(), "locks/s")
-		b.ReportMetric(perName(held), "held-B/name")
-		b.ReportMetric(perName(released), "released-B/name")
-		b.ReportMetric(perName(left), "left-B/name")
-		b.ReportMetric((held.keys-base.keys)/costNames, "held-keys/name")
-		b.ReportMetric((left.keys-base.keys)/costNames, "left-keys/name")
+		for _, m := range []struct {
+			state string
+			mem   costMemory
+		}{{"held", held}, {"released", released}, {"left", left}} {
+			b.ReportMetric((m.mem.used-base.used)/costNames, m.state+"-B/name")
+			b.ReportMetric((m.mem.dataset-base.dataset)/costNames, m.state+"-dataset-B/name")
+			b.ReportMetric((m.mem.keys-base.keys)/costNames, m.state+"-keys/name")
+		}
+		b.ReportMetric(keys.set, "set-key-B")
+		b.ReportMetric(keys.record, "record-key-B")
 		b.ReportMetric(masters[0].memoryUsage(b, "cost:{names/0/0}:fence"), "fence-key-B")
+		b.ReportMetric(keys.tombstone, "tombstone-key-B")
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -290,18 +290,21 @@ func (s *subSamples) channels() float64 {
 }
 
 // costMemory is what a master keeps, the mean over the masters.
-type costMemory struct{ used, keys, expires float64 }
+type costMemory struct{ used, dataset, keys, expires float64 }
 
-// memory reads used_memory (INFO memory) and db0's keys and keys with a
-// TTL (INFO keyspace).
+// memory reads used_memory and used_memory_dataset (INFO memory) and db0's
+// keys and keys with a TTL (INFO keyspace).
 func (ms costMasters) memory(b testing.TB) costMemory {
 	var out costMemory
 	for _, m := range ms {
-		used, err := strconv.ParseFloat(costInfo(b, m.server, "memory")["used_memory"], 64)
-		if err != nil {
-			b.Fatalf("INFO memory used_memory: %v", err)
+		info := costInfo(b, m.server, "memory")
+		used, err := strconv.ParseFloat(info["used_memory"], 64)
+		dataset, derr := strconv.ParseFloat(info["used_memory_dataset"], 64)
+		if err != nil || derr != nil {
+			b.Fatalf("INFO memory: %v %v", err, derr)
 		}
 		out.used += used / float64(len(ms))
+		out.dataset += dataset / float64(len(ms))
 		for _, f := range strings.Split(costInfo(b, m.server, "keyspace")["db0"], ",") {
 			k, v, _ := strings.Cut(f, "=")
 			n, _ := strconv.ParseFloat(v, 64)
@@ -330,6 +333,22 @@ func (ms costMasters) awaitExpired(b testing.TB, expires float64) {
 		}
 		time.Sleep(costPollEvery) // a poll: keys expire without a word
 	}
+}
+
+// costKeys are the bytes of one name's keys (MEMORY USAGE).
+type costKeys struct {
+	holder                 string // the holder id, in its record's key
+	set, record, tombstone float64
+}
+
+// nameKeys reads the keys of name, which one holder holds.
+func (m *costMaster) nameKeys(b testing.TB, name string) costKeys {
+	set := "cost:{" + name + "}"
+	members, err := m.client.Do(context.Background(), m.client.B().Smembers().Key(set).Build()).AsStrSlice()
+	if err != nil || len(members) != 1 {
+		b.Fatalf("SMEMBERS %s: %q %v", set, members, err)
+	}
+	return costKeys{holder: members[0], set: m.memoryUsage(b, set), record: m.memoryUsage(b, set+":h:"+members[0])}
 }
 
 // memoryUsage is MEMORY USAGE of key: its bytes, the key's name and
