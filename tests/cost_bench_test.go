@@ -42,8 +42,8 @@ import (
 const (
 	// costWindow is how long each client pattern runs.
 	costWindow = 4 * time.Second
-	// costIdle is how long the idle agents are read over.
-	costIdle = 3 * time.Second
+	// costIdleWindow is how long the idle agents are read over.
+	costIdleWindow = 3 * time.Second
 	// costClients is the client load, spread over the agents.
 	costClients = 64
 	// costSharedNames is how many names the shared pattern's clients share.
@@ -105,13 +105,14 @@ func benchCostAgents(b *testing.B, n int) {
 	agents := startProcAgents(b, releaseBinary(b), servers, costLock, ids...)
 	b.Cleanup(func() { stopAtOnce(agents) })
 	masters := newCostMasters(b, servers)
-	b.Run("idle", func(b *testing.B) { benchCostIdle(b, masters, agents) })
+	idle := measureIdle(b, masters, agents)
+	b.Run("idle", idle.report)
 	clients := make([]locker, costClients)
 	for i := range clients {
 		clients[i] = dialLine(b, agents[i%n].sock)
 	}
 	for _, p := range costPatterns {
-		b.Run(p.name, func(b *testing.B) { benchCostPattern(b, p, clients, masters, agents) })
+		b.Run(p.name, func(b *testing.B) { benchCostPattern(b, p, clients, masters, agents, idle) })
 	}
 }
 
@@ -133,35 +134,51 @@ func stopAtOnce(agents []*procAgent) {
 	}
 }
 
-// benchCostIdle reads the agents with no client for costIdle: what they
-// cost by being there (health probes, subscriptions), and the connections
-// each master serves. The sleep is the measurement's window, not a wait for
-// an event.
-func benchCostIdle(b *testing.B, masters costMasters, agents []*procAgent) {
-	for range b.N {
-		before := readCost(b, masters, agents)
-		time.Sleep(costIdle)
-		after := readCost(b, masters, agents)
-		took := after.at.Sub(before.at).Seconds()
-		b.ReportMetric(100*(after.masters-before.masters).Seconds()/took, "masters-cpu-%")
-		b.ReportMetric(100*(after.agents-before.agents).Seconds()/took, "agents-cpu-%")
-		b.ReportMetric(float64(after.redisCalls()-before.redisCalls())/took, "redis-calls/s")
-		b.ReportMetric(masters.meanInfo(b, "clients", "connected_clients"), "conns/master")
-		var rss int64
-		for _, a := range agents {
-			rss += rssBytes(b, a.pid())
-		}
-		b.ReportMetric(float64(rss)/(1<<20)/float64(len(agents)), "agent-RSS-MiB")
+// costIdle is what the agents cost by being there, with no client:
+// health probes, subscriptions, timers.
+type costIdle struct {
+	masters, agents float64 // CPU seconds per second
+	callsPerSecond  float64 // commands the masters ran
+	connsPerMaster  float64
+	rssPerAgent     float64 // bytes
+}
+
+// measureIdle reads the agents with no client for costIdleWindow. The
+// sleep is the measurement's window, not a wait for an event.
+func measureIdle(b *testing.B, masters costMasters, agents []*procAgent) costIdle {
+	before := readCost(b, masters, agents)
+	time.Sleep(costIdleWindow)
+	after := readCost(b, masters, agents)
+	took := after.at.Sub(before.at).Seconds()
+	var rss int64
+	for _, a := range agents {
+		rss += rssBytes(b, a.pid())
 	}
+	return costIdle{
+		masters:        (after.masters - before.masters).Seconds() / took,
+		agents:         (after.agents - before.agents).Seconds() / took,
+		callsPerSecond: float64(after.redisCalls()-before.redisCalls()) / took,
+		connsPerMaster: masters.meanInfo(b, "clients", "connected_clients"),
+		rssPerAgent:    float64(rss) / float64(len(agents)),
+	}
+}
+
+func (c costIdle) report(b *testing.B) {
+	b.ReportMetric(100*c.masters, "masters-cpu-%")
+	b.ReportMetric(100*c.agents, "agents-cpu-%")
+	b.ReportMetric(c.callsPerSecond, "redis-calls/s")
+	b.ReportMetric(c.connsPerMaster, "conns/master")
+	b.ReportMetric(c.rssPerAgent/(1<<20), "agent-RSS-MiB")
 	b.ReportMetric(0, "ns/op")
 }
 
 // benchCostPattern runs the clients for costWindow with names picked by
-// p, and reports what a LOCK+UNLOCK cycle cost. It reads the counters once
+// p, and reports what a LOCK+UNLOCK cycle cost, as read and net of what
+// the agents cost idle over as long (see perCycle). It reads the counters once
 // every name is released, so that a cycle's cost includes its cache's
 // release after the window; and it counts the name channels still
 // subscribed then, which no agent watches any more.
-func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters costMasters, agents []*procAgent) {
+func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters costMasters, agents []*procAgent, idle costIdle) {
 	for round := range b.N {
 		stem := p.name + "/"
 		names := make([]string, len(clients))
@@ -183,7 +200,7 @@ func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters cos
 		if cycles == 0 {
 			b.Fatal("no cycle in the window")
 		}
-		after.perCycle(b, before, float64(cycles))
+		after.perCycle(b, before, float64(cycles), idle)
 		b.ReportMetric(subs.perChannel(), "subs/channel")
 		b.ReportMetric(subs.channels(), "channels")
 		b.ReportMetric(masters.meanChannels(b, channelsOf(stem)), "left-channels")

@@ -63,8 +63,10 @@ func (r costReading) redisCalls() int64 {
 	return n
 }
 
-// perCycle reports what was used since before, per LOCK+UNLOCK cycle.
-func (r costReading) perCycle(b *testing.B, before costReading, cycles float64) {
+// perCycle reports what was used since before, per LOCK+UNLOCK cycle;
+// the CPU also net of what idle agents would have used over as long (a
+// share that grows with the agents while the cycles do not).
+func (r costReading) perCycle(b *testing.B, before costReading, cycles float64, idle costIdle) {
 	delta := func(cmds ...string) float64 {
 		var n int64
 		for _, cmd := range cmds {
@@ -74,6 +76,9 @@ func (r costReading) perCycle(b *testing.B, before costReading, cycles float64) 
 	}
 	b.ReportMetric(float64((r.masters-before.masters).Microseconds())/cycles, "masters-µs/cycle")
 	b.ReportMetric(float64((r.agents-before.agents).Microseconds())/cycles, "agents-µs/cycle")
+	took := r.at.Sub(before.at).Seconds()
+	b.ReportMetric(((r.masters-before.masters).Seconds()-idle.masters*took)*1e6/cycles, "masters-net-µs/cycle")
+	b.ReportMetric(((r.agents-before.agents).Seconds()-idle.agents*took)*1e6/cycles, "agents-net-µs/cycle")
 	b.ReportMetric(delta("publish", "spublish"), "publish/cycle")
 	b.ReportMetric(delta("evalsha", "eval", "evalsha_ro", "eval_ro"), "scripts/cycle")
 	b.ReportMetric(delta("subscribe", "unsubscribe"), "sub+unsub/cycle")
