@@ -8,10 +8,11 @@ package tests
 //     default lock settings: a 15 s lease, lock caching for 1 s) over
 //     three fresh masters, and 64 clients in the benchmark's process spread
 //     over them (client i on agent i mod N), each locking and unlocking for
-//     costWindow: hot (each client its own name, again and again), cold (a
-//     fresh name each cycle), shared (all 64 on 16 names, the 4 clients of
-//     a name on 4 different agents once N >= 4). And idle: the agents
-//     running with no client.
+//     costWindow: hot (each client its own name, again and again), shared
+//     (all 64 on 16 names, the 4 clients of a name on 4 different agents
+//     once N >= 4), cold (a fresh name each cycle), twice (a fresh name
+//     every two cycles: each is cached, and its cache ends). And idle: the
+//     agents running with no client.
 //   - names: one agent, three fresh masters, costNames fresh names locked
 //     and held, then released: the masters' memory per name held, just
 //     released, and once the release tombstones expired (what a name leaves
@@ -21,12 +22,13 @@ package tests
 // (the masters' pids from INFO server); counts come from the masters' INFO
 // commandstats, which counts a command run by a script too (PUBLISH from
 // the release script is in cmdstat_publish: see
-// TestCostReadingsSeeScripts). The run takes about three minutes:
+// TestCostReadingsSeeScripts). The run takes about two minutes:
 //
 //	go test -count=1 -run '^$' -bench '^BenchmarkCost$' -benchtime 1x -timeout 20m ./tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -81,6 +83,7 @@ func BenchmarkCost(b *testing.B) {
 type costPattern struct {
 	name   string
 	fresh  bool // a fresh name under nameOf each cycle
+	reuse  int  // with fresh: each name for this many cycles in a row
 	nameOf func(client int) string
 }
 
@@ -92,6 +95,33 @@ var costPatterns = []costPattern{
 		return "shared/" + strconv.Itoa(i/(costClients/costSharedNames))
 	}},
 	{name: "cold", fresh: true, nameOf: func(i int) string { return "cold/" + strconv.Itoa(i) }},
+	// A name in use again (its second LOCK comes right after its first
+	// release) is cached, and its cache ends a linger after the second.
+	{name: "twice", fresh: true, reuse: 2, nameOf: func(i int) string { return "twice/" + strconv.Itoa(i) }},
+}
+
+// reusedNames is a client whose fresh names (runWorkers's name/N, N the
+// cycle) each serve every cycles in a row: name/(N/every).
+type reusedNames struct {
+	locker
+	every int
+}
+
+func (r reusedNames) lock(ctx context.Context, name string) (bool, error) {
+	return r.locker.lock(ctx, r.rename(name))
+}
+
+func (r reusedNames) try(name string) (bool, error) { return r.locker.try(r.rename(name)) }
+
+func (r reusedNames) unlock(name string) error { return r.locker.unlock(r.rename(name)) }
+
+func (r reusedNames) rename(name string) string {
+	i := strings.LastIndexByte(name, '/')
+	cycle, err := strconv.Atoi(name[i+1:])
+	if err != nil {
+		panic(fmt.Sprintf("reusedNames: %q is not a fresh name", name))
+	}
+	return name[:i+1] + strconv.Itoa(cycle/r.every)
 }
 
 // benchCostAgents runs n agent processes over three fresh masters, reads
@@ -179,6 +209,13 @@ func (c costIdle) report(b *testing.B) {
 // release after the window; and it counts the name channels still
 // subscribed then, which no agent watches any more.
 func benchCostPattern(b *testing.B, p costPattern, clients []locker, masters costMasters, agents []*procAgent, idle costIdle) {
+	if p.reuse > 0 {
+		reused := make([]locker, len(clients))
+		for i, c := range clients {
+			reused[i] = reusedNames{c, p.reuse}
+		}
+		clients = reused
+	}
 	for round := range b.N {
 		stem := p.name + "/"
 		names := make([]string, len(clients))
