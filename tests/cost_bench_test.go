@@ -101,7 +101,7 @@ var costPatterns = []costPattern{
 }
 
 // reusedNames is a client whose fresh names (runWorkers's name/N, N the
-// cycle) each serve every cycles in a row: name/(N/every).
+// cycle) each serve r.every cycles in a row: name/(N/every).
 type reusedNames struct {
 	locker
 	every int
