@@ -22,10 +22,27 @@ type MasterConfig struct {
 	Password string
 	DB       int
 	TLS      *tls.Config // nil for plain TCP
-	// AllowReplicas accepts a master that has replicas attached (for
-	// backups). A replica is never promoted by the agent; if something
-	// else promotes it, it is a new master that lost the last writes.
+	// AllowReplicas accepts a master that has replicas attached, unchecked:
+	// the operator says none of them is ever promoted (they are for
+	// backups). A promoted one is still caught by its run_id (see gateLua),
+	// but nothing bounds a split brain. See ReplicaLag for replicas that
+	// may be promoted.
 	AllowReplicas bool
+	// Sentinels, when set, are the Sentinels ("host:port") asked which
+	// server is the primary of MasterSet, instead of Address; the client
+	// follows a failover (see failover.go). SentinelUsername and
+	// SentinelPassword authenticate to the Sentinels.
+	Sentinels                          []string
+	MasterSet                          string
+	SentinelUsername, SentinelPassword string
+	// ReplicaLag, when > 0, accepts a primary with replicas that may be
+	// promoted, when the primary bounds a split brain: it refuses writes
+	// once it lost its replicas for longer than its min-replicas-max-lag,
+	// which must be at most ReplicaLag (see checkSafety), and a master
+	// found with another server's data sits out ReplicaLag + 2s more than
+	// the quarantine (see failoverMargin). Default 1s with Sentinels, 0
+	// (replicas are unsafe) without.
+	ReplicaLag time.Duration
 }
 
 // State is a master's health as the agent sees it.
@@ -168,7 +185,7 @@ func (m *master) quarantined(left time.Duration) {
 func (m *master) status() MasterStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	s := MasterStatus{Name: m.cfg.Name, Address: m.cfg.Address, State: m.state, Settings: m.recorded}
+	s := MasterStatus{Name: m.cfg.Name, Address: m.addressOf(m.client), State: m.state, Settings: m.recorded}
 	if m.lastErr != nil {
 		s.Err = describe(m.lastErr)
 	}
@@ -263,7 +280,7 @@ func (m *master) connect(ctx context.Context) {
 	m.client, m.bulk, m.health = clients[0], clients[1], clients[2]
 	close(m.connected)
 	m.mu.Unlock()
-	m.log.Info("connected", "address", m.cfg.Address)
+	m.log.Info("connected", "address", m.addressOf(m.getClient()))
 	m.reload.Store(true) // by the probe, once it checked the master's run_id
 }
 
@@ -288,6 +305,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		m.dialed()
 		mu.Lock()
 		if connecting { // a reconnection later is not: a stop lets its releases land
 			stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
@@ -303,7 +321,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 			stop()
 		}
 	}()
-	return rueidis.NewClient(rueidis.ClientOption{
+	return rueidis.NewClient(m.withSentinels(rueidis.ClientOption{
 		DialCtxFn:         dial,
 		InitAddress:       []string{m.cfg.Address},
 		Username:          m.cfg.Username,
@@ -319,7 +337,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 		// Detect a hung connection well within a lease; the probe marks the
 		// master down sooner than this.
 		ConnWriteTimeout: max(10*timeout, 2*time.Second),
-	})
+	}))
 }
 
 // lane picks one of the master's connections.
@@ -554,7 +572,9 @@ func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueid
 }
 
 // gateArgs are args with, for a script that runs the gate, the run_id this
-// master was verified with appended to the epoch argument (see script.gateArg).
+// master was verified with appended to the epoch argument (see
+// script.gateArg), and the quarantine in the gate argument after it
+// lengthened by the master's failover margin (see lengthenQuarantine).
 func (m *master) gateArgs(s *script, args []string) []string {
 	if s.gateArg < 0 || s.gateArg >= len(args) {
 		return args
@@ -566,6 +586,9 @@ func (m *master) gateArgs(s *script, args []string) []string {
 	out := make([]string, len(args))
 	copy(out, args)
 	out[s.gateArg] += ";" + run
+	if s.gateArg+1 < len(out) {
+		out[s.gateArg+1] = m.lengthenQuarantine(out[s.gateArg+1])
+	}
 	return out
 }
 

@@ -1,0 +1,113 @@
+package quorum
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// A master may be a primary with replicas that a Sentinel (or an operator)
+// promotes when the primary fails. A promoted replica has its own run_id
+// and its primary's copy of the marker, so the gate meets it as a server
+// that may have missed the last grants (see gateLua): it sits out a
+// quarantine. What the run_id cannot catch is a split brain: an old
+// primary that still takes writes from an agent that still reaches it,
+// while other agents already use the promoted one. Redis bounds that with
+// min-replicas-to-write and min-replicas-max-lag on the primary: cut off
+// from its replicas, it refuses writes (NOREPLICAS) once their last
+// acknowledgement is older than the lag. Its replicas stop acknowledging
+// when one is promoted at the latest, and the primary notices within the
+// lag plus two seconds (acknowledgements every second, ages counted in
+// whole seconds, checked every second). So a master that may be a
+// promoted replica sits out that much longer than the quarantine: every
+// hold the old primary granted or renewed after the promotion has ended
+// before the promoted one votes. docs/operations.md "The masters" has the
+// settings.
+
+// failoverSlack is how long after its replicas' last acknowledgement a
+// primary with min-replicas-max-lag S may still take writes, beyond S.
+const failoverSlack = 2*time.Second + 100*time.Millisecond
+
+// sentinelRefresh is how often a Sentinel master's client asks the
+// Sentinels where the primary is, beside their +switch-master events (a
+// missed event would otherwise keep it on the old primary for good).
+const sentinelRefresh = time.Second
+
+// replicaLag is cfg.ReplicaLag, 1s by default for a Sentinel master.
+func (cfg MasterConfig) replicaLag() time.Duration {
+	if cfg.ReplicaLag == 0 && len(cfg.Sentinels) > 0 {
+		return time.Second
+	}
+	return cfg.ReplicaLag
+}
+
+// failoverMargin is how much longer than the quarantine a master that
+// may be a promoted replica sits out: 0 for one whose replicas are never
+// promoted.
+func (cfg MasterConfig) failoverMargin() time.Duration {
+	if lag := cfg.replicaLag(); lag > 0 {
+		return lag + failoverSlack
+	}
+	return 0
+}
+
+// lengthenQuarantine adds the master's failover margin to the quarantine
+// of a gate argument ("QUARANTINE_MS MAY_PLANT SETTINGS", see
+// Cluster.gateArg), so that every agent plants the same longer one.
+func (m *master) lengthenQuarantine(gateArg string) string {
+	margin := m.cfg.failoverMargin()
+	ms, rest, ok := strings.Cut(gateArg, " ")
+	q, err := strconv.ParseInt(ms, 10, 64)
+	if margin == 0 || !ok || err != nil {
+		return gateArg
+	}
+	return strconv.FormatInt(q+margin.Milliseconds(), 10) + " " + rest
+}
+
+// withSentinels makes opt ask the master's Sentinels for its primary, if
+// it has any. Retries stay off: the client follows a failover by itself,
+// and a lock script is never sent twice.
+func (m *master) withSentinels(opt rueidis.ClientOption) rueidis.ClientOption {
+	if len(m.cfg.Sentinels) == 0 {
+		return opt
+	}
+	opt.InitAddress = m.cfg.Sentinels
+	opt.Sentinel = rueidis.SentinelOption{
+		MasterSet:               m.cfg.MasterSet,
+		Username:                m.cfg.SentinelUsername,
+		Password:                m.cfg.SentinelPassword,
+		Dialer:                  opt.Dialer,
+		TLSConfig:               opt.TLSConfig,
+		TopologyRefreshInterval: sentinelRefresh,
+	}
+	return opt
+}
+
+// dialed hears of every connection the master's clients make: a new one
+// may be to another server (a Sentinel's client following a failover, a
+// restarted master), so the next probe checks its configuration again
+// rather than keep the old server's verdict (a demoted primary is a
+// replica; a promoted one may lack min-replicas-to-write).
+func (m *master) dialed() {
+	m.mu.Lock()
+	m.checked = time.Time{}
+	m.mu.Unlock()
+}
+
+// addressOf is the master's address for STATUS: its own, or for a
+// Sentinel master "SET@server", the server c now sends to ("SET@?"
+// before it connected).
+func (m *master) addressOf(c rueidis.Client) string {
+	if len(m.cfg.Sentinels) == 0 {
+		return m.cfg.Address
+	}
+	server := "?"
+	if c != nil {
+		for addr := range c.Nodes() {
+			server = addr
+		}
+	}
+	return m.cfg.MasterSet + "@" + server
+}
