@@ -74,6 +74,12 @@ func (m *master) withSentinels(opt rueidis.ClientOption) rueidis.ClientOption {
 		return opt
 	}
 	opt.InitAddress = m.cfg.Sentinels
+	// The client pings a connection that received nothing for KeepAlive,
+	// and drops it if the ping is not answered within ConnWriteTimeout. A
+	// following of the Sentinel waits for that on an old primary that no
+	// longer answers (it asks it for its ROLE, holding the client's lock):
+	// at the default 30s, for the whole of a failover.
+	opt.Dialer.KeepAlive = sentinelRefresh
 	opt.Sentinel = rueidis.SentinelOption{
 		MasterSet:               m.cfg.MasterSet,
 		Username:                m.cfg.SentinelUsername,
