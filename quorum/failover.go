@@ -91,15 +91,54 @@ func (m *master) withSentinels(opt rueidis.ClientOption) rueidis.ClientOption {
 	return opt
 }
 
-// dialed hears of every connection the master's clients make: a new one
+// dialed hears of every connection the master's lane l makes: a new one
 // may be to another server (a Sentinel's client following a failover, a
 // restarted master), so the next probe checks its configuration again
 // rather than keep the old server's verdict (a demoted primary is a
-// replica; a promoted one may lack min-replicas-to-write).
-func (m *master) dialed() {
+// replica; a promoted one may lack min-replicas-to-write), and the next
+// vote on the lane reads the server's run_id (see uncheckedRun).
+func (m *master) dialed(l lane) {
+	m.dials[l].Add(1)
 	m.mu.Lock()
 	m.checked = time.Time{}
 	m.mu.Unlock()
+}
+
+// uncheckedRun says whether a call of s on lane l must read the server's
+// run_id (run s's fallback, which does: see script.afterRestart), and
+// returns the lane's connection count to record once one did. It must
+// when s runs the gate and the lane made a connection since a call last
+// read it. A promoted replica answers EVALSHA with NOSCRIPT, so its first
+// vote reads it anyway, but a primary demoted and later promoted again
+// keeps its script cache (REPLICAOF does not clear it), and holds a copy
+// of the marker that the agent verified on the other server: without the
+// run_id, its votes would count until the probe's connection follows.
+// (A connection is counted when it is dialed, a moment before the client
+// sends on it: a call that reads the run_id on the old one in between is
+// taken for a check of the new one.)
+func (m *master) uncheckedRun(l lane, s *script) (gen uint64, unchecked bool) {
+	if s.afterRestart == nil {
+		return 0, false
+	}
+	gen = m.dials[l].Load()
+	return gen, m.runChecked[l].Load() < gen
+}
+
+// checkedRun records that lane l read the server's run_id on connection
+// gen, if any of the results is an answer of the script (an error reply
+// may be the gate's write refused before it planted a marker).
+func (m *master) checkedRun(l lane, gen uint64, results ...rueidis.RedisResult) {
+	for _, r := range results {
+		if r.Error() != nil {
+			continue
+		}
+		for {
+			old := m.runChecked[l].Load()
+			if old >= gen || m.runChecked[l].CompareAndSwap(old, gen) {
+				return
+			}
+		}
+	}
 }
 
 // addressOf is the master's address for STATUS: its own, or for a

@@ -1,8 +1,11 @@
 package quorum
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 func TestFailoverMargin(t *testing.T) {
@@ -35,4 +38,38 @@ func TestGateArgsLengthenTheQuarantine(t *testing.T) {
 	if got[3] != "epoch;" || got[4] != "4100 1 s" || args[4] != "1000 1 s" {
 		t.Fatalf("got %q from %q", got, args)
 	}
+}
+
+// TestANewConnectionReadsTheRunID: a master's client that follows a
+// failover to a server that was a primary before (it kept its script
+// cache) and holds a copy of the marker the agent verified on the other
+// server must not vote on EVALSHA's word: the first vote on each new
+// connection reads the server's run_id, finds another server, and plants
+// a quarantine. Without a new connection (the first acquire) the copy is
+// trusted, which is what the guard is for.
+func TestANewConnectionReadsTheRunID(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.ProbeInterval = time.Hour // one probe, at the start: none races the votes
+	c := startCluster(t, cfg)
+	ctx := context.Background()
+	if _, err := acquire(ctx, c, req("warm", "h")); err != nil {
+		t.Fatal(err)
+	}
+	// What a failover to a server with a copy of the marker leaves: the
+	// marker names a run_id that is not the server's, the one the agent
+	// verified (on the server it copied the marker from).
+	other := "0123456789abcdef0123456789abcdef01234567"
+	if _, err := servers[0].Do("HSET", cfg.KeyPrefix+"epoch", "run", other); err != nil {
+		t.Fatal(err)
+	}
+	c.masters[0].runID.Store(&other)
+	if _, err := acquire(ctx, c, req("a", "h")); err != nil {
+		t.Fatalf("on the connection it verified, the copy was not trusted (%v): the test shows nothing", err)
+	}
+	c.masters[0].dialed(laneRounds) // as the client does when it follows a failover
+	if _, err := acquire(ctx, c, req("b", "h")); err == nil {
+		t.Fatal("a new connection's first vote was counted without reading the server's run_id")
+	}
+	waitStates(t, c, func(st []MasterStatus) bool { return st[0].State == StateQuarantined })
 }

@@ -99,6 +99,10 @@ type master struct {
 	// runID is the server run_id the last probe verified its marker carries
 	// ("" before): every gate call compares the marker's with it.
 	runID atomic.Pointer[string]
+	// dials counts each lane's new connections, runChecked the count up
+	// to which a call on the lane read the server's run_id since (see
+	// uncheckedRun).
+	dials, runChecked [3]atomic.Uint64
 	// reload asks the probe to load the scripts. They are loaded only after
 	// a probe ran the gate that reads the run_id, so that no EVALSHA (whose
 	// gate does not read it) finds them on a restarted master nobody
@@ -259,7 +263,7 @@ func (m *master) run(ctx context.Context) {
 func (m *master) connect(ctx context.Context) {
 	var clients [3]rueidis.Client
 	for i := range clients {
-		c, err := m.newClient(ctx)
+		c, err := m.newClient(ctx, lane(i))
 		if err != nil {
 			for _, c := range clients[:i] {
 				c.Close()
@@ -287,7 +291,7 @@ func (m *master) connect(ctx context.Context) {
 // newClient makes one connection. A stop (ctx) while it connects closes
 // what it dialed: a master that accepts a connection and does not answer
 // (a paused one) would keep the stop waiting out the handshake's timeout.
-func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
+func (m *master) newClient(ctx context.Context, l lane) (rueidis.Client, error) {
 	timeout := m.cluster.cfg.MasterTimeout
 	var mu sync.Mutex
 	connecting, stops := true, []func() bool(nil)
@@ -305,7 +309,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.dialed()
+		m.dialed(l)
 		mu.Lock()
 		if connecting { // a reconnection later is not: a stop lets its releases land
 			stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
@@ -600,6 +604,11 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
 	args = m.gateArgs(s, args)
+	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
+		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		m.checkedRun(l, gen, r)
+		return r
+	}
 	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
 		m.reload.Store(true)
@@ -621,11 +630,19 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 	}
 	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
+	gen, unchecked := m.uncheckedRun(laneBulk, s)
 	for i, k := range calls {
 		args[i] = m.gateArgs(s, k.args)
-		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+		if unchecked {
+			cmds[i] = c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+		} else {
+			cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+		}
 	}
 	out := c.DoMulti(ctx, cmds...)
+	if unchecked {
+		m.checkedRun(laneBulk, gen, out...)
+	}
 	var redo []int
 	for i, r := range out {
 		if noScript(r.Error()) {
