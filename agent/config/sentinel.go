@@ -23,7 +23,7 @@ func (v *validator) where(b redisBlock, m *quorum.MasterConfig, errorf errorFunc
 	default:
 		errorf("address", "want address = \"host:port\", or sentinels = [\"host:port\", ...] and master_set = \"NAME\"")
 	}
-	if b.Address != nil && (b.MasterSet != nil || b.SentinelUsername != nil || b.SentinelPassword != nil) {
+	if b.Address != nil && len(b.Sentinels) == 0 && (b.MasterSet != nil || b.SentinelUsername != nil || b.SentinelPassword != nil) {
 		errorf("master_set", "master_set, sentinel_username and sentinel_password go with sentinels, not address")
 	}
 	if b.MaxReplicaLag != nil {
