@@ -73,3 +73,42 @@ func TestANewConnectionReadsTheRunID(t *testing.T) {
 	}
 	waitStates(t, c, func(st []MasterStatus) bool { return st[0].State == StateQuarantined })
 }
+
+// TestReplicaGuardOnRealServers: a primary whose replicas may be promoted
+// votes only while it refuses writes without all of them, within the
+// master's replica lag; each way to get it wrong is shown with what to set.
+func TestReplicaGuardOnRealServers(t *testing.T) {
+	outer := t // the second replica outlives its subtest
+	primary := redistest.StartWith(t, "--min-replicas-to-write", "1", "--min-replicas-max-lag", "1")
+	redistest.StartReplica(t, primary, "")
+	primary.AwaitInfo(5*time.Second, "replication", "min_slaves_good_slaves", "1")
+	cfg := testConfig(t, []*redistest.Server{primary}, time.Second, true)
+	cfg.Masters[0].ReplicaLag = time.Second
+	cfg.SafetyInterval = 20 * time.Millisecond
+	c := startCluster(t, cfg)
+	for _, tc := range []struct {
+		name   string
+		set    []string // CONFIG SET arguments, or "REPLICA" for one more replica
+		reason string   // "" for safe
+	}{
+		{"without min-replicas-to-write it is unsafe", []string{"min-replicas-to-write", "0"}, "connected_slaves:1-without-min-replicas-to-write"},
+		{"with a lag longer than the master's it is unsafe", []string{"min-replicas-to-write", "1", "min-replicas-max-lag", "5"}, "min-replicas-max-lag:5>max_replica_lag:1s"},
+		{"with every replica within the lag it votes", []string{"min-replicas-max-lag", "1"}, ""},
+		{"a replica that need not acknowledge makes it unsafe", []string{"REPLICA"}, "min-replicas-to-write:1<connected_slaves:2"},
+		{"with both replicas acknowledging it votes", []string{"min-replicas-to-write", "2"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.set[0] == "REPLICA" {
+				redistest.StartReplica(outer, primary, "")
+			} else if _, err := primary.Do(append([]string{"CONFIG", "SET"}, tc.set...)...); err != nil {
+				t.Fatal(err)
+			}
+			waitStates(t, c, func(st []MasterStatus) bool {
+				if tc.reason == "" {
+					return st[0].State == StateUp
+				}
+				return st[0].State == StateUnsafe && st[0].Err == "unsafe master: "+tc.reason
+			})
+		})
+	}
+}
