@@ -149,6 +149,18 @@ func sentinelMasters(cfg *agent.Config, sentinel *redistest.Sentinel, which ...i
 	}
 }
 
+// startPairs starts n guarded primaries with a replica each, in sync, and
+// the Sentinel monitors of the master sets m<first>, m<first+1>, ...
+func startPairs(t *testing.T, first, n int) (primaries, replicas []*redistest.Server, monitors []redistest.Monitor) {
+	for i := first; i < first+n; i++ {
+		p := redistest.StartWith(t, guarded...)
+		primaries, replicas = append(primaries, p), append(replicas, redistest.StartReplica(t, p, "", guarded...))
+		p.AwaitInfo(5*time.Second, "replication", "min_slaves_good_slaves", "1") // else it refuses the bootstrap
+		monitors = append(monitors, redistest.Monitor{Name: fmt.Sprintf("m%d", i), Addr: p.Addr})
+	}
+	return primaries, replicas, monitors
+}
+
 // TestFailoverKilledPrimary (issue 20, item 2): three masters, each a
 // primary with a replica watched by a Sentinel; two agents reach them
 // through the Sentinel while their clients lock. A primary is killed
@@ -158,14 +170,7 @@ func sentinelMasters(cfg *agent.Config, sentinel *redistest.Sentinel, which ...i
 // old primary comes back empty as the new one's replica (without one the
 // new primary refuses writes). No two holders at once, fences only grow.
 func TestFailoverKilledPrimary(t *testing.T) {
-	var primaries, replicas []*redistest.Server
-	var monitors []redistest.Monitor
-	for i := range 3 {
-		p := redistest.StartWith(t, guarded...)
-		primaries, replicas = append(primaries, p), append(replicas, redistest.StartReplica(t, p, "", guarded...))
-		p.AwaitInfo(5*time.Second, "replication", "min_slaves_good_slaves", "1") // else it refuses the bootstrap
-		monitors = append(monitors, redistest.Monitor{Name: fmt.Sprintf("m%d", i), Addr: p.Addr})
-	}
+	primaries, replicas, monitors := startPairs(t, 0, 3)
 	sentinel := redistest.StartSentinel(t, monitors...)
 	var cfgs []agent.Config
 	for range 2 {
@@ -205,21 +210,23 @@ func TestFailoverKilledPrimary(t *testing.T) {
 // been silent for its min-replicas-max-lag (1s), and the promoted one sits
 // out the quarantine and the failover margin first: no two holders at once.
 func TestFailoverSplitBrain(t *testing.T) {
-	servers := redistest.Start(t, 2)
 	primary := redistest.StartWith(t, guarded...)
 	link, err := faultproxy.New(primary.Addr) // what the Sentinel and the replica reach it by
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(link.Close)
+	// Unguarded: promoted, it must take writes with no replica of its own.
 	replica := redistest.StartReplica(t, primary, link.Addr)
 	primary.AwaitInfo(5*time.Second, "replication", "min_slaves_good_slaves", "1") // else it refuses the bootstrap
-	sentinel := redistest.StartSentinel(t, redistest.Monitor{Name: "m0", Addr: link.Addr})
-	masters := []*redistest.Server{primary, servers[0], servers[1]}
-	direct := agenttest.Config(t, masters, failoverLease)
+	others, _, monitors := startPairs(t, 1, 2)
+	primaries := append([]*redistest.Server{primary}, others...)
+	sentinel := redistest.StartSentinel(t, append([]redistest.Monitor{{Name: "m0", Addr: link.Addr}}, monitors...)...)
+	direct := agenttest.Config(t, primaries, failoverLease)
 	direct.Masters[0].ReplicaLag = time.Second // replicas that may be promoted, under the guard
-	following := agenttest.Config(t, masters, failoverLease)
-	sentinelMasters(&following, sentinel, 0)
+	sentinelMasters(&direct, sentinel, 1, 2)
+	following := agenttest.Config(t, primaries, failoverLease)
+	sentinelMasters(&following, sentinel, 0, 1, 2)
 	r := startFailoverRun(t, direct, following)
 	r.awaitMaster(0, 0, 5*time.Second, func(l map[string]string) bool { return l["state"] == "up" }, "up")
 	r.awaitGrants(20)
