@@ -36,7 +36,34 @@ func StartReplica(t testing.TB, primary *Server, via string, args ...string) *Se
 	host, port, _ := strings.Cut(via, ":")
 	r := StartWith(t, append([]string{"--replicaof", host, port, "--repl-diskless-sync-delay", "0"}, args...)...)
 	r.AwaitInfo(10*time.Second, "replication", "master_link_status", "up")
+	primary.awaitAcks(t)
 	return r
+}
+
+// awaitAcks waits until every replica of s acknowledged a write: after a
+// sync the primary sends a replica nothing more until its first
+// acknowledgement (up to a second), and a primary killed meanwhile would
+// leave it without writes made since. The write is a PUBLISH: replicated,
+// but it leaves no key; WAIT (on the same connection) waits for it.
+func (s *Server) awaitAcks(t testing.TB) {
+	t.Helper()
+	info, err := s.Info("replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := InfoField(info, "connected_slaves")
+	conn, err := s.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := do(conn, "PUBLISH", "redistest:sync", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := do(conn, "WAIT", replicas, "10000"); err != nil || n != replicas {
+		t.Fatalf("redistest: %s: %s of %s replicas acknowledged a write in 10s (%v)", s.Addr, n, replicas, err)
+	}
 }
 
 // AwaitInfo waits until the server's INFO section reports field as want,

@@ -14,9 +14,7 @@ func TestSentinelPromotesTheReplica(t *testing.T) {
 	if _, err := primary.Do("SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := primary.Do("WAIT", "1", "10000"); err != nil || n != "1" {
-		t.Fatalf("WAIT: %s replicas (%v)", n, err)
-	}
+	primary.awaitAcks(t)
 	if v, err := replica.Do("GET", "k"); err != nil || v != "v" {
 		t.Fatalf("the replica has k=%q (%v)", v, err)
 	}
