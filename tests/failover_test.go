@@ -150,15 +150,15 @@ func sentinelMasters(cfg *agent.Config, sentinel *redistest.Sentinel, which ...i
 }
 
 // startPairs starts n guarded primaries with a replica each, in sync, and
-// the Sentinel monitors of the master sets m<first>, m<first+1>, ...
-func startPairs(t *testing.T, first, n int) (primaries, replicas []*redistest.Server, monitors []redistest.Monitor) {
+// the master sets the Sentinel is to watch, m<first>, m<first+1>, ...
+func startPairs(t *testing.T, first, n int) (primaries, replicas []*redistest.Server, sets []redistest.MasterSet) {
 	for i := first; i < first+n; i++ {
 		p := redistest.StartWith(t, guarded...)
 		primaries, replicas = append(primaries, p), append(replicas, redistest.StartReplica(t, p, "", guarded...))
 		p.AwaitInfo(5*time.Second, "replication", "min_slaves_good_slaves", "1") // else it refuses the bootstrap
-		monitors = append(monitors, redistest.Monitor{Name: fmt.Sprintf("m%d", i), Addr: p.Addr})
+		sets = append(sets, redistest.MasterSet{Name: fmt.Sprintf("m%d", i), Addr: p.Addr})
 	}
-	return primaries, replicas, monitors
+	return primaries, replicas, sets
 }
 
 // TestFailoverKilledPrimary (issue 20, item 2): three masters, each a
@@ -170,8 +170,8 @@ func startPairs(t *testing.T, first, n int) (primaries, replicas []*redistest.Se
 // old primary comes back empty as the new one's replica (without one the
 // new primary refuses writes). No two holders at once, fences only grow.
 func TestFailoverKilledPrimary(t *testing.T) {
-	primaries, replicas, monitors := startPairs(t, 0, 3)
-	sentinel := redistest.StartSentinel(t, monitors...)
+	primaries, replicas, sets := startPairs(t, 0, 3)
+	sentinel := redistest.StartSentinel(t, sets...)
 	var cfgs []agent.Config
 	for range 2 {
 		cfg := agenttest.Config(t, primaries, failoverLease)
@@ -219,9 +219,9 @@ func TestFailoverSplitBrain(t *testing.T) {
 	// Unguarded: promoted, it must take writes with no replica of its own.
 	replica := redistest.StartReplica(t, primary, link.Addr)
 	primary.AwaitInfo(5*time.Second, "replication", "min_slaves_good_slaves", "1") // else it refuses the bootstrap
-	others, _, monitors := startPairs(t, 1, 2)
+	others, _, sets := startPairs(t, 1, 2)
 	primaries := append([]*redistest.Server{primary}, others...)
-	sentinel := redistest.StartSentinel(t, append([]redistest.Monitor{{Name: "m0", Addr: link.Addr}}, monitors...)...)
+	sentinel := redistest.StartSentinel(t, append([]redistest.MasterSet{{Name: "m0", Addr: link.Addr}}, sets...)...)
 	direct := agenttest.Config(t, primaries, failoverLease)
 	direct.Masters[0].ReplicaLag = time.Second // replicas that may be promoted, under the guard
 	sentinelMasters(&direct, sentinel, 1, 2)

@@ -96,9 +96,9 @@ func InfoField(info, field string) string {
 	return ""
 }
 
-// Monitor is one primary a Sentinel watches, by the name clients ask for
+// MasterSet is one primary a Sentinel watches, by the name clients ask for
 // (the master set), at Addr (the primary's, or a proxy's in front of it).
-type Monitor struct {
+type MasterSet struct {
 	Name, Addr string
 	// DownAfter is how long the primary must not answer before the
 	// Sentinel fails it over; default 500ms.
@@ -109,9 +109,9 @@ type Monitor struct {
 // decides a failover).
 type Sentinel struct{ *Server }
 
-// StartSentinel starts a Sentinel that watches the monitors, and waits
+// StartSentinel starts a Sentinel that watches the master sets, and waits
 // until it knows each primary and as many replicas as each has.
-func StartSentinel(t testing.TB, monitors ...Monitor) *Sentinel {
+func StartSentinel(t testing.TB, sets ...MasterSet) *Sentinel {
 	t.Helper()
 	Start(t, 0)
 	dir, err := os.MkdirTemp("", "sentinel")
@@ -120,7 +120,7 @@ func StartSentinel(t testing.TB, monitors ...Monitor) *Sentinel {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var conf strings.Builder
-	for _, m := range monitors {
+	for _, m := range sets {
 		host, port, _ := strings.Cut(m.Addr, ":")
 		down := cmp(m.DownAfter, 500*time.Millisecond)
 		fmt.Fprintf(&conf, "sentinel monitor %s %s %s 1\n", m.Name, host, port)
@@ -140,7 +140,7 @@ func StartSentinel(t testing.TB, monitors ...Monitor) *Sentinel {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	for _, m := range monitors {
+	for _, m := range sets {
 		s.await(10*time.Second, m.Name, m.Addr, true)
 	}
 	return s

@@ -19,7 +19,7 @@ func TestSentinelPromotesTheReplica(t *testing.T) {
 		t.Fatalf("the replica has k=%q (%v)", v, err)
 	}
 	began := time.Now()
-	s := StartSentinel(t, Monitor{Name: "m", Addr: primary.Addr})
+	s := StartSentinel(t, MasterSet{Name: "m", Addr: primary.Addr})
 	t.Logf("the Sentinel knew the pair after %v", time.Since(began))
 	began = time.Now()
 	primary.Stop()
