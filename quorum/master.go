@@ -39,7 +39,7 @@ type MasterConfig struct {
 	// promoted, when the primary bounds a split brain: it refuses writes
 	// once it lost its replicas for longer than its min-replicas-max-lag,
 	// which must be at most ReplicaLag (see checkSafety), and a master
-	// found with another server's data sits out ReplicaLag + 2s more than
+	// found with another server's data sits out ReplicaLag + 2.1s more than
 	// the quarantine (see failoverMargin). Default 1s with Sentinels, 0
 	// (replicas are unsafe) without.
 	ReplicaLag time.Duration
