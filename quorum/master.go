@@ -760,14 +760,25 @@ func (m *master) subscribe(ctx context.Context, ch string) bool {
 	return true
 }
 
-// unsubscribe drops a channel that no watcher wants any more.
+// unsubscribe drops a channel that no watcher wants any more. Its
+// deadline counts from its turn, as a subscription's does: one that waited
+// behind a burst of subscriptions past a deadline set before would not be
+// sent at all, and the channel would stay subscribed for the connection's
+// life (a message to this agent at every release of the name, and memory
+// on the master). One that fails makes the connection anew, subscribed to
+// the watched channels only.
 func (m *master) unsubscribe(ctx context.Context, ch string) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.sub == nil || m.cluster.watched(ch) {
 		return
 	}
-	m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	if err := m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build()).Error(); err != nil {
+		m.log.Debug("unsubscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
+		m.sub.Close()
+	}
 }
 
 func (m *master) close() {
