@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -139,6 +140,18 @@ func (m *master) checkedRun(l lane, gen uint64, results ...rueidis.RedisResult) 
 			}
 		}
 	}
+}
+
+// sentinelErr is what a failed connection of a Sentinel master means: an
+// answer from the Sentinels, rather than a network error, is that they know
+// no primary of the master set (a typo in master_set, or a set they do not
+// monitor: "No such master with that name"). Unwrapped, it would read as
+// the master's own error.
+func (m *master) sentinelErr(err error) error {
+	if _, answered := rueidis.IsRedisErr(err); len(m.cfg.Sentinels) == 0 || !answered {
+		return err
+	}
+	return fmt.Errorf("the Sentinels know no primary of master_set %q (%v)", m.cfg.MasterSet, err)
 }
 
 // addressOf is the master's address for STATUS: its own, or for a

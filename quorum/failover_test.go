@@ -112,3 +112,19 @@ func TestReplicaGuardOnRealServers(t *testing.T) {
 		})
 	}
 }
+
+// TestSentinelMasterStatus: a Sentinel master shows the server it is on,
+// and one whose master set the Sentinels do not know is down, saying so.
+func TestSentinelMasterStatus(t *testing.T) {
+	primary := redistest.StartWith(t)
+	sentinel := redistest.StartSentinel(t, redistest.MasterSet{Name: "known", Addr: primary.Addr})
+	cfg := testConfig(t, []*redistest.Server{primary, primary}, time.Second, true)
+	cfg.Masters[0] = MasterConfig{Name: "known", Sentinels: []string{sentinel.Addr}, MasterSet: "known"}
+	cfg.Masters[1] = MasterConfig{Name: "typo", Sentinels: []string{sentinel.Addr}, MasterSet: "knwon"}
+	c := runCluster(t, cfg)
+	waitStates(t, c, func(st []MasterStatus) bool {
+		return st[0].State == StateUp && st[0].Address == "known@"+primary.Addr &&
+			st[1].State == StateDown && st[1].Address == "knwon@?" &&
+			st[1].Err == `the Sentinels know no primary of master_set "knwon" (No such master with that name)`
+	})
+}

@@ -268,7 +268,7 @@ func (m *master) connect(ctx context.Context) {
 			for _, c := range clients[:i] {
 				c.Close()
 			}
-			m.setState(StateDown, err)
+			m.setState(StateDown, m.sentinelErr(err))
 			return
 		}
 		clients[i] = c
