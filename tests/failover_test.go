@@ -73,7 +73,7 @@ func (r *failoverRun) note(what string) {
 	r.h.Add(history.Event{Client: -1, Type: history.Info, Detail: what})
 }
 
-// awaitGrantsAfter waits until the clients were granted n more locks than
+// awaitGrants waits until the clients were granted n more locks than
 // they had when it was called.
 func (r *failoverRun) awaitGrants(n int) {
 	r.t.Helper()
