@@ -217,6 +217,11 @@ func TestABatchIsGatedLikeACallOfItsOwn(t *testing.T) {
 			cfg := testConfig(t, servers, 10*time.Second, true)
 			cfg.ProbeInterval = time.Minute // the probe must not meet the stale marker first
 			c := startCluster(t, cfg)
+			// A vote first, so that the connection's first vote, which reads
+			// the run_id (see master.uncheckedRun), is behind it.
+			if _, err := acquire(context.Background(), c, req("warm", "h")); err != nil {
+				t.Fatal(err)
+			}
 			marker := c.markerKey()
 			if _, err := servers[0].Do("HSET", marker, "run", "0123456789abcdef"); err != nil {
 				t.Fatal(err)
