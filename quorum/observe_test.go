@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -78,18 +79,7 @@ func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
 	if got := c.MarkObserved(ctx, "v", 5*time.Second); got != 3 {
 		t.Fatalf("marked on %d masters", got)
 	}
-	for i, s := range servers { // every master's subscription is made: a later message is not lost
-		subscribers := func() string {
-			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel("v"))
-			return n
-		}
-		for deadline := time.Now().Add(5 * time.Second); subscribers() != "1"; {
-			if time.Now().After(deadline) {
-				t.Fatalf("master %d: never subscribed", i)
-			}
-			time.Sleep(5 * time.Millisecond) // a poll, as waitStates
-		}
-	}
+	awaitSubscribed(t, c, servers, "v") // a later message is not lost
 	drain(w.Leader())
 	drain(w.C())
 	r := req("v", "h1")
@@ -447,11 +437,7 @@ func TestLeaderDoesNotWaitForAPausedVoter(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(10 * time.Second); !marked(); time.Sleep(5 * time.Millisecond) { // a poll, as waitStates
-		if time.Now().After(deadline) {
-			t.Fatal("the contended grant was never marked settled")
-		}
-	}
+	lockagenttest.Eventually(t, 10*time.Second, marked, "the contended grant was never marked settled")
 	servers[2].Pause()
 	defer servers[2].Resume()
 	for _, want := range []string{"h", ""} {
@@ -463,5 +449,18 @@ func TestLeaderDoesNotWaitForAPausedVoter(t *testing.T) {
 		if _, err := c.Release(ctx, "s", "h"); err != nil && want != "" {
 			t.Fatal(err)
 		}
+	}
+}
+
+// awaitSubscribed waits until every master has c's subscription to name's
+// channel: a Watch subscribes in the background, and a message published
+// before it lands is lost to it.
+func awaitSubscribed(t testing.TB, c *Cluster, servers []*redistest.Server, name string) {
+	t.Helper()
+	for i, s := range servers {
+		lockagenttest.Eventually(t, 5*time.Second, func() bool {
+			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel(name))
+			return n == "1"
+		}, "master %d: never subscribed to %s", i, name)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -167,15 +168,12 @@ func TestFencesNeverGoBackAfterEveryMasterLostItsData(t *testing.T) {
 	}
 	var g Grant
 	var err error
-	for try, deadline := 0, time.Now().Add(5*time.Second); ; try++ {
-		time.Sleep(20 * time.Millisecond)
-		if g, err = acquire(ctx, c, req("f", fmt.Sprintf("after%d", try))); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	try := 0
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { // through the quarantine
+		try++
+		g, err = acquire(ctx, c, req("f", fmt.Sprintf("after%d", try)))
+		return err == nil
+	}, "no grant after every master lost its data: %v", &err)
 	if g.Fence <= last {
 		t.Fatalf("fence %d after every master lost its data; the last one before was %d", g.Fence, last)
 	}
@@ -320,9 +318,7 @@ func TestABurstIsQueuedNotTimedOut(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() < n && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() >= n }, "the %d acquires never started", n)
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	for range cfg.MaxRounds {
@@ -368,7 +364,7 @@ func TestReleaseManyReleasesEveryHold(t *testing.T) {
 	}
 	w := c.Watch(ctx, "many7")
 	defer w.Close()
-	time.Sleep(100 * time.Millisecond) // subscribed
+	awaitSubscribed(t, c, servers, "many7")
 	drainWake(w)
 	c.ReleaseMany(ctx, holds)
 	for i, s := range servers {
@@ -402,14 +398,10 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 		}
 	}
 	var last error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if g, last = acquire(ctx, c, req("e", fmt.Sprintf("h%d", time.Now().UnixNano()))); last == nil {
-			break
-		}
-	}
-	if last != nil {
-		t.Fatalf("no grant after the quarantine: %v", last)
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		g, last = acquire(ctx, c, req("e", fmt.Sprintf("h%d", time.Now().UnixNano())))
+		return last == nil
+	}, "no grant after the quarantine: %v", &last)
 	noted := 0
 	for i, s := range servers {
 		until, err := s.Do("HGET", c.markerKey(), "until")

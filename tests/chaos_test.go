@@ -38,9 +38,7 @@ func TestNoOverlapWhileMastersFail(t *testing.T) {
 			time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
 			// Two down while a long hold is in progress, for longer than its
 			// validity: it must be LOST before anyone else is granted the name.
-			for deadline := time.Now().Add(2 * time.Second); !longHold.Load() && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
+			pollFor(2*time.Second, 10*time.Millisecond, longHold.Load)
 			picked := rng.Perm(len(servers))[:2]
 			for _, i := range picked {
 				servers[i].Pause()

@@ -283,23 +283,20 @@ func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
 	}
 	c.crash() // C reloads the snapshot: the hold is gone, the marker is not
 	rs[1].Resume()
-	end := time.Now().Add(3 * time.Second)
-	for time.Now().Before(end) {
-		r := two.Do("LOCK snap wait=0")
-		if r.Kind == "OK" {
-			// HOLDS is answered after any LOST the agent queued: a hold it
-			// lists with validity left was not lost when two was granted.
-			h := one.Do("HOLDS")
-			if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
-				t.Logf("holder one lost it first (%+v): no overlap this time", h.Data)
-				return
-			}
-			t.Fatalf("OVERLAP: two granted (%s) while one still holds snap (granted %s; HOLDS after the grant: validity=%sms); status of C: %+v",
-				r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
-		}
-		time.Sleep(5 * time.Millisecond)
+	var r agenttest.Reply
+	if !pollFor(3*time.Second, 5*time.Millisecond, func() bool { r = two.Do("LOCK snap wait=0"); return r.Kind == "OK" }) {
+		t.Log("two was never granted: held")
+		return
 	}
-	t.Log("two was never granted: held")
+	// HOLDS is answered after any LOST the agent queued: a hold it
+	// lists with validity left was not lost when two was granted.
+	h := one.Do("HOLDS")
+	if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
+		t.Logf("holder one lost it first (%+v): no overlap this time", h.Data)
+		return
+	}
+	t.Fatalf("OVERLAP: two granted (%s) while one still holds snap (granted %s; HOLDS after the grant: validity=%sms); status of C: %+v",
+		r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
 }
 
 // TestHostileStaleSnapshotRepeatsAFence: the same stale reload rolls back the
@@ -348,18 +345,15 @@ func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
 		v, _ := s.Do("GET", "lock-agent:{fr}:fence")
 		t.Logf("master %d counter %s", i, v)
 	}
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		r := two.Do("LOCK fr wait=0")
-		t.Logf("two: %s", r.Line)
-		if r.Kind == "OK" {
-			if r.Int("fence") <= r1.Int("fence") {
-				t.Fatalf("FENCE REPEATED: first holder got %s, a later holder got %s", r1.Line, r.Line)
-			}
-			t.Logf("fences %d then %d", r1.Int("fence"), r.Int("fence"))
-			return
-		}
+	var r agenttest.Reply
+	if !pollFor(3*time.Second, 5*time.Millisecond, func() bool { r = two.Do("LOCK fr wait=0"); t.Logf("two: %s", r.Line); return r.Kind == "OK" }) {
+		t.Log("never granted")
+		return
 	}
-	t.Log("never granted")
+	if r.Int("fence") <= r1.Int("fence") {
+		t.Fatalf("FENCE REPEATED: first holder got %s, a later holder got %s", r1.Line, r.Line)
+	}
+	t.Logf("fences %d then %d", r1.Int("fence"), r.Int("fence"))
 }
 
 // TestHostilePartitionedHolderIsLostFirst is the baseline of the EXTEND
@@ -391,20 +385,21 @@ func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 				lostAt <- time.Time{}
 			}
 		}()
-		for time.Since(cut) < 2*time.Second {
-			if r := other.Do("LOCK pl wait=0"); r.Kind == "OK" {
-				granted := time.Now()
-				l := <-lostAt
-				if l.IsZero() || l.After(granted) {
-					t.Fatalf("OVERLAP on attempt %d (%d of 3 cut): granted %s %v after the cut; the holder's LOST came %v later",
-						attempt, k, r.Line, granted.Sub(cut), l.Sub(granted))
-				}
-				t.Logf("attempt %d (%d cut): LOST %v after the cut, %v before the grant", attempt, k, l.Sub(cut), granted.Sub(l))
-				other.Do("UNLOCK pl")
-				break
+		pollFor(2*time.Second-time.Since(cut), 2*time.Millisecond, func() bool {
+			r := other.Do("LOCK pl wait=0")
+			if r.Kind != "OK" {
+				return false
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			granted := time.Now()
+			l := <-lostAt
+			if l.IsZero() || l.After(granted) {
+				t.Fatalf("OVERLAP on attempt %d (%d of 3 cut): granted %s %v after the cut; the holder's LOST came %v later",
+					attempt, k, r.Line, granted.Sub(cut), l.Sub(granted))
+			}
+			t.Logf("attempt %d (%d cut): LOST %v after the cut, %v before the grant", attempt, k, l.Sub(cut), granted.Sub(l))
+			other.Do("UNLOCK pl")
+			return true
+		})
 		for _, p := range proxies {
 			p.Restore()
 		}
@@ -468,20 +463,18 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 	servers[2].Do("REPLICAOF", "NO", "ONE")
 	after, _ := servers[2].Do("HGET", "lock-agent:epoch", "epoch")
 	t.Logf("C's epoch marker: %s before, %s after (B's)", before, after)
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		r := two.Do("LOCK rep wait=0")
-		if r.Kind != "OK" {
-			continue
-		}
-		h := one.Do("HOLDS")
-		if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
-			t.Logf("one lost it first (%+v)", h.Data)
-			return
-		}
-		t.Fatalf("OVERLAP: two granted (%s) while one holds rep (%s; HOLDS after the grant: validity=%sms); C: %+v",
-			r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
+	var r agenttest.Reply
+	if !pollFor(3*time.Second, 5*time.Millisecond, func() bool { r = two.Do("LOCK rep wait=0"); return r.Kind == "OK" }) {
+		t.Log("never granted")
+		return
 	}
-	t.Log("never granted")
+	h := one.Do("HOLDS")
+	if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
+		t.Logf("one lost it first (%+v)", h.Data)
+		return
+	}
+	t.Fatalf("OVERLAP: two granted (%s) while one holds rep (%s; HOLDS after the grant: validity=%sms); C: %+v",
+		r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
 }
 
 // TestHostileExtendedWatchdogHoldOutlivesItsKeys: EXTEND of a watchdog hold
@@ -562,25 +555,25 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 		ext := holder.Do("EXTEND se ttl=200ms")
 		extended := time.Now()
 		resumed := false
-		for time.Since(extended) < 900*time.Millisecond {
+		pollFor(900*time.Millisecond-time.Since(extended), 5*time.Millisecond, func() bool {
 			if !resumed && time.Since(extended) > 400*time.Millisecond {
 				servers[2].Resume()
 				resumed = true
 			}
 			r := other.Do("LOCK se wait=0")
-			if r.Kind == "OK" {
-				if p := holder.Push(0); p == "" {
-					h := holder.Do("HOLDS")
-					if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
-						t.Fatalf("OVERLAP on attempt %d: %s granted %v after EXTEND (%s) while the holder still holds se with validity=%sms and no LOST",
-							attempt, r.Line, time.Since(extended), ext.Line, h.Data[0]["validity"])
-					}
-				}
-				other.Do("UNLOCK se")
-				break
+			if r.Kind != "OK" {
+				return false
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			if p := holder.Push(0); p == "" {
+				h := holder.Do("HOLDS")
+				if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
+					t.Fatalf("OVERLAP on attempt %d: %s granted %v after EXTEND (%s) while the holder still holds se with validity=%sms and no LOST",
+						attempt, r.Line, time.Since(extended), ext.Line, h.Data[0]["validity"])
+				}
+			}
+			other.Do("UNLOCK se")
+			return true
+		})
 		if !resumed {
 			servers[2].Resume()
 		}

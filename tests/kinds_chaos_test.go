@@ -59,12 +59,10 @@ func watchOf(t *testing.T, agents ...*agenttest.Agent) watch {
 	return func(what string, ok func(map[string]string) bool) bool {
 		deadline := time.Now().Add(10 * time.Second)
 		for i, c := range conns {
-			for states := statesOf(c); !ok(states); states = statesOf(c) {
-				if time.Now().After(deadline) {
-					t.Errorf("agent %d never saw %s in 10s: %v", i, what, states)
-					return false
-				}
-				time.Sleep(10 * time.Millisecond) // polling STATUS
+			var states map[string]string
+			if !pollFor(time.Until(deadline), 10*time.Millisecond, func() bool { states = statesOf(c); return ok(states) }) {
+				t.Errorf("agent %d never saw %s in 10s: %v", i, what, states)
+				return false
 			}
 		}
 		return true
