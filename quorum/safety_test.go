@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -318,8 +319,9 @@ func TestABurstIsQueuedNotTimedOut(t *testing.T) {
 			}
 		}()
 	}
-	lockagenttest.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() >= n }, "the %d acquires never started", n)
-	time.Sleep(100 * time.Millisecond)
+	parked := 0
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { parked = goroutinesIn("quorum.(*Cluster).admit("); return parked+len(errs) >= n },
+		"%d of %d acquires parked in admission", &parked, n)
 	start := time.Now()
 	for range cfg.MaxRounds {
 		<-c.rounds
@@ -431,5 +433,15 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 	}
 	if noted < 2 {
 		t.Errorf("%d markers note the quarantine's end, want at least the 2 that granted", noted)
+	}
+}
+
+// goroutinesIn counts the goroutines whose stack runs fn (a function as
+// runtime.Stack names it).
+func goroutinesIn(fn string) int {
+	for buf := make([]byte, 1<<20); ; buf = make([]byte, 2*len(buf)) {
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			return bytes.Count(buf[:n], []byte(fn))
+		}
 	}
 }

@@ -145,7 +145,7 @@ func TestAHungMasterCostsNothing(t *testing.T) {
 		}
 		_, ch := waiter.Send("LOCK " + name + " wait=10s")
 		waiter.AwaitWaiters(1)
-		time.Sleep(20 * time.Millisecond) // the waiter tried and parked
+		awaitSubscribed(t, servers[1:], name) // the waiter tried and parked (m0 hangs)
 		start := time.Now()
 		if r := holder.Do("UNLOCK " + name); r.Kind != "OK" {
 			t.Fatal(r.Line)

@@ -497,8 +497,11 @@ func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
 		t.Fatalf("extend: %s", r.Line)
 	}
 	// Let the watchdog renew at least once (every lease/3): the keys go back
-	// to a 1s lease, the hold's deadline stays at ~10s.
-	time.Sleep(lease/3 + 300*time.Millisecond)
+	// to a 1s lease, the hold's deadline stays at ~10s. A round may have
+	// been under way at the EXTEND: two more end after it.
+	const rounds = "lock_agent_renewal_round_duration_seconds_count"
+	before := metric(t, a, rounds)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return metric(t, a, rounds) >= before+2 }, "the watchdog never renewed after the EXTEND")
 	maxPTTL := int64(0)
 	for _, s := range servers {
 		out, _ := s.Do("EVAL", "local k = redis.call('KEYS', ARGV[1]); local m = -2; for _, x in ipairs(k) do m = math.max(m, redis.call('PTTL', x)) end; return m", "0", "lock-agent:{ext}:h:*")
@@ -512,7 +515,14 @@ func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
 	for _, p := range proxies {
 		p.Cut()
 	}
-	time.Sleep(lease + 300*time.Millisecond) // the keys' lease runs out on the masters
+	keysGone := pollFor(3*lease, 10*time.Millisecond, func() bool { // the keys' lease runs out on the masters
+		left := 0
+		for _, s := range servers {
+			left += s.Keys("lock-agent:{ext}:h:*")
+		}
+		return left == 0
+	})
+	t.Logf("holder keys gone from every master: %v", keysGone)
 
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	r := other.Do("LOCK ext wait=0")

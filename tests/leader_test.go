@@ -318,6 +318,19 @@ func metric(t *testing.T, a *agenttest.Agent, name string) float64 {
 	return total
 }
 
+// awaitSubscribed waits until each of servers has a subscriber to name's
+// release channel: a parked waiter's subscriptions are confirmed, and an
+// UNLOCK from now on wakes it by its message, not by a retry.
+func awaitSubscribed(t *testing.T, servers []*redistest.Server, name string) {
+	t.Helper()
+	channel := "lock-agent:{" + name + "}:released"
+	for i, s := range servers {
+		var subs int
+		lockagenttest.Eventually(t, 5*time.Second, func() bool { subs = numsub(t, s, channel); return subs > 0 },
+			"master %d: %d subscribers to %s", i, &subs, channel)
+	}
+}
+
 // numsub is PUBSUB NUMSUB channel on s.
 func numsub(t *testing.T, s *redistest.Server, channel string) int {
 	t.Helper()

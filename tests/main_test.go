@@ -5,6 +5,7 @@ package tests
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"testing"
@@ -15,7 +16,7 @@ import (
 
 // TestMain doubles as a helper client process: with LOCK_AGENT_HELPER_SOCKET
 // set, the test binary locks LOCK_AGENT_HELPER_NAME, prints "locked", and
-// sleeps until killed. Tests kill it with SIGKILL to play a crashed client.
+// keeps its session until killed. Tests kill it with SIGKILL to play a crashed client.
 func TestMain(m *testing.M) {
 	if path := os.Getenv("LOCK_AGENT_HELPER_SOCKET"); path != "" {
 		helper(path, os.Getenv("LOCK_AGENT_HELPER_NAME"))
@@ -52,5 +53,5 @@ func helper(path, name string) {
 		os.Exit(1)
 	}
 	fmt.Print("locked ", line)
-	time.Sleep(time.Hour)
+	io.Copy(io.Discard, c) // holds the session until killed (or until the agent ends it)
 }
