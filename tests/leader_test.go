@@ -321,7 +321,7 @@ func metric(t *testing.T, a *agenttest.Agent, name string) float64 {
 // awaitSubscribed waits until each of servers has a subscriber to name's
 // release channel: a parked waiter's subscriptions are confirmed, and an
 // UNLOCK from now on wakes it by its message, not by a retry.
-func awaitSubscribed(t *testing.T, servers []*redistest.Server, name string) {
+func awaitSubscribed(t testing.TB, servers []*redistest.Server, name string) {
 	t.Helper()
 	channel := "lock-agent:{" + name + "}:released"
 	for i, s := range servers {
@@ -332,7 +332,7 @@ func awaitSubscribed(t *testing.T, servers []*redistest.Server, name string) {
 }
 
 // numsub is PUBSUB NUMSUB channel on s.
-func numsub(t *testing.T, s *redistest.Server, channel string) int {
+func numsub(t testing.TB, s *redistest.Server, channel string) int {
 	t.Helper()
 	conn, err := net.Dial("tcp", s.Addr)
 	if err != nil {
