@@ -59,6 +59,7 @@ func electionCluster(t testing.TB, servers []*redistest.Server) (string, []*agen
 // Every end of a term twice by default (about 18 s: 8 terms, what the run
 // must reach); LOCK_AGENT_SOAK=1 goes on for 10 minutes.
 func TestElectionHistory(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	bin, agents := electionCluster(t, servers)
 	e := newElection(t, "elect/leader", agents)
@@ -253,6 +254,7 @@ func roundAll(ds []time.Duration) string {
 // bootstrapped in the same second count alike), "observer-value" (the
 // other side's fence pushed with this side's value).
 func TestElectionCheckerCatchesSplitBrain(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 6)
 	bin := binary(t)
 	agents := []*agentProc{

@@ -171,6 +171,7 @@ func TestAHungMasterCostsNothing(t *testing.T) {
 // status` and its JSON, which master is unsafe and why, and how long a
 // master that lost its data sits out; the agent still serves with the other two.
 func TestUnsafeAndQuarantinedMastersAreShown(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	// A master that lost its data sits out one lease: 20s outlasts the
 	// unsafe check's 5 s period.

@@ -259,6 +259,7 @@ func (s *rdbServer) Do(args ...string) (string, error) {
 // (B was down at the grant) and C restored from a snapshot, {B, C} grant the
 // name to a second holder while the first still holds it.
 func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	rs := redistest.Start(t, 2)
 	c := startRDB(t)
 	servers := []*redistest.Server{rs[0], rs[1], {Addr: c.Addr}}
@@ -304,6 +305,7 @@ func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
 // from the master's time: a later holder is handed the fence an earlier one
 // already has (here while the earlier one still holds the name, too).
 func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
+	t.Parallel() // see TestMain
 	rs := redistest.Start(t, 2)
 	c := startRDB(t)
 	servers := []*redistest.Server{rs[0], rs[1], {Addr: c.Addr}}
@@ -417,6 +419,7 @@ func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 // "master lost its data", but nothing quarantines it: it votes at once
 // without the holds it granted.
 func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	const lease = 3 * time.Second
 	cfg1 := agenttest.Config(t, servers, lease)

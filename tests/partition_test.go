@@ -35,6 +35,7 @@ const progressWindow = 10 * time.Second
 // replay with the seed the run logs (see partitionSeed); the clients'
 // timing does not.
 func TestPartitionHistory(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := newPartitionCluster(t, time.Second, time.Second)
 	seed := partitionSeed(t)
 	h := history.New()
@@ -265,6 +266,7 @@ func TestMinorityHolderLostFirst(t *testing.T) {
 // the overlap. (It used to break the quarantine with an agent of a shorter
 // lease; the masters now refuse such an agent: see settings_test.go.)
 func TestCheckerCatchesShortQuarantine(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, tc := range []struct {
 		name   string
 		broken bool

@@ -66,6 +66,7 @@ func awaitMasters(conns []*agenttest.Conn, within time.Duration, state string, n
 //     entry reached a majority before B's LOCK arrived at its agent, A is
 //     granted first").
 func TestFairQueueUnderDataLoss(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, loss := range []dataLoss{
 		{name: "a master restarts empty", lose: restartEmpty(1)},
 		{name: "a master is flushed", lose: flush(1)},
@@ -211,6 +212,7 @@ func holdFair(t *testing.T, c *agenttest.Conn, ch <-chan agenttest.Reply, who in
 // the quarantine and after it most local grants are hand-overs (told apart
 // by their fences: see mastersGrants), and the other agent is granted too.
 func TestCohortRunUnderDataLoss(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, loss := range []dataLoss{
 		{name: "a master restarts empty", lose: restartEmpty(0)},
 		{name: "a master is flushed", lose: flush(0)},
