@@ -295,12 +295,11 @@ func TestBatchedRoundsUnderFaults(t *testing.T) {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(5, 6))
 		for time.Now().Before(stop) {
-			s := servers[rng.IntN(3)]
+			i := rng.IntN(3)
+			s := servers[i]
 			switch rng.IntN(6) {
 			case 0, 1:
-				s.Pause()
-				time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-				s.Resume()
+				redistest.PauseFor(time.Duration(100+rng.IntN(300))*time.Millisecond, servers, i)
 			case 2: // only m0 loses its data: two masters lost would stop every round for a quarantine
 				servers[0].Restart()
 			case 3:

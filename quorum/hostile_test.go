@@ -100,9 +100,7 @@ func TestHostileSemaphoreUnderFaults(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				servers[i].Restart()
 			} else {
-				servers[i].Pause()
-				time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond)
-				servers[i].Resume()
+				redistest.PauseFor(time.Duration(100+rng.IntN(500))*time.Millisecond, servers, i)
 			}
 			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 		}

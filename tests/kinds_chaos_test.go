@@ -172,13 +172,7 @@ func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients in
 func pauseAtRandom(servers []*redistest.Server, stop time.Time, rng *rand.Rand) {
 	for round := 0; time.Now().Before(stop); round++ {
 		picked := rng.Perm(len(servers))[:1+(round+1)%3/2]
-		for _, i := range picked {
-			servers[i].Pause()
-		}
-		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
-		for _, i := range picked {
-			servers[i].Resume()
-		}
+		redistest.PauseFor(time.Duration(300+rng.IntN(900))*time.Millisecond, servers, picked...)
 		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
 	}
 }

@@ -1,6 +1,10 @@
 package tests
 
-import "time"
+import (
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
 
 // pollFor calls cond every interval until it returns true or within has
 // passed, and says whether it did. It is for what sends the test no event
@@ -18,4 +22,14 @@ func pollFor(within, interval time.Duration, cond func() bool) bool {
 			return false
 		}
 	}
+}
+
+// keysGone says whether no master has a holder key of name left.
+func keysGone(servers []*redistest.Server, name string) bool {
+	for _, s := range servers {
+		if s.Keys("lock-agent:{"+name+"}:h:*") > 0 {
+			return false
+		}
+	}
+	return true
 }
