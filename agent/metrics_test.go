@@ -269,7 +269,10 @@ func randomHex(t *testing.T) string {
 // lost its data is counted as it enters quarantine.
 func TestMetricsCountFenceSettlesAndQuarantines(t *testing.T) {
 	servers := redistest.Start(t, 3)
-	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
+	// A quarantine lasts a lease: 3s, so that the probe after the one that
+	// met the loss still finds it (with 1s, a probe late on a loaded host
+	// came after its end, and the gauge never showed it).
+	a := agenttest.Start(t, agenttest.Config(t, servers, 3*time.Second))
 	c := agenttest.Dial(t, a.SocketPath())
 	s := scrapeAgent(t, a)
 	s.expect(t, 0, "lock_agent_fence_settles_total")

@@ -29,6 +29,7 @@ func subscribedChannels(t *testing.T, s *redistest.Server, prefix string) int {
 // subscription on the masters, and the marks of the names expire; a
 // session that UNOBSERVEs does the same.
 func TestBreaker18ObserversOfManyNamesLeaveNothingBehind(t *testing.T) {
+	t.Parallel() // see TestMain
 	const names = 300
 	a, _, servers := twoAgents(t, time.Second)
 	for _, how := range []string{"close", "unobserve"} {

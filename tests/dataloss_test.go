@@ -203,6 +203,7 @@ func TestKleppmannOrdering(t *testing.T) {
 // holder must hear LOST before anyone else is granted the name, and the next
 // fence must still be greater than the holder's.
 func TestFlushallWhileHeld(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, late, servers := dataLossAgents(t, time.Second, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	r := holder.Do("LOCK f")

@@ -289,6 +289,7 @@ func TestExecReleasesBeforeItExits(t *testing.T) {
 // TestExecLossStopsTheWholeJob: after a loss nothing the command started
 // outlives the lock, and exec exits 124.
 func TestExecLossStopsTheWholeJob(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, _, _ := twoAgents(t, 3*time.Second)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-ttl", "300ms", "-kill-after", "300ms", "jobs/whole", "--",

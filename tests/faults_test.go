@@ -228,6 +228,7 @@ func noQuorumAfterTheWait(t *testing.T, c *agenttest.Conn, name string) {
 // a majority of masters is away, and is granted when they come back within
 // its wait; wait=forever included.
 func TestAWaitingLockOutlastsAnOutage(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, wait := range []string{"wait=10s", "wait=forever"} {
 		t.Run(wait, func(t *testing.T) {
 			a, _, servers := twoAgents(t, time.Second)

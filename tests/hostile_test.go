@@ -488,6 +488,7 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 // deadline, and agent B was granted the name meanwhile. Now EXTEND only
 // gives the hold an end, and its validity stays the lease's.
 func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	const lease = time.Second
 	a, b, proxies := agentsBehindProxies(t, servers, lease, 0)
@@ -599,6 +600,7 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 // ttl=10s then ttl=100ms but the agent records the 10s deadline last, the
 // keys are gone 100ms later while the holder is told it holds for 10s.
 func TestHostilePipelinedExtendsDisagree(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, servers := twoAgents(t, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)

@@ -155,6 +155,7 @@ func (o *observer) checkOrder(who string) {
 // both agents see every term and every value, never a term after a newer
 // one, and none after the last resignation.
 func TestObserversSeeEveryTermInOrder(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, servers := twoAgents(t, 2*time.Second)
 	obsA := observe(t, agenttest.Dial(t, a.Config.Socket.Path), "e")
 	obsB := observe(t, agenttest.Dial(t, b.Config.Socket.Path), "e")

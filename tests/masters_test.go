@@ -244,6 +244,7 @@ func TestOneMasterSemaphoreWhileItFails(t *testing.T) {
 // bootstrapped) waits it out too. Then the name is granted again, to
 // nobody before the holder's LOST, with a greater fence.
 func TestOneMasterRestartedEmptySitsOutItsQuarantine(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, late, servers := dataLossAgentsOver(t, 1, time.Second, time.Second)
 	holder, probe := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	if r := probe.Do("STATUS"); r.Int("quorum") != 1 || r.Int("tolerates") != 0 {
