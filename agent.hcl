@@ -89,8 +89,9 @@ lock {
   # Lock caching: after the last local holder of a name (exclusive or shared; no
   # ttl=, limit=, fair=, delay=, min_hold=, value=, notify=) lets go, the agent keeps
   # its record in the masters this long and answers the next local LOCK of it with
-  # no round on the masters. Another agent that wants the name ends it at once.
-  # 0 turns caching off.
+  # no round on the masters. Only names in use again are kept: one whose LOCK came
+  # within this long of the agent's last release of it. Another agent that wants
+  # the name ends it at once. 0 turns caching off.
   cache_linger = "1s"
 }
 

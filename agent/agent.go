@@ -62,10 +62,12 @@ type Agent struct {
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
-	cohorts map[string]*cohort     // names held in a run of local holders: see cohort.go
-	caches  map[string]*cache      // names whose records outlive their last local holder: see cache.go
-	shared  map[string]time.Time   // names other agents wanted lately, not cached: see cache.go
-	wanted  map[string]*wantedName // names with notify=wanted holds: see wanted.go
+	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
+	caches  map[string]*cache  // names whose records outlive their last local holder: see cache.go
+	// shared are the names other agents wanted lately, and released the
+	// names this agent released to the masters lately: see cache.go.
+	shared, released *recentNames
+	wanted           map[string]*wantedName // names with notify=wanted holds: see wanted.go
 	// waitRecs are the names whose waiters this agent records on the
 	// masters: see waiting.go.
 	waitRecs map[string]*waitRecord
@@ -92,8 +94,10 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
-		cohorts: map[string]*cohort{}, caches: map[string]*cache{}, shared: map[string]time.Time{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
-		metrics: newMetrics(cfg.Masters)}
+		cohorts: map[string]*cohort{}, caches: map[string]*cache{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
+		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
+		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),
+		metrics:  newMetrics(cfg.Masters)}
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
 	cluster, err := quorum.New(quorum.Config{

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -128,9 +129,10 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	name := h.rh.Name
 	a.mu.Lock()
 	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) &&
-		!a.sharedLocked(name) && a.mayCacheLocked(h)
+		!a.shared.has(name, a.clock.Now()) && a.mayCacheLocked(h)
 	a.mu.Unlock()
 	if !try {
+		a.released.note(name, a.clock.Now())
 		return false
 	}
 	kept, err := a.cluster.CacheOrRelease(ctx, name, h.rh.Holder)
@@ -138,9 +140,7 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 		return false
 	}
 	if !kept { // released: what is left is the agent's books
-		a.mu.Lock()
-		a.noteSharedLocked(name)
-		a.mu.Unlock()
+		a.shared.note(name, a.clock.Now())
 		a.forget(h)
 		a.pokeQueue(name)
 		return true
@@ -334,39 +334,61 @@ func (a *Agent) ownCachedView(name, holder string, r quorum.Record) quorum.Recor
 // for it and wait for its release, where a plain release lets it in at
 // once (two agents that take turns on a name lose nothing to caching).
 
-// sharedFor is how long a name stays shared once another agent wanted it.
-func (a *Agent) sharedFor() time.Duration { return 10 * a.cfg.Lock.CacheLinger }
-
-// maxShared bounds the names remembered as shared: beyond it, those whose
-// sharedFor ended are forgotten first, then all.
-const maxShared = 4096
-
-// noteSharedLocked remembers that another agent wanted name. Agent.mu is held.
-func (a *Agent) noteSharedLocked(name string) {
-	now := a.clock.Now()
-	if len(a.shared) >= maxShared {
-		for n, at := range a.shared {
-			if now.Sub(at) >= a.sharedFor() {
-				delete(a.shared, n)
-			}
-		}
-		if len(a.shared) >= maxShared {
-			clear(a.shared)
-		}
-	}
-	a.shared[name] = now
+// recentNames remembers names, each with when it was last noted, for a
+// window: what is older, or beyond max names, is forgotten first, which
+// costs no more than a cache not kept or kept in vain. Its mutex is a
+// leaf: nothing else is locked while it is held.
+type recentNames struct {
+	mu     sync.Mutex
+	at     map[string]time.Time
+	window time.Duration
+	max    int
 }
 
-// sharedLocked says whether another agent wanted name within sharedFor.
-// Agent.mu is held.
-func (a *Agent) sharedLocked(name string) bool {
-	at, ok := a.shared[name]
-	if ok && a.clock.Now().Sub(at) >= a.sharedFor() {
-		delete(a.shared, name)
+func newRecentNames(window time.Duration, max int) *recentNames {
+	return &recentNames{at: map[string]time.Time{}, window: window, max: max}
+}
+
+// note remembers that name was seen at now.
+func (r *recentNames) note(name string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.at) >= r.max {
+		for n, at := range r.at {
+			if now.Sub(at) >= r.window {
+				delete(r.at, n)
+			}
+		}
+		if len(r.at) >= r.max {
+			clear(r.at)
+		}
+	}
+	r.at[name] = now
+}
+
+// has says whether name was noted within the window before now.
+func (r *recentNames) has(name string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.at[name]
+	if ok && now.Sub(at) >= r.window {
+		delete(r.at, name)
 		return false
 	}
 	return ok
 }
+
+// The names other agents wanted lately (shared) are not cached for
+// 10×cache_linger: a name two agents take in turn would cost each turn a
+// give-up. The names this agent released to the masters lately (released)
+// are the ones worth caching: a LOCK of one within cache_linger of its
+// release says the name is used again and again, and its next release
+// keeps it (see claim). A name used once, or seldom, is released at once,
+// as with caching off, and costs no keeper, no subscription and no mark.
+const (
+	maxShared   = 4096
+	maxReleased = 1 << 16
+)
 
 // ownCacheCheck answers CHECK of fence on name from this agent's cache
 // (mine), if fence is its record's: current while it is lent. The masters

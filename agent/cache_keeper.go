@@ -151,7 +151,7 @@ func (a *Agent) cacheWanted(c *cache) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c.wanted = true
-	a.noteSharedLocked(c.name)
+	a.shared.note(c.name, a.clock.Now())
 	if c.holder == nil && !c.ended {
 		a.giveUpLocked(c)
 	}

@@ -100,7 +100,7 @@ func cohortable(l protocol.Lock) bool {
 // (no fences are spent on a run that cannot start).
 func (a *Agent) fenceBlock(q *queue, w *waiter) int {
 	least := 1
-	if a.cacheOn() && cacheable(w.req) && w.done == nil {
+	if a.cacheOn() && cacheable(w.req) && w.done == nil && w.reused {
 		least = cacheGrantBlock // its record may be cached and lent on: see cache.go
 	}
 	if !a.cohortOn() || !cohortable(w.req) {

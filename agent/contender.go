@@ -191,27 +191,11 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 // busy decides what follows a round the masters answered BUSY; wasWoken
 // says the round followed a wake-up.
 func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contender, action) {
+	if f.wait0 {
+		return c.busyNow(r, f)
+	}
 	heard := action{noted: true}
 	switch {
-	case f.wait0 && r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
-		// No client holds the name: the agents that cache it give it up
-		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
-		// for that, and that alone, a bounded time.
-		heard.sayWanted = c.cachedFor != f.waiter
-		if heard.sayWanted {
-			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
-		}
-		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
-		return c, heard
-	case f.wait0 && !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
-		// Cached records were in its way a moment ago: what is in its way
-		// now may be their release on its way, or a give-back of its own
-		// earlier attempt. It tries again soon, until the bound.
-		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), f.retry.min)
-		return c, heard
-	case f.wait0:
-		heard.kind, heard.answer = answerHead, quorum.ErrBusy
-		return c, heard
 	case !f.hasEntry && (f.fair || f.writer && r.OnlyReaders):
 		// A fair LOCK, or a writer only readers keep out, takes its
 		// place in the masters' queue, then tries again (see fair.go).
@@ -251,6 +235,31 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 		// Its agents give the name up once they hear that it is wanted
 		// (park says so); should they miss it, the waiter says so again.
 		heard.wake = min(heard.wake, f.cacheWait)
+	}
+	return c, heard
+}
+
+// busyNow decides what follows a BUSY round for a wait=0 head: BUSY,
+// unless only records other agents keep cached were in its way.
+func (c contender) busyNow(r quorum.Refusal, f roundFacts) (contender, action) {
+	heard := action{noted: true}
+	switch {
+	case r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
+		// No client holds the name: the agents that cache it give it up
+		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
+		// for that, and that alone, a bounded time.
+		heard.sayWanted = c.cachedFor != f.waiter
+		if heard.sayWanted {
+			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
+		}
+		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
+	case !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
+		// Cached records were in its way a moment ago: what is in its way
+		// now may be their release on its way, or a give-back of its own
+		// earlier attempt. It tries again soon, until the bound.
+		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), f.retry.min)
+	default:
+		heard.kind, heard.answer = answerHead, quorum.ErrBusy
 	}
 	return c, heard
 }
@@ -486,21 +495,45 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 }
 
 // awaitCached tells the agents that cache q's name that w, a wait=0 head,
-// wants it (if act says so), then waits up to act.wake for a release, or
-// a confirmed subscription (a release before it was missed): the round
-// after it finds the name free, or waits again until the bound (see
-// contender.busy).
+// wants it (if act says so), then waits up to act.wake for a release: the
+// round after it finds the name free, or waits again until the bound (see
+// contender.busy). Not yet subscribed, it subscribes first and says so
+// only once a master confirmed it: the release the caching agents make
+// when told comes after that, so it is heard, and the confirmation costs
+// no round of its own (one before the release would find the name still
+// cached). Subscribed earlier, a confirmation (a master back) ends the
+// wait too: a release while it was away was missed.
 func (r *contending) awaitCached(w *waiter, act action) {
 	a, q := r.a, r.q
+	t := a.clock.NewTimer(act.wake)
+	defer t.Stop()
+	confirmed := false
+	if r.watch == nil && act.sayWanted {
+		r.subscribe()
+		select {
+		case <-r.watch.Recheck():
+			confirmed = true
+		case <-r.watch.C():
+			return
+		case <-q.changed:
+			return
+		case <-t.C():
+			return
+		case <-r.ctx.Done():
+			return
+		}
+	}
 	r.subscribe()
 	if act.sayWanted {
 		a.cluster.Wanted(q.name, a.want(q, w))
 	}
-	t := a.clock.NewTimer(act.wake)
-	defer t.Stop()
+	recheck := r.watch.Recheck()
+	if confirmed {
+		recheck = nil // the other masters' confirmations: the release is heard on the first
+	}
 	select {
 	case <-r.watch.C():
-	case <-r.watch.Recheck():
+	case <-recheck:
 	case <-q.changed: // CANCEL, or the session closing: look at the head again
 	case <-t.C():
 	case <-r.ctx.Done():

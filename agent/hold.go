@@ -146,7 +146,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
-		notifyWanted: w.req.NotifyWanted, cacheable: cacheable(w.req) && w.done == nil} // not a multi-lock's
+		notifyWanted: w.req.NotifyWanted, cacheable: cacheable(w.req) && w.done == nil && w.reused} // not a multi-lock's; its name used again
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
 	}

@@ -34,6 +34,9 @@ type waiter struct {
 	heard uint64
 	// joined is when its LOCK arrived, for lock_agent_wait_seconds.
 	joined time.Time
+	// reused says this agent released the name within cache_linger before
+	// the LOCK came: its hold may be cached when it lets go (see cache.go).
+	reused bool
 	// wantsEntry, entry and entryHold (guarded by the queue's mu) are its
 	// place in the name's queue in the masters: see fair.go.
 	wantsEntry bool
@@ -192,7 +195,8 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, nil
 	}
-	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after}
+	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
+		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
 	if many {
 		w.done = make(chan result, 1)
 	} else {

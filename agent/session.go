@@ -59,8 +59,8 @@ type session struct {
 	//  1. session.mu (this one): the session's holds, waits and multi-locks.
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
-	//  2. Agent.mu: the sessions, the queues, the cohorts, the caches and
-	//     the names other agents want (cache.go), the live holders
+	//  2. Agent.mu: the sessions, the queues, the cohorts, the caches
+	//     (cache.go, with their reserving and refilling flags), the live holders
 	//     of the watchdog's records (renewal.Hold.Owner) and their count,
 	//     the notify=wanted holds by name (wanted.go), the names whose
 	//     waiters are recorded (waiting.go), the observations and each
@@ -73,6 +73,10 @@ type session struct {
 	//     and a push or a reply, which never wait, may be queued under the
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
+	//
+	// recentNames.mu (cache.go: the names other agents wanted lately, and
+	// those this agent released lately) is a leaf: it may be taken under
+	// any of these and takes none, so lockorder does not track it.
 	//
 	// quorum's mutexes (the masters' connections, subscriptions, a
 	// FakeClock's) may be taken under these and take none of them: quorum

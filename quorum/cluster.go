@@ -91,7 +91,7 @@ type Cluster struct {
 	handover string
 
 	watchMu sync.Mutex
-	watches map[string]map[*Watch]struct{} // by channel
+	watches map[string]*watchSet // by channel
 
 	bgMu       sync.Mutex
 	bgClosed   bool           // set once Run is stopping: no new background work
@@ -173,7 +173,7 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]map[*Watch]struct{}{},
+	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
 		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {

@@ -74,7 +74,7 @@ func (c *Cluster) heardWanted(channel, message string) {
 	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	for w := range c.watches[channel] {
+	for w := range c.watches[channel].all() {
 		if w.wants == nil {
 			w.wants = map[string]Want{}
 		}

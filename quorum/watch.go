@@ -54,19 +54,29 @@ func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
 		leader: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
-	if set == nil {
-		set = map[*Watch]struct{}{}
+	first := set == nil
+	if first {
+		set = &watchSet{watches: map[*Watch]struct{}{}}
 		c.watches[w.channel] = set
 	}
-	set[w] = struct{}{}
-	first := len(set) == 1
+	set.watches[w] = struct{}{}
+	if set.confirmed {
+		// A master confirmed the channel before w joined: what was
+		// released before w came was missed by w, as before any
+		// subscription, so w looks again, as its confirmation says.
+		signal(w.recheck)
+		signal(w.leader)
+	}
 	c.watchMu.Unlock()
 	if first {
 		for _, m := range c.masters {
 			c.goBackground(func() {
 				if m.subscribe(context.WithoutCancel(ctx), w.channel) {
 					c.watchMu.Lock()
-					for w := range c.watches[w.channel] {
+					if c.watches[w.channel] == set {
+						set.confirmed = true
+					}
+					for w := range c.watches[w.channel].all() {
 						signal(w.recheck)
 						signal(w.leader)
 					}
@@ -78,14 +88,29 @@ func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
 	return w
 }
 
+// watchSet is the watches of one channel; confirmed says a master
+// confirmed its subscription. Guarded by the Cluster's watchMu.
+type watchSet struct {
+	watches   map[*Watch]struct{}
+	confirmed bool
+}
+
+// all is the set's watches (none for a nil set).
+func (s *watchSet) all() map[*Watch]struct{} {
+	if s == nil {
+		return nil
+	}
+	return s.watches
+}
+
 // Close ends the watch; the last watch of a name unsubscribes it.
 func (w *Watch) Close() {
 	w.once.Do(func() {
 		c := w.c
 		c.watchMu.Lock()
 		set := c.watches[w.channel]
-		delete(set, w)
-		last := len(set) == 0
+		delete(set.watches, w)
+		last := len(set.watches) == 0
 		if last {
 			delete(c.watches, w.channel)
 		}
@@ -113,7 +138,7 @@ func (c *Cluster) onMessage(channel, message string) {
 	if strings.HasPrefix(message, handoverPrefix) {
 		if message != c.handover {
 			c.watchMu.Lock()
-			for w := range c.watches[channel] {
+			for w := range c.watches[channel].all() {
 				signal(w.recheck)
 			}
 			c.watchMu.Unlock()
@@ -126,7 +151,7 @@ func (c *Cluster) onMessage(channel, message string) {
 	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	for w := range c.watches[channel] {
+	for w := range c.watches[channel].all() {
 		w.signal()
 	}
 }
@@ -145,7 +170,7 @@ const (
 func (c *Cluster) signalLeader(channel string) {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	for w := range c.watches[channel] {
+	for w := range c.watches[channel].all() {
 		signal(w.leader)
 	}
 }
@@ -154,7 +179,7 @@ func (c *Cluster) wakeAll() {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	for _, set := range c.watches {
-		for w := range set {
+		for w := range set.watches {
 			w.signal()
 			signal(w.leader)
 		}
@@ -184,5 +209,5 @@ func (c *Cluster) watchedChannels() []string {
 func (c *Cluster) watched(channel string) bool {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	return len(c.watches[channel]) > 0
+	return len(c.watches[channel].all()) > 0
 }

@@ -26,8 +26,7 @@ func TestBreaker19AnAgentWithoutCachingTakesACachedName(t *testing.T) {
 	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	for i := range 20 {
 		name := "mismatch" + strconv.Itoa(i)
-		first := ca.Do("LOCK " + name)
-		ca.Do("UNLOCK " + name)
+		first := cacheIt(t, ca, "LOCK "+name)
 		awaitCachedWho(t, cb, name, "host-a", 0)
 		r := cb.Do("LOCK " + name + " wait=0")
 		if r.Kind != "OK" || r.Int("fence") <= first.Int("fence") {
@@ -49,8 +48,7 @@ func TestBreaker19AnAgentWithoutCachingTakesACachedName(t *testing.T) {
 func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
 	ca, operator, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
-	first := ca.Do("LOCK rv19")
-	ca.Do("UNLOCK rv19")
+	first := cacheIt(t, ca, "LOCK rv19")
 	awaitCachedWho(t, operator, "rv19", "host-a", 0)
 	if r := operator.Do("REVOKE rv19 reason=maintenance"); r.Kind != "OK" {
 		t.Fatalf("REVOKE of a cached name: %q", r.Line)
@@ -64,8 +62,7 @@ func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
 	cb.Do("UNLOCK rv19")
 
 	// Cached again on A, then lent.
-	ca.Do("LOCK rv19 wait=5s")
-	ca.Do("UNLOCK rv19")
+	cacheIt(t, ca, "LOCK rv19 wait=5s")
 	awaitCachedWho(t, operator, "rv19", "host-a", 0)
 	lent := ca.Do("LOCK rv19 wait=0")
 	if lent.Kind != "OK" {
@@ -98,7 +95,7 @@ func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
 }
 
 // TestBreaker19ABurstOfCachedNamesLeavesNothing: 1000 fresh names locked
-// and let go with caching on; once the linger ended, no record is left on
+// and let go twice each with caching on (so that each is cached); once the linger ended, no record is left on
 // the masters and the keepers' goroutines are gone.
 func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	servers := redistest.Start(t, 3)
@@ -110,11 +107,7 @@ func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	base := runtime.NumGoroutine()
 	const n = 1000
 	for i := range n {
-		name := "burst19-" + strconv.Itoa(i)
-		if r := c.Do("LOCK " + name); r.Kind != "OK" {
-			t.Fatal(r.Line)
-		}
-		c.Do("UNLOCK " + name)
+		cacheIt(t, c, "LOCK burst19-"+strconv.Itoa(i))
 	}
 	left := 0 // the last names are still cached: the records are there to see
 	for _, s := range servers {
@@ -132,4 +125,39 @@ func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 		return keys == 0 && g <= base+10
 	}, "after the linger: %d records left on the masters, %d goroutines (before the burst %d)", &keys, &g, base)
 	t.Logf("%d cached names: records gone, goroutines %d (before %d)", n, g, base)
+}
+
+// TestANameUsedOnceIsNotCached: with caching on, 1000 names each locked
+// and let go once are released at once, as with caching off: no keeper
+// goroutine, no cached record, nothing left for a linger to end. Only a
+// name locked again within cache_linger of its release is kept.
+func TestANameUsedOnceIsNotCached(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	cfg := agenttest.Config(t, servers, 3*time.Second)
+	cfg.AgentID, cfg.Lock.CacheLinger = "host-a", time.Minute
+	a := agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	c.Do("PING")
+	base := runtime.NumGoroutine()
+	const n = 1000
+	for i := range n {
+		name := "once19-" + strconv.Itoa(i)
+		if r := c.Do("LOCK " + name); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		if r := c.Do("UNLOCK " + name); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+	}
+	if g := runtime.NumGoroutine(); g > base+10 {
+		t.Fatalf("%d goroutines after %d names used once, %d before: their caches are kept", g, n, base)
+	}
+	if r := c.Do("WHO once19-999"); r.Fields["cached"] != "" || r.Int("n") != 0 {
+		t.Fatalf("WHO of a name used once: %s, want it released", r.Line)
+	}
+	again := cacheIt(t, c, "LOCK once19-0") // used again, well within the linger of its last release
+	awaitCachedWho(t, c, "once19-0", "host-a", 0)
+	if r := c.Do("LOCK once19-0"); r.Kind != "OK" || r.Int("fence") <= again.Int("fence") {
+		t.Fatalf("a name used again: %s after fence %d, want it lent from the cache", r.Line, again.Int("fence"))
+	}
 }

@@ -18,8 +18,7 @@ func TestBreaker19MajorityFlushedUnderACache(t *testing.T) {
 	for round := range 3 {
 		a, b, servers := twoAgents(t, time.Second)
 		ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
-		first := ca.Do("LOCK fl19")
-		ca.Do("UNLOCK fl19")
+		first := cacheIt(t, ca, "LOCK fl19")
 		awaitCachedWho(t, cb, "fl19", "host-a", 0)
 		servers[round%3].Do("FLUSHALL")
 		servers[(round+1)%3].Do("FLUSHALL")

@@ -17,8 +17,7 @@ func TestBreaker19DowngradeOfALentHold(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
 	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	for i := range 10 {
-		ca.Do("LOCK dg19 wait=5s")
-		ca.Do("UNLOCK dg19")
+		cacheIt(t, ca, "LOCK dg19 wait=5s")
 		awaitCachedWho(t, cb, "dg19", "host-a", 0)
 		// Pipelined: the downgrade goes out right after the lending.
 		_, lentR := ca.Send("LOCK dg19 wait=0")

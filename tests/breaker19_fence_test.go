@@ -15,8 +15,7 @@ import (
 func TestBreaker19FencesPastSeveralBlocksWithAMasterPaused(t *testing.T) {
 	a, b, servers := twoAgents(t, 3*time.Second)
 	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
-	last := ca.Do("LOCK blocks19").Int("fence")
-	ca.Do("UNLOCK blocks19")
+	last := cacheIt(t, ca, "LOCK blocks19").Int("fence")
 	awaitCachedWho(t, cb, "blocks19", "host-a", 0)
 	before := metric(t, a, "lock_agent_cached_grants_total")
 	servers[2].Pause()
@@ -65,8 +64,7 @@ func TestBreaker19FencesPastSeveralBlocksWithAMasterPaused(t *testing.T) {
 func TestBreaker19SharedCacheAndWriters(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
 	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
-	ca.Do("LOCK sh19 mode=shared")
-	ca.Do("UNLOCK sh19")
+	cacheIt(t, ca, "LOCK sh19 mode=shared")
 	awaitCachedWho(t, cb, "sh19", "host-a", 0)
 	if r := cb.Do("LOCK sh19 wait=0"); r.Kind != "OK" {
 		t.Fatalf("a remote writer on a shared cache: %s", r.Line)
@@ -103,8 +101,7 @@ func TestBreaker19SharedCacheAndWriters(t *testing.T) {
 func TestBreaker19LendingWithAMajorityPaused(t *testing.T) {
 	a, b, servers := twoAgents(t, 3*time.Second)
 	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
-	last := ca.Do("LOCK maj19").Int("fence")
-	ca.Do("UNLOCK maj19")
+	last := cacheIt(t, ca, "LOCK maj19").Int("fence")
 	awaitCachedWho(t, cb, "maj19", "host-a", 0)
 	servers[0].Pause()
 	servers[1].Pause()

@@ -20,8 +20,7 @@ func TestBreaker19EveryKindOfRemoteLockTakesACachedName(t *testing.T) {
 		"ttl=5s wait=0", "mode=shared wait=5s", "mode=shared wait=0", "+other wait=5s", "+other wait=0"} {
 		t.Run(ask, func(t *testing.T) {
 			name := "kind19-" + strings.NewReplacer(" ", "-", "=", "", "+", "").Replace(ask)
-			first := ca.Do("LOCK " + name)
-			ca.Do("UNLOCK " + name)
+			first := cacheIt(t, ca, "LOCK "+name)
 			awaitCachedWho(t, cb, name, "host-a", 0)
 			line := "LOCK " + name + " " + ask
 			if rest, ok := strings.CutPrefix(ask, "+"); ok {

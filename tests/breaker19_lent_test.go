@@ -18,8 +18,7 @@ func TestBreaker19ChangedLentHoldsAreNotCachedAgain(t *testing.T) {
 	for _, change := range []string{"EXTEND %s ttl=5s", "SET %s value=v1"} {
 		ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 		name := "chg19-" + change[:3]
-		ca.Do("LOCK " + name)
-		ca.Do("UNLOCK " + name)
+		cacheIt(t, ca, "LOCK "+name)
 		awaitCachedWho(t, cb, name, "host-a", 0)
 		if r := cb.Do("CHECK " + name + " fence=1"); r.Fields["current"] == "true" {
 			t.Fatalf("CHECK of a wrong fence: %s", r.Line)

@@ -20,8 +20,7 @@ func TestBreaker19ACutOffCacheTellsItsLentHolderFirst(t *testing.T) {
 			c := newPartitionCluster(t, time.Second, time.Second)
 			ca := agenttest.Dial(t, c.agents[0].Config.Socket.Path)
 			cb := agenttest.Dial(t, c.agents[1].Config.Socket.Path)
-			first := ca.Do("LOCK cut19")
-			ca.Do("UNLOCK cut19")
+			first := cacheIt(t, ca, "LOCK cut19")
 			awaitCachedWho(t, cb, "cut19", "host-0", 0)
 			lent := ca.Do("LOCK cut19 wait=0")
 			if lent.Kind != "OK" || lent.Int("fence") <= first.Int("fence") {
@@ -60,8 +59,7 @@ func TestBreaker19ACutOffCacheLendsNothingStale(t *testing.T) {
 	c := newPartitionCluster(t, time.Second, time.Second)
 	ca := agenttest.Dial(t, c.agents[0].Config.Socket.Path)
 	cb := agenttest.Dial(t, c.agents[1].Config.Socket.Path)
-	first := ca.Do("LOCK stale19")
-	ca.Do("UNLOCK stale19")
+	first := cacheIt(t, ca, "LOCK stale19")
 	awaitCachedWho(t, cb, "stale19", "host-0", 0)
 	for _, p := range c.links[0] {
 		p.SetMode(faultproxy.BlackHole)

@@ -18,8 +18,7 @@ func TestBreaker19AWaiterElsewhereWhileLent(t *testing.T) {
 	for i, closeIt := range []bool{false, true} {
 		ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 		name := "wl19-" + string(rune('a'+i))
-		ca.Do("LOCK " + name)
-		ca.Do("UNLOCK " + name)
+		cacheIt(t, ca, "LOCK "+name)
 		awaitCachedWho(t, cb, name, "host-a", 0)
 		lent := ca.Do("LOCK " + name + " wait=0")
 		if lent.Kind != "OK" {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,26 @@ import (
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
+
+// cacheIt sends lock (a LOCK line) and UNLOCK of its name on c twice, and
+// returns the second LOCK's reply: an agent caches a name only once it is
+// used again within cache_linger of its release (a name used once is
+// released at once), so the second release is the one kept. The caller
+// awaits the mark (awaitCachedWho).
+func cacheIt(t *testing.T, c *agenttest.Conn, lock string) agenttest.Reply {
+	t.Helper()
+	name := strings.Fields(lock)[1]
+	var r agenttest.Reply
+	for range 2 {
+		if r = c.Do(lock); r.Kind != "OK" {
+			t.Fatalf("%s: %s", lock, r.Line)
+		}
+		if u := c.Do("UNLOCK " + name); u.Kind != "OK" {
+			t.Fatalf("UNLOCK %s: %s", name, u.Line)
+		}
+	}
+	return r
+}
 
 // awaitCachedWho waits until WHO name on c answers with want as its cached=
 // field ("" for none) and n= holders, or fails t after 5s (the mark is
@@ -35,11 +56,7 @@ func TestACachedNameIsLentLocallyAndWhoTellsIt(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
-	first := c.Do("LOCK cached")
-	if first.Kind != "OK" {
-		t.Fatal(first.Line)
-	}
-	c.Do("UNLOCK cached")
+	first := cacheIt(t, c, "LOCK cached")
 	awaitCachedWho(t, other, "cached", "host-a", 0)
 	before := metric(t, a, "lock_agent_cached_grants_total")
 	fences := []int64{first.Int("fence")}
@@ -86,13 +103,9 @@ func TestARemoteWait0LockOfACachedNameIsGranted(t *testing.T) {
 	var cachedTook, plainTook []time.Duration
 	for i := range rounds {
 		name := "remote" + strconv.Itoa(i) // one no agent cached before
-		start := time.Now()
-		if r := ca.Do("LOCK " + name); r.Kind != "OK" {
-			t.Fatal(r.Line)
-		}
-		ca.Do("UNLOCK " + name)
+		cacheIt(t, ca, "LOCK "+name)
 		awaitCachedWho(t, cb, name, "host-a", 0)
-		start = time.Now()
+		start := time.Now()
 		r := cb.Do("LOCK " + name + " wait=0")
 		cachedTook = append(cachedTook, time.Since(start))
 		if r.Code == "NO_QUORUM" { // masters timed out on a loaded host: says nothing of caching
@@ -284,16 +297,14 @@ func TestACacheEndsAfterItsLingerOrWhenLost(t *testing.T) {
 	long.AgentID, long.Lock.CacheLinger = "host-b", time.Minute // it lingers past the loss
 	a, b := agenttest.Start(t, cfg), agenttest.Start(t, long)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
-	c.Do("LOCK linger")
-	c.Do("UNLOCK linger")
+	cacheIt(t, c, "LOCK linger")
 	awaitCachedWho(t, c, "linger", "host-a", 0)
 	lockagenttest.Eventually(t, 3*time.Second, func() bool { return servers[0].Keys("lock-agent:{linger}:h:*") == 0 }, // the record, on a master
 		"the cached record outlived its linger")
 
 	c = agenttest.Dial(t, b.Config.Socket.Path)
 	a = b
-	first := c.Do("LOCK lost")
-	c.Do("UNLOCK lost")
+	first := cacheIt(t, c, "LOCK lost")
 	awaitCachedWho(t, c, "lost", "host-b", 0)
 	gaveUp := metric(t, a, "lock_agent_cache_give_ups_total")
 	for _, s := range servers {
@@ -327,6 +338,11 @@ func TestACachedNameLeadsNothing(t *testing.T) {
 	if !o.saw(first.Int("fence"), "", 2*time.Second) {
 		t.Fatalf("the observer never saw the first holder: %v", o.events)
 	}
+	c.Do("UNLOCK led") // released: a name used once is not cached
+	first = c.Do("LOCK led")
+	if !o.saw(first.Int("fence"), "", 2*time.Second) {
+		t.Fatalf("the observer never saw the second holder: %v", o.events)
+	}
 	c.Do("UNLOCK led")
 	awaitCachedWho(t, c, "led", "host-a", 0)
 	if !o.await(2*time.Second, func(es []leaderEvent) bool { return len(es) > 0 && es[len(es)-1].none }) {
@@ -345,8 +361,7 @@ func TestASharedHoldCaches(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
-	first := c.Do("LOCK read mode=shared")
-	c.Do("UNLOCK read")
+	first := cacheIt(t, c, "LOCK read mode=shared")
 	awaitCachedWho(t, other, "read", "host-a", 0)
 	before := metric(t, a, "lock_agent_cached_grants_total")
 	again := c.Do("LOCK read mode=shared")
