@@ -212,7 +212,6 @@ func holdFair(t *testing.T, c *agenttest.Conn, ch <-chan agenttest.Reply, who in
 // the quarantine and after it most local grants are hand-overs (told apart
 // by their fences: see mastersGrants), and the other agent is granted too.
 func TestCohortRunUnderDataLoss(t *testing.T) {
-	t.Parallel() // see TestMain
 	for _, loss := range []dataLoss{
 		{name: "a master restarts empty", lose: restartEmpty(0)},
 		{name: "a master is flushed", lose: flush(0)},
