@@ -54,10 +54,10 @@ func TestBreaker18ObserversOfManyNamesLeaveNothingBehind(t *testing.T) {
 				}
 			}
 		}
-		for _, s := range servers {
-			lockagenttest.Eventually(t, 5*time.Second, func() bool { return subscribedChannels(t, s, prefix) == 0 },
+		for _, s := range servers { // nothing left at all, however long the unsubscribes take on a loaded host (5s was short)
+			lockagenttest.Eventually(t, 15*time.Second, func() bool { return subscribedChannels(t, s, prefix) == 0 },
 				"subscriptions of observed names left after the session %s", how)
-			lockagenttest.Eventually(t, 5*time.Second, func() bool { return s.Keys("lock-agent:{"+prefix+"*}:obs") == 0 },
+			lockagenttest.Eventually(t, 15*time.Second, func() bool { return s.Keys("lock-agent:{"+prefix+"*}:obs") == 0 },
 				"marks of observed names left after the session %s", how)
 		}
 	}
