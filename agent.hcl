@@ -16,22 +16,25 @@ socket {
   # group = "lockers"
 }
 
-# One block per independent Redis master: no replicas, no failover between
-# them. At least one; an odd number (3 or 5) is what RedLock wants. The quorum
+# One block per independent Redis master: no replication between them. At
+# least one; an odd number (3 or 5) is what RedLock wants. The quorum
 # is a majority of the blocks: 3 tolerate one master out, 5 two, 1 none (an
 # even number no more than one fewer; docs/operations.md, "How many masters").
 # Persistence is not required: a master that
 # restarts (empty, or from a snapshot) sits out one lease + drift (15.26s by
 # default) before it votes again (see docs/operations.md, "The masters").
 redis "a" {
-  address = "10.0.0.11:6379" # required: host:port
+  address = "10.0.0.11:6379" # host:port; or sentinels and master_set (below)
   # username = "lock-agent"  # Redis ACL user
   # password = "..."         # or: password_file = "/etc/lock-agent/redis-a.pass"
   db = 0
   # A master with replicas attached is refused (a failover would promote one
-  # that missed the last grants): set this only for a backup replica that is
-  # never promoted. Replicas, and any maxmemory-policy but noeviction, are
+  # that missed the last grants), unless max_replica_lag is set (replicas that
+  # may be promoted behind this address, under the guard described for
+  # sentinels below), or allow_replicas: only for a backup replica that is
+  # never promoted. A replica, and any maxmemory-policy but noeviction, are
   # always refused.
+  # max_replica_lag = "1s"
   allow_replicas = false
   # tls {
   #   ca_file     = "/etc/lock-agent/ca.pem"
@@ -42,6 +45,20 @@ redis "a" {
 }
 redis "b" { address = "10.0.0.12:6379" }
 redis "c" { address = "10.0.0.13:6379" }
+# A master may instead be a primary with replicas that Sentinel fails over:
+# the agent asks the Sentinels where the primary of master_set is and follows
+# a failover; a promoted replica sits out the quarantine plus max_replica_lag
+# (default "1s") + 2.1s. Every primary and replica needs min-replicas-to-write
+# (at least its number of replicas) and min-replicas-max-lag (at most
+# max_replica_lag), or it is unsafe: an old primary cut off from the others
+# then stops taking writes before the promoted one votes (docs/operations.md,
+# "Replicas and Sentinel failover"). allow_replicas does not go with it.
+# redis "c" {
+#   sentinels         = ["10.0.0.21:26379", "10.0.0.22:26379", "10.0.0.23:26379"]
+#   master_set        = "locks-c"
+#   # sentinel_password = "..." # if the Sentinels want auth (sentinel_username too)
+#   max_replica_lag   = "1s"
+# }
 
 lock {
   # lease, drift_factor and the cohort_max_* bounds are cluster settings: every

@@ -63,7 +63,11 @@ type Agent struct {
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
 	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
-	caches  map[string]*cache  // names whose records outlive their last local holder: see cache.go
+	// locked is the live exclusive lock this agent holds of each name, the
+	// one a local waiter may be passed (see lateRun). startHoldLocked and
+	// endHoldLocked alone keep it.
+	locked map[string]*hold
+	caches map[string]*cache // names whose records outlive their last local holder: see cache.go
 	// shared are the names other agents wanted lately, and released the
 	// names this agent released to the masters lately: see cache.go.
 	shared, released *recentNames
@@ -94,7 +98,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
-		cohorts: map[string]*cohort{}, caches: map[string]*cache{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
+		cohorts: map[string]*cohort{}, locked: map[string]*hold{}, caches: map[string]*cache{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
 		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
 		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),
 		metrics:  newMetrics(cfg.Masters)}

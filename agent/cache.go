@@ -65,6 +65,20 @@ type cache struct {
 	reserveFailed    bool
 	retag            bool          // the holder changed since the record was sent
 	wake             chan struct{} // the keeper looks at it again
+	// writing says the keeper sleeps only until it may write again (less
+	// than retagEvery), and then reads what changed: a lending or a
+	// return need not wake it.
+	writing bool
+}
+
+// changed wakes c's keeper after a lending or a return, unless it wakes
+// soon anyway to write what changed: a name lent and returned in a tight
+// loop costs its keeper a wake-up per write, not two per cycle. Agent.mu
+// is held.
+func (c *cache) changed() {
+	if !c.writing {
+		signal(c.wake)
+	}
 }
 
 // cacheOn says whether lock caching is configured.
@@ -103,7 +117,7 @@ func (a *Agent) cacheHold(h *hold) bool {
 	}
 	a.endHoldLocked(h)
 	c.holder, c.idleSince = nil, a.clock.Now()
-	signal(c.wake)
+	c.changed()
 	return true
 }
 
@@ -216,7 +230,7 @@ func (s *session) lendCachedLocked(l protocol.Lock, lend bool) (r result, ok boo
 	c.record.Who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, SinceMilli: time.Now().UnixMilli()}
 	a.watchdog.SetRecord(c.rh, c.record) // a master that lacks it gets it back with the new holder's fence
 	c.retag = true
-	signal(c.wake)
+	c.changed()
 	a.metrics.cachedGrant()
 	return h.snapshot(validity), true, nil
 }

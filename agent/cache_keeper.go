@@ -20,7 +20,7 @@ func (a *Agent) keepCache(c *cache) {
 	a.awaitSubscribed(watch)
 	k := keeper{marked: true} // CacheOrRelease marked it
 	for {
-		st := a.cacheState(c)
+		st := a.cacheState(c, k.marked)
 		if st.ended || ctx.Err() != nil {
 			return
 		}
@@ -68,10 +68,11 @@ type cacheState struct {
 	linger  time.Duration // left of its linger while no client holds it (0: lent)
 }
 
-func (a *Agent) cacheState(c *cache) cacheState {
+func (a *Agent) cacheState(c *cache, marked bool) cacheState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := cacheState{ended: c.ended, mark: c.holder == nil, retag: c.retag}
+	c.writing = st.mark != marked || st.retag // see keeper.timeout
 	if c.holder == nil {
 		st.linger = max(c.idleSince.Add(a.cfg.Lock.CacheLinger).Sub(a.clock.Now()), time.Nanosecond)
 	}

@@ -171,16 +171,69 @@ func (a *Agent) leaveCohort(h *hold) {
 		delete(a.cohorts, c.name)
 	}
 	h.cacheable = false // nor may it be cached for one
+	h.lateFailed = true // nor start one later
 	a.mu.Unlock()
 }
 
-// inCohort says whether this agent holds name in a run that its next
-// waiter will be passed: the queue's contender then waits instead of
-// asking the masters, which would only answer that the name is held.
-func (a *Agent) inCohort(name string) bool {
+// lateRun is for w, a cohortable head of q, queued behind a lock this
+// agent holds whose grant reserved no run's block (nobody waited here
+// then): it reserves one for that hold's record on the masters, in the
+// background, as a run's refill does, and then makes the hold the first
+// of a run, so that its release passes the name to w with no round on
+// the masters (see reserveRun). It says whether a run exists or is being
+// made: the contender then waits for it (awaitCohort) instead of asking
+// the masters, which would only answer BUSY.
+func (a *Agent) lateRun(q *queue, w *waiter) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.cohorts[name] != nil
+	if a.cohorts[q.name] != nil {
+		return true
+	}
+	h := a.locked[q.name]
+	switch {
+	case !a.cohortOn() || a.stopping || h == nil || !h.cohortable || h.cohort != nil || h.cache != nil || h.lateFailed:
+		return false
+	case h.reserving:
+		return true
+	}
+	h.reserving = true
+	go a.reserveRun(h)
+	return true
+}
+
+// reserveRun reserves a run's block for h's record and, if h still holds
+// it and no run started meanwhile, makes h the first holder of a run that
+// hands out the block from its first fence. Either way the name's waiters
+// look again.
+func (a *Agent) reserveRun(h *hold) {
+	name, block := h.rh.Name, a.cohortBlock()
+	first, err := a.cluster.Reserve(a.runCtx, name, h.rh.Holder, block)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h.reserving = false
+	if q := a.queues[name]; q != nil {
+		defer q.poke()
+	}
+	if err != nil {
+		h.lateFailed = true
+		return
+	}
+	if holderOf(h.rh) != h || h.cohort != nil || a.cohorts[name] != nil || a.stopping {
+		return
+	}
+	var record quorum.Record
+	top := first + int64(block) - 1
+	if !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Top = top; record = *r }) {
+		return
+	}
+	c := &cohort{name: name, rh: h.rh, next: first, top: top, started: a.clock.Now(), record: record}
+	if q := a.queues[name]; q != nil {
+		q.mu.Lock()
+		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
+		q.mu.Unlock()
+	}
+	h.cohort = c
+	a.cohorts[name] = c
 }
 
 // wantedFor is how long the agent takes another agent's word that it waits
@@ -206,15 +259,18 @@ func (a *Agent) cohortWanted(q *queue) {
 // the session's holds), to the head of the name's queue without a release
 // in the masters, and says whether it did. If not, the caller releases h.
 func (a *Agent) handOff(h *hold) bool {
-	if h.cohort == nil {
+	a.mu.Lock()
+	c := h.cohort
+	a.mu.Unlock()
+	if c == nil {
 		return false
 	}
 	for range 3 { // a head that went away meanwhile: the next one
-		w := a.cohortHead(h.cohort.name)
+		w := a.cohortHead(c.name)
 		if w == nil {
 			return false
 		}
-		switch r, pass := a.passTo(h, w); pass {
+		switch r, pass := a.passTo(h, c, w); pass {
 		case passed:
 			w.end(r)
 			return true
@@ -265,8 +321,7 @@ const (
 // under w's session's mu, Agent.mu and the queue's mu (the lock order), so
 // that a loss, a withdrawal or a session closing either happen before (and
 // the pass is refused) or find w's new hold.
-func (a *Agent) passTo(h *hold, w *waiter) (result, passResult) {
-	c := h.cohort
+func (a *Agent) passTo(h *hold, c *cohort, w *waiter) (result, passResult) {
 	s := w.sess
 	key := holdKey{c.name, w.req.Owner}
 	s.mu.Lock()

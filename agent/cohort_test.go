@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,10 +28,11 @@ func TestAHandOverWakesTheContenderThatWaitedForIt(t *testing.T) {
 	late.AwaitWaiters(1)
 	_, secondGrant := second.Send("LOCK n wait=10s")
 	late.AwaitWaiters(2)
-	// Parked: its next attempt, after the release, sees both waiters. With
-	// two cohortable waiters, first's grant reserves a block and starts a
-	// run; the contender then waits for it to pass second the name.
-	awaitGoroutineIn(t, "(*contending).park")
+	// The contender waits for a run: blocker's grant reserved no run's
+	// block (nobody waited then), so one is reserved for it now (see
+	// lateRun), and blocker's release passes n to first; the contender
+	// then waits for the run to pass second the name.
+	awaitGoroutineIn(t, "(*contending).awaitCohort")
 	blocker.Do("UNLOCK n")
 	if r := first.Await(firstGrant); r.Kind != "OK" {
 		t.Fatal(r.Line)
@@ -53,6 +55,58 @@ func TestAHandOverWakesTheContenderThatWaitedForIt(t *testing.T) {
 	if r := late.Do("LOCK n wait=5s"); r.Kind != "OK" {
 		t.Fatalf("n once its last holder let go: %s", r.Line)
 	}
+}
+
+// TestALocalWaiterAfterTheGrantIsPassedTheName: a lock granted while
+// nobody waited here reserved no run's block; a local waiter that comes
+// after makes the agent reserve one for the hold (lateRun), and the
+// release passes the name to the waiter with no round on the masters: the
+// waiter's fence is the block's first (the holder's + 1), and the masters'
+// counter stays at the block's end, where a release and a new grant would
+// have counted past it.
+func TestALocalWaiterAfterTheGrantIsPassedTheName(t *testing.T) {
+	a, servers := start(t, nil)
+	path := a.Config.Socket.Path
+	holder, waiter := agenttest.Dial(t, path), agenttest.Dial(t, path)
+	first := holder.Do("LOCK late")
+	if first.Kind != "OK" {
+		t.Fatal(first.Line)
+	}
+	_, granted := waiter.Send("LOCK late wait=10s")
+	awaitGoroutineIn(t, "(*contending).awaitCohort") // the run is being made
+	awaitNoGoroutineIn(t, "(*Agent).reserveRun")     // and is made
+	holder.Do("UNLOCK late")
+	r := waiter.Await(granted)
+	if r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	top := first.Int("fence") + int64(a.Config.Lock.CohortMaxHandoffs) + 1 // a run's block: the hand-overs, and the holder's
+	atTop := 0
+	for _, s := range servers {
+		if v, err := s.Do("GET", a.Config.Lock.KeyPrefix+"{late}:fence"); err == nil && v == strconv.FormatInt(top, 10) {
+			atTop++
+		}
+	}
+	if r.Int("fence") != first.Int("fence")+1 || atTop < 2 {
+		t.Fatalf("the waiter got fence %d after %d, and %d masters count at the run's block end %d: not passed the name in a run", r.Int("fence"), first.Int("fence"), atTop, top)
+	}
+}
+
+// awaitNoGoroutineIn waits until no goroutine of the test binary runs fn.
+func awaitNoGoroutineIn(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		n := runtime.Stack(buf, true)
+		for n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			n = runtime.Stack(buf, true)
+		}
+		if !bytes.Contains(buf[:n], []byte(fn)) {
+			return
+		}
+	}
+	t.Fatalf("a goroutine still in %s after 5s", fn)
 }
 
 // awaitGoroutineIn waits until a goroutine of the test binary runs fn.

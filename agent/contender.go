@@ -342,7 +342,7 @@ func (r *contending) ready(w *waiter) bool {
 	case ctx.Err() != nil:
 		a.finish(q, w, result{err: errAgentStopping})
 		return false
-	case cohortable(w.req) && a.inCohort(q.name):
+	case cohortable(w.req) && a.lateRun(q, w): // a run, or one being made
 		r.awaitCohort(w)
 		return false
 	}
@@ -472,7 +472,7 @@ func (r *contending) facts(w *waiter) roundFacts {
 // change in the queue, or the holder's lease to end (fallback).
 func (r *contending) park(w *waiter, fallback time.Duration) {
 	a, q := r.a, r.q
-	a.cluster.Wanted(q.name, a.want(q, w))
+	a.tellWanted(q, w)
 	a.waiterWants(w, true) // and this agent's holders: a hold granted since w's first attempt has not heard of it
 	parked := a.clock.Now()
 	t := a.clock.NewTimer(fallback)
@@ -525,7 +525,7 @@ func (r *contending) awaitCached(w *waiter, act action) {
 	}
 	r.subscribe()
 	if act.sayWanted {
-		a.cluster.Wanted(q.name, a.want(q, w))
+		a.tellWanted(q, w)
 	}
 	recheck := r.watch.Recheck()
 	if confirmed {

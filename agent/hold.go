@@ -36,8 +36,9 @@ type hold struct {
 	// Agent.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
 	// cohort is the run of local holders this hold is part of (see
-	// cohort.go), or nil; set when the hold is made, then not changed.
-	// Holds of one run share rh.
+	// cohort.go), or nil; set when the hold is made, or when a local
+	// waiter came after its grant (see lateRun), under Agent.mu, and not
+	// changed after. Holds of one run share rh.
 	cohort *cohort
 	// notifyWanted says its LOCK asked for WANTED pushes (notify=wanted;
 	// see wanted.go), set when the hold is made; wanted spaces them,
@@ -50,6 +51,11 @@ type hold struct {
 	// EXTEND or downgrade changed it since; guarded by Agent.mu.
 	cache     *cache
 	cacheable bool
+	// cohortable says its LOCK may be part of a run (see cohortable);
+	// reserving that a run's block is being reserved for it (see
+	// lateRun), lateFailed that one failed or it changed since (EXTEND,
+	// a downgrade). Guarded by Agent.mu.
+	cohortable, reserving, lateFailed bool
 }
 
 // count is how many acquisitions of h are not undone yet. s.mu is held.
@@ -67,6 +73,9 @@ func holderOf(rh *renewal.Hold) *hold {
 // gauge. Agent.mu is held.
 func (a *Agent) startHoldLocked(h *hold) {
 	h.rh.Owner = h
+	if h.limit == 1 && h.mode == protocol.Exclusive {
+		a.locked[h.rh.Name] = h
+	}
 	a.held++
 	a.metrics.holdStarted(h)
 	a.noteWantedLocked(h, true)
@@ -76,6 +85,9 @@ func (a *Agent) startHoldLocked(h *hold) {
 // go, or passed on. Agent.mu is held.
 func (a *Agent) endHoldLocked(h *hold) {
 	h.rh.Owner = nil
+	if a.locked[h.rh.Name] == h {
+		delete(a.locked, h.rh.Name)
+	}
 	a.held--
 	a.metrics.holdEnded(h)
 	a.noteWantedLocked(h, false)
@@ -146,7 +158,8 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
-		notifyWanted: w.req.NotifyWanted, cacheable: cacheable(w.req) && w.done == nil && w.reused} // not a multi-lock's; its name used again
+		notifyWanted: w.req.NotifyWanted, cacheable: cacheable(w.req) && w.done == nil && w.reused, // not a multi-lock's; its name used again
+		cohortable: cohortable(w.req)}
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
 	}

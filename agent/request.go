@@ -50,6 +50,9 @@ type waiter struct {
 	// saidWanted says the agents that hold its name were told that it
 	// waits (see saysWanted); the contender's alone.
 	saidWanted bool
+	// toldWanted is when the agents that hold its name were last told
+	// that it waits (see tellWanted). Only its name's contender uses it.
+	toldWanted time.Time
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's

@@ -120,7 +120,9 @@ func (s *session) revoke(req *protocol.Request) error {
 		n, err := s.a.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
 		s.a.metrics.Revoked(n)
 		switch {
-		case errors.Is(err, context.DeadlineExceeded):
+		case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// The bound ran out (a master's own timeout in a round is
+			// the round's NO_QUORUM, below, not this).
 			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.a.revokeBound())
 		case err != nil:
 			return quorumError(err)

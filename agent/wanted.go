@@ -171,17 +171,30 @@ func (a *Agent) saysWanted(q *queue, w *waiter) {
 		return
 	}
 	w.saidWanted = true
-	a.cluster.Wanted(q.name, a.want(q, w)) // first: the holder's agent is the one waiting for it
+	a.tellWanted(q, w) // first: the holder's agent is the one waiting for it
 	a.waiterWants(w, true)
 	a.startsWaiting(q)
 }
 
-// want is what this agent says of its waiters for q's name while w, its
-// head, waits.
-func (a *Agent) want(q *queue, w *waiter) quorum.Want {
+// tellWanted tells the agents that hold q's name that w, its head, waits
+// (quorum.Cluster.Wanted), what this agent's waiters for it want: not if w
+// left the queue meanwhile (a CANCEL while its round was out), nor again
+// within wantedEvery of the last time for w (its first BUSY and the park
+// after it would say it twice, and the second, late on a busy host, would
+// reach a holder as a second WANTED). Only q's contender calls it.
+func (a *Agent) tellWanted(q *queue, w *waiter) {
+	now := a.clock.Now()
+	if !w.toldWanted.IsZero() && now.Sub(w.toldWanted) < wantedEvery {
+		return
+	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	return quorum.Want{Shared: w.req.Mode == protocol.Shared, Count: len(q.waiters)}
+	want, waits := quorum.Want{Shared: w.req.Mode == protocol.Shared, Count: len(q.waiters)}, w.state == queued
+	q.mu.Unlock()
+	if !waits {
+		return
+	}
+	w.toldWanted = now
+	a.cluster.Wanted(q.name, want)
 }
 
 // wanter is what is known of the waiter that wants a name: its mode, and

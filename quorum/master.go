@@ -22,10 +22,27 @@ type MasterConfig struct {
 	Password string
 	DB       int
 	TLS      *tls.Config // nil for plain TCP
-	// AllowReplicas accepts a master that has replicas attached (for
-	// backups). A replica is never promoted by the agent; if something
-	// else promotes it, it is a new master that lost the last writes.
+	// AllowReplicas accepts a master that has replicas attached, unchecked:
+	// the operator says none of them is ever promoted (they are for
+	// backups). A promoted one is still caught by its run_id (see gateLua),
+	// but nothing bounds a split brain. See ReplicaLag for replicas that
+	// may be promoted.
 	AllowReplicas bool
+	// Sentinels, when set, are the Sentinels ("host:port") asked which
+	// server is the primary of MasterSet, instead of Address; the client
+	// follows a failover (see failover.go). SentinelUsername and
+	// SentinelPassword authenticate to the Sentinels.
+	Sentinels                          []string
+	MasterSet                          string
+	SentinelUsername, SentinelPassword string
+	// ReplicaLag, when > 0, accepts a primary with replicas that may be
+	// promoted, when the primary bounds a split brain: it refuses writes
+	// once it lost its replicas for longer than its min-replicas-max-lag,
+	// which must be at most ReplicaLag (see checkSafety), and a master
+	// found with another server's data sits out ReplicaLag + 2.1s more than
+	// the quarantine (see failoverMargin). Default 1s with Sentinels, 0
+	// (replicas are unsafe) without.
+	ReplicaLag time.Duration
 }
 
 // State is a master's health as the agent sees it.
@@ -82,6 +99,10 @@ type master struct {
 	// runID is the server run_id the last probe verified its marker carries
 	// ("" before): every gate call compares the marker's with it.
 	runID atomic.Pointer[string]
+	// dials counts each lane's new connections, runChecked the count up
+	// to which a call on the lane read the server's run_id since (see
+	// uncheckedRun).
+	dials, runChecked [3]atomic.Uint64
 	// reload asks the probe to load the scripts. They are loaded only after
 	// a probe ran the gate that reads the run_id, so that no EVALSHA (whose
 	// gate does not read it) finds them on a restarted master nobody
@@ -168,7 +189,7 @@ func (m *master) quarantined(left time.Duration) {
 func (m *master) status() MasterStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	s := MasterStatus{Name: m.cfg.Name, Address: m.cfg.Address, State: m.state, Settings: m.recorded}
+	s := MasterStatus{Name: m.cfg.Name, Address: m.addressOf(m.client), State: m.state, Settings: m.recorded}
 	if m.lastErr != nil {
 		s.Err = describe(m.lastErr)
 	}
@@ -242,12 +263,12 @@ func (m *master) run(ctx context.Context) {
 func (m *master) connect(ctx context.Context) {
 	var clients [3]rueidis.Client
 	for i := range clients {
-		c, err := m.newClient(ctx)
+		c, err := m.newClient(ctx, lane(i))
 		if err != nil {
 			for _, c := range clients[:i] {
 				c.Close()
 			}
-			m.setState(StateDown, err)
+			m.setState(StateDown, m.sentinelErr(err))
 			return
 		}
 		clients[i] = c
@@ -263,14 +284,14 @@ func (m *master) connect(ctx context.Context) {
 	m.client, m.bulk, m.health = clients[0], clients[1], clients[2]
 	close(m.connected)
 	m.mu.Unlock()
-	m.log.Info("connected", "address", m.cfg.Address)
+	m.log.Info("connected", "address", m.addressOf(m.getClient()))
 	m.reload.Store(true) // by the probe, once it checked the master's run_id
 }
 
 // newClient makes one connection. A stop (ctx) while it connects closes
 // what it dialed: a master that accepts a connection and does not answer
 // (a paused one) would keep the stop waiting out the handshake's timeout.
-func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
+func (m *master) newClient(ctx context.Context, l lane) (rueidis.Client, error) {
 	timeout := m.cluster.cfg.MasterTimeout
 	var mu sync.Mutex
 	connecting, stops := true, []func() bool(nil)
@@ -288,6 +309,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		m.dialed(l)
 		mu.Lock()
 		if connecting { // a reconnection later is not: a stop lets its releases land
 			stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
@@ -303,7 +325,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 			stop()
 		}
 	}()
-	return rueidis.NewClient(rueidis.ClientOption{
+	return rueidis.NewClient(m.withSentinels(rueidis.ClientOption{
 		DialCtxFn:         dial,
 		InitAddress:       []string{m.cfg.Address},
 		Username:          m.cfg.Username,
@@ -319,7 +341,7 @@ func (m *master) newClient(ctx context.Context) (rueidis.Client, error) {
 		// Detect a hung connection well within a lease; the probe marks the
 		// master down sooner than this.
 		ConnWriteTimeout: max(10*timeout, 2*time.Second),
-	})
+	}))
 }
 
 // lane picks one of the master's connections.
@@ -554,7 +576,9 @@ func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueid
 }
 
 // gateArgs are args with, for a script that runs the gate, the run_id this
-// master was verified with appended to the epoch argument (see script.gateArg).
+// master was verified with appended to the epoch argument (see
+// script.gateArg), and the quarantine in the gate argument after it
+// lengthened by the master's failover margin (see lengthenQuarantine).
 func (m *master) gateArgs(s *script, args []string) []string {
 	if s.gateArg < 0 || s.gateArg >= len(args) {
 		return args
@@ -566,6 +590,9 @@ func (m *master) gateArgs(s *script, args []string) []string {
 	out := make([]string, len(args))
 	copy(out, args)
 	out[s.gateArg] += ";" + run
+	if s.gateArg+1 < len(out) {
+		out[s.gateArg+1] = m.lengthenQuarantine(out[s.gateArg+1])
+	}
 	return out
 }
 
@@ -577,6 +604,11 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
 	args = m.gateArgs(s, args)
+	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
+		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		m.checkedRun(l, gen, r)
+		return r
+	}
 	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
 		m.reload.Store(true)
@@ -598,11 +630,19 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 	}
 	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
+	gen, unchecked := m.uncheckedRun(laneBulk, s)
 	for i, k := range calls {
 		args[i] = m.gateArgs(s, k.args)
-		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+		if unchecked {
+			cmds[i] = c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+		} else {
+			cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+		}
 	}
 	out := c.DoMulti(ctx, cmds...)
+	if unchecked {
+		m.checkedRun(laneBulk, gen, out...)
+	}
 	var redo []int
 	for i, r := range out {
 		if noScript(r.Error()) {
@@ -720,14 +760,25 @@ func (m *master) subscribe(ctx context.Context, ch string) bool {
 	return true
 }
 
-// unsubscribe drops a channel that no watcher wants any more.
+// unsubscribe drops a channel that no watcher wants any more. Its
+// deadline counts from its turn, as a subscription's does: one that waited
+// behind a burst of subscriptions past a deadline set before would not be
+// sent at all, and the channel would stay subscribed for the connection's
+// life (a message to this agent at every release of the name, and memory
+// on the master). One that fails makes the connection anew, subscribed to
+// the watched channels only.
 func (m *master) unsubscribe(ctx context.Context, ch string) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.sub == nil || m.cluster.watched(ch) {
 		return
 	}
-	m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	if err := m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build()).Error(); err != nil {
+		m.log.Debug("unsubscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
+		m.sub.Close()
+	}
 }
 
 func (m *master) close() {

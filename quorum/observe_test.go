@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -467,4 +468,47 @@ func awaitSubscribed(t testing.TB, c *Cluster, servers []*redistest.Server, name
 			return n == "1"
 		}, "master %d: never subscribed to %s", i, name)
 	}
+}
+
+// TestClosedWatchesLeaveNoSubscription: a burst of watches, each closed as
+// soon as a master confirmed it, leaves no channel subscribed on any
+// master: an unsubscription that waited its turn behind the burst's
+// subscriptions is still sent (its deadline counts from its turn), or its
+// connection is made anew with only the channels watched.
+func TestClosedWatchesLeaveNoSubscription(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	const n = 6000
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := c.Watch(context.Background(), fmt.Sprintf("leak%d", i))
+			select {
+			case <-w.Recheck():
+			case <-time.After(10 * time.Second):
+			}
+			w.Close()
+		}()
+	}
+	wg.Wait()
+	left := func() (sum int) {
+		for _, s := range servers {
+			r, err := s.Do("PUBSUB", "NUMPAT") // keeps the connection count honest: NUMPAT is 0
+			if err != nil || r != "0" {
+				t.Fatalf("PUBSUB NUMPAT: %q %v", r, err)
+			}
+			r, err = s.Do("PUBSUB", "CHANNELS", "t:*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, _ := strconv.Atoi(r)
+			sum += k
+		}
+		return sum
+	}
+	k := 0
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { k = left(); return k == 0 }, // polls the masters: no event says an unsubscription landed
+		"%d channels still subscribed on the masters after %d watches were closed", &k, n)
 }

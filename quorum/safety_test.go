@@ -18,20 +18,25 @@ import (
 
 func TestUnsafeInfo(t *testing.T) {
 	for _, tc := range []struct {
-		name, info    string
-		allowReplicas bool
-		want          string // "" for safe
+		name, info string
+		policy     replicaPolicy
+		want       string // "" for safe
 	}{
-		{"a lone master with noeviction is safe", "role:master\r\nconnected_slaves:0\r\nmaxmemory_policy:noeviction\r\n", false, ""},
-		{"a replica is unsafe", "role:slave\r\nmaxmemory_policy:noeviction\r\n", false, "role:slave"},
-		{"a master with a replica attached is unsafe", "role:master\r\nconnected_slaves:1\r\n", false, "connected_slaves:1"},
-		{"a master with a replica is accepted when allowed", "role:master\r\nconnected_slaves:2\r\nmaxmemory_policy:noeviction\r\n", true, ""},
-		{"an evicting policy is unsafe", "role:master\r\nmaxmemory_policy:allkeys-lru\r\n", false, "maxmemory_policy:allkeys-lru"},
-		{"volatile eviction is unsafe too", "maxmemory_policy:volatile-ttl\r\n", false, "maxmemory_policy:volatile-ttl"},
-		{"fields a server does not report are not judged", "# Clients\r\nconnected_clients:3\r\n", false, ""},
+		{"a lone master with noeviction is safe", "role:master\r\nconnected_slaves:0\r\nmaxmemory_policy:noeviction\r\n", replicaPolicy{}, ""},
+		{"a replica is unsafe", "role:slave\r\nmaxmemory_policy:noeviction\r\n", replicaPolicy{}, "role:slave"},
+		{"a replica is unsafe even where replicas may be promoted", "role:slave\r\n", replicaPolicy{lag: time.Second}, "role:slave"},
+		{"a master with a replica attached is unsafe", "role:master\r\nconnected_slaves:1\r\n", replicaPolicy{}, "connected_slaves:1"},
+		{"a master with a replica is accepted when allowed", "role:master\r\nconnected_slaves:2\r\nmaxmemory_policy:noeviction\r\n", replicaPolicy{allow: true}, ""},
+		{"a primary whose replica may be promoted is unsafe without min-replicas-to-write", "role:master\r\nconnected_slaves:1\r\n", replicaPolicy{lag: time.Second},
+			"connected_slaves:1-without-min-replicas-to-write"},
+		{"a primary whose replica may be promoted is safe with min-replicas-to-write", "role:master\r\nconnected_slaves:1\r\nmin_slaves_good_slaves:1\r\n", replicaPolicy{lag: time.Second}, ""},
+		{"a primary that lost its replicas is judged by its eviction policy only", "role:master\r\nconnected_slaves:0\r\nmaxmemory_policy:noeviction\r\n", replicaPolicy{lag: time.Second}, ""},
+		{"an evicting policy is unsafe", "role:master\r\nmaxmemory_policy:allkeys-lru\r\n", replicaPolicy{}, "maxmemory_policy:allkeys-lru"},
+		{"volatile eviction is unsafe too", "maxmemory_policy:volatile-ttl\r\n", replicaPolicy{}, "maxmemory_policy:volatile-ttl"},
+		{"fields a server does not report are not judged", "# Clients\r\nconnected_clients:3\r\n", replicaPolicy{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := unsafeInfo(tc.info, tc.allowReplicas)
+			err := unsafeInfo(infoFields(tc.info), tc.policy)
 			var ue *UnsafeError
 			switch {
 			case tc.want == "" && err != nil:

@@ -84,7 +84,9 @@ func procAgentConfig(t testing.TB, id string, servers []*redistest.Server, lockB
 // startProcAgents bootstraps servers as new masters (with the first
 // agent's config: they all share the lock settings) and starts one agent
 // process per id, each waited for until it listens and sees every master
-// up. Each is stopped with SIGTERM when the test ends, and must exit 0.
+// up. The processes start all at once, then are waited for in turn: 64
+// agents start in the time of a few. Each is stopped with SIGTERM when the
+// test ends, and must exit 0.
 func startProcAgents(t testing.TB, bin string, servers []*redistest.Server, lockBlock string, ids ...string) []*procAgent {
 	t.Helper()
 	agents := make([]*procAgent, len(ids))
@@ -93,12 +95,26 @@ func startProcAgents(t testing.TB, bin string, servers []*redistest.Server, lock
 		if i == 0 {
 			bootstrap(t, bin, cfgPath)
 		}
-		agents[i] = startProcAgent(t, bin, id, cfgPath, sock)
+		agents[i] = launchProcAgent(t, bin, id, cfgPath, sock)
+	}
+	for _, a := range agents {
+		a.await(t)
 	}
 	return agents
 }
 
+// startProcAgent starts one agent process and waits until it listens and
+// sees every master up.
 func startProcAgent(t testing.TB, bin, id, cfgPath, sock string) *procAgent {
+	t.Helper()
+	a := launchProcAgent(t, bin, id, cfgPath, sock)
+	a.await(t)
+	return a
+}
+
+// launchProcAgent starts one agent process, and its stop when the test
+// ends, without waiting for it.
+func launchProcAgent(t testing.TB, bin, id, cfgPath, sock string) *procAgent {
 	t.Helper()
 	a := &procAgent{id: id, sock: sock, cmd: exec.Command(bin, "run", "-config", cfgPath), done: make(chan struct{}), logs: &syncBuffer{}}
 	a.cmd.Stderr = a.logs
@@ -107,11 +123,16 @@ func startProcAgent(t testing.TB, bin, id, cfgPath, sock string) *procAgent {
 	}
 	go func() { a.exit = a.cmd.Wait(); close(a.done) }()
 	t.Cleanup(func() { a.stop(t) })
-	waitForListener(t, sock)
-	c := agenttest.Dial(t, sock)
+	return a
+}
+
+// await waits until the agent listens and sees every master up.
+func (a *procAgent) await(t testing.TB) {
+	t.Helper()
+	waitForListener(t, a.sock)
+	c := agenttest.Dial(t, a.sock)
 	defer c.Close()
 	c.AwaitMasters("up", 3)
-	return a
 }
 
 // stop sends SIGTERM and waits for the process; it fails the test if the

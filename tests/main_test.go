@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 		helper(path, os.Getenv("LOCK_AGENT_HELPER_NAME"))
 		return
 	}
+	if path := os.Getenv(echoEnv); path != "" {
+		echo(path) // BenchmarkRoundTrip's echo server
+		return
+	}
 	if path := os.Getenv(relayEnv); path != "" {
 		relay(path) // a candidate of the election tests
 		return

@@ -42,15 +42,23 @@ type socketBlock struct {
 }
 
 type redisBlock struct {
-	Name         string  `hcl:"name,label"`
-	Address      string  `hcl:"address"`
+	Name string `hcl:"name,label"`
+	// Address, or Sentinels and MasterSet (see sentinel.go): one of them.
+	Address      *string `hcl:"address,optional"`
 	Username     *string `hcl:"username,optional"`
 	Password     *string `hcl:"password,optional"`
 	PasswordFile *string `hcl:"password_file,optional"`
 	DB           *int    `hcl:"db,optional"`
 	// AllowReplicas accepts this master with replicas attached.
-	AllowReplicas *bool     `hcl:"allow_replicas,optional"`
-	TLS           *tlsBlock `hcl:"tls,block"`
+	AllowReplicas *bool `hcl:"allow_replicas,optional"`
+	// Sentinels, MasterSet, SentinelUsername, SentinelPassword and
+	// MaxReplicaLag: see quorum.MasterConfig.
+	Sentinels        []string  `hcl:"sentinels,optional"`
+	MasterSet        *string   `hcl:"master_set,optional"`
+	SentinelUsername *string   `hcl:"sentinel_username,optional"`
+	SentinelPassword *string   `hcl:"sentinel_password,optional"`
+	MaxReplicaLag    *string   `hcl:"max_replica_lag,optional"`
+	TLS              *tlsBlock `hcl:"tls,block"`
 }
 
 type tlsBlock struct {

@@ -15,7 +15,7 @@ import (
 func (v *validator) masters(blocks []redisBlock, c *agent.Config) {
 	if len(blocks) == 0 {
 		v.diags = append(v.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No redis masters",
-			Detail:  "add at least one redis \"NAME\" { address = \"host:port\" } block; three or five are what RedLock wants",
+			Detail:  "add at least one redis \"NAME\" { address = \"host:port\" } block (or { sentinels = [...]  master_set = \"NAME\" }); three or five are what RedLock wants",
 			Subject: &hcl.Range{Filename: v.file, Start: hcl.InitialPos, End: hcl.InitialPos}})
 		return
 	}
@@ -34,10 +34,8 @@ func (v *validator) masters(blocks []redisBlock, c *agent.Config) {
 
 // master checks one redis block.
 func (v *validator) master(b redisBlock, errorf errorFunc) quorum.MasterConfig {
-	m := quorum.MasterConfig{Name: b.Name, Address: b.Address}
-	if host, port, ok := strings.Cut(b.Address, ":"); !ok || host == "" || port == "" {
-		errorf("address", "want host:port, got %q", b.Address)
-	}
+	m := quorum.MasterConfig{Name: b.Name}
+	v.where(b, &m, errorf)
 	if b.Username != nil {
 		m.Username = *b.Username
 	}

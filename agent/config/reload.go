@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"strings"
+	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -75,6 +77,10 @@ type masterKey struct {
 	DB                                int
 	TLS                               bool
 	ServerName                        string
+	// A Sentinel master's: its Sentinels (joined), master set, Sentinel
+	// credentials, and replica lag (its quarantine depends on it).
+	Sentinels, MasterSet, SentinelUsername, SentinelPassword string
+	ReplicaLag                                               time.Duration
 }
 
 func masterKeys(ms []quorum.MasterConfig) []masterKey {
@@ -84,6 +90,8 @@ func masterKeys(ms []quorum.MasterConfig) []masterKey {
 		if m.TLS != nil {
 			keys[i].ServerName = m.TLS.ServerName
 		}
+		keys[i].Sentinels, keys[i].MasterSet = strings.Join(m.Sentinels, ","), m.MasterSet
+		keys[i].SentinelUsername, keys[i].SentinelPassword, keys[i].ReplicaLag = m.SentinelUsername, m.SentinelPassword, m.ReplicaLag
 	}
 	return keys
 }

@@ -25,6 +25,10 @@ type Server struct {
 	t    testing.TB
 	tls  *TLSFiles // nil for plain TCP
 	dir  string    // its working directory
+	// args are more arguments it starts with (see StartWith), and
+	// sentinel the config file it runs as a Sentinel with ("" if not).
+	args     []string
+	sentinel string
 }
 
 // TLSFiles are the PEM files a TLS server is started with: it serves only
@@ -96,7 +100,7 @@ func (s *Server) Launch() {
 	}
 }
 
-func start(t testing.TB) *Server {
+func start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	var lastErr error
 	for range 10 {
@@ -104,7 +108,7 @@ func start(t testing.TB) *Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, t: t}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, t: t, args: args}
 		if lastErr = s.launch(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -127,6 +131,10 @@ func (s *Server) launch() error {
 	}
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
+	if s.sentinel != "" {
+		args = append([]string{s.sentinel, "--sentinel"}, args...)
+	}
+	args = append(args, s.args...)
 	if s.tls != nil {
 		args[1] = "0"
 		args = append(args, "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", s.tls.Cert,
