@@ -95,18 +95,8 @@ func TestALocalWaiterAfterTheGrantIsPassedTheName(t *testing.T) {
 // awaitNoGoroutineIn waits until no goroutine of the test binary runs fn.
 func awaitNoGoroutineIn(t *testing.T, fn string) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		n := runtime.Stack(buf, true)
-		for n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			n = runtime.Stack(buf, true)
-		}
-		if !bytes.Contains(buf[:n], []byte(fn)) {
-			return
-		}
-	}
-	t.Fatalf("a goroutine still in %s after 5s", fn)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return !bytes.Contains(allStacks(), []byte(fn)) },
+		"a goroutine still in %s after 5s", fn)
 }
 
 // awaitGoroutineIn waits until a goroutine of the test binary runs fn.
