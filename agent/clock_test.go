@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -121,9 +122,7 @@ func TestIdleSessionsAreClosedOnTheAgentsClock(t *testing.T) {
 // awaitOpen waits until a has n open sessions (see agent.OpenSessions).
 func awaitOpen(t *testing.T, a *agenttest.Agent, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); agent.OpenSessions(a.Agent) != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions open, want %d", agent.OpenSessions(a.Agent), n)
-		}
-	}
+	open := 0
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { open = agent.OpenSessions(a.Agent); return open == n },
+		"%d sessions open, want %d", &open, n)
 }

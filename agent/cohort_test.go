@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
@@ -94,36 +95,23 @@ func TestALocalWaiterAfterTheGrantIsPassedTheName(t *testing.T) {
 // awaitNoGoroutineIn waits until no goroutine of the test binary runs fn.
 func awaitNoGoroutineIn(t *testing.T, fn string) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		n := runtime.Stack(buf, true)
-		for n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			n = runtime.Stack(buf, true)
-		}
-		if !bytes.Contains(buf[:n], []byte(fn)) {
-			return
-		}
-	}
-	t.Fatalf("a goroutine still in %s after 5s", fn)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return !bytes.Contains(allStacks(), []byte(fn)) },
+		"a goroutine still in %s after 5s", fn)
 }
 
 // awaitGoroutineIn waits until a goroutine of the test binary runs fn.
 func awaitGoroutineIn(t *testing.T, fn string) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		for {
-			n := runtime.Stack(buf, true)
-			if n < len(buf) {
-				if bytes.Contains(buf[:n], []byte(fn)) {
-					return
-				}
-				break
-			}
-			buf = make([]byte, 2*len(buf))
+	var stacks []byte
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { stacks = allStacks(); return bytes.Contains(stacks, []byte(fn)) },
+		"no goroutine in %s after 5s\n%s", fn, &stacks)
+}
+
+// allStacks is every goroutine's stack, as runtime.Stack gives it.
+func allStacks() []byte {
+	for buf := make([]byte, 1<<20); ; buf = make([]byte, 2*len(buf)) {
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			return buf[:n]
 		}
 	}
-	n := runtime.Stack(buf, true)
-	t.Fatalf("no goroutine in %s after 5s\n%s", fn, buf[:n])
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"sync"
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent/telemetry"
@@ -15,11 +16,14 @@ func SetHealthTiming(t interface{ Cleanup(func()) }, beat, stale time.Duration) 
 }
 
 // Wedge makes the loop named loop (see telemetry.Loop.String) block at its next beat
-// until the returned release is called (or the test ends).
-func Wedge(t interface{ Cleanup(func()) }, loop string) (release func()) {
-	released := make(chan struct{})
+// until the returned release is called (or the test ends); parked is closed
+// once the loop is blocked there.
+func Wedge(t interface{ Cleanup(func()) }, loop string) (parked <-chan struct{}, release func()) {
+	released, blocked := make(chan struct{}), make(chan struct{})
+	var park sync.Once
 	telemetry.SetWedgeHook(func(l string) {
 		if l == loop {
+			park.Do(func() { close(blocked) })
 			<-released
 		}
 	})
@@ -32,7 +36,7 @@ func Wedge(t interface{ Cleanup(func()) }, loop string) (release func()) {
 		}
 	}
 	t.Cleanup(release)
-	return release
+	return blocked, release
 }
 
 // OutQueue is how many lines a session queues for its writer before it

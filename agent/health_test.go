@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -20,11 +21,8 @@ func TestHealthSeesAWedgedLoop(t *testing.T) {
 	a := agenttest.Start(t, agenttest.Config(t, redistest.Start(t, 3), 3*time.Second))
 	healthy := func() {
 		t.Helper()
-		for deadline := time.Now().Add(2 * time.Second); a.Healthy() != nil; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("not healthy: %v", a.Healthy())
-			}
-		}
+		var err error
+		lockagenttest.Eventually(t, 2*time.Second, func() bool { err = a.Healthy(); return err == nil }, "not healthy: %v", &err)
 		// and it stays so past a stale window: the loops keep beating
 		time.Sleep(stale + stale/5)
 		if err := a.Healthy(); err != nil {
@@ -34,16 +32,10 @@ func TestHealthSeesAWedgedLoop(t *testing.T) {
 	healthy()
 	for _, loop := range []string{"accept loop", "renewal watchdog"} {
 		t.Run(loop, func(t *testing.T) {
-			release := agent.Wedge(t, loop)
+			_, release := agent.Wedge(t, loop)
 			var err error
-			for deadline := time.Now().Add(stale + 2*time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if err = a.Healthy(); err != nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("still healthy %v after the %s was wedged", stale+2*time.Second, loop)
-				}
-			}
+			lockagenttest.Eventually(t, stale+2*time.Second, func() bool { err = a.Healthy(); return err != nil },
+				"still healthy %v after the %s was wedged", stale+2*time.Second, loop)
 			if !strings.Contains(err.Error(), loop+" silent for") || strings.Count(err.Error(), "silent") != 1 {
 				t.Fatalf("with the %s wedged: %v", loop, err)
 			}
@@ -52,8 +44,12 @@ func TestHealthSeesAWedgedLoop(t *testing.T) {
 		})
 	}
 	// A wedged accept loop is a real one: a client is not served.
-	release := agent.Wedge(t, "accept loop")
-	time.Sleep(100 * time.Millisecond) // the loop is parked at its next beat
+	parked, release := agent.Wedge(t, "accept loop")
+	select {
+	case <-parked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the accept loop never came to its next beat")
+	}
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	_, reply := c.Send("PING")
 	select {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 )
 
 func TestMemoryTrimmerTrimsOnlyOnceABurstIsOver(t *testing.T) {
@@ -70,11 +71,7 @@ func TestMemoryTrimmerReturnsABurstsMemory(t *testing.T) {
 	held := residentHeap()
 	burstSink = nil
 
-	deadline := time.Now().Add(10 * time.Second)
-	for residentHeap() > held-size*3/4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("resident heap %d MiB ten seconds after a burst of %d MiB ended (%d MiB while held)", residentHeap()>>20, size>>20, held>>20)
-		}
-		time.Sleep(50 * time.Millisecond) // polls the runtime's figure: no event tells when it falls
-	}
+	var resident uint64
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { resident = residentHeap(); return resident <= held-size*3/4 }, // no event tells when it falls
+		"resident heap %d B ten seconds after a burst of %d MiB ended (%d MiB while held)", &resident, size>>20, held>>20)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -85,15 +86,11 @@ func (s scrape) expect(t *testing.T, want float64, name string, labels ...string
 // awaitMetric scrapes until name{labels} reaches at least want (up to 5s).
 func awaitMetric(t *testing.T, a *agenttest.Agent, want float64, name string, labels ...string) scrape {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		s := scrapeAgent(t, a)
-		if s.value(name, labels...) >= want {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v never reached %v: it is %v", name, labels, want, s.value(name, labels...))
-		}
-	}
+	var s scrape
+	got := 0.0
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { s = scrapeAgent(t, a); got = s.value(name, labels...); return got >= want },
+		"%s%v never reached %v: it is %v", name, labels, want, &got)
+	return s
 }
 
 // TestMetricsFollowLocksAndAnswers: each answer a client gets moves its
@@ -272,7 +269,10 @@ func randomHex(t *testing.T) string {
 // lost its data is counted as it enters quarantine.
 func TestMetricsCountFenceSettlesAndQuarantines(t *testing.T) {
 	servers := redistest.Start(t, 3)
-	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
+	// A quarantine lasts a lease: 3s, so that the probe after the one that
+	// met the loss still finds it (with 1s, a probe late on a loaded host
+	// came after its end, and the gauge never showed it).
+	a := agenttest.Start(t, agenttest.Config(t, servers, 3*time.Second))
 	c := agenttest.Dial(t, a.SocketPath())
 	s := scrapeAgent(t, a)
 	s.expect(t, 0, "lock_agent_fence_settles_total")

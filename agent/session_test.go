@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
@@ -212,19 +213,15 @@ func TestSessionsPerUID(t *testing.T) {
 		t.Fatalf("third session of one uid got %q", line)
 	}
 	first.Close()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
 		c := agenttest.Dial(t, a.Config.Socket.Path)
 		select {
 		case <-c.Closed():
-		case <-time.After(50 * time.Millisecond):
-			if r := c.Do("PING"); r.Kind == "OK" {
-				return // a closed session gave its place back
-			}
+			return false
+		case <-time.After(50 * time.Millisecond): // not refused at once
+			return c.Do("PING").Kind == "OK"
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("a closed session's place was not given back")
-		}
-	}
+	}, "a closed session's place was not given back")
 }
 
 // TestLostComesBeforeNotHeld: an UNLOCK that races a hold's expiry and

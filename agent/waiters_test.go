@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent"
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
@@ -128,29 +129,18 @@ func TestEveryPipelinedRequestIsAnsweredOnceWhateverEndsItsSession(t *testing.T)
 		}
 	}
 	c := agenttest.Dial(t, a.Config.Socket.Path)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := c.Do("STATUS")
-		if r.Int("holds") == 0 && r.Int("waiters") == 0 && r.Int("sessions") == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("left behind: %s", r.Line)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		r = c.Do("STATUS")
+		return r.Int("holds") == 0 && r.Int("waiters") == 0 && r.Int("sessions") == 1
+	}, "left behind: %s", &r.Line)
 	for _, name := range []string{"n0", "n1", "n2", "n3"} {
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			r := c.Do("WHO " + name)
-			// No holder, and no place in the masters' queue: the waits
-			// that ended left it in the background (see fair.go).
-			if r.Int("n") == 0 && r.Fields["queued"] == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still held or queued for after every session closed: %s %v", name, r.Line, r.Data)
-			}
-		}
+		// No holder, and no place in the masters' queue: the waits
+		// that ended left it in the background (see fair.go).
+		lockagenttest.Eventually(t, 5*time.Second, func() bool {
+			r = c.Do("WHO " + name)
+			return r.Int("n") == 0 && r.Fields["queued"] == ""
+		}, "%s still held or queued for after every session closed: %s %v", name, &r.Line, &r.Data)
 		if r := c.Do("LOCK " + name + " wait=0"); r.Kind != "OK" {
 			t.Fatalf("%s: %s", name, r.Line)
 		}
@@ -211,11 +201,7 @@ func TestAFailedEntryDoesNotHoldUpTheName(t *testing.T) {
 	// The waiter's own entry leaves in the background (and the masters may
 	// be slow to answer on a busy host): well within the 30s heartbeat that
 	// an entry left behind on a majority would keep the name queued.
-	r := fair.Do("LOCK x wait=0")
-	for deadline := time.Now().Add(10 * time.Second); r.Kind != "OK" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		r = fair.Do("LOCK x wait=0")
-	}
-	if r.Kind != "OK" {
-		t.Fatalf("x is neither held nor waited for: %s", r.Line)
-	}
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { r = fair.Do("LOCK x wait=0"); return r.Kind == "OK" },
+		"x is neither held nor waited for: %s", &r.Line)
 }

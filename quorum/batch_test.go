@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -149,15 +150,9 @@ func TestReleasesQueuedForAHungMasterLandWhenItAnswers(t *testing.T) {
 	}
 	// A grant returns once a majority has it: m0's may land just after (on
 	// a loaded host it did: "m0 has 398 of 400 holds").
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		n := servers[0].Keys("t:{r*}:h:h")
-		if n == holds {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("m0 has %d of %d holds before the pause", n, holds)
-		}
-	}
+	n := 0
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { n = servers[0].Keys("t:{r*}:h:h"); return n == holds },
+		"m0 has %d of %d holds before the pause", &n, holds)
 	servers[0].Pause()
 	var wg sync.WaitGroup
 	burst := make(chan struct{})
@@ -175,13 +170,8 @@ func TestReleasesQueuedForAHungMasterLandWhenItAnswers(t *testing.T) {
 	wg.Wait()
 	time.Sleep(1500 * time.Millisecond) // past the releases' deadline
 	servers[0].Resume()
-	left := 0
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if left = servers[0].Keys("t:{r*}:h:h"); left == 0 {
-			return
-		}
-	}
-	t.Fatalf("%d of %d released holds are still on the master that was paused during their release", left, holds)
+	lockagenttest.Eventually(t, 3*time.Second, func() bool { n = servers[0].Keys("t:{r*}:h:h"); return n == 0 },
+		"%d of %d released holds are still on the master that was paused during their release", &n, holds)
 }
 
 // runAcquireBatch sends reqs to master i as one call of the batch script,
@@ -314,12 +304,11 @@ func TestBatchedRoundsUnderFaults(t *testing.T) {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(5, 6))
 		for time.Now().Before(stop) {
-			s := servers[rng.IntN(3)]
+			i := rng.IntN(3)
+			s := servers[i]
 			switch rng.IntN(6) {
 			case 0, 1:
-				s.Pause()
-				time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-				s.Resume()
+				redistest.PauseFor(time.Duration(100+rng.IntN(300))*time.Millisecond, servers, i)
 			case 2: // only m0 loses its data: two masters lost would stop every round for a quarantine
 				servers[0].Restart()
 			case 3:
@@ -395,18 +384,13 @@ func TestBatchedRoundsUnderFaults(t *testing.T) {
 		}
 	}
 	left := 0
-	for deadline := time.Now().Add(lease / 2); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	lockagenttest.Eventually(t, lease/2, func() bool {
 		left = 0
 		for _, s := range servers {
 			left += s.Keys("t:{*}:h:*")
 		}
-		if left == 0 {
-			break
-		}
-	}
-	if left > 0 {
-		t.Errorf("%d holds left on the masters after every hold was released", left)
-	}
+		return left == 0
+	}, "%d holds left on the masters after every hold was released", &left)
 	t.Logf("%d grants (%d on shared names); round errors: %v", grants, func() int {
 		n := 0
 		for _, hs := range holds {

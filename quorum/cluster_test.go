@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -71,13 +72,9 @@ func runCluster(t testing.TB, cfg Config) *Cluster {
 
 func waitStates(t testing.TB, c *Cluster, ok func([]MasterStatus) bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok(c.Status()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("masters never reached the wanted state: %+v", c.Status())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var st []MasterStatus
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { st = c.Status(); return ok(st) },
+		"masters never reached the wanted state: %+v", &st)
 }
 
 func req(name, holder string) AcquireRequest {
@@ -129,18 +126,7 @@ func TestAcquireReleaseAndBusy(t *testing.T) {
 	if held, err := c.Release(ctx, "a", "h1"); err != nil || held < 1 {
 		t.Fatalf("release: held=%d err=%v", held, err)
 	}
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
-		left := 0
-		for _, s := range servers {
-			left += s.Keys("t:{a}:h:h1")
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("h1 still held on %d masters after its release", left)
-		}
-	}
+	awaitKeys(t, servers, "t:{a}:h:h1")        // h1's release lands on the last master just after
 	g2, err := acquire(ctx, c, req("a", "h3")) // holder ids are per attempt
 	if err != nil || g2.Fence <= g.Fence {
 		t.Fatalf("after release: %+v %v (fence must grow past %d)", g2, err, g.Fence)
@@ -178,13 +164,15 @@ func TestAcquireEveryFailureMask(t *testing.T) {
 			if bits.OnesCount(uint(mask)) <= 1 {
 				// Liveness: on a loaded host a just-resumed master can miss
 				// two probes; the grant must come within a few attempts.
-				for try := 1; err != nil && try < 5; try++ {
-					time.Sleep(100 * time.Millisecond)
-					_, err = acquire(ctx, c, req(name, fmt.Sprintf("h%d", try)))
-				}
-				if err != nil {
-					t.Fatalf("with a majority up: %v; status %+v", err, c.Status())
-				}
+				try, st := 0, c.Status()
+				lockagenttest.Eventually(t, 2*time.Second, func() bool {
+					if err != nil {
+						try++
+						_, err = acquire(ctx, c, req(name, fmt.Sprintf("h%d", try)))
+						st = c.Status()
+					}
+					return err == nil
+				}, "with a majority up: %v; status %+v", &err, &st)
 			} else {
 				if !errors.Is(err, ErrNoQuorum) {
 					t.Fatalf("with a majority paused: err = %v, want no quorum", err)
@@ -318,13 +306,7 @@ func TestAReleaseThatOvertakesItsAcquireWins(t *testing.T) {
 	// acquire first; the failed acquire's own release then lands there.
 	// Either way the key goes well within the 5s lease, so its expiry
 	// cannot pass this check.
-	for _, s := range servers {
-		for deadline := time.Now().Add(2 * time.Second); s.Keys("t:{o}:h:attempt-1") != 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("orphaned holder key on %s", s.Addr)
-			}
-		}
-	}
+	awaitKeys(t, servers, "t:{o}:h:attempt-1") // no orphaned holder key
 	if _, err := acquire(ctx, c, req("o", "attempt-2")); err != nil {
 		t.Fatalf("the name was blocked: %v", err)
 	}
@@ -369,18 +351,14 @@ func TestWatchesWhoseSubscribeFailedAreSubscribedAgain(t *testing.T) {
 	}
 	time.Sleep(6 * cfg.MasterTimeout) // the pause: past the first SUBSCRIBE's deadline (4×MasterTimeout)
 	servers[0].Resume()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // a poll, as waitStates
-		var missing []string
+	var missing []string
+	lockagenttest.Eventually(t, 10*time.Second, func() bool {
+		missing = nil
 		for _, name := range names {
 			if !subscribed(name) {
 				missing = append(missing, name)
 			}
 		}
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a paused master answered again, not subscribed there to %v", missing)
-		}
-	}
+		return len(missing) == 0
+	}, "after a paused master answered again, not subscribed there to %v", &missing)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -23,20 +24,16 @@ func counter(t testing.TB, s *redistest.Server, name string) int64 {
 // write-backs to masters the round did not wait for land in the background.
 func awaitCounters(t testing.TB, servers []*redistest.Server, name string, top int64) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		low := -1
+	low := -1
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
+		low = -1
 		for i, s := range servers {
 			if counter(t, s, name) < top {
 				low = i
 			}
 		}
-		if low < 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("master %d counts %d for %s, below the block's end %d", low, counter(t, servers[low], name), name, top)
-		}
-	}
+		return low < 0
+	}, "master %d counts below the block's end %d for %s", &low, top, name)
 }
 
 func blockReq(name, holder string, block int) AcquireRequest {

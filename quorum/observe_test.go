@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -79,18 +80,7 @@ func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
 	if got := c.MarkObserved(ctx, "v", 5*time.Second); got != 3 {
 		t.Fatalf("marked on %d masters", got)
 	}
-	for i, s := range servers { // every master's subscription is made: a later message is not lost
-		subscribers := func() string {
-			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel("v"))
-			return n
-		}
-		for deadline := time.Now().Add(5 * time.Second); subscribers() != "1"; {
-			if time.Now().After(deadline) {
-				t.Fatalf("master %d: never subscribed", i)
-			}
-			time.Sleep(5 * time.Millisecond) // a poll, as waitStates
-		}
-	}
+	awaitSubscribed(t, c, servers, "v") // a later message is not lost
 	drain(w.Leader())
 	drain(w.C())
 	r := req("v", "h1")
@@ -113,13 +103,17 @@ func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
 	if err != nil || !ok || leader.ID != "h1" || leader.Record.Who.Value != "one" || leader.Record.Fence != g.Fence {
 		t.Fatalf("Leader = %+v, %v, %v", leader, ok, err)
 	}
+	// The grant returned once a majority had it; a SET before it reaches
+	// the last master finds no holder there, and the late grant then
+	// leaves "one" on it.
+	awaitOnEveryMaster(t, servers, c.holderKey("v", "h1"))
 	if err := c.SetValue(ctx, "v", "h1", "two"); err != nil {
 		t.Fatal(err)
 	}
-	for i, s := range servers {
-		if v, err := s.Do("HGET", c.holderKey("v", "h1"), "value"); err != nil || v != "two" {
-			t.Fatalf("master %d: value %q, %v", i, v, err)
-		}
+	for i, s := range servers { // SET returns once a majority has it: the last may get it just after
+		var v string
+		lockagenttest.Eventually(t, 2*time.Second, func() bool { v, _ = s.Do("HGET", c.holderKey("v", "h1"), "value"); return v == "two" },
+			"master %d: value %q", i, &v)
 	}
 	if err := c.SetValue(ctx, "v", "nobody", "x"); err == nil {
 		t.Fatal("SET of a holder no master has succeeded")
@@ -448,11 +442,7 @@ func TestLeaderDoesNotWaitForAPausedVoter(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(10 * time.Second); !marked(); time.Sleep(5 * time.Millisecond) { // a poll, as waitStates
-		if time.Now().After(deadline) {
-			t.Fatal("the contended grant was never marked settled")
-		}
-	}
+	lockagenttest.Eventually(t, 10*time.Second, marked, "the contended grant was never marked settled")
 	servers[2].Pause()
 	defer servers[2].Resume()
 	for _, want := range []string{"h", ""} {
@@ -464,6 +454,19 @@ func TestLeaderDoesNotWaitForAPausedVoter(t *testing.T) {
 		if _, err := c.Release(ctx, "s", "h"); err != nil && want != "" {
 			t.Fatal(err)
 		}
+	}
+}
+
+// awaitSubscribed waits until every master has c's subscription to name's
+// channel: a Watch subscribes in the background, and a message published
+// before it lands is lost to it.
+func awaitSubscribed(t testing.TB, c *Cluster, servers []*redistest.Server, name string) {
+	t.Helper()
+	for i, s := range servers {
+		lockagenttest.Eventually(t, 5*time.Second, func() bool {
+			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel(name))
+			return n == "1"
+		}, "master %d: never subscribed to %s", i, name)
 	}
 }
 
@@ -505,11 +508,7 @@ func TestClosedWatchesLeaveNoSubscription(t *testing.T) {
 		}
 		return sum
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for k := left(); k > 0; k = left() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d channels still subscribed on the masters after %d watches were closed", k, n)
-		}
-		time.Sleep(50 * time.Millisecond) // polls the masters: no event says an unsubscription landed
-	}
+	k := 0
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { k = left(); return k == 0 }, // polls the masters: no event says an unsubscription landed
+		"%d channels still subscribed on the masters after %d watches were closed", &k, n)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -146,12 +147,7 @@ func TestQueueTicketsSettleOverLaggingMasters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // the settle goes on past a majority
-	for i, s := range servers {
-		if got, _ := s.Do("ZSCORE", "t:{s}:q", a.Member()); got != fmt.Sprint(ta[0]) {
-			t.Fatalf("m%d orders the entry by %s, want the settled %d", i, got, ta[0])
-		}
-	}
+	awaitScore(t, servers, "t:{s}:q", a.Member(), fmt.Sprint(ta[0])) // the settle goes on past a majority
 	servers[0].Pause()
 	defer servers[0].Resume()
 	b := Entry{ID: "b"}
@@ -189,56 +185,44 @@ func TestQueueSplitVote(t *testing.T) {
 	}
 }
 
+// mastersWith counts the servers for which has holds.
+func mastersWith(servers []*redistest.Server, has func(*redistest.Server) bool) int {
+	n := 0
+	for _, s := range servers {
+		if has(s) {
+			n++
+		}
+	}
+	return n
+}
+
 // awaitTombstones waits until every server has the key.
 func awaitTombstones(t *testing.T, servers []*redistest.Server, key string) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		n := 0
-		for _, s := range servers {
-			n += s.Keys(key)
-		}
-		if n == len(servers) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d masters have %s", n, key)
-		}
-	}
+	n := 0
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
+		n = mastersWith(servers, func(s *redistest.Server) bool { return s.Keys(key) > 0 })
+		return n == len(servers)
+	}, "only %d masters have %s", &n, key)
+}
+
+// awaitScore waits until every master scores member of key score.
+func awaitScore(t *testing.T, servers []*redistest.Server, key, member, score string) {
+	t.Helper()
+	n := 0
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
+		n = mastersWith(servers, func(s *redistest.Server) bool { got, _ := s.Do("ZSCORE", key, member); return got == score })
+		return n == len(servers)
+	}, "%d of %d masters score %s %s in %s", &n, len(servers), member, score, key)
 }
 
 // awaitKeys waits until no server has a key matching pattern: a release or
 // dequeue returns once a majority answered, and lands on the rest just after.
-// awaitScore waits until every master scores member of key score.
-func awaitScore(t *testing.T, servers []*redistest.Server, key, member, score string) {
-	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		n := 0
-		for _, s := range servers {
-			if got, _ := s.Do("ZSCORE", key, member); got == score {
-				n++
-			}
-		}
-		if n == len(servers) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d masters score %s %s in %s", n, len(servers), member, score, key)
-		}
-	}
-}
-
 func awaitKeys(t *testing.T, servers []*redistest.Server, pattern string) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		n := 0
-		for _, s := range servers {
-			n += s.Keys(pattern)
-		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d masters still have %s", n, pattern)
-		}
-	}
+	n := 0
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
+		n = mastersWith(servers, func(s *redistest.Server) bool { return s.Keys(pattern) > 0 })
+		return n == 0
+	}, "%d masters still have %s", &n, pattern)
 }

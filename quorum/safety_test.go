@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -172,15 +174,12 @@ func TestFencesNeverGoBackAfterEveryMasterLostItsData(t *testing.T) {
 	}
 	var g Grant
 	var err error
-	for try, deadline := 0, time.Now().Add(5*time.Second); ; try++ {
-		time.Sleep(20 * time.Millisecond)
-		if g, err = acquire(ctx, c, req("f", fmt.Sprintf("after%d", try))); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	try := 0
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { // through the quarantine
+		try++
+		g, err = acquire(ctx, c, req("f", fmt.Sprintf("after%d", try)))
+		return err == nil
+	}, "no grant after every master lost its data: %v", &err)
 	if g.Fence <= last {
 		t.Fatalf("fence %d after every master lost its data; the last one before was %d", g.Fence, last)
 	}
@@ -325,10 +324,9 @@ func TestABurstIsQueuedNotTimedOut(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() < n && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	parked := 0
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { parked = goroutinesIn("quorum.(*Cluster).admit("); return parked+len(errs) >= n },
+		"%d of %d acquires parked in admission", &parked, n)
 	start := time.Now()
 	for range cfg.MaxRounds {
 		<-c.rounds
@@ -373,7 +371,7 @@ func TestReleaseManyReleasesEveryHold(t *testing.T) {
 	}
 	w := c.Watch(ctx, "many7")
 	defer w.Close()
-	time.Sleep(100 * time.Millisecond) // subscribed
+	awaitSubscribed(t, c, servers, "many7")
 	drainWake(w)
 	c.ReleaseMany(ctx, holds)
 	for i, s := range servers {
@@ -407,14 +405,10 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 		}
 	}
 	var last error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if g, last = acquire(ctx, c, req("e", fmt.Sprintf("h%d", time.Now().UnixNano()))); last == nil {
-			break
-		}
-	}
-	if last != nil {
-		t.Fatalf("no grant after the quarantine: %v", last)
-	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		g, last = acquire(ctx, c, req("e", fmt.Sprintf("h%d", time.Now().UnixNano())))
+		return last == nil
+	}, "no grant after the quarantine: %v", &last)
 	noted := 0
 	for i, s := range servers {
 		until, err := s.Do("HGET", c.markerKey(), "until")
@@ -444,5 +438,15 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 	}
 	if noted < 2 {
 		t.Errorf("%d markers note the quarantine's end, want at least the 2 that granted", noted)
+	}
+}
+
+// goroutinesIn counts the goroutines whose stack runs fn (a function as
+// runtime.Stack names it).
+func goroutinesIn(fn string) int {
+	for buf := make([]byte, 1<<20); ; buf = make([]byte, 2*len(buf)) {
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			return bytes.Count(buf[:n], []byte(fn))
+		}
 	}
 }

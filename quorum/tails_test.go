@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -222,16 +223,9 @@ func TestRevocationMessages(t *testing.T) {
 // reach the last master before the grant does and find nothing there.
 func awaitOnEveryMaster(t *testing.T, servers []*redistest.Server, key string) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(2 * time.Millisecond) { // a poll, as awaitKeys
-		n := 0
-		for _, s := range servers {
-			n += s.Keys(key)
-		}
-		if n == len(servers) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d masters have %s", n, len(servers), key)
-		}
-	}
+	n := 0
+	lockagenttest.Eventually(t, 2*time.Second, func() bool {
+		n = mastersWith(servers, func(s *redistest.Server) bool { return s.Keys(key) > 0 })
+		return n == len(servers)
+	}, "%d of %d masters have %s", &n, len(servers), key)
 }

@@ -63,13 +63,7 @@ func TestWaitingRecordsOfTwoAgents(t *testing.T) {
 		t.Fatalf("renewal of b's lapsed record: %+v, want gone on every master", res[0])
 	}
 	a.SetWaiting(ctx, "n", 0, 0, heartbeat)
-	for _, s := range servers { // the removal lands on the last master in the background
-		for deadline := time.Now().Add(5 * time.Second); s.Keys("t:{n}:w*") != 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d waiting keys left on %s once no record is", s.Keys("t:{n}:w*"), s.Addr)
-			}
-		}
-	}
+	awaitKeys(t, servers, "t:{n}:w*") // the removal lands on the last master in the background
 }
 
 // TestWaitingRecordsShowOnAMajority: a record shows when a majority of the

@@ -362,6 +362,7 @@ func firstLine(t *testing.T, sock string) string {
 // new limit; an invalid file (an unknown user) is refused at its line and
 // the running rules stay.
 func TestBinarySIGHUPAppliesAccessRules(t *testing.T) {
+	t.Parallel() // see TestMain
 	if os.Geteuid() != 0 {
 		t.Skipf("connecting as uid %d needs root; running as uid %d", nobodyUID, os.Geteuid())
 	}

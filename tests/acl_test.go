@@ -97,7 +97,9 @@ func coordinateAsARestrictedUser(t *testing.T, a *agenttest.Agent) {
 	if r := other.Await(queued); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
-	if r := c.Do("LOCK acl/delay delay=200ms"); r.Kind != "OK" {
+	// A tail long enough to be seen on a loaded host: 200ms was over
+	// before a WHO came (CI saw "no tail after an unclean end").
+	if r := c.Do("LOCK acl/delay delay=1s"); r.Kind != "OK" {
 		t.Fatal(r.Line)
 	}
 	c.Close() // an unclean end: the record becomes a tail
@@ -105,7 +107,7 @@ func coordinateAsARestrictedUser(t *testing.T, a *agenttest.Agent) {
 		r := other.Do("WHO acl/delay")
 		return r.Kind == "OK" && len(r.Data) == 1 && r.Data[0]["delayed_until"] != ""
 	}, "no tail after an unclean end")
-	if r := other.Do("LOCK acl/delay wait=2s"); r.Kind != "OK" {
+	if r := other.Do("LOCK acl/delay wait=10s"); r.Kind != "OK" { // granted when the tail ends (3s was short under load)
 		t.Fatal(r.Line)
 	}
 	for p := watcher.Push(0); p != ""; p = watcher.Push(0) {

@@ -99,7 +99,7 @@ func BenchmarkLockUnlock64Clients(b *testing.B) {
 
 // twoBenchAgents starts two agents over three masters and connects a
 // client to each.
-func twoBenchAgents(b *testing.B) (*agenttest.Conn, *agenttest.Conn) {
+func twoBenchAgents(b *testing.B) (*agenttest.Conn, *agenttest.Conn, []*redistest.Server) {
 	servers := redistest.Start(b, 3)
 	c1 := agenttest.Config(b, servers, 15*time.Second)
 	c1.AgentID = "a"
@@ -107,20 +107,21 @@ func twoBenchAgents(b *testing.B) (*agenttest.Conn, *agenttest.Conn) {
 	c2.AgentID = "b"
 	holder := agenttest.Dial(b, agenttest.Start(b, c1).Config.Socket.Path)
 	waiter := agenttest.Dial(b, agenttest.Start(b, c2).Config.Socket.Path)
-	return holder, waiter
+	return holder, waiter, servers
 }
 
 // BenchmarkWakeup measures how long a waiter on one agent takes to get a
 // lock after its holder on another agent unlocks it.
 func BenchmarkWakeup(b *testing.B) {
-	holder, waiter := twoBenchAgents(b)
+	holder, waiter, servers := twoBenchAgents(b)
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		holder.Do("LOCK wake")
 		_, ch := waiter.Send("LOCK wake wait=10s")
-		time.Sleep(2 * time.Millisecond) // parked on the release channel
+		waiter.AwaitWaiters(1)
+		awaitSubscribed(b, servers, "wake") // parked on the release channel
 		b.StartTimer()
 		start := time.Now()
 		holder.Raw("u UNLOCK wake\n")
@@ -140,14 +141,15 @@ func BenchmarkWakeup(b *testing.B) {
 // long a queued waiter on one agent takes to get the name after its holder
 // on another agent unlocks it, against the same with plain LOCKs.
 func BenchmarkFairHandoff(b *testing.B) {
-	holder, waiter := twoBenchAgents(b)
+	holder, waiter, servers := twoBenchAgents(b)
 	for _, opts := range []string{"", " fair=true"} {
 		b.Run(map[string]string{"": "plain", " fair=true": "fair"}[opts], func(b *testing.B) {
 			samples := make([]time.Duration, 0, b.N)
 			for range b.N {
 				holder.Do("LOCK handoff" + opts)
 				_, ch := waiter.Send("LOCK handoff wait=10s" + opts)
-				time.Sleep(5 * time.Millisecond) // queued and parked on the release channel
+				waiter.AwaitWaiters(1)
+				awaitSubscribed(b, servers, "handoff") // queued and parked on the release channel
 				start := time.Now()
 				holder.Raw("u UNLOCK handoff\n")
 				if r := waiter.Await(ch); r.Kind != "OK" {

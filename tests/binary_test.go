@@ -71,6 +71,7 @@ func exitCode(err error) int {
 }
 
 func TestBinaryValidate(t *testing.T) {
+	t.Parallel() // see TestMain
 	bin := binary(t)
 	out, err := exec.Command(bin, "validate", "-config", "../agent.hcl").CombinedOutput()
 	if exitCode(err) != 0 || !strings.Contains(string(out), "valid (3 masters, quorum 2") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
@@ -151,13 +152,8 @@ func checkCleanHolds(t *testing.T, held []revokeInterval) int {
 
 func (cr *revokeChurn) awaitGrants(t *testing.T, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for cr.grants.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d grants in 20s", cr.grants.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var got int64
+	lockagenttest.Eventually(t, 20*time.Second, func() bool { got = cr.grants.Load(); return got >= n }, "only %d grants in 20s", &got)
 }
 
 func (cr *revokeChurn) sorted() []revokeInterval {

@@ -18,6 +18,7 @@ import (
 // min_hold) must still keep the name from the next holder once the hold
 // ends.
 func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, tc := range []struct{ name, lock, end string }{
 		{"delay, session closed", "delay=4s", "close"},
 		// No min_hold case: a master that lost its data now sits out what
@@ -63,6 +64,7 @@ func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
 // masters granted the name while the delay still stood. Now a master that
 // lost its data sits out the tails the others keep (quorum/horizon.go).
 func TestBreaker18TailOutlivesRestartsOfTwoMastersAfterTheHold(t *testing.T) {
+	t.Parallel() // see TestMain
 	const delay = 8 * time.Second
 	for _, tc := range []struct{ name, lock, end string }{
 		{"delay, session closed", "delay=" + delay.String(), "close"},
@@ -99,6 +101,7 @@ func TestBreaker18TailOutlivesRestartsOfTwoMastersAfterTheHold(t *testing.T) {
 // every master votes again. The dead agent's record becomes a tail when
 // its lease runs out, and must keep the name for the delay after it.
 func TestBreaker18DeadAgentsTailOutlivesRestartsOfTwoMasters(t *testing.T) {
+	t.Parallel() // see TestMain
 	const lease, delay = time.Second, 8 * time.Second
 	servers := redistest.Start(t, 3)
 	cfg, links := proxiedConfig(t, servers, lease)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -115,21 +116,15 @@ func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	if left == 0 {
 		t.Fatal("no cached record seen right after the burst: the check below would prove nothing")
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		keys, g := 0, runtime.NumGoroutine()
+	keys, g := 0, 0
+	lockagenttest.Eventually(t, 15*time.Second, func() bool { // polls the state under test
+		keys, g = 0, runtime.NumGoroutine()
 		for _, s := range servers {
 			keys += s.Keys("lock-agent:{burst19-*}:h:*")
 		}
-		if keys == 0 && g <= base+10 {
-			t.Logf("%d cached names: records gone, goroutines %d (before %d)", n, g, base)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the linger: %d records left on the masters, %d goroutines (before the burst %d)", keys, g, base)
-		}
-		time.Sleep(50 * time.Millisecond) // polls the state under test
-	}
+		return keys == 0 && g <= base+10
+	}, "after the linger: %d records left on the masters, %d goroutines (before the burst %d)", &keys, &g, base)
+	t.Logf("%d cached names: records gone, goroutines %d (before %d)", n, g, base)
 }
 
 // TestANameUsedOnceIsNotCached: with caching on, 1000 names each locked

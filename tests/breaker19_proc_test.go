@@ -20,6 +20,7 @@ const breaker19Lock = `  lease = "1s"
 // that caches a name (a 1m linger) releases the record at once: the other
 // agent's wait=0 LOCK is granted right after the exit.
 func TestBreaker19AStoppedCachingAgentReleasesItsCache(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	agents := startProcAgents(t, binary(t), servers, breaker19Lock, "host-a", "host-b")
 	ca, cb := agenttest.Dial(t, agents[0].sock), agenttest.Dial(t, agents[1].sock)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
 // TestNoOverlapWhileMastersFail is the product's promise under faults:
@@ -32,23 +33,12 @@ func TestNoOverlapWhileMastersFail(t *testing.T) {
 		for time.Now().Before(stop) {
 			// One master down: nothing may be lost.
 			i := rng.IntN(len(servers))
-			servers[i].Pause()
-			time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
-			servers[i].Resume()
+			redistest.PauseFor(time.Duration(200+rng.IntN(400))*time.Millisecond, servers, i)
 			time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
 			// Two down while a long hold is in progress, for longer than its
 			// validity: it must be LOST before anyone else is granted the name.
-			for deadline := time.Now().Add(2 * time.Second); !longHold.Load() && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			picked := rng.Perm(len(servers))[:2]
-			for _, i := range picked {
-				servers[i].Pause()
-			}
-			time.Sleep(1200 * time.Millisecond)
-			for _, i := range picked {
-				servers[i].Resume()
-			}
+			pollFor(2*time.Second, 10*time.Millisecond, longHold.Load)
+			redistest.PauseFor(1200*time.Millisecond, servers, rng.Perm(len(servers))[:2]...)
 			time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
 		}
 	}()

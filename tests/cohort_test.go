@@ -451,13 +451,7 @@ func TestCohortRefillsUnderMasterFaults(t *testing.T) {
 				lost = true
 				picked, pause = rng.Perm(len(servers))[:2], 1200*time.Millisecond
 			}
-			for _, i := range picked {
-				servers[i].Pause()
-			}
-			time.Sleep(pause)
-			for _, i := range picked {
-				servers[i].Resume()
-			}
+			redistest.PauseFor(pause, servers, picked...)
 			time.Sleep(time.Duration(5+rng.IntN(200)) * time.Millisecond)
 		}
 	}()

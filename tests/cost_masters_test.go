@@ -167,16 +167,9 @@ const costPollEvery = 100 * time.Millisecond
 // released every name, its caches of them included (they linger
 // lock.cache_linger after the last UNLOCK).
 func (ms costMasters) awaitReleased(b testing.TB) {
-	deadline := time.Now().Add(costQuietTimeout)
-	for {
-		held := ms.records()
-		if held == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d holder records still on the masters after %v", held, costQuietTimeout)
-		}
-		time.Sleep(costPollEvery) // a poll: the masters send no signal
+	held := 0
+	if !pollFor(costQuietTimeout, costPollEvery, func() bool { held = ms.records(); return held == 0 }) { // the masters send no signal
+		b.Fatalf("%d holder records still on the masters after %v", held, costQuietTimeout)
 	}
 }
 
@@ -327,16 +320,9 @@ func (ms costMasters) memory(b testing.TB) costMemory {
 // awaitExpired waits until the masters hold no more keys with a TTL than
 // expires: the release tombstones are gone.
 func (ms costMasters) awaitExpired(b testing.TB, expires float64) {
-	deadline := time.Now().Add(costExpireTimeout)
-	for {
-		now := ms.memory(b)
-		if now.expires <= expires {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("keys with a TTL left on the masters after %v: %+v", costExpireTimeout, now)
-		}
-		time.Sleep(costPollEvery) // a poll: keys expire without a word
+	var now costMemory
+	if !pollFor(costExpireTimeout, costPollEvery, func() bool { now = ms.memory(b); return now.expires <= expires }) { // keys expire without a word
+		b.Fatalf("keys with a TTL left on the masters after %v: %+v", costExpireTimeout, now)
 	}
 }
 

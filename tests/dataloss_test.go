@@ -134,6 +134,7 @@ func dataLossAgentsOver(t *testing.T, n int, lease, maxTTL time.Duration) (a, b 
 // lost (reason=quorum); once re-created on m2 it outlives m1's restart, a
 // ttl= hold until its end (reason=expired).
 func TestKleppmannOrdering(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, tc := range []struct {
 		name string
 		lock string
@@ -202,6 +203,7 @@ func TestKleppmannOrdering(t *testing.T) {
 // holder must hear LOST before anyone else is granted the name, and the next
 // fence must still be greater than the holder's.
 func TestFlushallWhileHeld(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, late, servers := dataLossAgents(t, time.Second, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	r := holder.Do("LOCK f")
@@ -234,6 +236,7 @@ func TestFlushallWhileHeld(t *testing.T) {
 // record lives one lease unless renewed, and the quarantine is one lease for
 // every agent: nobody may be granted k while long holds it.
 func TestKleppmannOrderingMixedMaxTTL(t *testing.T) {
+	t.Parallel() // see TestMain
 	const lease, ttl = time.Second, 3 * time.Second
 	servers := redistest.Start(t, 3)
 	t.Cleanup(func() {

@@ -220,12 +220,10 @@ func alive(pid int) bool {
 // lockIsFreeWithin tries `exec -n NAME -- true` until it runs, within d.
 func lockIsFreeWithin(t *testing.T, sock, name string, d time.Duration) bool {
 	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if code, _, _ := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "-conflict-exit", "75", name, "--", "true"); code == 0 {
-			return true
-		}
-	}
-	return false
+	return pollFor(d, 20*time.Millisecond, func() bool {
+		code, _, _ := lockAgent(t, "exec", "-socket", sock, "-wait", "0", "-conflict-exit", "75", name, "--", "true")
+		return code == 0
+	})
 }
 
 // TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled: like flock(1),
@@ -291,6 +289,7 @@ func TestExecReleasesBeforeItExits(t *testing.T) {
 // TestExecLossStopsTheWholeJob: after a loss nothing the command started
 // outlives the lock, and exec exits 124.
 func TestExecLossStopsTheWholeJob(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, _, _ := twoAgents(t, 3*time.Second)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	code, _, errOut := lockAgent(t, "exec", "-socket", a.Config.Socket.Path, "-ttl", "300ms", "-kill-after", "300ms", "jobs/whole", "--",

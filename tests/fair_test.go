@@ -25,6 +25,7 @@ func awaitQueued(t *testing.T, c *agenttest.Conn, name string, n int64) {
 // (live waiters never expire), and the waiters of one agent are not served
 // together.
 func TestFairWaitersFromAlternatingAgentsInArrivalOrder(t *testing.T) {
+	t.Parallel() // see TestMain
 	const lease = time.Second
 	a, b, _ := twoAgents(t, lease)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)

@@ -19,6 +19,7 @@ import (
 // is a new acquisition (count=1), come after the hold's * LOST on the
 // connection; a hold that was UNLOCKed is never LOST after.
 func TestHostileLostComesBeforeWhatDependsOnIt(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
 	conn, err := net.Dial("unix", a.Config.Socket.Path)

@@ -14,6 +14,7 @@ import (
 // quarantine or two, then votes again, and the agent grants throughout
 // (the other two are a majority).
 func TestHostileMarkerEditedByHand(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	a := agenttest.Start(t, agenttest.Config(t, servers, time.Second))
 	c := agenttest.Dial(t, a.Config.Socket.Path)

@@ -44,6 +44,7 @@ func mixedLine(rng *rand.Rand, i int) string {
 // long, so neither can anything behind it), and once the connection
 // closes the agent holds nothing.
 func TestHostileMixedPipelineIsAnswered(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, time.Second)
 	cfg.Limits.MaxHoldsPerSession = 100000

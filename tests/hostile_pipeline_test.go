@@ -223,6 +223,7 @@ func TestHostilePipelineStorm(t *testing.T) {
 // held: the agent ends up with no hold, no waiter and no session, and the
 // names are free.
 func TestHostilePipelineClosedMidway(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 2*time.Second)
 	cfg.Limits.MaxHoldsPerSession = 100000

@@ -259,6 +259,7 @@ func (s *rdbServer) Do(args ...string) (string, error) {
 // (B was down at the grant) and C restored from a snapshot, {B, C} grant the
 // name to a second holder while the first still holds it.
 func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	rs := redistest.Start(t, 2)
 	c := startRDB(t)
 	servers := []*redistest.Server{rs[0], rs[1], {Addr: c.Addr}}
@@ -283,23 +284,20 @@ func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
 	}
 	c.crash() // C reloads the snapshot: the hold is gone, the marker is not
 	rs[1].Resume()
-	end := time.Now().Add(3 * time.Second)
-	for time.Now().Before(end) {
-		r := two.Do("LOCK snap wait=0")
-		if r.Kind == "OK" {
-			// HOLDS is answered after any LOST the agent queued: a hold it
-			// lists with validity left was not lost when two was granted.
-			h := one.Do("HOLDS")
-			if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
-				t.Logf("holder one lost it first (%+v): no overlap this time", h.Data)
-				return
-			}
-			t.Fatalf("OVERLAP: two granted (%s) while one still holds snap (granted %s; HOLDS after the grant: validity=%sms); status of C: %+v",
-				r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
-		}
-		time.Sleep(5 * time.Millisecond)
+	var r agenttest.Reply
+	if !pollFor(3*time.Second, 5*time.Millisecond, func() bool { r = two.Do("LOCK snap wait=0"); return r.Kind == "OK" }) {
+		t.Log("two was never granted: held")
+		return
 	}
-	t.Log("two was never granted: held")
+	// HOLDS is answered after any LOST the agent queued: a hold it
+	// lists with validity left was not lost when two was granted.
+	h := one.Do("HOLDS")
+	if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
+		t.Logf("holder one lost it first (%+v): no overlap this time", h.Data)
+		return
+	}
+	t.Fatalf("OVERLAP: two granted (%s) while one still holds snap (granted %s; HOLDS after the grant: validity=%sms); status of C: %+v",
+		r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
 }
 
 // TestHostileStaleSnapshotRepeatsAFence: the same stale reload rolls back the
@@ -307,6 +305,7 @@ func TestHostileStaleSnapshotRestartVotesAtOnce(t *testing.T) {
 // from the master's time: a later holder is handed the fence an earlier one
 // already has (here while the earlier one still holds the name, too).
 func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
+	t.Parallel() // see TestMain
 	rs := redistest.Start(t, 2)
 	c := startRDB(t)
 	servers := []*redistest.Server{rs[0], rs[1], {Addr: c.Addr}}
@@ -348,18 +347,15 @@ func TestHostileStaleSnapshotRepeatsAFence(t *testing.T) {
 		v, _ := s.Do("GET", "lock-agent:{fr}:fence")
 		t.Logf("master %d counter %s", i, v)
 	}
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		r := two.Do("LOCK fr wait=0")
-		t.Logf("two: %s", r.Line)
-		if r.Kind == "OK" {
-			if r.Int("fence") <= r1.Int("fence") {
-				t.Fatalf("FENCE REPEATED: first holder got %s, a later holder got %s", r1.Line, r.Line)
-			}
-			t.Logf("fences %d then %d", r1.Int("fence"), r.Int("fence"))
-			return
-		}
+	var r agenttest.Reply
+	if !pollFor(3*time.Second, 5*time.Millisecond, func() bool { r = two.Do("LOCK fr wait=0"); t.Logf("two: %s", r.Line); return r.Kind == "OK" }) {
+		t.Log("never granted")
+		return
 	}
-	t.Log("never granted")
+	if r.Int("fence") <= r1.Int("fence") {
+		t.Fatalf("FENCE REPEATED: first holder got %s, a later holder got %s", r1.Line, r.Line)
+	}
+	t.Logf("fences %d then %d", r1.Int("fence"), r.Int("fence"))
 }
 
 // TestHostilePartitionedHolderIsLostFirst is the baseline of the EXTEND
@@ -391,20 +387,21 @@ func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 				lostAt <- time.Time{}
 			}
 		}()
-		for time.Since(cut) < 2*time.Second {
-			if r := other.Do("LOCK pl wait=0"); r.Kind == "OK" {
-				granted := time.Now()
-				l := <-lostAt
-				if l.IsZero() || l.After(granted) {
-					t.Fatalf("OVERLAP on attempt %d (%d of 3 cut): granted %s %v after the cut; the holder's LOST came %v later",
-						attempt, k, r.Line, granted.Sub(cut), l.Sub(granted))
-				}
-				t.Logf("attempt %d (%d cut): LOST %v after the cut, %v before the grant", attempt, k, l.Sub(cut), granted.Sub(l))
-				other.Do("UNLOCK pl")
-				break
+		pollFor(2*time.Second-time.Since(cut), 2*time.Millisecond, func() bool {
+			r := other.Do("LOCK pl wait=0")
+			if r.Kind != "OK" {
+				return false
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			granted := time.Now()
+			l := <-lostAt
+			if l.IsZero() || l.After(granted) {
+				t.Fatalf("OVERLAP on attempt %d (%d of 3 cut): granted %s %v after the cut; the holder's LOST came %v later",
+					attempt, k, r.Line, granted.Sub(cut), l.Sub(granted))
+			}
+			t.Logf("attempt %d (%d cut): LOST %v after the cut, %v before the grant", attempt, k, l.Sub(cut), granted.Sub(l))
+			other.Do("UNLOCK pl")
+			return true
+		})
 		for _, p := range proxies {
 			p.Restore()
 		}
@@ -422,6 +419,7 @@ func TestHostilePartitionedHolderIsLostFirst(t *testing.T) {
 // "master lost its data", but nothing quarantines it: it votes at once
 // without the holds it granted.
 func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	const lease = 3 * time.Second
 	cfg1 := agenttest.Config(t, servers, lease)
@@ -468,20 +466,18 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 	servers[2].Do("REPLICAOF", "NO", "ONE")
 	after, _ := servers[2].Do("HGET", "lock-agent:epoch", "epoch")
 	t.Logf("C's epoch marker: %s before, %s after (B's)", before, after)
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		r := two.Do("LOCK rep wait=0")
-		if r.Kind != "OK" {
-			continue
-		}
-		h := one.Do("HOLDS")
-		if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
-			t.Logf("one lost it first (%+v)", h.Data)
-			return
-		}
-		t.Fatalf("OVERLAP: two granted (%s) while one holds rep (%s; HOLDS after the grant: validity=%sms); C: %+v",
-			r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
+	var r agenttest.Reply
+	if !pollFor(3*time.Second, 5*time.Millisecond, func() bool { r = two.Do("LOCK rep wait=0"); return r.Kind == "OK" }) {
+		t.Log("never granted")
+		return
 	}
-	t.Log("never granted")
+	h := one.Do("HOLDS")
+	if h.Int("n") != 1 || atoiOr(h.Data[0]["validity"]) <= 0 {
+		t.Logf("one lost it first (%+v)", h.Data)
+		return
+	}
+	t.Fatalf("OVERLAP: two granted (%s) while one holds rep (%s; HOLDS after the grant: validity=%sms); C: %+v",
+		r.Line, r1.Line, h.Data[0]["validity"], two.Do("STATUS").Data[2])
 }
 
 // TestHostileExtendedWatchdogHoldOutlivesItsKeys: EXTEND of a watchdog hold
@@ -492,6 +488,7 @@ func TestHostileReplacedDataVotesAtOnce(t *testing.T) {
 // deadline, and agent B was granted the name meanwhile. Now EXTEND only
 // gives the hold an end, and its validity stays the lease's.
 func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
+	t.Parallel() // see TestMain
 	servers := redistest.Start(t, 3)
 	const lease = time.Second
 	a, b, proxies := agentsBehindProxies(t, servers, lease, 0)
@@ -504,8 +501,11 @@ func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
 		t.Fatalf("extend: %s", r.Line)
 	}
 	// Let the watchdog renew at least once (every lease/3): the keys go back
-	// to a 1s lease, the hold's deadline stays at ~10s.
-	time.Sleep(lease/3 + 300*time.Millisecond)
+	// to a 1s lease, the hold's deadline stays at ~10s. A round may have
+	// been under way at the EXTEND: two more end after it.
+	const rounds = "lock_agent_renewal_round_duration_seconds_count"
+	before := metric(t, a, rounds)
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return metric(t, a, rounds) >= before+2 }, "the watchdog never renewed after the EXTEND")
 	maxPTTL := int64(0)
 	for _, s := range servers {
 		out, _ := s.Do("EVAL", "local k = redis.call('KEYS', ARGV[1]); local m = -2; for _, x in ipairs(k) do m = math.max(m, redis.call('PTTL', x)) end; return m", "0", "lock-agent:{ext}:h:*")
@@ -519,7 +519,8 @@ func TestHostileExtendedWatchdogHoldOutlivesItsKeys(t *testing.T) {
 	for _, p := range proxies {
 		p.Cut()
 	}
-	time.Sleep(lease + 300*time.Millisecond) // the keys' lease runs out on the masters
+	gone := pollFor(3*lease, 10*time.Millisecond, func() bool { return keysGone(servers, "ext") }) // the keys' lease runs out on the masters
+	t.Logf("holder keys gone from every master: %v", gone)
 
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	r := other.Do("LOCK ext wait=0")
@@ -562,25 +563,25 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 		ext := holder.Do("EXTEND se ttl=200ms")
 		extended := time.Now()
 		resumed := false
-		for time.Since(extended) < 900*time.Millisecond {
+		pollFor(900*time.Millisecond-time.Since(extended), 5*time.Millisecond, func() bool {
 			if !resumed && time.Since(extended) > 400*time.Millisecond {
 				servers[2].Resume()
 				resumed = true
 			}
 			r := other.Do("LOCK se wait=0")
-			if r.Kind == "OK" {
-				if p := holder.Push(0); p == "" {
-					h := holder.Do("HOLDS")
-					if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
-						t.Fatalf("OVERLAP on attempt %d: %s granted %v after EXTEND (%s) while the holder still holds se with validity=%sms and no LOST",
-							attempt, r.Line, time.Since(extended), ext.Line, h.Data[0]["validity"])
-					}
-				}
-				other.Do("UNLOCK se")
-				break
+			if r.Kind != "OK" {
+				return false
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			if p := holder.Push(0); p == "" {
+				h := holder.Do("HOLDS")
+				if h.Int("n") == 1 && atoiOr(h.Data[0]["validity"]) > 0 {
+					t.Fatalf("OVERLAP on attempt %d: %s granted %v after EXTEND (%s) while the holder still holds se with validity=%sms and no LOST",
+						attempt, r.Line, time.Since(extended), ext.Line, h.Data[0]["validity"])
+				}
+			}
+			other.Do("UNLOCK se")
+			return true
+		})
 		if !resumed {
 			servers[2].Resume()
 		}
@@ -599,7 +600,8 @@ func TestHostileShortExtendDuringARenewalRound(t *testing.T) {
 // ttl=10s then ttl=100ms but the agent records the 10s deadline last, the
 // keys are gone 100ms later while the holder is told it holds for 10s.
 func TestHostilePipelinedExtendsDisagree(t *testing.T) {
-	a, b, _ := twoAgents(t, time.Second)
+	t.Parallel() // see TestMain
+	a, b, servers := twoAgents(t, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	other := agenttest.Dial(t, b.Config.Socket.Path)
 	attempts := soak(12, 40)
@@ -610,7 +612,7 @@ func TestHostilePipelinedExtendsDisagree(t *testing.T) {
 		_, long := holder.Send("EXTEND pe ttl=10s")
 		_, short := holder.Send("EXTEND pe ttl=100ms")
 		rl, rs := holder.Await(long), holder.Await(short)
-		time.Sleep(250 * time.Millisecond) // past the 100ms ttl, if the masters applied it last
+		pollFor(250*time.Millisecond, 5*time.Millisecond, func() bool { return keysGone(servers, "pe") }) // the 100ms ttl, if the masters applied it last
 		if r := other.Do("LOCK pe wait=0"); r.Kind == "OK" {
 			if p := holder.Push(0); p == "" {
 				h := holder.Do("HOLDS")
@@ -650,7 +652,9 @@ func TestHostileFailedShorteningExtend(t *testing.T) {
 		p.Delay(0)
 	}
 	t.Logf("EXTEND answered %s", ext.Line)
-	time.Sleep(300 * time.Millisecond) // past the 100ms ttl the masters applied
+	if !pollFor(2*time.Second, 5*time.Millisecond, func() bool { return keysGone(servers, "fx") }) { // the 100ms ttl the masters applied
+		t.Log("the keys outlived the 100ms ttl")
+	}
 	r := other.Do("LOCK fx wait=0")
 	if r.Kind != "OK" {
 		t.Logf("B refused (%s)", r.Line)

@@ -59,12 +59,10 @@ func watchOf(t *testing.T, agents ...*agenttest.Agent) watch {
 	return func(what string, ok func(map[string]string) bool) bool {
 		deadline := time.Now().Add(10 * time.Second)
 		for i, c := range conns {
-			for states := statesOf(c); !ok(states); states = statesOf(c) {
-				if time.Now().After(deadline) {
-					t.Errorf("agent %d never saw %s in 10s: %v", i, what, states)
-					return false
-				}
-				time.Sleep(10 * time.Millisecond) // polling STATUS
+			var states map[string]string
+			if !pollFor(time.Until(deadline), 10*time.Millisecond, func() bool { states = statesOf(c); return ok(states) }) {
+				t.Errorf("agent %d never saw %s in 10s: %v", i, what, states)
+				return false
 			}
 		}
 		return true
@@ -174,13 +172,7 @@ func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients in
 func pauseAtRandom(servers []*redistest.Server, stop time.Time, rng *rand.Rand) {
 	for round := 0; time.Now().Before(stop); round++ {
 		picked := rng.Perm(len(servers))[:1+(round+1)%3/2]
-		for _, i := range picked {
-			servers[i].Pause()
-		}
-		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
-		for _, i := range picked {
-			servers[i].Resume()
-		}
+		redistest.PauseFor(time.Duration(300+rng.IntN(900))*time.Millisecond, servers, picked...)
 		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
 	}
 }

@@ -155,6 +155,7 @@ func (o *observer) checkOrder(who string) {
 // both agents see every term and every value, never a term after a newer
 // one, and none after the last resignation.
 func TestObserversSeeEveryTermInOrder(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, servers := twoAgents(t, 2*time.Second)
 	obsA := observe(t, agenttest.Dial(t, a.Config.Socket.Path), "e")
 	obsB := observe(t, agenttest.Dial(t, b.Config.Socket.Path), "e")
@@ -318,8 +319,21 @@ func metric(t *testing.T, a *agenttest.Agent, name string) float64 {
 	return total
 }
 
+// awaitSubscribed waits until each of servers has a subscriber to name's
+// release channel: a parked waiter's subscriptions are confirmed, and an
+// UNLOCK from now on wakes it by its message, not by a retry.
+func awaitSubscribed(t testing.TB, servers []*redistest.Server, name string) {
+	t.Helper()
+	channel := "lock-agent:{" + name + "}:released"
+	for i, s := range servers {
+		var subs int
+		lockagenttest.Eventually(t, 5*time.Second, func() bool { subs = numsub(t, s, channel); return subs > 0 },
+			"master %d: %d subscribers to %s", i, &subs, channel)
+	}
+}
+
 // numsub is PUBSUB NUMSUB channel on s.
-func numsub(t *testing.T, s *redistest.Server, channel string) int {
+func numsub(t testing.TB, s *redistest.Server, channel string) int {
 	t.Helper()
 	conn, err := net.Dial("tcp", s.Addr)
 	if err != nil {

@@ -4,7 +4,9 @@ package tests
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"testing"
@@ -15,7 +17,15 @@ import (
 
 // TestMain doubles as a helper client process: with LOCK_AGENT_HELPER_SOCKET
 // set, the test binary locks LOCK_AGENT_HELPER_NAME, prints "locked", and
-// sleeps until killed. Tests kill it with SIGKILL to play a crashed client.
+// keeps its session until killed. Tests kill it with SIGKILL to play a crashed client.
+//
+// The tests that call t.Parallel() start their own redis-servers and
+// agents, share nothing else, and assert no latency: safety and history
+// runs through restarts, quarantines and faults, which spend their time
+// waiting out leases. Go runs them after every other test of the package,
+// so the tests that measure time run alone; four at a time (unless
+// -parallel says otherwise) keep a CPU busy where GOMAXPROCS (two) would
+// leave it idle.
 func TestMain(m *testing.M) {
 	if path := os.Getenv("LOCK_AGENT_HELPER_SOCKET"); path != "" {
 		helper(path, os.Getenv("LOCK_AGENT_HELPER_NAME"))
@@ -29,7 +39,18 @@ func TestMain(m *testing.M) {
 		relay(path) // a candidate of the election tests
 		return
 	}
+	flag.Parse()
+	if !flagGiven("test.parallel") {
+		flag.Set("test.parallel", "4")
+	}
 	leaktest.Main(m)
+}
+
+// flagGiven says whether the flag name was set on the command line.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // soak is how long (or how many rounds) a test runs its workload of
@@ -56,5 +77,5 @@ func helper(path, name string) {
 		os.Exit(1)
 	}
 	fmt.Print("locked ", line)
-	time.Sleep(time.Hour)
+	io.Copy(io.Discard, c) // holds the session until killed (or until the agent ends it)
 }

@@ -244,6 +244,7 @@ func TestOneMasterSemaphoreWhileItFails(t *testing.T) {
 // bootstrapped) waits it out too. Then the name is granted again, to
 // nobody before the holder's LOST, with a greater fence.
 func TestOneMasterRestartedEmptySitsOutItsQuarantine(t *testing.T) {
+	t.Parallel() // see TestMain
 	a, b, late, servers := dataLossAgentsOver(t, 1, time.Second, time.Second)
 	holder, probe := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	if r := probe.Do("STATUS"); r.Int("quorum") != 1 || r.Int("tolerates") != 0 {
@@ -282,10 +283,8 @@ func TestOneMasterRestartedEmptySitsOutItsQuarantine(t *testing.T) {
 // noQuorumInQuarantine waits (up to 3 s) until c's agent sees its only
 // master in quarantine, and answers a LOCK of a free name, wait=0, then.
 func noQuorumInQuarantine(c *agenttest.Conn) agenttest.Reply {
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // polling STATUS
-		if statesOf(c)["m0"] == "quarantined" {
-			return c.Do("LOCK free wait=0")
-		}
+	if !pollFor(3*time.Second, 10*time.Millisecond, func() bool { return statesOf(c)["m0"] == "quarantined" }) { // polling STATUS
+		return agenttest.Reply{Line: "(the master was never seen in quarantine)"}
 	}
-	return agenttest.Reply{Line: "(the master was never seen in quarantine)"}
+	return c.Do("LOCK free wait=0")
 }

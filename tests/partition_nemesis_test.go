@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/faultproxy"
 	"github.com/lock-agent/lock-agent/internal/history"
@@ -73,16 +74,14 @@ func (c *partitionCluster) awaitHealed() {
 // awaitQuarantined waits until some agent sees master m quarantined: it
 // met the master's data loss.
 func (c *partitionCluster) awaitQuarantined(t *testing.T, m int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { // polling STATUS, as AwaitMasters does
 		for _, ctl := range c.control {
 			if d := ctl.Do("STATUS").Data; len(d) > m && d[m]["state"] == "quarantined" {
-				return
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond) // polling STATUS, as AwaitMasters does
-	}
-	t.Fatalf("no agent saw master %d quarantined after it lost its data", m)
+		return false
+	}, "no agent saw master %d quarantined after it lost its data", m)
 }
 
 // fault breaks something: start breaks it and returns what heals it,

@@ -66,6 +66,7 @@ func awaitMasters(conns []*agenttest.Conn, within time.Duration, state string, n
 //     entry reached a majority before B's LOCK arrived at its agent, A is
 //     granted first").
 func TestFairQueueUnderDataLoss(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, loss := range []dataLoss{
 		{name: "a master restarts empty", lose: restartEmpty(1)},
 		{name: "a master is flushed", lose: flush(1)},

@@ -54,6 +54,7 @@ func awaitWho(t *testing.T, c *agenttest.Conn, name, want string, total int64, d
 // the lists shrink as waiters leave, a master paused changes nothing, and
 // a stopped agent's record goes.
 func TestWhoListsTheWaitersOfBothAgents(t *testing.T) {
+	t.Parallel() // see TestMain
 	const lease = time.Second
 	a, b, servers := twoAgents(t, lease)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)

@@ -249,6 +249,19 @@ func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Resume continues a paused server.
 func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
+// PauseFor is a fault that lasts d: the servers at the indexes which are
+// paused together, and resumed together once d has passed. The sleep is
+// the fault's length, not a wait for an event.
+func PauseFor(d time.Duration, servers []*Server, which ...int) {
+	for _, i := range which {
+		servers[i].Pause()
+	}
+	time.Sleep(d)
+	for _, i := range which {
+		servers[i].Resume()
+	}
+}
+
 // Restart kills the server and starts a new, empty one on the same port: a
 // master that lost its data.
 func (s *Server) Restart() {
