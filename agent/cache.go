@@ -323,22 +323,20 @@ func (a *Agent) cachesName(name string) bool {
 	return a.caches[name] != nil
 }
 
-// ownCachedView is r, holder's record of name as the masters showed it,
-// corrected by what this agent knows, if the record is its cache's: the
-// masters learn that it was lent or came back only after the client was
-// answered, and this agent's WHO must show its own client's LOCK or
-// UNLOCK that came before it.
-func (a *Agent) ownCachedView(name, holder string, r quorum.Record) quorum.Record {
-	if !a.cacheOn() {
-		return r
-	}
+// ownView is r, holder's record of name as the masters showed it,
+// corrected by what this agent knows, if the record is one it keeps: its
+// cache's, or a run's that it passes among its holders (see cohort.go).
+// The masters learn that it was lent, came back or was passed on only
+// after the client was answered (a retag), and this agent's WHO must show
+// its own client's LOCK or UNLOCK that came before it.
+func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.caches[name]
-	if c == nil || c.rh.Holder != holder {
-		return r
+	if c := a.caches[name]; c != nil && c.rh.Holder == holder {
+		r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
+	} else if c := a.cohorts[name]; c != nil && c.rh.Holder == holder && holderOf(c.rh) != nil {
+		r.Fence, r.Who = c.record.Fence, c.record.Who
 	}
-	r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
 	return r
 }
 
@@ -404,18 +402,21 @@ const (
 	maxReleased = 1 << 16
 )
 
-// ownCacheCheck answers CHECK of fence on name from this agent's cache
-// (mine), if fence is its record's: current while it is lent. The masters
-// learn that it was lent or came back only after the client was answered.
-func (a *Agent) ownCacheCheck(name string, fence uint64) (current, mine bool) {
-	if !a.cacheOn() {
-		return false, false
-	}
+// ownCheck answers CHECK of fence on name from what this agent knows
+// (mine), if fence is of a record it keeps: its cache's record's fence is
+// current while it is lent; in a run it passes among its holders (see
+// cohort.go), its current holder's fence is current, and every earlier
+// fence of the name is not (no other agent holds it meanwhile). The
+// masters learn that a record was lent, came back or was passed on only
+// after the client was answered.
+func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.caches[name]
-	if c == nil || uint64(c.record.Fence) != fence {
-		return false, false
+	if c := a.caches[name]; c != nil && uint64(c.record.Fence) == fence {
+		return c.holder != nil, true
 	}
-	return c.holder != nil, true
+	if c := a.cohorts[name]; c != nil && holderOf(c.rh) != nil && fence <= uint64(c.record.Fence) {
+		return fence == uint64(c.record.Fence), true
+	}
+	return false, false
 }

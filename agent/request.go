@@ -495,7 +495,7 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	var cached []string
 	for _, h := range holders {
-		r := s.a.ownCachedView(name, h.ID, h.Record)
+		r := s.a.ownView(name, h.ID, h.Record)
 		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
 			cached = append(cached, r.Who.Agent)
 			continue

@@ -108,7 +108,7 @@ func (s *session) check(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		current, mine := s.a.ownCacheCheck(c.Name, c.Fence)
+		current, mine := s.a.ownCheck(c.Name, c.Fence)
 		if !mine && c.Fence <= math.MaxInt64 { // no fence is larger
 			if current, err = s.a.cluster.Check(s.ctx, c.Name, int64(c.Fence)); err != nil {
 				return quorumError(err)
