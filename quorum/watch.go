@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"sync"
+
+	"github.com/redis/rueidis"
 )
 
 // Watch is a subscription to the release messages of one name. C receives
@@ -210,4 +212,116 @@ func (c *Cluster) watched(channel string) bool {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	return len(c.watches[channel].all()) > 0
+}
+
+// A master's side of the watches: one pub/sub connection with every
+// watched channel.
+
+// subscribeLoop keeps one dedicated pub/sub connection with every channel
+// that has watchers. Messages published while it was down are lost, so every
+// (re)subscription wakes every watcher to re-check.
+func (m *master) subscribeLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		select {
+		case <-m.connected:
+		case <-ctx.Done():
+			return
+		}
+		c := m.getClient()
+		if c == nil {
+			return
+		}
+		dc, _ := c.Dedicate()
+		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel, msg.Message) },
+		})
+		m.subMu.Lock()
+		err := m.subscribeAll(ctx, dc)
+		if err == nil {
+			m.sub = dc
+		}
+		m.subMu.Unlock()
+		if err == nil {
+			m.cluster.wakeAll()
+			select {
+			case err = <-wait:
+			case <-ctx.Done():
+			}
+			m.subMu.Lock()
+			m.sub = nil
+			m.subMu.Unlock()
+		}
+		if ctx.Err() != nil {
+			// Stopping: the client's Close does not close a connection
+			// dedicated to a subscription. Closing it may wait up to a
+			// second for a paused master: not in the stop's way.
+			go dc.Close()
+			return
+		}
+		// Not handed back to the client's pool: that would UNSUBSCRIBE
+		// with no deadline, which hangs this loop (and a stop, which waits
+		// for it) for as long as a paused master keeps the connection
+		// open. Closing it is bounded (a second at most).
+		dc.Close()
+		if ctx.Err() == nil {
+			m.log.Debug("subscriber reconnecting", "error", err)
+			if !sleepCtx(ctx, m.cluster.cfg.ProbeInterval) {
+				return
+			}
+		}
+	}
+}
+
+func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) error {
+	chans := m.cluster.watchedChannels()
+	if len(chans) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	return dc.Do(ctx, dc.B().Subscribe().Channel(chans...).Build()).Error()
+}
+
+// subscribe adds one channel to a live subscription and says whether it
+// was confirmed; without one the next (re)subscription picks it up. The
+// subscriptions of many names made at once wait for each other here, so
+// each one's deadline (4×MasterTimeout) counts from its own turn, not from
+// the call. One that fails (the master did not confirm in time) ends the
+// subscription's connection: subscribeLoop makes a new one with every
+// channel watched, rather than leave this one without messages.
+func (m *master) subscribe(ctx context.Context, ch string) bool {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if m.sub == nil || !m.cluster.watched(ch) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	if err := m.sub.Do(ctx, m.sub.B().Subscribe().Channel(ch).Build()).Error(); err != nil {
+		m.log.Debug("subscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
+		m.sub.Close()
+		return false
+	}
+	return true
+}
+
+// unsubscribe drops a channel that no watcher wants any more. Its
+// deadline counts from its turn, as a subscription's does: one that waited
+// behind a burst of subscriptions past a deadline set before would not be
+// sent at all, and the channel would stay subscribed for the connection's
+// life (a message to this agent at every release of the name, and memory
+// on the master). One that fails makes the connection anew, subscribed to
+// the watched channels only.
+func (m *master) unsubscribe(ctx context.Context, ch string) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if m.sub == nil || m.cluster.watched(ch) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	if err := m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build()).Error(); err != nil {
+		m.log.Debug("unsubscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
+		m.sub.Close()
+	}
 }
