@@ -191,13 +191,47 @@ func (a *Agent) lateRun(q *queue, w *waiter) bool {
 	}
 	h := a.locked[q.name]
 	switch {
-	case !a.cohortOn() || a.stopping || h == nil || !h.cohortable || h.cohort != nil || h.cache != nil || h.lateFailed:
+	case !a.cohortOn() || a.stopping || h == nil || h.cohort != nil || h.lateFailed:
+		return false
+	case h.cache != nil:
+		return a.runFromCacheLocked(h)
+	case !h.cohortable:
 		return false
 	case h.reserving:
 		return true
 	}
 	h.reserving = true
 	go a.reserveRun(h)
+	return true
+}
+
+// runFromCacheLocked makes h, a lock lent from its name's cache, the first
+// holder of a run, with what is left of the cache's block: a local waiter
+// came, so the record is passed on here instead of being kept for no one.
+// The cache ends (its keeper stops); the run takes its record, its
+// fences and its pending retag, and the masters are told the record is
+// not cached (the keeper's unmark may not have gone yet). The cache's
+// spare block is not taken: it was reserved cacheBlock long, and a run
+// counts on cohortBlock. Agent.mu is held.
+func (a *Agent) runFromCacheLocked(h *hold) bool {
+	c := h.cache
+	if c.holder != h || c.ended || c.wanted || c.mode != protocol.Exclusive || a.caches[c.name] != c || c.next > c.top {
+		return false
+	}
+	a.endCacheLocked(c)
+	run := &cohort{name: c.name, rh: c.rh, next: c.next, top: c.top, started: a.clock.Now(), record: c.record, retag: c.retag}
+	if q := a.queues[run.name]; q != nil {
+		q.mu.Lock()
+		run.wanted = run.started.Sub(q.wantedAt) < wantedFor
+		q.mu.Unlock()
+	}
+	h.cohort = run
+	a.cohorts[run.name] = run
+	if run.retag {
+		run.retagging = true
+		go a.retagLoop(run)
+	}
+	go a.cluster.MarkCached(a.runCtx, run.name, run.rh.Holder, false)
 	return true
 }
 

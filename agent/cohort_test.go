@@ -92,6 +92,37 @@ func TestALocalWaiterAfterTheGrantIsPassedTheName(t *testing.T) {
 	}
 }
 
+// TestALocalWaiterBehindALentLockIsPassedTheName: a lock lent from its
+// name's cache, with a local waiter behind it, turns the cache into a run
+// (runFromCacheLocked): the release passes the name to the waiter with the
+// next fence of the cache's block, where ending the cache in the masters
+// and a new grant there would have given one past the block.
+func TestALocalWaiterBehindALentLockIsPassedTheName(t *testing.T) {
+	a, _ := start(t, nil)
+	path := a.Config.Socket.Path
+	holder, waiter := agenttest.Dial(t, path), agenttest.Dial(t, path)
+	for range 2 { // a name in use again is cached at its release
+		if r := holder.Do("LOCK lent"); r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		holder.Do("UNLOCK lent")
+	}
+	lent := holder.Do("LOCK lent")
+	if lent.Kind != "OK" {
+		t.Fatal(lent.Line)
+	}
+	_, granted := waiter.Send("LOCK lent wait=10s")
+	awaitGoroutineIn(t, "(*contending).awaitCohort")
+	holder.Do("UNLOCK lent")
+	r := waiter.Await(granted)
+	if r.Kind != "OK" || r.Int("fence") != lent.Int("fence")+1 {
+		t.Fatalf("the waiter: %s after the lent fence %d, want the next fence of the cache's block", r.Line, lent.Int("fence"))
+	}
+	if r := waiter.Do("WHO lent"); len(r.Data) == 0 || r.Data[0]["fence"] != strconv.FormatInt(lent.Int("fence")+1, 10) {
+		t.Fatalf("WHO after the hand-over: %v", r.Data) // (a waiting record may follow the holder's)
+	}
+}
+
 // awaitNoGoroutineIn waits until no goroutine of the test binary runs fn.
 func awaitNoGoroutineIn(t *testing.T, fn string) {
 	t.Helper()
