@@ -131,7 +131,15 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 	}
 	// A cache's block may hold more fences than a run may pass on.
 	top := min(g.Record.Top, g.Fence+int64(a.cohortBlock())-1)
-	c := &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: top, started: a.clock.Now(), record: g.Record}
+	a.beginRunLocked(h, &cohort{name: h.rh.Name, rh: h.rh, next: g.Fence + 1, top: top, record: g.Record})
+}
+
+// beginRunLocked makes h the first holder of the run c: it starts now, and
+// is wanted elsewhere if another agent said so within wantedFor. Every run
+// starts here: from a grant's block (startCohortLocked), a block reserved
+// later (reserveRun) or a cache's (runFromCacheLocked). Agent.mu is held.
+func (a *Agent) beginRunLocked(h *hold, c *cohort) {
+	c.started = a.clock.Now()
 	if q := a.queues[c.name]; q != nil {
 		q.mu.Lock()
 		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
@@ -139,6 +147,17 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 	}
 	h.cohort = c
 	a.cohorts[c.name] = c
+}
+
+// retagLocked has c's current holder written into its record on the
+// masters (see retagLoop), starting the loop if it is not running.
+// Agent.mu is held.
+func (a *Agent) retagLocked(c *cohort) {
+	c.retag = true
+	if !c.retagging {
+		c.retagging = true
+		go a.retagLoop(c)
+	}
 }
 
 // endCohortLocked ends h's run, if h is its holder: h's hold is about to be
@@ -219,17 +238,10 @@ func (a *Agent) runFromCacheLocked(h *hold) bool {
 		return false
 	}
 	a.endCacheLocked(c)
-	run := &cohort{name: c.name, rh: c.rh, next: c.next, top: c.top, started: a.clock.Now(), record: c.record, retag: c.retag}
-	if q := a.queues[run.name]; q != nil {
-		q.mu.Lock()
-		run.wanted = run.started.Sub(q.wantedAt) < wantedFor
-		q.mu.Unlock()
-	}
-	h.cohort = run
-	a.cohorts[run.name] = run
-	if run.retag {
-		run.retagging = true
-		go a.retagLoop(run)
+	run := &cohort{name: c.name, rh: c.rh, next: c.next, top: c.top, record: c.record}
+	a.beginRunLocked(h, run)
+	if c.retag {
+		a.retagLocked(run)
 	}
 	go a.cluster.MarkCached(a.runCtx, run.name, run.rh.Holder, false)
 	return true
@@ -260,14 +272,7 @@ func (a *Agent) reserveRun(h *hold) {
 	if !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Top = top; record = *r }) {
 		return
 	}
-	c := &cohort{name: name, rh: h.rh, next: first, top: top, started: a.clock.Now(), record: record}
-	if q := a.queues[name]; q != nil {
-		q.mu.Lock()
-		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
-		q.mu.Unlock()
-	}
-	h.cohort = c
-	a.cohorts[name] = c
+	a.beginRunLocked(h, &cohort{name: name, rh: h.rh, next: first, top: top, record: record})
 }
 
 // wantedFor is how long the agent takes another agent's word that it waits
@@ -401,11 +406,7 @@ func (a *Agent) passTo(h *hold, c *cohort, w *waiter) (result, passResult) {
 	// A master that lacks the record gets it back with the new holder's
 	// fence and who-info (and the counter at the block's end).
 	a.watchdog.SetRecord(h.rh, c.record)
-	c.retag = true
-	if !c.retagging {
-		c.retagging = true
-		go a.retagLoop(c)
-	}
+	a.retagLocked(c)
 	return next.snapshot(validity), passed // the caller ends w's wait once the locks are let go
 }
 

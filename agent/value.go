@@ -85,11 +85,7 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 	}
 	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
 		c.record.Who.Value = value
-		c.retag = true
-		if !c.retagging {
-			c.retagging = true
-			go a.retagLoop(c)
-		}
+		a.retagLocked(c)
 	}
 	return true
 }
