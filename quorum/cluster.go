@@ -130,6 +130,21 @@ type MasterStatus struct {
 	// Settings are what its marker records, in the canonical form
 	// (ParseSettings reads it); "" if none, or not probed yet.
 	Settings string
+	// Shards are, for a master that is a Redis Cluster, each shard's
+	// state; nil for a standalone master.
+	Shards []ShardStatus
+}
+
+// ShardStatus is one shard of a master that is a Redis Cluster.
+type ShardStatus struct {
+	Address string // its primary's
+	Slots   string // the hash slots it serves, as "0-5460,6000"
+	State   State  // up, down or quarantined
+	Err     string // the last error, if any, in the agent's words
+	// QuarantinedSlots is how many of its slots sit out a quarantine
+	// (they lost their data), QuarantineLeft until the last ends.
+	QuarantinedSlots int
+	QuarantineLeft   time.Duration
 }
 
 // New returns a Cluster for cfg. It does not connect; Run does.

@@ -43,6 +43,11 @@ type MasterConfig struct {
 	// the quarantine (see failoverMargin). Default 1s with Sentinels, 0
 	// (replicas are unsafe) without.
 	ReplicaLag time.Duration
+	// Cluster, when set, are seed nodes ("host:port") of a Redis Cluster
+	// that is this one master, instead of Address: one voter made of all
+	// its shards, with a marker and a quarantine per hash slot (see
+	// shards.go).
+	Cluster []string
 }
 
 // State is a master's health as the agent sees it.
