@@ -58,7 +58,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 	if conn == nil {
 		return
 	}
-	for i, r := range m.shards.evalMulti(ctx, conn, markerScript, calls) {
+	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
 		mk, err := readMarker(r, c.cfg.Settings)
 		sh := list[i]
 		if err != nil {
@@ -180,7 +180,7 @@ func (m *master) settleSlotTails(ctx context.Context) {
 	for i, slot := range pending {
 		calls[i] = call{keys: []string{c.slotMarkerKey(slot)}, args: []string{own[slot].epoch, ms}}
 	}
-	for i, r := range m.shards.evalMulti(ctx, conn, settleTailsScript, calls) {
+	for i, r := range m.shards.evalEach(ctx, conn, settleTailsScript, calls, false) {
 		if q, err := r.AsInt64(); err == nil && q >= 0 {
 			m.shards.quarantined(pending[i], time.Duration(q)*time.Millisecond)
 		}

@@ -173,6 +173,12 @@ func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys,
 
 // evalMulti is eval of many calls, pipelined per shard.
 func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
+	return sh.evalEach(ctx, c, s, calls, true)
+}
+
+// evalEach is evalMulti; the probe's calls, which find out whether a shard
+// is down or a slot quarantined, do not check first (check false).
+func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, calls []call, check bool) []rueidis.RedisResult {
 	out := make([]rueidis.RedisResult, len(calls))
 	slots := make([]int, len(calls))
 	var cmds rueidis.Commands
@@ -182,7 +188,7 @@ func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *script, 
 	for i, k := range calls {
 		var keys []string
 		slots[i], keys = sh.m.cluster.callSlot(k.keys)
-		if s.gateArg >= 0 {
+		if check && s.gateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
 				out[i] = rueidis.NewErrorResult(err)
 				continue
@@ -236,7 +242,7 @@ func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slo
 			}
 			continue
 		}
-		out = append(out, m.shards.evalMulti(ctx, c, s, calls)...)
+		out = append(out, m.shards.evalEach(ctx, c, s, calls, false)...)
 	}
 	return out
 }
