@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -83,4 +85,51 @@ redis "b" { address = "127.0.0.1:2" }
 	if b.Cluster != nil || b.Address != "127.0.0.1:2" {
 		t.Fatalf("master b: %+v", b)
 	}
+}
+
+// TestTheCommentedClusterExamplesAreValid: the cluster blocks that the
+// sample configs show commented out validate once uncommented.
+func TestTheCommentedClusterExamplesAreValid(t *testing.T) {
+	for _, path := range []string{"../../agent.hcl", "../../examples/agent.hcl"} {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block := commentedBlock(string(src), "cluster")
+		if block == "" {
+			t.Fatalf("%s: no commented redis block with cluster", path)
+		}
+		pw := filepath.Join(t.TempDir(), "pw")
+		os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+		block = strings.ReplaceAll(block, "/etc/lock-agent/redis.pass", pw)
+		c, err := Parse([]byte(block), path)
+		if err != nil || len(c.Masters) != 1 || len(c.Masters[0].Cluster) == 0 {
+			t.Errorf("%s: the cluster example\n%s\ndecoded to %+v, %v", path, block, c.Masters, err)
+		}
+	}
+}
+
+// commentedBlock returns, uncommented, the first commented-out redis block
+// of src that sets attr, or "".
+func commentedBlock(src, attr string) string {
+	var block []string
+	for _, line := range strings.Split(src, "\n") {
+		switch {
+		case strings.HasPrefix(line, "# redis "):
+			block = []string{line}
+		case block != nil && strings.HasPrefix(line, "#"):
+			block = append(block, line)
+		default:
+			block = nil
+		}
+		if block != nil && line == "# }" {
+			text := strings.TrimPrefix(strings.Join(block, "\n"), "# ")
+			text = strings.ReplaceAll(text, "\n# ", "\n")
+			if strings.Contains(text, attr+" ") {
+				return text
+			}
+			block = nil
+		}
+	}
+	return ""
 }
