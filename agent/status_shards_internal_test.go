@@ -9,7 +9,7 @@ import (
 )
 
 func TestStatusLineShowsEachShardOfAClusterMaster(t *testing.T) {
-	const master = "1 DATA master=a address=n1:7000 state=up settings=lease=15s;drift=0.01"
+	const master = "1 DATA master=a address=cluster@10.0.0.1:7000,10.0.0.2:7000 state=up settings=lease=15s;drift=0.01"
 	for _, tc := range []struct {
 		name   string
 		shards []quorum.ShardStatus
@@ -41,7 +41,7 @@ func TestStatusLineShowsEachShardOfAClusterMaster(t *testing.T) {
 			" shard=address=10.0.0.2:7000;slots=5461-10922;state=down;reason=dial_tcp:_i/o_timeout__CLUSTERDOWN_a_b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := quorum.MasterStatus{Name: "a", Address: "n1:7000", State: quorum.StateUp, Settings: "lease=15s;drift=0.01", Shards: tc.shards}
+			m := quorum.MasterStatus{Name: "a", Address: "cluster@10.0.0.1:7000,10.0.0.2:7000", State: quorum.StateUp, Settings: "lease=15s;drift=0.01", Shards: tc.shards}
 			got := statusLine("1", m).String()
 			if got != master+tc.want {
 				t.Fatalf("statusLine =\n  %s\nwant\n  %s", got, master+tc.want)

@@ -61,18 +61,24 @@ func printShards(tw io.Writer, m master) {
 	}
 }
 
-// why says why a shard, or some of its slots, does not vote, in words.
+// why says why a shard, or some of its slots, does not vote, in words: its
+// reason, and how many of its slots sit out a quarantine and how long.
 func (sh shard) why() string {
-	switch {
-	case sh.Reason == "no_marker_yet":
-		return quorum.UnplantedReason
-	case sh.QuarantinedSlots > 0:
+	var why []string
+	switch sh.Reason {
+	case "", "new_or_lost_its_data":
+	case "no_marker_yet":
+		why = append(why, quorum.UnplantedReason)
+	default:
+		why = append(why, sh.Reason)
+	}
+	if sh.QuarantinedSlots > 0 {
 		slots := fmt.Sprintf("%d of its slots are", sh.QuarantinedSlots)
 		if sh.QuarantinedSlots == 1 {
 			slots = "one of its slots is"
 		}
-		return fmt.Sprintf("%s new or lost their data; they vote again in %v (a new deployment: lock-agent bootstrap)",
-			slots, time.Duration(sh.QuarantineLeftMS)*time.Millisecond)
+		why = append(why, fmt.Sprintf("%s new or lost their data; they vote again in %v (a new deployment: lock-agent bootstrap)",
+			slots, time.Duration(sh.QuarantineLeftMS)*time.Millisecond))
 	}
-	return sh.Reason
+	return strings.Join(why, "; ")
 }

@@ -11,6 +11,7 @@ import (
 
 	lockagent "github.com/lock-agent/lock-agent/clients/go"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // clusterStatus is a STATUS reply, as the agent formats it (see agent's
@@ -19,7 +20,7 @@ import (
 // slots sit out a quarantine, one down.
 var clusterStatus = []string{
 	"DATA master=a address=h:1 state=up settings=lease=15s",
-	"DATA master=c address=n1:7000 state=up settings=lease=15s" +
+	"DATA master=c address=cluster@10.0.0.1:7000,10.0.0.2:7000 state=up settings=lease=15s" +
 		" shard=address=10.0.0.1:7000;slots=0-5460;state=up" +
 		" shard=address=10.0.0.3:7000;slots=10923-16383;state=quarantined;quarantined_slots=5461;quarantine_left=1500;reason=new_or_lost_its_data" +
 		" shard=address=10.0.0.2:7000;slots=5461-10922,16000;state=down;reason=dial_tcp:_i/o_timeout",
@@ -37,7 +38,7 @@ func TestStatusShowsEachShardOfAClusterMaster(t *testing.T) {
 	}
 	lines := strings.Split(stdout.String(), "\n")
 	for _, want := range [][]string{
-		{"c ", "n1:7000", "up"},
+		{"c ", "cluster@10.0.0.1:7000,10.0.0.2:7000", "up"},
 		{"  slots 0-5460 ", "10.0.0.1:7000", "up"},
 		{"  slots 10923-16383 ", "10.0.0.3:7000", "quarantined", "5461 of its slots are new or lost their data; they vote again in 1.5s"},
 		{"  slots 5461-10922,16000 ", "10.0.0.2:7000", "down", "dial_tcp:_i/o_timeout"},
@@ -98,7 +99,7 @@ func TestOldParsersSkipTheShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []lockagent.Master{{Name: "a", Address: "h:1", State: "up", Settings: "lease=15s"}, {Name: "c", Address: "n1:7000", State: "up", Settings: "lease=15s"}}
+	want := []lockagent.Master{{Name: "a", Address: "h:1", State: "up", Settings: "lease=15s"}, {Name: "c", Address: "cluster@10.0.0.1:7000,10.0.0.2:7000", State: "up", Settings: "lease=15s"}}
 	if len(s.Masters) != 2 || s.Masters[0] != want[0] || s.Masters[1] != want[1] {
 		t.Fatalf("the Go client read %+v, want %+v", s.Masters, want)
 	}
@@ -131,6 +132,28 @@ func TestValidateExplainsAWrongClusterBlock(t *testing.T) {
 				if !strings.Contains(stdout.String()+stderr.String(), want) {
 					t.Errorf("validate printed:\n%s%s\nwant %q in it", stdout.String(), stderr.String(), want)
 				}
+			}
+		})
+	}
+}
+
+func TestAShardSaysWhyItDoesNotVote(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sh   shard
+		want string
+	}{
+		{"a shard that votes says nothing", shard{State: "up"}, ""},
+		{"a down shard gives its reason", shard{State: "down", Reason: "timed_out"}, "timed_out"},
+		{"a quarantine says how many slots and how long", shard{State: "quarantined", QuarantinedSlots: 1, QuarantineLeftMS: 2500, Reason: "new_or_lost_its_data"},
+			"one of its slots is new or lost their data; they vote again in 2.5s (a new deployment: lock-agent bootstrap)"},
+		{"a down shard with slots in quarantine says both", shard{State: "down", QuarantinedSlots: 3, QuarantineLeftMS: 1000, Reason: "timed_out"},
+			"timed_out; 3 of its slots are new or lost their data; they vote again in 1s (a new deployment: lock-agent bootstrap)"},
+		{"no marker yet is said in words", shard{State: "quarantined", Reason: "no_marker_yet"}, quorum.UnplantedReason},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.sh.why(); got != tc.want {
+				t.Errorf("why = %q, want %q", got, tc.want)
 			}
 		})
 	}
