@@ -90,7 +90,7 @@ func rawStatus(t *testing.T, a *agenttest.Agent) string {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "STATUS\n")
+	fmt.Fprintf(conn, "1 STATUS\n") // tagged, as agenttest sends
 	var b strings.Builder
 	r := bufio.NewReader(conn)
 	for {
