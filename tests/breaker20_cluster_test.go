@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -143,4 +145,142 @@ func TestBreaker20ClusterFreshNoBootstrap(t *testing.T) {
 	for _, name := range names {
 		t.Logf("%s (slot %d) granted %v after the agent started; quarantine %v", name, redistest.SlotOf(name), granted[name].Sub(started).Round(time.Millisecond), quarantine)
 	}
+}
+
+// clusterAttack is clusterChaos with a fault that may or may not plant the
+// slot's marker anew: clients on two agents take and release name over
+// three clusters for run, while fault hits the shard of name's slot in one
+// cluster after another; a fault that says it replants is awaited until
+// the slot's marker is planted anew, and every fault until every slot
+// votes again on both agents. It checks the holds (no overlap, fences
+// grow) and returns them and how many faults it made.
+func clusterAttack(t *testing.T, opts redistest.ClusterOptions, run time.Duration, name string, fault func(cl *redistest.Cluster, sh *redistest.Shard, rng *rand.Rand) (replants bool)) ([]kindHold, int) {
+	a, b, clusters := twoAgentsOverClustersLoaded(t, opts)
+	faults := 0
+	held := kindsWhile(t, a, b, func(_ watch, stop time.Time, rng *rand.Rand) {
+		for round := 0; round < 1 || time.Now().Before(stop); round++ {
+			cl := clusters[round%len(clusters)]
+			before := markerEpoch(a, cl, name)
+			replants := fault(cl, cl.Owner(redistest.SlotOf(name)), rng)
+			faults++
+			if replants && !replanted(a, cl, name, before) {
+				t.Errorf("round %d: the slot of %s was never planted anew", round, name)
+				return
+			}
+			if !voting(t, a) || !voting(t, b) {
+				t.Errorf("round %d: the slot of %s never voted again", round, name)
+				return
+			}
+		}
+	}, run, name, 6, func(int, *rand.Rand) string { return "LOCK " + name })
+	if err := checkHolds(held, name, 1); err != nil {
+		t.Fatal(err)
+	}
+	return held, faults
+}
+
+// twoAgentsOverClustersLoaded is twoAgentsOverClusters(3 clusters of opts,
+// a lease of 1s) on a loaded host: a primary whose replica has not
+// acknowledged within min-replicas-max-lag refuses the bootstrap
+// (NOREPLICAS), so it is tried again until every primary takes it.
+func twoAgentsOverClustersLoaded(t *testing.T, opts redistest.ClusterOptions) (a, b *agenttest.Agent, clusters []*redistest.Cluster) {
+	c1, clusters := agentOverClusters(t, 3, opts, time.Second)
+	c1.AgentID = "host-a"
+	c2 := agenttest.ConfigNoBootstrap(t, nil, time.Second)
+	c2.Masters, c2.AgentID = c1.Masters, "host-b"
+	var err error
+	if !pollFor(20*time.Second, 50*time.Millisecond, func() bool {
+		_, err = quorum.Bootstrap(context.Background(), c1.Lock.KeyPrefix, c1.Masters)
+		return err == nil
+	}) {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	return agenttest.Start(t, c1), agenttest.Start(t, c2), clusters
+}
+
+// TestBreaker20ClusterShardFlushed: FLUSHALL on the primary of the name's
+// shard, one cluster after another, under load: no restart, so the same
+// run_id; the slot's marker is gone with the holds, so the slot must be
+// planted anew and sit out a quarantine; no overlap, fences grow.
+func TestBreaker20ClusterShardFlushed(t *testing.T) {
+	held, faults := clusterAttack(t, redistest.ClusterOptions{Shards: 3}, 6*time.Second, "cb-flush",
+		func(_ *redistest.Cluster, sh *redistest.Shard, _ *rand.Rand) bool {
+			if _, err := sh.Primary.Do("FLUSHALL"); err != nil {
+				t.Errorf("FLUSHALL: %v", err)
+			}
+			return true
+		})
+	t.Logf("%d holds (%d lost), %d shards flushed: no overlap, fences grow", len(held), countLost(held), faults)
+}
+
+// replicated are the options of clusters whose shards have a replica and
+// whose primaries take no write a replica did not acknowledge within 1s.
+var replicated = redistest.ClusterOptions{Shards: 3, Replicas: 1, Args: []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}}
+
+// TestBreaker20ClusterPrimaryKilled: the name's shard primary is killed
+// (a crash: the replica is elected after the node timeout, and may have
+// missed the last grants), one cluster after another, under load, and
+// rejoins as a replica: the promoted replica's copy of the marker names the
+// dead primary's run_id, so the slot is planted anew; no overlap.
+func TestBreaker20ClusterPrimaryKilled(t *testing.T) {
+	held, faults := clusterAttack(t, replicated, 6*time.Second, "cb-kill",
+		func(cl *redistest.Cluster, sh *redistest.Shard, _ *rand.Rand) bool {
+			killed := cl.KillPrimary(sh)
+			cl.Rejoin(sh, killed)
+			return true
+		})
+	t.Logf("%d holds (%d lost), %d primaries killed: no overlap, fences grow", len(held), countLost(held), faults)
+}
+
+// TestBreaker20ClusterShardPausedPastNodeTimeout: the name's shard primary
+// (no replica) is paused for 2.5s, past the node timeout (1s): its cluster
+// says CLUSTERDOWN on every slot meanwhile; on resume the data and run_id
+// are the same, so no replant is needed, but the slot must vote again;
+// no overlap.
+func TestBreaker20ClusterShardPausedPastNodeTimeout(t *testing.T) {
+	held, faults := clusterAttack(t, redistest.ClusterOptions{Shards: 3}, 6*time.Second, "cb-pause",
+		func(_ *redistest.Cluster, sh *redistest.Shard, _ *rand.Rand) bool {
+			redistest.PauseFor(2500*time.Millisecond, []*redistest.Server{sh.Primary}, 0)
+			return false
+		})
+	t.Logf("%d holds (%d lost), %d shards paused past the node timeout: no overlap, fences grow", len(held), countLost(held), faults)
+}
+
+// TestBreaker20ClusterPausedPrimaryFailsOver: the name's shard primary is
+// paused (SIGSTOP) past the node timeout, so its replica is elected while
+// it sleeps, then resumed: for a moment it still takes itself for the
+// primary, with the commands the agents sent it while it slept queued in
+// its socket, and the agents' clients may still send it more (a split
+// brain). The new primary's copy of the marker names the old run_id, so
+// its slot is planted anew; the old primary must not give a vote that
+// counts once the new one votes. No overlap, fences grow.
+func TestBreaker20ClusterPausedPrimaryFailsOver(t *testing.T) {
+	held, faults := clusterAttack(t, replicated, 6*time.Second, "cb-split",
+		func(cl *redistest.Cluster, sh *redistest.Shard, rng *rand.Rand) bool {
+			old, replica := sh.Primary, sh.Replicas[0]
+			old.Pause()
+			if !pollFor(10*time.Second, 20*time.Millisecond, func() bool { return role(replica) == "master" }) {
+				old.Resume()
+				t.Errorf("%s was never elected in place of the paused %s", replica.Addr, old.Addr)
+				return false
+			}
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // the clients meet the new primary
+			old.Resume()
+			if !pollFor(10*time.Second, 20*time.Millisecond, func() bool { return role(old) == "slave" }) {
+				t.Errorf("the resumed %s never became a replica", old.Addr)
+			}
+			sh.Primary, sh.Replicas = replica, []*redistest.Server{old}
+			return true
+		})
+	t.Logf("%d holds (%d lost), %d primaries paused and failed over: no overlap, fences grow", len(held), countLost(held), faults)
+}
+
+// role is a node's replication role (master, slave), "" if it does not
+// answer.
+func role(s *redistest.Server) string {
+	info, err := s.Info("replication")
+	if err != nil {
+		return ""
+	}
+	return redistest.InfoField(info, "role")
 }
