@@ -284,3 +284,70 @@ func role(s *redistest.Server) string {
 	}
 	return redistest.InfoField(info, "role")
 }
+
+// TestBreaker20ClusterManyNamesManySlots: one session holds 2,000 names,
+// spread over about as many slots of three shards, for two leases of 3s,
+// so every renewal is cut per slot (one CROSSSLOT would lose holds, and
+// one round trip per slot outlasted a 1s lease's quarter): no LOST, WHO
+// sees each holder; then a multi-name LOCK of names in three shards that
+// meets a held name gives up whole, and without it is granted whole.
+// Under -race on a loaded 2-core host this fails: a cluster master's
+// renewal is one script call per name, and its probe times out behind
+// them, so masters are marked down and holds are LOST (see the report of
+// branch cbreak); without -race it passes.
+func TestBreaker20ClusterManyNamesManySlots(t *testing.T) {
+	const n, wave = 2000, 100
+	cfg, clusters := agentOverClusters(t, 3, redistest.ClusterOptions{Shards: 3}, 3*time.Second)
+	cfg.Limits.MaxHoldsPerSession = n + 10
+	agenttest.Bootstrap(t, cfg)
+	a := agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	lost := make(chan string, n) // drained at once: a full push buffer stalls the client's replies
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		for {
+			select {
+			case p := <-c.Pushes():
+				select {
+				case lost <- p:
+				default:
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	for first := 0; first < n; first += wave {
+		replies := make([]<-chan agenttest.Reply, wave)
+		for i := range replies {
+			_, replies[i] = c.Send(fmt.Sprintf("LOCK many%d wait=10s", first+i))
+		}
+		for i, ch := range replies {
+			if r := c.Await(ch); r.Kind != "OK" {
+				t.Fatalf("LOCK many%d: %s", first+i, r.Line)
+			}
+		}
+	}
+	select {
+	case p := <-lost:
+		t.Fatalf("holding %d names over many slots, lease %v: %s (and %d more LOST): renewals of a cluster master cut per slot, one call per name (see the report of branch cbreak)", n, cfg.Lock.Lease, p, len(lost))
+	case <-time.After(2 * cfg.Lock.Lease):
+	}
+	for _, i := range []int{0, n / 3, n - 1} {
+		if r := c.Do(fmt.Sprintf("WHO many%d", i)); r.Kind != "OK" || len(r.Data) != 1 {
+			t.Errorf("WHO many%d after two leases: %s %v", i, r.Line, r.Data)
+		}
+	}
+	multi := namesPerShard(clusters[0], "multi")
+	other := agenttest.Dial(t, a.Config.Socket.Path)
+	if r := other.Do("LOCK " + strings.Join(multi, " ") + " many7 wait=200ms"); r.Kind == "OK" {
+		t.Fatalf("LOCK of %v and the held many7 granted: %s", multi, r.Line)
+	}
+	if r := other.Do("LOCK " + strings.Join(multi, " ") + " wait=2s"); r.Kind != "OK" || len(strings.Split(r.Fields["fence"], ",")) != len(multi) {
+		t.Fatalf("LOCK %v, names in every shard, free again after a refused multi-lock: %s", multi, r.Line)
+	}
+	if r := other.Do("UNLOCK " + strings.Join(multi, " ")); r.Kind != "OK" {
+		t.Errorf("UNLOCK %v: %s", multi, r.Line)
+	}
+}
