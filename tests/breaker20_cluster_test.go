@@ -351,3 +351,41 @@ func TestBreaker20ClusterManyNamesManySlots(t *testing.T) {
 		t.Errorf("UNLOCK %v: %s", multi, r.Line)
 	}
 }
+
+// TestBreaker20ClusterOtherSettings: a second agent runs with another
+// lease over the same cluster masters, whose slot markers record the
+// first agent's settings. It must grant nothing (a vote counted under
+// another lease could outlive a hold), neither a name the first holds nor
+// a free one, and its STATUS must say why; the first agent grants on.
+func TestBreaker20ClusterOtherSettings(t *testing.T) {
+	c1, _ := agentOverClusters(t, 3, redistest.ClusterOptions{Shards: 3}, time.Second)
+	c1.AgentID = "host-a"
+	agenttest.Bootstrap(t, c1)
+	a := agenttest.Start(t, c1)
+	c2 := agenttest.ConfigNoBootstrap(t, nil, 2*time.Second)
+	c2.Masters, c2.AgentID = c1.Masters, "host-b"
+	b := agenttest.StartNoWait(t, c2)
+	ca, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	probed := pollFor(20*time.Second, 50*time.Millisecond, func() bool {
+		return mastersIn(statesOf(cb), "down") == 0 // each master met, whatever it says
+	})
+	if !probed {
+		t.Fatalf("the second agent never met its masters: %s", rawStatus(t, b))
+	}
+	if r := ca.Do("LOCK held wait=2s"); r.Kind != "OK" {
+		t.Fatalf("LOCK held on the first agent: %s", r.Line)
+	}
+	for _, name := range []string{"held", "free0", "free1", "free2"} {
+		if r := cb.Do("LOCK " + name + " wait=500ms"); r.Kind == "OK" {
+			t.Errorf("LOCK %s granted to an agent whose lease differs from the one the masters record: %s", name, r.Line)
+		}
+	}
+	status := rawStatus(t, b)
+	if strings.Contains(status, "state=up") || !strings.Contains(status, "settings") {
+		t.Errorf("the second agent's STATUS does not say its masters record other settings:\n%s", status)
+	}
+	t.Logf("the second agent's STATUS:\n%s", status)
+	if r := ca.Do("LOCK free0 wait=2s"); r.Kind != "OK" {
+		t.Errorf("the first agent, whose settings the masters record, refused free0: %s", r.Line)
+	}
+}
