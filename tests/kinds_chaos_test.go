@@ -146,6 +146,9 @@ func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop 
 					}
 					continue
 				}
+				if n := r.Int("count"); n > 1 {
+					t.Errorf("client %d: LOCK %s re-entered a hold it took for ended (count=%d)", i, name, n)
+				}
 				h := kindHold{start: time.Now(), fence: r.Int("fence"), who: i, shared: strings.Contains(line, "mode=shared"), slot: r.Fields["slot"]}
 				grants.Add(1)
 				select {
