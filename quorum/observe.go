@@ -16,6 +16,19 @@ import (
 
 func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
 
+// awaitingAgent is what a record's settled field holds from its grant of
+// an observed name until the granting agent marks the grant's fence
+// settled there (see acquireSrc, markSettled): the masters run a grant
+// before its agent decides it, and the agent may yet give it back (it lost
+// the round to a master that granted after its deadline, a fence
+// write-back failed, or it read the answers after the validity was used
+// up). Records in step at one fence look settled all the same, and an
+// observer that took them as a term would name a leader that never was.
+// So a record awaiting its agent is a term only once some master marks it
+// settled. Only observed names pay for the mark: a write to the granting
+// masters, in the background, per grant.
+const awaitingAgent = "pending"
+
 // setValueSrc replaces the value of a live record and says so to the
 // name's observers. KEYS: holder key. ARGV: value, channel.
 // Returns 1 if the record is there, else 0.
@@ -156,10 +169,13 @@ local out = {string.format('%d', nextf)}
 // granting majority's, is written back to them (see settleFence), so a
 // fence that a majority shows meanwhile may be a term that never was. F
 // is settled when a record marks it settled (the granting agent does once
-// it decided F, if some master did not grant it: see markSettled), or,
-// every master having answered, when every one that answered with the
-// holder records F and every one that answered without it (it refused the
-// grant, or has not run it yet) would give a grant no fence above F. A
+// the grant stood, if the name was observed or some master did not grant
+// it: see markSettled). A holder that a record shows awaiting that mark
+// (see awaitingAgent) is not settled until then, lenient or not. Else F is
+// settled when, every master having answered, every one that answered
+// with the holder records F and every one that answered without it (it
+// refused the grant, or has not run it yet) would give a grant no fence
+// above F. A
 // master that did not answer may have granted a higher fence that the
 // grant took, so without a mark F is not settled then. While it is not,
 // Leader returns ErrUnsettled: read again shortly. With lenient, a fence
@@ -212,8 +228,11 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 // settled is v's settled fence, if it is (see Leader), with unheard
 // masters that did not answer.
 func (read holdersRead) settled(v *holderVotes, quorum, unheard int, lenient bool) (int64, bool) {
-	if v.settled != 0 {
+	switch {
+	case v.settled != 0:
 		return v.settled, true // its granting agent marked it
+	case v.awaiting > 0:
+		return 0, false // its grant may not stand: only its agent can tell
 	}
 	for f, n := range v.fences {
 		switch {
