@@ -31,6 +31,10 @@ var (
 	// ErrUnsettled: a majority records a holder, but the masters that
 	// record it do not record the same fence of it yet (see Cluster.Leader).
 	ErrUnsettled = errors.New("quorum: a holder's fence is not settled yet")
+	// errAwaitingAgent is ErrUnsettled of a holder whose grant awaits its
+	// agent's word (see awaitingAgent): no more answers can settle it, the
+	// agent's mark will, and it publishes.
+	errAwaitingAgent = fmt.Errorf("%w: its grant awaits its agent", ErrUnsettled)
 	// ErrUnsafe: the master is configured so that it may forget holds; see UnsafeError.
 	ErrUnsafe = errors.New("quorum: unsafe master")
 	// ErrConflict: a majority holds the name for another kind of claim (a

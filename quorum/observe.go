@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -184,13 +185,14 @@ local out = {string.format('%d', nextf)}
 // the hold ends, and a caller that found the holder unsettled for longer
 // than a grant can take takes the majority's.
 //
-// It waits for a slow master only while the answers so far do not decide:
-// a master that stopped answering, not yet known down, must not hold up
-// every read for a round's deadline.
+// It waits for a slow master only while the answers so far do not decide
+// (a holder awaiting its agent's mark decides: ErrUnsettled): a master
+// that stopped answering, not yet known down, must not hold up every read
+// for a round's deadline.
 func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
 	read, err := c.readHolders(ctx, name, true, func(read holdersRead) bool {
 		_, _, err := c.leaderIn(read, lenient)
-		return len(read.answers) >= c.quorum && err == nil
+		return len(read.answers) >= c.quorum && (err == nil || errors.Is(err, errAwaitingAgent))
 	})
 	if err != nil {
 		return Holder{}, false, err
@@ -208,6 +210,10 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 			continue // not on a majority: no holder (any more, or yet)
 		case v.isCached():
 			continue // kept by its agent for a client to come: it leads nothing (see MarkCached)
+		case v.settled == 0 && v.awaiting > 0:
+			// Its grant may not stand: only its agent can tell, and its
+			// mark will publish. No answer still to come can tell.
+			return Holder{}, false, errAwaitingAgent
 		case v.count < c.quorum:
 			// On a majority, perhaps: the masters that did not answer may
 			// hold it. Neither it nor "none" is known.
@@ -228,11 +234,8 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 // settled is v's settled fence, if it is (see Leader), with unheard
 // masters that did not answer.
 func (read holdersRead) settled(v *holderVotes, quorum, unheard int, lenient bool) (int64, bool) {
-	switch {
-	case v.settled != 0:
+	if v.settled != 0 {
 		return v.settled, true // its granting agent marked it
-	case v.awaiting > 0:
-		return 0, false // its grant may not stand: only its agent can tell
 	}
 	for f, n := range v.fences {
 		switch {

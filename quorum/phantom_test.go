@@ -121,3 +121,33 @@ func TestLeaderTakesNoTermFromAGrantThatDidNotStand(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderDoesNotWaitForAPausedVoterWhileAGrantAwaitsItsAgent: a
+// holder whose records await its agent's mark is unsettled whatever the
+// masters still to answer say, so a read does not wait for a paused one
+// (an observer's push would wait a round's deadline behind it, after the
+// mark landed and published); once a record is marked, it is the leader.
+func TestLeaderDoesNotWaitForAPausedVoterWhileAGrantAwaitsItsAgent(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.MasterTimeout = 3 * time.Second // a read that waits for the paused master takes this long
+	c := startCluster(t, cfg)
+	for _, s := range servers[:2] {
+		plantClaim(s, "a", "h", Claim{})
+		s.Do("HSET", "t:{a}:h:h", "fence", "5", "settled", awaitingAgent)
+	}
+	servers[2].Pause()
+	defer servers[2].Resume()
+	start := time.Now()
+	if h, ok, err := c.Leader(ctx, "a", true); !errors.Is(err, ErrUnsettled) || time.Since(start) >= cfg.MasterTimeout {
+		t.Fatalf("Leader of a holder awaiting its agent = %+v, %v, %v after %v; want ErrUnsettled before the paused master's deadline",
+			h, ok, err, time.Since(start))
+	}
+	servers[1].Do("HSET", "t:{a}:h:h", "settled", "5")
+	start = time.Now()
+	if h, ok, err := c.Leader(ctx, "a", false); err != nil || !ok || h.Record.Fence != 5 || time.Since(start) >= cfg.MasterTimeout {
+		t.Fatalf("Leader of a holder its agent marked = %+v, %v, %v after %v; want fence 5 before the paused master's deadline",
+			h, ok, err, time.Since(start))
+	}
+}
