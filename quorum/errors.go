@@ -31,10 +31,6 @@ var (
 	// ErrUnsettled: a majority records a holder, but the masters that
 	// record it do not record the same fence of it yet (see Cluster.Leader).
 	ErrUnsettled = errors.New("quorum: a holder's fence is not settled yet")
-	// errAwaitingAgent is ErrUnsettled of a holder whose grant awaits its
-	// agent's word (see awaitingAgent): no more answers can settle it, the
-	// agent's mark will, and it publishes.
-	errAwaitingAgent = fmt.Errorf("%w: its grant awaits its agent", ErrUnsettled)
 	// ErrUnsafe: the master is configured so that it may forget holds; see UnsafeError.
 	ErrUnsafe = errors.New("quorum: unsafe master")
 	// ErrConflict: a majority holds the name for another kind of claim (a
@@ -63,6 +59,27 @@ type MasterError struct {
 
 func (e *MasterError) Error() string { return e.Master + ": " + describe(e.Err) }
 func (e *MasterError) Unwrap() error { return e.Err }
+
+// UnsettledError is ErrUnsettled of one holder (see Cluster.Leader): a
+// reader that finds the same holder unsettled for long may take it at the
+// fence its majority records (lenient), one that finds another holder
+// unsettled each time may not.
+type UnsettledError struct {
+	Holder string // the holder's id
+	// Awaiting says its grant awaits its agent's mark (see
+	// awaitingAgent): no answer still to come can settle it, the agent's
+	// mark will (it publishes), and lenient does not take it.
+	Awaiting bool
+}
+
+func (e *UnsettledError) Error() string {
+	if e.Awaiting {
+		return ErrUnsettled.Error() + ": " + e.Holder + "'s grant awaits its agent"
+	}
+	return ErrUnsettled.Error() + ": " + e.Holder
+}
+
+func (e *UnsettledError) Unwrap() error { return ErrUnsettled }
 
 // RoundError says why a quorum round failed. It unwraps to ErrNoQuorum,
 // ErrBusy, ErrConflict or ErrSettings and to every master's error. An

@@ -183,16 +183,18 @@ local out = {string.format('%d', nextf)}
 // that a majority records will do: a master that missed a write-back (it
 // was paused past its deadline) keeps another fence in its record until
 // the hold ends, and a caller that found the holder unsettled for longer
-// than a grant can take takes the majority's.
+// than a grant can take takes the majority's. ErrUnsettled comes as an
+// UnsettledError that names the holder.
 //
 // It waits for a slow master only while the answers so far do not decide
-// (a holder awaiting its agent's mark decides: ErrUnsettled): a master
+// (a holder awaiting its agent's mark decides: an UnsettledError): a master
 // that stopped answering, not yet known down, must not hold up every read
 // for a round's deadline.
 func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
 	read, err := c.readHolders(ctx, name, true, func(read holdersRead) bool {
 		_, _, err := c.leaderIn(read, lenient)
-		return len(read.answers) >= c.quorum && (err == nil || errors.Is(err, errAwaitingAgent))
+		var u *UnsettledError
+		return len(read.answers) >= c.quorum && (err == nil || errors.As(err, &u) && u.Awaiting)
 	})
 	if err != nil {
 		return Holder{}, false, err
@@ -213,15 +215,15 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 		case v.settled == 0 && v.awaiting > 0:
 			// Its grant may not stand: only its agent can tell, and its
 			// mark will publish. No answer still to come can tell.
-			return Holder{}, false, errAwaitingAgent
+			return Holder{}, false, &UnsettledError{Holder: v.id, Awaiting: true}
 		case v.count < c.quorum:
 			// On a majority, perhaps: the masters that did not answer may
 			// hold it. Neither it nor "none" is known.
-			return Holder{}, false, ErrUnsettled
+			return Holder{}, false, &UnsettledError{Holder: v.id}
 		}
 		fence, ok := read.settled(v, c.quorum, unheard, lenient)
 		if !ok {
-			return Holder{}, false, ErrUnsettled
+			return Holder{}, false, &UnsettledError{Holder: v.id}
 		}
 		r := v.first
 		r.Fence, r.Who.Value = fence, v.value()
