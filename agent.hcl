@@ -24,7 +24,7 @@ socket {
 # restarts (empty, or from a snapshot) sits out one lease + drift (15.26s by
 # default) before it votes again (see docs/operations.md, "The masters").
 redis "a" {
-  address = "10.0.0.11:6379" # host:port; or sentinels and master_set (below)
+  address = "10.0.0.11:6379" # host:port; or sentinels and master_set, or cluster (below)
   # username = "lock-agent"  # Redis ACL user
   # password = "..."         # or: password_file = "/etc/lock-agent/redis-a.pass"
   db = 0
@@ -59,6 +59,15 @@ redis "c" { address = "10.0.0.13:6379" }
 #   # sentinel_password = "..." # if the Sentinels want auth (sentinel_username too)
 #   max_replica_lag   = "1s"
 # }
+# Or a whole Redis Cluster may be one master (one vote): cluster lists seed
+# nodes, any two or three of its nodes; the agent learns the shards from them.
+# username, password and tls go with it as with address; db must be 0 (a
+# cluster has no other); allow_replicas and max_replica_lag are about each
+# shard's replicas; lock.key_prefix may not then hold { or } (docs/operations.md,
+# "Redis Cluster masters").
+# redis "c" {
+#   cluster = ["10.0.0.31:7000", "10.0.0.32:7000", "10.0.0.33:7000"]
+# }
 
 lock {
   # lease, drift_factor and the cohort_max_* bounds are cluster settings: every
@@ -70,7 +79,8 @@ lock {
   # Watchdog lease: holds without ttl= are renewed every lease/3 while their
   # client stays connected. A crashed agent's holds free up after one lease.
   lease = "15s"
-  # Every key the agent writes starts with this.
+  # Every key the agent writes starts with this. No { or } in it when a
+  # master is a Redis Cluster (a hash tag here would put every name in one slot).
   key_prefix = "lock-agent:"
   # Clock drift allowance: validity = lease - elapsed - lease*drift_factor - 2ms.
   drift_factor = 0.01

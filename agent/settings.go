@@ -26,7 +26,8 @@ func ClusterSettings(l LockConfig) quorum.Settings {
 }
 
 // statusLine is STATUS's DATA line of master m: its state, why it does not
-// vote (reason, one word; quarantine_left), and the settings its marker records.
+// vote (reason, one word; quarantine_left), the settings its marker records,
+// and a Redis Cluster's shards (see withShards).
 func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
 	l := protocol.Reply(tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
 	switch {
@@ -42,7 +43,7 @@ func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
 	if m.Settings != "" {
 		l.Str("settings", m.Settings)
 	}
-	return l
+	return withShards(l, m.Shards)
 }
 
 // settingsProblem adds to STATUS's final line, while a majority of masters

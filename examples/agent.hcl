@@ -23,6 +23,15 @@ redis "c" {
   username      = "lock-agent"
   password_file = "/etc/lock-agent/redis.pass"
 }
+# A master may instead be a whole Redis Cluster, one vote for all its shards:
+# list two or three of its nodes as seeds (the agent learns the others). TLS
+# and credentials go with it as above; db must be 0, and lock.key_prefix may
+# not hold { or } (docs/operations.md, "Redis Cluster masters").
+# redis "c" {
+#   cluster       = ["redis-c1.internal:7000", "redis-c2.internal:7000", "redis-c3.internal:7000"]
+#   username      = "lock-agent"
+#   password_file = "/etc/lock-agent/redis.pass"
+# }
 
 lock {
   lease          = "15s"

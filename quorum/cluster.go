@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +87,10 @@ type Cluster struct {
 	// settingsDiffer is set while a majority records other settings than
 	// this agent's (see noteSettings).
 	settingsDiffer atomic.Bool
+
+	// clustered says a master is a Redis Cluster: batches of names are
+	// then cut per hash slot (see shards.go).
+	clustered bool
 
 	// handover is this agent's release message after a run of local
 	// holders that another agent waited for (see HandOver).
@@ -192,10 +198,17 @@ func New(cfg Config) (*Cluster, error) {
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
 		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {
+		if len(mc.Cluster) > 0 && strings.ContainsAny(cfg.KeyPrefix, "{}") {
+			return nil, fmt.Errorf("quorum: master %s is a Redis Cluster: the key prefix %q may not hold a hash tag ({ or })", mc.Name, cfg.KeyPrefix)
+		}
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
 		m.acquires = batcher{m: m, many: acquireManyScript}
 		m.releases = batcher{m: m, many: releaseManyScript, land: true}
+		if len(mc.Cluster) > 0 {
+			m.shards = newShardSet(m)
+			c.clustered = true
+		}
 		c.masters = append(c.masters, m)
 	}
 	return c, nil

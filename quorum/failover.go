@@ -38,7 +38,7 @@ const sentinelRefresh = time.Second
 
 // replicaLag is cfg.ReplicaLag, 1s by default for a Sentinel master.
 func (cfg MasterConfig) replicaLag() time.Duration {
-	if cfg.ReplicaLag == 0 && len(cfg.Sentinels) > 0 {
+	if cfg.ReplicaLag == 0 && (len(cfg.Sentinels) > 0 || len(cfg.Cluster) > 0) {
 		return time.Second
 	}
 	return cfg.ReplicaLag
@@ -158,6 +158,9 @@ func (m *master) sentinelErr(err error) error {
 // Sentinel master "SET@server", the server c now sends to ("SET@?"
 // before it connected).
 func (m *master) addressOf(c rueidis.Client) string {
+	if len(m.cfg.Cluster) > 0 {
+		return "cluster@" + strings.Join(m.cfg.Cluster, ",")
+	}
 	if len(m.cfg.Sentinels) == 0 {
 		return m.cfg.Address
 	}

@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -228,11 +229,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	if len(keys) == 0 {
 		return out
 	}
-	var calls []call
-	for lo := 0; lo < len(keys); lo += renewBatch {
-		k, a := c.renewArgs(lease, keys[lo:min(lo+renewBatch, len(keys))])
-		calls = append(calls, call{keys: k, args: a})
-	}
+	calls, holds := c.renewCalls(lease, keys)
 	to, _ := c.voters()
 	gone := make([][]int, len(c.masters)) // per master, the holds it lacks
 	// A round may take up to a quarter lease: validity counts from before
@@ -248,23 +245,22 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 			defer wg.Done()
 			for first := 0; first < len(calls) && roundCtx.Err() == nil; first += renewChunk {
 				chunk := calls[first:min(first+renewChunk, len(calls))]
-				lo := first * renewBatch
 				start := time.Now() // latency, not lease logic: see timedEval
 				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
 				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
 				mu.Lock()
 				for b, r := range res {
-					at := lo + b*renewBatch
-					vals, err := c.renewReply(i, r, min(renewBatch, len(keys)-at))
+					idx := holds[first+b]
+					vals, err := c.renewReply(i, r, len(idx))
 					if err != nil {
 						continue
 					}
 					for j, v := range vals {
 						if v == 1 {
-							out[at+j].OK++
+							out[idx[j]].OK++
 						} else {
-							out[at+j].Gone++
-							gone[i] = append(gone[i], at+j)
+							out[idx[j]].Gone++
+							gone[i] = append(gone[i], idx[j])
 						}
 					}
 				}
@@ -275,6 +271,39 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	wg.Wait()
 	c.repair(ctx, lease, keys, out, gone)
 	return out
+}
+
+// renewCalls cuts keys into the renew script's calls of at most renewBatch
+// holds each, and of one hash slot each when a master is a Redis Cluster
+// (see shards.go); holds[k] are the indices in keys of call k's holds.
+func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey) (calls []call, holds [][]int) {
+	order := make([]int, len(keys))
+	slots := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+		if c.clustered {
+			slots[i] = slotOf(c.setKey(keys[i].Name))
+		}
+	}
+	if c.clustered {
+		slices.SortStableFunc(order, func(a, b int) int { return slots[a] - slots[b] })
+	}
+	batch := make([]RenewKey, 0, renewBatch)
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && hi-lo < renewBatch && slots[order[hi]] == slots[order[lo]] {
+			hi++
+		}
+		batch = batch[:0]
+		for _, i := range order[lo:hi] {
+			batch = append(batch, keys[i])
+		}
+		k, a := c.renewArgs(lease, batch)
+		calls = append(calls, call{keys: k, args: a})
+		holds = append(holds, order[lo:hi])
+		lo = hi
+	}
+	return calls, holds
 }
 
 // repairCall is the repair script's call that re-creates k's hold with

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // The tail horizon: how a master that lost its data sits out every tail it
@@ -142,7 +144,15 @@ var errHorizonReply = errors.New("unexpected horizon reply")
 // master it probes, the rounds' for the others (their own probes use
 // theirs).
 func (m *master) horizon(ctx context.Context, l lane) horizon {
-	vals, err := m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil).ToArray()
+	if m.shards != nil {
+		return m.clusterHorizon(ctx, l)
+	}
+	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil))
+}
+
+// readHorizon reads a horizonSrc reply.
+func readHorizon(r rueidis.RedisResult) horizon {
+	vals, err := r.ToArray()
 	if err != nil || len(vals) != 3 {
 		return horizon{}
 	}

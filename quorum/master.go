@@ -122,10 +122,17 @@ type master struct {
 	// acquires and releases batch the rounds' calls of the hot scripts
 	// (see batch.go).
 	acquires, releases batcher
+
+	// shards is, for a master that is a Redis Cluster, its view of its
+	// shards (see shards.go); nil for a standalone master.
+	shards *shardSet
 }
 
 // batcherFor is the batcher of s's calls, nil if s is not batched.
 func (m *master) batcherFor(s *script) *batcher {
+	if m.shards != nil { // a batch of names spans slots
+		return nil
+	}
 	switch s {
 	case acquireScript:
 		return &m.acquires
@@ -177,6 +184,9 @@ func (m *master) voteErr() error {
 // more: it is skipped until then, and its holds are gone, so waiters may
 // now win elsewhere.
 func (m *master) quarantined(left time.Duration) {
+	if m.shards != nil { // per slot: see shardSet.noteReply
+		return
+	}
 	until := m.cluster.clock.Now().Add(left)
 	m.mu.Lock()
 	fresh := !m.cluster.clock.Now().Before(m.quarantine)
@@ -201,6 +211,9 @@ func (m *master) status() MasterStatus {
 	s.Unplanted = errors.Is(m.lastErr, ErrUnplanted)
 	if m.state == StateQuarantined {
 		s.QuarantineLeft = max(m.quarantine.Sub(m.cluster.clock.Now()), 0)
+	}
+	if m.shards != nil {
+		s.Shards = m.shards.status()
 	}
 	return s
 }
@@ -330,7 +343,7 @@ func (m *master) newClient(ctx context.Context, l lane) (rueidis.Client, error) 
 			stop()
 		}
 	}()
-	return rueidis.NewClient(m.withSentinels(rueidis.ClientOption{
+	return rueidis.NewClient(m.withCluster(m.withSentinels(rueidis.ClientOption{
 		DialCtxFn:         dial,
 		InitAddress:       []string{m.cfg.Address},
 		Username:          m.cfg.Username,
@@ -346,7 +359,7 @@ func (m *master) newClient(ctx context.Context, l lane) (rueidis.Client, error) 
 		// Detect a hung connection well within a lease; the probe marks the
 		// master down sooner than this.
 		ConnWriteTimeout: max(10*timeout, 2*time.Second),
-	}))
+	})))
 }
 
 // lane picks one of the master's connections.
@@ -376,7 +389,7 @@ func (m *master) conn(l lane) rueidis.Client {
 // tombstones keep it harmless.)
 func (m *master) loadScripts(ctx context.Context) {
 	c := m.getClient()
-	if c == nil {
+	if c == nil || m.shards != nil { // a cluster's nodes learn them by the EVAL after a NOSCRIPT
 		return
 	}
 	// The run's context: a stop does not wait for a master that does not
@@ -400,6 +413,10 @@ func (m *master) loadScripts(ctx context.Context) {
 // data, and checks the settings it records), and now and then checks that
 // the master is configured safely.
 func (m *master) probe(runCtx context.Context) {
+	if m.shards != nil {
+		m.probeShards(runCtx)
+		return
+	}
 	cfg := &m.cluster.cfg
 	// Generous: a busy master (or a busy agent) is not a dead one, and
 	// rounds decide without a hung master before it is marked down.
@@ -609,6 +626,9 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
 	args = m.gateArgs(s, args)
+	if m.shards != nil {
+		return m.shards.eval(ctx, c, s, keys, args)
+	}
 	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
 		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		m.checkedRun(l, gen, r)
@@ -632,6 +652,9 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 			out[i] = rueidis.NewErrorResult(ErrNotConnected)
 		}
 		return out
+	}
+	if m.shards != nil {
+		return m.shards.evalMulti(ctx, c, s, calls)
 	}
 	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))

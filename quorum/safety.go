@@ -31,6 +31,12 @@ func (m *master) checkSafety(ctx context.Context) (unsafe error, ok bool) {
 	if c == nil {
 		return nil, false
 	}
+	return m.checkSafetyOn(ctx, c)
+}
+
+// checkSafetyOn is checkSafety on the server c: the master, or a shard's
+// primary.
+func (m *master) checkSafetyOn(ctx context.Context, c rueidis.Client) (unsafe error, ok bool) {
 	info, err := c.Do(ctx, c.B().Info().Build()).ToString()
 	if _, refused := rueidis.IsRedisErr(err); refused {
 		return &UnsafeError{Reason: "info-refused:" + token(describe(err))}, true

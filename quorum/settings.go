@@ -275,8 +275,12 @@ func Bootstrap(ctx context.Context, keyPrefix string, masters []MasterConfig) ([
 func BootstrapSettings(ctx context.Context, keyPrefix string, settings Settings, masters []MasterConfig) ([]string, error) {
 	var planted []string
 	err := eachAdmin(keyPrefix, settings, masters, func(c *Cluster, m *master) error {
-		v, err := m.eval(ctx, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:" + randomID(), c.settings}).AsInt64()
-		if err == nil && v > 0 {
+		epoch := "bootstrap:" + randomID()
+		planted1, err := m.eachMarker(ctx, bootstrapScript, func(r rueidis.RedisResult) (bool, error) {
+			v, err := r.AsInt64()
+			return v > 0, err
+		}, epoch, c.settings)
+		if planted1 {
 			planted = append(planted, m.cfg.Name)
 		}
 		return err
@@ -299,7 +303,11 @@ type MarkerSettings struct {
 func ReadSettings(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]MarkerSettings, error) {
 	var out []MarkerSettings
 	err := eachAdmin(keyPrefix, nil, masters, func(c *Cluster, m *master) error {
-		vals, err := m.conn(laneRounds).Do(ctx, m.conn(laneRounds).B().Hmget().Key(c.markerKey()).Field("epoch", "settings").Build()).ToArray()
+		key := c.markerKey()
+		if m.shards != nil { // every slot's records the same, but for a slot quarantined meanwhile
+			key = c.slotMarkerKey(0)
+		}
+		vals, err := m.conn(laneRounds).Do(ctx, m.conn(laneRounds).B().Hmget().Key(key).Field("epoch", "settings").Build()).ToArray()
 		if err != nil {
 			return err
 		}
@@ -327,14 +335,35 @@ func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, qu
 	}
 	var changed []string
 	err := eachAdmin(keyPrefix, settings, masters, func(c *Cluster, m *master) error {
-		err := m.eval(ctx, changeScript, []string{c.markerKey()},
-			[]string{"change:" + randomID(), c.settings, strconv.FormatInt(quarantine.Milliseconds(), 10)}).Error()
+		_, err := m.eachMarker(ctx, changeScript, func(r rueidis.RedisResult) (bool, error) { return true, r.Error() },
+			"change:"+randomID(), c.settings, strconv.FormatInt(quarantine.Milliseconds(), 10))
 		if err == nil {
 			changed = append(changed, m.cfg.Name)
 		}
 		return err
 	})
 	return changed, err
+}
+
+// eachMarker runs s with args on the master's marker, or on every slot's
+// marker of a master that is a Redis Cluster, and reads each reply with
+// read: it says whether any reply read true, and joins the errors.
+func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.RedisResult) (bool, error), args ...string) (any bool, err error) {
+	replies := []rueidis.RedisResult{}
+	if m.shards != nil {
+		replies = m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
+	} else {
+		replies = append(replies, m.eval(ctx, s, []string{m.cluster.markerKey()}, args))
+	}
+	var errs []error
+	for _, r := range replies {
+		ok, err := read(r)
+		any = any || (ok && err == nil)
+		if err != nil && len(errs) < 3 { // the same error on every slot says nothing more
+			errs = append(errs, err)
+		}
+	}
+	return any, errors.Join(errs...)
 }
 
 // eachAdmin connects to each of masters in turn, runs f on it, and closes

@@ -100,6 +100,12 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 // kindsUnderFaults is kindsUnderChaos over the masters of faults.
 func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
 	a, b, servers := twoAgentsOver(t, faults.masters, time.Second)
+	return kindsWhile(t, a, b, func(seen watch, stop time.Time, rng *rand.Rand) { faults.fail(servers, seen, stop, rng) }, name, clients, lock)
+}
+
+// kindsWhile is kindsUnderChaos on agents a and b, while fail fails their
+// masters.
+func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop time.Time, rng *rand.Rand), name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
 	seen := watchOf(t, a, b)
 	stop := time.Now().Add(soak(4*time.Second, 6*time.Second))
 	// Past stop the clients go on, with every master up, until they have
@@ -115,7 +121,7 @@ func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients in
 	chaos.Add(1)
 	go func() {
 		defer chaos.Done()
-		faults.fail(servers, seen, stop, rand.New(rand.NewPCG(3, 4)))
+		fail(seen, stop, rand.New(rand.NewPCG(3, 4)))
 	}()
 	var mu sync.Mutex
 	var held []kindHold

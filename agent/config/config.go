@@ -43,7 +43,8 @@ type socketBlock struct {
 
 type redisBlock struct {
 	Name string `hcl:"name,label"`
-	// Address, or Sentinels and MasterSet (see sentinel.go): one of them.
+	// Address, Sentinels and MasterSet (see sentinel.go), or Cluster (see
+	// cluster.go): one of them.
 	Address      *string `hcl:"address,optional"`
 	Username     *string `hcl:"username,optional"`
 	Password     *string `hcl:"password,optional"`
@@ -59,6 +60,10 @@ type redisBlock struct {
 	SentinelPassword *string   `hcl:"sentinel_password,optional"`
 	MaxReplicaLag    *string   `hcl:"max_replica_lag,optional"`
 	TLS              *tlsBlock `hcl:"tls,block"`
+
+	// Cluster: the seed nodes of a Redis Cluster that is this master. A
+	// pointer, so that an empty list is told from none.
+	Cluster *[]string `hcl:"cluster,optional"`
 }
 
 type tlsBlock struct {

@@ -15,7 +15,7 @@ import (
 func (v *validator) masters(blocks []redisBlock, c *agent.Config) {
 	if len(blocks) == 0 {
 		v.diags = append(v.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No redis masters",
-			Detail:  "add at least one redis \"NAME\" { address = \"host:port\" } block (or { sentinels = [...]  master_set = \"NAME\" }); three or five are what RedLock wants",
+			Detail:  "add at least one redis \"NAME\" { address = \"host:port\" } block (or { sentinels = [...]  master_set = \"NAME\" }, or { cluster = [...] }); three or five are what RedLock wants",
 			Subject: &hcl.Range{Filename: v.file, Start: hcl.InitialPos, End: hcl.InitialPos}})
 		return
 	}

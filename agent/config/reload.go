@@ -81,6 +81,9 @@ type masterKey struct {
 	// credentials, and replica lag (its quarantine depends on it).
 	Sentinels, MasterSet, SentinelUsername, SentinelPassword string
 	ReplicaLag                                               time.Duration
+	// A Redis Cluster master's: its seed nodes (joined). Another seed
+	// may be another cluster, so a change needs a restart, as an address.
+	Cluster string
 }
 
 func masterKeys(ms []quorum.MasterConfig) []masterKey {
@@ -92,6 +95,7 @@ func masterKeys(ms []quorum.MasterConfig) []masterKey {
 		}
 		keys[i].Sentinels, keys[i].MasterSet = strings.Join(m.Sentinels, ","), m.MasterSet
 		keys[i].SentinelUsername, keys[i].SentinelPassword, keys[i].ReplicaLag = m.SentinelUsername, m.SentinelPassword, m.ReplicaLag
+		keys[i].Cluster = strings.Join(m.Cluster, ",")
 	}
 	return keys
 }

@@ -77,3 +77,20 @@ func TestAppliedIsWhatSIGHUPChanges(t *testing.T) {
 		t.Fatalf("after Applied, still changed: %v; want only %v", left, restart)
 	}
 }
+
+// TestAnotherClusterSeedNeedsARestart: a master that is a Redis Cluster is
+// identified by its seed nodes, as another by its address: another seed
+// may be another cluster.
+func TestAnotherClusterSeedNeedsARestart(t *testing.T) {
+	old := agent.Default()
+	old.Masters = []quorum.MasterConfig{{Name: "a", Cluster: []string{"n1:7000", "n2:7000"}}}
+	same, next := old, old
+	same.Masters = []quorum.MasterConfig{{Name: "a", Cluster: []string{"n1:7000", "n2:7000"}}}
+	next.Masters = []quorum.MasterConfig{{Name: "a", Cluster: []string{"n1:7000", "n3:7000"}}}
+	if got := Changes(old, same); got != nil {
+		t.Errorf("the same seeds: %+v, want no change", got)
+	}
+	if got, want := Changes(old, next), []Change{{Setting: "Masters"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("another seed: %+v, want %+v (not live, nothing shown)", got, want)
+	}
+}

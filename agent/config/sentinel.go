@@ -7,12 +7,15 @@ import (
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
-// where checks how a redis block reaches its master: one address, or the
-// Sentinels that know where the primary of a master set is. A Sentinel
+// where checks how a redis block reaches its master: one address, the
+// Sentinels that know where the primary of a master set is, or the seed
+// nodes of a Redis Cluster (see cluster.go). A Sentinel
 // master's replicas are promoted by design, so allow_replicas (which says
 // they never are) does not go with it.
 func (v *validator) where(b redisBlock, m *quorum.MasterConfig, errorf errorFunc) {
 	switch {
+	case b.Cluster != nil:
+		v.cluster(b, m, errorf)
 	case b.Address != nil && len(b.Sentinels) > 0:
 		errorf("sentinels", "give address (a master) or sentinels and master_set (a primary that Sentinel fails over), not both")
 	case b.Address != nil:
@@ -21,9 +24,9 @@ func (v *validator) where(b redisBlock, m *quorum.MasterConfig, errorf errorFunc
 	case len(b.Sentinels) > 0:
 		v.sentinels(b, m, errorf)
 	default:
-		errorf("address", "want address = \"host:port\", or sentinels = [\"host:port\", ...] and master_set = \"NAME\"")
+		errorf("address", "want address = \"host:port\", or sentinels = [\"host:port\", ...] and master_set = \"NAME\", or cluster = [\"host:port\", ...] (a Redis Cluster)")
 	}
-	if b.Address != nil && len(b.Sentinels) == 0 && (b.MasterSet != nil || b.SentinelUsername != nil || b.SentinelPassword != nil) {
+	if b.Address != nil && len(b.Sentinels) == 0 && b.Cluster == nil && (b.MasterSet != nil || b.SentinelUsername != nil || b.SentinelPassword != nil) {
 		errorf("master_set", "master_set, sentinel_username and sentinel_password go with sentinels, not address")
 	}
 	if b.MaxReplicaLag != nil {

@@ -138,6 +138,7 @@ func (v *validator) build(fc *fileConfig) agent.Config {
 	v.socket(fc.Socket, &c.Socket)
 	v.masters(fc.Redis, &c)
 	v.lock(fc.Lock, &c.Lock)
+	v.clusterKeyPrefix(&c)
 	v.limits(fc.Limits, &c.Limits)
 	v.log(fc.Log, &c.Log)
 	c.ACL = v.acl(fc.ACL)

@@ -21,7 +21,8 @@ import (
 // Metrics is the agent's Prometheus registry and the series it updates.
 //
 // Every label value comes from a fixed set (modes, reasons, verbs, ops,
-// states) or from the config (master names): never from a request. No lock
+// states), from the config (master names) or from a Redis Cluster master's
+// topology (its shards' addresses): never from a request. No lock
 // name, owner or pid may become a label value, or the number of series
 // would grow with the traffic. Every series is created here, up front, so
 // that recording an event on the request path is an atomic add, with no
@@ -272,24 +273,27 @@ func (r observedRenewer) Renew(ctx context.Context, lease time.Duration, keys []
 // CollectState has each scrape read, at that moment, the masters' states
 // and quorum from cluster and the count of open sessions.
 func (m *Metrics) CollectState(cluster *quorum.Cluster, sessions func() int) {
-	m.registry.MustRegister(stateCollector{cluster, sessions})
+	m.registry.MustRegister(stateCollector{cluster.Status, cluster.Quorum, sessions})
 }
 
 // stateCollector reads, at each scrape, what the agent already keeps:
-// sessions and the masters' states.
+// sessions, the masters' states and the quorum (see CollectState).
 type stateCollector struct {
-	cluster  *quorum.Cluster
+	status   func() []quorum.MasterStatus
+	quorum   func() int
 	sessions func() int
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- masterStateDesc
+	ch <- shardStateDesc
+	ch <- shardQuarantinedSlotsDesc
 	ch <- sessionsDesc
 	ch <- quorumDesc
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, ms := range c.cluster.Status() {
+	for _, ms := range c.status() {
 		for _, st := range masterStates {
 			v := 0.0
 			if ms.State == st {
@@ -297,9 +301,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(masterStateDesc, prometheus.GaugeValue, v, ms.Name, string(st))
 		}
+		collectShards(ch, ms)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.sessions()))
-	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(c.cluster.Quorum()))
+	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(c.quorum()))
 }
 
 // Handler serves the metrics in the Prometheus text format.

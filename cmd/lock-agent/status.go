@@ -30,9 +30,9 @@ type agentStatus struct {
 	Quorum   int    `json:"quorum"`
 	// Tolerates is how many masters may be down or quarantined while the
 	// agent still grants: 0 for one master.
-	Tolerates int                `json:"tolerates"`
-	Up        int                `json:"up"`
-	Masters   []lockagent.Master `json:"masters"`
+	Tolerates int      `json:"tolerates"`
+	Up        int      `json:"up"`
+	Masters   []master `json:"masters"`
 	// Settings are the agent's cluster settings; SettingsDiffer, while a
 	// majority of masters records others, names those that differ.
 	Settings       string   `json:"settings,omitempty"`
@@ -81,7 +81,8 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MASTER\tADDRESS\tSTATE\tWHY")
 	for _, m := range s.Masters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Address, m.State, s.why(m))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Address, m.State, s.why(m.Master))
+		printShards(tw, m)
 	}
 	tw.Flush()
 	return code
@@ -141,7 +142,7 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 		f := fields(words[2:])
 		switch words[1] {
 		case "DATA":
-			s.addMaster(f)
+			s.addMaster(f, shardsOf(words[2:]))
 		case "OK":
 			s.readFinal(f)
 			return s, nil
@@ -155,12 +156,13 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 	return nil, fmt.Errorf("the agent closed the connection")
 }
 
-// addMaster reads one STATUS DATA line's fields f: a master.
-func (s *agentStatus) addMaster(f map[string]string) {
+// addMaster reads one STATUS DATA line's fields f: a master, and shards,
+// its shards if it is a Redis Cluster.
+func (s *agentStatus) addMaster(f map[string]string, shards []shard) {
 	left, _ := strconv.ParseInt(f["quarantine_left"], 10, 64)
 	m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left,
 		Settings: f["settings"]}
-	s.Masters = append(s.Masters, m)
+	s.Masters = append(s.Masters, master{m, shards})
 	if m.State == "up" {
 		s.Up++
 	}

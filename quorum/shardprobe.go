@@ -1,0 +1,327 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The probe of a master that is a Redis Cluster (see shards.go).
+
+// sweepEvery bounds how often a call that met a quarantined slot makes the
+// probe read every slot's marker.
+const sweepEvery = time.Second
+
+// probeShards is probe for a cluster master: it reads the slots, runs the
+// gate on each shard's first slot, checks each shard's configuration now
+// and then, reads every slot's marker when something changed, and sets the
+// master's state from its shards'.
+func (m *master) probeShards(runCtx context.Context) {
+	cfg := &m.cluster.cfg
+	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
+	defer cancel()
+	list, topo, err := m.readTopology(ctx)
+	if err != nil {
+		m.probeFailed(err)
+		return
+	}
+	now := m.cluster.clock.Now()
+	m.mu.Lock()
+	m.failures = 0
+	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
+	m.mu.Unlock()
+	m.gateShards(ctx, list)
+	if check {
+		m.checkShards(ctx, list)
+	}
+	changed := m.shards.update(list, topo)
+	m.noteShardMarkers(list)
+	if changed || (m.shards.sweep.Load() && now.Sub(m.shards.swept) >= sweepEvery) {
+		m.sweepSlots(runCtx)
+	}
+	m.setState(m.shards.state())
+	m.cluster.noteSettings()
+}
+
+// gateShards runs the probe's gate (markerSrc) on each shard's first slot.
+func (m *master) gateShards(ctx context.Context, list []*shard) {
+	calls := make([]call, len(list))
+	c := m.cluster
+	args := c.gateArgs()
+	for i, sh := range list {
+		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
+	}
+	conn := m.conn(laneHealth)
+	if conn == nil {
+		return
+	}
+	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
+		mk, err := readMarker(r, c.cfg.Settings)
+		sh := list[i]
+		if err != nil {
+			sh.state, sh.err = StateDown, err
+			continue
+		}
+		sh.epoch, sh.run, sh.recorded = mk.epoch, mk.run, mk.recorded
+		sh.view = ClassifyMarker(mk.refusal, mk.recorded, c.settings)
+		sh.state, sh.err = probedState(nil, mk)
+	}
+}
+
+// readMarker reads a markerSrc reply.
+func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
+	vals, err := r.ToArray()
+	if err != nil {
+		return markerReply{}, err
+	}
+	if len(vals) != 5 {
+		return markerReply{}, errors.New("unexpected probe reply")
+	}
+	var mk markerReply
+	mk.epoch, _ = vals[0].ToString()
+	mk.left, err = vals[1].AsInt64()
+	mk.run, _ = vals[2].ToString()
+	mk.recorded, _ = vals[3].ToString()
+	refusal, _ := vals[4].ToString()
+	return mk, mk.readRefusal(refusal, ours, err)
+}
+
+// update takes the probe's view of the shards, keeping each one's last
+// configuration verdict unless it was checked again, and says
+// whether every slot's marker should be read: the slots moved, or a
+// shard's first marker is another than before (it lost its data, or is
+// served by another server).
+func (s *shardSet) update(list []*shard, topo string) (changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed = topo != s.topo
+	old := map[string]*shard{}
+	for _, sh := range s.list {
+		old[sh.addr] = sh
+	}
+	for i, sh := range list {
+		was := old[sh.addr]
+		switch {
+		case was == nil:
+			changed = true
+		case sh.state != StateDown && (sh.epoch != was.epoch || sh.run != was.run):
+			changed = true
+		}
+		if was != nil && !sh.checked {
+			sh.unsafe = was.unsafe
+		}
+		for _, slot := range sh.slots {
+			s.owner[slot] = int16(i)
+		}
+	}
+	if changed {
+		for slot := range s.owner {
+			if s.owner[slot] >= int16(len(list)) {
+				s.owner[slot] = -1
+			}
+		}
+	}
+	s.list, s.topo = list, topo
+	return changed
+}
+
+// sweepSlots reads every slot's marker with the probe's gate (planting where
+// the agent may), notes each slot's quarantine, and settles the tails of
+// the slots that lost their data.
+func (m *master) sweepSlots(runCtx context.Context) {
+	c := m.cluster
+	ctx, cancel := context.WithTimeout(runCtx, max(40*c.cfg.MasterTimeout, 2*time.Second))
+	defer cancel()
+	m.shards.sweep.Store(false)
+	m.shards.swept = c.clock.Now()
+	args := c.gateArgs()
+	replies := m.everySlot(ctx, laneHealth, markerScript, func(int) []string { return append(args[:2:2], "0") })
+	lost := false
+	for slot, r := range replies {
+		mk, err := readMarker(r, c.cfg.Settings)
+		if err == nil && mk.left > 0 {
+			m.shards.quarantined(slot, time.Duration(mk.left)*time.Millisecond)
+			lost = true
+		}
+	}
+	if lost {
+		m.settleSlotTails(ctx)
+	}
+}
+
+// settleSlotTails is settleTails for a cluster master: each slot that lost
+// its data sits out the tails the other masters keep.
+func (m *master) settleSlotTails(ctx context.Context) {
+	c := m.cluster
+	own := m.slotHorizons(ctx, laneHealth)
+	var pending []int
+	for slot, h := range own {
+		if h.answered && h.lost && h.epoch != "" {
+			pending = append(pending, slot)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	left, settle, complete := settleHorizon(len(c.masters), c.otherHorizons(ctx, m.index))
+	if !settle {
+		m.shards.sweep.Store(true) // again at the next sweep
+		return
+	}
+	ms := strconv.FormatInt((left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond).Milliseconds(), 10)
+	conn := m.conn(laneHealth)
+	if conn == nil {
+		return
+	}
+	calls := make([]call, len(pending))
+	for i, slot := range pending {
+		calls[i] = call{keys: []string{c.slotMarkerKey(slot)}, args: []string{own[slot].epoch, ms}}
+	}
+	for i, r := range m.shards.evalEach(ctx, conn, settleTailsScript, calls, false) {
+		if q, err := r.AsInt64(); err == nil && q >= 0 {
+			m.shards.quarantined(pending[i], time.Duration(q)*time.Millisecond)
+		}
+	}
+	m.log.Info("slots that lost their data sit out the tails the others keep", "slots", len(pending), "complete", complete)
+}
+
+// slotHorizons asks every slot's marker for its tail horizon.
+func (m *master) slotHorizons(ctx context.Context, l lane) []horizon {
+	out := make([]horizon, numSlots)
+	for slot, r := range m.everySlot(ctx, l, horizonScript, func(int) []string { return nil }) {
+		out[slot] = readHorizon(r)
+	}
+	return out
+}
+
+// clusterHorizon is a cluster master's tail horizon as another master's
+// settling asks it: the latest of its slots', lost if any slot lost its
+// data and is not settled.
+func (m *master) clusterHorizon(ctx context.Context, l lane) horizon {
+	all := horizon{answered: true}
+	for _, h := range m.slotHorizons(ctx, l) {
+		if !h.answered {
+			return horizon{}
+		}
+		all.lost = all.lost || h.lost
+		all.left = max(all.left, h.left)
+	}
+	return all
+}
+
+// checkShards checks each shard primary's configuration (see checkSafety).
+func (m *master) checkShards(ctx context.Context, list []*shard) {
+	c := m.conn(laneHealth)
+	if c == nil {
+		return
+	}
+	nodes := c.Nodes()
+	all := true
+	for _, sh := range list {
+		node, ok := nodes[sh.addr]
+		if !ok {
+			all = false
+			continue
+		}
+		unsafe, ok := m.checkSafetyOn(ctx, node)
+		if !ok {
+			all = false
+			continue
+		}
+		sh.unsafe, sh.checked = unsafe, true
+	}
+	if all {
+		m.mu.Lock()
+		m.checked = m.cluster.clock.Now()
+		m.mu.Unlock()
+	}
+}
+
+// noteShardMarkers sets the master's marker view from its shards' first
+// markers: ours when every shard's records this agent's settings, other
+// when one records others.
+func (m *master) noteShardMarkers(list []*shard) {
+	view, recorded := ViewOurs, ""
+	var refusal error
+	for _, sh := range list {
+		switch {
+		case sh.view == ViewOther:
+			view, refusal, recorded = ViewOther, sh.err, sh.recorded
+		case sh.view == ViewNone && view == ViewOurs:
+			view, recorded = ViewNone, sh.recorded
+		case recorded == "":
+			recorded = sh.recorded
+		}
+	}
+	if len(list) == 0 {
+		view = ViewNone
+	}
+	m.view.Store(int32(view))
+	m.mu.Lock()
+	m.refusal, m.recorded = refusal, recorded
+	m.mu.Unlock()
+}
+
+// state is the master's state from its shards': down when all are, else
+// unsafe or recording other settings when all are, else up (each shard's
+// own state shows in its status, and decides for its slots).
+func (s *shardSet) state() (State, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.list) == 0 {
+		return StateDown, errors.New("the cluster serves no slot")
+	}
+	counts := map[State]int{}
+	var errs []error
+	for _, sh := range s.list {
+		st := sh.state
+		if sh.unsafe != nil {
+			st = StateUnsafe
+			errs = append(errs, sh.unsafe)
+		} else if sh.err != nil {
+			errs = append(errs, sh.err)
+		}
+		counts[st]++
+	}
+	for _, st := range []State{StateDown, StateUnsafe, StateSettings} {
+		if counts[st] == len(s.list) {
+			return st, errs[0]
+		}
+	}
+	return StateUp, nil
+}
+
+// status is each shard's ShardStatus.
+func (s *shardSet) status() []ShardStatus {
+	now := s.m.cluster.clock.Now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ShardStatus, len(s.list))
+	for i, sh := range s.list {
+		st := ShardStatus{Address: sh.addr, Slots: slotRanges(sh.slots), State: sh.state}
+		if sh.unsafe != nil {
+			st.State = StateUnsafe
+			st.Err = describe(sh.unsafe)
+		} else if sh.err != nil {
+			st.Err = describe(sh.err)
+		}
+		var last int64
+		for _, slot := range sh.slots {
+			if u := s.until[slot]; u > now.UnixNano() {
+				st.QuarantinedSlots++
+				last = max(last, u)
+			}
+		}
+		if st.QuarantinedSlots > 0 {
+			st.QuarantineLeft = time.Duration(last - now.UnixNano())
+			if st.State == StateUp {
+				st.State = StateQuarantined
+			}
+		}
+		out[i] = st
+	}
+	return out
+}

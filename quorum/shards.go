@@ -1,0 +1,308 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// A master may be a Redis Cluster (MasterConfig.Cluster): one voter made of
+// all its shards, reached with the client library's cluster client, which
+// sends each call to the shard that serves its keys' slot and follows
+// MOVED and ASK (the command did not run there; it is sent once to the
+// slot's owner). What is per master on a standalone one is per hash slot
+// on such a master, because a script may only touch the keys of one slot
+// (see slots.go):
+//
+//   - Each slot has its own epoch marker, planted and gated as a standalone
+//     master's is, by every script that votes on a name of that slot. A
+//     shard that restarted empty lost the markers of its slots, so each of
+//     those slots sits out its own quarantine; the other shards' slots
+//     vote on.
+//   - Every gate on such a master reads the server's run_id (the variant
+//     of the scripts that a standalone master runs only on a new
+//     connection: see script.afterRestart). A slot's marker records the
+//     run_id of the server that planted it, so a slot now served by
+//     another server (a promoted replica that may have missed the last
+//     grants, a restart from a snapshot, a slot migrated with its keys) is
+//     planted anew, quarantined. A cluster client makes connections to
+//     many servers as slots move; no one connection says which slots it
+//     serves, so the check is made on every call.
+//   - The probe reads the cluster's slots (CLUSTER SLOTS) and the marker of
+//     each shard's first slot every probe interval; when a shard's marker
+//     changed, the slots moved, or a call met a quarantined slot, it reads
+//     every slot's marker once (sweep), planting where the agent may, and
+//     settles the tails of the slots that lost their data (see horizon.go).
+//     The agent refuses at once a call on a slot it knows quarantined, or
+//     whose shard is down or unsafe, as it skips a standalone master.
+//   - Batches of several names (acquire and release batches, renewals)
+//     are cut per slot.
+//
+// Release messages go by PUBLISH, which a Redis Cluster delivers on every
+// node, and the agent subscribes on one.
+
+// shardSet is a cluster master's view of its shards.
+type shardSet struct {
+	m *master
+
+	mu    sync.RWMutex
+	list  []*shard
+	topo  string          // the slots as last read, to see them change
+	owner [numSlots]int16 // each slot's shard in list; -1 for none
+	// until is, per slot, when its quarantine ends (Unix ns of the
+	// cluster's clock); 0 for none known.
+	until [numSlots]int64
+
+	// sweep asks the next probe to read every slot's marker; swept is when
+	// one last did.
+	sweep atomic.Bool
+	swept time.Time
+}
+
+// shard is one shard as the probe last saw it.
+type shard struct {
+	addr       string
+	slots      []int // ascending
+	state      State
+	err        error
+	epoch, run string // of its first slot's marker
+	unsafe     error
+	checked    bool // unsafe is this probe's verdict, not the last one's
+	view       MarkerView
+	recorded   string
+}
+
+func newShardSet(m *master) *shardSet {
+	s := &shardSet{m: m}
+	for i := range s.owner {
+		s.owner[i] = -1
+	}
+	return s
+}
+
+// withCluster makes opt a cluster client's, for a master that is a Redis
+// Cluster.
+func (m *master) withCluster(opt rueidis.ClientOption) rueidis.ClientOption {
+	if len(m.cfg.Cluster) == 0 {
+		return opt
+	}
+	opt.InitAddress = m.cfg.Cluster
+	opt.ForceSingleClient = false
+	opt.ClusterOption.ShardsRefreshInterval = time.Second
+	return opt
+}
+
+// slotErr is why a call on slot may not vote, as the agent knows the slot:
+// quarantined, or its shard down or unsafe; nil if it may.
+func (s *shardSet) slotErr(slot int) error {
+	now := s.m.cluster.clock.Now().UnixNano()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.until[slot] > now {
+		return ErrQuarantined
+	}
+	i := s.owner[slot]
+	if i < 0 {
+		return nil // not probed yet: the gate decides
+	}
+	sh := s.list[i]
+	switch {
+	case sh.unsafe != nil:
+		return fmt.Errorf("shard %s: %w", sh.addr, sh.unsafe)
+	case sh.state == StateDown:
+		return fmt.Errorf("shard %s: %w", sh.addr, ErrMasterDown)
+	}
+	return nil
+}
+
+// quarantined notes that slot is quarantined for left more. A slot newly
+// quarantined wakes every waiter (its holds are gone, so waiters may now
+// win elsewhere), and asks the probe for a sweep.
+func (s *shardSet) quarantined(slot int, left time.Duration) {
+	until := s.m.cluster.clock.Now().Add(left).UnixNano()
+	now := s.m.cluster.clock.Now().UnixNano()
+	s.mu.Lock()
+	fresh := s.until[slot] <= now
+	s.until[slot] = max(s.until[slot], until)
+	s.mu.Unlock()
+	if fresh {
+		s.sweep.Store(true)
+		s.m.cluster.wakeAll()
+	}
+}
+
+// noteReply reads a gate's refusal {-2, ms} in r, a call's reply on slot.
+func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
+	vals, err := r.ToArray()
+	if err != nil || len(vals) != 2 {
+		return
+	}
+	if code, err := vals[0].AsInt64(); err != nil || code != -2 {
+		return
+	}
+	if ms, err := vals[1].AsInt64(); err == nil {
+		s.quarantined(slot, time.Duration(ms)*time.Millisecond)
+	}
+}
+
+// eval runs s on client c, a cluster master's connection: on the keys'
+// slot, with its slot marker, the gate reading the run_id (see above).
+func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
+	slot, keys := sh.m.cluster.callSlot(keys)
+	if s.gateArg >= 0 {
+		if err := sh.slotErr(slot); err != nil {
+			return rueidis.NewErrorResult(err)
+		}
+	}
+	s = s.fallback()
+	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if noScript(r.Error()) {
+		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	sh.noteReply(slot, r)
+	return r
+}
+
+// evalMulti is eval of many calls, pipelined per shard.
+func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
+	return sh.evalEach(ctx, c, s, calls, true)
+}
+
+// evalEach is evalMulti; the probe's calls, which find out whether a shard
+// is down or a slot quarantined, do not check first (check false).
+func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, calls []call, check bool) []rueidis.RedisResult {
+	out := make([]rueidis.RedisResult, len(calls))
+	slots := make([]int, len(calls))
+	var cmds rueidis.Commands
+	var sent []int
+	var made []call // the calls as sent, for a NOSCRIPT's EVAL below
+	v := s.fallback()
+	for i, k := range calls {
+		var keys []string
+		slots[i], keys = sh.m.cluster.callSlot(k.keys)
+		if check && s.gateArg >= 0 {
+			if err := sh.slotErr(slots[i]); err != nil {
+				out[i] = rueidis.NewErrorResult(err)
+				continue
+			}
+		}
+		args := sh.m.gateArgs(s, k.args)
+		cmds = append(cmds, c.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		made = append(made, call{keys: keys, args: args})
+		sent = append(sent, i)
+	}
+	if len(cmds) == 0 {
+		return out
+	}
+	var redo rueidis.Commands
+	var redone []int
+	for j, r := range c.DoMulti(ctx, cmds...) {
+		i := sent[j]
+		out[i] = r
+		if noScript(r.Error()) {
+			k := made[j]
+			redo = append(redo, c.B().Eval().Script(v.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+			redone = append(redone, i)
+		}
+	}
+	if len(redo) > 0 {
+		for j, r := range c.DoMulti(ctx, redo...) {
+			out[redone[j]] = r
+		}
+	}
+	for i, r := range out {
+		sh.noteReply(slots[i], r)
+	}
+	return out
+}
+
+// everySlot runs s once per slot on the lane l, with the slot's marker as
+// its one key and args(slot) as its arguments, pipelined in chunks, and
+// returns the replies by slot.
+func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slot int) []string) []rueidis.RedisResult {
+	const chunk = 1024
+	out := make([]rueidis.RedisResult, 0, numSlots)
+	c := m.conn(l)
+	for lo := 0; lo < numSlots; lo += chunk {
+		calls := make([]call, 0, chunk)
+		for slot := lo; slot < min(lo+chunk, numSlots); slot++ {
+			calls = append(calls, call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)})
+		}
+		if c == nil {
+			for range calls {
+				out = append(out, rueidis.NewErrorResult(ErrNotConnected))
+			}
+			continue
+		}
+		out = append(out, m.shards.evalEach(ctx, c, s, calls, false)...)
+	}
+	return out
+}
+
+// readTopology reads the cluster's shards (CLUSTER SLOTS): each primary's
+// address and slots, in the order of their first slot, and the whole as a
+// string that changes when a slot moves.
+func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
+	c := m.conn(laneHealth)
+	if c == nil {
+		return nil, "", ErrNotConnected
+	}
+	ranges, err := c.Do(ctx, c.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, "", err
+	}
+	byAddr := map[string]*shard{}
+	var list []*shard
+	for _, r := range ranges {
+		addr, lo, hi, err := slotRange(r)
+		if err != nil {
+			return nil, "", err
+		}
+		sh := byAddr[addr]
+		if sh == nil {
+			sh = &shard{addr: addr}
+			byAddr[addr] = sh
+			list = append(list, sh)
+		}
+		for slot := lo; slot <= hi; slot++ {
+			sh.slots = append(sh.slots, slot)
+		}
+	}
+	var topo strings.Builder
+	for _, sh := range list {
+		slices.Sort(sh.slots)
+	}
+	slices.SortFunc(list, func(a, b *shard) int { return a.slots[0] - b.slots[0] })
+	for _, sh := range list {
+		fmt.Fprintf(&topo, "%s=%s;", sh.addr, slotRanges(sh.slots))
+	}
+	return list, topo.String(), nil
+}
+
+// slotRange reads one entry of CLUSTER SLOTS: [first, last, [ip, port, ...], replicas...].
+func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
+	e, err := r.ToArray()
+	if err != nil || len(e) < 3 {
+		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
+	}
+	first, err1 := e[0].AsInt64()
+	last, err2 := e[1].AsInt64()
+	node, err3 := e[2].ToArray()
+	if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 || first < 0 || last >= numSlots || first > last {
+		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
+	}
+	ip, _ := node[0].ToString()
+	port, err := node[1].AsInt64()
+	if err != nil {
+		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
+	}
+	return ip + ":" + strconv.FormatInt(port, 10), int(first), int(last), nil
+}

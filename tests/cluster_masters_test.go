@@ -1,0 +1,181 @@
+package tests
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// The checkers of kinds_chaos_test.go over masters that are each a Redis
+// Cluster of three shards (issue 20 item 1): a shard restarted empty, a
+// slot migrated, and a shard failed over to its replica, while clients on
+// two agents take and release one name in the slot hit.
+
+// twoAgentsOverClusters starts n clusters of opts and two agents whose
+// masters they are, bootstrapped as new ones.
+func twoAgentsOverClusters(t *testing.T, n int, opts redistest.ClusterOptions, lease time.Duration) (a, b *agenttest.Agent, clusters []*redistest.Cluster) {
+	for range n {
+		clusters = append(clusters, redistest.StartCluster(t, opts))
+	}
+	var masters []quorum.MasterConfig
+	for i, cl := range clusters {
+		masters = append(masters, quorum.MasterConfig{Name: fmt.Sprintf("m%d", i), Cluster: cl.Seeds()})
+	}
+	c1 := agenttest.ConfigNoBootstrap(t, nil, lease)
+	c1.Masters, c1.AgentID = masters, "host-a"
+	c2 := agenttest.ConfigNoBootstrap(t, nil, lease)
+	c2.Masters, c2.AgentID = masters, "host-b"
+	agenttest.Bootstrap(t, c1)
+	return agenttest.Start(t, c1), agenttest.Start(t, c2), clusters
+}
+
+// slotMarker is the key of slot's epoch marker with prefix (see
+// quorum's slotTags: the first decimal number in the slot).
+func slotMarker(prefix string, slot int) string {
+	for i := 0; ; i++ {
+		if tag := strconv.Itoa(i); redistest.SlotOf(tag) == slot {
+			return prefix + "epoch{" + tag + "}"
+		}
+	}
+}
+
+// replanted waits until the marker of name's slot on cl is one the gate
+// planted anew (how=plant): the agents met the slot as a server that may
+// have lost grants, and it sits out a quarantine.
+func replanted(t *testing.T, a *agenttest.Agent, cl *redistest.Cluster, name string) bool {
+	slot := redistest.SlotOf(name)
+	marker := slotMarker(a.Config.Lock.KeyPrefix, slot)
+	return pollFor(10*time.Second, 10*time.Millisecond, func() bool {
+		how, err := cl.Owner(slot).Primary.Do("HGET", marker, "how")
+		return err == nil && how == "plant"
+	})
+}
+
+// voting waits until the marker of name's slot on cl says its quarantine
+// is over, as the gate writes once it finds it so.
+func voting(cl *redistest.Cluster, prefix, name string) bool {
+	slot := redistest.SlotOf(name)
+	marker := slotMarker(prefix, slot)
+	return pollFor(20*time.Second, 20*time.Millisecond, func() bool {
+		until, err := cl.Owner(slot).Primary.Do("HGET", marker, "until")
+		return err == nil && until == "0"
+	})
+}
+
+// clusterChaos runs kindsWhile on one name over three clusters while
+// fault(cluster, shard of the name's slot) hits one cluster at a time,
+// each next one once the last one's slot votes again; it returns the
+// holds and how many faults it made.
+func clusterChaos(t *testing.T, opts redistest.ClusterOptions, name string, fault func(cl *redistest.Cluster, sh *redistest.Shard, rng *rand.Rand)) ([]kindHold, int) {
+	a, b, clusters := twoAgentsOverClusters(t, 3, opts, time.Second)
+	faults := 0
+	held := kindsWhile(t, a, b, func(_ watch, stop time.Time, rng *rand.Rand) {
+		for round := 0; round < 1 || time.Now().Before(stop); round++ {
+			cl := clusters[round%len(clusters)]
+			fault(cl, cl.Owner(redistest.SlotOf(name)), rng)
+			faults++
+			if !replanted(t, a, cl, name) {
+				t.Errorf("round %d: the slot of %s was never planted anew", round, name)
+				return
+			}
+			if !voting(cl, a.Config.Lock.KeyPrefix, name) {
+				t.Errorf("round %d: the slot of %s never voted again", round, name)
+				return
+			}
+		}
+	}, name, 6, func(int, *rand.Rand) string { return "LOCK " + name })
+	if err := checkHolds(held, name, 1); err != nil {
+		t.Fatal(err)
+	}
+	return held, faults
+}
+
+// TestClusterMastersShardRestartedEmpty: the shard that serves the name
+// restarts empty in one cluster after another: that slot sits out its
+// quarantine on that master only; no two holds overlap, fences grow.
+func TestClusterMastersShardRestartedEmpty(t *testing.T) {
+	held, faults := clusterChaos(t, redistest.ClusterOptions{Shards: 3}, "cl-restart",
+		func(cl *redistest.Cluster, sh *redistest.Shard, _ *rand.Rand) { cl.RestartEmpty(sh) })
+	t.Logf("%d holds (%d lost) over three clusters, %d shards restarted empty: no overlap, fences grow", len(held), countLost(held), faults)
+}
+
+// TestClusterMastersSlotMigrated: the name's slot moves, with its keys,
+// to another shard, half-migrated for a while, while clients take and
+// release it: no overlap, fences grow, and no hold is lost (one master
+// at a time is in migration or quarantine).
+func TestClusterMastersSlotMigrated(t *testing.T) {
+	name := "cl-migrate"
+	held, faults := clusterChaos(t, redistest.ClusterOptions{Shards: 3}, name, func(cl *redistest.Cluster, sh *redistest.Shard, rng *rand.Rand) {
+		to := cl.Shards()[0]
+		if to == sh {
+			to = cl.Shards()[1]
+		}
+		m := cl.BeginMigration(redistest.SlotOf(name), to)
+		for range 3 {
+			m.MoveKeys(1)
+			time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond) // a slow reshard: clients meet it half-way
+		}
+		m.Finish()
+	})
+	if lost := countLost(held); lost > 0 {
+		t.Fatalf("%d of %d holds lost while one master at a time migrated the slot", lost, len(held))
+	}
+	t.Logf("%d holds over three clusters, the slot migrated %d times: no overlap, fences grow, none lost", len(held), faults)
+}
+
+// TestClusterMastersShardFailover: the shard that serves the name fails
+// over to its replica (its primary guards a split brain with
+// min-replicas-to-write), under load: the promoted replica's copy of the
+// slot's marker records the old primary's run_id, so the slot sits out a
+// quarantine; no two holds overlap.
+func TestClusterMastersShardFailover(t *testing.T) {
+	opts := redistest.ClusterOptions{Shards: 3, Replicas: 1, Args: []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}}
+	held, faults := clusterChaos(t, opts, "cl-failover", func(cl *redistest.Cluster, sh *redistest.Shard, _ *rand.Rand) { cl.Failover(sh) })
+	t.Logf("%d holds (%d lost) over three clusters, %d shards failed over: no overlap, fences grow", len(held), countLost(held), faults)
+}
+
+// TestClusterMasterQuarantinesOneShardOnly: with one cluster wholly paused
+// and one shard of another restarted empty, a name in that shard's slots
+// has no majority, and a name in another shard's has one: the shard sits
+// out alone.
+func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
+	a, _, clusters := twoAgentsOverClusters(t, 3, redistest.ClusterOptions{Shards: 3}, time.Second)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	lost := clusters[0].Shards()[0]
+	var inLost, elsewhere string
+	for i := 0; inLost == "" || elsewhere == ""; i++ {
+		name := fmt.Sprintf("q%d", i)
+		if clusters[0].Owner(redistest.SlotOf(name)) == lost {
+			inLost = cmpOr(inLost, name)
+		} else {
+			elsewhere = cmpOr(elsewhere, name)
+		}
+	}
+	clusters[0].RestartEmpty(lost)
+	for _, sh := range clusters[1].Shards() {
+		sh.Primary.Pause()
+		defer sh.Primary.Resume()
+	}
+	if r := c.Do("LOCK " + inLost + " wait=300ms"); r.Code != "NO_QUORUM" && r.Code != "TIMEOUT" {
+		t.Fatalf("LOCK %s in the emptied shard, with the other cluster paused: %s, want no majority", inLost, r.Line)
+	}
+	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("LOCK "+elsewhere+" wait=300ms").Kind == "OK" },
+		"a name in another shard of the same cluster was never granted")
+	if !replanted(t, a, clusters[0], inLost) {
+		t.Fatal("the emptied shard's slot was not planted anew")
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
