@@ -13,9 +13,10 @@ import (
 // However many of its sessions observe a name, the agent keeps one
 // observation of it: one subscription to the name's channel (a
 // quorum.Watch), one mark on the masters that makes a grant of the name
-// say so there (quorum.Cluster.MarkObserved, renewed every lease/3 while
-// the name is observed, then left to expire: another agent may observe it
-// too), and one goroutine that reads the leader (quorum.Cluster.Leader)
+// await its agent's word there, which publishes
+// (quorum.Cluster.MarkObserved, renewed every lease/3 while the name is
+// observed, then left to expire: another agent may observe it too), and
+// one goroutine that reads the leader (quorum.Cluster.Leader)
 // when the watch says it may have changed, and every lease/3 besides
 // (a lease that runs out publishes nothing, and messages are lost while
 // a master is away). What it reads it pushes to every observing session,
@@ -167,7 +168,7 @@ func (a *Agent) observationLocked(name string) *observation {
 // ends.
 //
 // The name's mark on the masters is made before the first read, so that
-// a grant after it publishes, and is renewed beside the reads (keepMarked):
+// a grant after it is marked settled by its agent (which publishes), and is renewed beside the reads (keepMarked):
 // a mark waits for every master, a paused one too (4×master_timeout), and
 // a push must not wait behind it.
 func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {

@@ -12,8 +12,10 @@ import (
 // election uses them (../shared/coordination.md §1, §2, §5): SetValue
 // replaces a hold's value on a majority, Check asks whether a fence is a
 // current holder's, and Leader reads who holds a name now. An agent that
-// observes a name marks it (MarkObserved), so that a grant publishes
-// leaderMessage, and reads Leader when its Watch's Leader channel says so.
+// observes a name marks it (MarkObserved), so that a grant's record awaits
+// its agent's word that the grant stood (see awaitingAgent), whose mark
+// publishes leaderMessage, and reads Leader when its Watch's Leader
+// channel says so.
 
 func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
 
@@ -124,8 +126,8 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 }
 
 // MarkObserved marks name observed on every master for lease (a key with
-// that PX, see acquireSrc), so that a grant of it publishes
-// leaderMessage. The observing agent renews it well within lease while it
+// that PX, see acquireSrc), so that a grant of it awaits its agent's
+// mark, which publishes leaderMessage (see awaitingAgent). The observing agent renews it well within lease while it
 // observes, and lets it expire after. It returns on how many masters the
 // mark landed.
 func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Duration) int {
