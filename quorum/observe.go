@@ -127,9 +127,9 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 
 // MarkObserved marks name observed on every master for lease (a key with
 // that PX, see acquireSrc), so that a grant of it awaits its agent's
-// mark, which publishes leaderMessage (see awaitingAgent). The observing agent renews it well within lease while it
-// observes, and lets it expire after. It returns on how many masters the
-// mark landed.
+// mark, which publishes leaderMessage (see awaitingAgent). The observing
+// agent renews it well within lease while it observes, and lets it expire
+// after. It returns on how many masters the mark landed.
 func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Duration) int {
 	if c.closed() {
 		return 0
@@ -178,15 +178,14 @@ local out = {string.format('%d', nextf)}
 // settled when, every master having answered, every one that answered
 // with the holder records F and every one that answered without it (it
 // refused the grant, or has not run it yet) would give a grant no fence
-// above F. A
-// master that did not answer may have granted a higher fence that the
-// grant took, so without a mark F is not settled then. While it is not,
-// Leader returns ErrUnsettled: read again shortly. With lenient, a fence
-// that a majority records will do: a master that missed a write-back (it
-// was paused past its deadline) keeps another fence in its record until
-// the hold ends, and a caller that found the holder unsettled for longer
-// than a grant can take takes the majority's. ErrUnsettled comes as an
-// UnsettledError that names the holder.
+// above F. A master that did not answer may have granted a higher fence
+// that the grant took, so without a mark F is not settled then. While it
+// is not, Leader returns ErrUnsettled (an UnsettledError that names the
+// holder): read again shortly. With lenient, a fence that a majority
+// records will do: a master that missed a write-back (it was paused past
+// its deadline) keeps another fence in its record until the hold ends,
+// and a caller that found the holder unsettled for longer than a grant
+// can take takes the majority's.
 //
 // It waits for a slow master only while the answers so far do not decide
 // (a holder awaiting its agent's mark decides: an UnsettledError): a master
