@@ -1,9 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,27 +50,57 @@ func slotMarker(prefix string, slot int) string {
 	}
 }
 
-// replanted waits until the marker of name's slot on cl is one the gate
-// planted anew (how=plant): the agents met the slot as a server that may
-// have lost grants, and it sits out a quarantine.
-func replanted(t *testing.T, a *agenttest.Agent, cl *redistest.Cluster, name string) bool {
+// markerEpoch is the epoch of the marker of name's slot on cl ("" if none).
+func markerEpoch(a *agenttest.Agent, cl *redistest.Cluster, name string) string {
 	slot := redistest.SlotOf(name)
-	marker := slotMarker(a.Config.Lock.KeyPrefix, slot)
+	epoch, _ := cl.Owner(slot).Primary.Do("HGET", slotMarker(a.Config.Lock.KeyPrefix, slot), "epoch")
+	return epoch
+}
+
+// replanted waits until the marker of name's slot on cl is one the gate
+// planted anew since its epoch was before: the agents met the slot as a
+// server that may have lost grants, and it sits out a quarantine.
+func replanted(a *agenttest.Agent, cl *redistest.Cluster, name, before string) bool {
 	return pollFor(10*time.Second, 10*time.Millisecond, func() bool {
-		how, err := cl.Owner(slot).Primary.Do("HGET", marker, "how")
-		return err == nil && how == "plant"
+		epoch := markerEpoch(a, cl, name)
+		return epoch != "" && epoch != before
 	})
 }
 
-// voting waits until the marker of name's slot on cl says its quarantine
-// is over, as the gate writes once it finds it so.
-func voting(cl *redistest.Cluster, prefix, name string) bool {
-	slot := redistest.SlotOf(name)
-	marker := slotMarker(prefix, slot)
-	return pollFor(20*time.Second, 20*time.Millisecond, func() bool {
-		until, err := cl.Owner(slot).Primary.Do("HGET", marker, "until")
-		return err == nil && until == "0"
-	})
+// voting waits until agent a sees no slot of its masters quarantined (its
+// STATUS shows no quarantined_slots= on a shard).
+func voting(t *testing.T, a *agenttest.Agent) bool {
+	var last string
+	if pollFor(20*time.Second, 20*time.Millisecond, func() bool {
+		last = rawStatus(t, a)
+		return !strings.Contains(last, "quarantined_slots=")
+	}) {
+		return true
+	}
+	t.Logf("STATUS: %s", last)
+	return false
+}
+
+// rawStatus is a's STATUS reply as it is sent: a cluster master's line
+// repeats its shard= field, which agenttest's maps keep one of.
+func rawStatus(t *testing.T, a *agenttest.Agent) string {
+	conn, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "STATUS\n")
+	var b strings.Builder
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		b.WriteString(line)
+		words := strings.Fields(line) // "[TAG] DATA ...", then "[TAG] OK ..."
+		if err != nil || slices.Contains(words[:min(2, len(words))], "OK") || slices.Contains(words[:min(2, len(words))], "ERR") {
+			return b.String()
+		}
+	}
 }
 
 // clusterChaos runs kindsWhile on one name over three clusters while
@@ -79,18 +113,19 @@ func clusterChaos(t *testing.T, opts redistest.ClusterOptions, name string, faul
 	held := kindsWhile(t, a, b, func(_ watch, stop time.Time, rng *rand.Rand) {
 		for round := 0; round < 1 || time.Now().Before(stop); round++ {
 			cl := clusters[round%len(clusters)]
+			before := markerEpoch(a, cl, name)
 			fault(cl, cl.Owner(redistest.SlotOf(name)), rng)
 			faults++
-			if !replanted(t, a, cl, name) {
+			if !replanted(a, cl, name, before) {
 				t.Errorf("round %d: the slot of %s was never planted anew", round, name)
 				return
 			}
-			if !voting(cl, a.Config.Lock.KeyPrefix, name) {
+			if !voting(t, a) || !voting(t, b) {
 				t.Errorf("round %d: the slot of %s never voted again", round, name)
 				return
 			}
 		}
-	}, name, 6, func(int, *rand.Rand) string { return "LOCK " + name })
+	}, soak(12*time.Second, 30*time.Second), name, 6, func(int, *rand.Rand) string { return "LOCK " + name })
 	if err := checkHolds(held, name, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +193,7 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 			elsewhere = cmpOr(elsewhere, name)
 		}
 	}
+	before := markerEpoch(a, clusters[0], inLost)
 	clusters[0].RestartEmpty(lost)
 	for _, sh := range clusters[1].Shards() {
 		sh.Primary.Pause()
@@ -168,7 +204,7 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 	}
 	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("LOCK "+elsewhere+" wait=300ms").Kind == "OK" },
 		"a name in another shard of the same cluster was never granted")
-	if !replanted(t, a, clusters[0], inLost) {
+	if !replanted(a, clusters[0], inLost, before) {
 		t.Fatal("the emptied shard's slot was not planted anew")
 	}
 }

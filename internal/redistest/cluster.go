@@ -19,7 +19,9 @@ type ClusterOptions struct {
 	// Replicas is how many replicas each shard has; default 0.
 	Replicas int
 	// Args are more arguments every node starts with (and a restart
-	// keeps), e.g. "--cluster-require-full-coverage", "no".
+	// keeps), e.g. "--cluster-require-full-coverage", "no"; they come
+	// after the harness's own (see clusterArgs), so they may override
+	// them, e.g. "--cluster-node-timeout", "3000".
 	Args []string
 }
 

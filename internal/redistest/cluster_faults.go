@@ -39,6 +39,9 @@ func (c *Cluster) setFailover(sh *Shard, allowed bool) {
 // primary, which stops taking writes meanwhile, so no write is lost and the
 // promotion does not wait for a failure to be detected. The old primary
 // becomes the shard's last replica. Returns once the cluster has settled.
+// The primary must answer (Redis drops a manual failover its primary does
+// not join within 5s, and this fails the test); for a dead one use
+// KillPrimary.
 func (c *Cluster) Failover(sh *Shard) {
 	c.t.Helper()
 	if len(sh.Replicas) == 0 {

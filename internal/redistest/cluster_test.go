@@ -94,3 +94,92 @@ func TestClusterRestartEmpty(t *testing.T) {
 		t.Fatalf("the restarted primary refuses a write in its slot: %v", err)
 	}
 }
+
+// TestClusterFailover: the replica becomes the primary with the data, the
+// old primary its replica, and the old primary sends writes to the new.
+func TestClusterFailover(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Shards: 3, Replicas: 1})
+	sh := c.Owner(SlotOf("k"))
+	old, replica := sh.Primary, sh.Replicas[0]
+	c.mustDo(old, "SET", "k", "v")
+	began := time.Now()
+	c.Failover(sh)
+	t.Logf("the failover settled in %v", time.Since(began))
+	if sh.Primary != replica || len(sh.Replicas) != 1 || sh.Replicas[0] != old {
+		t.Fatalf("after the failover the shard is %s with %v", sh.Primary.Addr, sh.Replicas)
+	}
+	if v := c.mustDo(sh.Primary, "GET", "k"); v != "v" {
+		t.Fatalf("the new primary has k=%q", v)
+	}
+	if _, err := old.Do("SET", "k", "w"); err == nil || !strings.Contains(err.Error(), "MOVED") {
+		t.Fatalf("the old primary answers a write with %v, want MOVED", err)
+	}
+}
+
+// TestClusterKillPrimary: the cluster elects the replica of a killed
+// primary, with the data; the killed node, started again, rejoins as
+// the new primary's replica and syncs from it.
+func TestClusterKillPrimary(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Shards: 3, Replicas: 1})
+	sh := c.Owner(SlotOf("k"))
+	replica := sh.Replicas[0]
+	c.mustDo(sh.Primary, "SET", "k", "v")
+	c.awaitAcks(sh)
+	began := time.Now()
+	killed := c.KillPrimary(sh)
+	t.Logf("the replica was elected and the cluster settled %v after the kill", time.Since(began))
+	if sh.Primary != replica || len(sh.Replicas) != 0 {
+		t.Fatalf("after the kill the shard is %s with %v", sh.Primary.Addr, sh.Replicas)
+	}
+	if v := c.mustDo(sh.Primary, "GET", "k"); v != "v" {
+		t.Fatalf("the elected replica has k=%q", v)
+	}
+	began = time.Now()
+	c.Rejoin(sh, killed)
+	t.Logf("the killed node rejoined in %v", time.Since(began))
+	if n := killed.Keys("*"); n != 1 {
+		t.Fatalf("the rejoined node has %d keys, want k", n)
+	}
+}
+
+// TestClusterMigrateSlot: half-way, the moved keys are on the target and
+// the source sends a client there by ASK; at the end every key is on the
+// target and the source sends clients there by MOVED.
+func TestClusterMigrateSlot(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Shards: 3, Replicas: 1})
+	slot := SlotOf("{m}")
+	from := c.Owner(slot)
+	to := c.Shards()[0]
+	if to == from {
+		to = c.Shards()[1]
+	}
+	for i := range 250 {
+		c.mustDo(from.Primary, "SET", "{m}:"+strconv.Itoa(i), "v")
+	}
+	m := c.BeginMigration(slot, to)
+	if n := m.MoveKeys(100); n != 100 {
+		t.Fatalf("MoveKeys(100) moved %d", n)
+	}
+	countIn := func(s *Server) string { return c.mustDo(s, "CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(slot)) }
+	if src, dst := countIn(from.Primary), countIn(to.Primary); src != "150" || dst != "100" {
+		t.Fatalf("half-way the source has %s keys of the slot and the target %s, want 150 and 100", src, dst)
+	}
+	moved, err := to.Primary.Array("CLUSTER", "GETKEYSINSLOT", strconv.Itoa(slot), "1")
+	if err != nil || len(moved) != 1 {
+		t.Fatalf("GETKEYSINSLOT on the target: %q %v", moved, err)
+	}
+	ask := "ASK " + strconv.Itoa(slot) + " " + to.Primary.Addr
+	if _, err := from.Primary.Do("GET", moved[0]); err == nil || !strings.Contains(err.Error(), ask) {
+		t.Fatalf("GET of a moved key on the source: %v, want %s", err, ask)
+	}
+	m.Finish()
+	if src, dst := countIn(from.Primary), countIn(to.Primary); src != "0" || dst != "250" {
+		t.Fatalf("at the end the source has %s keys of the slot and the target %s, want 0 and 250", src, dst)
+	}
+	if c.Owner(slot) != to || len(from.Slots()) != 2 {
+		t.Fatalf("slot %d is on %s; the source has %v", slot, c.Owner(slot).Primary.Addr, from.Slots())
+	}
+	if _, err := from.Primary.Do("GET", "{m}:0"); err == nil || !strings.Contains(err.Error(), "MOVED "+strconv.Itoa(slot)+" "+to.Primary.Addr) {
+		t.Fatalf("GET on the source after the migration: %v, want MOVED to the target", err)
+	}
+}
