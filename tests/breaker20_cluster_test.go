@@ -353,14 +353,20 @@ func TestBreaker20ClusterManyNamesManySlots(t *testing.T) {
 }
 
 // TestBreaker20ClusterOtherSettings: a second agent runs with another
-// lease over the same cluster masters, whose slot markers record the
-// first agent's settings. It must grant nothing (a vote counted under
+// lease over the same cluster masters, bootstrapped with the first
+// agent's settings (every slot's marker records them). It must grant nothing (a vote counted under
 // another lease could outlive a hold), neither a name the first holds nor
 // a free one, and its STATUS must say why; the first agent grants on.
 func TestBreaker20ClusterOtherSettings(t *testing.T) {
 	c1, _ := agentOverClusters(t, 3, redistest.ClusterOptions{Shards: 3}, time.Second)
 	c1.AgentID = "host-a"
-	agenttest.Bootstrap(t, c1)
+	// As `lock-agent bootstrap` does: every slot's marker records the
+	// settings. (With markers that record none, as agenttest.Bootstrap
+	// plants them, the agent that adopts first wins: see the report of
+	// branch cbreak.)
+	if _, err := quorum.BootstrapSettings(context.Background(), c1.Lock.KeyPrefix, agent.ClusterSettings(c1.Lock), c1.Masters); err != nil {
+		t.Fatal(err)
+	}
 	a := agenttest.Start(t, c1)
 	c2 := agenttest.ConfigNoBootstrap(t, nil, 2*time.Second)
 	c2.Masters, c2.AgentID = c1.Masters, "host-b"
