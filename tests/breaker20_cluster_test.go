@@ -54,10 +54,10 @@ func TestBreaker20ClusterSeedsWrong(t *testing.T) {
 		}
 	}
 	status := rawStatus(t, a)
-	for _, name := range []string{"standalone", "nowhere"} {
+	for name, why := range map[string]string{"standalone": "reason=quorum:_the_seeds_are_not_a_Redis_Cluster", "nowhere": "reason=connection_refused"} {
 		line := statusLine(status, name)
-		if line == "" || strings.Contains(line, "state=up") || !strings.Contains(line, "error=") && !strings.Contains(line, "reason=") {
-			t.Errorf("master %s: STATUS line %q: want it not up, and why", name, line)
+		if !strings.Contains(line, "state=down") || !strings.Contains(line, why) {
+			t.Errorf("master %s: STATUS line %q: want it down, with %s", name, line, why)
 		}
 		t.Logf("%s", line)
 	}
