@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,13 @@ import (
 // costReading is what the masters and the agents used up to a moment.
 type costReading struct {
 	at      time.Time
-	masters time.Duration      // the three together, less the benchmark's own commands
+	masters time.Duration      // every master's server together, less the benchmark's own commands
 	agents  time.Duration      // all of them together
 	calls   map[string]cmdStat // by command, the masters summed
+	// clustered: the masters are Redis Clusters, and bus is the messages
+	// of published releases their nodes received over the cluster bus.
+	clustered bool
+	bus       int64
 }
 
 // cmdStat is one command's line of INFO commandstats.
@@ -32,15 +37,28 @@ type cmdStat struct{ calls, usec int64 }
 
 // benchOwnCommands are what the benchmark itself sends the masters: their
 // calls are left out of the counts and their time out of the masters' CPU.
-var benchOwnCommands = []string{"info", "keys", "pubsub|channels", "pubsub|numsub", "memory|usage"}
+// INFO is not one of them: the agents send it too (a safety check every
+// probe), and on a Redis Cluster master every gated script calls INFO
+// server; only the benchmark's own INFOs are taken out of its count (see
+// costMaster.info), their time left in (tens of µs a reading).
+var benchOwnCommands = []string{"keys", "pubsub|channels", "pubsub|numsub", "memory|usage", "cluster|info"}
 
 func readCost(b testing.TB, masters costMasters, agents []*procAgent) costReading {
 	r := costReading{at: time.Now(), calls: map[string]cmdStat{}}
 	for _, m := range masters {
 		r.masters += cpuTime(b, m.pid)
+		// Read before the INFO below, which this reading's stats do not count yet.
+		own := m.ownInfo.Load()
 		for cmd, st := range m.commandStats(b) {
+			if cmd == "info" {
+				st.calls -= own
+			}
 			sum := r.calls[cmd]
 			r.calls[cmd] = cmdStat{sum.calls + st.calls, sum.usec + st.usec}
+		}
+		if m.cluster {
+			r.clustered = true
+			r.bus += m.busPublished(b)
 		}
 	}
 	for _, cmd := range benchOwnCommands {
@@ -83,13 +101,21 @@ func (r costReading) perCycle(b *testing.B, before costReading, cycles float64, 
 	b.ReportMetric(delta("evalsha", "eval", "evalsha_ro", "eval_ro"), "scripts/cycle")
 	b.ReportMetric(delta("subscribe", "unsubscribe"), "sub+unsub/cycle")
 	b.ReportMetric(float64(r.redisCalls()-before.redisCalls())/cycles, "redis-calls/cycle")
+	if r.clustered {
+		b.ReportMetric(delta("info"), "info/cycle")
+		b.ReportMetric(float64(r.bus-before.bus)/cycles, "bus-publish/cycle")
+	}
 }
 
-// costMaster is one master as the benchmark reads it from outside.
+// costMaster is one master as the benchmark reads it from outside: a
+// standalone server, or one node of a master that is a Redis Cluster.
 type costMaster struct {
-	server *redistest.Server
-	pid    int
-	client rueidis.Client // for the replies redistest does not read
+	server  *redistest.Server
+	voter   int  // which master it is, or is a node of
+	cluster bool // a node of a Redis Cluster
+	pid     int
+	client  rueidis.Client // for the replies redistest does not read
+	ownInfo atomic.Int64   // INFO calls the benchmark sent it
 }
 
 type costMasters []*costMaster
@@ -97,18 +123,40 @@ type costMasters []*costMaster
 func newCostMasters(b testing.TB, servers []*redistest.Server) costMasters {
 	out := make(costMasters, len(servers))
 	for i, s := range servers {
-		pid, err := strconv.Atoi(costInfo(b, s, "server")["process_id"])
-		if err != nil {
-			b.Fatalf("INFO server process_id: %v", err)
-		}
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, ForceSingleClient: true, DisableCache: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		out[i] = &costMaster{server: s, pid: pid, client: c}
+		out[i] = newCostMaster(b, s, i, false)
 	}
 	return out
+}
+
+// newCostMaster reads server s, which is master voter or a node of it.
+func newCostMaster(b testing.TB, s *redistest.Server, voter int, cluster bool) *costMaster {
+	m := &costMaster{server: s, voter: voter, cluster: cluster}
+	pid, err := strconv.Atoi(m.info(b, "server")["process_id"])
+	if err != nil {
+		b.Fatalf("INFO server process_id: %v", err)
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	m.pid, m.client = pid, c
+	return m
+}
+
+// voters is how many masters ms are the servers of.
+func (ms costMasters) voters() int {
+	seen := map[int]bool{}
+	for _, m := range ms {
+		seen[m.voter] = true
+	}
+	return len(seen)
+}
+
+// info reads an INFO section of m, counting the call as the benchmark's.
+func (m *costMaster) info(b testing.TB, section string) map[string]string {
+	m.ownInfo.Add(1)
+	return costInfo(b, m.server, section)
 }
 
 // costInfo reads an INFO section of s as its fields.
@@ -130,7 +178,7 @@ func costInfo(b testing.TB, s *redistest.Server, section string) map[string]stri
 // ("publish", "client|list").
 func (m *costMaster) commandStats(b testing.TB) map[string]cmdStat {
 	out := map[string]cmdStat{}
-	for k, v := range costInfo(b, m.server, "commandstats") {
+	for k, v := range m.info(b, "commandstats") {
 		cmd, ok := strings.CutPrefix(k, "cmdstat_")
 		var st cmdStat
 		_, err := fmt.Sscanf(v, "calls=%d,usec=%d,", &st.calls, &st.usec)
@@ -142,11 +190,11 @@ func (m *costMaster) commandStats(b testing.TB) map[string]cmdStat {
 	return out
 }
 
-// meanInfo is the mean of an INFO field over the masters.
+// meanInfo is the mean of an INFO field over the masters' servers.
 func (ms costMasters) meanInfo(b testing.TB, section, field string) float64 {
 	var sum float64
 	for _, m := range ms {
-		v, err := strconv.ParseFloat(costInfo(b, m.server, section)[field], 64)
+		v, err := strconv.ParseFloat(m.info(b, section)[field], 64)
 		if err != nil {
 			b.Fatalf("INFO %s %s: %v", section, field, err)
 		}
@@ -191,7 +239,8 @@ func (m *costMaster) channels(pattern string) ([]string, error) {
 }
 
 // meanChannels is how many channels matching pattern have a subscriber,
-// the mean over the masters.
+// the mean over the masters (a cluster's nodes summed: an agent subscribes
+// on one of them).
 func (ms costMasters) meanChannels(b testing.TB, pattern string) float64 {
 	n := 0
 	for _, m := range ms {
@@ -201,7 +250,7 @@ func (ms costMasters) meanChannels(b testing.TB, pattern string) float64 {
 		}
 		n += len(chans)
 	}
-	return float64(n) / float64(len(ms))
+	return float64(n) / float64(ms.voters())
 }
 
 // subSamples counts channels and their subscribers, summed over the
@@ -218,7 +267,7 @@ type subSamples struct {
 // sampleSubscriptions counts the channels matching pattern and their
 // subscribers every costSampleEvery until stop.
 func (ms costMasters) sampleSubscriptions(pattern string) *subSamples {
-	s := &subSamples{pattern: pattern, masters: len(ms), done: make(chan struct{})}
+	s := &subSamples{pattern: pattern, masters: ms.voters(), done: make(chan struct{})}
 	s.wg.Go(func() {
 		tick := time.NewTicker(costSampleEvery)
 		defer tick.Stop()
@@ -295,7 +344,7 @@ type costMemory struct{ used, dataset, keys, expires float64 }
 func (ms costMasters) memory(b testing.TB) costMemory {
 	var out costMemory
 	for _, m := range ms {
-		info := costInfo(b, m.server, "memory")
+		info := m.info(b, "memory")
 		used, err := strconv.ParseFloat(info["used_memory"], 64)
 		dataset, derr := strconv.ParseFloat(info["used_memory_dataset"], 64)
 		if err != nil || derr != nil {
@@ -303,7 +352,7 @@ func (ms costMasters) memory(b testing.TB) costMemory {
 		}
 		out.used += used / float64(len(ms))
 		out.dataset += dataset / float64(len(ms))
-		for _, f := range strings.Split(costInfo(b, m.server, "keyspace")["db0"], ",") {
+		for _, f := range strings.Split(m.info(b, "keyspace")["db0"], ",") {
 			k, v, _ := strings.Cut(f, "=")
 			n, _ := strconv.ParseFloat(v, 64)
 			switch k {
@@ -354,15 +403,16 @@ func (m *costMaster) memoryUsage(b testing.TB, key string) float64 {
 }
 
 // TestCostReadingsSeeScripts: what BenchmarkCost reads of a real master
-// moves with what it does: a PUBLISH from a script counts in
-// commandstats, a busy script in the CPU time of the pid INFO gives (and
-// not the benchmark's own INFO), two subscribers of a name channel
-// in the subscription samples, and holder records in records.
+// moves with what it does: a PUBLISH and an INFO from a script count in
+// commandstats (and not the benchmark's own INFO), a busy script in the
+// CPU time of the pid INFO gives, two subscribers of a name channel in the
+// subscription samples, and holder records in records.
 func TestCostReadingsSeeScripts(t *testing.T) {
 	m := newCostMasters(t, redistest.Start(t, 1))[0]
 	ms := costMasters{m}
 	before := readCost(t, ms, nil)
 	sha, err := m.server.Do("SCRIPT", "LOAD", `redis.call('PUBLISH', KEYS[1], 'x')
+redis.call('INFO', 'server')
 local t = redis.call('TIME')
 local start = t[1] * 1000000 + t[2]
 repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 300000`)
@@ -379,8 +429,8 @@ repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 300000`)
 	if cpu := after.masters - before.masters; cpu < 200*time.Millisecond {
 		t.Errorf("a 300 ms busy script: %v of CPU in /proc/%d/stat", cpu, m.pid)
 	}
-	if _, ok := after.calls["info"]; ok {
-		t.Errorf("the benchmark's own INFO counted: %v", after.calls)
+	if got := after.calls["info"].calls - before.calls["info"].calls; got != 1 {
+		t.Errorf("a script's INFO and the benchmark's own counted as %d calls, want the script's 1", got)
 	}
 	for range 2 {
 		subscribeRaw(t, m.server.Addr, "cost:{x}:released")
