@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,15 +50,20 @@ func slotMarker(prefix string, slot int) string {
 	}
 }
 
-// replanted waits until the marker of name's slot on cl is one the gate
-// planted anew (how=plant): the agents met the slot as a server that may
-// have lost grants, and it sits out a quarantine.
-func replanted(t *testing.T, a *agenttest.Agent, cl *redistest.Cluster, name string) bool {
+// markerEpoch is the epoch of the marker of name's slot on cl ("" if none).
+func markerEpoch(a *agenttest.Agent, cl *redistest.Cluster, name string) string {
 	slot := redistest.SlotOf(name)
-	marker := slotMarker(a.Config.Lock.KeyPrefix, slot)
+	epoch, _ := cl.Owner(slot).Primary.Do("HGET", slotMarker(a.Config.Lock.KeyPrefix, slot), "epoch")
+	return epoch
+}
+
+// replanted waits until the marker of name's slot on cl is one the gate
+// planted anew since its epoch was before: the agents met the slot as a
+// server that may have lost grants, and it sits out a quarantine.
+func replanted(a *agenttest.Agent, cl *redistest.Cluster, name, before string) bool {
 	return pollFor(10*time.Second, 10*time.Millisecond, func() bool {
-		how, err := cl.Owner(slot).Primary.Do("HGET", marker, "how")
-		return err == nil && how == "plant"
+		epoch := markerEpoch(a, cl, name)
+		return epoch != "" && epoch != before
 	})
 }
 
@@ -83,13 +89,15 @@ func rawStatus(t *testing.T, a *agenttest.Agent) string {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "STATUS\n")
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "1 STATUS\n") // tagged, as agenttest sends
 	var b strings.Builder
 	r := bufio.NewReader(conn)
 	for {
 		line, err := r.ReadString('\n')
 		b.WriteString(line)
-		if err != nil || strings.HasPrefix(line, "OK") || strings.HasPrefix(line, "ERR") {
+		words := strings.Fields(line) // "[TAG] DATA ...", then "[TAG] OK ..."
+		if err != nil || slices.Contains(words[:min(2, len(words))], "OK") || slices.Contains(words[:min(2, len(words))], "ERR") {
 			return b.String()
 		}
 	}
@@ -105,9 +113,10 @@ func clusterChaos(t *testing.T, opts redistest.ClusterOptions, name string, faul
 	held := kindsWhile(t, a, b, func(_ watch, stop time.Time, rng *rand.Rand) {
 		for round := 0; round < 1 || time.Now().Before(stop); round++ {
 			cl := clusters[round%len(clusters)]
+			before := markerEpoch(a, cl, name)
 			fault(cl, cl.Owner(redistest.SlotOf(name)), rng)
 			faults++
-			if !replanted(t, a, cl, name) {
+			if !replanted(a, cl, name, before) {
 				t.Errorf("round %d: the slot of %s was never planted anew", round, name)
 				return
 			}
@@ -116,7 +125,7 @@ func clusterChaos(t *testing.T, opts redistest.ClusterOptions, name string, faul
 				return
 			}
 		}
-	}, name, 6, func(int, *rand.Rand) string { return "LOCK " + name })
+	}, soak(12*time.Second, 30*time.Second), name, 6, func(int, *rand.Rand) string { return "LOCK " + name })
 	if err := checkHolds(held, name, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +193,7 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 			elsewhere = cmpOr(elsewhere, name)
 		}
 	}
+	before := markerEpoch(a, clusters[0], inLost)
 	clusters[0].RestartEmpty(lost)
 	for _, sh := range clusters[1].Shards() {
 		sh.Primary.Pause()
@@ -194,7 +204,7 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 	}
 	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("LOCK "+elsewhere+" wait=300ms").Kind == "OK" },
 		"a name in another shard of the same cluster was never granted")
-	if !replanted(t, a, clusters[0], inLost) {
+	if !replanted(a, clusters[0], inLost, before) {
 		t.Fatal("the emptied shard's slot was not planted anew")
 	}
 }

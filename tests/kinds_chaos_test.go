@@ -100,14 +100,15 @@ func kindsUnderChaos(t *testing.T, name string, clients int, lock func(client in
 // kindsUnderFaults is kindsUnderChaos over the masters of faults.
 func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
 	a, b, servers := twoAgentsOver(t, faults.masters, time.Second)
-	return kindsWhile(t, a, b, func(seen watch, stop time.Time, rng *rand.Rand) { faults.fail(servers, seen, stop, rng) }, name, clients, lock)
+	fail := func(seen watch, stop time.Time, rng *rand.Rand) { faults.fail(servers, seen, stop, rng) }
+	return kindsWhile(t, a, b, fail, soak(4*time.Second, 6*time.Second), name, clients, lock)
 }
 
-// kindsWhile is kindsUnderChaos on agents a and b, while fail fails their
-// masters.
-func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop time.Time, rng *rand.Rand), name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
+// kindsWhile is kindsUnderChaos on agents a and b for the time run, while
+// fail fails their masters.
+func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop time.Time, rng *rand.Rand), run time.Duration, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
 	seen := watchOf(t, a, b)
-	stop := time.Now().Add(soak(4*time.Second, 6*time.Second))
+	stop := time.Now().Add(run)
 	// Past stop the clients go on, with every master up, until they have
 	// 20 grants (a busy host may not give them so many under chaos): a
 	// name the faults wedged gets none by then.
