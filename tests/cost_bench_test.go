@@ -19,7 +19,9 @@ package tests
 //     behind for good).
 //   - clusters-3xS/agents=N (S = 1, 3; N = 1, 4): agents=N over three
 //     masters that are each a Redis Cluster of S shards, every node read
-//     as a master is (cost_clusters_test.go).
+//     as a master is (cost_clusters_test.go); and bus: what a PUBLISH
+//     alone costs such a cluster's nodes, the one that runs it and those
+//     that receive it over the cluster bus.
 //
 // CPU is utime+stime of each process from /proc/PID/stat, before and after
 // (the masters' pids from INFO server); counts come from the masters' INFO
@@ -85,6 +87,7 @@ func BenchmarkCost(b *testing.B) {
 			for _, n := range costClusterAgentCounts {
 				b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) { benchCostClusters(b, shards, n) })
 			}
+			b.Run("bus", func(b *testing.B) { benchCostBus(b, shards) })
 		})
 	}
 }

@@ -113,3 +113,41 @@ func TestCostReadingsSeeClusterNodes(t *testing.T) {
 		t.Errorf("%d holder records, want 1", n)
 	}
 }
+
+// costBusPublishes is how many PUBLISHes benchCostBus sends.
+const costBusPublishes = 20_000
+
+// benchCostBus: what a PUBLISH costs a cluster of shards primaries, its
+// own node and the others that receive it over the bus, with no agent:
+// costBusPublishes PUBLISHes on a channel nobody subscribes to, one at a
+// time, to the node that serves its slot, as a release script does.
+func benchCostBus(b *testing.B, shards int) {
+	cl := redistest.StartCluster(b, redistest.ClusterOptions{Shards: shards})
+	ms := newClusterCostMasters(b, []*redistest.Cluster{cl})
+	const channel = "cost:{bus}:released"
+	on := ms[0]
+	for _, m := range ms {
+		if m.server == cl.Owner(redistest.SlotOf("bus")).Primary {
+			on = m
+		}
+	}
+	ctx := context.Background()
+	for range b.N {
+		before := readCost(b, ms, nil)
+		for range costBusPublishes {
+			if err := on.client.Do(ctx, on.client.B().Publish().Channel(channel).Message("x").Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		want := before.bus + int64(costBusPublishes*(shards-1))
+		var after costReading
+		if !pollFor(10*time.Second, 10*time.Millisecond, func() bool { after = readCost(b, ms, nil); return after.bus >= want }) { // the bus sends no word of a delivery
+			b.Fatalf("%d of %d messages received over the bus", after.bus-before.bus, want-before.bus)
+		}
+		n := float64(costBusPublishes)
+		b.ReportMetric(float64((after.masters-before.masters).Microseconds())/n, "nodes-µs/publish")
+		b.ReportMetric(float64(after.calls["publish"].usec-before.calls["publish"].usec)/n, "publish-cmd-µs")
+		b.ReportMetric(float64(after.bus-before.bus)/n, "bus-publish/publish")
+	}
+	b.ReportMetric(0, "ns/op")
+}
