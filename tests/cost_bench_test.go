@@ -153,6 +153,7 @@ func benchCostAgentsOver(b *testing.B, over procMasters, masters costMasters, n 
 	}
 	agents := startProcAgentsOver(b, releaseBinary(b), over, costLock, ids...)
 	b.Cleanup(func() { stopAtOnce(agents) })
+	masters.awaitSettled(b, n)
 	idle := measureIdle(b, masters, agents)
 	b.Run("idle", idle.report)
 	clients := make([]locker, costClients)

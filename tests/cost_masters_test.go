@@ -203,6 +203,33 @@ func (ms costMasters) meanInfo(b testing.TB, section, field string) float64 {
 	return sum / float64(len(ms))
 }
 
+// costSettledCalls is the most Redis calls a second per agent of masters
+// whose agents only probe them: ~20 an agent on standalone masters, ~80
+// on three clusters of three shards, where an agent that starts reads
+// every one of the 16,384 slots' markers of each (see quorum's
+// sweepSlots), tens of thousands a second for a second or more.
+const costSettledCalls = 1000
+
+// awaitSettled waits until the masters' calls a second fall to what n
+// agents that only probe make: their start-up work is over, and the idle
+// reading will not count it.
+func (ms costMasters) awaitSettled(b testing.TB, n int) {
+	var rate float64
+	last := readCost(b, ms, nil)
+	if !pollFor(costQuietTimeout, costSampleEvery, func() bool { // the masters send no signal
+		now := readCost(b, ms, nil)
+		took := now.at.Sub(last.at)
+		if took < time.Second { // a rate over a second at least
+			return false
+		}
+		rate = float64(now.redisCalls()-last.redisCalls()) / took.Seconds()
+		last = now
+		return rate < float64(costSettledCalls*n)
+	}) {
+		b.Fatalf("the masters still ran %.0f calls a second %v after %d agents started", rate, costQuietTimeout, n)
+	}
+}
+
 // costRecords matches the holder records of every name under the
 // benchmark's key prefix (see costLock).
 const costRecords = "cost:{*}:h:*"
