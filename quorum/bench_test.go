@@ -145,8 +145,11 @@ func commandUsec(ctx context.Context, b *testing.B, c rueidis.Client) map[string
 // (info-µs); and the same acquire on the same node run with the gate a
 // standalone master runs, which only compares the run_id the agent
 // verified (acquire-no-info-µs): the difference is what the per-call
-// run_id read costs. The probe runs once a minute, so that its own INFO
-// and scripts do not fall between the readings.
+// run_id read costs. The same again as the node's CPU per acquire+release
+// round over a block of b.N rounds each way (round-cpu-µs,
+// round-no-info-cpu-µs), which the host's load does not stretch. The
+// probe runs once a minute, so that its own INFO and scripts do not fall
+// between the readings.
 //
 //	go test ./quorum -run '^$' -bench BenchmarkScriptCostCluster -benchtime 20000x
 func BenchmarkScriptCostCluster(b *testing.B) {
@@ -182,7 +185,53 @@ func BenchmarkScriptCostCluster(b *testing.B) {
 	b.ReportMetric(info/n, "info-µs")
 	b.ReportMetric(noInfo/n, "acquire-no-info-µs")
 	b.ReportMetric(release/n, "release-µs")
+	// commandstats' usec is wall time, which a loaded host stretches when
+	// it preempts the node mid-script; the node's CPU over a block of
+	// rounds is not.
+	round := func(i int, acquire func(AcquireRequest) rueidis.RedisResult) {
+		req := AcquireRequest{Name: "serial", Holder: "c" + strconv.Itoa(i), Lease: 15 * time.Second, Who: Who{Agent: "a", PID: 4242, UID: 1000, SinceMilli: time.Now().UnixMilli()}}
+		benchAcquire(b, acquire(req))
+		benchRelease(ctx, b, c, req)
+	}
+	withInfo := nodeCPU(ctx, b, cl, func() {
+		for i := range b.N {
+			round(i, func(req AcquireRequest) rueidis.RedisResult {
+				keys, args := c.acquireArgs(req)
+				return m.eval(ctx, acquireScript, keys, args)
+			})
+		}
+	})
+	withoutInfo := nodeCPU(ctx, b, cl, func() {
+		for i := range b.N {
+			round(b.N+i, func(req AcquireRequest) rueidis.RedisResult { return evalNoInfo(ctx, c, m, req) })
+		}
+	})
+	b.ReportMetric(withInfo/n, "round-cpu-µs")
+	b.ReportMetric(withoutInfo/n, "round-no-info-cpu-µs")
 	b.ReportMetric(0, "ns/op")
+}
+
+// nodeCPU is the CPU the server c used while do ran, in µs: INFO cpu's
+// used_cpu_user and used_cpu_sys (getrusage), before and after.
+func nodeCPU(ctx context.Context, b *testing.B, c rueidis.Client, do func()) float64 {
+	read := func() float64 {
+		info, err := c.Do(ctx, c.B().Info().Section("cpu").Build()).ToString()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f * 1e6
+			}
+		}
+		return sum
+	}
+	before := read()
+	do()
+	return read() - before
 }
 
 // evalNoInfo runs req's acquire on m, a cluster master, as evalOn would
