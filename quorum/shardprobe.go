@@ -102,6 +102,11 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 	for _, sh := range s.list {
 		old[sh.addr] = sh
 	}
+	// A slot no shard serves now must not keep its old place in the list,
+	// which may be another shard's now.
+	for slot := range s.owner {
+		s.owner[slot] = -1
+	}
 	for i, sh := range list {
 		was := old[sh.addr]
 		switch {
@@ -115,13 +120,6 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 		}
 		for _, slot := range sh.slots {
 			s.owner[slot] = int16(i)
-		}
-	}
-	if changed {
-		for slot := range s.owner {
-			if s.owner[slot] >= int16(len(list)) {
-				s.owner[slot] = -1
-			}
 		}
 	}
 	s.list, s.topo = list, topo

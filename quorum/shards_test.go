@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -90,5 +91,39 @@ func TestClusterMastersGrantReleaseAndFence(t *testing.T) {
 		if len(st.Shards) != 3 {
 			t.Fatalf("status %+v: want 3 shards", st)
 		}
+	}
+}
+
+// slotsFrom are the slots first through last.
+func slotsFrom(first, last int) []int {
+	var out []int
+	for slot := first; slot <= last; slot++ {
+		out = append(out, slot)
+	}
+	return out
+}
+
+// TestShardSetForgetsSlotsNoShardServes: a slot that no shard serves any
+// more (its shard left the topology, its slots uncovered) is judged by no
+// shard, not by the one that now has its old place in the list.
+func TestShardSetForgetsSlotsNoShardServes(t *testing.T) {
+	c, err := New(Config{KeyPrefix: "t:", Masters: []MasterConfig{{Name: "c", Cluster: []string{"127.0.0.1:1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.masters[0].shards
+	a := &shard{addr: "a:1", slots: slotsFrom(0, 5000), state: StateUp}
+	b := &shard{addr: "b:1", slots: slotsFrom(5001, 10000), state: StateUp}
+	down := &shard{addr: "c:1", slots: slotsFrom(10001, numSlots-1), state: StateDown}
+	s.update([]*shard{a, b, down}, "a,b,c")
+	if err := s.slotErr(6000); err != nil {
+		t.Fatalf("slot 6000 of the up shard b: %v", err)
+	}
+	s.update([]*shard{a, down}, "a,c") // b gone, its slots served by none
+	if err := s.slotErr(6000); err != nil {
+		t.Fatalf("slot 6000, which no shard serves, is judged by another shard: %v", err)
+	}
+	if err := s.slotErr(12000); !errors.Is(err, ErrMasterDown) {
+		t.Fatalf("slot 12000 of the down shard: %v, want ErrMasterDown", err)
 	}
 }
