@@ -127,3 +127,39 @@ func TestShardSetForgetsSlotsNoShardServes(t *testing.T) {
 		t.Fatalf("slot 12000 of the down shard: %v, want ErrMasterDown", err)
 	}
 }
+
+// TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly: a shard restarts
+// empty while no call meets it: the probe sees its first marker change and
+// sweeps, and then knows every slot of that shard quarantined, and none of
+// the others'; a name in another shard is granted meanwhile, one in the
+// emptied shard refused at once.
+func TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	c := startCluster(t, clusterConfig(t, clusters, 3*time.Second, true))
+	emptied := clusters[0].Shards()[0]
+	clusters[0].RestartEmpty(emptied)
+	want := 0
+	for _, r := range emptied.Slots() {
+		want += r.Last - r.First + 1
+	}
+	waitStates(t, c, func(st []MasterStatus) bool {
+		shards := st[0].Shards
+		return len(shards) == 3 && shards[0].QuarantinedSlots == want && shards[1].QuarantinedSlots == 0 && shards[2].QuarantinedSlots == 0
+	})
+	var inEmptied, elsewhere string
+	for i := 0; inEmptied == "" || elsewhere == ""; i++ {
+		name := fmt.Sprintf("r%d", i)
+		if clusters[0].Owner(redistest.SlotOf(name)) == emptied {
+			inEmptied = name
+		} else {
+			elsewhere = name
+		}
+	}
+	ctx := context.Background()
+	if _, err := acquire(ctx, c, req(elsewhere, "h")); err != nil {
+		t.Fatalf("%s, in a shard that kept its data: %v", elsewhere, err)
+	}
+	if _, refusal, err := c.Acquire(ctx, req(inEmptied, "h")); err == nil && refusal == nil {
+		t.Fatalf("%s, in the emptied shard, granted during its quarantine", inEmptied)
+	}
+}
