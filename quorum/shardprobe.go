@@ -137,13 +137,18 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	m.shards.swept = c.clock.Now()
 	args := c.gateArgs()
 	replies := m.everySlot(ctx, laneHealth, markerScript, func(int) []string { return append(args[:2:2], "0") })
-	lost := false
+	lost, fresh := false, false
 	for slot, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
 		if err == nil && mk.left > 0 {
-			m.shards.quarantined(slot, time.Duration(mk.left)*time.Millisecond)
+			fresh = m.shards.noteQuarantine(slot, time.Duration(mk.left)*time.Millisecond) || fresh
 			lost = true
 		}
+	}
+	// Waiters are woken once, not per slot (a shard that restarted empty
+	// has thousands), and this sweep asks for no other: it read them all.
+	if fresh {
+		c.wakeAll()
 	}
 	if lost {
 		m.settleSlotTails(ctx)

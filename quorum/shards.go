@@ -127,16 +127,22 @@ func (s *shardSet) slotErr(slot int) error {
 // quarantined wakes every waiter (its holds are gone, so waiters may now
 // win elsewhere), and asks the probe for a sweep.
 func (s *shardSet) quarantined(slot int, left time.Duration) {
-	until := s.m.cluster.clock.Now().Add(left).UnixNano()
-	now := s.m.cluster.clock.Now().UnixNano()
-	s.mu.Lock()
-	fresh := s.until[slot] <= now
-	s.until[slot] = max(s.until[slot], until)
-	s.mu.Unlock()
-	if fresh {
+	if s.noteQuarantine(slot, left) {
 		s.sweep.Store(true)
 		s.m.cluster.wakeAll()
 	}
+}
+
+// noteQuarantine records that slot is quarantined for left more, and says
+// whether it was not known quarantined before.
+func (s *shardSet) noteQuarantine(slot int, left time.Duration) (fresh bool) {
+	until := s.m.cluster.clock.Now().Add(left).UnixNano()
+	now := s.m.cluster.clock.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh = s.until[slot] <= now
+	s.until[slot] = max(s.until[slot], until)
+	return fresh
 }
 
 // noteReply reads a gate's refusal {-2, ms} in r, a call's reply on slot.
