@@ -261,7 +261,20 @@ func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slo
 }
 
 // someSlots is everySlot for slots only; the replies are in their order.
+// They go in chunks: the client gives a pipeline ConnWriteTimeout (2s at
+// least) to be answered in whole, which all 16384 scripts overran on a
+// loaded host, and a connection that overruns it is closed.
 func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
+	const chunk = 1024
+	out := make([]rueidis.RedisResult, 0, len(slots))
+	for lo := 0; lo < len(slots); lo += chunk {
+		out = append(out, m.slotChunk(ctx, l, s, slots[lo:min(lo+chunk, len(slots))], args)...)
+	}
+	return out
+}
+
+// slotChunk is someSlots for one chunk.
+func (m *master) slotChunk(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
 	c := m.conn(l)
 	calls := make([]call, len(slots))
 	for i, slot := range slots {
