@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,45 @@ func TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly(t *testing.T) {
 	}
 	if _, refusal, err := c.Acquire(ctx, req(inEmptied, "h")); err == nil && refusal == nil {
 		t.Fatalf("%s, in the emptied shard, granted during its quarantine", inEmptied)
+	}
+}
+
+// TestClusterShardUnsafeRefusesItsSlotsOnly: one shard's primary may evict
+// keys: the probe finds its primary among the client's nodes and checks it,
+// the shard is unsafe and a name in its slots is refused at once, and a
+// name in another shard is granted.
+func TestClusterShardUnsafeRefusesItsSlotsOnly(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	cfg := clusterConfig(t, clusters, time.Second, true)
+	cfg.SafetyInterval = 50 * time.Millisecond
+	c := startCluster(t, cfg)
+	unsafe := clusters[0].Shards()[1]
+	if _, err := unsafe.Primary.Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
+		t.Fatal(err)
+	}
+	var shards []ShardStatus
+	lockagenttest.Eventually(t, 20*time.Second, func() bool {
+		shards = c.Status()[0].Shards
+		return len(shards) == 3 && shards[1].State == StateUnsafe && shards[0].State == StateUp && shards[2].State == StateUp
+	}, "the shard that may evict was never found unsafe, alone: %+v", &shards)
+	var inUnsafe, elsewhere string
+	for i := 0; inUnsafe == "" || elsewhere == ""; i++ {
+		name := fmt.Sprintf("u%d", i)
+		if clusters[0].Owner(redistest.SlotOf(name)) == unsafe {
+			inUnsafe = name
+		} else {
+			elsewhere = name
+		}
+	}
+	ctx := context.Background()
+	_, refusal, err := c.Acquire(ctx, req(inUnsafe, "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refusal == nil || !strings.Contains(refusal.Err().Error(), "unsafe") {
+		t.Fatalf("%s, in the unsafe shard: refusal %v, want one that says unsafe", inUnsafe, refusal)
+	}
+	if _, _, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest { return req(elsewhere, fmt.Sprintf("h-%d", try)) }); err != nil {
+		t.Fatalf("%s, in a safe shard: %v", elsewhere, err)
 	}
 }
