@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -331,6 +332,9 @@ func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
 }
 
 // slotRange reads one entry of CLUSTER SLOTS: [first, last, [ip, port, ...], replicas...].
+// The address is written as the client names its nodes (Client.Nodes,
+// net.JoinHostPort: an IPv6 one in brackets), so that checkShards finds
+// the shard's primary there.
 func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	e, err := r.ToArray()
 	if err != nil || len(e) < 3 {
@@ -347,5 +351,5 @@ func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	if err != nil {
 		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
 	}
-	return ip + ":" + strconv.FormatInt(port, 10), int(first), int(last), nil
+	return net.JoinHostPort(ip, strconv.FormatInt(port, 10)), int(first), int(last), nil
 }
