@@ -262,33 +262,35 @@ func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slo
 }
 
 // someSlots is everySlot for slots only; the replies are in their order.
-// They go in chunks: the client gives a pipeline ConnWriteTimeout (2s at
-// least) to be answered in whole, which all 16384 scripts overran on a
-// loaded host, and a connection that overruns it is closed.
+// They go slotChunk at a time: a node that takes long over a huge batch
+// (a loaded host) is taken for a dead connection by the client.
 func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
-	const chunk = 1024
+	const slotChunk = 1024
+	c := m.conn(l)
 	out := make([]rueidis.RedisResult, 0, len(slots))
-	for lo := 0; lo < len(slots); lo += chunk {
-		out = append(out, m.slotChunk(ctx, l, s, slots[lo:min(lo+chunk, len(slots))], args)...)
+	for lo := 0; lo < len(slots); lo += slotChunk {
+		chunk := slots[lo:min(lo+slotChunk, len(slots))]
+		calls := make([]call, len(chunk))
+		for i, slot := range chunk {
+			calls[i] = call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)}
+		}
+		if c == nil || ctx.Err() != nil {
+			for range chunk {
+				out = append(out, rueidis.NewErrorResult(cmpOr(ctx.Err(), ErrNotConnected)))
+			}
+			continue
+		}
+		out = append(out, m.shards.evalEach(ctx, c, s, calls, false)...)
 	}
 	return out
 }
 
-// slotChunk is someSlots for one chunk.
-func (m *master) slotChunk(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
-	c := m.conn(l)
-	calls := make([]call, len(slots))
-	for i, slot := range slots {
-		calls[i] = call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)}
+// cmpOr is err, or else if it is nil.
+func cmpOr(err, otherwise error) error {
+	if err != nil {
+		return err
 	}
-	if c == nil {
-		out := make([]rueidis.RedisResult, len(slots))
-		for i := range out {
-			out[i] = rueidis.NewErrorResult(ErrNotConnected)
-		}
-		return out
-	}
-	return m.shards.evalEach(ctx, c, s, calls, false)
+	return otherwise
 }
 
 // readTopology reads the cluster's shards (CLUSTER SLOTS): each primary's

@@ -41,7 +41,10 @@ func TestSlotRanges(t *testing.T) {
 // when fresh.
 func clusterConfig(t testing.TB, clusters []*redistest.Cluster, quarantine time.Duration, fresh bool) Config {
 	t.Helper()
-	cfg := Config{KeyPrefix: "t:", DriftFactor: 0.01, MasterTimeout: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond,
+	// Every call on a cluster master reads the server's run_id, and goes
+	// through a cluster client: under -race on a loaded host 100ms (the
+	// standalone tests') is too short a round.
+	cfg := Config{KeyPrefix: "t:", DriftFactor: 0.01, MasterTimeout: 300 * time.Millisecond, ProbeInterval: 20 * time.Millisecond,
 		Quarantine: quarantine, Tombstone: 5 * time.Second}
 	for i, cl := range clusters {
 		cfg.Masters = append(cfg.Masters, MasterConfig{Name: fmt.Sprintf("c%d", i), Cluster: cl.Seeds()})
