@@ -124,6 +124,20 @@ func (s *shardSet) slotErr(slot int) error {
 	return nil
 }
 
+// slotVoteErr is, for a round that votes (not one that lands) on a master
+// that is a Redis Cluster, why the slot of spec's keys may not answer it
+// (see slotErr), nil if it may. A read's answer counts as a vote too: a
+// quarantined slot's "no holder" is what it forgot, so it is left out of
+// every such round, as voters leaves out a standalone master; a script
+// that runs the gate is refused by eval anyway.
+func (m *master) slotVoteErr(spec roundSpec) error {
+	if spec.land || m.shards == nil {
+		return nil
+	}
+	slot, _ := m.cluster.callSlot(spec.keys)
+	return m.shards.slotErr(slot)
+}
+
 // quarantined notes that slot is quarantined for left more. A slot newly
 // quarantined wakes every waiter (its holds are gone, so waiters may now
 // win elsewhere), and asks the probe for a sweep.

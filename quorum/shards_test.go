@@ -228,3 +228,32 @@ func TestClusterShardUnsafeRefusesItsSlotsOnly(t *testing.T) {
 		t.Fatalf("%s, in a safe shard: %v", elsewhere, err)
 	}
 }
+
+// TestClusterQuarantinedSlotDoesNotAnswerReads: a slot the agent knows
+// quarantined (its shard restarted empty) does not answer a read either
+// (who), as a quarantined standalone master is skipped by every round
+// that votes: its "no holder" is what it forgot, not what it knows.
+func TestClusterQuarantinedSlotDoesNotAnswerReads(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	c := startCluster(t, clusterConfig(t, clusters, time.Minute, true))
+	emptied := clusters[0].Shards()[0]
+	name := ""
+	for i := 0; name == ""; i++ {
+		if n := fmt.Sprintf("w%d", i); clusters[0].Owner(redistest.SlotOf(n)) == emptied {
+			name = n
+		}
+	}
+	ctx := context.Background()
+	if _, _, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest { return req(name, fmt.Sprintf("h-%d", try)) }); err != nil {
+		t.Fatal(err)
+	}
+	clusters[0].RestartEmpty(emptied)
+	var shards []ShardStatus
+	lockagenttest.Eventually(t, 20*time.Second, func() bool {
+		shards = c.Status()[0].Shards
+		return len(shards) == 3 && shards[0].QuarantinedSlots > 0
+	}, "the emptied shard's slots were never known quarantined: %+v", &shards)
+	if holders, err := c.Who(ctx, name); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("who %s on the quarantined slot: %v, %v; want ErrNoQuorum", name, holders, err)
+	}
+}
