@@ -248,11 +248,12 @@ func TestClusterQuarantinedSlotDoesNotAnswerReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusters[0].RestartEmpty(emptied)
+	slot := slotOf(c.setKey(name))
 	var shards []ShardStatus
 	lockagenttest.Eventually(t, 20*time.Second, func() bool {
 		shards = c.Status()[0].Shards
-		return len(shards) == 3 && shards[0].QuarantinedSlots > 0
-	}, "the emptied shard's slots were never known quarantined: %+v", &shards)
+		return errors.Is(c.masters[0].shards.slotErr(slot), ErrQuarantined)
+	}, "the slot of %s was never known quarantined: %+v", name, &shards)
 	if holders, err := c.Who(ctx, name); !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("who %s on the quarantined slot: %v, %v; want ErrNoQuorum", name, holders, err)
 	}
