@@ -102,6 +102,11 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 	for _, sh := range s.list {
 		old[sh.addr] = sh
 	}
+	// A slot no shard serves now must not keep its old place in the list,
+	// which may be another shard's now.
+	for slot := range s.owner {
+		s.owner[slot] = -1
+	}
 	for i, sh := range list {
 		was := old[sh.addr]
 		switch {
@@ -115,13 +120,6 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 		}
 		for _, slot := range sh.slots {
 			s.owner[slot] = int16(i)
-		}
-	}
-	if changed {
-		for slot := range s.owner {
-			if s.owner[slot] >= int16(len(list)) {
-				s.owner[slot] = -1
-			}
 		}
 	}
 	s.list, s.topo = list, topo
@@ -143,15 +141,22 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	args := c.gateArgs()
 	replies := m.someSlots(ctx, laneHealth, markerScript, suspect, func(int) []string { return append(args[:2:2], "0") })
 	var lost []int
+	fresh := false
 	for i, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
 		switch {
 		case err != nil:
 			failed++
 		case mk.left > 0:
-			m.shards.quarantined(suspect[i], time.Duration(mk.left)*time.Millisecond)
+			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
 			lost = append(lost, suspect[i])
 		}
+	}
+	// Waiters are woken once, not per slot (a shard that restarted empty
+	// has thousands), and a slot found quarantined asks for no other
+	// sweep: this one read them all.
+	if fresh {
+		c.wakeAll()
 	}
 	if failed > 0 {
 		m.shards.sweep.Store(true)

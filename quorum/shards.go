@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,20 +124,40 @@ func (s *shardSet) slotErr(slot int) error {
 	return nil
 }
 
+// slotVoteErr is, for a round that votes (not one that lands) on a master
+// that is a Redis Cluster, why the slot of spec's keys may not answer it
+// (see slotErr), nil if it may. A read's answer counts as a vote too: a
+// quarantined slot's "no holder" is what it forgot, so it is left out of
+// every such round, as voters leaves out a standalone master; a script
+// that runs the gate is refused by eval anyway.
+func (m *master) slotVoteErr(spec roundSpec) error {
+	if spec.land || m.shards == nil {
+		return nil
+	}
+	slot, _ := m.cluster.callSlot(spec.keys)
+	return m.shards.slotErr(slot)
+}
+
 // quarantined notes that slot is quarantined for left more. A slot newly
 // quarantined wakes every waiter (its holds are gone, so waiters may now
 // win elsewhere), and asks the probe for a sweep.
 func (s *shardSet) quarantined(slot int, left time.Duration) {
-	until := s.m.cluster.clock.Now().Add(left).UnixNano()
-	now := s.m.cluster.clock.Now().UnixNano()
-	s.mu.Lock()
-	fresh := s.until[slot] <= now
-	s.until[slot] = max(s.until[slot], until)
-	s.mu.Unlock()
-	if fresh {
+	if s.noteQuarantine(slot, left) {
 		s.sweep.Store(true)
 		s.m.cluster.wakeAll()
 	}
+}
+
+// noteQuarantine records that slot is quarantined for left more, and says
+// whether it was not known quarantined before.
+func (s *shardSet) noteQuarantine(slot int, left time.Duration) (fresh bool) {
+	until := s.m.cluster.clock.Now().Add(left).UnixNano()
+	now := s.m.cluster.clock.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh = s.until[slot] <= now
+	s.until[slot] = max(s.until[slot], until)
+	return fresh
 }
 
 // noteReply reads a gate's refusal {-2, ms} in r, a call's reply on slot.
@@ -327,6 +348,9 @@ func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
 }
 
 // slotRange reads one entry of CLUSTER SLOTS: [first, last, [ip, port, ...], replicas...].
+// The address is written as the client names its nodes (Client.Nodes,
+// net.JoinHostPort: an IPv6 one in brackets), so that checkShards finds
+// the shard's primary there.
 func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	e, err := r.ToArray()
 	if err != nil || len(e) < 3 {
@@ -343,5 +367,5 @@ func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	if err != nil {
 		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
 	}
-	return ip + ":" + strconv.FormatInt(port, 10), int(first), int(last), nil
+	return net.JoinHostPort(ip, strconv.FormatInt(port, 10)), int(first), int(last), nil
 }
