@@ -55,7 +55,10 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
 	}
 	conn := m.conn(laneHealth)
-	if conn == nil {
+	if conn == nil { // closed: the agent stops
+		for _, sh := range list {
+			sh.state, sh.err = StateDown, ErrNotConnected
+		}
 		return
 	}
 	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
@@ -336,8 +339,11 @@ func (m *master) noteShardMarkers(list []*shard) {
 }
 
 // state is the master's state from its shards': down when all are, else
-// unsafe or recording other settings when all are, else up (each shard's
-// own state shows in its status, and decides for its slots).
+// unsafe or recording other settings when all are, else up. A shard down,
+// unsafe or quarantined keeps its own slots from voting (see slotErr); one
+// that records other settings keeps the whole master from voting (see
+// noteShardMarkers: the master's refusal), as a standalone master that
+// records them does. Each shard's state shows in its status.
 func (s *shardSet) state() (State, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

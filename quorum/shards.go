@@ -46,9 +46,24 @@ import (
 //     whose shard is down or unsafe, as it skips a standalone master.
 //   - Batches of several names (acquire and release batches, renewals)
 //     are cut per slot.
+//   - While a slot migrates, Redis runs a script on the source only when
+//     every key it declares is there (else ASK or TRYAGAIN: it did not
+//     run). Scripts also read keys they do not declare (holder keys found
+//     in the set): on the source, one already moved reads as absent. What
+//     keeps an acquire safe there is that it declares keys that a grant
+//     creates (the new holder's key, the queue keys), which the source
+//     lacks, so it is answered TRYAGAIN until the slot has moved; a read
+//     (WHO) may miss a moved holder, as a master that lost it would.
+//   - The probe never plants a cluster's marker anew for settings (the
+//     replant of markerSrc, see Cluster.replant): a slot recording other
+//     settings keeps refusing until the settings command writes it.
 //
 // Release messages go by PUBLISH, which a Redis Cluster delivers on every
 // node, and the agent subscribes on one.
+
+// errNoSlot: a call on a cluster master named no key of a name or slot,
+// only the generic marker (a programming error: see callSlot).
+var errNoSlot = errors.New("quorum: a call on a Redis Cluster master names no key of a slot")
 
 // shardSet is a cluster master's view of its shards.
 type shardSet struct {
@@ -104,6 +119,9 @@ func (m *master) withCluster(opt rueidis.ClientOption) rueidis.ClientOption {
 // slotErr is why a call on slot may not vote, as the agent knows the slot:
 // quarantined, or its shard down or unsafe; nil if it may.
 func (s *shardSet) slotErr(slot int) error {
+	if slot < 0 {
+		return errNoSlot
+	}
 	now := s.m.cluster.clock.Now().UnixNano()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -162,6 +180,9 @@ func (s *shardSet) noteQuarantine(slot int, left time.Duration) (fresh bool) {
 
 // noteReply reads a gate's refusal {-2, ms} in r, a call's reply on slot.
 func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
+	if slot < 0 {
+		return
+	}
 	vals, err := r.ToArray()
 	if err != nil || len(vals) != 2 {
 		return
@@ -178,6 +199,9 @@ func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
 // slot, with its slot marker, the gate reading the run_id (see above).
 func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
 	slot, keys := sh.m.cluster.callSlot(keys)
+	if slot < 0 {
+		return rueidis.NewErrorResult(errNoSlot)
+	}
 	if s.gateArg >= 0 {
 		if err := sh.slotErr(slot); err != nil {
 			return rueidis.NewErrorResult(err)
@@ -209,6 +233,10 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	for i, k := range calls {
 		var keys []string
 		slots[i], keys = sh.m.cluster.callSlot(k.keys)
+		if slots[i] < 0 {
+			out[i] = rueidis.NewErrorResult(errNoSlot)
+			continue
+		}
 		if check && s.gateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
 				out[i] = rueidis.NewErrorResult(err)
