@@ -218,6 +218,23 @@ const (
 	renewChunk = 16
 )
 
+// renewChunkEnd is where the chunk of calls that starts at first ends: as
+// many calls as carry renewChunk full calls' holds. A standalone master's
+// calls are full but the last, so a chunk is renewChunk calls; a cluster
+// master's are cut per slot, often one hold each, and a chunk of
+// renewChunk of those would make thousands of names thousands of round
+// trips, more than a quarter lease holds on a busy host.
+func renewChunkEnd(holds [][]int, first int) int {
+	carried := 0
+	for last := first; last < len(holds); last++ {
+		carried += len(holds[last])
+		if carried > renewChunk*renewBatch {
+			return last
+		}
+	}
+	return len(holds)
+}
+
 // Renew sets the lease of every hold in keys on every voting master, in
 // pipelined chunks of script calls of renewBatch holds each, and counts the
 // answers per hold. Then it repairs: a hold that a majority renewed but
@@ -243,8 +260,9 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for first := 0; first < len(calls) && roundCtx.Err() == nil; first += renewChunk {
-				chunk := calls[first:min(first+renewChunk, len(calls))]
+			for first, last := 0, 0; first < len(calls) && roundCtx.Err() == nil; first = last {
+				last = renewChunkEnd(holds, first)
+				chunk := calls[first:last]
 				start := time.Now() // latency, not lease logic: see timedEval
 				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
 				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
