@@ -258,3 +258,43 @@ func TestClusterQuarantinedSlotDoesNotAnswerReads(t *testing.T) {
 		t.Fatalf("who %s on the quarantined slot: %v, %v; want ErrNoQuorum", name, holders, err)
 	}
 }
+
+// TestRenewalsAreCutPerSlotForClusterMastersOnly: a standalone master's
+// renewal of many names is a few full calls whether or not another master
+// is a cluster; a cluster master's calls each stay in one slot, and every
+// hold is in one call of each.
+func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
+	c, err := New(Config{KeyPrefix: "t:", Masters: []MasterConfig{{Name: "a", Address: "127.0.0.1:1"}, {Name: "c", Cluster: []string{"127.0.0.1:2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]RenewKey, 1000)
+	for i := range keys {
+		keys[i] = RenewKey{Name: fmt.Sprintf("n%d", i), Holder: "h"}
+	}
+	whole := c.renewCalls(time.Second, keys, false)
+	if len(whole.calls) != 4 {
+		t.Fatalf("a standalone master's renewal of 1000 holds is %d calls, want 4 of up to %d", len(whole.calls), renewBatch)
+	}
+	cut := c.renewCalls(time.Second, keys, true)
+	seen := map[int]bool{}
+	for k, call := range cut.calls {
+		slot := -1
+		for _, key := range call.keys[1:] { // the marker first
+			if s := slotOf(key); slot >= 0 && s != slot {
+				t.Fatalf("call %d spans slots %d and %d", k, slot, s)
+			} else {
+				slot = s
+			}
+		}
+		for _, h := range cut.holds[k] {
+			if seen[h] {
+				t.Fatalf("hold %d in two calls", h)
+			}
+			seen[h] = true
+		}
+	}
+	if len(seen) != len(keys) {
+		t.Fatalf("%d of %d holds in a call", len(seen), len(keys))
+	}
+}
