@@ -55,7 +55,10 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
 	}
 	conn := m.conn(laneHealth)
-	if conn == nil {
+	if conn == nil { // closed: the agent stops
+		for _, sh := range list {
+			sh.state, sh.err = StateDown, ErrNotConnected
+		}
 		return
 	}
 	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
@@ -102,6 +105,11 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 	for _, sh := range s.list {
 		old[sh.addr] = sh
 	}
+	// A slot no shard serves now must not keep its old place in the list,
+	// which may be another shard's now.
+	for slot := range s.owner {
+		s.owner[slot] = -1
+	}
 	for i, sh := range list {
 		was := old[sh.addr]
 		switch {
@@ -115,13 +123,6 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 		}
 		for _, slot := range sh.slots {
 			s.owner[slot] = int16(i)
-		}
-	}
-	if changed {
-		for slot := range s.owner {
-			if s.owner[slot] >= int16(len(list)) {
-				s.owner[slot] = -1
-			}
 		}
 	}
 	s.list, s.topo = list, topo
@@ -143,15 +144,22 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	args := c.gateArgs()
 	replies := m.someSlots(ctx, laneHealth, markerScript, suspect, func(int) []string { return append(args[:2:2], "0") })
 	var lost []int
+	fresh := false
 	for i, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
 		switch {
 		case err != nil:
 			failed++
 		case mk.left > 0:
-			m.shards.quarantined(suspect[i], time.Duration(mk.left)*time.Millisecond)
+			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
 			lost = append(lost, suspect[i])
 		}
+	}
+	// Waiters are woken once, not per slot (a shard that restarted empty
+	// has thousands), and a slot found quarantined asks for no other
+	// sweep: this one read them all.
+	if fresh {
+		c.wakeAll()
 	}
 	if failed > 0 {
 		m.shards.sweep.Store(true)
@@ -331,8 +339,11 @@ func (m *master) noteShardMarkers(list []*shard) {
 }
 
 // state is the master's state from its shards': down when all are, else
-// unsafe or recording other settings when all are, else up (each shard's
-// own state shows in its status, and decides for its slots).
+// unsafe or recording other settings when all are, else up. A shard down,
+// unsafe or quarantined keeps its own slots from voting (see slotErr); one
+// that records other settings keeps the whole master from voting (see
+// noteShardMarkers: the master's refusal), as a standalone master that
+// records them does. Each shard's state shows in its status.
 func (s *shardSet) state() (State, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
