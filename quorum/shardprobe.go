@@ -147,11 +147,12 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	fresh, unrecorded := false, 0
 	for i, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
+		if err == nil && (errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "" && c.settings != "") {
+			unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
+		}
 		switch {
 		case err != nil:
 			failed++
-		case errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "":
-			unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
 		case mk.left > 0:
 			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
 			lost = append(lost, suspect[i])
