@@ -31,8 +31,9 @@ import (
 // key is always listed. A listed member whose holder key is gone is stale and
 // is dropped by the next acquire.
 //
-// Scripts touch the epoch marker beside a name's keys, so each master must be
-// a standalone Redis (not a Redis Cluster).
+// Scripts touch the epoch marker beside a name's keys, so on a master that
+// is a Redis Cluster the marker is one per hash slot (see slots.go), and a
+// call's generic marker key is that of its name's slot.
 
 // gateLua is the first thing every script that votes runs: it refuses the
 // vote of a master that lost its data, or that records other settings. The

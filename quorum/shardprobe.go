@@ -39,11 +39,11 @@ func (m *master) probeShards(runCtx context.Context) {
 	}
 	changed := m.shards.update(list, topo)
 	m.noteShardMarkers(list)
+	m.setState(m.shards.state())
+	m.cluster.noteSettings()
 	if changed || (m.shards.sweep.Load() && now.Sub(m.shards.swept) >= sweepEvery) {
 		m.sweepSlots(runCtx)
 	}
-	m.setState(m.shards.state())
-	m.cluster.noteSettings()
 }
 
 // gateShards runs the probe's gate (markerSrc) on each shard's first slot.
@@ -130,36 +130,49 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 
 // sweepSlots reads every slot's marker with the probe's gate (planting where
 // the agent may), notes each slot's quarantine, and settles the tails of
-// the slots that lost their data.
+// the slots that lost their data. A slot it could not read (a shard busy
+// or down) makes the next probe sweep again.
 func (m *master) sweepSlots(runCtx context.Context) {
 	c := m.cluster
-	ctx, cancel := context.WithTimeout(runCtx, max(40*c.cfg.MasterTimeout, 2*time.Second))
+	ctx, cancel := context.WithTimeout(runCtx, max(100*c.cfg.MasterTimeout, 5*time.Second))
 	defer cancel()
 	m.shards.sweep.Store(false)
 	m.shards.swept = c.clock.Now()
 	args := c.gateArgs()
 	replies := m.everySlot(ctx, laneHealth, markerScript, func(int) []string { return append(args[:2:2], "0") })
-	lost := false
+	var lost []int
+	failed := 0
 	for slot, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
-		if err == nil && mk.left > 0 {
+		switch {
+		case err != nil:
+			failed++
+		case mk.left > 0:
 			m.shards.quarantined(slot, time.Duration(mk.left)*time.Millisecond)
-			lost = true
+			lost = append(lost, slot)
 		}
 	}
-	if lost {
-		m.settleSlotTails(ctx)
+	if failed > 0 {
+		m.shards.sweep.Store(true)
+		m.log.Debug("slots whose marker could not be read: sweeping again", "slots", failed)
+	}
+	if len(lost) > 0 {
+		m.settleSlotTails(ctx, lost)
 	}
 }
 
-// settleSlotTails is settleTails for a cluster master: each slot that lost
-// its data sits out the tails the other masters keep.
-func (m *master) settleSlotTails(ctx context.Context) {
+// settleSlotTails is settleTails for a cluster master: each of the
+// quarantined slots that lost its data sits out the tails the other
+// masters keep.
+func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	c := m.cluster
-	own := m.slotHorizons(ctx, laneHealth)
+	own := make([]horizon, numSlots)
+	for i, r := range m.someSlots(ctx, laneHealth, horizonScript, quarantined, func(int) []string { return nil }) {
+		own[quarantined[i]] = readHorizon(r)
+	}
 	var pending []int
-	for slot, h := range own {
-		if h.answered && h.lost && h.epoch != "" {
+	for _, slot := range quarantined {
+		if h := own[slot]; h.answered && h.lost && h.epoch != "" {
 			pending = append(pending, slot)
 		}
 	}

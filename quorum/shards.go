@@ -205,21 +205,31 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	if len(cmds) == 0 {
 		return out
 	}
-	var redo rueidis.Commands
-	var redone []int
-	for j, r := range c.DoMulti(ctx, cmds...) {
-		i := sent[j]
-		out[i] = r
-		if noScript(r.Error()) {
-			k := made[j]
-			redo = append(redo, c.B().Eval().Script(v.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
-			redone = append(redone, i)
+	results := c.DoMulti(ctx, cmds...)
+	if slices.ContainsFunc(results, func(r rueidis.RedisResult) bool { return noScript(r.Error()) }) {
+		// A node that does not know the script (new, restarted, promoted:
+		// each node has its own cache): load it on every node once, rather
+		// than send its source with each of the calls again.
+		sh.load(ctx, c, v)
+		var redo rueidis.Commands
+		var redone []int
+		for j, r := range results {
+			if noScript(r.Error()) { // a command is spent once sent: built anew
+				k := made[j]
+				redo = append(redo, c.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+				redone = append(redone, j)
+			}
+		}
+		for n, r := range c.DoMulti(ctx, redo...) {
+			if noScript(r.Error()) { // a node the client had not met
+				k := made[redone[n]]
+				r = c.Do(ctx, c.B().Eval().Script(v.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+			}
+			results[redone[n]] = r
 		}
 	}
-	if len(redo) > 0 {
-		for j, r := range c.DoMulti(ctx, redo...) {
-			out[redone[j]] = r
-		}
+	for j, r := range results {
+		out[sent[j]] = r
 	}
 	for i, r := range out {
 		sh.noteReply(slots[i], r)
@@ -227,27 +237,56 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	return out
 }
 
-// everySlot runs s once per slot on the lane l, with the slot's marker as
-// its one key and args(slot) as its arguments, pipelined in chunks, and
-// returns the replies by slot.
-func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slot int) []string) []rueidis.RedisResult {
-	const chunk = 1024
-	out := make([]rueidis.RedisResult, 0, numSlots)
-	c := m.conn(l)
-	for lo := 0; lo < numSlots; lo += chunk {
-		calls := make([]call, 0, chunk)
-		for slot := lo; slot < min(lo+chunk, numSlots); slot++ {
-			calls = append(calls, call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)})
+// load puts s in the script cache of every node of the cluster client c.
+func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *script) {
+	for addr, node := range c.Nodes() {
+		if err := node.Do(ctx, node.B().ScriptLoad().Script(s.src).Build()).Error(); err != nil {
+			sh.m.log.Debug("script load failed on a node", "node", addr, "error", err)
 		}
-		if c == nil {
-			for range calls {
-				out = append(out, rueidis.NewErrorResult(ErrNotConnected))
+	}
+}
+
+// everySlot runs s once per slot on the lane l, with the slot's marker as
+// its one key and args(slot) as its arguments, pipelined, and returns the
+// replies by slot.
+func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slot int) []string) []rueidis.RedisResult {
+	slots := make([]int, numSlots)
+	for i := range slots {
+		slots[i] = i
+	}
+	return m.someSlots(ctx, l, s, slots, args)
+}
+
+// someSlots is everySlot for slots only; the replies are in their order.
+// They go slotChunk at a time: a node that takes long over a huge batch
+// (a loaded host) is taken for a dead connection by the client.
+func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
+	const slotChunk = 1024
+	c := m.conn(l)
+	out := make([]rueidis.RedisResult, 0, len(slots))
+	for lo := 0; lo < len(slots); lo += slotChunk {
+		chunk := slots[lo:min(lo+slotChunk, len(slots))]
+		calls := make([]call, len(chunk))
+		for i, slot := range chunk {
+			calls[i] = call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)}
+		}
+		if c == nil || ctx.Err() != nil {
+			for range chunk {
+				out = append(out, rueidis.NewErrorResult(cmpOr(ctx.Err(), ErrNotConnected)))
 			}
 			continue
 		}
 		out = append(out, m.shards.evalEach(ctx, c, s, calls, false)...)
 	}
 	return out
+}
+
+// cmpOr is err, or else if it is nil.
+func cmpOr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
 }
 
 // readTopology reads the cluster's shards (CLUSTER SLOTS): each primary's

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -36,7 +37,15 @@ func twoAgentsOverClusters(t *testing.T, n int, opts redistest.ClusterOptions, l
 	c1.Masters, c1.AgentID = masters, "host-a"
 	c2 := agenttest.ConfigNoBootstrap(t, nil, lease)
 	c2.Masters, c2.AgentID = masters, "host-b"
-	agenttest.Bootstrap(t, c1)
+	// A primary that guards a split brain (min-replicas-to-write) refuses
+	// writes until its replica acknowledges, which a loaded host delays.
+	var err error
+	if !pollFor(20*time.Second, 50*time.Millisecond, func() bool {
+		_, err = quorum.Bootstrap(context.Background(), c1.Lock.KeyPrefix, c1.Masters)
+		return err == nil
+	}) {
+		t.Fatalf("bootstrap: %v", err)
+	}
 	return agenttest.Start(t, c1), agenttest.Start(t, c2), clusters
 }
 
@@ -90,7 +99,7 @@ func rawStatus(t *testing.T, a *agenttest.Agent) string {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "STATUS\n")
+	fmt.Fprintf(conn, "1 STATUS\n") // tagged, as agenttest sends
 	var b strings.Builder
 	r := bufio.NewReader(conn)
 	for {
