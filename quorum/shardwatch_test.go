@@ -155,8 +155,10 @@ func releaseWakes(t *testing.T, w *Watch, releaser *Cluster, name, holder string
 func wakesAtRelease(t *testing.T, w *Watch, releaser *Cluster, name, holder string) {
 	t.Helper()
 	drain(w.C())
-	if held, err := releaser.Release(context.Background(), name, holder); err != nil || held < 2 {
-		t.Fatalf("release: %d %v", held, err)
+	// Release returns once a majority answered, or at its deadline, and
+	// lands in the background: the count it returns may miss the holds.
+	if _, err := releaser.Release(context.Background(), name, holder); err != nil {
+		t.Fatalf("release: %v", err)
 	}
 	select {
 	case <-w.C():
