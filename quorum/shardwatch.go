@@ -29,10 +29,14 @@ type shardSubs struct {
 	conns map[string]*shardConn // by the primary's address
 	// placed is the probe's topology (shardSet.topo) the channels were
 	// last placed by.
-	placed string
+	placed  string
+	stopped bool // the master stops: no new connection
 	// dirty asks the loop to place the channels again although the
 	// topology did not change: a connection ended, a subscription failed,
 	// a server dropped a channel, or a channel's slot had no known owner.
+	// A failure of the loop's own waits for its next turn (a probe
+	// interval), so that a shard that is down is not dialled in a spin;
+	// what a connection reports wakes it at once (kick).
 	dirty atomic.Bool
 	kick  chan struct{}
 }
@@ -43,6 +47,8 @@ type shardConn struct {
 	dc    rueidis.DedicatedClient
 	chans map[string]struct{} // subscribed and confirmed; guarded by shardSubs.mu
 	ended atomic.Bool
+	// closing says the agent closed it: its end is no news to report.
+	closing atomic.Bool
 
 	// dropped are the channels the server said it unsubscribed (its slot
 	// moved, or our own SUNSUBSCRIBE): written by the connection's hook,
@@ -78,10 +84,16 @@ func (s *shardSubs) loop(ctx context.Context) {
 	}
 }
 
-// again asks the loop to place the channels again.
+// again asks the loop to place the channels again, at once.
 func (s *shardSubs) again() {
 	s.dirty.Store(true)
 	signal(s.kick)
+}
+
+// close closes sc on the agent's behalf.
+func (sc *shardConn) close() {
+	sc.closing.Store(true)
+	sc.dc.Close()
 }
 
 // place subscribes each watched channel at its slot's owner, moving those
@@ -112,7 +124,7 @@ func (s *shardSubs) place(ctx context.Context) {
 func (s *shardSubs) forgetDropped() {
 	for addr, sc := range s.conns {
 		if sc.ended.Load() {
-			sc.dc.Close()
+			sc.close()
 			delete(s.conns, addr)
 			continue
 		}
@@ -157,7 +169,7 @@ func (s *shardSubs) subscribeLocked(ctx context.Context, ch string) bool {
 	addr := s.m.shards.ownerOf(slotOf(ch))
 	sc := s.open(addr)
 	if sc == nil {
-		s.again() // the slot's owner is not known or not reached yet
+		s.dirty.Store(true) // the slot's owner is not known or not reached yet
 		return false
 	}
 	if _, ok := sc.chans[ch]; ok {
@@ -207,10 +219,10 @@ func (s *shardSubs) sunsubscribe(ctx context.Context, sc *shardConn, ch string) 
 // made anew with the channels watched.
 func (s *shardSubs) failed(sc *shardConn, err error) {
 	if _, refused := rueidis.IsRedisErr(err); !refused {
-		sc.dc.Close()
+		sc.close()
 		delete(s.conns, sc.addr)
 	}
-	s.again()
+	s.dirty.Store(true)
 }
 
 // open returns the live connection to the primary at addr, making it if
@@ -220,7 +232,7 @@ func (s *shardSubs) open(addr string) *shardConn {
 		return sc
 	}
 	c := s.m.getClient()
-	if addr == "" || c == nil {
+	if addr == "" || c == nil || s.stopped {
 		return nil
 	}
 	node, ok := c.Nodes()[addr]
@@ -236,8 +248,10 @@ func (s *shardSubs) open(addr string) *shardConn {
 	go func() {
 		err := <-wait
 		sc.ended.Store(true)
-		s.m.log.Debug("shard subscriber ended", "shard", addr, "error", err)
-		s.again()
+		if !sc.closing.Load() {
+			s.m.log.Debug("shard subscriber ended", "shard", addr, "error", err)
+			s.again()
+		}
 	}()
 	s.conns[addr] = sc
 	return sc
@@ -259,7 +273,9 @@ func (s *shardSubs) onSubscription(sc *shardConn, sub rueidis.PubSubSubscription
 func (s *shardSubs) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopped = true
 	for addr, sc := range s.conns {
+		sc.closing.Store(true)
 		go sc.dc.Close()
 		delete(s.conns, addr)
 	}
