@@ -13,9 +13,10 @@ import (
 // However many of its sessions observe a name, the agent keeps one
 // observation of it: one subscription to the name's channel (a
 // quorum.Watch), one mark on the masters that makes a grant of the name
-// say so there (quorum.Cluster.MarkObserved, renewed every lease/3 while
-// the name is observed, then left to expire: another agent may observe it
-// too), and one goroutine that reads the leader (quorum.Cluster.Leader)
+// await its agent's word there, which publishes
+// (quorum.Cluster.MarkObserved, renewed every lease/3 while the name is
+// observed, then left to expire: another agent may observe it too), and
+// one goroutine that reads the leader (quorum.Cluster.Leader)
 // when the watch says it may have changed, and every lease/3 besides
 // (a lease that runs out publishes nothing, and messages are lost while
 // a master is away). What it reads it pushes to every observing session,
@@ -159,14 +160,15 @@ func (a *Agent) observationLocked(name string) *observation {
 // observeLoop reads o's leader at once, then whenever w says it may have
 // changed, and every lease/3, until ctx ends. A read that failed, or found
 // a holder's fence not settled yet (quorum.ErrUnsettled), is tried again
-// after lock.retry_min (or lease/3, if sooner); once a holder has stayed
-// unsettled for longer than a grant's round can take (10×master_timeout,
-// or lease/3 if sooner), the fence a majority records will do (see
-// quorum.Cluster.Leader): a master that refused the grant (its queue had
-// another head) lacks the record until a renewal re-creates it.
+// after lock.retry_min (or lease/3, if sooner); once one holder has
+// stayed unsettled for longer than a grant's round can take
+// (10×master_timeout, or lease/3 if sooner), the fence a majority records
+// will do (see quorum.Cluster.Leader, unsettledSince): a master that
+// missed the grant's fence write-back keeps another fence until the hold
+// ends.
 //
 // The name's mark on the masters is made before the first read, so that
-// a grant after it publishes, and is renewed beside the reads (keepMarked):
+// a grant after it is marked settled by its agent (which publishes), and is renewed beside the reads (keepMarked):
 // a mark waits for every master, a paused one too (4×master_timeout), and
 // a push must not wait behind it.
 func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
@@ -175,18 +177,13 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 	settles := min(every, 10*a.cfg.Lock.MasterTimeout)
 	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lock.Lease)
 	go a.keepMarked(ctx, o.name, every)
-	var unsettled time.Time // since when reads find a fence unsettled; zero: they do not
+	var unsettled unsettledSince
 	t := a.clock.NewTimer(every)
 	defer t.Stop()
 	for {
-		lenient := !unsettled.IsZero() && a.clock.Now().Sub(unsettled) >= settles
-		switch err := a.readLeader(ctx, o, lenient); {
-		case err == nil:
-			unsettled = time.Time{}
-		case errors.Is(err, quorum.ErrUnsettled) && unsettled.IsZero():
-			unsettled = a.clock.Now()
-			fallthrough
-		default:
+		lenient := unsettled.holder != "" && a.clock.Now().Sub(unsettled.since) >= settles
+		err := a.readLeader(ctx, o, lenient)
+		if unsettled = unsettled.after(err, a.clock.Now()); err != nil {
 			t.Reset(min(every, a.cfg.Lock.RetryMin))
 		}
 		select {
@@ -197,6 +194,29 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 			t.Reset(every)
 		}
 	}
+}
+
+// unsettledSince is the holder that reads of a name found unsettled, and
+// since when ("": they do not). Only a holder that stays unsettled is
+// taken leniently: in a fast series of grants each new holder is briefly
+// unsettled, and a clock that ran across them took the next one's
+// unsettled fence at once.
+type unsettledSince struct {
+	holder string
+	since  time.Time
+}
+
+// after is u after a read that ended with err at now: a read that failed
+// says nothing of the holder.
+func (u unsettledSince) after(err error, now time.Time) unsettledSince {
+	var unsettled *quorum.UnsettledError
+	switch {
+	case err == nil:
+		return unsettledSince{}
+	case !errors.As(err, &unsettled) || unsettled.Holder == u.holder:
+		return u
+	}
+	return unsettledSince{holder: unsettled.Holder, since: now}
 }
 
 // keepMarked renews name's mark on the masters (for a lease) every

@@ -116,6 +116,7 @@ type acquireAnswers struct {
 	fences     []int64 // > 0 where granted
 	slots      []int   // the slot granted there
 	busyOn     []int   // masters that answered held: their counters may lag
+	awaiting   bool    // a master's record awaits the mark (see awaitingAgent)
 	conflicts  int     // masters that hold the name for another kind of claim
 	readers    int     // busy answers where only shared holders block
 	cached     int     // busy answers where only cached records block
@@ -129,8 +130,9 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	switch {
 	case err != nil:
 		return 0, false, err
-	case len(vals) == 3 && vals[0] == 1:
+	case isGrant(vals):
 		x.fences[a.i], x.slots[a.i] = vals[1], int(vals[2])
+		x.awaiting = x.awaiting || awaits(vals)
 		return x.slots[a.i], true, nil
 	case len(vals) < 2 || len(vals) > 4:
 		return 0, false, errors.New("unexpected acquire reply")
@@ -152,6 +154,14 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	}
 	return 0, false, nil
 }
+
+// isGrant says an acquire reply is a grant: {1, fence, slot}, or
+// {1, fence, slot, 1} when its record awaits the mark (see awaits).
+func isGrant(vals []int64) bool { return (len(vals) == 3 || len(vals) == 4) && vals[0] == 1 }
+
+// awaits says a grant's record awaits its agent's mark (see awaitingAgent):
+// the name is observed there.
+func awaits(vals []int64) bool { return len(vals) == 4 && vals[3] == 1 }
 
 // decideAcquire decides an acquire round r whose answers are in: a won
 // round is completed (see complete); a lost one, or a won one that could
@@ -214,13 +224,14 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	// their answers come: a master that missed this grant must not count
 	// below it in a later majority. One that granted another slot gives it
 	// back. One that refused or failed leaves readers in need of the mark
-	// (see markSettled), once the grant stood.
+	// (see markSettled), once the grant stood; one whose record awaits it
+	// gets it then.
 	// stood and marked are set before complete returns, and late runs
 	// after (see drain), one answer at a time.
 	stood, marked := false, false
 	r.late = func(a answer) {
 		vals, err := a.res.AsIntSlice()
-		granted := err == nil && len(vals) == 3 && vals[0] == 1
+		granted := err == nil && isGrant(vals)
 		switch {
 		case fence == 0:
 			return
@@ -228,6 +239,8 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 			c.releaseOn(req.Name, req.Holder, a.i)
 		case err == nil && (!granted || vals[1] != fence):
 			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i}, stood)
+		case stood && awaits(vals):
+			c.writeFence(req.Name, record, fence, req.block(), []int{a.i}, true)
 		}
 		if !granted && stood && !marked {
 			c.markSettled(req.Name, record, fence, req.block(), x.fences)
@@ -244,8 +257,9 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	stood = true
 	// A master that refused the grant (busy, a conflict), failed it, or
 	// gave its slot back has a next fence a reader cannot tell from one
-	// that has not run the grant yet.
-	if len(x.busyOn) > 0 || x.conflicts > 0 || r.failed > 0 || gaveBack {
+	// that has not run the grant yet. A record that awaits the mark is
+	// no term without it.
+	if x.awaiting || len(x.busyOn) > 0 || x.conflicts > 0 || r.failed > 0 || gaveBack {
 		c.markSettled(req.Name, record, fence, req.block(), x.fences)
 		marked = true
 	}
@@ -319,11 +333,13 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 // granted it (fences holds each master's granted fence), in the
 // background. A grant that stood calls it when some master refused it or
 // failed: a reader cannot tell such a master from one that has not run
-// the grant yet, which would give it a higher fence (see Cluster.Leader).
-// When every master grants, each records the fence once the write-backs
-// landed, and nothing more is written. The write-backs do not mark: they
-// go before the grant is known to stand (its validity may be used up),
-// and a grant that did not stand must not read as a term.
+// the grant yet, which would give it a higher fence (see Cluster.Leader);
+// and when the name is observed: its records await the mark (see
+// awaitingAgent). When every master grants an unobserved name, each
+// records the fence once the write-backs landed, and nothing more is
+// written. The write-backs do not mark: they go before the grant is known
+// to stand (its validity may be used up), and a grant that did not stand
+// must not read as a term.
 func (c *Cluster) markSettled(name, record string, fence, block int64, fences []int64) {
 	var granted []int
 	for i, f := range fences {
@@ -362,13 +378,13 @@ func (c *Cluster) raiseFence(name, record string, fence, block int64, to []int, 
 // masters there are at fence already, so it is no write-back to count.
 func (c *Cluster) writeFence(name, record string, fence, block int64, to []int, mark bool) {
 	keys, args := c.raiseFenceArgs(name, record, fence, block, mark)
-	c.goBackground(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
-		defer cancel()
-		for _, i := range to {
+	for _, i := range to { // each on its own: a paused master must not keep it from the others
+		c.goBackground(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
+			defer cancel()
 			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
-		}
-	})
+		})
+	}
 }
 
 // Reserve reserves a further block of fences for holder's hold of name,

@@ -121,7 +121,10 @@ type holderVotes struct {
 	// raiseFenceSrc) while it still carries it: the term's fence, final.
 	// 0 if none does.
 	settled int64
-	cached  int // how many masters record it cached
+	// awaiting is how many masters record it awaiting its agent's word
+	// that the grant stood (see awaitingAgent).
+	awaiting int
+	cached   int // how many masters record it cached
 }
 
 // majorityFence is the highest fence that at least quorum of the masters
@@ -208,8 +211,11 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enoug
 			}
 			v.count++
 			v.fences[rec.Fence]++
-			if settled, _ := strconv.ParseInt(f[len(recordFields)], 10, 64); settled != 0 && settled == rec.Fence {
+			switch settled, _ := strconv.ParseInt(f[len(recordFields)], 10, 64); {
+			case settled != 0 && settled == rec.Fence:
 				v.settled = max(v.settled, settled)
+			case f[len(recordFields)] == awaitingAgent:
+				v.awaiting++
 			}
 			v.values[rec.Who.Value]++
 			if mark, _ := vals[j+width-1].ToString(); mark == "1" {

@@ -60,6 +60,27 @@ type MasterError struct {
 func (e *MasterError) Error() string { return e.Master + ": " + describe(e.Err) }
 func (e *MasterError) Unwrap() error { return e.Err }
 
+// UnsettledError is ErrUnsettled of one holder (see Cluster.Leader): a
+// reader that finds the same holder unsettled for long may take it at the
+// fence its majority records (lenient), one that finds another holder
+// unsettled each time may not.
+type UnsettledError struct {
+	Holder string // the holder's id
+	// Awaiting says its grant awaits its agent's mark (see
+	// awaitingAgent): no answer still to come can settle it, the agent's
+	// mark will (it publishes), and lenient does not take it.
+	Awaiting bool
+}
+
+func (e *UnsettledError) Error() string {
+	if e.Awaiting {
+		return ErrUnsettled.Error() + ": " + e.Holder + "'s grant awaits its agent"
+	}
+	return ErrUnsettled.Error() + ": " + e.Holder
+}
+
+func (e *UnsettledError) Unwrap() error { return ErrUnsettled }
+
 // RoundError says why a quorum round failed. It unwraps to ErrNoQuorum,
 // ErrBusy, ErrConflict or ErrSettings and to every master's error. An
 // acquire's refusal is a Refusal, whose Err is a RoundError.

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -11,10 +12,25 @@ import (
 // election uses them (../shared/coordination.md §1, §2, §5): SetValue
 // replaces a hold's value on a majority, Check asks whether a fence is a
 // current holder's, and Leader reads who holds a name now. An agent that
-// observes a name marks it (MarkObserved), so that a grant publishes
-// leaderMessage, and reads Leader when its Watch's Leader channel says so.
+// observes a name marks it (MarkObserved), so that a grant's record awaits
+// its agent's word that the grant stood (see awaitingAgent), whose mark
+// publishes leaderMessage, and reads Leader when its Watch's Leader
+// channel says so.
 
 func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
+
+// awaitingAgent is what a record's settled field holds from its grant of
+// an observed name until the granting agent marks the grant's fence
+// settled there (see acquireSrc, markSettled): the masters run a grant
+// before its agent decides it, and the agent may yet give it back (it lost
+// the round to a master that granted after its deadline, a fence
+// write-back failed, or it read the answers after the validity was used
+// up). Records in step at one fence look settled all the same, and an
+// observer that took them as a term would name a leader that never was.
+// So a record awaiting its agent is a term only once some master marks it
+// settled. Only observed names pay for the mark: a write to the granting
+// masters, in the background, per grant.
+const awaitingAgent = "pending"
 
 // setValueSrc replaces the value of a live record and says so to the
 // name's observers. KEYS: holder key. ARGV: value, channel.
@@ -110,10 +126,10 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 }
 
 // MarkObserved marks name observed on every master for lease (a key with
-// that PX, see acquireSrc), so that a grant of it publishes
-// leaderMessage. The observing agent renews it well within lease while it
-// observes, and lets it expire after. It returns on how many masters the
-// mark landed.
+// that PX, see acquireSrc), so that a grant of it awaits its agent's
+// mark, which publishes leaderMessage (see awaitingAgent). The observing
+// agent renews it well within lease while it observes, and lets it expire
+// after. It returns on how many masters the mark landed.
 func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Duration) int {
 	if c.closed() {
 		return 0
@@ -156,25 +172,30 @@ local out = {string.format('%d', nextf)}
 // granting majority's, is written back to them (see settleFence), so a
 // fence that a majority shows meanwhile may be a term that never was. F
 // is settled when a record marks it settled (the granting agent does once
-// it decided F, if some master did not grant it: see markSettled), or,
-// every master having answered, when every one that answered with the
-// holder records F and every one that answered without it (it refused the
-// grant, or has not run it yet) would give a grant no fence above F. A
-// master that did not answer may have granted a higher fence that the
-// grant took, so without a mark F is not settled then. While it is not,
-// Leader returns ErrUnsettled: read again shortly. With lenient, a fence
-// that a majority records will do: a master that missed a write-back (it
-// was paused past its deadline) keeps another fence in its record until
-// the hold ends, and a caller that found the holder unsettled for longer
-// than a grant can take takes the majority's.
+// the grant stood, if the name was observed or some master did not grant
+// it: see markSettled). A holder that a record shows awaiting that mark
+// (see awaitingAgent) is not settled until then, lenient or not. Else F is
+// settled when, every master having answered, every one that answered
+// with the holder records F and every one that answered without it (it
+// refused the grant, or has not run it yet) would give a grant no fence
+// above F. A master that did not answer may have granted a higher fence
+// that the grant took, so without a mark F is not settled then. While it
+// is not, Leader returns ErrUnsettled (an UnsettledError that names the
+// holder): read again shortly. With lenient, a fence that a majority
+// records will do: a master that missed a write-back (it was paused past
+// its deadline) keeps another fence in its record until the hold ends,
+// and a caller that found the holder unsettled for longer than a grant
+// can take takes the majority's.
 //
-// It waits for a slow master only while the answers so far do not decide:
-// a master that stopped answering, not yet known down, must not hold up
-// every read for a round's deadline.
+// It waits for a slow master only while the answers so far do not decide
+// (a holder awaiting its agent's mark decides: an UnsettledError): a master
+// that stopped answering, not yet known down, must not hold up every read
+// for a round's deadline.
 func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
 	read, err := c.readHolders(ctx, name, true, func(read holdersRead) bool {
 		_, _, err := c.leaderIn(read, lenient)
-		return len(read.answers) >= c.quorum && err == nil
+		var u *UnsettledError
+		return len(read.answers) >= c.quorum && (err == nil || errors.As(err, &u) && u.Awaiting)
 	})
 	if err != nil {
 		return Holder{}, false, err
@@ -192,14 +213,18 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 			continue // not on a majority: no holder (any more, or yet)
 		case v.isCached():
 			continue // kept by its agent for a client to come: it leads nothing (see MarkCached)
+		case v.settled == 0 && v.awaiting > 0:
+			// Its grant may not stand: only its agent can tell, and its
+			// mark will publish. No answer still to come can tell.
+			return Holder{}, false, &UnsettledError{Holder: v.id, Awaiting: true}
 		case v.count < c.quorum:
 			// On a majority, perhaps: the masters that did not answer may
 			// hold it. Neither it nor "none" is known.
-			return Holder{}, false, ErrUnsettled
+			return Holder{}, false, &UnsettledError{Holder: v.id}
 		}
 		fence, ok := read.settled(v, c.quorum, unheard, lenient)
 		if !ok {
-			return Holder{}, false, ErrUnsettled
+			return Holder{}, false, &UnsettledError{Holder: v.id}
 		}
 		r := v.first
 		r.Fence, r.Who.Value = fence, v.value()

@@ -175,7 +175,8 @@ func (s *subscriber) next() string {
 }
 
 // TestObservedNamesPublishLeaderChanged: on a master, a grant of an
-// observed name, a SET and a retag publish leaderMessage; a grant of a
+// observed name (its agent's mark of it, once it stood), a SET and a
+// retag publish leaderMessage; a grant of a
 // name nobody observes publishes nothing (its release is the first
 // message).
 func TestObservedNamesPublishLeaderChanged(t *testing.T) {
@@ -329,7 +330,8 @@ func TestWhoShowsTheFenceAMajorityRecords(t *testing.T) {
 // may not have run the grant yet. The granting agent marks it settled in
 // the records of the masters that granted it, which publishes on an
 // observed name, and Leader then takes it without waiting to be lenient.
-// Uncontended, nothing is marked: every master records the fence.
+// Uncontended and unobserved, nothing is marked: every master records the
+// fence.
 func TestLeaderReadsAContendedGrantSettled(t *testing.T) {
 	ctx := context.Background()
 	servers := redistest.Start(t, 3)

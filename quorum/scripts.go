@@ -194,7 +194,10 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // the claim's queue entry (”: none), fence block (absent: 1), the hold's
 // delay ms and min_hold ms (absent or 0: none; see tailsLua), value.
 // A grant of an observed name (the mark exists: see Cluster.MarkObserved)
-// publishes leaderMessage on the name's channel.
+// marks its record's fence awaiting its agent's word (settled is
+// awaitingAgent: see awaitingAgent) and returns {1, fence, slot, 1}; the
+// agent's mark, once the grant stood, publishes leaderMessage on the
+// name's channel.
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
 // holders block it, 1 if only cached records block it (see cache.go)} when
@@ -302,7 +305,8 @@ if members == 0 or redis.call('PTTL', KEYS[1]) < px then
   redis.call('PEXPIRE', KEYS[1], px)
 end
 if KEYS[7] and redis.call('EXISTS', KEYS[7]) == 1 then
-  redis.call('PUBLISH', KEYS[1] .. ':released', 'leader changed')
+  redis.call('HSET', KEYS[3], 'settled', '` + awaitingAgent + `')
+  return {1, tonumber(fence), slot, 1}
 end
 return {1, tonumber(fence), slot}
 `

@@ -155,8 +155,11 @@ func rueidisPromoted(t *testing.T, c *Cluster, dials *dialLog, exists func(...st
 	if n, err := exists("{promoted}"); err != nil || n != 0 {
 		t.Fatalf("the script after the failover: %d %v", n, err)
 	}
-	if got := errorCount(t, old, "MOVED") - moved; got != 1 {
-		t.Fatalf("the old primary answered %d MOVED, want 1 (the client learns of the failover from it)", got)
+	// The client learns of the failover from one MOVED of the old primary,
+	// or from a refresh of its own that came first (a loaded host): never
+	// from more than one, since the script is not sent again.
+	if got := errorCount(t, old, "MOVED") - moved; got > 1 {
+		t.Fatalf("the old primary answered %d MOVED, want at most 1", got)
 	}
 	if !dials.dialed(sh.Primary.Addr) {
 		t.Fatalf("the client did not dial the promoted %s; it dialed %v", sh.Primary.Addr, dials.addrs)
