@@ -50,11 +50,14 @@ type shardConn struct {
 	// closing says the agent closed it: its end is no news to report.
 	closing atomic.Bool
 
-	// dropped are the channels the server said it unsubscribed (its slot
-	// moved, or our own SUNSUBSCRIBE): written by the connection's hook,
-	// which must not wait for shardSubs.mu.
+	// dropped are the channels the server unsubscribed on its own (their
+	// slot moved), and ours counts the SUNSUBSCRIBEs sent whose answer
+	// (the same push) is yet to come: a stale one would drop the channel
+	// subscribed again since. Guarded by dropMu, not shardSubs.mu: the
+	// connection's hook writes them, and must not wait.
 	dropMu  sync.Mutex
 	dropped []string
+	ours    map[string]int
 }
 
 func newShardSubs(m *master) *shardSubs {
@@ -205,6 +208,9 @@ func (s *shardSubs) unsubscribe(ctx context.Context, ch string) {
 // master.unsubscribe).
 func (s *shardSubs) sunsubscribe(ctx context.Context, sc *shardConn, ch string) {
 	delete(sc.chans, ch)
+	sc.dropMu.Lock()
+	sc.ours[ch]++
+	sc.dropMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.m.cluster.cfg.MasterTimeout)
 	defer cancel()
 	if err := sc.dc.Do(ctx, sc.dc.B().Sunsubscribe().Channel(ch).Build()).Error(); err != nil {
@@ -240,7 +246,7 @@ func (s *shardSubs) open(addr string) *shardConn {
 		return nil
 	}
 	dc, _ := node.Dedicate()
-	sc := &shardConn{addr: addr, dc: dc, chans: map[string]struct{}{}}
+	sc := &shardConn{addr: addr, dc: dc, chans: map[string]struct{}{}, ours: map[string]int{}}
 	wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
 		OnMessage:      func(msg rueidis.PubSubMessage) { s.m.cluster.onMessage(msg.Channel, msg.Message) },
 		OnSubscription: func(sub rueidis.PubSubSubscription) { s.onSubscription(sc, sub) },
@@ -257,14 +263,21 @@ func (s *shardSubs) open(addr string) *shardConn {
 	return sc
 }
 
-// onSubscription notes a channel the server unsubscribed sc from.
+// onSubscription notes a channel the server unsubscribed sc from on its
+// own.
 func (s *shardSubs) onSubscription(sc *shardConn, sub rueidis.PubSubSubscription) {
 	if sub.Kind != "sunsubscribe" {
 		return
 	}
 	sc.dropMu.Lock()
+	defer sc.dropMu.Unlock()
+	if sc.ours[sub.Channel] > 0 {
+		if sc.ours[sub.Channel]--; sc.ours[sub.Channel] == 0 {
+			delete(sc.ours, sub.Channel)
+		}
+		return
+	}
 	sc.dropped = append(sc.dropped, sub.Channel)
-	sc.dropMu.Unlock()
 	s.again()
 }
 
