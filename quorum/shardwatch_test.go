@@ -99,7 +99,7 @@ func TestShardWatchFollowsTheSlot(t *testing.T) {
 	w := watcher.Watch(ctx, name)
 	defer w.Close()
 	awaitShardSubscribed(t, clusters, ch)
-	take(t, releaser, name, "moved")
+	holder := take(t, releaser, name, "moved")
 
 	drain(w.Recheck())
 	for _, cl := range clusters {
@@ -112,7 +112,7 @@ func TestShardWatchFollowsTheSlot(t *testing.T) {
 	awaitRecheck(t, w, "the slot moved")
 	awaitShardSubscribed(t, clusters, ch)
 	awaitQuarantineNoted(t, watcher, len(clusters))
-	wakesAtRelease(t, w, releaser, name, "moved")
+	wakesAtRelease(t, w, releaser, name, holder)
 
 	drain(w.Recheck())
 	for _, cl := range clusters {
@@ -129,15 +129,21 @@ func TestShardWatchFollowsTheSlot(t *testing.T) {
 	}
 }
 
-// take takes name with c, as holder, once its slot votes, for a lease
-// longer than the test.
-func take(t *testing.T, c *Cluster, name, holder string) {
+// take takes name with c once its slot votes, for a lease longer than
+// the test, and returns the holder that won: each attempt has its own,
+// since a failed attempt's give-back leaves its holder a tombstone.
+func take(t *testing.T, c *Cluster, name, holder string) string {
 	t.Helper()
-	r := req(name, holder)
-	r.Lease = time.Minute
 	var err error
-	lockagenttest.Eventually(t, 30*time.Second, func() bool { _, err = acquire(context.Background(), c, r); return err == nil },
-		"%s was never granted: %v", name, &err)
+	try := 0
+	lockagenttest.Eventually(t, 30*time.Second, func() bool {
+		try++
+		r := req(name, fmt.Sprintf("%s-%d", holder, try))
+		r.Lease = time.Minute
+		_, err = acquire(context.Background(), c, r)
+		return err == nil
+	}, "%s was never granted: %v", name, &err)
+	return fmt.Sprintf("%s-%d", holder, try)
 }
 
 // releaseWakes takes name with releaser, as holder, waits until the
@@ -145,7 +151,7 @@ func take(t *testing.T, c *Cluster, name, holder string) {
 // watch), and says w wakes at the release.
 func releaseWakes(t *testing.T, w *Watch, releaser *Cluster, name, holder string) {
 	t.Helper()
-	take(t, releaser, name, holder)
+	holder = take(t, releaser, name, holder)
 	lockagenttest.Eventually(t, 10*time.Second, func() bool { return quarantinedSlots(w.c) == 0 },
 		"the watcher's masters keep a slot quarantined")
 	wakesAtRelease(t, w, releaser, name, holder)
