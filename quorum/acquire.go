@@ -226,27 +226,8 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	// back. One that refused or failed leaves readers in need of the mark
 	// (see markSettled), once the grant stood; one whose record awaits it
 	// gets it then.
-	// stood and marked are set before complete returns, and late runs
-	// after (see drain), one answer at a time.
-	stood, marked := false, false
-	r.late = func(a answer) {
-		vals, err := a.res.AsIntSlice()
-		granted := err == nil && isGrant(vals)
-		switch {
-		case fence == 0:
-			return
-		case granted && int(vals[2]) != slot:
-			c.releaseOn(req.Name, req.Holder, a.i)
-		case err == nil && (!granted || vals[1] != fence):
-			c.raiseFence(req.Name, record, fence, req.block(), []int{a.i}, stood)
-		case stood && awaits(vals):
-			c.writeFence(req.Name, record, fence, req.block(), []int{a.i}, true)
-		}
-		if !granted && stood && !marked {
-			c.markSettled(req.Name, record, fence, req.block(), x.fences)
-			marked = true
-		}
-	}
+	late := &lateAnswers{c: c, req: req, x: x, record: record, fence: fence, slot: slot}
+	r.late = late.answer
 	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
 	switch {
 	case err != nil:
@@ -254,14 +235,14 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	case validity <= 0:
 		return Grant{}, errors.New("validity used up before the grant completed")
 	}
-	stood = true
+	late.stood = true
 	// A master that refused the grant (busy, a conflict), failed it, or
 	// gave its slot back has a next fence a reader cannot tell from one
 	// that has not run the grant yet. A record that awaits the mark is
 	// no term without it.
 	if x.awaiting || len(x.busyOn) > 0 || x.conflicts > 0 || r.failed > 0 || gaveBack {
 		c.markSettled(req.Name, record, fence, req.block(), x.fences)
-		marked = true
+		late.marked = true
 	}
 	claim := req.Claim
 	claim.Slot = slot
@@ -270,6 +251,41 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 		rec.MinUntil = c.clock.Now().Add(req.Tail.MinHold)
 	}
 	return Grant{Fence: fence, Slot: slot, Record: rec, Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+}
+
+// lateAnswers follows the answers of a grant's round that come after
+// complete read it (see drain), one at a time. stood and marked are set
+// before complete returns, and the answers come after.
+type lateAnswers struct {
+	c      *Cluster
+	req    AcquireRequest
+	x      *acquireAnswers
+	record string
+	fence  int64
+	slot   int
+	// stood says the grant stood; marked that its fence was marked settled.
+	stood, marked bool
+}
+
+// answer brings one late master up to the grant (see complete).
+func (l *lateAnswers) answer(a answer) {
+	c, req := l.c, l.req
+	vals, err := a.res.AsIntSlice()
+	granted := err == nil && isGrant(vals)
+	switch {
+	case l.fence == 0:
+		return
+	case granted && int(vals[2]) != l.slot:
+		c.releaseOn(req.Name, req.Holder, a.i)
+	case err == nil && (!granted || vals[1] != l.fence):
+		c.raiseFence(req.Name, l.record, l.fence, req.block(), []int{a.i}, l.stood)
+	case l.stood && awaits(vals):
+		c.writeFence(req.Name, l.record, l.fence, req.block(), []int{a.i}, true)
+	}
+	if !granted && l.stood && !l.marked {
+		c.markSettled(req.Name, l.record, l.fence, req.block(), l.x.fences)
+		l.marked = true
+	}
 }
 
 // acquireArgs are the acquire script's keys and arguments for req.

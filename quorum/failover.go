@@ -36,7 +36,8 @@ const failoverSlack = 2*time.Second + 100*time.Millisecond
 // missed event would otherwise keep it on the old primary for good).
 const sentinelRefresh = time.Second
 
-// replicaLag is cfg.ReplicaLag, 1s by default for a Sentinel master.
+// replicaLag is cfg.ReplicaLag, 1s by default for a Sentinel master and
+// a Redis Cluster (whose shards fail over to their replicas).
 func (cfg MasterConfig) replicaLag() time.Duration {
 	if cfg.ReplicaLag == 0 && (len(cfg.Sentinels) > 0 || len(cfg.Cluster) > 0) {
 		return time.Second

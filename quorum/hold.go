@@ -218,6 +218,23 @@ const (
 	renewChunk = 16
 )
 
+// renewChunkEnd is where the chunk of calls that starts at first ends: as
+// many calls as carry renewChunk full calls' holds. A standalone master's
+// calls are full but the last, so a chunk is renewChunk calls; a cluster
+// master's are cut per slot, often one hold each, and a chunk of
+// renewChunk of those would make thousands of names thousands of round
+// trips, more than a quarter lease holds on a busy host.
+func renewChunkEnd(holds [][]int, first int) int {
+	carried := 0
+	for last := first; last < len(holds); last++ {
+		carried += len(holds[last])
+		if carried > renewChunk*renewBatch {
+			return last
+		}
+	}
+	return len(holds)
+}
+
 // Renew sets the lease of every hold in keys on every voting master, in
 // pipelined chunks of script calls of renewBatch holds each, and counts the
 // answers per hold. Then it repairs: a hold that a majority renewed but
@@ -229,7 +246,13 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	if len(keys) == 0 {
 		return out
 	}
-	calls, holds := c.renewCalls(lease, keys)
+	// A standalone master's calls are full batches; a cluster master's
+	// are cut per slot (see renewCalls), made only when one is a cluster.
+	var cuts [2]renewCut
+	cuts[0] = c.renewCalls(lease, keys, false)
+	if c.clustered {
+		cuts[1] = c.renewCalls(lease, keys, true)
+	}
 	to, _ := c.voters()
 	gone := make([][]int, len(c.masters)) // per master, the holds it lacks
 	// A round may take up to a quarter lease: validity counts from before
@@ -243,8 +266,14 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for first := 0; first < len(calls) && roundCtx.Err() == nil; first += renewChunk {
-				chunk := calls[first:min(first+renewChunk, len(calls))]
+			cut := cuts[0]
+			if c.masters[i].shards != nil {
+				cut = cuts[1]
+			}
+			calls, holds := cut.calls, cut.holds
+			for first, last := 0, 0; first < len(calls) && roundCtx.Err() == nil; first = last {
+				last = renewChunkEnd(holds, first)
+				chunk := calls[first:last]
 				start := time.Now() // latency, not lease logic: see timedEval
 				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
 				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
@@ -273,19 +302,26 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	return out
 }
 
+// renewCut is a renewal's calls, and holds[k] the indices in its keys of
+// call k's holds.
+type renewCut struct {
+	calls []call
+	holds [][]int
+}
+
 // renewCalls cuts keys into the renew script's calls of at most renewBatch
-// holds each, and of one hash slot each when a master is a Redis Cluster
-// (see shards.go); holds[k] are the indices in keys of call k's holds.
-func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey) (calls []call, holds [][]int) {
+// holds each, and of one hash slot each with perSlot, for a master that is
+// a Redis Cluster (see shards.go).
+func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool) (cut renewCut) {
 	order := make([]int, len(keys))
 	slots := make([]int, len(keys))
 	for i := range order {
 		order[i] = i
-		if c.clustered {
+		if perSlot {
 			slots[i] = slotOf(c.setKey(keys[i].Name))
 		}
 	}
-	if c.clustered {
+	if perSlot {
 		slices.SortStableFunc(order, func(a, b int) int { return slots[a] - slots[b] })
 	}
 	batch := make([]RenewKey, 0, renewBatch)
@@ -299,11 +335,11 @@ func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey) (calls []call
 			batch = append(batch, keys[i])
 		}
 		k, a := c.renewArgs(lease, batch)
-		calls = append(calls, call{keys: k, args: a})
-		holds = append(holds, order[lo:hi])
+		cut.calls = append(cut.calls, call{keys: k, args: a})
+		cut.holds = append(cut.holds, order[lo:hi])
 		lo = hi
 	}
-	return calls, holds
+	return cut
 }
 
 // repairCall is the repair script's call that re-creates k's hold with

@@ -40,8 +40,8 @@ type MasterConfig struct {
 	// once it lost its replicas for longer than its min-replicas-max-lag,
 	// which must be at most ReplicaLag (see checkSafety), and a master
 	// found with another server's data sits out ReplicaLag + 2.1s more than
-	// the quarantine (see failoverMargin). Default 1s with Sentinels, 0
-	// (replicas are unsafe) without.
+	// the quarantine (see failoverMargin). Default 1s with Sentinels or
+	// Cluster, 0 (replicas are unsafe) for an Address.
 	ReplicaLag time.Duration
 	// Cluster, when set, are seed nodes ("host:port") of a Redis Cluster
 	// that is this one master, instead of Address: one voter made of all

@@ -194,6 +194,10 @@ func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (<-chan 
 	answers := make(chan answer, len(to))
 	for _, i := range to {
 		m := c.masters[i]
+		if err := m.slotVoteErr(spec); err != nil {
+			answers <- answer{i, rueidis.NewErrorResult(err)}
+			continue
+		}
 		start := time.Now()
 		answered := func(r rueidis.RedisResult) {
 			switch {

@@ -276,11 +276,11 @@ func BootstrapSettings(ctx context.Context, keyPrefix string, settings Settings,
 	var planted []string
 	err := eachAdmin(keyPrefix, settings, masters, func(c *Cluster, m *master) error {
 		epoch := "bootstrap:" + randomID()
-		planted1, err := m.eachMarker(ctx, bootstrapScript, func(r rueidis.RedisResult) (bool, error) {
+		plantedHere, err := m.eachMarker(ctx, bootstrapScript, func(r rueidis.RedisResult) (bool, error) {
 			v, err := r.AsInt64()
 			return v > 0, err
 		}, epoch, c.settings)
-		if planted1 {
+		if plantedHere {
 			planted = append(planted, m.cfg.Name)
 		}
 		return err
@@ -348,7 +348,7 @@ func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, qu
 // eachMarker runs s with args on the master's marker, or on every slot's
 // marker of a master that is a Redis Cluster, and reads each reply with
 // read: it says whether any reply read true, and joins the errors.
-func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.RedisResult) (bool, error), args ...string) (any bool, err error) {
+func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.RedisResult) (bool, error), args ...string) (some bool, err error) {
 	replies := []rueidis.RedisResult{}
 	if m.shards != nil {
 		replies = m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
@@ -358,12 +358,12 @@ func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.Re
 	var errs []error
 	for _, r := range replies {
 		ok, err := read(r)
-		any = any || (ok && err == nil)
+		some = some || (ok && err == nil)
 		if err != nil && len(errs) < 3 { // the same error on every slot says nothing more
 			errs = append(errs, err)
 		}
 	}
-	return any, errors.Join(errs...)
+	return some, errors.Join(errs...)
 }
 
 // eachAdmin connects to each of masters in turn, runs f on it, and closes

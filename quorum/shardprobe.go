@@ -55,7 +55,10 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
 	}
 	conn := m.conn(laneHealth)
-	if conn == nil {
+	if conn == nil { // closed: the agent stops
+		for _, sh := range list {
+			sh.state, sh.err = StateDown, ErrNotConnected
+		}
 		return
 	}
 	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
@@ -102,6 +105,11 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 	for _, sh := range s.list {
 		old[sh.addr] = sh
 	}
+	// A slot no shard serves now must not keep its old place in the list,
+	// which may be another shard's now.
+	for slot := range s.owner {
+		s.owner[slot] = -1
+	}
 	for i, sh := range list {
 		was := old[sh.addr]
 		switch {
@@ -117,40 +125,41 @@ func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 			s.owner[slot] = int16(i)
 		}
 	}
-	if changed {
-		for slot := range s.owner {
-			if s.owner[slot] >= int16(len(list)) {
-				s.owner[slot] = -1
-			}
-		}
-	}
 	s.list, s.topo = list, topo
 	return changed
 }
 
-// sweepSlots reads every slot's marker with the probe's gate (planting where
-// the agent may), notes each slot's quarantine, and settles the tails of
-// the slots that lost their data. A slot it could not read (a shard busy
-// or down) makes the next probe sweep again.
+// sweepSlots reads every slot's marker, runs the probe's gate on those that
+// may not vote as they are (planting where the agent may), notes each
+// slot's quarantine, and settles the tails of the slots that lost their
+// data. A slot it could not read (a shard busy or down) makes the next
+// probe sweep again.
 func (m *master) sweepSlots(runCtx context.Context) {
 	c := m.cluster
 	ctx, cancel := context.WithTimeout(runCtx, max(100*c.cfg.MasterTimeout, 5*time.Second))
 	defer cancel()
 	m.shards.sweep.Store(false)
 	m.shards.swept = c.clock.Now()
+	suspect, failed := m.suspectSlots(ctx)
 	args := c.gateArgs()
-	replies := m.everySlot(ctx, laneHealth, markerScript, func(int) []string { return append(args[:2:2], "0") })
+	replies := m.someSlots(ctx, laneHealth, markerScript, suspect, func(int) []string { return append(args[:2:2], "0") })
 	var lost []int
-	failed := 0
-	for slot, r := range replies {
+	fresh := false
+	for i, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
 		switch {
 		case err != nil:
 			failed++
 		case mk.left > 0:
-			m.shards.quarantined(slot, time.Duration(mk.left)*time.Millisecond)
-			lost = append(lost, slot)
+			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
+			lost = append(lost, suspect[i])
 		}
+	}
+	// Waiters are woken once, not per slot (a shard that restarted empty
+	// has thousands), and a slot found quarantined asks for no other
+	// sweep: this one read them all.
+	if fresh {
+		c.wakeAll()
 	}
 	if failed > 0 {
 		m.shards.sweep.Store(true)
@@ -159,6 +168,57 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	if len(lost) > 0 {
 		m.settleSlotTails(ctx, lost)
 	}
+}
+
+// suspectSlots reads every slot's marker (HMGET, cheap beside the gate,
+// which reads INFO) and returns the slots whose marker the gate must see:
+// none, another server's run_id than its shard's first slot's, a
+// quarantine not yet found over, tails pending, other settings. failed
+// counts the slots it could not read.
+func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
+	const chunk = 1024
+	c := m.conn(laneHealth)
+	if c == nil {
+		return nil, numSlots
+	}
+	runs := m.shards.runs()
+	for lo := 0; lo < numSlots; lo += chunk {
+		cmds := make(rueidis.Commands, 0, chunk)
+		for slot := lo; slot < min(lo+chunk, numSlots); slot++ {
+			cmds = append(cmds, c.B().Hmget().Key(m.cluster.slotMarkerKey(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
+		}
+		for i, r := range c.DoMulti(ctx, cmds...) {
+			slot := lo + i
+			f, err := r.ToArray()
+			if err != nil || len(f) != 5 {
+				failed++
+				continue
+			}
+			epoch, _ := f[0].ToString()
+			run, _ := f[1].ToString()
+			until, _ := f[2].ToString()
+			tails, _ := f[3].ToString()
+			settings, _ := f[4].ToString()
+			if epoch == "" || run == "" || run != runs[slot] || (until != "0" && until != "") || tails == "pending" || settings != m.cluster.settings {
+				suspect = append(suspect, slot)
+			}
+		}
+	}
+	return suspect, failed
+}
+
+// runs is, per slot, the run_id its shard's first slot's marker records,
+// as the probe last saw it ("" where none).
+func (s *shardSet) runs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, numSlots)
+	for slot, i := range s.owner {
+		if i >= 0 {
+			out[slot] = s.list[i].run
+		}
+	}
+	return out
 }
 
 // settleSlotTails is settleTails for a cluster master: each of the
@@ -279,8 +339,11 @@ func (m *master) noteShardMarkers(list []*shard) {
 }
 
 // state is the master's state from its shards': down when all are, else
-// unsafe or recording other settings when all are, else up (each shard's
-// own state shows in its status, and decides for its slots).
+// unsafe or recording other settings when all are, else up. A shard down,
+// unsafe or quarantined keeps its own slots from voting (see slotErr); one
+// that records other settings keeps the whole master from voting (see
+// noteShardMarkers: the master's refusal), as a standalone master that
+// records them does. Each shard's state shows in its status.
 func (s *shardSet) state() (State, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

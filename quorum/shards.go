@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,9 +46,24 @@ import (
 //     whose shard is down or unsafe, as it skips a standalone master.
 //   - Batches of several names (acquire and release batches, renewals)
 //     are cut per slot.
+//   - While a slot migrates, Redis runs a script on the source only when
+//     every key it declares is there (else ASK or TRYAGAIN: it did not
+//     run). Scripts also read keys they do not declare (holder keys found
+//     in the set): on the source, one already moved reads as absent. What
+//     keeps an acquire safe there is that it declares keys that a grant
+//     creates (the new holder's key, the queue keys), which the source
+//     lacks, so it is answered TRYAGAIN until the slot has moved; a read
+//     (WHO) may miss a moved holder, as a master that lost it would.
+//   - The probe never plants a cluster's marker anew for settings (the
+//     replant of markerSrc, see Cluster.replant): a slot recording other
+//     settings keeps refusing until the settings command writes it.
 //
 // Release messages go by SPUBLISH, to the shard of the channel's slot,
 // where the agent subscribes (see shardwatch.go).
+
+// errNoSlot: a call on a cluster master named no key of a name or slot,
+// only the generic marker (a programming error: see callSlot).
+var errNoSlot = errors.New("quorum: a call on a Redis Cluster master names no key of a slot")
 
 // shardSet is a cluster master's view of its shards.
 type shardSet struct {
@@ -106,6 +122,9 @@ func (m *master) withCluster(opt rueidis.ClientOption) rueidis.ClientOption {
 // slotErr is why a call on slot may not vote, as the agent knows the slot:
 // quarantined, or its shard down or unsafe; nil if it may.
 func (s *shardSet) slotErr(slot int) error {
+	if slot < 0 {
+		return errNoSlot
+	}
 	now := s.m.cluster.clock.Now().UnixNano()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -126,24 +145,47 @@ func (s *shardSet) slotErr(slot int) error {
 	return nil
 }
 
+// slotVoteErr is, for a round that votes (not one that lands) on a master
+// that is a Redis Cluster, why the slot of spec's keys may not answer it
+// (see slotErr), nil if it may. A read's answer counts as a vote too: a
+// quarantined slot's "no holder" is what it forgot, so it is left out of
+// every such round, as voters leaves out a standalone master; a script
+// that runs the gate is refused by eval anyway.
+func (m *master) slotVoteErr(spec roundSpec) error {
+	if spec.land || m.shards == nil {
+		return nil
+	}
+	slot, _ := m.cluster.callSlot(spec.keys)
+	return m.shards.slotErr(slot)
+}
+
 // quarantined notes that slot is quarantined for left more. A slot newly
 // quarantined wakes every waiter (its holds are gone, so waiters may now
 // win elsewhere), and asks the probe for a sweep.
 func (s *shardSet) quarantined(slot int, left time.Duration) {
-	until := s.m.cluster.clock.Now().Add(left).UnixNano()
-	now := s.m.cluster.clock.Now().UnixNano()
-	s.mu.Lock()
-	fresh := s.until[slot] <= now
-	s.until[slot] = max(s.until[slot], until)
-	s.mu.Unlock()
-	if fresh {
+	if s.noteQuarantine(slot, left) {
 		s.sweep.Store(true)
 		s.m.cluster.wakeAll()
 	}
 }
 
+// noteQuarantine records that slot is quarantined for left more, and says
+// whether it was not known quarantined before.
+func (s *shardSet) noteQuarantine(slot int, left time.Duration) (fresh bool) {
+	until := s.m.cluster.clock.Now().Add(left).UnixNano()
+	now := s.m.cluster.clock.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh = s.until[slot] <= now
+	s.until[slot] = max(s.until[slot], until)
+	return fresh
+}
+
 // noteReply reads a gate's refusal {-2, ms} in r, a call's reply on slot.
 func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
+	if slot < 0 {
+		return
+	}
 	vals, err := r.ToArray()
 	if err != nil || len(vals) != 2 {
 		return
@@ -160,6 +202,9 @@ func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
 // slot, with its slot marker, the gate reading the run_id (see above).
 func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
 	slot, keys := sh.m.cluster.callSlot(keys)
+	if slot < 0 {
+		return rueidis.NewErrorResult(errNoSlot)
+	}
 	if s.gateArg >= 0 {
 		if err := sh.slotErr(slot); err != nil {
 			return rueidis.NewErrorResult(err)
@@ -191,6 +236,10 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	for i, k := range calls {
 		var keys []string
 		slots[i], keys = sh.m.cluster.callSlot(k.keys)
+		if slots[i] < 0 {
+			out[i] = rueidis.NewErrorResult(errNoSlot)
+			continue
+		}
 		if check && s.gateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
 				out[i] = rueidis.NewErrorResult(err)
@@ -330,6 +379,9 @@ func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
 }
 
 // slotRange reads one entry of CLUSTER SLOTS: [first, last, [ip, port, ...], replicas...].
+// The address is written as the client names its nodes (Client.Nodes,
+// net.JoinHostPort: an IPv6 one in brackets), so that checkShards finds
+// the shard's primary there.
 func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	e, err := r.ToArray()
 	if err != nil || len(e) < 3 {
@@ -346,5 +398,5 @@ func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	if err != nil {
 		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
 	}
-	return ip + ":" + strconv.FormatInt(port, 10), int(first), int(last), nil
+	return net.JoinHostPort(ip, strconv.FormatInt(port, 10)), int(first), int(last), nil
 }

@@ -2,7 +2,9 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,188 @@ func TestClusterMastersGrantReleaseAndFence(t *testing.T) {
 		if len(st.Shards) != 3 {
 			t.Fatalf("status %+v: want 3 shards", st)
 		}
+	}
+}
+
+// slotsFrom are the slots first through last.
+func slotsFrom(first, last int) []int {
+	var out []int
+	for slot := first; slot <= last; slot++ {
+		out = append(out, slot)
+	}
+	return out
+}
+
+// TestShardSetForgetsSlotsNoShardServes: a slot that no shard serves any
+// more (its shard left the topology, its slots uncovered) is judged by no
+// shard, not by the one that now has its old place in the list.
+func TestShardSetForgetsSlotsNoShardServes(t *testing.T) {
+	c, err := New(Config{KeyPrefix: "t:", Masters: []MasterConfig{{Name: "c", Cluster: []string{"127.0.0.1:1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.masters[0].shards
+	a := &shard{addr: "a:1", slots: slotsFrom(0, 5000), state: StateUp}
+	b := &shard{addr: "b:1", slots: slotsFrom(5001, 10000), state: StateUp}
+	down := &shard{addr: "c:1", slots: slotsFrom(10001, numSlots-1), state: StateDown}
+	s.update([]*shard{a, b, down}, "a,b,c")
+	if err := s.slotErr(6000); err != nil {
+		t.Fatalf("slot 6000 of the up shard b: %v", err)
+	}
+	s.update([]*shard{a, down}, "a,c") // b gone, its slots served by none
+	if err := s.slotErr(6000); err != nil {
+		t.Fatalf("slot 6000, which no shard serves, is judged by another shard: %v", err)
+	}
+	if err := s.slotErr(12000); !errors.Is(err, ErrMasterDown) {
+		t.Fatalf("slot 12000 of the down shard: %v, want ErrMasterDown", err)
+	}
+}
+
+// TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly: a shard restarts
+// empty while no call meets it: the probe sees its first marker change and
+// sweeps, and then knows every slot of that shard quarantined, and none of
+// the others'; a name in another shard is granted meanwhile, one in the
+// emptied shard refused at once.
+func TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	// A quarantine that outlasts the test on a loaded host: it costs no
+	// wait, as nothing waits for it to end.
+	c := startCluster(t, clusterConfig(t, clusters, time.Minute, true))
+	emptied := clusters[0].Shards()[0]
+	clusters[0].RestartEmpty(emptied)
+	want := 0
+	for _, r := range emptied.Slots() {
+		want += r.Last - r.First + 1
+	}
+	var shards []ShardStatus
+	lockagenttest.Eventually(t, 20*time.Second, func() bool {
+		shards = c.Status()[0].Shards
+		return len(shards) == 3 && shards[0].QuarantinedSlots == want && shards[1].QuarantinedSlots == 0 && shards[2].QuarantinedSlots == 0
+	}, "the probe never knew the emptied shard's %d slots, and only them, quarantined: %+v", want, &shards)
+	var inEmptied, elsewhere string
+	for i := 0; inEmptied == "" || elsewhere == ""; i++ {
+		name := fmt.Sprintf("r%d", i)
+		if clusters[0].Owner(redistest.SlotOf(name)) == emptied {
+			inEmptied = name
+		} else {
+			elsewhere = name
+		}
+	}
+	ctx := context.Background()
+	if _, _, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest { return req(elsewhere, fmt.Sprintf("h-%d", try)) }); err != nil {
+		t.Fatalf("%s, in a shard that kept its data: %v", elsewhere, err)
+	}
+	if _, refusal, err := c.Acquire(ctx, req(inEmptied, "h")); err == nil && refusal == nil {
+		t.Fatalf("%s, in the emptied shard, granted during its quarantine", inEmptied)
+	}
+}
+
+// TestClusterShardUnsafeRefusesItsSlotsOnly: one shard's primary may evict
+// keys: the probe finds its primary among the client's nodes and checks it,
+// the shard is unsafe and a name in its slots is refused at once, and a
+// name in another shard is granted.
+func TestClusterShardUnsafeRefusesItsSlotsOnly(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	cfg := clusterConfig(t, clusters, time.Second, true)
+	cfg.SafetyInterval = 50 * time.Millisecond
+	c := startCluster(t, cfg)
+	unsafe := clusters[0].Shards()[1]
+	if _, err := unsafe.Primary.Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
+		t.Fatal(err)
+	}
+	var shards []ShardStatus
+	lockagenttest.Eventually(t, 20*time.Second, func() bool {
+		shards = c.Status()[0].Shards
+		return len(shards) == 3 && shards[1].State == StateUnsafe && shards[0].State == StateUp && shards[2].State == StateUp
+	}, "the shard that may evict was never found unsafe, alone: %+v", &shards)
+	var inUnsafe, elsewhere string
+	for i := 0; inUnsafe == "" || elsewhere == ""; i++ {
+		name := fmt.Sprintf("u%d", i)
+		if clusters[0].Owner(redistest.SlotOf(name)) == unsafe {
+			inUnsafe = name
+		} else {
+			elsewhere = name
+		}
+	}
+	ctx := context.Background()
+	_, refusal, err := c.Acquire(ctx, req(inUnsafe, "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refusal == nil || !strings.Contains(refusal.Err().Error(), "unsafe") {
+		t.Fatalf("%s, in the unsafe shard: refusal %v, want one that says unsafe", inUnsafe, refusal)
+	}
+	if _, _, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest { return req(elsewhere, fmt.Sprintf("h-%d", try)) }); err != nil {
+		t.Fatalf("%s, in a safe shard: %v", elsewhere, err)
+	}
+}
+
+// TestClusterQuarantinedSlotDoesNotAnswerReads: a slot the agent knows
+// quarantined (its shard restarted empty) does not answer a read either
+// (who), as a quarantined standalone master is skipped by every round
+// that votes: its "no holder" is what it forgot, not what it knows.
+func TestClusterQuarantinedSlotDoesNotAnswerReads(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	c := startCluster(t, clusterConfig(t, clusters, time.Minute, true))
+	emptied := clusters[0].Shards()[0]
+	name := ""
+	for i := 0; name == ""; i++ {
+		if n := fmt.Sprintf("w%d", i); clusters[0].Owner(redistest.SlotOf(n)) == emptied {
+			name = n
+		}
+	}
+	ctx := context.Background()
+	if _, _, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest { return req(name, fmt.Sprintf("h-%d", try)) }); err != nil {
+		t.Fatal(err)
+	}
+	clusters[0].RestartEmpty(emptied)
+	slot := slotOf(c.setKey(name))
+	var shards []ShardStatus
+	lockagenttest.Eventually(t, 20*time.Second, func() bool {
+		shards = c.Status()[0].Shards
+		return errors.Is(c.masters[0].shards.slotErr(slot), ErrQuarantined)
+	}, "the slot of %s was never known quarantined: %+v", name, &shards)
+	if holders, err := c.Who(ctx, name); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("who %s on the quarantined slot: %v, %v; want ErrNoQuorum", name, holders, err)
+	}
+}
+
+// TestRenewalsAreCutPerSlotForClusterMastersOnly: a standalone master's
+// renewal of many names is a few full calls whether or not another master
+// is a cluster; a cluster master's calls each stay in one slot, and every
+// hold is in one call of each.
+func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
+	c, err := New(Config{KeyPrefix: "t:", Masters: []MasterConfig{{Name: "a", Address: "127.0.0.1:1"}, {Name: "c", Cluster: []string{"127.0.0.1:2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]RenewKey, 1000)
+	for i := range keys {
+		keys[i] = RenewKey{Name: fmt.Sprintf("n%d", i), Holder: "h"}
+	}
+	whole := c.renewCalls(time.Second, keys, false)
+	if len(whole.calls) != 4 {
+		t.Fatalf("a standalone master's renewal of 1000 holds is %d calls, want 4 of up to %d", len(whole.calls), renewBatch)
+	}
+	cut := c.renewCalls(time.Second, keys, true)
+	seen := map[int]bool{}
+	for k, call := range cut.calls {
+		slot := -1
+		for _, key := range call.keys[1:] { // the marker first
+			if s := slotOf(key); slot >= 0 && s != slot {
+				t.Fatalf("call %d spans slots %d and %d", k, slot, s)
+			} else {
+				slot = s
+			}
+		}
+		for _, h := range cut.holds[k] {
+			if seen[h] {
+				t.Fatalf("hold %d in two calls", h)
+			}
+			seen[h] = true
+		}
+	}
+	if len(seen) != len(keys) {
+		t.Fatalf("%d of %d holds in a call", len(seen), len(keys))
 	}
 }

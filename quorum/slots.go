@@ -70,7 +70,8 @@ func (c *Cluster) slotMarkerKey(slot int) string {
 // callSlot is the slot of a call's keys on a master that is a Redis
 // Cluster (they share one; the generic marker key aside), and keys with
 // the generic marker key replaced by that slot's marker. A call of slot
-// markers alone is the slot of its first.
+// markers alone is the slot of its first; a call of the generic marker
+// alone has no slot (-1): no script may run so on a cluster master.
 func (c *Cluster) callSlot(keys []string) (slot int, out []string) {
 	generic := c.markerKey()
 	marker := -1
@@ -84,7 +85,7 @@ func (c *Cluster) callSlot(keys []string) (slot int, out []string) {
 		}
 	}
 	if slot < 0 || marker < 0 {
-		return max(slot, 0), keys
+		return slot, keys
 	}
 	out = make([]string, len(keys))
 	copy(out, keys)

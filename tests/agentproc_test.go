@@ -62,17 +62,50 @@ type procAgent struct {
 // pid is the agent process's id, for reading /proc/PID.
 func (a *procAgent) pid() int { return a.cmd.Process.Pid }
 
+// procMasters are the masters of an agent process: the body of each of
+// its redis blocks, in order.
+type procMasters []string
+
+// standaloneMasters are servers as masters, each a standalone Redis.
+func standaloneMasters(servers []*redistest.Server) procMasters {
+	out := make(procMasters, len(servers))
+	for i, s := range servers {
+		out[i] = fmt.Sprintf("address = %q", s.Addr)
+	}
+	return out
+}
+
+// clusterMasters are clusters as masters, each a Redis Cluster named by
+// its primaries as seed nodes.
+func clusterMasters(clusters []*redistest.Cluster) procMasters {
+	out := make(procMasters, len(clusters))
+	for i, c := range clusters {
+		seeds := make([]string, len(c.Seeds()))
+		for j, s := range c.Seeds() {
+			seeds[j] = strconv.Quote(s)
+		}
+		out[i] = "cluster = [" + strings.Join(seeds, ", ") + "]"
+	}
+	return out
+}
+
 // procAgentConfig writes the agent.hcl of an agent id over servers into a
 // fresh directory, with lockBlock as the body of its lock block, and
 // returns its path and the agent's socket.
 func procAgentConfig(t testing.TB, id string, servers []*redistest.Server, lockBlock string) (cfgPath, sock string) {
 	t.Helper()
+	return procAgentConfigOver(t, id, standaloneMasters(servers), lockBlock)
+}
+
+// procAgentConfigOver is procAgentConfig over masters of any kind.
+func procAgentConfigOver(t testing.TB, id string, masters procMasters, lockBlock string) (cfgPath, sock string) {
+	t.Helper()
 	dir := shortTempDir(t)
 	sock = filepath.Join(dir, "a.sock")
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "agent { id = %q }\nsocket { path = %q }\nlock {\n%s}\n", id, sock, lockBlock)
-	for i, s := range servers {
-		fmt.Fprintf(&cfg, "redis \"m%d\" { address = %q }\n", i, s.Addr)
+	for i, m := range masters {
+		fmt.Fprintf(&cfg, "redis \"m%d\" { %s }\n", i, m)
 	}
 	cfgPath = filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
@@ -89,9 +122,16 @@ func procAgentConfig(t testing.TB, id string, servers []*redistest.Server, lockB
 // test ends, and must exit 0.
 func startProcAgents(t testing.TB, bin string, servers []*redistest.Server, lockBlock string, ids ...string) []*procAgent {
 	t.Helper()
+	return startProcAgentsOver(t, bin, standaloneMasters(servers), lockBlock, ids...)
+}
+
+// startProcAgentsOver is startProcAgents over masters of any kind, three
+// of them.
+func startProcAgentsOver(t testing.TB, bin string, masters procMasters, lockBlock string, ids ...string) []*procAgent {
+	t.Helper()
 	agents := make([]*procAgent, len(ids))
 	for i, id := range ids {
-		cfgPath, sock := procAgentConfig(t, id, servers, lockBlock)
+		cfgPath, sock := procAgentConfigOver(t, id, masters, lockBlock)
 		if i == 0 {
 			bootstrap(t, bin, cfgPath)
 		}

@@ -13,7 +13,10 @@ package tests
 //   - agent-inproc: the same two agents inside the benchmark's process
 //     (agenttest), for comparison: clients and agent share one Go runtime
 //     there, and a socket wake-up between them is cheaper than between two
-//     processes.
+//     processes;
+//   - agent-3x1shard, agent-3x3shards: the agent's two processes over
+//     three Redis Clusters of 1 or 3 shards instead (compare_clusters_test.go),
+//     in the scenarios where names spread or agents meet.
 //
 // Scenarios come hot and cold where it matters to an agent that keeps
 // what it learned of a name: a name used again and again, and a fresh name
@@ -29,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,22 +66,25 @@ func BenchmarkCompare(b *testing.B) {
 	servers := redistest.Start(b, 3)
 	all := []*contender{newFloor(b, servers), newRedsync(b, servers), newProcAgents(b, servers), newInprocAgents(b, servers)}
 	each := func(scenario string, bench func(*testing.B, *contender)) {
+		b.Run(scenario, func(b *testing.B) { runEach(b, all, bench) })
+	}
+	// eachAndClusters runs the agent over Redis Cluster masters too, each
+	// started for its scenario alone (compare_clusters_test.go).
+	eachAndClusters := func(scenario string, bench func(*testing.B, *contender)) {
 		b.Run(scenario, func(b *testing.B) {
-			for _, c := range all {
-				b.Run(c.name, func(b *testing.B) {
-					bench(b, c)
-					b.ReportMetric(0, "ns/op") // the window, not a figure
-				})
-			}
+			runEach(b, all, bench)
+			runEachCluster(b, bench)
 		})
 	}
-	b.Run("serial", func(b *testing.B) { benchSerial(b, all, oneName("serial")) })
-	b.Run("serial-fresh", func(b *testing.B) { benchSerial(b, all, freshNames("serial-fresh")) })
-	each("64-names", benchDistinct)
-	each("64-fresh", benchDistinctFresh)
+	b.Run("serial", func(b *testing.B) { benchSerial(b, slices.Concat(all, newClusterContenders(b)), oneName("serial")) })
+	b.Run("serial-fresh", func(b *testing.B) {
+		benchSerial(b, slices.Concat(all, newClusterContenders(b)), freshNames("serial-fresh"))
+	})
+	eachAndClusters("64-names", benchDistinct)
+	eachAndClusters("64-fresh", benchDistinctFresh)
 	each("16-one-name", benchOneName)
-	each("16-two-agents", benchTwoAgents)
-	each("ping-pong", benchPingPong)
+	eachAndClusters("16-two-agents", benchTwoAgents)
+	eachAndClusters("ping-pong", benchPingPong)
 	each("remote-try", benchRemoteTry)
 	b.Run("wakeup", func(b *testing.B) {
 		for _, c := range all {
@@ -88,6 +95,16 @@ func BenchmarkCompare(b *testing.B) {
 		}
 	})
 	b.Run("memory", benchAgentMemory)
+}
+
+// runEach runs bench for each contender in all, one sub-benchmark each.
+func runEach(b *testing.B, all []*contender, bench func(*testing.B, *contender)) {
+	for _, c := range all {
+		b.Run(c.name, func(b *testing.B) {
+			bench(b, c)
+			b.ReportMetric(0, "ns/op") // the window, not a figure
+		})
+	}
 }
 
 // newProcAgents runs two agent processes, a and b, over servers.

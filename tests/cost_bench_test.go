@@ -17,12 +17,17 @@ package tests
 //     and held, then released: the masters' memory per name held, just
 //     released, and once the release tombstones expired (what a name leaves
 //     behind for good).
+//   - clusters-3xS/agents=N (S = 1, 3; N = 1, 4): agents=N over three
+//     masters that are each a Redis Cluster of S shards, every node read
+//     as a master is (cost_clusters_test.go); and bus: what a PUBLISH
+//     alone costs such a cluster's nodes, the one that runs it and those
+//     that receive it over the cluster bus.
 //
 // CPU is utime+stime of each process from /proc/PID/stat, before and after
 // (the masters' pids from INFO server); counts come from the masters' INFO
 // commandstats, which counts a command run by a script too (PUBLISH from
 // the release script is in cmdstat_publish: see
-// TestCostReadingsSeeScripts). The run takes about two minutes:
+// TestCostReadingsSeeScripts). The run takes about four minutes:
 //
 //	go test -count=1 -run '^$' -bench '^BenchmarkCost$' -benchtime 1x -timeout 20m ./tests
 
@@ -77,6 +82,14 @@ func BenchmarkCost(b *testing.B) {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) { benchCostAgents(b, n) })
 	}
 	b.Run("names", benchCostNames)
+	for _, shards := range clusterShardCounts {
+		b.Run(fmt.Sprintf("clusters-3x%d", shards), func(b *testing.B) {
+			for _, n := range costClusterAgentCounts {
+				b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) { benchCostClusters(b, shards, n) })
+			}
+			b.Run("bus", func(b *testing.B) { benchCostBus(b, shards) })
+		})
+	}
 }
 
 // costPattern is one way the 64 clients pick names.
@@ -128,13 +141,19 @@ func (r reusedNames) rename(name string) string {
 // them idle, then under each client pattern.
 func benchCostAgents(b *testing.B, n int) {
 	servers := redistest.Start(b, 3)
+	benchCostAgentsOver(b, standaloneMasters(servers), newCostMasters(b, servers), n)
+}
+
+// benchCostAgentsOver runs n agent processes over masters, which masters
+// reads, as benchCostAgents does.
+func benchCostAgentsOver(b *testing.B, over procMasters, masters costMasters, n int) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = "cost" + strconv.Itoa(i)
 	}
-	agents := startProcAgents(b, releaseBinary(b), servers, costLock, ids...)
+	agents := startProcAgentsOver(b, releaseBinary(b), over, costLock, ids...)
 	b.Cleanup(func() { stopAtOnce(agents) })
-	masters := newCostMasters(b, servers)
+	masters.awaitSettled(b, n)
 	idle := measureIdle(b, masters, agents)
 	b.Run("idle", idle.report)
 	clients := make([]locker, costClients)

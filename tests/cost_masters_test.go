@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,13 @@ import (
 // costReading is what the masters and the agents used up to a moment.
 type costReading struct {
 	at      time.Time
-	masters time.Duration      // the three together, less the benchmark's own commands
+	masters time.Duration      // every master's server together, less the benchmark's own commands
 	agents  time.Duration      // all of them together
 	calls   map[string]cmdStat // by command, the masters summed
+	// clustered: the masters are Redis Clusters, and bus is the messages
+	// of published releases their nodes received over the cluster bus.
+	clustered bool
+	bus       int64
 }
 
 // cmdStat is one command's line of INFO commandstats.
@@ -32,15 +37,28 @@ type cmdStat struct{ calls, usec int64 }
 
 // benchOwnCommands are what the benchmark itself sends the masters: their
 // calls are left out of the counts and their time out of the masters' CPU.
-var benchOwnCommands = []string{"info", "keys", "pubsub|channels", "pubsub|numsub", "memory|usage"}
+// INFO is not one of them: the agents send it too (a safety check every
+// probe), and on a Redis Cluster master every gated script calls INFO
+// server; only the benchmark's own INFOs are taken out of its count (see
+// costMaster.info), their time left in (tens of µs a reading).
+var benchOwnCommands = []string{"keys", "pubsub|channels", "pubsub|numsub", "memory|usage", "cluster|info"}
 
 func readCost(b testing.TB, masters costMasters, agents []*procAgent) costReading {
 	r := costReading{at: time.Now(), calls: map[string]cmdStat{}}
 	for _, m := range masters {
 		r.masters += cpuTime(b, m.pid)
+		// Read before the INFO below, which this reading's stats do not count yet.
+		own := m.ownInfo.Load()
 		for cmd, st := range m.commandStats(b) {
+			if cmd == "info" {
+				st.calls -= own
+			}
 			sum := r.calls[cmd]
 			r.calls[cmd] = cmdStat{sum.calls + st.calls, sum.usec + st.usec}
+		}
+		if m.cluster {
+			r.clustered = true
+			r.bus += m.busPublished(b)
 		}
 	}
 	for _, cmd := range benchOwnCommands {
@@ -83,13 +101,21 @@ func (r costReading) perCycle(b *testing.B, before costReading, cycles float64, 
 	b.ReportMetric(delta("evalsha", "eval", "evalsha_ro", "eval_ro"), "scripts/cycle")
 	b.ReportMetric(delta("subscribe", "unsubscribe"), "sub+unsub/cycle")
 	b.ReportMetric(float64(r.redisCalls()-before.redisCalls())/cycles, "redis-calls/cycle")
+	if r.clustered {
+		b.ReportMetric(delta("info"), "info/cycle")
+		b.ReportMetric(float64(r.bus-before.bus)/cycles, "bus-publish/cycle")
+	}
 }
 
-// costMaster is one master as the benchmark reads it from outside.
+// costMaster is one master as the benchmark reads it from outside: a
+// standalone server, or one node of a master that is a Redis Cluster.
 type costMaster struct {
-	server *redistest.Server
-	pid    int
-	client rueidis.Client // for the replies redistest does not read
+	server  *redistest.Server
+	voter   int  // which master it is, or is a node of
+	cluster bool // a node of a Redis Cluster
+	pid     int
+	client  rueidis.Client // for the replies redistest does not read
+	ownInfo atomic.Int64   // INFO calls the benchmark sent it
 }
 
 type costMasters []*costMaster
@@ -97,18 +123,40 @@ type costMasters []*costMaster
 func newCostMasters(b testing.TB, servers []*redistest.Server) costMasters {
 	out := make(costMasters, len(servers))
 	for i, s := range servers {
-		pid, err := strconv.Atoi(costInfo(b, s, "server")["process_id"])
-		if err != nil {
-			b.Fatalf("INFO server process_id: %v", err)
-		}
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, ForceSingleClient: true, DisableCache: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		out[i] = &costMaster{server: s, pid: pid, client: c}
+		out[i] = newCostMaster(b, s, i, false)
 	}
 	return out
+}
+
+// newCostMaster reads server s, which is master voter or a node of it.
+func newCostMaster(b testing.TB, s *redistest.Server, voter int, cluster bool) *costMaster {
+	m := &costMaster{server: s, voter: voter, cluster: cluster}
+	pid, err := strconv.Atoi(m.info(b, "server")["process_id"])
+	if err != nil {
+		b.Fatalf("INFO server process_id: %v", err)
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	m.pid, m.client = pid, c
+	return m
+}
+
+// voters is how many masters ms are the servers of.
+func (ms costMasters) voters() int {
+	seen := map[int]bool{}
+	for _, m := range ms {
+		seen[m.voter] = true
+	}
+	return len(seen)
+}
+
+// info reads an INFO section of m, counting the call as the benchmark's.
+func (m *costMaster) info(b testing.TB, section string) map[string]string {
+	m.ownInfo.Add(1)
+	return costInfo(b, m.server, section)
 }
 
 // costInfo reads an INFO section of s as its fields.
@@ -130,7 +178,7 @@ func costInfo(b testing.TB, s *redistest.Server, section string) map[string]stri
 // ("publish", "client|list").
 func (m *costMaster) commandStats(b testing.TB) map[string]cmdStat {
 	out := map[string]cmdStat{}
-	for k, v := range costInfo(b, m.server, "commandstats") {
+	for k, v := range m.info(b, "commandstats") {
 		cmd, ok := strings.CutPrefix(k, "cmdstat_")
 		var st cmdStat
 		_, err := fmt.Sscanf(v, "calls=%d,usec=%d,", &st.calls, &st.usec)
@@ -142,17 +190,44 @@ func (m *costMaster) commandStats(b testing.TB) map[string]cmdStat {
 	return out
 }
 
-// meanInfo is the mean of an INFO field over the masters.
+// meanInfo is the mean of an INFO field over the masters' servers.
 func (ms costMasters) meanInfo(b testing.TB, section, field string) float64 {
 	var sum float64
 	for _, m := range ms {
-		v, err := strconv.ParseFloat(costInfo(b, m.server, section)[field], 64)
+		v, err := strconv.ParseFloat(m.info(b, section)[field], 64)
 		if err != nil {
 			b.Fatalf("INFO %s %s: %v", section, field, err)
 		}
 		sum += v
 	}
 	return sum / float64(len(ms))
+}
+
+// costSettledCalls is the most Redis calls a second per agent of masters
+// whose agents only probe them: ~20 an agent on standalone masters, ~80
+// on three clusters of three shards, where an agent that starts reads
+// every one of the 16,384 slots' markers of each (see quorum's
+// sweepSlots), tens of thousands a second for a second or more.
+const costSettledCalls = 1000
+
+// awaitSettled waits until the masters' calls a second fall to what n
+// agents that only probe make: their start-up work is over, and the idle
+// reading will not count it.
+func (ms costMasters) awaitSettled(b testing.TB, n int) {
+	var rate float64
+	last := readCost(b, ms, nil)
+	if !pollFor(costQuietTimeout, costSampleEvery, func() bool { // the masters send no signal
+		now := readCost(b, ms, nil)
+		took := now.at.Sub(last.at)
+		if took < time.Second { // a rate over a second at least
+			return false
+		}
+		rate = float64(now.redisCalls()-last.redisCalls()) / took.Seconds()
+		last = now
+		return rate < float64(costSettledCalls*n)
+	}) {
+		b.Fatalf("the masters still ran %.0f calls a second %v after %d agents started", rate, costQuietTimeout, n)
+	}
 }
 
 // costRecords matches the holder records of every name under the
@@ -191,7 +266,8 @@ func (m *costMaster) channels(pattern string) ([]string, error) {
 }
 
 // meanChannels is how many channels matching pattern have a subscriber,
-// the mean over the masters.
+// the mean over the masters (a cluster's nodes summed: an agent subscribes
+// on one of them).
 func (ms costMasters) meanChannels(b testing.TB, pattern string) float64 {
 	n := 0
 	for _, m := range ms {
@@ -201,7 +277,7 @@ func (ms costMasters) meanChannels(b testing.TB, pattern string) float64 {
 		}
 		n += len(chans)
 	}
-	return float64(n) / float64(len(ms))
+	return float64(n) / float64(ms.voters())
 }
 
 // subSamples counts channels and their subscribers, summed over the
@@ -218,7 +294,7 @@ type subSamples struct {
 // sampleSubscriptions counts the channels matching pattern and their
 // subscribers every costSampleEvery until stop.
 func (ms costMasters) sampleSubscriptions(pattern string) *subSamples {
-	s := &subSamples{pattern: pattern, masters: len(ms), done: make(chan struct{})}
+	s := &subSamples{pattern: pattern, masters: ms.voters(), done: make(chan struct{})}
 	s.wg.Go(func() {
 		tick := time.NewTicker(costSampleEvery)
 		defer tick.Stop()
@@ -295,7 +371,7 @@ type costMemory struct{ used, dataset, keys, expires float64 }
 func (ms costMasters) memory(b testing.TB) costMemory {
 	var out costMemory
 	for _, m := range ms {
-		info := costInfo(b, m.server, "memory")
+		info := m.info(b, "memory")
 		used, err := strconv.ParseFloat(info["used_memory"], 64)
 		dataset, derr := strconv.ParseFloat(info["used_memory_dataset"], 64)
 		if err != nil || derr != nil {
@@ -303,7 +379,7 @@ func (ms costMasters) memory(b testing.TB) costMemory {
 		}
 		out.used += used / float64(len(ms))
 		out.dataset += dataset / float64(len(ms))
-		for _, f := range strings.Split(costInfo(b, m.server, "keyspace")["db0"], ",") {
+		for _, f := range strings.Split(m.info(b, "keyspace")["db0"], ",") {
 			k, v, _ := strings.Cut(f, "=")
 			n, _ := strconv.ParseFloat(v, 64)
 			switch k {
@@ -354,33 +430,42 @@ func (m *costMaster) memoryUsage(b testing.TB, key string) float64 {
 }
 
 // TestCostReadingsSeeScripts: what BenchmarkCost reads of a real master
-// moves with what it does: a PUBLISH from a script counts in
-// commandstats, a busy script in the CPU time of the pid INFO gives (and
-// not the benchmark's own INFO), two subscribers of a name channel
-// in the subscription samples, and holder records in records.
+// moves with what it does: a PUBLISH and INFOs from a script count in
+// commandstats (and not the benchmark's own INFO), a busy script in the
+// CPU time of the pid INFO gives, two subscribers of a name channel in the
+// subscription samples, and holder records in records.
 func TestCostReadingsSeeScripts(t *testing.T) {
 	m := newCostMasters(t, redistest.Start(t, 1))[0]
 	ms := costMasters{m}
 	before := readCost(t, ms, nil)
-	sha, err := m.server.Do("SCRIPT", "LOAD", `redis.call('PUBLISH', KEYS[1], 'x')
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 300000`)
+	// The script spins until its server used 200 ms of CPU by its own
+	// account (INFO cpu, getrusage), however long a loaded host makes that,
+	// and returns how many INFOs it called.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	infos, err := m.client.Do(ctx, m.client.B().Eval().Script(`redis.call('PUBLISH', KEYS[1], 'x')
+local calls = 0
+local function cpu()
+  calls = calls + 1
+  local info = redis.call('INFO', 'cpu')
+  return tonumber(string.match(info, 'used_cpu_user:([%d.]+)')) + tonumber(string.match(info, 'used_cpu_sys:([%d.]+)'))
+end
+local start = cpu()
+repeat until cpu() - start > 0.2
+return calls`).Numkeys(1).Key("cost:{x}:released").Build()).AsInt64()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.server.Do("EVALSHA", sha, "1", "cost:{x}:released"); err != nil {
 		t.Fatal(err)
 	}
 	after := readCost(t, ms, nil)
 	if got := after.calls["publish"].calls - before.calls["publish"].calls; got != 1 {
 		t.Errorf("a script's PUBLISH counted %d times in commandstats", got)
 	}
-	if cpu := after.masters - before.masters; cpu < 200*time.Millisecond {
-		t.Errorf("a 300 ms busy script: %v of CPU in /proc/%d/stat", cpu, m.pid)
+	// /proc counts in ticks of 10 ms: two readings may miss up to 20 ms.
+	if cpu := after.masters - before.masters; cpu < 180*time.Millisecond {
+		t.Errorf("a script that used 200 ms of CPU: %v of CPU in /proc/%d/stat", cpu, m.pid)
 	}
-	if _, ok := after.calls["info"]; ok {
-		t.Errorf("the benchmark's own INFO counted: %v", after.calls)
+	if got := after.calls["info"].calls - before.calls["info"].calls; got != infos {
+		t.Errorf("a script's %d INFOs and the benchmark's own counted as %d calls, want the script's", infos, got)
 	}
 	for range 2 {
 		subscribeRaw(t, m.server.Addr, "cost:{x}:released")

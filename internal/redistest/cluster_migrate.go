@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"strconv"
+	"strings"
 )
 
 // Migration is one slot moving, with its keys, from one shard to another,
@@ -49,8 +50,21 @@ func (m *Migration) MoveKeys(n int) int {
 		return 0
 	}
 	host, port := "127.0.0.1", strconv.Itoa(target.port)
-	m.c.mustDo(source, append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)...)
-	return len(keys)
+	migrate := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
+	for try := 0; ; try++ {
+		_, err := source.Do(migrate...)
+		if err == nil {
+			return len(keys)
+		}
+		// A loaded host can delay the cluster bus past the node timeout:
+		// the target then says the cluster is down for a moment, and the
+		// MIGRATE moved nothing (the source keeps its keys until the
+		// target took them). Once every node is ok again, it is sent again.
+		if !strings.Contains(err.Error(), "CLUSTERDOWN") || try == 3 {
+			m.c.t.Fatalf("redistest: %s: %q: %v", source.Addr, strings.Join(migrate, " "), err)
+		}
+		m.c.settle("the cluster up again for a MIGRATE")
+	}
 }
 
 // Finish moves the keys left, then gives the slot to the target: SETSLOT
