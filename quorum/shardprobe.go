@@ -144,12 +144,14 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	args := c.gateArgs()
 	replies := m.someSlots(ctx, laneHealth, markerScript, suspect, func(int) []string { return append(args[:2:2], "0") })
 	var lost []int
-	fresh := false
+	fresh, unrecorded := false, 0
 	for i, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
 		switch {
 		case err != nil:
 			failed++
+		case errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "":
+			unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
 		case mk.left > 0:
 			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
 			lost = append(lost, suspect[i])
@@ -161,9 +163,13 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	if fresh {
 		c.wakeAll()
 	}
-	if failed > 0 {
+	if failed > 0 || unrecorded > 0 {
+		// Read again at a next probe: a slot it could not read, or whose
+		// marker this agent could not yet plant or record its settings in
+		// (before it knew a majority records them), which an agent with
+		// other settings must not be left to adopt first.
 		m.shards.sweep.Store(true)
-		m.log.Debug("slots whose marker could not be read: sweeping again", "slots", failed)
+		m.log.Debug("sweeping again", "unread_slots", failed, "unrecorded_slots", unrecorded)
 	}
 	if len(lost) > 0 {
 		m.settleSlotTails(ctx, lost)

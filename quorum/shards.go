@@ -338,6 +338,10 @@ func cmpOr(err, otherwise error) error {
 	return otherwise
 }
 
+// errNotCluster is why a cluster master whose seeds are a standalone
+// redis-server does not vote.
+var errNotCluster = errors.New("quorum: the seeds are not a Redis Cluster (cluster support disabled)")
+
 // readTopology reads the cluster's shards (CLUSTER SLOTS): each primary's
 // address and slots, in the order of their first slot, and the whole as a
 // string that changes when a slot moves.
@@ -347,6 +351,9 @@ func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
 		return nil, "", ErrNotConnected
 	}
 	ranges, err := c.Do(ctx, c.B().ClusterSlots().Build()).ToArray()
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "cluster support disabled") {
+		return nil, "", errNotCluster // else STATUS would say "master answered an error (This)"
+	}
 	if err != nil {
 		return nil, "", err
 	}

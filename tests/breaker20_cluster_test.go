@@ -54,10 +54,10 @@ func TestBreaker20ClusterSeedsWrong(t *testing.T) {
 		}
 	}
 	status := rawStatus(t, a)
-	for _, name := range []string{"standalone", "nowhere"} {
+	for name, why := range map[string]string{"standalone": "reason=quorum:_the_seeds_are_not_a_Redis_Cluster", "nowhere": "reason=connection_refused"} {
 		line := statusLine(status, name)
-		if line == "" || strings.Contains(line, "state=up") || !strings.Contains(line, "error=") && !strings.Contains(line, "reason=") {
-			t.Errorf("master %s: STATUS line %q: want it not up, and why", name, line)
+		if !strings.Contains(line, "state=down") || !strings.Contains(line, why) {
+			t.Errorf("master %s: STATUS line %q: want it down, with %s", name, line, why)
 		}
 		t.Logf("%s", line)
 	}
@@ -287,14 +287,14 @@ func role(s *redistest.Server) string {
 
 // TestBreaker20ClusterManyNamesManySlots: one session holds 2,000 names,
 // spread over about as many slots of three shards, for two leases of 3s,
-// so every renewal is cut per slot (one CROSSSLOT would lose holds, and
-// one round trip per slot outlasted a 1s lease's quarter): no LOST, WHO
-// sees each holder; then a multi-name LOCK of names in three shards that
-// meets a held name gives up whole, and without it is granted whole.
-// Under -race on a loaded 2-core host this fails: a cluster master's
-// renewal is one script call per name, and its probe times out behind
-// them, so masters are marked down and holds are LOST (see the report of
-// branch cbreak); without -race it passes.
+// so every renewal is cut per slot (one CROSSSLOT would lose holds): no
+// LOST, WHO sees each holder; then a multi-name LOCK of names in three
+// shards that meets a held name gives up whole, and without it is granted
+// whole. A cluster master's renewal is one script call per slot, and they
+// went 16 per round trip, in series: about 900 of the 2,000 holds were
+// LOST within two leases (see quorum.renewChunkEnd). On a host loaded far
+// beyond its two cores, holds may still be LOST: see the report of branch
+// cbreak.
 func TestBreaker20ClusterManyNamesManySlots(t *testing.T) {
 	const n, wave = 2000, 100
 	cfg, clusters := agentOverClusters(t, 3, redistest.ClusterOptions{Shards: 3}, 3*time.Second)
@@ -331,7 +331,7 @@ func TestBreaker20ClusterManyNamesManySlots(t *testing.T) {
 	}
 	select {
 	case p := <-lost:
-		t.Fatalf("holding %d names over many slots, lease %v: %s (and %d more LOST): renewals of a cluster master cut per slot, one call per name (see the report of branch cbreak)", n, cfg.Lock.Lease, p, len(lost))
+		t.Fatalf("holding %d names over many slots, lease %v: %s (and %d more LOST): a cluster master's renewal did not end within a quarter lease", n, cfg.Lock.Lease, p, len(lost))
 	case <-time.After(2 * cfg.Lock.Lease):
 	}
 	for _, i := range []int{0, n / 3, n - 1} {
