@@ -709,6 +709,10 @@ type script struct {
 	// NOSCRIPT and the fallback EVAL runs this one, in the same round. The
 	// probe always runs it.
 	afterRestart *script
+	// sharded is the variant a master that is a Redis Cluster runs: its
+	// fallback (see shards.go), publishing with SPUBLISH, which reaches
+	// only the shard of the channel's slot (see shardwatch.go).
+	sharded *script
 }
 
 func newScript(src string, gateArg int) *script {
@@ -720,7 +724,25 @@ func newScript(src string, gateArg int) *script {
 		sum := sha1.Sum([]byte(s.src))
 		s.sha = hex.EncodeToString(sum[:])
 	}
+	sharded := shardedVariant(s.fallback())
+	for _, v := range []*script{s, s.afterRestart, sharded} {
+		if v != nil {
+			v.sharded = sharded // whichever variant a cluster master is handed
+		}
+	}
 	return s
+}
+
+// shardedVariant is s publishing with SPUBLISH instead of PUBLISH; s itself
+// if it publishes nothing.
+func shardedVariant(s *script) *script {
+	const publish, spublish = "redis.call('PUBLISH',", "redis.call('SPUBLISH',"
+	if !strings.Contains(s.src, publish) {
+		return s
+	}
+	src := strings.ReplaceAll(s.src, publish, spublish)
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:]), gateArg: s.gateArg}
 }
 
 // fallback is what runs when the master does not know s: see afterRestart.

@@ -58,8 +58,8 @@ import (
 //     replant of markerSrc, see Cluster.replant): a slot recording other
 //     settings keeps refusing until the settings command writes it.
 //
-// Release messages go by PUBLISH, which a Redis Cluster delivers on every
-// node, and the agent subscribes on one.
+// Release messages go by SPUBLISH, to the shard of the channel's slot,
+// where the agent subscribes (see shardwatch.go).
 
 // errNoSlot: a call on a cluster master named no key of a name or slot,
 // only the generic marker (a programming error: see callSlot).
@@ -81,6 +81,8 @@ type shardSet struct {
 	// one last did.
 	sweep atomic.Bool
 	swept time.Time
+
+	subs *shardSubs // the watches' subscriptions (see shardwatch.go)
 }
 
 // shard is one shard as the probe last saw it.
@@ -98,6 +100,7 @@ type shard struct {
 
 func newShardSet(m *master) *shardSet {
 	s := &shardSet{m: m}
+	s.subs = newShardSubs(m)
 	for i := range s.owner {
 		s.owner[i] = -1
 	}
@@ -207,7 +210,7 @@ func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys,
 			return rueidis.NewErrorResult(err)
 		}
 	}
-	s = s.fallback()
+	s = s.sharded
 	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
 		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
@@ -229,7 +232,7 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	var cmds rueidis.Commands
 	var sent []int
 	var made []call // the calls as sent, for a NOSCRIPT's EVAL below
-	v := s.fallback()
+	v := s.sharded
 	for i, k := range calls {
 		var keys []string
 		slots[i], keys = sh.m.cluster.callSlot(k.keys)

@@ -301,10 +301,8 @@ func (c *Cluster) Revoke(ctx context.Context, name, agent, reason string) (int, 
 	watch := c.Watch(ctx, name) // the agents' ends publish on it
 	defer watch.Close()
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {
-		if cl := m.conn(laneRounds); cl != nil {
-			for _, h := range holders {
-				cl.Do(ctx, cl.B().Publish().Channel(c.revocations()).Message(revocation(h, reason)).Build())
-			}
+		for _, h := range holders {
+			m.publish(ctx, c.revocations(), revocation(h, reason))
 		}
 	})
 	for {

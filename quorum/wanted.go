@@ -57,9 +57,7 @@ func (c *Cluster) Wanted(name string, want Want) {
 	ch, message := c.channel(name), want.message(c.cfg.InstanceID)
 	c.goBackground(func() {
 		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
-			if cl := m.conn(laneRounds); cl != nil {
-				cl.Do(ctx, cl.B().Publish().Channel(ch).Message(message).Build())
-			}
+			m.publish(ctx, ch, message)
 		})
 	})
 }

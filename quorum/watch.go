@@ -90,6 +90,22 @@ func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
 	return w
 }
 
+// confirm notes that a master confirmed channel's subscription made anew
+// (see shardSubs.place): its watches look again, as for a first one.
+func (c *Cluster) confirm(channel string) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	set := c.watches[channel]
+	if set == nil {
+		return
+	}
+	set.confirmed = true
+	for w := range set.watches {
+		signal(w.recheck)
+		signal(w.leader)
+	}
+}
+
 // watchSet is the watches of one channel; confirmed says a master
 // confirmed its subscription. Guarded by the Cluster's watchMu.
 type watchSet struct {
@@ -214,13 +230,17 @@ func (c *Cluster) watched(channel string) bool {
 	return len(c.watches[channel].all()) > 0
 }
 
-// A master's side of the watches: one pub/sub connection with every
-// watched channel.
+// A standalone master's side of the watches: one pub/sub connection with
+// every watched channel (a cluster master's: see shardwatch.go).
 
 // subscribeLoop keeps one dedicated pub/sub connection with every channel
 // that has watchers. Messages published while it was down are lost, so every
 // (re)subscription wakes every watcher to re-check.
 func (m *master) subscribeLoop(ctx context.Context) {
+	if m.shards != nil {
+		m.shards.subs.loop(ctx)
+		return
+	}
 	for ctx.Err() == nil {
 		select {
 		case <-m.connected:
@@ -290,6 +310,9 @@ func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) e
 // subscription's connection: subscribeLoop makes a new one with every
 // channel watched, rather than leave this one without messages.
 func (m *master) subscribe(ctx context.Context, ch string) bool {
+	if m.shards != nil {
+		return m.shards.subs.subscribe(ctx, ch)
+	}
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.sub == nil || !m.cluster.watched(ch) {
@@ -313,6 +336,10 @@ func (m *master) subscribe(ctx context.Context, ch string) bool {
 // on the master). One that fails makes the connection anew, subscribed to
 // the watched channels only.
 func (m *master) unsubscribe(ctx context.Context, ch string) {
+	if m.shards != nil {
+		m.shards.subs.unsubscribe(ctx, ch)
+		return
+	}
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.sub == nil || m.cluster.watched(ch) {
