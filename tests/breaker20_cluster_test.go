@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +247,20 @@ func TestBreaker20ClusterShardPausedPastNodeTimeout(t *testing.T) {
 	t.Logf("%d holds (%d lost), %d shards paused past the node timeout: no overlap, fences grow", len(held), countLost(held), faults)
 }
 
+// scriptCalls is how many scripts s ran (EVAL and EVALSHA, commandstats).
+func scriptCalls(s *redistest.Server) int {
+	info, _ := s.Info("commandstats")
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_evalsha:") {
+			_, rest, _ := strings.Cut(line, "calls=")
+			c, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+			n += c
+		}
+	}
+	return n
+}
+
 // TestBreaker20ClusterPausedPrimaryFailsOver: the name's shard primary is
 // paused (SIGSTOP) past the node timeout, so its replica is elected while
 // it sleeps, then resumed: for a moment it still takes itself for the
@@ -264,7 +279,9 @@ func TestBreaker20ClusterPausedPrimaryFailsOver(t *testing.T) {
 				t.Errorf("%s was never elected in place of the paused %s", replica.Addr, old.Addr)
 				return false
 			}
-			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // the clients meet the new primary
+			// The clients meet the new primary: 1 to 20 script calls on it.
+			want := scriptCalls(replica) + 1 + rng.IntN(20)
+			pollFor(time.Second, 5*time.Millisecond, func() bool { return scriptCalls(replica) >= want })
 			old.Resume()
 			if !pollFor(10*time.Second, 20*time.Millisecond, func() bool { return role(old) == "slave" }) {
 				t.Errorf("the resumed %s never became a replica", old.Addr)
