@@ -241,9 +241,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 
 // stopGrace bounds how long a stopping cluster waits for the answers of
 // releases in flight (they are written already), and closeGrace how long it
-// waits for its connections to close. With the agent's 3s for its sessions
+// waits for its connections to close. With the agent's 2.5s for its sessions
 // and 0.5s for its cached names (see agent.shutdownGrace) a stop takes
-// about 4.5s, whatever the masters do. The price: releases that a busy but healthy master has not answered
+// about 4s, whatever the masters do. The price: releases that a busy but healthy master has not answered
 // within half a second after the sessions' grace are left to expire, a
 // lease later.
 const (
