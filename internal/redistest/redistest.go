@@ -147,13 +147,36 @@ func (s *Server) launch() error {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if s.Ping() == nil {
-			return nil
+			return s.answeredByItself()
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	return fmt.Errorf("redis-server on port %d did not answer", s.port)
+}
+
+// answeredByItself checks that the server answering on the port is the
+// one just started: between freePort and the bind, another test's server
+// may take the port (a test then met that server's data: a marker with
+// other settings). If it is another, the one started is stopped and the
+// error says so, so that start tries another port.
+func (s *Server) answeredByItself() error {
+	info, err := s.Info("server")
+	if err != nil {
+		return nil // a server that cannot say (TLS, auth): as before
+	}
+	_, rest, ok := strings.Cut(info, "process_id:")
+	if !ok {
+		return nil
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if err != nil || pid == s.cmd.Process.Pid {
+		return nil
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	return fmt.Errorf("port %d is another redis-server's (pid %d)", s.port, pid)
 }
 
 // Ping sends PING over a fresh connection.
