@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -215,9 +216,9 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 	for i := 0; inLost == "" || elsewhere == ""; i++ {
 		name := fmt.Sprintf("q%d", i)
 		if clusters[0].Owner(redistest.SlotOf(name)) == lost {
-			inLost = cmpOr(inLost, name)
+			inLost = cmp.Or(inLost, name)
 		} else {
-			elsewhere = cmpOr(elsewhere, name)
+			elsewhere = cmp.Or(elsewhere, name)
 		}
 	}
 	before := markerEpoch(a, clusters[0], inLost)
@@ -236,11 +237,4 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 	if !replanted(a, clusters[0], inLost, before) {
 		t.Fatal("the emptied shard's slot was not planted anew")
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
