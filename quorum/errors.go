@@ -147,10 +147,9 @@ var redisErrors = map[string]string{
 	"MASTERDOWN":  "master is down (MASTERDOWN)",
 	"NOSCRIPT":    "script not loaded (NOSCRIPT)",
 	"WRONGTYPE":   "a key under the key prefix has the wrong type (WRONGTYPE)",
-	"CROSSSLOT":   "a script's keys span hash slots (CROSSSLOT)",
-	"MOVED":       "a Redis Cluster node given as address: give the cluster's nodes as cluster (MOVED)",
-	"CLUSTERDOWN": "the Redis Cluster is down: a slot has no shard serving it (CLUSTERDOWN)",
-	"TRYAGAIN":    "the name's slot is being migrated (TRYAGAIN)",
+	"CROSSSLOT":   "master is a Redis Cluster (CROSSSLOT)",
+	"MOVED":       "master is a Redis Cluster (MOVED)",
+	"CLUSTERDOWN": "master is a Redis Cluster (CLUSTERDOWN)",
 	"MISCONF":     "master cannot persist its data (MISCONF)",
 }
 

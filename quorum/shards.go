@@ -1,7 +1,6 @@
 package quorum
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -322,13 +321,21 @@ func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, 
 		}
 		if c == nil || ctx.Err() != nil {
 			for range chunk {
-				out = append(out, rueidis.NewErrorResult(cmp.Or(ctx.Err(), ErrNotConnected)))
+				out = append(out, rueidis.NewErrorResult(cmpOr(ctx.Err(), ErrNotConnected)))
 			}
 			continue
 		}
 		out = append(out, m.shards.evalEach(ctx, c, s, calls, false)...)
 	}
 	return out
+}
+
+// cmpOr is err, or else if it is nil.
+func cmpOr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
 }
 
 // errNotCluster is why a cluster master whose seeds are a standalone
