@@ -84,8 +84,10 @@ lock {
   key_prefix = "lock-agent:"
   # Clock drift allowance: validity = lease - elapsed - lease*drift_factor - 2ms.
   drift_factor = 0.01
-  # Deadline of one operation on one master; it grows (up to 10x) while the
-  # masters' recent answers are slow. Must be well under lease/9.
+  # The least a round waits for one master's answer: each master's timeout
+  # follows its answers' times (up to 10x this); past it a round waits on for
+  # a master heard from lately (a slow one is not a dead one), up to
+  # max(20x this, 1s). Must be well under lease/9.
   master_timeout = "50ms"
   # Jittered back-off between attempts that failed without a clear holder
   # (split votes, no quorum, release messages that freed nothing): it doubles

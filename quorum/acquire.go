@@ -101,7 +101,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refu
 	keys, args := c.acquireArgs(req)
 	var g Grant
 	var refusal *Refusal
-	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: acquireScript, keys: keys, args: args, early: true,
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: acquireScript, keys: keys, args: args, early: true, budget: req.Lease / 4,
 		judge: answers.judge, decide: func(r *round) { g, refusal = c.decideAcquire(ctx, req, answers, r) }})
 	if never != nil {
 		return Grant{}, never, nil
@@ -321,7 +321,9 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 		return fence, nil
 	}
 	c.cfg.Observer.FenceWriteBack(len(behind), true)
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.MasterTimeout)
+	// As long as a round would wait (see Patience): a write-back cut off
+	// at master_timeout on a busy host failed a grant a majority gave.
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.patience())
 	defer cancel()
 	keys, args := c.raiseFenceArgs(name, record, fence, block, false)
 	results := make(chan error, len(behind))
@@ -333,6 +335,9 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 	}
 	var errs []error
 	for range behind {
+		if atFence >= c.quorum { // the rest need not hold up the grant
+			break
+		}
 		if err := <-results; err != nil {
 			errs = append(errs, err)
 		} else {

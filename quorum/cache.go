@@ -117,8 +117,9 @@ func (c *Cluster) CacheOrRelease(ctx context.Context, name, holder string) (kept
 // MarkCached writes on every master that has holder's record of name
 // whether its agent keeps it cached (no client holds it). Like Retag it
 // goes to every connected master and lands in the background on those that
-// answer late; it returns once a majority has it (or after
-// min(2×MasterTimeout, 1s)) and says on how many masters it landed by then.
+// answer late; it returns once a majority has it (or once the round no
+// longer waits for its silent masters: see Patience) and says on how many
+// masters it landed by then.
 func (c *Cluster) MarkCached(ctx context.Context, name, holder string, cached bool) int {
 	if c.closed() {
 		return 0

@@ -240,7 +240,8 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enoug
 // fence, who-info and value: the hold was passed to another local holder, and WHO
 // and CHECK should name it. Like a release it goes to every connected master and
 // lands in the background on those that answer late (see roundSpec.land): it
-// returns once a majority has it (or after min(2×MasterTimeout, 1s)), so that a
+// returns once a majority has it (or once the round no longer waits for its
+// silent masters: see Patience), so that a
 // paused master does not hold up the next retag, which its connection then
 // delivers after this one. It says on how many masters it landed by then. A
 // master that missed it keeps the earlier holder's fence and who-info until a

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -59,6 +60,19 @@ type MasterError struct {
 
 func (e *MasterError) Error() string { return e.Master + ": " + describe(e.Err) }
 func (e *MasterError) Unwrap() error { return e.Err }
+
+// NoAnswerError is a master that did not answer a round that waited for it
+// that long: it unwraps to context.DeadlineExceeded.
+type NoAnswerError struct {
+	Waited time.Duration
+}
+
+func (e *NoAnswerError) Error() string {
+	return "no answer in " + e.Waited.Round(time.Millisecond).String()
+}
+
+// Unwrap makes a NoAnswerError a deadline that passed.
+func (e *NoAnswerError) Unwrap() error { return context.DeadlineExceeded }
 
 // UnsettledError is ErrUnsettled of one holder (see Cluster.Leader): a
 // reader that finds the same holder unsettled for long may take it at the
@@ -156,6 +170,7 @@ var redisErrors = map[string]string{
 // describe says what went wrong with a master in the agent's words.
 func describe(err error) string {
 	var unsafe *UnsafeError
+	var noAnswer *NoAnswerError
 	switch {
 	case err == nil:
 		return ""
@@ -167,6 +182,8 @@ func describe(err error) string {
 		return UnplantedReason
 	case errors.Is(err, ErrSettings):
 		return "records other settings: " + err.Error()
+	case errors.As(err, &noAnswer):
+		return noAnswer.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
 	case errors.Is(err, context.Canceled):

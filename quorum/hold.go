@@ -43,8 +43,9 @@ func (c *Cluster) releaseAsync(name, holder string) {
 // the name for a whole lease. So each master's release has a long deadline
 // and goes on in the background past the return, and it goes to masters
 // marked down too, to land when they answer again. The caller waits only
-// until a majority answered (or every master it sent to), at most
-// min(2×MasterTimeout, 1s): a hung master costs a release nothing. It
+// until a majority answered (or every master it sent to), or the round no
+// longer waits for its silent masters (see Patience): a hung master costs a
+// release nothing when a majority answers. It
 // returns how many of the masters that answered held it; errors only when
 // none answered.
 func (c *Cluster) Release(ctx context.Context, name, holder string) (int, error) {

@@ -98,9 +98,13 @@ type master struct {
 	// read without the lock by Cluster.markerCounts on every gate call.
 	view atomic.Int32
 
-	// lat is a moving average of this master's answer times, in ns: see
-	// Cluster.roundTimeout.
-	lat atomic.Int64
+	// rtt estimates this master's answer times (see RTT), from the answers
+	// rounds read: see Cluster.roundTimeout.
+	rttMu sync.Mutex
+	rtt   RTT
+	// heard is when the master last answered anything (unix ns, on the
+	// monotonic-free wall clock: only compared with time.Now).
+	heard atomic.Int64
 	// runID is the server run_id the last probe verified its marker carries
 	// ("" before): every gate call compares the marker's with it.
 	runID atomic.Pointer[string]
@@ -142,18 +146,47 @@ func (m *master) batcherFor(s *script) *batcher {
 	return nil
 }
 
-// observe adds one answer time to the master's moving average (weight 1/8).
-func (m *master) observe(d time.Duration) {
-	for {
-		old := m.lat.Load()
-		next := old + (int64(d)-old)/8
-		if m.lat.CompareAndSwap(old, next) {
-			return
-		}
+// answeredIn adds one answer that took d to the master's RTT estimate.
+func (m *master) answeredIn(d time.Duration) {
+	m.rttMu.Lock()
+	m.rtt = m.rtt.Add(d)
+	m.rttMu.Unlock()
+}
+
+// hear notes an answer from the master: a reply, or an error it answered.
+func (m *master) hear(r rueidis.RedisResult) {
+	if err := r.Error(); err == nil || rueidis.IsRedisNil(err) {
+		m.heard.Store(time.Now().UnixNano())
+	} else if _, ok := rueidis.IsRedisErr(err); ok {
+		m.heard.Store(time.Now().UnixNano())
 	}
 }
 
-func (m *master) latency() time.Duration { return time.Duration(m.lat.Load()) }
+// heardSince is when the master last answered anything, or since if
+// that was before.
+func (m *master) heardSince(since time.Time) time.Time {
+	if heard := time.Unix(0, m.heard.Load()); heard.After(since) {
+		return heard
+	}
+	return since
+}
+
+// doubted says whether the probe doubts the master: it found it silent
+// (or failing) since it last answered, or marked it down.
+func (m *master) doubted() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.failures > 0 || m.state == StateDown
+}
+
+// timeout is how long the master's answers may take before they are late
+// (see RTT.Timeout): master_timeout at least, 10×master_timeout at most.
+func (m *master) timeout() time.Duration {
+	m.rttMu.Lock()
+	r := m.rtt
+	m.rttMu.Unlock()
+	return r.Timeout(m.cluster.cfg.MasterTimeout, 10*m.cluster.cfg.MasterTimeout)
+}
 
 func (m *master) getClient() rueidis.Client {
 	m.mu.RLock()
@@ -419,8 +452,10 @@ func (m *master) probe(runCtx context.Context) {
 	}
 	cfg := &m.cluster.cfg
 	// Generous: a busy master (or a busy agent) is not a dead one, and
-	// rounds decide without a hung master before it is marked down.
-	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
+	// rounds decide without a hung master before it is marked down. A
+	// master whose answers have been slow gets four of its timeouts; a
+	// paused one's estimate stays what it was before it fell silent.
+	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()))
 	defer cancel()
 	mk, err := m.gate(ctx)
 	if err != nil {
@@ -627,11 +662,14 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 	}
 	args = m.gateArgs(s, args)
 	if m.shards != nil {
-		return m.shards.eval(ctx, c, s, keys, args)
+		r := m.shards.eval(ctx, c, s, keys, args)
+		m.hear(r)
+		return r
 	}
 	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
 		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		m.checkedRun(l, gen, r)
+		m.hear(r)
 		return r
 	}
 	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
@@ -639,6 +677,7 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 		m.reload.Store(true)
 		r = c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
+	m.hear(r)
 	return r
 }
 
@@ -668,6 +707,9 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 		}
 	}
 	out := c.DoMulti(ctx, cmds...)
+	if len(out) > 0 {
+		m.hear(out[len(out)-1])
+	}
 	if unchecked {
 		m.checkedRun(laneBulk, gen, out...)
 	}

@@ -79,3 +79,60 @@ func DecideSlots(n int, granted map[int]int, no int) (Outcome, int) {
 	}
 	return Pending, bestSlot
 }
+
+// RTT estimates how long a master takes to answer, as TCP estimates a round
+// trip (RFC 6298): a smoothed mean of the answers' times and their smoothed
+// mean deviation. Only answers count: a master that does not answer says
+// nothing of how long an answer takes (see Cluster.collect).
+type RTT struct {
+	Mean, Dev time.Duration // both zero before the first answer
+}
+
+// Add returns the estimate after one more answer that took d: the first
+// sets the mean to d and the deviation to d/2; each later one moves the
+// mean 1/8 and the deviation 1/4 of the way.
+func (r RTT) Add(d time.Duration) RTT {
+	if r == (RTT{}) {
+		return RTT{Mean: d, Dev: d / 2}
+	}
+	diff := r.Mean - d
+	if diff < 0 {
+		diff = -diff
+	}
+	return RTT{Mean: r.Mean + (d-r.Mean)/8, Dev: r.Dev + (diff-r.Dev)/4}
+}
+
+// Timeout is how long an answer may take before it is late: mean + 4×dev,
+// never under floor (master_timeout) nor over ceiling.
+func (r RTT) Timeout(floor, ceiling time.Duration) time.Duration {
+	return max(floor, min(r.Mean+4*r.Dev, ceiling))
+}
+
+// Patience is how long after its start a round still undecided when it has
+// waited waited waits for its silent masters: one more step (the masters'
+// RTT timeout: see RTT.Timeout), at most to budget, while trusted of them
+// are still trusted, or while the round itself was stalled (its timer
+// fired late more than half a step: the answers may be in, unread); 0 when
+// it waits no more.
+//
+// A slow master is not a dead one. On a busy host every master answers late
+// now and then, past any timeout drawn from its past answers, and a round
+// that cut them off there answered NO_QUORUM though every master was up. So
+// a round waits for a master the probe does not doubt, and that was heard
+// from (any answer, to any call) within a few timeouts: a paused or dead one
+// is cut off after those few, as before; a slow one answers on. Validity
+// counts from the round's start: a late grant is still a safe one.
+func Patience(waited, late, step, budget time.Duration, trusted int) time.Duration {
+	if waited >= budget || (trusted == 0 && late <= step/2) {
+		return 0
+	}
+	return min(waited+step, budget)
+}
+
+// Trusted says whether a round waits on for a master that has not
+// answered it (see Patience): the probe does not doubt it, and it was heard
+// from (since, or else as if at, the round's start) less than three of its
+// timeouts ago.
+func Trusted(doubted bool, silent, timeout time.Duration) bool {
+	return !doubted && silent < 3*timeout
+}

@@ -110,3 +110,95 @@ func TestOnMajority(t *testing.T) {
 		})
 	}
 }
+
+func TestRTT(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		answers []time.Duration
+		want    RTT
+	}{
+		{"no answer yet is no estimate", nil, RTT{}},
+		{"the first answer sets the mean and half of it as deviation", []time.Duration{8 * ms}, RTT{8 * ms, 4 * ms}},
+		{"a steady master's deviation shrinks", []time.Duration{8 * ms, 8 * ms}, RTT{8 * ms, 3 * ms}},
+		{"a slow answer moves the mean an eighth and the deviation a quarter", []time.Duration{8 * ms, 88 * ms}, RTT{18 * ms, 23 * ms}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r RTT
+			for _, d := range tt.answers {
+				r = r.Add(d)
+			}
+			if r != tt.want {
+				t.Fatalf("RTT = %+v, want %+v", r, tt.want)
+			}
+		})
+	}
+}
+
+func TestRTTTimeout(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		rtt  RTT
+		want time.Duration
+	}{
+		{"a fast master's timeout is the floor (master_timeout)", RTT{ms, ms / 2}, 50 * ms},
+		{"a slow one's is its mean and four deviations", RTT{40 * ms, 20 * ms}, 120 * ms},
+		{"never over the ceiling", RTT{2000 * ms, 500 * ms}, 1000 * ms},
+		{"no estimate is the floor", RTT{}, 50 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.rtt.Timeout(50*ms, 1000*ms); got != tt.want {
+				t.Fatalf("Timeout = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPatience(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		waited  time.Duration
+		late    time.Duration
+		trusted int
+		want    time.Duration
+	}{
+		{"a trusted silent master is waited for one more step", 50 * ms, 0, 1, 100 * ms},
+		{"and again, up to the budget", 980 * ms, 0, 2, 1000 * ms},
+		{"not past the budget", 1000 * ms, 0, 1, 0},
+		{"masters no longer trusted are waited for no more", 50 * ms, 0, 0, 0},
+		{"a round stalled itself waits one more step, trusted or not", 90 * ms, 40 * ms, 0, 140 * ms},
+		{"a timer late by half a step is not a stall", 75 * ms, 25 * ms, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Patience(tt.waited, tt.late, 50*ms, 1000*ms, tt.trusted); got != tt.want {
+				t.Fatalf("Patience = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTrusted(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		doubted bool
+		silent  time.Duration
+		want    bool
+	}{
+		{"heard from lately and not doubted: trusted", false, 100 * ms, true},
+		{"silent three timeouts: paused or dead, as far as a round cares", false, 150 * ms, false},
+		{"doubted by the probe: not trusted however lately heard", true, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Trusted(tt.doubted, tt.silent, 50*ms); got != tt.want {
+				t.Fatalf("Trusted = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

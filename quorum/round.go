@@ -14,9 +14,12 @@ import (
 //   - admission: it waits its turn among the rounds in flight (MaxRounds);
 //   - voters: it goes to the masters that may vote now, the rest count as failed;
 //   - fan-out: one call per master (the hot scripts batched: see batch.go),
-//     under one deadline (roundTimeout);
+//     each allowed the round's budget;
 //   - collection: answers are read until the outcome is certain, decided by
-//     the pure functions of math.go;
+//     the pure functions of math.go; a master silent past the masters'
+//     timeout (roundTimeout) is waited for, a timeout at a time, to the
+//     round's budget while the probe trusts it (see Patience): a slow master
+//     is not a dead one;
 //   - late answers: those a decided round did not read are drained in the
 //     background, each handed to the round's late, if it has one.
 //
@@ -39,11 +42,16 @@ type roundSpec struct {
 	// read so far will do (a slow master is not waited for).
 	whole  bool
 	enough func() bool
+	// budget, if set, bounds how long the round may wait for slow answers
+	// under the cluster's patience: for a grant, a quarter of its lease, so
+	// that a grant decided late still delivers three quarters of it.
+	budget time.Duration
 	// land is for a script that must not be dropped (a release, a
 	// write-back, a removal): it needs no turn, goes to every connected
 	// master, down ones too, with a long deadline that goes on in the
 	// background past the round, and the round waits only until a majority
-	// agreed, or at most min(2×MasterTimeout, 1s).
+	// agreed (or, as any round, until its silent masters are no longer
+	// waited for: see Patience).
 	land bool
 	// decide, if not nil, runs once the answers are in, while the round
 	// still holds its turn; it may set the round's late.
@@ -54,6 +62,7 @@ type roundSpec struct {
 type round struct {
 	start   time.Time   // when it got its turn, on the Cluster's clock: validity counts from here
 	sent    int         // masters it was sent to
+	to      []int       // which
 	granted map[int]int // agreeing answers per slot
 	failed  int         // masters that failed, did not answer or could not vote
 	errs    []error     // each failed master's error
@@ -107,9 +116,9 @@ func (c *Cluster) vote(ctx context.Context, spec roundSpec) (*round, *Refusal) {
 			return nil, c.noQuorum(r.errs)
 		}
 	}
-	answers, cancel, wait := c.fanout(ctx, spec, to)
-	r.sent = len(to)
-	unread := c.collect(r, spec, answers, wait)
+	answers, cancel, wait, budget := c.fanout(ctx, spec, to)
+	r.sent, r.to = len(to), to
+	unread := c.collect(r, spec, answers, wait, budget)
 	if spec.decide != nil {
 		spec.decide(r)
 	}
@@ -152,8 +161,9 @@ func (c *Cluster) admit(ctx context.Context, budget time.Duration) (func(), erro
 
 // answer is one master's reply in a round.
 type answer struct {
-	i   int
-	res rueidis.RedisResult
+	i    int
+	res  rueidis.RedisResult
+	took time.Duration // from its call to its answer
 }
 
 // voters returns the masters that may vote now, and why each other one cannot.
@@ -179,39 +189,30 @@ func (c *Cluster) connected() (to []int) {
 }
 
 // fanout sends spec's script to the masters to, and returns where their
-// answers come and how long the round waits for them: the round's deadline
-// (see roundTimeout), or for a round that lands min(2×MasterTimeout, 1s)
-// of its deadline of max(20×MasterTimeout, 1s).
-func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (<-chan answer, context.CancelFunc, time.Duration) {
-	var timeout, wait time.Duration
+// answers come, how long the round waits for silent masters (the masters'
+// timeout: see roundTimeout) and how long at most for slow ones (its
+// budget, which each call is allowed). A round that lands waits as long,
+// for a majority, and its calls go on to the cluster's patience.
+func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (answers <-chan answer, cancel context.CancelFunc, wait, budget time.Duration) {
+	wait, budget = c.roundTimeout(to), c.budget(ctx, spec)
+	timeout := max(wait, budget)
 	if spec.land {
-		timeout, wait = max(20*c.cfg.MasterTimeout, time.Second), min(2*c.cfg.MasterTimeout, time.Second)
-	} else {
-		timeout = c.roundTimeout(to)
-		wait = timeout
+		timeout = c.patience()
 	}
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	answers := make(chan answer, len(to))
+	out := make(chan answer, len(to))
+	answers = out
 	for _, i := range to {
 		m := c.masters[i]
 		if err := m.slotVoteErr(spec); err != nil {
-			answers <- answer{i, rueidis.NewErrorResult(err)}
+			out <- answer{i: i, res: rueidis.NewErrorResult(err)}
 			continue
 		}
 		start := time.Now()
-		answered := func(r rueidis.RedisResult) {
-			switch {
-			case spec.land: // its long deadline says nothing of the master's latency
-			case r.Error() == nil || !errors.Is(r.Error(), context.DeadlineExceeded):
-				m.observe(time.Since(start))
-			default:
-				m.observe(timeout)
-			}
-			answers <- answer{i, r}
-		}
+		answered := func(r rueidis.RedisResult) { out <- answer{i, r, time.Since(start)} }
 		go c.call(opCtx, i, spec.op, spec.script, start.Add(timeout), spec.keys, spec.args, answered)
 	}
-	return answers, cancel, wait
+	return answers, cancel, wait, budget
 }
 
 // call runs s on master i and hands answered its reply. The hot scripts'
@@ -233,17 +234,39 @@ func (c *Cluster) call(ctx context.Context, i int, op Op, s *script, deadline ti
 	}
 }
 
-// roundTimeout is a round's deadline: MasterTimeout, or longer while the
-// masters' recent answers have been slow (a busy host: the agent's own CPU
-// counts in what it measures), up to 10×MasterTimeout. A slow round is
-// safe (validity counts from its start); cutting it short on a busy host
-// turned healthy masters' answers into NO_QUORUM.
+// roundTimeout is how long a round waits for a silent master when the
+// others answered promptly: the largest of the masters' timeouts (each
+// its RTT estimate's mean + 4×deviation, never under MasterTimeout: see
+// RTT). The largest, for a busy host slows every master's answers alike
+// (the agent's own CPU counts in what they measure), and a paused
+// master's estimate stays what it was before it fell silent.
 func (c *Cluster) roundTimeout(to []int) time.Duration {
 	d := c.cfg.MasterTimeout
 	for _, i := range to {
-		d = max(d, min(4*c.masters[i].latency(), 10*c.cfg.MasterTimeout))
+		d = max(d, c.masters[i].timeout())
 	}
 	return d
+}
+
+// patience is the longest any round waits for answers that come late:
+// max(20×MasterTimeout, 1s). It keeps a renewal's round well inside a
+// lease (validate keeps master_timeout under lease/9).
+func (c *Cluster) patience() time.Duration {
+	return max(20*c.cfg.MasterTimeout, time.Second)
+}
+
+// budget is how long a round of spec may wait for late answers (see
+// Patience): the cluster's patience, at most spec.budget and what is left
+// of ctx's deadline.
+func (c *Cluster) budget(ctx context.Context, spec roundSpec) time.Duration {
+	b := c.patience()
+	if spec.budget > 0 {
+		b = min(b, spec.budget)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		b = min(b, time.Until(dl))
+	}
+	return max(b, 0)
 }
 
 // timedEval is master i's eval, timed for the Observer. Latency is not
@@ -276,10 +299,12 @@ func next(answers <-chan answer, deadline *time.Timer) (answer, bool) {
 }
 
 // collect reads r's answers into r until its outcome is certain (see
-// decided) or wait passed, and returns how many answers were left unread
+// decided) or the masters that have not answered are taken to have failed:
+// after wait (the masters' timeout) or some multiple of it, at most budget,
+// once the probe doubts every one of them (see Patience). It returns how many answers were left unread
 // (for drain). spec.judge says which slot an answer granted (0 for a
 // lock), or that it refused, or the error of a master that failed.
-func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait time.Duration) (unread int) {
+func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait, budget time.Duration) (unread int) {
 	judge := spec.judge
 	if judge == nil {
 		judge = func(a answer) (int, bool, error) { err := a.res.Error(); return 0, err == nil, err }
@@ -287,18 +312,36 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait 
 	r.granted = map[int]int{}
 	r.failed = len(r.errs)
 	refused := 0
+	start := time.Now()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	due := wait // when the deadline is set to fire, after start
+	answered := make([]bool, len(c.masters))
 	got := 0
 	for ; got < r.sent; got++ {
 		if c.decided(spec, r, refused) {
 			break
 		}
 		a, ok := next(answers, deadline)
-		if !ok {
-			r.errs = append(r.errs, errUnanswered(r.sent-got))
+		for !ok {
+			now := time.Now()
+			waited := now.Sub(start)
+			if p := Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now)); p > 0 {
+				due = p
+				deadline.Reset(p - waited)
+				a, ok = next(answers, deadline)
+				continue
+			}
+			r.errs = append(r.errs, errUnanswered(r.sent-got, waited))
 			r.failed += r.sent - got
-			break
+			return r.sent - got
+		}
+		answered[a.i] = true
+		if err := a.res.Error(); a.took > 0 && (err == nil || !errors.Is(err, context.DeadlineExceeded)) {
+			// An answer the round read tells the master's answer time; one
+			// after the round gave up does not: it may be a paused
+			// master's, resumed (see RTT).
+			c.masters[a.i].answeredIn(a.took)
 		}
 		slot, agreed, err := judge(a)
 		switch {
@@ -312,6 +355,18 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait 
 		}
 	}
 	return r.sent - got
+}
+
+// trusted counts the masters of to that have not answered a round that
+// started at start and that it still waits for at now (see Trusted).
+func (c *Cluster) trusted(to []int, answered []bool, start, now time.Time) int {
+	n := 0
+	for _, i := range to {
+		if m := c.masters[i]; !answered[i] && Trusted(m.doubted(), now.Sub(m.heardSince(start)), m.timeout()) {
+			n++
+		}
+	}
+	return n
 }
 
 // decided says whether the answers read so far make r's outcome certain:
@@ -330,9 +385,10 @@ func (c *Cluster) decided(spec roundSpec, r *round, refused int) bool {
 	return o != Pending
 }
 
-// errUnanswered stands for the masters that did not answer a round in time.
-func errUnanswered(n int) error {
-	return &MasterError{fmt.Sprintf("%d master(s)", n), context.DeadlineExceeded}
+// errUnanswered stands for the n masters that did not answer a round that
+// waited for them that long.
+func errUnanswered(n int, waited time.Duration) error {
+	return &MasterError{fmt.Sprintf("%d master(s)", n), &NoAnswerError{Waited: waited}}
 }
 
 // drain waits for the answers a decided round did not read, hands each to

@@ -305,7 +305,7 @@ func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) e
 // subscribe adds one channel to a live subscription and says whether it
 // was confirmed; without one the next (re)subscription picks it up. The
 // subscriptions of many names made at once wait for each other here, so
-// each one's deadline (4×MasterTimeout) counts from its own turn, not from
+// each one's deadline (4 of the master's timeouts: see RTT) counts from its own turn, not from
 // the call. One that fails (the master did not confirm in time) ends the
 // subscription's connection: subscribeLoop makes a new one with every
 // channel watched, rather than leave this one without messages.
@@ -318,7 +318,7 @@ func (m *master) subscribe(ctx context.Context, ch string) bool {
 	if m.sub == nil || !m.cluster.watched(ch) {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, 4*m.cluster.cfg.MasterTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 4*m.timeout())
 	defer cancel()
 	if err := m.sub.Do(ctx, m.sub.B().Subscribe().Channel(ch).Build()).Error(); err != nil {
 		m.log.Debug("subscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
