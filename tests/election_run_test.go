@@ -156,8 +156,12 @@ func (c *candidate) handle(l relayLine) {
 	case strings.HasPrefix(words[0], "L"):
 		c.event(history.Fail, l.at, 0)
 		time.AfterFunc(50*time.Millisecond, c.lock) // e.g. NO_QUORUM while cut off: not in a tight loop
-	case strings.HasPrefix(words[0], "U"):
+	case strings.HasPrefix(words[0], "U") && words[1] == "OK":
 		c.lock() // resigned: campaign again
+	case strings.HasPrefix(words[0], "U"):
+		// Not held: the term had ended already (a LOST, which campaigned
+		// again). A second LOCK now would be this session's re-entry,
+		// granted the same term again.
 	}
 }
 
