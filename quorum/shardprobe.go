@@ -21,7 +21,9 @@ const sweepEvery = time.Second
 // master's state from its shards'.
 func (m *master) probeShards(runCtx context.Context) {
 	cfg := &m.cluster.cfg
-	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond))
+	// As generous as a standalone master's probe: four of the master's
+	// timeouts, which follow its answers (a busy host is not an outage).
+	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()))
 	defer cancel()
 	list, topo, err := m.readTopology(ctx)
 	if err != nil {
