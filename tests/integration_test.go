@@ -267,7 +267,11 @@ func TestAParkedWaiterWakesAtOnce(t *testing.T) {
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("wake-ups after a 20 ms park: median %v, slowest %v", took[len(took)/2], took[len(took)-1])
-	if took[len(took)/2] > 4*time.Millisecond {
-		t.Fatalf("median wake-up %v after a 20 ms park", took[len(took)/2])
+	// The release message wakes it (a few ms on a quiet host: the figure
+	// above); a waiter that missed it would wake only at its fallback, the
+	// holder's remaining lease (15s). A bound in ms would judge the host's
+	// speed, not the wake-up.
+	if took[len(took)/2] > 250*time.Millisecond {
+		t.Fatalf("median wake-up %v after a 20 ms park: the release message did not wake it", took[len(took)/2])
 	}
 }
