@@ -30,9 +30,19 @@ var flagLine = regexp.MustCompile(`^ {2,4}-`)
 // flagsOf are the flags command c's -h documents, as written ("-json",
 // "--timeout", "-w"), in order. elect takes exec's flags too, as its -h says.
 func flagsOf(c command) []string {
-	var flags []string
+	var flags, refused []string
 	text := helpOf(c)
 	if c.name == "elect" {
+		// "but not -shared, -limit, -F or several names."
+		for _, line := range strings.Split(text, "\n") {
+			if rest, ok := strings.CutPrefix(line, "but not "); ok {
+				for _, word := range strings.Fields(strings.NewReplacer(",", " ", ".", " ").Replace(rest)) {
+					if strings.HasPrefix(word, "-") {
+						refused = append(refused, word)
+					}
+				}
+			}
+		}
 		exec, _ := lookupCommand("exec")
 		text += helpOf(exec)
 	}
@@ -46,6 +56,12 @@ func flagsOf(c command) []string {
 			if strings.HasPrefix(word, "-") && len(word) > 1 && !slices.Contains(flags, word) {
 				flags = append(flags, word)
 			}
+		}
+	}
+	// A flag is refused with all its names: -shared is also -s and --shared.
+	for _, spec := range execFlagSpecs {
+		if slices.ContainsFunc(spec.names, func(n string) bool { return slices.Contains(refused, "-"+n) }) {
+			flags = slices.DeleteFunc(flags, func(f string) bool { return slices.Contains(spec.names, strings.TrimLeft(f, "-")) })
 		}
 	}
 	return flags
@@ -265,7 +281,7 @@ the agent's configuration (check it with
 .BR "lock-agent validate \-config" ).
 .TP
 .I /run/lock-agent/agent.sock
-the system agent's socket; members of the group lock-agent may connect.
+the system agent's socket; members of the group lockers may connect (the package makes the group).
 .SH SEE ALSO
 .BR flock (1),
 .BR systemd.socket (5);

@@ -22,6 +22,15 @@ func TestCompletionKnowsEveryExecFlag(t *testing.T) {
 			}
 		}
 	}
+	elect, _ := lookupCommand("elect")
+	for _, refused := range []string{"-s", "--shared", "-limit", "-F", "--no-fork"} {
+		if slices.Contains(flagsOf(elect), refused) {
+			t.Errorf("elect's completion offers %s, which elect -h says it refuses", refused)
+		}
+	}
+	if !slices.Contains(flagsOf(elect), "-value") || !slices.Contains(flagsOf(elect), "--timeout") {
+		t.Errorf("elect's completion lacks exec's flags: %q", flagsOf(elect))
+	}
 	run, _ := lookupCommand("run")
 	if got := flagsOf(run); !slices.Equal(got, []string{"-config", "-dev"}) {
 		t.Errorf("run's flags: %q", got)

@@ -30,7 +30,7 @@ flags: those of lock-agent exec (see lock-agent exec -h), among them
   -wait D, -n         give up the campaign after D (exit 1, or -conflict-exit)
   -on-wanted SIGNAL   signal CMD's group when another candidate starts waiting
   -delay D, -min-hold D
-but not -shared, -limit or several names.
+but not -shared, -limit, -F or several names.
 `
 
 func electCmd(args []string, stdout, stderr io.Writer) int {
