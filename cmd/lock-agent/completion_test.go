@@ -81,6 +81,20 @@ func TestZshAndFishCompletionsParse(t *testing.T) {
 			if out, err := exec.Command(path, "-n", script).CombinedOutput(); err != nil {
 				t.Fatalf("%s -n: %v\n%s", shell, err, out)
 			}
+			// Loaded, it completes: fish answers a command line; zsh registers the function.
+			check, want := `autoload -U compinit && compinit -u && source "$1" && echo "${_comps[lock-agent]}"`, "_lock_agent"
+			if shell == "fish" {
+				check, want = `source $argv[1]; and complete -C"lock-agent exec --ti"`, "--timeout"
+			}
+			args := []string{"-c", check, script}
+			if shell == "zsh" {
+				args = []string{"-f", "-c", check, "zsh", script}
+			}
+			cmd := exec.Command(path, args...)
+			cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_DATA_HOME="+t.TempDir())
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), want) {
+				t.Fatalf("%s: %v, want %q in:\n%s", shell, err, want, out)
+			}
 		})
 	}
 }
