@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
+	"github.com/lock-agent/lock-agent/internal/agenttest"
 )
 
 // TestReadmeTranscriptReplays replays the README's quickstart as written:
@@ -59,6 +63,38 @@ func TestReadmeTranscriptReplays(t *testing.T) {
 	if sock == "" {
 		t.Fatalf("run -dev printed no socket\n%s", logs.String())
 	}
+	// Ready: a quorum of the dev masters answers (as TestBinaryDevMode waits).
+	probe := agenttest.Dial(t, sock)
+	var r agenttest.Reply
+	lockagenttest.Eventually(t, 10*time.Second, func() bool { r = probe.Do("LOCK readme-probe wait=1s"); return r.Kind == "OK" }, "probe: %s", &r.Line)
+	probe.Do("UNLOCK readme-probe")
+
+	// A master that times out on a loaded host (a race build, two cores)
+	// turns a reply into NO_QUORUM, a LOST into reason=quorum, a wait into
+	// BUSY: that run is tried again, on a new connection (the old one's
+	// holds end with it). Any other difference fails at once.
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(block[1]), "\n") {
+		if !strings.HasPrefix(l, "$ ") { // the shell's prompt: socat
+			lines = append(lines, l)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		diffs, transient := replayTranscript(t, sock, lines)
+		if len(diffs) == 0 {
+			return
+		}
+		if !transient || attempt == 5 {
+			t.Fatalf("attempt %d:\n%s\n%s", attempt, strings.Join(diffs, "\n"), logs.String())
+		}
+		t.Logf("attempt %d met a slow master, again:\n%s", attempt, strings.Join(diffs, "\n"))
+	}
+}
+
+// replayTranscript sends the transcript's requests on a new connection and
+// compares each reply with the transcript's. transient says every
+// difference was one a slow master makes.
+func replayTranscript(t *testing.T, sock string, lines []string) (diffs []string, transient bool) {
 	conn, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +102,8 @@ func TestReadmeTranscriptReplays(t *testing.T) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a push that never comes fails, not hangs
 	replies := bufio.NewScanner(conn)
-
-	for _, want := range strings.Split(strings.TrimSpace(block[1]), "\n") {
-		if strings.HasPrefix(want, "$ ") {
-			continue // the shell's prompt: socat
-		}
+	transient = true
+	for _, want := range lines {
 		words := strings.Fields(want)
 		isReply := words[0] == "*" || (len(words) > 1 && (words[1] == "OK" || words[1] == "BUSY" || words[1] == "ERR" || words[1] == "DATA"))
 		if !isReply {
@@ -80,12 +113,24 @@ func TestReadmeTranscriptReplays(t *testing.T) {
 			continue
 		}
 		if !replies.Scan() {
-			t.Fatalf("no reply where the README shows %q: %v\n%s", want, replies.Err(), logs.String())
+			return append(diffs, fmt.Sprintf("no reply where the README shows %q: %v", want, replies.Err())), false
 		}
-		if got := replies.Text(); !sameShape(got, want) {
-			t.Errorf("the agent answered\n  %s\nwhere the README shows\n  %s", got, want)
+		got := replies.Text()
+		if sameShape(got, want) {
+			continue
 		}
+		diffs = append(diffs, fmt.Sprintf("the agent answered\n  %s\nwhere the README shows\n  %s", got, want))
+		slow := strings.Contains(got, " ERR NO_QUORUM ") || strings.Contains(got, "reason=quorum") ||
+			(strings.HasSuffix(got, " BUSY") && strings.Contains(want, " OK "))
+		transient = transient && slow
+		if !slow {
+			return diffs, false
+		}
+		// Replies after a slow one follow from it (an UNLOCK of what was not
+		// granted): this run is done.
+		return diffs, transient
 	}
+	return diffs, transient
 }
 
 // sameShape: the same words but key=value ones, which must have the same
