@@ -20,12 +20,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// Version is the agent's version, reported by HELLO, STATUS and `version`.
-const Version = "0.1.0"
+// Version is the agent's version, reported by HELLO and STATUS: the one
+// stamped in at build time, "dev" if none was (see internal/buildinfo).
+var Version = buildinfo.Get().Version
 
 // shutdownGrace bounds how long a stopping agent waits for sessions to
 // say BYE and release their holds, counted from the start of the stop (a

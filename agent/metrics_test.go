@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -237,7 +237,8 @@ func TestMetricsNeverCarryALockName(t *testing.T) {
 			t.Errorf("the metrics carry %q:\n%s", secret, s.text)
 		}
 	}
-	allowed := map[string]bool{"m0": true, "m1": true, "m2": true, agent.Version: true}
+	build := buildinfo.Get()
+	allowed := map[string]bool{"m0": true, "m1": true, "m2": true, build.Version: true, build.Commit: true, build.GoVersion: true}
 	for _, set := range [][]string{{"exclusive", "shared"}, {"granted", "busy", "failed"}, {"lock", "extend", "who"},
 		{"quorum", "expired", "revoked"}, {"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue", "set"}, {"up", "down", "quarantined", "unsafe", "settings"}} {
 		for _, v := range set {

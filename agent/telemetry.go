@@ -6,6 +6,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -24,7 +25,7 @@ var (
 type metrics struct{ *telemetry.Metrics }
 
 func newMetrics(masters []quorum.MasterConfig) *metrics {
-	return &metrics{telemetry.NewMetrics(Version, masters)}
+	return &metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
 }
 
 func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }

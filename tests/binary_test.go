@@ -84,10 +84,11 @@ func TestBinaryValidate(t *testing.T) {
 		!strings.Contains(string(out), "bad.hcl:4: Invalid lock.drift_factor") { // every error in one run
 		t.Fatalf("bad config: exit %d: %s", exitCode(err), out)
 	}
-	if _, err := exec.Command(bin, "validate").CombinedOutput(); exitCode(err) != 2 {
+	// A usage error is 64 (EX_USAGE), an invalid config 2: every command alike.
+	if _, err := exec.Command(bin, "validate").CombinedOutput(); exitCode(err) != 64 {
 		t.Fatalf("validate without -config: exit %d", exitCode(err))
 	}
-	if _, err := exec.Command(bin, "frobnicate").CombinedOutput(); exitCode(err) != 2 {
+	if _, err := exec.Command(bin, "frobnicate").CombinedOutput(); exitCode(err) != 64 {
 		t.Fatalf("unknown command: exit %d", exitCode(err))
 	}
 	if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "lock-agent ") {

@@ -118,7 +118,7 @@ func atoiT(t *testing.T, s string) int64 {
 
 // TestElectExitCodes: a campaign that gives up is busy (1, or
 // -conflict-exit); leadership lost stops the command and exits 124; bad
-// usage exits 2 and runs nothing.
+// usage exits 64 (as exec) and runs nothing.
 func TestElectExitCodes(t *testing.T) {
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
@@ -144,8 +144,8 @@ func TestElectExitCodes(t *testing.T) {
 		{"-on-wanted", "NOSUCH", "svc/a", "--", "touch", marker},
 		{"-delay", "forever", "svc/a", "--", "touch", marker},
 	} {
-		if code, _, _ := lockAgent(t, append([]string{"elect", "-socket", sock}, args...)...); code != 2 {
-			t.Fatalf("%q: exit %d, want 2", args, code)
+		if code, _, _ := lockAgent(t, append([]string{"elect", "-socket", sock}, args...)...); code != 64 {
+			t.Fatalf("%q: exit %d, want 64 (EX_USAGE, as exec)", args, code)
 		}
 	}
 	if code, _, errOut := lockAgent(t, "elect", "-socket", sock, "-delay", "6m", "svc/a", "--", "touch", marker); code != 1 || !strings.Contains(errOut, "delay") {

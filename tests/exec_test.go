@@ -67,7 +67,7 @@ func TestExecExitCodesAndEnvironment(t *testing.T) {
 	if code, _, _ := lockAgent(t, "exec", "-socket", sock, "jobs/x"); code != 64 {
 		t.Fatalf("no command: exit %d, want 64 (EX_USAGE, as flock)", code)
 	}
-	if code, _, errOut := lockAgent(t, "exec", "-socket", filepath.Join(t.TempDir(), "nope"), "jobs/x", "--", "true"); code != 1 || !strings.Contains(errOut, "dial") {
+	if code, _, errOut := lockAgent(t, "exec", "-socket", filepath.Join(t.TempDir(), "nope"), "jobs/x", "--", "true"); code != 1 || !strings.Contains(errOut, "no agent answers at") || !strings.Contains(errOut, "lock-agent run -dev") {
 		t.Fatalf("no agent: exit %d %q", code, errOut)
 	}
 }

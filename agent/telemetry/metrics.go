@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -85,8 +86,8 @@ var (
 )
 
 // NewMetrics makes every series up front: those of each master in
-// masters, and build_info with version.
-func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
+// masters, and build_info with build's version, commit and Go version.
+func NewMetrics(build buildinfo.Info, masters []quorum.MasterConfig) *Metrics {
 	reg := prometheus.NewRegistry()
 	f := factory{reg}
 	m := &Metrics{registry: reg, byMode: map[protocol.Mode]*ModeMetrics{}, noQuorum: map[string]prometheus.Counter{},
@@ -137,8 +138,9 @@ func NewMetrics(version string, masters []quorum.MasterConfig) *Metrics {
 	m.renewalRoundTime = f.histogram("renewal_round_duration_seconds", "Time for one watchdog renewal round over every voting master, repairs included.", roundBuckets)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Always 1; the version is a label.",
-			ConstLabels: prometheus.Labels{"version": version}}, func() float64 { return 1 }))
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+			Help:        "Always 1; the version, commit and Go version of the running binary are labels.",
+			ConstLabels: prometheus.Labels{"version": build.Version, "commit": build.Commit, "goversion": build.GoVersion}}, func() float64 { return 1 }))
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -12,7 +13,7 @@ import (
 // TestMetricsRecordWithoutAllocating: what the request path records is an
 // atomic add on a series made up front, never a lookup that allocates.
 func TestMetricsRecordWithoutAllocating(t *testing.T) {
-	m := NewMetrics("test", []quorum.MasterConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}})
+	m := NewMetrics(buildinfo.Info{Version: "test", Commit: "test", GoVersion: "test"}, []quorum.MasterConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}})
 	joined, granted := time.Now(), time.Now()
 	noQuorum := protocol.Errorf(protocol.ErrNoQuorum, "no quorum")
 	for _, tc := range []struct {

@@ -10,8 +10,7 @@ build=build
 rm -rf "$build"
 mkdir -p "$build/classes" "$build/test-classes" "$build/examples"
 
-javac --release 17 -Xlint:all,-serial -Werror -d "$build/classes" $(find src/main/java -name '*.java')
-jar --create --file "$build/lockagent.jar" -C "$build/classes" .
+./build.sh >/dev/null   # build/lockagent.jar, with the JDK alone
 # The example is compiled against the jar alone, as a user would.
 javac --release 17 -Werror -cp "$build/lockagent.jar" -d "$build/examples" examples/*.java
 # So is the README's snippet (the java block of "## From Java"), so that it stays one that works.

@@ -22,9 +22,9 @@ import (
 func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bootstrap", stderr)
 	path := fs.String("config", "", "config file naming the masters")
-	cfg, ok := parseConfigFlags(fs, path, args, "lock-agent bootstrap -config FILE", stderr)
-	if !ok {
-		return exitUsage
+	cfg, code, done := parseConfigFlags(fs, path, args, "lock-agent bootstrap -config FILE", stdout, stderr)
+	if done {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -39,7 +39,7 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent:", err)
+		printError(stderr, "bootstrap", err)
 		return exitFailure
 	}
 	return exitOK

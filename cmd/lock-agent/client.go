@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,15 +16,20 @@ import (
 
 // socketFlag adds -socket, defaulting to $LOCK_AGENT_SOCKET or the default path.
 func socketFlag(fs *flag.FlagSet) *string {
-	return fs.String("socket", lockagent.SocketPath(), "agent socket ($LOCK_AGENT_SOCKET)")
+	return fs.String("socket", lockagent.SocketPath(), "agent socket (default $LOCK_AGENT_SOCKET, else "+lockagent.DefaultSocket+" if it exists, else run -dev's)")
 }
 
-func dialAgent(ctx context.Context, path string, stderr io.Writer) (*lockagent.Client, bool) {
+// dialAgent connects the Go client for verb; a failure is printed, with
+// the no-agent hint if nothing answers at path.
+func dialAgent(ctx context.Context, verb, path string, stderr io.Writer) (*lockagent.Client, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := lockagent.Dial(ctx, path)
+	if errors.Is(err, lockagent.ErrConnect) {
+		err = &noAgentError{path, err}
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent:", err)
+		printError(stderr, verb, err)
 		return nil, false
 	}
 	return c, true
@@ -45,19 +51,22 @@ func whoCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("who", stderr)
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: lock-agent who [-socket PATH] [-json] NAME")
-		return exitUsage
+	const usage = "lock-agent who [-socket PATH] [-json] NAME"
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, fs, usage, "want one NAME")
 	}
 	name := fs.Arg(0)
-	c, ok := dialAgent(context.Background(), *socket, stderr)
+	c, ok := dialAgent(context.Background(), "who", *socket, stderr)
 	if !ok {
 		return exitFailure
 	}
 	defer c.Close()
 	occ, err := c.Occupancy(context.Background(), name)
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent who:", err)
+		printError(stderr, "who", err)
 		return exitFailure
 	}
 	if *asJSON {
@@ -126,7 +135,7 @@ func printJSON(stdout, stderr io.Writer, v any) int {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintln(stderr, "lock-agent:", err)
+		printError(stderr, "", err)
 		return exitFailure
 	}
 	return exitOK

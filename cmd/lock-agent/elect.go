@@ -30,7 +30,7 @@ flags: those of lock-agent exec (see lock-agent exec -h), among them
   -wait D, -n         give up the campaign after D (exit 1, or -conflict-exit)
   -on-wanted SIGNAL   signal CMD's group when another candidate starts waiting
   -delay D, -min-hold D
-but not -shared, -limit or several names.
+but not -shared, -limit, -F or several names.
 `
 
 func electCmd(args []string, stdout, stderr io.Writer) int {
@@ -66,21 +66,23 @@ func electable(o *execOptions) error {
 	return nil
 }
 
-const leaderUsage = "usage: lock-agent leader [-socket PATH] [-watch] [-json] NAME"
+const leaderUsage = "lock-agent leader [-socket PATH] [-watch] [-json] NAME"
 
 func leaderCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("leader", stderr)
 	socket := socketFlag(fs)
 	watch := fs.Bool("watch", false, "print every change until interrupted")
 	asJSON := fs.Bool("json", false, "print one JSON object a line")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(stderr, leaderUsage)
-		return exitUsage
+	if code, done := parseFlags(fs, args, leaderUsage, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, fs, leaderUsage, "want one NAME")
 	}
 	name := fs.Arg(0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	c, ok := dialAgent(ctx, *socket, stderr)
+	c, ok := dialAgent(ctx, "leader", *socket, stderr)
 	if !ok {
 		return exitFailure
 	}
@@ -89,7 +91,7 @@ func leaderCmd(args []string, stdout, stderr io.Writer) int {
 	if !*watch {
 		l, err := c.Leader(ctx, name)
 		if err != nil {
-			fmt.Fprintln(stderr, "lock-agent leader:", err)
+			printError(stderr, "leader", err)
 			return exitFailure
 		}
 		print(l)
@@ -106,7 +108,7 @@ func watchLeader(ctx context.Context, c *lockagent.Client, name string, print fu
 		if ctx.Err() != nil {
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "lock-agent leader:", err)
+		printError(stderr, "leader", err)
 		return exitFailure
 	}
 	for l := range changes {

@@ -23,7 +23,6 @@ const (
 	exitLost     = 124 // the lock was lost while the command ran; it was stopped (like timeout(1))
 	exitNotExec  = 126 // the command could not be run
 	exitNotFound = 127 // the command was not found
-	exitExUsage  = 64  // bad usage: EX_USAGE of sysexits.h, as flock's
 )
 
 const execUsage = `usage: lock-agent exec [flags] NAME[,NAME...] [flags] [--] CMD [ARGS...]
@@ -90,7 +89,9 @@ exec's own flags:
                        agent's lock.lock_delay)
   -min-hold D          keep NAME held, by nobody once CMD is done, until D after
                        the grant: run at most once per D across hosts (0 to 24h)
-  -socket PATH         agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
+  -socket PATH         agent socket (default $LOCK_AGENT_SOCKET, else
+                       /run/lock-agent/agent.sock if it exists, else the
+                       socket of lock-agent run -dev)
 
 exit status: CMD's status (128+N if killed by signal N); 1 (or -E) if the
 lock was busy; 124 if the lock was lost; 1 if the agent could not be
@@ -314,7 +315,7 @@ func execCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lock-agent exec: %v\n\n%s", err, execUsage)
-		return exitExUsage
+		return exitUsage
 	}
 	return runLocked(o, "exec", stderr)
 }
@@ -324,7 +325,8 @@ func execCmd(args []string, stdout, stderr io.Writer) int {
 func runLocked(o *execOptions, command string, stderr io.Writer) int {
 	say := func(format string, a ...any) {
 		if !o.quiet {
-			fmt.Fprintf(stderr, "lock-agent "+command+": "+format+"\n", a...)
+			// The Go client's errors carry their own "lockagent: ".
+			fmt.Fprintf(stderr, "lock-agent %s: %s\n", command, strings.ReplaceAll(fmt.Sprintf(format, a...), "lockagent: ", ""))
 		}
 	}
 
@@ -332,7 +334,7 @@ func runLocked(o *execOptions, command string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	c, ok := dialAgent(context.Background(), o.socket, stderr)
+	c, ok := dialAgent(context.Background(), command, o.socket, stderr)
 	if !ok {
 		return exitFailure
 	}

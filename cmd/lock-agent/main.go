@@ -8,7 +8,11 @@
 //	lock-agent elect [flags] NAME [flags] [--] CMD [ARGS...] | -c STRING
 //	lock-agent leader [-watch] [-json] NAME
 //	lock-agent status [-json] | who [-json] NAME
-//	lock-agent version
+//	lock-agent revoke [-agent A] [-reason WORD] NAME
+//	lock-agent version [-json] | completion bash|zsh|fish | man
+//
+// Exit codes, the same for every command (cli.go): 0 ok, 1 a runtime
+// failure, 2 an invalid config file, 64 bad usage (EX_USAGE).
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,47 +30,11 @@ import (
 	"github.com/lock-agent/lock-agent/agent/config"
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/internal/devmasters"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/oklog/run"
 )
-
-// Exit codes.
-const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
-)
-
-const usage = `usage: lock-agent COMMAND [flags]
-
-commands:
-  run -config FILE     run the agent
-  run -dev             run the agent with three embedded masters (no Redis needed)
-  validate -config F   check a config file; exit 0 if valid, 2 if not
-  bootstrap -config F  mark a new deployment's masters as new (no first quarantine)
-                       and record the config's settings in them
-  settings -config F [-apply]
-                       show the settings each master records against F's; with
-                       -apply, change the cluster's to F's (see docs/operations.md)
-  exec [flags] NAME[,NAME...] [--] CMD [ARGS...]
-                       run CMD while holding the lock NAME, or every NAME
-                       (flock(1) for the cluster; see lock-agent exec -h)
-  elect [flags] NAME [--] CMD [ARGS...]
-                       campaign for leader of NAME and run CMD only while
-                       elected (exec's flags and guarantees; see lock-agent elect -h)
-  leader [-watch] [-json] NAME
-                       show who leads NAME (its term, agent and value); with
-                       -watch, every change until interrupted
-  status [-json]       show the agent, its masters, sessions, holds and waiters;
-                       exit 3 if fewer than a quorum of masters are up
-  who [-json] NAME     show who holds NAME, on any host, and how many wait
-                       in its fair queue
-  revoke [-agent A] [-reason WORD] NAME
-                       end the holds of NAME wherever they are (an operator's
-                       verb: the ACL verb revoke, or uid 0 without an acl block)
-  version              print the version
-`
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
@@ -73,45 +42,40 @@ func main() {
 
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usageText())
 		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return runCmd(args[1:], stdout, stderr)
-	case "validate":
-		return validateCmd(args[1:], stdout, stderr)
-	case "bootstrap":
-		return bootstrapCmd(args[1:], stdout, stderr)
-	case "settings":
-		return settingsCmd(args[1:], stdout, stderr)
-	case "exec":
-		return execCmd(args[1:], stdout, stderr)
-	case "elect":
-		return electCmd(args[1:], stdout, stderr)
-	case "leader":
-		return leaderCmd(args[1:], stdout, stderr)
-	case "status":
-		return statusCmd(args[1:], stdout, stderr)
-	case "who":
-		return whoCmd(args[1:], stdout, stderr)
-	case "revoke":
-		return revokeCmd(args[1:], stdout, stderr)
-	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "lock-agent", agent.Version)
-		return exitOK
+	case "-version", "--version":
+		return versionCmd(nil, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usageText())
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "lock-agent: unknown command %q\n\n%s", args[0], usage)
+	if c, ok := lookupCommand(args[0]); ok {
+		return c.run(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "lock-agent: unknown command %q\n%s", args[0], usageText())
 	return exitUsage
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("lock-agent "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// versionCmd is `lock-agent version [-json]`: what internal/buildinfo says.
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	const usage = "lock-agent version [-json]"
+	fs := newFlags("version", stderr)
+	asJSON := fs.Bool("json", false, `print {"version", "commit", "goversion"}`)
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, fs, usage, "no arguments")
+	}
+	b := buildinfo.Get()
+	if *asJSON {
+		return printJSON(stdout, stderr, b)
+	}
+	fmt.Fprintf(stdout, "lock-agent %s (commit %s, %s, %s/%s)\n", b.Version, b.Commit, b.GoVersion, runtime.GOOS, runtime.GOARCH)
+	return exitOK
 }
 
 // loadConfig is the one loader `run` and `validate` share.
@@ -125,28 +89,33 @@ func printConfigError(w io.Writer, err error) {
 }
 
 // parseConfigFlags parses args with fs, which has the -config flag path,
-// and loads that config, exactly as run does. If the flags are wrong (or
-// -config is missing) it prints usage, if the config is invalid its errors,
-// to stderr, and returns false: the command then exits 2.
-func parseConfigFlags(fs *flag.FlagSet, path *string, args []string, usage string, stderr io.Writer) (agent.Config, bool) {
-	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: "+usage)
-		return agent.Config{}, false
+// and loads that config, exactly as run does. done says the command ends
+// with code: -h (0), wrong flags or no -config (usage printed, 64), an
+// invalid config (its errors printed, 2).
+func parseConfigFlags(fs *flag.FlagSet, path *string, args []string, usage string, stdout, stderr io.Writer) (cfg agent.Config, code int, done bool) {
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return agent.Config{}, code, true
+	}
+	switch {
+	case *path == "":
+		return agent.Config{}, usageError(stderr, fs, usage, "-config FILE is required"), true
+	case fs.NArg() > 0:
+		return agent.Config{}, usageError(stderr, fs, usage, fmt.Sprintf("unexpected argument %q", fs.Arg(0))), true
 	}
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		printConfigError(stderr, err)
-		return agent.Config{}, false
+		return agent.Config{}, exitConfig, true
 	}
-	return cfg, true
+	return cfg, exitOK, false
 }
 
 func validateCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", stderr)
 	path := fs.String("config", "", "config file to check")
-	cfg, ok := parseConfigFlags(fs, path, args, "lock-agent validate -config FILE", stderr)
-	if !ok {
-		return exitUsage
+	cfg, code, done := parseConfigFlags(fs, path, args, "lock-agent validate -config FILE", stdout, stderr)
+	if done {
+		return code
 	}
 	n := len(cfg.Masters)
 	fmt.Fprintf(stdout, "%s: valid (%s, quorum %d, %s, socket %s)\n", *path, countOf(n, "master", "masters"), quorum.Majority(n), tolerance(n-quorum.Majority(n)), cfg.Socket.Path)
@@ -160,9 +129,15 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run", stderr)
 	path := fs.String("config", "", "config file")
 	dev := fs.Bool("dev", false, "run with three embedded masters and a socket in the user's runtime directory")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (*path == "") == !*dev {
-		fmt.Fprintln(stderr, "usage: lock-agent run -config FILE | lock-agent run -dev")
-		return exitUsage
+	const usage = "lock-agent run -config FILE | lock-agent run -dev"
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(stderr, fs, usage, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case (*path == "") == !*dev:
+		return usageError(stderr, fs, usage, "give -config FILE or -dev, one of them")
 	}
 
 	// A log write to a pipe whose reader is gone (run -dev | tee, and the
@@ -176,14 +151,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	d := &daemon{path: *path, dev: *dev, agentDone: make(chan struct{}), stdout: stdout}
 	if *dev {
 		if err := d.addDevMasters(); err != nil {
-			fmt.Fprintln(stderr, "lock-agent:", err)
+			printError(stderr, "run", err)
 			return exitFailure
 		}
 	} else {
 		var err error
 		if d.cfg, err = loadConfig(*path); err != nil {
 			printConfigError(stderr, err)
-			return exitUsage
+			return exitConfig
 		}
 	}
 	d.log = hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(d.cfg.Log.Level),

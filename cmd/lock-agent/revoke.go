@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"time"
 )
@@ -24,10 +23,10 @@ func revokeCmd(args []string, stdout, stderr io.Writer) int {
 	socket := socketFlag(fs)
 	agentID := fs.String("agent", "", "revoke only the holds of this agent id (default: every holder)")
 	reason := fs.String("reason", "", "one word of [a-z0-9_] the holders hear in LOST (default revoked)")
-	name, ok := parseRevokeArgs(fs, args)
-	if !ok {
-		fmt.Fprintln(stderr, "usage: lock-agent revoke [-socket PATH] [-agent A] [-reason WORD] NAME")
-		return exitUsage
+	const usage = "lock-agent revoke [-socket PATH] [-agent A] [-reason WORD] NAME"
+	name, code, done := parseRevokeArgs(fs, args, usage, stdout, stderr)
+	if done {
+		return code
 	}
 	line := "1 REVOKE " + name
 	if *agentID != "" {
@@ -39,7 +38,7 @@ func revokeCmd(args []string, stdout, stderr io.Writer) int {
 	reply, err := askAgent(*socket, line)
 	switch {
 	case err != nil:
-		fmt.Fprintln(stderr, "lock-agent revoke:", err)
+		printError(stderr, "revoke", err)
 		return exitFailure
 	case strings.HasPrefix(reply, "OK"):
 		n := strings.TrimPrefix(reply, "OK n=")
@@ -53,16 +52,22 @@ func revokeCmd(args []string, stdout, stderr io.Writer) int {
 	return exitFailure
 }
 
-// parseRevokeArgs reads flags before or after NAME.
-func parseRevokeArgs(fs *flag.FlagSet, args []string) (string, bool) {
-	if err := fs.Parse(args); err != nil || fs.NArg() < 1 {
-		return "", false
+// parseRevokeArgs reads flags before or after NAME; done as parseFlags.
+func parseRevokeArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (name string, code int, done bool) {
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return "", code, true
 	}
-	name := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil || fs.NArg() != 0 {
-		return "", false
+	if fs.NArg() < 1 {
+		return "", usageError(stderr, fs, usage, "want one NAME"), true
 	}
-	return name, true
+	name = fs.Arg(0)
+	if code, done := parseFlags(fs, fs.Args()[1:], usage, stdout, stderr); done {
+		return "", code, true
+	}
+	if fs.NArg() != 0 {
+		return "", usageError(stderr, fs, usage, fmt.Sprintf("unexpected argument %q", fs.Arg(0))), true
+	}
+	return name, exitOK, false
 }
 
 // askAgent sends one request line tagged 1 and returns its final reply
@@ -70,8 +75,7 @@ func parseRevokeArgs(fs *flag.FlagSet, args []string) (string, bool) {
 func askAgent(socket, line string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dialSocket(ctx, socket)
 	if err != nil {
 		return "", err
 	}

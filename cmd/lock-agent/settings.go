@@ -24,9 +24,9 @@ func settingsCmd(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config file with the new settings and the masters")
 	apply := fs.Bool("apply", false, "record the config's settings in every master (else only show them)")
 	minQuarantine := fs.Duration("min-quarantine", 0, "quarantine at least this long (the running agents' quarantine, where the masters record no settings)")
-	cfg, ok := parseConfigFlags(fs, path, args, "lock-agent settings -config FILE [-apply] [-min-quarantine DURATION]", stderr)
-	if !ok {
-		return exitUsage
+	cfg, code, done := parseConfigFlags(fs, path, args, "lock-agent settings -config FILE [-apply] [-min-quarantine DURATION]", stdout, stderr)
+	if done {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -37,7 +37,7 @@ func settingsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %s\n", r.Master, describeRecorded(r, want))
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent:", err)
+		printError(stderr, "settings", err)
 	}
 	switch {
 	case !*apply && err != nil:
@@ -81,7 +81,7 @@ func applySettings(ctx context.Context, cfg agent.Config, want quorum.Settings, 
 	stdout, stderr io.Writer) int {
 	quarantine, err := changeQuarantine(want, recorded, minimum)
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent:", err)
+		printError(stderr, "settings", err)
 		return exitUsage
 	}
 	changed, err := quorum.ChangeSettings(ctx, cfg.Lock.KeyPrefix, want, quarantine, cfg.Masters)
@@ -93,7 +93,7 @@ func applySettings(ctx context.Context, cfg agent.Config, want quorum.Settings, 
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent:", err)
+		printError(stderr, "settings", err)
 	}
 	if len(changed) < quorum.Majority(len(cfg.Masters)) {
 		fmt.Fprintf(stderr, "lock-agent: only %d of %d masters changed: no settings have a majority now; run it again when the masters answer\n",

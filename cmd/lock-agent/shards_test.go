@@ -115,7 +115,7 @@ func TestValidateExplainsAWrongClusterBlock(t *testing.T) {
 	}{
 		{"a cluster block is a master", "redis \"a\" {\n  cluster = [\"10.0.0.1:7000\", \"10.0.0.2:7000\"]\n}\n", exitOK,
 			[]string{"valid (one master, quorum 1"}},
-		{"a wrong one is explained at its lines", "redis \"a\" {\n  cluster = [\"10.0.0.1\"]\n  db = 3\n}\nlock {\n  key_prefix = \"{locks}:\"\n}\n", exitUsage,
+		{"a wrong one is explained at its lines", "redis \"a\" {\n  cluster = [\"10.0.0.1\"]\n  db = 3\n}\nlock {\n  key_prefix = \"{locks}:\"\n}\n", exitConfig,
 			[]string{"agent.hcl:2: Invalid redis \"a\".cluster: want host:port, got \"10.0.0.1\"", "agent.hcl:3: Invalid redis \"a\".db: a Redis Cluster has database 0 only",
 				"agent.hcl:6: Invalid lock.key_prefix: master \"a\" is a Redis Cluster"}},
 	} {

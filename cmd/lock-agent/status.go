@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,15 +42,18 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("status", stderr)
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lock-agent status [-socket PATH] [-json]\n\nexit status: 0 a quorum of masters is up; 3 the agent answers without a quorum;\n1 the agent cannot be reached; 2 bad usage")
-		return exitUsage
+	const usage = "lock-agent status [-socket PATH] [-json]\n\nexit status: 0 a quorum of masters is up; 3 the agent answers without a quorum\n(or its settings differ from the cluster's); 1 the agent cannot be reached; 64 bad usage"
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, fs, usage, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := queryStatus(ctx, *socket)
 	if err != nil {
-		fmt.Fprintln(stderr, "lock-agent status:", err)
+		printError(stderr, "status", err)
 		return exitFailure
 	}
 	code := exitOK
@@ -117,10 +119,9 @@ func (s *agentStatus) settingsDiffer() string {
 
 // queryStatus sends one STATUS and reads its DATA lines and final reply.
 func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
+	conn, err := dialSocket(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", path, err)
+		return nil, err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {

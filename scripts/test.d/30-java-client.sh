@@ -15,3 +15,7 @@ if ! command -v javac >/dev/null || ! javac -version 2>&1 | grep -Eq 'javac (1[7
   fi
 fi
 clients/java/test.sh
+# The jar alone, as a Java user builds it: build.sh with the JDK and the
+# system's tools only (Go lives in /usr/local/go/bin, off this PATH).
+jdk=$(dirname "$(readlink -f "$(command -v javac)")")
+env -i HOME="$HOME" PATH="$jdk:/usr/bin:/bin" clients/java/build.sh
