@@ -197,8 +197,9 @@ func TestObserveOnTheWire(t *testing.T) {
 			t.Fatalf("push %d never came", i)
 		}
 	}
-	// A second observer of the name shares the OBSERVE and starts from the
-	// latest push.
+	// A second observer of the name shares the observation, but sends an
+	// OBSERVE of its own and starts from its answer (a repeat, which the
+	// first observer is not pushed again).
 	ch2, err := c.Observe(ctx, "go/el")
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestObserveOnTheWire(t *testing.T) {
 	for range ch2 {
 	}
 	lockagenttest.Eventually(t, 5*time.Second, func() bool {
-		return strings.Join(fake.Requests(), "|") == "OBSERVE go/el|OBSERVE go/el|PING|UNOBSERVE go/el"
+		return strings.Join(fake.Requests(), "|") == "OBSERVE go/el|OBSERVE go/el|OBSERVE go/el|PING|UNOBSERVE go/el"
 	}, "requests: %q", fake.Requests())
 }
 
