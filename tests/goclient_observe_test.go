@@ -51,57 +51,68 @@ func awaitLeader(t *testing.T, ch <-chan lockagent.Leader, fence int64, within t
 }
 
 // TestLeaderAfterAHandOverIsTheNewLeader: while the agent observes the name
-// already (another client's Observe), a leader resigns, the next
-// candidate's Campaign returns, and only then a fresh Leader() is asked on
-// the same agent: it must name the new leader, never the one whose Unlock
-// had returned (issue 31: the agent answered a new OBSERVE from the last
-// state it had pushed, and named the resigned leader 20 times in 20).
+// already (another client's Observe), a leader resigns (Unlock, or its
+// connection closes), the next candidate's Campaign returns, and only then
+// a fresh Leader() is asked on the same agent: it must name the new leader,
+// never the one that had resigned (issue 31: the agent answered a new
+// OBSERVE from the last state it had pushed, and named the resigned leader
+// 20 times in 20).
 func TestLeaderAfterAHandOverIsTheNewLeader(t *testing.T) {
-	a := oneAgent(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	watcher, asker := dialAgent(t, a), dialAgent(t, a)
-	const name = "svc/handover"
-	if _, err := watcher.Observe(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	first, second := dialAgent(t, a), dialAgent(t, a)
-	lead, err := first.Campaign(ctx, name, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := 0
-	const rounds = 20
-	for i := range rounds {
-		next := make(chan *lockagent.Lock, 1)
-		go func() {
-			l, err := second.Campaign(ctx, name, fmt.Sprint("c", i))
-			if err != nil {
-				t.Error(err)
+	for _, resign := range []string{"unlock", "close"} {
+		t.Run(resign, func(t *testing.T) {
+			a := oneAgent(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			watcher, asker := dialAgent(t, a), dialAgent(t, a)
+			name := "svc/handover-" + resign
+			if _, err := watcher.Observe(ctx, name); err != nil {
+				t.Fatal(err)
 			}
-			next <- l
-		}()
-		awaitWaiting(t, asker, 1)
-		if err := lead.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		l := <-next
-		if l == nil {
-			t.FailNow()
-		}
-		got, err := asker.Leader(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Fence != l.Fence() {
-			stale++
-			t.Logf("round %d: Leader() named term %d (value %q) after Campaign of term %d returned",
-				i, got.Fence, got.Value, l.Fence())
-		}
-		lead, first, second = l, second, first
-	}
-	if stale > 0 {
-		t.Fatalf("a fresh Leader() named a term that had ended in %d of %d rounds", stale, rounds)
+			leader, next := dialAgent(t, a), dialAgent(t, a)
+			lead, err := leader.Campaign(ctx, name, "first")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stale := 0
+			const rounds = 20
+			for i := range rounds {
+				elected := make(chan *lockagent.Lock, 1)
+				go func() {
+					l, err := next.Campaign(ctx, name, fmt.Sprint("c", i))
+					if err != nil {
+						t.Error(err)
+					}
+					elected <- l
+				}()
+				awaitWaiting(t, asker, 1)
+				if resign == "unlock" {
+					err = lead.Unlock(ctx)
+				} else {
+					err = leader.Close()
+					leader = dialAgent(t, a)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := <-elected
+				if l == nil {
+					t.FailNow()
+				}
+				got, err := asker.Leader(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Fence != l.Fence() {
+					stale++
+					t.Logf("round %d: Leader() named term %d (value %q) after Campaign of term %d returned",
+						i, got.Fence, got.Value, l.Fence())
+				}
+				lead, leader, next = l, next, leader
+			}
+			if stale > 0 {
+				t.Fatalf("a fresh Leader() named a term that had ended in %d of %d rounds", stale, rounds)
+			}
+		})
 	}
 }
 
