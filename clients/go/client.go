@@ -81,6 +81,7 @@ type Client struct {
 	observed map[string]*observation // under mu
 
 	elections map[string]*candidacy // by name, under mu (see NewElection)
+	shared    atomic.Bool           // SyscallConn was called: Close sends no QUIT
 }
 
 type lockKey struct{ name, owner string }
@@ -167,7 +168,17 @@ var quitGrace = 10 * time.Second // a var for tests
 // quitGrace (10s) of the QUIT, or refuses it, Close closes it itself (the
 // agent then releases the locks as it does for any closed connection).
 // Waiting Locks and Observe channels end with ErrClosed.
+//
+// After SyscallConn (another process may hold a copy of the connection, as
+// the command `lock-agent exec` runs does), Close sends no QUIT: it closes
+// this process's copy and returns, and the agent releases the locks once
+// the last copy is closed.
 func (c *Client) Close() error {
+	if c.shared.Load() {
+		err := c.conn.Close()
+		<-c.closed
+		return err
+	}
 	if _, cl, err := c.send("QUIT"); err == nil {
 		grace, cancel := context.WithTimeout(context.Background(), quitGrace)
 		if _, err := c.wait(grace, cl); err == nil {
