@@ -140,6 +140,20 @@ class WireTest(unittest.TestCase):
         self.assertEqual(list(observation), [])
         self.assertEqual(self.sent(), ["OBSERVE py/el", "OBSERVE py/el", "OBSERVE py/el", "PING", "UNOBSERVE py/el"])
 
+    def test_no_push_from_before_an_observe_is_answered(self):
+        """Issue 31: while this connection observes the name, the agent's
+        push of an older state may come between a new OBSERVE and its OK;
+        leader() and a second observe() must not take it."""
+        script = [["OK", "* LEADER py/s fence=5 agent=h1"]]
+        self.fake.answer = lambda verb, args: script[0] if verb == "OBSERVE" else ["OK"]
+        with self.client.observe("py/s") as first:
+            self.assertEqual(next(first).fence, 5)
+            script[0] = ["* LEADER py/s none", "OK", "* LEADER py/s fence=6 agent=h2"]
+            self.assertEqual(self.client.leader("py/s").fence, 6)
+            script[0] = ["* LEADER py/s fence=6 value=old agent=h2", "OK", "* LEADER py/s fence=7 agent=h1"]
+            with self.client.observe("py/s") as second:
+                self.assertEqual(next(second).fence, 7)
+
     def test_an_observe_refused_raises(self):
         self.fake.answer = lambda verb, args: ["ERR LIMIT too many observed names"]
         with self.assertRaises(lockagent.LimitReached):
