@@ -32,7 +32,7 @@ from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, Inval
 from .aio_coroutine import CoroutineMixin, register
 
 __all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "Busy", "ConnectError", "ConnectionClosed",
-           "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld"]
+           "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld", "Election", "NoLeader", "NotLeader"]
 
 # Each task's owner id, numbered once per process: unlike id(task), never
 # given again to a later task. Child tasks are owners of their own.
@@ -577,3 +577,7 @@ class MultiLock(CoroutineMixin, MultiLockBase):
             if self._exit_raises(exc_type):
                 raise
         return False
+
+
+from ._wire import NoLeader, NotLeader  # noqa: E402
+from .aio_election import Election  # noqa: E402 (it builds on Client)

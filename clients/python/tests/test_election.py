@@ -3,11 +3,13 @@ semantics (the Go client's Election has the same, tested against real
 masters in tests/goclient_election_test.go), a fresh leader() after a
 hand-over, and close() that returns once the agent released."""
 
+import asyncio
 import threading
 import time
 import unittest
 
 import lockagent
+from lockagent import aio
 from tests.agent import DevAgent
 
 agent = None
@@ -165,3 +167,46 @@ class ElectionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AioElectionTest(unittest.IsolatedAsyncioTestCase):
+    async def client(self):
+        c = await aio.Client.connect(agent.socket)
+        self.addAsyncCleanup(c.close)
+        return c
+
+    async def test_etcd_semantics(self):
+        c, other = await self.client(), await self.client()
+        e = aio.Election(c, "aio/semantics")
+        with self.assertRaises(aio.NoLeader):
+            await e.leader()
+        await e.resign()
+        with self.assertRaises(aio.NotLeader):
+            await e.proclaim("x")
+        await e.campaign("one")
+        rev = e.rev
+        self.assertGreater(rev, 0)
+        await e.campaign("one")
+        await aio.Election(c, "aio/semantics").campaign("two")  # the same candidate: proclaims
+        self.assertEqual(e.rev, rev)
+        got = await aio.Election(other, "aio/semantics").leader()
+        self.assertEqual((got.fence, got.value), (rev, "two"))
+        rival = aio.Election(other, "aio/semantics")
+        won = asyncio.ensure_future(rival.campaign("rival"))
+        deadline = time.monotonic() + 10
+        while (await c.status())["waiters"] < 1:
+            self.assertLess(time.monotonic(), deadline, "the rival never waited")
+            await asyncio.sleep(0.001)
+        self.assertFalse(won.done())
+        async with e.observe() as leaders:
+            await e.resign()
+            await e.resign()
+            await asyncio.wait_for(won, 10)
+            got = await leaders.__anext__()
+            while got.fence == rev:
+                got = await leaders.__anext__()
+            self.assertEqual((got.fence, got.value), (rival.rev, "rival"))
+        self.assertEqual(e.rev, 0)
+        await rival.resign()
+        with self.assertRaises(aio.NoLeader):
+            await e.leader()
