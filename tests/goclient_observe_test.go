@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,6 +75,7 @@ func TestLeaderAfterAHandOverIsTheNewLeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			stale := 0
+			var took []time.Duration
 			const rounds = 20
 			for i := range rounds {
 				elected := make(chan *lockagent.Lock, 1)
@@ -98,7 +100,9 @@ func TestLeaderAfterAHandOverIsTheNewLeader(t *testing.T) {
 				if l == nil {
 					t.FailNow()
 				}
+				asked := time.Now()
 				got, err := asker.Leader(ctx, name)
+				took = append(took, time.Since(asked))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -109,6 +113,8 @@ func TestLeaderAfterAHandOverIsTheNewLeader(t *testing.T) {
 				}
 				lead, leader, next = l, next, leader
 			}
+			slices.Sort(took)
+			t.Logf("Leader() took p50 %v, max %v", took[len(took)/2].Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond))
 			if stale > 0 {
 				t.Fatalf("a fresh Leader() named a term that had ended in %d of %d rounds", stale, rounds)
 			}
