@@ -70,6 +70,20 @@ public class ElectionTest {
         }
     }
 
+    /** close() says QUIT and returns once the agent closed the connection (not after its 10s grace). */
+    @Test
+    public void closeSaysQuitAndReturnsWhenTheAgentCloses() throws Exception {
+        try (FakeAgent fake = new FakeAgent()) {
+            LockAgentClient c = LockAgentClient.connect(fake.path);
+            long start = System.nanoTime();
+            c.close();
+            long took = (System.nanoTime() - start) / 1_000_000;
+            Check.equal(1, fake.quits.get(), "QUITs the agent read");
+            Check.that(took < 5000, "close() took " + took + "ms");
+            Check.that(c.isClosed(), "closed");
+        }
+    }
+
     /** Issue 31: close() returned before the agent had released. */
     @Test
     public void closeReturnsOnceTheAgentReleased() throws Exception {
