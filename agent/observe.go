@@ -26,8 +26,16 @@ import (
 // The leader of a name held shared or as a semaphore is the holder with
 // the lowest fence (quorum.LeaderOf). UNOBSERVE of a name the session does
 // not observe is OK: it ends nothing, as a second OBSERVE starts nothing
-// (but the current state is pushed again after its OK). A session observes
+// (but the state is read and pushed again after its OK). A session observes
 // at most max_holds_per_session names.
+//
+// An OBSERVE is never answered from what was pushed last: that may name a
+// term that ended before the OBSERVE arrived (a release whose push is on
+// its way, a grant not read yet). Its session joins the observation as
+// joining, with the number of reads begun so far; it is pushed the first
+// read begun after that (one is begun at once), and from then on every
+// change like the others. A read that lags behind what was pushed (a fence
+// below the highest) serves no joining session: the next read, soon, does.
 
 // observation is one name this agent's sessions observe. Its fields are
 // guarded by Agent.mu, under which every push of it is queued, so a
@@ -35,12 +43,28 @@ import (
 // comes after the OK of its UNOBSERVE.
 type observation struct {
 	name     string
-	sessions map[*session]struct{}
-	stop     context.CancelFunc
-	last     leaderState // what was pushed last, if known
-	known    bool
-	top      int64 // the highest fence pushed
+	sessions map[*session]struct{} // pushed every change
+	// joining is the sessions whose OBSERVE is answered but not yet its
+	// first push, each with the number of reads begun when it arrived: a
+	// read begun later is pushed to it (see serves).
+	joining map[*session]uint64
+	reads   uint64        // reads begun
+	poke    chan struct{} // a session joined: read now (one pending at most)
+	stop    context.CancelFunc
+	last    leaderState // what was pushed last, if known
+	known   bool
+	top     int64 // the highest fence pushed
 }
+
+// serves says whether the read numbered read (counting from 1) is what a
+// session that joined when joined reads had begun may be pushed first: it
+// began after the session's OBSERVE arrived, and does not lag behind what
+// was pushed already (behind).
+func serves(joined, read uint64, behind bool) bool { return read > joined && !behind }
+
+// errBehind is a read that lags behind what was pushed while sessions wait
+// for their first push: it is read again soon.
+var errBehind = errors.New("agent: the leader read lags behind what was pushed")
 
 // leaderState is a name's leader as read from the masters.
 type leaderState struct {
@@ -70,8 +94,8 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 	return read != last
 }
 
-// observe is OBSERVE NAME: OK, then the name's leader now (if the agent
-// knows it already; else once read) and at every change.
+// observe is OBSERVE NAME: OK, then the name's leader as read after the
+// OBSERVE arrived, and at every change.
 func (s *session) observe(req *protocol.Request) error {
 	name, err := protocol.ParseObserve(req)
 	if err != nil {
@@ -96,10 +120,12 @@ func (s *session) observe(req *protocol.Request) error {
 		s.observing[name] = o
 		a.metrics.Observers.Inc()
 	}
+	delete(o.sessions, s)
+	o.joining[s] = o.reads
 	s.reply(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
-	if o.known {
-		s.push(o.last.line(name))
-		a.metrics.LeaderPushes.Inc()
+	select {
+	case o.poke <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -133,8 +159,9 @@ func (s *session) endObservations() {
 func (a *Agent) unobserveLocked(s *session, o *observation) {
 	delete(s.observing, o.name)
 	delete(o.sessions, s)
+	delete(o.joining, s)
 	a.metrics.Observers.Dec()
-	if len(o.sessions) == 0 {
+	if len(o.sessions) == 0 && len(o.joining) == 0 {
 		delete(a.observations, o.name)
 		o.stop()
 	}
@@ -147,7 +174,8 @@ func (a *Agent) observationLocked(name string) *observation {
 		return o
 	}
 	ctx, stop := context.WithCancel(a.runCtx)
-	o := &observation{name: name, sessions: map[*session]struct{}{}, stop: stop}
+	o := &observation{name: name, sessions: map[*session]struct{}{}, joining: map[*session]uint64{},
+		poke: make(chan struct{}, 1), stop: stop}
 	if a.observations == nil {
 		a.observations = map[string]*observation{}
 	}
@@ -158,7 +186,7 @@ func (a *Agent) observationLocked(name string) *observation {
 }
 
 // observeLoop reads o's leader at once, then whenever w says it may have
-// changed, and every lease/3, until ctx ends. A read that failed, or found
+// changed, a session joins, and every lease/3, until ctx ends. A read that failed, or found
 // a holder's fence not settled yet (quorum.ErrUnsettled), is tried again
 // after lock.retry_min (or lease/3, if sooner); once one holder has
 // stayed unsettled for longer than a grant's round can take
@@ -190,6 +218,7 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 		case <-ctx.Done():
 			return
 		case <-w.Leader():
+		case <-o.poke:
 		case <-t.C():
 			t.Reset(every)
 		}
@@ -237,9 +266,14 @@ func (a *Agent) keepMarked(ctx context.Context, name string, interval time.Durat
 }
 
 // readLeader reads o's leader (see quorum.Cluster.Leader for lenient) and
-// pushes it to o's sessions if it is news (see leaderPush). It pushes
-// nothing if the read failed or found a fence not settled yet.
+// pushes it to o's sessions if it is news (see leaderPush), and to the
+// joining sessions it serves. It pushes nothing if the read failed or
+// found a fence not settled yet.
 func (a *Agent) readLeader(ctx context.Context, o *observation, lenient bool) error {
+	a.mu.Lock()
+	o.reads++
+	seq := o.reads
+	a.mu.Unlock()
 	h, held, err := a.cluster.Leader(ctx, o.name, lenient)
 	if err != nil {
 		return err
@@ -250,14 +284,28 @@ func (a *Agent) readLeader(ctx context.Context, o *observation, lenient bool) er
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if ctx.Err() != nil || !leaderPush(o.known, o.last, o.top, read) {
+	if ctx.Err() != nil {
 		return nil
 	}
-	o.last, o.known, o.top = read, true, max(o.top, read.fence)
 	line := read.line(o.name)
-	for s := range o.sessions {
-		s.push(line)
+	if leaderPush(o.known, o.last, o.top, read) {
+		o.last, o.known, o.top = read, true, max(o.top, read.fence)
+		for s := range o.sessions {
+			s.push(line)
+		}
+		a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
 	}
-	a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
+	behind := read.held && read.fence < o.top
+	for s, joined := range o.joining {
+		if serves(joined, seq, behind) {
+			delete(o.joining, s)
+			o.sessions[s] = struct{}{}
+			s.push(line)
+			a.metrics.LeaderPushes.Inc()
+		}
+	}
+	if behind && len(o.joining) > 0 {
+		return errBehind
+	}
 	return nil
 }

@@ -34,3 +34,24 @@ func TestLeaderPush(t *testing.T) {
 		})
 	}
 }
+
+func TestServes(t *testing.T) {
+	tests := []struct {
+		name           string
+		joined, read   uint64
+		behind, serves bool
+	}{
+		{"the first read of a new observation serves its first session", 0, 1, false, true},
+		{"a read begun before the OBSERVE arrived does not", 3, 3, false, false},
+		{"nor one begun earlier still", 3, 2, false, false},
+		{"a read begun after it does", 3, 4, false, true},
+		{"unless it lags behind what was pushed", 3, 4, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := serves(tt.joined, tt.read, tt.behind); got != tt.serves {
+				t.Fatalf("serves(%d, %d, %v) = %v, want %v", tt.joined, tt.read, tt.behind, got, tt.serves)
+			}
+		})
+	}
+}

@@ -337,3 +337,48 @@ func (e *election) stop() []history.Event {
 	e.readers.Wait()
 	return e.h.Events()
 }
+
+// ask is a Leader() call on agent a, as a fresh session: it sends OBSERVE
+// (recorded as Ask right before), reads the OK and the first push, and
+// ends. Its answer must be the leader as of the OBSERVE or later
+// (history's observer-stale).
+func (e *election) ask(a *agentProc) {
+	e.t.Helper()
+	conn, err := net.Dial("unix", a.sock)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	o := &electionObserver{e: e, id: e.newID(), agent: a, conn: conn}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	o.event(history.Ask, history.Stamp(), 0, "", "")
+	fmt.Fprintf(conn, "o OBSERVE %s\n", e.name)
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		at := history.Stamp()
+		if err != nil {
+			e.t.Errorf("ask %d: %v", o.id, err)
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		words := strings.Fields(line)
+		switch {
+		case len(words) >= 2 && words[0] == "o" && words[1] == "OK":
+			o.event(history.Observe, at, 0, "", "")
+		case len(words) >= 2 && words[0] == "o":
+			e.t.Errorf("ask %d: %s", o.id, line)
+			return
+		case len(words) >= 4 && words[1] == "LEADER" && words[3] == "none":
+			o.event(history.Leader, at, 0, "", "")
+			o.event(history.Unobserve, history.Stamp(), 0, "", "")
+			return
+		case len(words) >= 4 && words[1] == "LEADER":
+			f := fields(line)
+			fence, _ := strconv.ParseInt(f["fence"], 10, 64)
+			o.event(history.Leader, at, fence, f["value"], f["agent"])
+			o.event(history.Unobserve, history.Stamp(), 0, "", "")
+			return
+		}
+	}
+}

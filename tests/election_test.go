@@ -290,7 +290,9 @@ func TestElectionCheckerCatchesSplitBrain(t *testing.T) {
 // Every grant is read by its candidate here (nothing is killed), so beyond
 // history.CheckElection every fence pushed must be one a candidate was
 // granted (history.Phantoms); every 50th term lasts electionMustSee, which
-// every observer must then see.
+// every observer must then see. After each grant is read, a fresh session
+// on one agent or the other asks who leads (OBSERVE, its first push): it
+// must not be answered with the term before, or none (observer-stale).
 func TestElectionRapidTurns(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	agents := []*agentProc{inProcessAgent(t, "rapid-a", servers), inProcessAgent(t, "rapid-b", servers)}
@@ -309,6 +311,7 @@ func TestElectionRapidTurns(t *testing.T) {
 		at := history.Stamp()
 		leader.resign()
 		e.awaitGrantAfter(at, 10*time.Second)
+		e.ask(agents[i%2])
 	}
 	events := e.stop()
 	r := history.CheckElection(events, progressWindow, electionMustSee)

@@ -79,6 +79,9 @@ type Client struct {
 	// the changes of observed they stand for (lock order: obsMu, then mu).
 	obsMu    sync.Mutex
 	observed map[string]*observation // under mu
+
+	elections map[string]*candidacy // by name, under mu (see NewElection)
+	shared    atomic.Bool           // SyscallConn was called: Close sends no QUIT
 }
 
 type lockKey struct{ name, owner string }
@@ -114,7 +117,7 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 			ErrConnect, path, err, DefaultSocket, DevSocketPath())
 	}
 	c := &Client{conn: conn, calls: map[string]*call{}, locks: map[lockKey][]*Lock{}, closed: make(chan struct{}),
-		observed: map[string]*observation{}}
+		observed: map[string]*observation{}, elections: map[string]*candidacy{}}
 	go c.read()
 	name := "go"
 	if len(os.Args) > 0 {
@@ -153,8 +156,39 @@ func sanitize(s string) string {
 	return s
 }
 
-// Close closes the connection; the agent releases every lock it held.
+// quitGrace bounds how long Close waits for the agent to release and close
+// the connection after QUIT.
+var quitGrace = 10 * time.Second // a var for tests
+
+// Close ends the connection: it says QUIT, and the agent releases every
+// lock of the connection in the masters, then closes it; Close returns
+// once it has, so that when Close returns the locks are released (or, if
+// no master could be reached, left to expire), and another client may hold
+// them already. If the agent does not close the connection within
+// quitGrace (10s) of the QUIT, or refuses it, Close closes it itself (the
+// agent then releases the locks as it does for any closed connection).
+// Waiting Locks and Observe channels end with ErrClosed.
+//
+// After SyscallConn (another process may hold a copy of the connection, as
+// the command `lock-agent exec` runs does), Close sends no QUIT: it closes
+// this process's copy and returns, and the agent releases the locks once
+// the last copy is closed.
 func (c *Client) Close() error {
+	if c.shared.Load() {
+		err := c.conn.Close()
+		<-c.closed
+		return err
+	}
+	if _, cl, err := c.send("QUIT"); err == nil {
+		grace, cancel := context.WithTimeout(context.Background(), quitGrace)
+		if _, err := c.wait(grace, cl); err == nil {
+			select {
+			case <-c.closed:
+			case <-grace.Done():
+			}
+		}
+		cancel()
+	}
 	err := c.conn.Close()
 	<-c.closed
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -197,8 +198,9 @@ func TestObserveOnTheWire(t *testing.T) {
 			t.Fatalf("push %d never came", i)
 		}
 	}
-	// A second observer of the name shares the OBSERVE and starts from the
-	// latest push.
+	// A second observer of the name shares the observation, but sends an
+	// OBSERVE of its own and starts from its answer (a repeat, which the
+	// first observer is not pushed again).
 	ch2, err := c.Observe(ctx, "go/el")
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +228,7 @@ func TestObserveOnTheWire(t *testing.T) {
 	for range ch2 {
 	}
 	lockagenttest.Eventually(t, 5*time.Second, func() bool {
-		return strings.Join(fake.Requests(), "|") == "OBSERVE go/el|OBSERVE go/el|PING|UNOBSERVE go/el"
+		return strings.Join(fake.Requests(), "|") == "OBSERVE go/el|OBSERVE go/el|OBSERVE go/el|PING|UNOBSERVE go/el"
 	}, "requests: %q", fake.Requests())
 }
 
@@ -327,5 +329,45 @@ func TestOccupancyReadsWaitersValuesAndDelays(t *testing.T) {
 	}
 	if !o.DelayedUntil.Equal(time.UnixMilli(1700000009000)) {
 		t.Fatalf("delayed until %v", o.DelayedUntil)
+	}
+}
+
+// TestLeaderTakesNoPushFromBeforeItsObserve: while this connection observes
+// the name, the agent's push of an older state may come between a new
+// OBSERVE and its OK; Leader and a second Observe must not take it (issue
+// 31: Leader answered with it, a state from before the call).
+func TestLeaderTakesNoPushFromBeforeItsObserve(t *testing.T) {
+	var mu sync.Mutex
+	script := []string{"OK", "* LEADER go/s fence=5 agent=h1"}
+	fake := lockagenttest.StartFake(t, func(verb string, args []string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		if verb == "OBSERVE" {
+			return script
+		}
+		return []string{"OK"}
+	})
+	setScript := func(s ...string) { mu.Lock(); script = s; mu.Unlock() }
+	c := dial(t, fake.Path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Observe(ctx, "go/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := <-ch; l.Fence != 5 {
+		t.Fatalf("first push %+v", l)
+	}
+	setScript("* LEADER go/s none", "OK", "* LEADER go/s fence=6 agent=h2")
+	if l, err := c.Leader(ctx, "go/s"); err != nil || l.Fence != 6 {
+		t.Fatalf("Leader: %+v %v, want term 6, the push after its OBSERVE's OK", l, err)
+	}
+	setScript("* LEADER go/s fence=6 value=old agent=h2", "OK", "* LEADER go/s fence=7 agent=h1")
+	ch2, err := c.Observe(ctx, "go/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := <-ch2; l.Fence != 7 {
+		t.Fatalf("a second Observe starts with %+v, want term 7", l)
 	}
 }

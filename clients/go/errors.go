@@ -37,6 +37,12 @@ var (
 	ErrInvalidArgument = errors.New("lockagent: invalid argument")
 	// ErrConnect: Dial could not reach the agent's socket.
 	ErrConnect = errors.New("lockagent: cannot connect to the agent")
+	// ErrNoLeader: Election.Leader found nobody leading (etcd's
+	// ErrElectionNoLeader).
+	ErrNoLeader = errors.New("lockagent: election: no leader")
+	// ErrNotLeader: Election.Proclaim by an election that does not lead
+	// (etcd's ErrElectionNotLeader).
+	ErrNotLeader = errors.New("lockagent: election: not leader")
 )
 
 var byCode = map[string]error{

@@ -3,7 +3,6 @@ package lockagent
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Leader is who leads a name, as an observer sees it: the holder elected by
@@ -29,25 +28,42 @@ func leaderOf(name string, words []string, fields map[string]string) Leader {
 }
 
 // observation is this connection's OBSERVE of one name, shared by every
-// Observe of it on the Client.
+// Observe and Leader of it on the Client. Each call sends an OBSERVE of its
+// own (the agent answers each with the leader read after it arrived), so
+// none starts from what was pushed before it was called.
 type observation struct {
-	ready     chan struct{} // closed once the OBSERVE is answered
-	err       error         // its error, set before ready closes
 	observers map[*observer]bool
-	last      *Leader // the latest push, for an Observe that joins later
+	last      *Leader // the latest push, to tell a change from a repeat
+	// observing: an OBSERVE of it was answered OK or is unanswered, so the
+	// last observer out must send UNOBSERVE (not after refusals only).
+	observing bool
 }
 
-// observer is one Observe call's channel, fed from a queue so that the
-// reader never waits for a slow consumer, and no change is dropped.
+// observer is one Observe or Leader call's channel, fed from a queue so
+// that the reader never waits for a slow consumer, and no change is
+// dropped.
 type observer struct {
 	out    chan Leader
 	mu     sync.Mutex
 	queue  []Leader
 	signal chan struct{}
-	// wantsNext: the next push goes to this observer even if it repeats
-	// the last one (the answer to a Leader's own OBSERVE). Under the
-	// Client's mu.
-	wantsNext bool
+	// Under the Client's mu: answered is set once the call's OBSERVE was
+	// answered (before that, pushes are not for it: they may predate the
+	// call); ok if it was answered OK; wantsNext then makes the next push
+	// go to it even if it repeats the last one (the agent answers each
+	// OBSERVE with a push).
+	answered, ok, wantsNext bool
+}
+
+// othersObserving says whether an observer of obs other than o was
+// answered OK or awaits its answer. Under the Client's mu.
+func (o *observer) othersObserving(obs *observation) bool {
+	for other := range obs.observers {
+		if other != o && (!other.answered || other.ok) {
+			return true
+		}
+	}
+	return false
 }
 
 func newObserver() *observer {
@@ -88,7 +104,8 @@ func (o *observer) enqueue(l Leader) {
 
 // leader hands a * LEADER push to the name's observers. A push that repeats
 // the last (the agent answers each OBSERVE with the current state) goes
-// only to an observer that asked for it.
+// only to an observer that asked for it; none goes to an observer whose
+// OBSERVE is not answered yet.
 func (c *Client) leader(l Leader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -99,6 +116,9 @@ func (c *Client) leader(l Leader) {
 	repeat := obs.last != nil && *obs.last == l
 	obs.last = &l
 	for o := range obs.observers {
+		if !o.answered {
+			continue
+		}
 		if !repeat || o.wantsNext {
 			o.enqueue(l)
 		}
@@ -106,40 +126,52 @@ func (c *Client) leader(l Leader) {
 	}
 }
 
-// Observe watches who leads name: the channel receives the current Leader
-// at once, then every change of leader or of its value (Leader.None while
-// there is none), in order; terms never go back. It is closed when ctx ends
-// (the agent is then told to stop: UNOBSERVE) or the connection closes.
-// Read it until it closes: nothing is dropped for a slow reader. Observers
-// of one name on one Client share one OBSERVE.
+// Observe watches who leads name: the channel receives the Leader as the
+// agent read it after this call began, then every change of leader or of
+// its value (Leader.None while there is none), in order; terms never go
+// back. It is closed when ctx ends (the agent is then told to stop:
+// UNOBSERVE) or the connection closes. Read it until it closes: nothing is
+// dropped for a slow reader. Observers of one name on one Client share one
+// observation at the agent.
 func (c *Client) Observe(ctx context.Context, name string) (<-chan Leader, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	o := newObserver()
-	if err := c.join(ctx, name, o, false); err != nil {
+	if err := c.join(ctx, name, o); err != nil {
 		return nil, err
 	}
 	go c.forward(ctx, name, o)
 	return o.out, nil
 }
 
-// join adds o to the observers of name and waits until the agent has
-// answered the name's OBSERVE. The first observer sends it. A later one
-// starts from the latest push, unless fresh: then it sends its own OBSERVE,
-// whose push it gets.
-func (c *Client) join(ctx context.Context, name string, o *observer, fresh bool) error {
-	obs, again, err := c.add(name, o, fresh)
-	if err == nil && again != nil {
-		_, err = c.wait(ctx, again)
+// join adds o to the observers of name, sends its OBSERVE, and waits for
+// the answer; o gets the push that follows it, and every change after.
+// OBSERVE and UNOBSERVE lines go out under obsMu, in the order of the
+// changes of observed they stand for, so that an UNOBSERVE of an earlier
+// call never ends a later call's observation.
+func (c *Client) join(ctx context.Context, name string, o *observer) error {
+	c.obsMu.Lock()
+	c.mu.Lock()
+	obs := c.observed[name]
+	if obs == nil {
+		obs = &observation{observers: map[*observer]bool{}}
+		c.observed[name] = obs
 	}
-	if err == nil {
-		select {
-		case <-obs.ready:
-			err = obs.err
-		case <-ctx.Done():
-			err = ctx.Err()
+	obs.observers[o] = true
+	obs.observing = true // until the answer says otherwise
+	c.mu.Unlock()
+	_, cl, err := c.sendThen("OBSERVE "+name, func(r reply) {
+		c.mu.Lock()
+		o.answered, o.ok, o.wantsNext = true, r.kind == "OK", r.kind == "OK"
+		if r.kind != "OK" && !o.othersObserving(obs) {
+			obs.observing = false
 		}
+		c.mu.Unlock()
+	})
+	c.obsMu.Unlock()
+	if err == nil {
+		_, err = c.wait(ctx, cl)
 	}
 	if err != nil {
 		c.leave(name, o)
@@ -147,49 +179,9 @@ func (c *Client) join(ctx context.Context, name string, o *observer, fresh bool)
 	return err
 }
 
-// add adds o to the observers of name, sending OBSERVE if it is the first
-// (the OBSERVE's answer closes the observation's ready), or if fresh
-// (that call is returned).
-func (c *Client) add(name string, o *observer, fresh bool) (*observation, *call, error) {
-	c.obsMu.Lock()
-	defer c.obsMu.Unlock()
-	c.mu.Lock()
-	obs := c.observed[name]
-	if obs != nil {
-		obs.observers[o] = true
-		if obs.last != nil && !fresh {
-			o.enqueue(*obs.last)
-		}
-		c.mu.Unlock()
-		if !fresh {
-			return obs, nil, nil
-		}
-		_, cl, err := c.sendThen("OBSERVE "+name, func(r reply) {
-			c.mu.Lock()
-			o.wantsNext = r.kind == "OK"
-			c.mu.Unlock()
-		})
-		return obs, cl, err
-	}
-	obs = &observation{ready: make(chan struct{}), observers: map[*observer]bool{o: true}}
-	c.observed[name] = obs
-	c.mu.Unlock()
-	_, cl, err := c.send("OBSERVE " + name)
-	if err != nil {
-		c.mu.Lock()
-		delete(c.observed, name)
-		c.mu.Unlock()
-		return nil, nil, err
-	}
-	go func() {
-		_, obs.err = c.wait(context.Background(), cl)
-		close(obs.ready)
-	}()
-	return obs, nil, nil
-}
-
 // leave removes o from the observers of name; the last one out sends
-// UNOBSERVE (not waiting for its answer), unless the OBSERVE failed.
+// UNOBSERVE at once (not waiting for its answer: no push of the name comes
+// after it, and a later OBSERVE goes out after it).
 func (c *Client) leave(name string, o *observer) {
 	c.obsMu.Lock()
 	defer c.obsMu.Unlock()
@@ -204,16 +196,10 @@ func (c *Client) leave(name string, o *observer) {
 	if last {
 		delete(c.observed, name)
 	}
+	observing := obs.observing
 	c.mu.Unlock()
-	if last {
-		go func() {
-			<-obs.ready
-			if obs.err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				c.do(ctx, "UNOBSERVE "+name)
-			}
-		}()
+	if last && observing {
+		c.send("UNOBSERVE " + name) // its answer is not waited for
 	}
 }
 
@@ -237,16 +223,16 @@ func (c *Client) forward(ctx context.Context, name string, o *observer) {
 	}
 }
 
-// Leader returns who leads name now: what the agent pushes in answer to an
-// OBSERVE of it (an Observe of the name on this Client shares the OBSERVE,
-// but Leader asks again rather than answer from what was pushed last: a
-// change may be on its way).
+// Leader returns who leads name now: the first push of an OBSERVE of its
+// own, which the agent reads from the masters after the OBSERVE arrived,
+// never a term that had ended before (an Observe of the name on this
+// Client shares the observation, not the answer).
 func (c *Client) Leader(ctx context.Context, name string) (Leader, error) {
 	if err := checkName(name); err != nil {
 		return Leader{}, err
 	}
 	o := newObserver()
-	if err := c.join(ctx, name, o, true); err != nil {
+	if err := c.join(ctx, name, o); err != nil {
 		return Leader{}, err
 	}
 	defer c.leave(name, o)

@@ -108,9 +108,9 @@ export declare class Client implements AsyncDisposable {
   lockAll(names: string[], options?: LockOptions): Promise<Lock[] & AsyncDisposable>;
   /** Runs for leader: a fair lock carrying value. */
   campaign(name: string, value: string | Uint8Array, options?: Omit<LockOptions, 'fair' | 'value'>): Promise<Lock>;
-  /** The leaders of name: the current one, then every change, until signal aborts or the loop breaks. */
+  /** The leaders of name: the one read after the call began, then every change, until signal aborts or the loop breaks. */
   observe(name: string, options?: { signal?: AbortSignal }): Promise<AsyncGenerator<Leader, void, undefined>>;
-  /** The current leader of name. */
+  /** The current leader of name, read after the call began (`none: true` while there is none). */
   leader(name: string, options?: { signal?: AbortSignal }): Promise<Leader>;
   /** Whether fence is a current holder's fence, as a majority of masters records it. */
   check(name: string, fence: number | bigint): Promise<boolean>;
@@ -159,6 +159,27 @@ export declare class Lock extends EventEmitter<LockEvents> implements AsyncDispo
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/**
+ * A leader election shaped as etcd's concurrency.Election: every Election of
+ * one name on one client is one candidate; campaign() resolves at once while
+ * it leads (proclaiming a new value); resign() when not leading resolves;
+ * leader() with nobody leading rejects with NoLeader; proclaim() when not
+ * leading rejects with NotLeader; observe() yields leaders only.
+ */
+export declare class Election {
+  constructor(client: Client, name: string, options?: Omit<LockOptions, 'fair' | 'value' | 'signal'>);
+  readonly name: string;
+  /** This candidate's term (its hold's fence) while it leads, else 0. */
+  readonly rev: number;
+  /** The Lock of this candidate's term while it leads. */
+  readonly lock: Lock | undefined;
+  campaign(value: string | Uint8Array, options?: Omit<LockOptions, 'fair' | 'value'>): Promise<void>;
+  proclaim(value: string | Uint8Array): Promise<void>;
+  resign(): Promise<void>;
+  leader(options?: { signal?: AbortSignal }): Promise<Leader>;
+  observe(options?: { signal?: AbortSignal }): AsyncGenerator<Leader, void, undefined>;
+}
+
 export declare function encodeValue(value: string | Uint8Array): string;
 export declare function decodeValue(wire: string): string;
 
@@ -174,6 +195,10 @@ export declare class BadRequest extends LockAgentError {}
 export declare class UnknownVerb extends LockAgentError {}
 export declare class BadName extends LockAgentError {}
 export declare class NotHeld extends LockAgentError {}
+/** Election.leader() found nobody leading; code NO_LEADER. */
+export declare class NoLeader extends LockAgentError {}
+/** Election.proclaim() when not leading; code NOT_LEADER. */
+export declare class NotLeader extends LockAgentError {}
 export declare class NoQuorum extends LockAgentError {}
 export declare class Conflict extends LockAgentError {}
 export declare class SettingsDiffer extends LockAgentError {}

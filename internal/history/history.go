@@ -47,6 +47,11 @@ const (
 	// UNOBSERVE, or its session ended: closed, its process or agent
 	// killed).
 	Unobserve
+	// Ask: an observer sent its OBSERVE (a Leader() call began), recorded
+	// right before sending: the first push its session reads must name the
+	// leader as of this instant or later (see leaders.go, observer-stale).
+	// Without it a session is taken to have asked at its Observe.
+	Ask
 )
 
 func (t Type) String() string {
@@ -71,6 +76,8 @@ func (t Type) String() string {
 		return "set"
 	case Unobserve:
 		return "unobserve"
+	case Ask:
+		return "ask"
 	}
 	return fmt.Sprintf("Type(%d)", int(t))
 }

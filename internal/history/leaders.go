@@ -17,10 +17,12 @@ import (
 
 // Observation is one observer session of one name: from the OK of its
 // OBSERVE to its end (Unobserve), or to the end of the history if it did
-// not end (Open), with the * LEADER pushes it read, in order.
+// not end (Open), with the * LEADER pushes it read, in order. Asked is when
+// it sent the OBSERVE (its Ask), or Start if that was not recorded.
 type Observation struct {
 	Client     int
 	Name       string
+	Asked      time.Duration
 	Start, End time.Duration
 	Open       bool
 	Pushes     []Event
@@ -41,15 +43,23 @@ func Observations(events []Event) []Observation {
 	}
 	var out []Observation
 	open := map[key]int{}
+	asked := map[key]time.Duration{}
 	var end time.Duration
 	for _, e := range events {
 		end = max(end, e.At)
 		k := key{e.Client, e.Name}
 		i, live := open[k]
 		switch {
+		case e.Type == Ask:
+			asked[k] = e.At
 		case e.Type == Observe:
 			open[k] = len(out)
-			out = append(out, Observation{Client: e.Client, Name: e.Name, Start: e.At, Open: true})
+			at, ok := asked[k]
+			if !ok {
+				at = e.At
+			}
+			delete(asked, k)
+			out = append(out, Observation{Client: e.Client, Name: e.Name, Asked: at, Start: e.At, Open: true})
 		case e.Type == Leader && live:
 			out[i].Pushes = append(out[i].Pushes, e)
 		case e.Type == Unobserve && live:
@@ -82,6 +92,14 @@ func CheckElection(events []Event, window, mustSee time.Duration) Report {
 //     it with the value and agent that client was granted it with.
 //   - observer-missed: every term that lasted at least mustSee, while the
 //     session observed for at least mustSee of it, is among its pushes.
+//   - observer-subsequence: the terms pushed, in the order pushed, are a
+//     subsequence of the true sequence of terms (the order their grants
+//     were read): an observer may miss terms, never reorder them.
+//   - observer-stale: the first push of a session (a Leader() call's
+//     answer) names the leader as of its OBSERVE or later: never a term
+//     that had ended before the OBSERVE was sent, as the history knows it
+//     (a newer term's grant was read before), and never "none" while a
+//     term granted before the OBSERVE was held until the push was read.
 //
 // mustSee is the shortest term every observer must see: a term shorter
 // than that may be replaced by the next before an observer hears of it
@@ -99,13 +117,76 @@ func Observers(events []Event, mustSee time.Duration) []Violation {
 			values[e.Name][e.Fence] = append(values[e.Name][e.Fence], e.Value)
 		}
 	}
-	var order, value, missed []Violation
+	granted := map[string][]Hold{} // each name's terms, in the order their grants were read
+	for _, h := range Holds(events) {
+		granted[h.Name] = append(granted[h.Name], h)
+	}
+	var order, value, missed, subsequence, stale []Violation
 	for _, o := range Observations(events) {
 		order = append(order, pushOrder(o)...)
 		value = append(value, pushValues(o, terms[o.Name], values[o.Name])...)
 		missed = append(missed, missedTerms(o, terms[o.Name], mustSee)...)
+		subsequence = append(subsequence, pushSubsequence(o, granted[o.Name])...)
+		stale = append(stale, staleFirst(o, granted[o.Name])...)
 	}
-	return slices.Concat(capped(order), capped(value), capped(missed))
+	return slices.Concat(capped(order), capped(value), capped(missed), capped(subsequence), capped(stale))
+}
+
+// pushSubsequence is the rule observer-subsequence over one session:
+// granted is the name's terms in the order their grants were read. Pushes
+// of "none" and of fences no client read the grant of are left out.
+func pushSubsequence(o Observation, granted []Hold) []Violation {
+	place := map[int64]int{}
+	for i, h := range granted {
+		place[h.Fence] = i
+	}
+	var out []Violation
+	last := -1
+	for _, p := range o.Pushes {
+		i, ok := place[p.Fence]
+		if p.Fence == 0 || !ok {
+			continue
+		}
+		if i < last {
+			out = append(out, Violation{"observer-subsequence", fmt.Sprintf("%s: %s pushed after %s, granted later",
+				o, granted[i], granted[last])})
+		}
+		last = max(last, i)
+	}
+	return out
+}
+
+// staleFirst is the rule observer-stale over one session: granted is the
+// name's terms in the order their grants were read.
+func staleFirst(o Observation, granted []Hold) []Violation {
+	if len(o.Pushes) == 0 {
+		return nil
+	}
+	first := o.Pushes[0]
+	newest := -1 // the last term whose grant was read before the OBSERVE was sent
+	for i, h := range granted {
+		if h.Start < o.Asked {
+			newest = i
+		}
+	}
+	if newest < 0 {
+		return nil
+	}
+	n := granted[newest]
+	why := ""
+	if first.Fence == 0 && n.End > first.At {
+		why = fmt.Sprintf("first pushed none, while %s, granted before the OBSERVE was sent, was held until after", n)
+	}
+	for _, h := range granted[:newest] {
+		if first.Fence != 0 && h.Fence == first.Fence {
+			why = fmt.Sprintf("first pushed %s, which %s had followed before the OBSERVE was sent", h, n)
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return []Violation{{"observer-stale", fmt.Sprintf("%s, asked at %v: %s: %s", o,
+		o.Asked.Round(time.Microsecond), why, first)}}
 }
 
 // pushOrder is the rule observer-order over one session.

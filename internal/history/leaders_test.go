@@ -53,6 +53,13 @@ func seen(client int) []history.Event {
 	}
 }
 
+// leaderCall is a Leader() call by client: it sends OBSERVE at ms, reads
+// the OK 1 ms later, then its one push (answer), and ends.
+func leaderCall(ms, client int, answer history.Event) []history.Event {
+	return []history.Event{at(ms, client, history.Ask, "e", 0), observe(ms+1, client), answer,
+		unobserve(int(answer.At/time.Millisecond)+1, client)}
+}
+
 func proclaim(ms, client int, fence int64, value string) history.Event {
 	e := at(ms, client, history.Set, "e", fence)
 	e.Value = value
@@ -101,7 +108,7 @@ func TestCheckElection(t *testing.T) {
 			[]history.Event{elected(1600, 3, 2, "a"), resign(2600, 3, 2)}), "fence"},
 		{"an observer sees an older term after a newer one", sorted(terms(), without(seen(12), func(e history.Event) bool {
 			return e.Fence == 3
-		}), []history.Event{push(600, 12, 1, 3, "a")}), "observer-order"},
+		}), []history.Event{push(600, 12, 1, 3, "a")}), "observer-order observer-subsequence"},
 		{"an observer sees a term again after none", sorted(terms(), seen(12), []history.Event{push(1550, 12, 2, 4, "b")}),
 			"observer-order"},
 		{"an observer is pushed the same term twice with no change", sorted(terms(), seen(12), []history.Event{push(900, 12, 2, 4, "b")}),
@@ -112,6 +119,17 @@ func TestCheckElection(t *testing.T) {
 			[]history.Event{push(502, 12, 2, 4, "a")}), "observer-value"},
 		{"an observer misses a long term", sorted(terms(), without(seen(12), func(e history.Event) bool { return e.Fence == 4 })),
 			"observer-missed"},
+		{"a Leader() asked just before the next grant was read may name the term before", sorted(terms(),
+			leaderCall(499, 12, push(502, 12, 1, 3, "a"))), ""},
+		{"a Leader() asked after the term before ended may name none", sorted(terms(),
+			leaderCall(1550, 12, push(1552, 12, 0, 0, ""))), ""},
+		{"a Leader() asked after the next grant was read names the term that ended (the old o.last answer)",
+			sorted(terms(), leaderCall(600, 12, push(602, 12, 1, 3, "a"))), "observer-stale"},
+		{"a Leader() asked while a term was held names none (the old o.last answer mid hand-over)",
+			sorted(terms(), leaderCall(600, 12, push(602, 12, 0, 0, ""))), "observer-stale"},
+		{"a new observer's first push is held to the same rule", sorted(terms(), []history.Event{
+			at(600, 12, history.Ask, "e", 0), observe(601, 12), push(602, 12, 1, 3, "a"), push(603, 12, 2, 4, "b"),
+			unobserve(700, 12)}), "observer-stale"},
 		{"an observer that left misses nothing after it left", sorted(terms(), without(seen(12), func(e history.Event) bool {
 			return e.At > time.Second
 		}), []history.Event{unobserve(1000, 12)}), ""},

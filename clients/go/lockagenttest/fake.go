@@ -32,7 +32,8 @@ type Fake struct {
 }
 
 // StartFake listens on a new socket until the test ends. HELLO is always
-// answered OK; every other request goes to answer.
+// answered OK, and QUIT with OK and the connection's end (neither is among
+// Requests); every other request goes to answer.
 func StartFake(t testing.TB, answer Answer) *Fake {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "lagf") // short: a socket path has at most 107 bytes
@@ -91,6 +92,10 @@ func (f *Fake) serve(conn net.Conn) {
 			continue
 		}
 		tag, verb := words[0], strings.ToUpper(words[1])
+		if verb == "QUIT" { // as the agent: OK, then the connection closes
+			conn.Write([]byte(tag + " OK\n"))
+			return
+		}
 		replies := []string{"OK proto=1 agent=fake session=1 masters=3 quorum=2"}
 		if verb != "HELLO" {
 			f.mu.Lock()

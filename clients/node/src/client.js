@@ -111,7 +111,11 @@ export class Client {
     this.#resolveClosed();
   }
 
-  /** Closes the connection; the agent releases every hold it had. */
+  /**
+   * Closes the connection; the agent releases every hold it had, then
+   * closes its end, and only then does this resolve: the locks are
+   * released (or, if no master could be reached, left to expire).
+   */
   close() { return this.#conn.close(); }
 
   /** Ends the connection at once. */
@@ -226,15 +230,15 @@ export class Client {
 
   /**
    * Observes the election of name: resolves, once the agent accepted,
-   * with an async iterable of leaders (the current one first, then each
-   * change). It ends when options.signal aborts or the loop breaks, and
+   * with an async iterable of leaders (the leader as read after the call
+   * began first, then each change). It ends when options.signal aborts or the loop breaks, and
    * throws ConnectionClosed when the connection ends.
    */
   async observe(name, options = {}) {
     checkName(name);
     const { signal } = checkOptions(options, OBSERVE_OPTIONS);
     signal?.throwIfAborted();
-    const observer = await this.#observations.join(name, false);
+    const observer = await this.#observations.join(name);
     // Listened for here, not in the generator: its body runs only once it
     // is read, and an abort before that must end the OBSERVE all the same.
     const stop = () => this.#observations.leave(name, observer);
@@ -257,12 +261,15 @@ export class Client {
     }
   }
 
-  /** The current leader of name (`none: true` while there is none). */
+  /**
+   * The current leader of name (`none: true` while there is none), as the
+   * agent read it after the call began: never a term that had ended before.
+   */
   async leader(name, options = {}) {
     checkName(name);
     const { signal } = checkOptions(options, OBSERVE_OPTIONS);
     signal?.throwIfAborted();
-    const observer = await this.#observations.join(name, true);
+    const observer = await this.#observations.join(name);
     try {
       const next = await untilAborted(observer.next(), signal);
       if (next === aborted) throw signal.reason;

@@ -33,6 +33,18 @@ export class Cancelled extends LockAgentError { static code = 'CANCELLED'; }
 export class ShuttingDown extends LockAgentError { static code = 'SHUTTING_DOWN'; }
 export class InternalError extends LockAgentError { static code = 'INTERNAL'; }
 
+/** Election.leader() found nobody leading (etcd's ErrElectionNoLeader). */
+export class NoLeader extends LockAgentError {
+  static code = 'NO_LEADER';
+  constructor(message = 'election: no leader') { super(message); }
+}
+
+/** Election.proclaim() by an election that does not lead (etcd's ErrElectionNotLeader). */
+export class NotLeader extends LockAgentError {
+  static code = 'NOT_LEADER';
+  constructor(message = 'election: not leader') { super(message); }
+}
+
 /** The connection to the agent is gone (closed by close(), or the agent went away). */
 export class ConnectionClosed extends LockAgentError {
   static code = 'CLOSED';

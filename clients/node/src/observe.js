@@ -1,5 +1,8 @@
-// Elections as observers see them: one OBSERVE per name per connection,
-// shared by every observe() and leader() of it, fed by * LEADER pushes.
+// Elections as observers see them: one observation per name per
+// connection, shared by every observe() and leader() of it, fed by * LEADER
+// pushes. Each call sends an OBSERVE of its own, which the agent answers
+// with the leader read after it arrived, and takes no push from before
+// that answer: none starts from a term that ended before it was called.
 import { ConnectionClosed } from './errors.js';
 import { decodeValue, fields, int } from './wire.js';
 
@@ -19,6 +22,7 @@ class Observer {
   queue = [];
   wake = null;
   ended = null; // the error that ends it, once it ended
+  answered = false; // its OBSERVE was answered: pushes before that may predate the call
   wantsNext = false; // the next push comes to it even if it repeats the last (after its own OBSERVE)
 
   push(leader) {
@@ -56,6 +60,7 @@ export class Observations {
     const repeat = same(obs.last, leader);
     obs.last = leader;
     for (const o of obs.observers) {
+      if (!o.answered) continue;
       if (!repeat || o.wantsNext) o.push(leader);
       o.wantsNext = false;
     }
@@ -68,28 +73,29 @@ export class Observations {
   }
 
   /**
-   * Adds an observer of name. `fresh`: it wants the state the agent pushes
-   * after an OBSERVE of its own (leader()); else it starts with the last
-   * push known, if any. Resolves once the agent accepted the OBSERVE.
+   * Adds an observer of name and sends its OBSERVE; resolves once the agent
+   * accepted it. The observer gets the push that answers it, and every
+   * change after.
    */
-  async join(name, fresh) {
+  async join(name) {
     await this.#leaving.get(name);
     const o = new Observer();
     let obs = this.#names.get(name);
     if (obs === undefined) {
-      obs = { observers: new Set([o]), last: undefined };
+      obs = { observers: new Set(), last: undefined };
       this.#names.set(name, obs);
-      obs.ready = this.#conn.do(`OBSERVE ${name}`);
-    } else {
-      obs.observers.add(o);
-      if (fresh) {
-        await this.#ask(name, o);
-      } else if (obs.last !== undefined) {
-        o.push(obs.last);
-      }
     }
+    obs.observers.add(o);
     try {
-      await obs.ready;
+      const reply = await this.#conn.send(`OBSERVE ${name}`, (r) => {
+        o.answered = true;
+        o.wantsNext = r.kind === 'OK';
+      }).reply;
+      const err = reply.error();
+      if (err) {
+        this.leave(name, o, false);
+        throw err;
+      }
     } catch (err) {
       this.leave(name, o);
       throw err;
@@ -97,22 +103,18 @@ export class Observations {
     return o;
   }
 
-  async #ask(name, o) {
-    try {
-      await this.#conn.send(`OBSERVE ${name}`, (r) => { o.wantsNext = r.kind === 'OK'; }).reply;
-    } catch (err) {
-      this.leave(name, o);
-      throw err;
-    }
-  }
-
-  /** Removes an observer; the last one of a name ends its OBSERVE. */
-  leave(name, o) {
+  /**
+   * Removes an observer; the last one of a name sends UNOBSERVE at once (in
+   * line order: a later OBSERVE of the name goes after it), unless
+   * `unobserve` is false (its OBSERVE was refused).
+   */
+  leave(name, o, unobserve = true) {
     const obs = this.#names.get(name);
     o.end(new ConnectionClosed('the observation ended'));
     if (obs === undefined || !obs.observers.delete(o) || obs.observers.size > 0) return;
     this.#names.delete(name);
-    const done = obs.ready.then(() => this.#conn.do(`UNOBSERVE ${name}`)).catch(() => {});
+    if (!unobserve || this.#conn.closed) return;
+    const done = this.#conn.do(`UNOBSERVE ${name}`).catch(() => {});
     this.#leaving.set(name, done);
     done.then(() => { if (this.#leaving.get(name) === done) this.#leaving.delete(name); });
   }

@@ -186,3 +186,19 @@ test('an observation aborted before it is read ends its OBSERVE and yields nothi
   await new Promise((resolve) => { const poll = () => (fake.requests.at(-1) === 'UNOBSERVE w/a' ? resolve() : setImmediate(poll)); poll(); });
   assert.equal((await leaders[Symbol.asyncIterator]().next()).done, true);
 });
+
+test('leader() and observe() take no push from before their OBSERVE is answered (issue 31)', async (t) => {
+  // While this connection observes w/s, the agent's push of an older state
+  // may come between a new OBSERVE and its OK: that state predates the call.
+  let script = ['OK', '* LEADER w/s fence=5 agent=h1'];
+  const { client } = await fakeClient(t, (verb) => (verb === 'OBSERVE' ? script : ['OK']));
+  const stop = new AbortController();
+  const leaders = (await client.observe('w/s', { signal: stop.signal }))[Symbol.asyncIterator]();
+  assert.equal((await leaders.next()).value.fence, 5);
+  script = ['* LEADER w/s none', 'OK', '* LEADER w/s fence=6 agent=h2'];
+  assert.equal((await client.leader('w/s')).fence, 6);
+  script = ['* LEADER w/s fence=6 value=old agent=h2', 'OK', '* LEADER w/s fence=7 agent=h1'];
+  const second = (await client.observe('w/s', { signal: stop.signal }))[Symbol.asyncIterator]();
+  assert.equal((await second.next()).value.fence, 7);
+  stop.abort();
+});

@@ -28,17 +28,18 @@ import itertools
 import queue
 import socket
 import threading
+import time
 
 from ._wire import (DEFAULT_SOCKET, MAX_NAMES_LEN, Busy, BadName, BadRequest, Cancelled, Conflict, ConnectError, ConnectionClosed, Denied,
                     InternalError, InvalidArgument, InvalidName, Leader, LimitReached, LockAgentError, LockBase, LockLost,
-                    MultiLockBase, NoQuorum, NotHeld, Observed, SettingsDiffer, ShuttingDown, UnknownVerb, check_client_name,
+                    MultiLockBase, NoLeader, NoQuorum, NotHeld, NotLeader, Observed, SettingsDiffer, ShuttingDown, UnknownVerb, check_client_name,
                     check_fence, check_name, check_tag, decode_value, dev_socket_path, encode_value, holders_from,
                     holds_from, lock_line, revoke_line, socket_path, status_from, thread_owner, Router)
 
 __all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "encode_value", "decode_value", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "SettingsDiffer", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
            "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
-           "dev_socket_path", "DEFAULT_SOCKET"]
+           "dev_socket_path", "DEFAULT_SOCKET", "Election", "NoLeader", "NotLeader"]
 
 __version__ = "0.1.0"
 
@@ -193,8 +194,24 @@ class Client:
         """True once the connection to the agent is gone."""
         return self._closed.is_set()
 
+    QUIT_GRACE = 10.0  # seconds close() waits for the agent after QUIT
+
     def close(self):
-        """Closes the connection; the agent releases every lock it held."""
+        """Ends the connection: says QUIT, and the agent releases every lock
+        of the connection in the masters, then closes it; close() returns
+        once it has (at most QUIT_GRACE, 10 seconds, after which it closes
+        the connection itself, and the agent releases them as for any closed
+        connection). So when close() returns, the next candidate may be
+        elected already."""
+        if not self._closed.is_set():
+            try:
+                _, call = self._send("QUIT")
+            except ConnectionClosed:
+                call = None
+            deadline = time.monotonic() + self.QUIT_GRACE
+            if call is not None and call.event.wait(self.QUIT_GRACE) and call.reply is not None \
+                    and call.reply.kind == "OK":
+                self._closed.wait(max(deadline - time.monotonic(), 0))
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -302,11 +319,12 @@ class Client:
         return Observation(self, check_name(name))
 
     def leader(self, name):
-        """Who leads ``name`` now (a :class:`Leader`): what the agent pushes
-        in answer to an OBSERVE of it (asked again, rather than answered from
-        the last push, when this Client observes the name already: a change
-        may be on its way)."""
-        with Observation(self, check_name(name), fresh=True) as observation:
+        """Who leads ``name`` now (a :class:`Leader`, ``none`` if nobody):
+        the first push of an OBSERVE of its own, which the agent reads from
+        the masters after the OBSERVE arrived, never a term that had ended
+        before (an observation of the name on this Client shares the
+        observation, not the answer)."""
+        with Observation(self, check_name(name)) as observation:
             return next(observation)
 
     def check(self, name, fence):
@@ -326,85 +344,74 @@ class Client:
         it ended."""
         return int(self._do(revoke_line(name, agent, reason)).fields.get("n", 0))
 
-    def _join(self, observer, fresh=False):
-        """Adds an observer of its name; the first one sends OBSERVE, and so
-        does a ``fresh`` one, which gets the push that answers it."""
-        def wants_next(reply):
+    def _join(self, observer):
+        """Adds an observer of its name and sends its OBSERVE; it gets the
+        push that answers it, and every change after. OBSERVE and UNOBSERVE
+        go out under _obs_mu, in the order of _observed's changes, so an
+        UNOBSERVE of an earlier observer never ends a later one's."""
+        def answered(reply):
             with self._mu:
+                observer._answered = True
                 observer._wants_next = reply.kind == "OK"
         with self._obs_mu:
             with self._mu:
                 if self._closed.is_set():
                     raise ConnectionClosed("the connection to the agent is closed")
                 observed = self._observed.get(observer.name)
-                if observed is not None:
-                    observed.observers.append(observer)
-                    if observed.last is not None and not fresh:
-                        observer._queue.put(observed.last)
-                    if not fresh:
-                        return None
-            if observed is not None:
-                return self._send("OBSERVE " + observer.name, wants_next)[1]
-            with self._mu:
-                observed = self._observed[observer.name] = Observed()
+                if observed is None:
+                    observed = self._observed[observer.name] = Observed()
                 observed.observers.append(observer)
             try:
-                return self._send("OBSERVE " + observer.name)[1]
+                return self._send("OBSERVE " + observer.name, answered)[1]
             except BaseException:
-                with self._mu:
-                    self._observed.pop(observer.name, None)
+                self._leave_locked(observer, unobserve=False)
                 raise
 
-    def _refused(self, observer):
-        """The OBSERVE failed: every observer that joined it ends."""
-        with self._obs_mu, self._mu:
+    def _leave(self, observer, unobserve=True):
+        """Removes an observer; the last one out sends UNOBSERVE (unless
+        ``unobserve`` is False: its OBSERVE was refused)."""
+        with self._obs_mu:
+            return self._leave_locked(observer, unobserve)
+
+    def _leave_locked(self, observer, unobserve):
+        with self._mu:
             observed = self._observed.get(observer.name)
             if observed is None or observer not in observed.observers:
-                return
-            del self._observed[observer.name]
-        for o in observed.observers:
-            o._queue.put(None)
-
-    def _leave(self, observer):
-        """Removes an observer; the last one out sends UNOBSERVE."""
-        with self._obs_mu:
-            with self._mu:
-                observed = self._observed.get(observer.name)
-                if observed is None or observer not in observed.observers:
-                    return None
-                observed.observers.remove(observer)
-                if observed.observers:
-                    return None
-                del self._observed[observer.name]
-            try:
-                return self._send("UNOBSERVE " + observer.name)[1]
-            except ConnectionClosed:
                 return None
+            observed.observers.remove(observer)
+            if observed.observers:
+                return None
+            del self._observed[observer.name]
+        if not unobserve:
+            return None
+        try:
+            return self._send("UNOBSERVE " + observer.name)[1]
+        except ConnectionClosed:
+            return None
 
 
 class Observation:
     """Who leads a name, as the agent pushes it: iterate it for each
-    :class:`Leader` (blocking until the next), the current one first; the
-    iteration ends once it is closed or the connection is. Observations of
-    one name on one Client share one OBSERVE."""
+    :class:`Leader` (blocking until the next), the leader as read after the
+    observation began first; the iteration ends once it is closed or the
+    connection is. Observations of one name on one Client share one
+    observation at the agent."""
 
-    def __init__(self, client, name, fresh=False):
+    def __init__(self, client, name):
         self.name = name
         self._client = client
         self._queue = queue.SimpleQueue()
         self._closed = False
+        self._answered = False  # under the client's _mu: its OBSERVE was answered
         self._wants_next = False  # under the client's _mu
-        call = client._join(self, fresh)
-        if call is not None:
-            try:
-                client._wait(call)
-            except BaseException:
-                self._closed = True
-                if fresh:  # the others observe on
-                    client._leave(self)
-                else:
-                    client._refused(self)
-                raise
+        call = client._join(self)
+        try:
+            client._wait(call)
+        except BaseException as e:
+            self._closed = True
+            refused = isinstance(e, LockAgentError) and not isinstance(e, ConnectionClosed)
+            client._leave(self, unobserve=not refused)
+            raise
 
     def __iter__(self):
         return self
@@ -668,3 +675,6 @@ class MultiLock(MultiLockBase):
             if self._exit_raises(exc_type):
                 raise
         return False
+
+
+from .election import Election  # noqa: E402 (it builds on Client)

@@ -135,6 +135,17 @@ class InvalidName(InvalidArgument, BadName):
     code = "BAD_NAME"
 
 
+class NoLeader(LockAgentError):
+    """Election.leader() found nobody leading (etcd's ErrElectionNoLeader)."""
+    code = "NO_LEADER"
+
+
+class NotLeader(LockAgentError):
+    """Election.proclaim() by an election that does not lead (etcd's
+    ErrElectionNotLeader)."""
+    code = "NOT_LEADER"
+
+
 class LockLost(LockAgentError):
     """A held lock ended without unlock; ``reason`` says why."""
     code = "LOST"
@@ -408,23 +419,27 @@ def leader_from(name, words):
 
 
 class Observed:
-    """The observers of one name on one connection, which share one OBSERVE:
-    the first sends it, the last one out sends UNOBSERVE; ``last`` is the
-    latest push, which an observer that joins later starts from."""
+    """The observers of one name on one connection, which share one
+    observation at the agent: each sends an OBSERVE of its own (the agent
+    answers each with the leader read after it arrived), the last one out
+    sends UNOBSERVE; ``last`` is the latest push, to tell a change from a
+    repeat."""
 
     def __init__(self):
         self.observers = []
         self.last = None
 
     def deliver(self, leader):
-        """Records a push and returns the observers it goes to: every one,
-        unless it repeats the last (the agent answers each OBSERVE with the
-        current state), then those that asked for it (``_wants_next``)."""
+        """Records a push and returns the observers it goes to: none whose
+        OBSERVE is not answered yet (the push may predate it), and of the
+        others every one, unless it repeats the last (the agent answers each
+        OBSERVE with a push), then those that asked for it (``_wants_next``)."""
         repeat = self.last == leader
         self.last = leader
-        out = [o for o in self.observers if not repeat or o._wants_next]
+        out = [o for o in self.observers if o._answered and (not repeat or o._wants_next)]
         for o in self.observers:
-            o._wants_next = False
+            if o._answered:
+                o._wants_next = False
         return out
 
 

@@ -32,7 +32,7 @@ from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, Inval
 from .aio_coroutine import CoroutineMixin, register
 
 __all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "Busy", "ConnectError", "ConnectionClosed",
-           "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld"]
+           "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld", "Election", "NoLeader", "NotLeader"]
 
 # Each task's owner id, numbered once per process: unlike id(task), never
 # given again to a later task. Child tasks are owners of their own.
@@ -172,8 +172,22 @@ class Client:
     def closed(self):
         return self._closed.is_set()
 
+    QUIT_GRACE = 10.0  # seconds close() waits for the agent after QUIT
+
     async def close(self):
-        """Closes the connection; the agent releases every lock it held."""
+        """As lockagent.Client.close: says QUIT and returns once the agent
+        has released every lock of the connection and closed it (at most
+        QUIT_GRACE, 10 seconds, then it closes the connection itself)."""
+        if not self._closed.is_set():
+            try:
+                _, fut = self._send("QUIT")
+                await self._writer.drain()
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + self.QUIT_GRACE
+                if (await asyncio.wait_for(fut, self.QUIT_GRACE)).kind == "OK":
+                    await asyncio.wait_for(self._closed.wait(), max(deadline - loop.time(), 0))
+            except (LockAgentError, OSError, asyncio.TimeoutError):
+                pass
         self._writer.close()
         try:
             await self._writer.wait_closed()
@@ -251,8 +265,9 @@ class Client:
         return Observation(self, check_name(name))
 
     async def leader(self, name):
-        """Who leads ``name`` now, as lockagent.Client.leader."""
-        async with Observation(self, check_name(name), fresh=True) as observation:
+        """Who leads ``name`` now, as lockagent.Client.leader: read after
+        the call began."""
+        async with Observation(self, check_name(name)) as observation:
             return await observation.__anext__()
 
     async def check(self, name, fence):
@@ -264,36 +279,24 @@ class Client:
         """As lockagent.Client.revoke."""
         return int((await self._do(revoke_line(name, agent, reason))).fields.get("n", 0))
 
-    def _join(self, observer, fresh=False):
-        """Adds an observer of its name; the first one sends OBSERVE and gets
-        the future of its answer, and so does a ``fresh`` one, which gets the
-        push that answers it."""
+    def _join(self, observer):
+        """Adds an observer of its name and sends its OBSERVE (returning the
+        future of its answer); it gets the push that answers it, and every
+        change after. Lines go out in call order (one loop), so an
+        UNOBSERVE of an earlier observer never ends a later one's."""
+        def answered(reply):
+            observer._answered = True
+            observer._wants_next = reply.kind == "OK"
         observed = self._observed.get(observer.name)
-        if observed is not None:
-            observed.observers.append(observer)
-            if not fresh:
-                if observed.last is not None:
-                    observer._queue.put_nowait(observed.last)
-                return None
-
-            def wants_next(reply):
-                observer._wants_next = reply.kind == "OK"
-            return self._send("OBSERVE " + observer.name, wants_next)[1]
-        fut = self._send("OBSERVE " + observer.name)[1]
-        observed = self._observed[observer.name] = Observed()
+        fut = self._send("OBSERVE " + observer.name, answered)[1]
+        if observed is None:
+            observed = self._observed[observer.name] = Observed()
         observed.observers.append(observer)
         return fut
 
-    def _refused(self, observer):
-        observed = self._observed.get(observer.name)
-        if observed is None or observer not in observed.observers:
-            return
-        del self._observed[observer.name]
-        for o in observed.observers:
-            o._queue.put_nowait(None)
-
-    def _leave(self, observer):
-        """Removes an observer; the last one out sends UNOBSERVE."""
+    def _leave(self, observer, unobserve=True):
+        """Removes an observer; the last one out sends UNOBSERVE (unless
+        ``unobserve`` is False: its OBSERVE was refused)."""
         observed = self._observed.get(observer.name)
         if observed is None or observer not in observed.observers:
             return None
@@ -301,6 +304,8 @@ class Client:
         if observed.observers:
             return None
         del self._observed[observer.name]
+        if not unobserve:
+            return None
         try:
             return self._send("UNOBSERVE " + observer.name)[1]
         except ConnectionClosed:
@@ -310,18 +315,19 @@ class Client:
 @register
 class Observation(CoroutineMixin):
     """Who leads a name, as the agent pushes it: an async iterator of
-    Leader, the current one first; it ends once closed (aclose(), or leaving
-    its ``async with``) or when the connection closes. Observations of one
-    name on one Client share one OBSERVE. A ``break`` out of ``async for``
-    does not close it: use it in ``async with``."""
+    Leader, the leader as read after it started first; it ends once closed
+    (aclose(), or leaving its ``async with``) or when the connection closes.
+    Observations of one name on one Client share one observation at the
+    agent. A ``break`` out of ``async for`` does not close it: use it in
+    ``async with``."""
 
-    def __init__(self, client, name, fresh=False):
+    def __init__(self, client, name):
         self.name = name
         self._client = client
         self._queue = asyncio.Queue()
         self._started = False
         self._closed = False
-        self._fresh = fresh
+        self._answered = False  # its OBSERVE was answered
         self._wants_next = False
 
     async def start(self):
@@ -329,18 +335,15 @@ class Observation(CoroutineMixin):
         if self._started:
             return self
         self._started = True
-        fut = self._client._join(self, self._fresh)
-        if fut is not None:
-            try:
-                await self._client._writer.drain()
-                self._client._check(await fut)
-            except BaseException:
-                self._closed = True
-                if self._fresh:  # the others observe on
-                    self._client._leave(self)
-                else:
-                    self._client._refused(self)
-                raise
+        fut = self._client._join(self)
+        try:
+            await self._client._writer.drain()
+            self._client._check(await fut)
+        except BaseException as e:
+            self._closed = True
+            refused = isinstance(e, LockAgentError) and not isinstance(e, ConnectionClosed)
+            self._client._leave(self, unobserve=not refused)
+            raise
         return self
 
     def _awaited(self):
@@ -574,3 +577,7 @@ class MultiLock(CoroutineMixin, MultiLockBase):
             if self._exit_raises(exc_type):
                 raise
         return False
+
+
+from ._wire import NoLeader, NotLeader  # noqa: E402
+from .aio_election import Election  # noqa: E402 (it builds on Client)

@@ -187,7 +187,8 @@ class CountingProxy(_UnixServer):
 class FakeAgent(_UnixServer):
     """Answers the protocol from a script, for replies the real agent cannot
     be made to give on cue (WHO's queued=0, an older agent's), and records
-    every request but HELLO, without its tag. ``answer(verb, args)`` returns
+    every request but HELLO and QUIT (answered OK, then the connection
+    closes, as the agent does), without its tag. ``answer(verb, args)`` returns
     the reply lines without the tag (a line that starts with "* " is a push,
     sent as it is, in its place); set it before the request is sent."""
 
@@ -208,6 +209,10 @@ class FakeAgent(_UnixServer):
                 if len(words) < 2:
                     continue
                 tag, verb = words[0], words[1].upper()
+                if verb == "QUIT":  # as the agent: OK, then the connection closes
+                    conn.sendall(("%s OK\n" % tag).encode())
+                    conn.shutdown(socket.SHUT_RDWR)
+                    return
                 if verb == "HELLO":
                     replies = ["OK proto=1 agent=fake session=1 masters=3 quorum=2"]
                 else:

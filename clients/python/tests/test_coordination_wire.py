@@ -127,17 +127,32 @@ class WireTest(unittest.TestCase):
         changed = lockagent.Leader("py/el", 6, "new", "host-2", False)
         with self.client.observe("py/el") as observation:
             self.assertEqual([next(observation) for _ in want], want)
-            with self.client.observe("py/el") as second:  # shares the OBSERVE, starts from the latest
+            # Each observation sends an OBSERVE of its own, which the agent
+            # answers with the state read after it arrived: a repeat, which
+            # the first observation is not pushed twice; so does leader().
+            self.pushes["OBSERVE"] = ["* LEADER py/el fence=6 agent=host-2"]
+            with self.client.observe("py/el") as second:
                 self.assertEqual(next(second), want[2])
-                # leader() asks again: the agent answers an OBSERVE with the
-                # current state, which the observers are not pushed twice.
-                self.pushes["OBSERVE"] = ["* LEADER py/el fence=6 agent=host-2"]
                 self.assertEqual(self.client.leader("py/el"), want[2])
                 self.pushes["PING"] = ["* LEADER py/el fence=6 value=new agent=host-2"]
                 self.client.ping()
                 self.assertEqual((next(observation), next(second)), (changed, changed))
         self.assertEqual(list(observation), [])
-        self.assertEqual(self.sent(), ["OBSERVE py/el", "OBSERVE py/el", "PING", "UNOBSERVE py/el"])
+        self.assertEqual(self.sent(), ["OBSERVE py/el", "OBSERVE py/el", "OBSERVE py/el", "PING", "UNOBSERVE py/el"])
+
+    def test_no_push_from_before_an_observe_is_answered(self):
+        """Issue 31: while this connection observes the name, the agent's
+        push of an older state may come between a new OBSERVE and its OK;
+        leader() and a second observe() must not take it."""
+        script = [["OK", "* LEADER py/s fence=5 agent=h1"]]
+        self.fake.answer = lambda verb, args: script[0] if verb == "OBSERVE" else ["OK"]
+        with self.client.observe("py/s") as first:
+            self.assertEqual(next(first).fence, 5)
+            script[0] = ["* LEADER py/s none", "OK", "* LEADER py/s fence=6 agent=h2"]
+            self.assertEqual(self.client.leader("py/s").fence, 6)
+            script[0] = ["* LEADER py/s fence=6 value=old agent=h2", "OK", "* LEADER py/s fence=7 agent=h1"]
+            with self.client.observe("py/s") as second:
+                self.assertEqual(next(second).fence, 7)
 
     def test_an_observe_refused_raises(self):
         self.fake.answer = lambda verb, args: ["ERR LIMIT too many observed names"]

@@ -7,6 +7,7 @@ import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -138,6 +139,29 @@ final class Connection {
 
     boolean isClosed() {
         return closed.isDone();
+    }
+
+    /**
+     * Says QUIT and waits, up to grace, for the agent to release and close the connection; then
+     * closes the socket (if the agent has not). Returns once the reader has ended every call and hold.
+     */
+    void quit(Duration grace) {
+        long deadline = System.nanoTime() + grace.toNanos();
+        boolean interrupted = false;
+        try {
+            Reply r = send("QUIT").reply.get(grace.toNanos(), TimeUnit.NANOSECONDS);
+            if ("OK".equals(r.kind)) {
+                closed.get(Math.max(deadline - System.nanoTime(), 0), TimeUnit.NANOSECONDS);
+            }
+        } catch (InterruptedException e) {
+            interrupted = true;
+        } catch (ConnectionClosedException | ExecutionException | TimeoutException e) {
+            // closed already, or the agent did not answer in time: close it here
+        }
+        close();
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /** Closes the socket; the reader then ends every call and hold. Returns once it has. */

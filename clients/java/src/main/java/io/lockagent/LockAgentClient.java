@@ -3,6 +3,7 @@ package io.lockagent;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -118,10 +119,15 @@ public final class LockAgentClient implements AutoCloseable {
         connection.call("PING").orThrow("");
     }
 
-    /** Closes the connection: the agent releases every hold of it, and every {@link Hold} reports it lost ("disconnected"). */
+    /**
+     * Closes the connection: says QUIT, and the agent releases every hold of it in the masters,
+     * then closes it; close returns once it has (at most 10 seconds, then it closes the connection
+     * itself), so the locks are released when it returns. Every {@link Hold} reports it lost
+     * ("disconnected").
+     */
     @Override
     public void close() {
-        connection.close();
+        connection.quit(Duration.ofSeconds(10));
         events.shutdown();
     }
 
@@ -235,14 +241,17 @@ public final class LockAgentClient implements AutoCloseable {
         return lock(name, opts.fair().value(value));
     }
 
-    /** Watches who leads name: the current leader at once, then every change; close it to stop. */
+    /** Watches who leads name: the leader as read after the call began, then every change; close it to stop. */
     public Observation observe(String name) {
-        return observers.observe(Args.name(name), false);
+        return observers.observe(Args.name(name));
     }
 
-    /** Who leads name now ({@link Leader#none()} when nobody). */
+    /**
+     * Who leads name now ({@link Leader#none()} when nobody), as the agent read it after the call
+     * began: never a term that had ended before.
+     */
     public Leader leader(String name) {
-        try (Observation o = observers.observe(Args.name(name), true)) {
+        try (Observation o = observers.observe(Args.name(name))) {
             return o.nextUninterruptibly();
         }
     }

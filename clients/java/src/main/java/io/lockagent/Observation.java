@@ -5,9 +5,10 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 /**
- * One {@link LockAgentClient#observe} of a name: the current {@link Leader} first, then every
- * change of leader or of its value, in order (terms never go back). Nothing is dropped for a slow
- * reader. Close it to stop; observations of one name on one client share one OBSERVE.
+ * One {@link LockAgentClient#observe} of a name: the {@link Leader} as the agent read it after the
+ * call began first, then every change of leader or of its value, in order (terms never go back).
+ * Nothing is dropped for a slow reader. Close it to stop; observations of one name on one client
+ * share one observation at the agent.
  */
 public final class Observation implements AutoCloseable {
     private static final Leader CLOSED = new Leader("", true, -1, "closed", "");
@@ -16,6 +17,7 @@ public final class Observation implements AutoCloseable {
     private final Observers observers;
     private final String name;
     private final LinkedBlockingQueue<Leader> queue = new LinkedBlockingQueue<>();
+    boolean answered; // its OBSERVE was answered (pushes before may predate it): under the Observers' lock
     boolean wantsNext; // the next push comes here even if it repeats the last: under the Observers' lock
 
     Observation(Observers observers, String name) {

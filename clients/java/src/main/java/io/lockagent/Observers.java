@@ -10,20 +10,22 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 
 /**
- * This client's OBSERVEs: one per name, shared by every {@link Observation} of it. The agent
- * answers each OBSERVE with a push of the current leader, then pushes every change.
+ * This client's observations: one per name at the agent, shared by every {@link Observation} of
+ * it. Each observation sends an OBSERVE of its own, which the agent answers with the leader read
+ * after it arrived, then pushes every change; an observation takes no push from before its
+ * OBSERVE was answered (it may predate the call).
  */
 final class Observers {
     /** One observed name. */
     private static final class Named {
-        final CompletableFuture<Reply> answered = new CompletableFuture<>(); // the first OBSERVE's reply
         final Set<Observation> observations = new LinkedHashSet<>();
-        Leader last; // the latest push, for an observation that joins later
+        Leader last; // the latest push, to tell a change from a repeat
     }
 
     private final LockAgentClient client;
     // Lock order: sendMu, then mu. sendMu orders the OBSERVE and UNOBSERVE lines of the
-    // connection with the changes of named they stand for.
+    // connection with the changes of named they stand for, so that an UNOBSERVE of an earlier
+    // observation never ends a later one's.
     private final Object sendMu = new Object();
     private final Object mu = new Object();
     private final Map<String, Named> named = new HashMap<>(); // under mu
@@ -33,50 +35,37 @@ final class Observers {
         this.client = client;
     }
 
-    /**
-     * A new observation of name, once the agent has answered its OBSERVE. A later one starts from
-     * the latest push, unless fresh: then it sends its own OBSERVE and gets that one's push.
-     */
-    Observation observe(String name, boolean fresh) {
+    /** A new observation of name, once the agent has answered its OBSERVE; it gets the push that follows. */
+    Observation observe(String name) {
         Observation o = new Observation(this, name);
         CompletableFuture<Reply> answered;
         synchronized (sendMu) {
-            Named n;
-            boolean first;
             synchronized (mu) {
                 if (closed) {
                     throw new ConnectionClosedException("observing " + name);
                 }
-                n = named.get(name);
-                first = n == null;
-                if (first) {
-                    n = new Named();
-                    named.put(name, n);
-                } else if (!fresh && n.last != null) {
-                    o.offer(n.last);
-                }
-                o.wantsNext = fresh;
-                n.observations.add(o);
+                named.computeIfAbsent(name, k -> new Named()).observations.add(o);
             }
-            answered = first || fresh ? sendObserve(name, n, first, o) : n.answered;
+            try {
+                // Seen in the reader before the push that follows it.
+                answered = client.connection().send("OBSERVE " + name, r -> {
+                    synchronized (mu) {
+                        o.answered = true;
+                        o.wantsNext = "OK".equals(r.kind);
+                    }
+                }).reply;
+            } catch (RuntimeException e) {
+                leave(o, false);
+                throw e;
+            }
         }
         try {
             awaitUninterruptibly(answered).orThrow(name);
         } catch (RuntimeException e) {
-            leave(o);
+            leave(o, false); // refused (the agent observes nothing for it), or the connection is gone
             throw e;
         }
         return o;
-    }
-
-    private CompletableFuture<Reply> sendObserve(String name, Named n, boolean first, Observation o) {
-        try {
-            // The first OBSERVE's reply is seen in the reader before the push that follows it.
-            return client.connection().send("OBSERVE " + name, first ? n.answered::complete : null).reply;
-        } catch (RuntimeException e) {
-            leave(o);
-            throw e;
-        }
     }
 
     private static Reply awaitUninterruptibly(CompletableFuture<Reply> f) {
@@ -98,8 +87,12 @@ final class Observers {
         }
     }
 
-    /** Removes o; the last observation of a name sends UNOBSERVE (not waiting for its answer). */
+    /** Removes o; the last observation of a name sends UNOBSERVE at once (not waiting for its answer). */
     void leave(Observation o) {
+        leave(o, true);
+    }
+
+    private void leave(Observation o, boolean unobserve) {
         synchronized (sendMu) {
             boolean last;
             synchronized (mu) {
@@ -108,7 +101,7 @@ final class Observers {
                     return;
                 }
                 named.remove(o.name());
-                last = !closed && n.answered.isDone() && "OK".equals(n.answered.getNow(null).kind);
+                last = !closed && unobserve;
             }
             if (last) {
                 try {
@@ -120,7 +113,10 @@ final class Observers {
         }
     }
 
-    /** Hands a push to the name's observations; one that repeats the last goes only to one that asked for it. */
+    /**
+     * Hands a push to the name's observations whose OBSERVE was answered; one that repeats the
+     * last goes only to one that asked for it.
+     */
     void push(Leader l) {
         synchronized (mu) {
             Named n = named.get(l.name());
@@ -130,6 +126,9 @@ final class Observers {
             boolean repeat = l.equals(n.last);
             n.last = l;
             for (Observation o : n.observations) {
+                if (!o.answered) {
+                    continue;
+                }
                 if (!repeat || o.wantsNext) {
                     o.offer(l);
                 }
@@ -147,7 +146,6 @@ final class Observers {
             named.clear();
         }
         for (Named n : all) {
-            n.answered.completeExceptionally(new ConnectionClosedException("observing"));
             n.observations.forEach(Observation::gone);
         }
     }

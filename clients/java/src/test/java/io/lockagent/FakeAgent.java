@@ -15,8 +15,9 @@ import java.util.List;
 
 /**
  * Answers the protocol on a Unix socket from a script, and records every request but HELLO
- * (without its tag): proof of what a client wrote, and of what it did not. HELLO is answered
- * OK; LOCK is granted (fence 7); everything else is OK.
+ * and QUIT (without its tag): proof of what a client wrote, and of what it did not. HELLO is
+ * answered OK; QUIT OK, then the connection closes (as the agent does; {@link #quits} counts
+ * them); LOCK is granted (fence 7); everything else is OK.
  */
 final class FakeAgent implements AutoCloseable {
     final String path;
@@ -24,6 +25,7 @@ final class FakeAgent implements AutoCloseable {
     private final ServerSocketChannel server;
     private final List<String> requests = new ArrayList<>();
     private final List<SocketChannel> conns = new ArrayList<>();
+    final java.util.concurrent.atomic.AtomicInteger quits = new java.util.concurrent.atomic.AtomicInteger();
 
     FakeAgent() throws IOException {
         dir = Files.createTempDirectory(Path.of("/tmp"), "lagf");
@@ -86,6 +88,15 @@ final class FakeAgent implements AutoCloseable {
         }
         String verb = words[1].toUpperCase();
         String reply;
+        if (verb.equals("QUIT")) {
+            quits.incrementAndGet();
+            ByteBuffer ok = ByteBuffer.wrap((words[0] + " OK\n").getBytes(StandardCharsets.UTF_8));
+            while (ok.hasRemaining()) {
+                c.write(ok);
+            }
+            c.close();
+            return;
+        }
         if (verb.equals("HELLO")) {
             reply = "OK proto=1 agent=fake session=1 masters=3 quorum=2";
         } else {
