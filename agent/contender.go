@@ -50,6 +50,10 @@ type contender struct {
 	// their release (see cache.go).
 	cachedFor   *waiter
 	cachedUntil time.Time
+	// heldFor is the wait=0 head for which a caching agent said, while it
+	// waited, that a client of its holds the name (see quorum.Cluster.Held):
+	// the round after that answers BUSY if the name is still in its way.
+	heldFor *waiter
 }
 
 // slotFor is the slot an attempt for w asks for: after a split, the slot
@@ -240,11 +244,14 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 }
 
 // busyNow decides what follows a BUSY round for a wait=0 head: BUSY,
-// unless only records other agents keep cached were in its way.
+// unless only records other agents keep as caches were in its way, marked
+// cached or not (the mark may be late: see quorum.Refusal.OnlyKept) and no
+// client of theirs was said to hold the name.
 func (c contender) busyNow(r quorum.Refusal, f roundFacts) (contender, action) {
 	heard := action{noted: true}
+	kept := (r.OnlyCached || r.OnlyKept) && !f.ownCache && c.heldFor != f.waiter
 	switch {
-	case r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
+	case kept && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
 		// No client holds the name: the agents that cache it give it up
 		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
 		// for that, and that alone, a bounded time.
@@ -253,7 +260,7 @@ func (c contender) busyNow(r quorum.Refusal, f roundFacts) (contender, action) {
 			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
 		}
 		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
-	case !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
+	case !f.ownCache && c.heldFor != f.waiter && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
 		// Cached records were in its way a moment ago: what is in its way
 		// now may be their release on its way, or a give-back of its own
 		// earlier attempt. It tries again soon, until the bound.
@@ -365,6 +372,10 @@ func (r *contending) ready(w *waiter) bool {
 		}
 		select {
 		case <-r.watch.Recheck():
+		default:
+		}
+		select { // a word for an earlier attempt
+		case <-r.watch.Held():
 		default:
 		}
 	}
@@ -497,43 +508,39 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 // awaitCached tells the agents that cache q's name that w, a wait=0 head,
 // wants it (if act says so), then waits up to act.wake for a release: the
 // round after it finds the name free, or waits again until the bound (see
-// contender.busy). Not yet subscribed, it subscribes first and says so
-// only once a master confirmed it: the release the caching agents make
-// when told comes after that, so it is heard, and the confirmation costs
-// no round of its own (one before the release would find the name still
-// cached). Subscribed earlier, a confirmation (a master back) ends the
-// wait too: a release while it was away was missed.
+// contender.busy). Not yet subscribed, it subscribes first, says so once a
+// master confirmed it, and tries again at once: the caching agent may
+// have given the name up before that, when it read that the try's round
+// marked its record wanted (see keepCache), and that release was not
+// heard. Subscribed earlier, a confirmation (a master back) ends the
+// wait too: a release while it was away was missed. A word that a client
+// of the caching agent holds the name ends it as well, and the round
+// after it answers BUSY.
 func (r *contending) awaitCached(w *waiter, act action) {
 	a, q := r.a, r.q
 	t := a.clock.NewTimer(act.wake)
 	defer t.Stop()
-	confirmed := false
 	if r.watch == nil && act.sayWanted {
 		r.subscribe()
 		select {
 		case <-r.watch.Recheck():
-			confirmed = true
+			a.tellWanted(q, w)
 		case <-r.watch.C():
-			return
 		case <-q.changed:
-			return
 		case <-t.C():
-			return
 		case <-r.ctx.Done():
-			return
 		}
+		return
 	}
 	r.subscribe()
 	if act.sayWanted {
 		a.tellWanted(q, w)
 	}
-	recheck := r.watch.Recheck()
-	if confirmed {
-		recheck = nil // the other masters' confirmations: the release is heard on the first
-	}
 	select {
 	case <-r.watch.C():
-	case <-recheck:
+	case <-r.watch.Held():
+		r.state.heldFor = w
+	case <-r.watch.Recheck():
 	case <-q.changed: // CANCEL, or the session closing: look at the head again
 	case <-t.C():
 	case <-r.ctx.Done():
