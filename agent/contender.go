@@ -126,9 +126,17 @@ type roundFacts struct {
 	// ownCache says this agent keeps the name cached (lent to a local
 	// holder): no other agent's release is to be waited for.
 	ownCache bool
-	// cacheWait bounds how long a wait=0 head waits for other agents to
-	// give up their cached records: 4×master_timeout.
+	// cacheWait bounds how long a waiting head parks on records other
+	// agents keep cached before it says again that it waits:
+	// 4×master_timeout.
 	cacheWait time.Duration
+	// tryWait bounds how long a wait=0 head waits for other agents to give
+	// up the records they keep as caches, or to say that a client holds
+	// them: 10×master_timeout, the longest a round may take on a loaded
+	// host (see quorum's roundTimeout), for the keeping agent needs a
+	// subscription, a round to read the records' wanted mark, and a
+	// release.
+	tryWait time.Duration
 }
 
 // actionKind is what the contender does after a round.
@@ -153,8 +161,9 @@ type action struct {
 	noted    bool
 	noQuorum error
 	wake     time.Duration // for park: the fallback wake-up, the holder's remaining lease; for awaitCached: the bound
-	// sayWanted, for awaitCached, says the cached records' agents are
-	// not told yet that the head waits.
+	// sayWanted, for awaitCached, says the keeping agents are to be told
+	// that the head waits (again, at most once per wantedEvery: see
+	// tellWanted).
 	sayWanted bool
 }
 
@@ -252,14 +261,17 @@ func (c contender) busyNow(r quorum.Refusal, f roundFacts) (contender, action) {
 	kept := (r.OnlyCached || r.OnlyKept) && !f.ownCache && c.heldFor != f.waiter
 	switch {
 	case kept && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
-		// No client holds the name: the agents that cache it give it up
-		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
-		// for that, and that alone, a bounded time.
-		heard.sayWanted = c.cachedFor != f.waiter
-		if heard.sayWanted {
-			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
+		// No client holds the name, or one of the keeping agent's does:
+		// that agent gives it up, or says that a client holds it, once
+		// told that it is wanted (see cache.go). A wait=0 LOCK waits for
+		// that, and that alone, a bounded time, and says it again, and
+		// tries again, every wantedEvery: a word the keeping agent missed
+		// (it was not listening yet) is not the end of it.
+		if c.cachedFor != f.waiter {
+			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.tryWait)
 		}
-		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
+		heard.sayWanted = true
+		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), wantedEvery)
 	case !f.ownCache && c.heldFor != f.waiter && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
 		// Cached records were in its way a moment ago: what is in its way
 		// now may be their release on its way, or a give-back of its own
@@ -315,7 +327,8 @@ type contending struct {
 // contend works for q's head until q is empty (see the top of this file).
 func (a *Agent) contend(q *queue) {
 	r := &contending{a: a, q: q, ctx: a.runCtx,
-		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(), cacheWait: 4 * a.cfg.Lock.MasterTimeout}}
+		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(),
+			cacheWait: 4 * a.cfg.Lock.MasterTimeout, tryWait: 10 * a.cfg.Lock.MasterTimeout}}
 	defer func() {
 		if r.watch != nil {
 			r.watch.Close()
