@@ -91,8 +91,8 @@ type Holder struct {
 }
 
 // Who returns the holders of name that the masters' answers do not rule
-// out as held by a majority (see mayHoldMajority), with the fence a
-// majority of those that record it record, and the value most of them
+// out as held by a majority (see readQuorum), with the fence that many of
+// those that record it record, and the value most of them
 // record (a SET that a paused master missed leaves it the old one until
 // it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
@@ -101,9 +101,9 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 		return nil, err
 	}
 	var out []Holder
-	unanswered := len(c.masters) - len(read.answers)
+	need := readQuorum(c.quorum, len(c.masters)-len(read.answers))
 	for _, v := range read.votes {
-		if need, ok := mayHoldMajority(v.count, unanswered, c.quorum); ok {
+		if v.count >= need {
 			r := v.first
 			r.Fence, r.Who.Value, r.Cached = v.majorityFence(need), v.value(), v.isCached()
 			out = append(out, Holder{ID: v.id, Record: r})
@@ -112,22 +112,17 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	return out, nil
 }
 
-// mayHoldMajority says whether a record that count of the answering
-// masters record may be on a majority (quorum) of them all, with
-// unanswered masters not heard (down, or late: a read is answered at its
-// deadline): a grant is answered once a majority records it, so a read
-// must not miss such a record, and any majority shares at least
-// quorum-unanswered masters with the answers. need is how many of the
-// answers must agree on its fence: that many.
+// readQuorum is how many of the masters that answered a read must
+// record a thing for the read to show it, when unanswered masters were not
+// heard (down, or late: a read is answered at its deadline): a grant is
+// answered once a majority (quorum) records it, so a read must not miss
+// such a record, and any majority shares at least quorum-unanswered
+// masters with the answers. With every master heard, that is quorum.
 //
 // It errs on the side of showing: with a master unheard, a record that
 // only a minority keeps for a moment (a release not yet landed on one
-// master) may be shown too; with every master heard, only what a
-// majority records is.
-func mayHoldMajority(count, unanswered, quorum int) (need int, ok bool) {
-	need = max(quorum-unanswered, 1)
-	return need, count >= need
-}
+// master) may be shown too.
+func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
 
 // holderVotes is what the masters of a who round recorded of one holder.
 type holderVotes struct {
