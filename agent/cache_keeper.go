@@ -18,7 +18,10 @@ func (a *Agent) keepCache(c *cache) {
 	watch := a.cluster.Watch(ctx, c.name)
 	defer watch.Close()
 	a.awaitSubscribed(watch)
-	k := keeper{marked: true} // CacheOrRelease marked it
+	// CacheOrRelease marked it. The first write asks the masters whether
+	// an acquire found it in its way meanwhile: that try's word came
+	// before the keeper listened.
+	k := keeper{marked: true, check: true}
 	for {
 		st := a.cacheState(c, k.marked)
 		if st.ended || ctx.Err() != nil {
@@ -28,7 +31,7 @@ func (a *Agent) keepCache(c *cache) {
 			a.reserveCache(c)
 			continue
 		}
-		if wait := k.due(a.clock.Now()); wait == 0 && (st.mark != k.marked || st.retag) {
+		if wait := k.due(a.clock.Now()); wait == 0 && k.pending(st) {
 			k.write(a, c, st)
 			continue
 		}
@@ -86,8 +89,12 @@ func (a *Agent) cacheState(c *cache, marked bool) cacheState {
 // keeper is what c's keeper remembers of what it told the masters.
 type keeper struct {
 	marked  bool      // the mark last sent
+	check   bool      // the mark is to be sent even if unchanged (see write)
 	written time.Time // when it last wrote to the masters
 }
+
+// pending says whether the keeper has something to write.
+func (k keeper) pending(st cacheState) bool { return st.mark != k.marked || st.retag || k.check }
 
 // due is how long before the keeper may write to the masters again.
 func (k keeper) due(now time.Time) time.Duration {
@@ -101,7 +108,7 @@ func (k keeper) timeout(now time.Time, st cacheState) time.Duration {
 	if st.linger > 0 {
 		d = st.linger
 	}
-	if st.mark != k.marked || st.retag {
+	if k.pending(st) {
 		d = min(d, max(k.due(now), time.Nanosecond))
 	}
 	return d
@@ -120,9 +127,14 @@ func (k *keeper) write(a *Agent, c *cache, st cacheState) {
 		a.mu.Unlock()
 		a.cluster.Retag(a.runCtx, c.name, c.rh.Holder, record)
 	}
-	if st.mark != k.marked {
-		a.cluster.MarkCached(a.runCtx, c.name, c.rh.Holder, st.mark)
-		k.marked = st.mark
+	if st.mark != k.marked || k.check {
+		// A master that records the name wanted (an acquire found it in
+		// its way) says another agent waits, whose word may be lost.
+		_, wanted := a.cluster.MarkCached(a.runCtx, c.name, c.rh.Holder, st.mark)
+		k.marked, k.check = st.mark, false
+		if wanted {
+			a.cacheWanted(c)
+		}
 	}
 }
 
@@ -147,14 +159,20 @@ func (a *Agent) reserveCache(c *cache) {
 }
 
 // cacheWanted gives c up at once if no client holds it: another agent
-// waits for the name. A lent one is lent to no one more.
+// waits for the name. A lent one is lent to no one more, and the waiting
+// agents hear that a client holds it (quorum.Cluster.Held): a wait=0 try
+// answers BUSY then, rather than wait for a release.
 func (a *Agent) cacheWanted(c *cache) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c.wanted = true
 	a.shared.note(c.name, a.clock.Now())
-	if c.holder == nil && !c.ended {
+	switch {
+	case c.ended:
+	case c.holder == nil:
 		a.giveUpLocked(c)
+	default:
+		a.cluster.Held(c.name)
 	}
 }
 

@@ -229,7 +229,8 @@ func (a *Agent) lateRun(q *queue, w *waiter) bool {
 // came, so the record is passed on here instead of being kept for no one.
 // The cache ends (its keeper stops); the run takes its record, its
 // fences and its pending retag, and the masters are told the record is
-// not cached (the keeper's unmark may not have gone yet). The cache's
+// not cached (the keeper's unmark may not have gone yet), nor kept: another
+// agent's wait=0 try that finds it answers BUSY at once. The cache's
 // spare block is not taken: it was reserved cacheBlock long, and a run
 // counts on cohortBlock. Agent.mu is held.
 func (a *Agent) runFromCacheLocked(h *hold) bool {
@@ -243,7 +244,7 @@ func (a *Agent) runFromCacheLocked(h *hold) bool {
 	if c.retag {
 		a.retagLocked(run)
 	}
-	go a.cluster.MarkCached(a.runCtx, run.name, run.rh.Holder, false)
+	go a.cluster.Unkeep(a.runCtx, run.name, run.rh.Holder)
 	return true
 }
 

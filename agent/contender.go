@@ -50,6 +50,10 @@ type contender struct {
 	// their release (see cache.go).
 	cachedFor   *waiter
 	cachedUntil time.Time
+	// heldFor is the wait=0 head for which a caching agent said, while it
+	// waited, that a client of its holds the name (see quorum.Cluster.Held):
+	// the round after that answers BUSY if the name is still in its way.
+	heldFor *waiter
 }
 
 // slotFor is the slot an attempt for w asks for: after a split, the slot
@@ -122,9 +126,17 @@ type roundFacts struct {
 	// ownCache says this agent keeps the name cached (lent to a local
 	// holder): no other agent's release is to be waited for.
 	ownCache bool
-	// cacheWait bounds how long a wait=0 head waits for other agents to
-	// give up their cached records: 4×master_timeout.
+	// cacheWait bounds how long a waiting head parks on records other
+	// agents keep cached before it says again that it waits:
+	// 4×master_timeout.
 	cacheWait time.Duration
+	// tryWait bounds how long a wait=0 head waits for other agents to give
+	// up the records they keep as caches, or to say that a client holds
+	// them: 10×master_timeout, the longest a round may take on a loaded
+	// host (see quorum's roundTimeout), for the keeping agent needs a
+	// subscription, a round to read the records' wanted mark, and a
+	// release.
+	tryWait time.Duration
 }
 
 // actionKind is what the contender does after a round.
@@ -149,8 +161,9 @@ type action struct {
 	noted    bool
 	noQuorum error
 	wake     time.Duration // for park: the fallback wake-up, the holder's remaining lease; for awaitCached: the bound
-	// sayWanted, for awaitCached, says the cached records' agents are
-	// not told yet that the head waits.
+	// sayWanted, for awaitCached, says the keeping agents are to be told
+	// that the head waits (again, at most once per wantedEvery: see
+	// tellWanted).
 	sayWanted bool
 }
 
@@ -240,20 +253,26 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 }
 
 // busyNow decides what follows a BUSY round for a wait=0 head: BUSY,
-// unless only records other agents keep cached were in its way.
+// unless only records other agents keep as caches were in its way, marked
+// cached or not (the mark may be late: see quorum.Refusal.OnlyKept) and no
+// client of theirs was said to hold the name.
 func (c contender) busyNow(r quorum.Refusal, f roundFacts) (contender, action) {
 	heard := action{noted: true}
+	kept := (r.OnlyCached || r.OnlyKept) && !f.ownCache && c.heldFor != f.waiter
 	switch {
-	case r.OnlyCached && !f.ownCache && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
-		// No client holds the name: the agents that cache it give it up
-		// once told that it is wanted (see cache.go). A wait=0 LOCK waits
-		// for that, and that alone, a bounded time.
-		heard.sayWanted = c.cachedFor != f.waiter
-		if heard.sayWanted {
-			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.cacheWait)
+	case kept && (c.cachedFor != f.waiter || f.now.Before(c.cachedUntil)):
+		// No client holds the name, or one of the keeping agent's does:
+		// that agent gives it up, or says that a client holds it, once
+		// told that it is wanted (see cache.go). A wait=0 LOCK waits for
+		// that, and that alone, a bounded time, and says it again, and
+		// tries again, every wantedEvery: a word the keeping agent missed
+		// (it was not listening yet) is not the end of it.
+		if c.cachedFor != f.waiter {
+			c.cachedFor, c.cachedUntil = f.waiter, f.now.Add(f.tryWait)
 		}
-		heard.kind, heard.wake = awaitCached, c.cachedUntil.Sub(f.now)
-	case !f.ownCache && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
+		heard.sayWanted = true
+		heard.kind, heard.wake = awaitCached, min(c.cachedUntil.Sub(f.now), wantedEvery)
+	case !f.ownCache && c.heldFor != f.waiter && c.cachedFor == f.waiter && f.now.Before(c.cachedUntil):
 		// Cached records were in its way a moment ago: what is in its way
 		// now may be their release on its way, or a give-back of its own
 		// earlier attempt. It tries again soon, until the bound.
@@ -308,7 +327,8 @@ type contending struct {
 // contend works for q's head until q is empty (see the top of this file).
 func (a *Agent) contend(q *queue) {
 	r := &contending{a: a, q: q, ctx: a.runCtx,
-		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(), cacheWait: 4 * a.cfg.Lock.MasterTimeout}}
+		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(),
+			cacheWait: 4 * a.cfg.Lock.MasterTimeout, tryWait: 10 * a.cfg.Lock.MasterTimeout}}
 	defer func() {
 		if r.watch != nil {
 			r.watch.Close()
@@ -365,6 +385,10 @@ func (r *contending) ready(w *waiter) bool {
 		}
 		select {
 		case <-r.watch.Recheck():
+		default:
+		}
+		select { // a word for an earlier attempt
+		case <-r.watch.Held():
 		default:
 		}
 	}
@@ -497,43 +521,39 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 // awaitCached tells the agents that cache q's name that w, a wait=0 head,
 // wants it (if act says so), then waits up to act.wake for a release: the
 // round after it finds the name free, or waits again until the bound (see
-// contender.busy). Not yet subscribed, it subscribes first and says so
-// only once a master confirmed it: the release the caching agents make
-// when told comes after that, so it is heard, and the confirmation costs
-// no round of its own (one before the release would find the name still
-// cached). Subscribed earlier, a confirmation (a master back) ends the
-// wait too: a release while it was away was missed.
+// contender.busy). Not yet subscribed, it subscribes first, says so once a
+// master confirmed it, and tries again at once: the caching agent may
+// have given the name up before that, when it read that the try's round
+// marked its record wanted (see keepCache), and that release was not
+// heard. Subscribed earlier, a confirmation (a master back) ends the
+// wait too: a release while it was away was missed. A word that a client
+// of the caching agent holds the name ends it as well, and the round
+// after it answers BUSY.
 func (r *contending) awaitCached(w *waiter, act action) {
 	a, q := r.a, r.q
 	t := a.clock.NewTimer(act.wake)
 	defer t.Stop()
-	confirmed := false
 	if r.watch == nil && act.sayWanted {
 		r.subscribe()
 		select {
 		case <-r.watch.Recheck():
-			confirmed = true
+			a.tellWanted(q, w)
 		case <-r.watch.C():
-			return
 		case <-q.changed:
-			return
 		case <-t.C():
-			return
 		case <-r.ctx.Done():
-			return
 		}
+		return
 	}
 	r.subscribe()
 	if act.sayWanted {
 		a.tellWanted(q, w)
 	}
-	recheck := r.watch.Recheck()
-	if confirmed {
-		recheck = nil // the other masters' confirmations: the release is heard on the first
-	}
 	select {
 	case <-r.watch.C():
-	case <-recheck:
+	case <-r.watch.Held():
+		r.state.heldFor = w
+	case <-r.watch.Recheck():
 	case <-q.changed: // CANCEL, or the session closing: look at the head again
 	case <-t.C():
 	case <-r.ctx.Done():

@@ -63,8 +63,15 @@ type Refusal struct {
 	// way on another; a name a client holds shows no mark but in the
 	// moments after its cache lent it.
 	OnlyCached bool
-	Masters    []error // each failed master's error
-	Size       int     // how many masters the cluster has
+	// OnlyKept says, for ErrBusy, that on some busy master only records
+	// that caching agents keep (see CacheOrRelease) were in the claim's
+	// way, marked cached or not: lent to a client of that agent, or back
+	// in its cache with the mark not yet written. The agent answers a
+	// Wanted at once: it releases a record no client holds, and says Held
+	// of one a client does. Like OnlyCached, some, not all.
+	OnlyKept bool
+	Masters  []error // each failed master's error
+	Size     int     // how many masters the cluster has
 }
 
 // Err is the refusal as an error for the edge (the wire code mapping):
@@ -120,6 +127,7 @@ type acquireAnswers struct {
 	conflicts  int     // masters that hold the name for another kind of claim
 	readers    int     // busy answers where only shared holders block
 	cached     int     // busy answers where only cached records block
+	kept       int     // busy answers where only records caching agents keep block
 	heldLimit  int     // the limit of the last conflict
 	retryAfter time.Duration
 }
@@ -134,7 +142,7 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 		x.fences[a.i], x.slots[a.i] = vals[1], int(vals[2])
 		x.awaiting = x.awaiting || awaits(vals)
 		return x.slots[a.i], true, nil
-	case len(vals) < 2 || len(vals) > 4:
+	case len(vals) < 2 || len(vals) > 5:
 		return 0, false, errors.New("unexpected acquire reply")
 	case vals[0] == -3:
 		x.conflicts++
@@ -149,8 +157,11 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 	if len(vals) >= 3 && vals[2] == 1 {
 		x.readers++
 	}
-	if len(vals) == 4 && vals[3] == 1 {
+	if len(vals) >= 4 && vals[3] == 1 {
 		x.cached++
+	}
+	if len(vals) == 5 && vals[4] == 1 {
+		x.kept++
 	}
 	return 0, false, nil
 }
@@ -172,7 +183,7 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
 		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
-		OnlyCached: x.cached > 0, Masters: r.errs, Size: n}
+		OnlyCached: x.cached > 0, OnlyKept: x.kept > 0, Masters: r.errs, Size: n}
 	switch {
 	case outcome == Won:
 		g, err := c.complete(ctx, req, x, r, slot)

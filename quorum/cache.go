@@ -1,6 +1,9 @@
 package quorum
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // Lock caching. An agent may keep a hold's record in the masters after its
 // last local client let go (see agent/cache.go), so that its next local
@@ -14,26 +17,39 @@ import "context"
 // The mark is a hint, never a fact to be safe by: an agent writes it after
 // the client's UNLOCK was answered, and clears it after it granted the
 // name to a local client again, so a remote acquire may find a record
-// marked cached that a client holds (it then waits for a release that
-// does not come soon, and answers BUSY after its bounded wait), or one not
-// marked that no client holds (BUSY, as for a held name). Exclusion never
-// depends on it: only the caching agent ever removes its record.
+// marked cached that a client holds, or one not marked that no client
+// holds. A try is therefore steered by another field: a record kept as a
+// cache has kept=1, from the round that kept it (CacheOrRelease) until it
+// is released, lent or not, so it is never late. An acquire that finds
+// only kept records in its way says so (Refusal.OnlyKept); a wait=0 try
+// then says that it waits, and the keeping agent, which listens while it
+// keeps the record, answers at once: it releases a record no client holds
+// (and one an acquire marked wanted, when it next writes the mark: a word
+// sent before it listened is lost), and says that a client holds one it
+// lent (Held), which the try answers BUSY. Exclusion never depends on
+// either: only the caching agent ever removes its record.
 
 // cachedSrc marks a live record cached or not. Marked cached, it says so
 // on the name's channel (cachedMessage); unmarked, to the name's observers
 // only (a cached record leads nothing). It never creates a record.
-// KEYS: holder key, observed mark. ARGV: "1" or "0", channel.
-// Returns 1 if the record is there.
+// With a third argument "unkept" it also drops the kept field: the record
+// is no cache's any more (see Unkeep).
+// KEYS: holder key, observed mark. ARGV: "1" or "0", channel, ["unkept"].
+// Returns 0 if the record is not there, 2 if it is and an acquire found it
+// in its way (it is marked wanted: see acquireSrc), else 1.
 const cachedSrc = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if (redis.call('HGET', KEYS[1], 'cached') or '0') == ARGV[1] then return 1 end
+if ARGV[3] == 'unkept' then redis.call('HDEL', KEYS[1], 'kept') end
+local done = 1
+if redis.call('HGET', KEYS[1], 'wanted') == '1' then done = 2 end
+if (redis.call('HGET', KEYS[1], 'cached') or '0') == ARGV[1] then return done end
 redis.call('HSET', KEYS[1], 'cached', ARGV[1])
 if ARGV[1] == '1' then
   redis.call('PUBLISH', ARGV[2], '` + cachedMessage + `')
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('PUBLISH', ARGV[2], '` + leaderMessage + `')
 end
-return 1
+return done
 `
 
 // cachedMessage, on a name's channel, says a record became cached: other
@@ -64,7 +80,7 @@ if not others then
 end
 if not others then
   if redis.call('EXISTS', KEYS[2]) == 0 then return 3 end
-  redis.call('HSET', KEYS[2], 'cached', '1')
+  redis.call('HSET', KEYS[2], 'cached', '1', 'kept', '1')
   redis.call('PUBLISH', ARGV[2], '` + cachedMessage + `')
   return 2
 end
@@ -119,20 +135,36 @@ func (c *Cluster) CacheOrRelease(ctx context.Context, name, holder string) (kept
 // goes to every connected master and lands in the background on those that
 // answer late; it returns once a majority has it (or once the round no
 // longer waits for its silent masters: see Patience) and says on how many
-// masters it landed by then.
-func (c *Cluster) MarkCached(ctx context.Context, name, holder string, cached bool) int {
-	if c.closed() {
-		return 0
-	}
+// masters it landed by then, and whether any of them records that an acquire found the record
+// in its way (wanted): another agent's try, whose word may have come
+// before this agent listened (see Refusal.OnlyKept).
+func (c *Cluster) MarkCached(ctx context.Context, name, holder string, cached bool) (landed int, wanted bool) {
 	mark := "0"
 	if cached {
 		mark = "1"
 	}
-	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, []string{mark, c.channel(name)}
+	return c.markCached(ctx, name, holder, mark)
+}
+
+// Unkeep is MarkCached(false) of a record that its agent no longer keeps
+// as a cache (its holder passes it on to other local holders: see
+// agent/cohort.go): it also drops its kept field, so that another agent's
+// wait=0 try that finds it in its way answers BUSY at once.
+func (c *Cluster) Unkeep(ctx context.Context, name, holder string) {
+	c.markCached(ctx, name, holder, "0", "unkept")
+}
+
+func (c *Cluster) markCached(ctx context.Context, name, holder string, args ...string) (landed int, wanted bool) {
+	if c.closed() {
+		return 0, false
+	}
+	keys := []string{c.holderKey(name, holder), c.observedKey(name)}
+	args = slices.Insert(args, 1, c.channel(name))
 	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: cachedScript, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
-			return 0, err == nil && v == 1, err
+			wanted = wanted || err == nil && v == 2
+			return 0, err == nil && v >= 1, err
 		}})
-	return res.yes()
+	return res.yes(), wanted
 }

@@ -90,25 +90,39 @@ type Holder struct {
 	Record Record
 }
 
-// Who returns the holders of name that a majority of the voting masters
-// record, with the highest fence any of them recorded, and the value most
-// of them record (a SET that a paused master missed leaves it the old one
-// until it answers again).
+// Who returns the holders of name that the masters' answers do not rule
+// out as held by a majority (see readQuorum), with the fence that many of
+// those that record it record, and the value most of them
+// record (a SET that a paused master missed leaves it the old one until
+// it answers again).
 func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	read, err := c.readHolders(ctx, name, false, nil)
 	if err != nil {
 		return nil, err
 	}
 	var out []Holder
+	need := readQuorum(c.quorum, len(c.masters)-len(read.answers))
 	for _, v := range read.votes {
-		if v.count >= c.quorum {
+		if v.count >= need {
 			r := v.first
-			r.Fence, r.Who.Value, r.Cached = v.majorityFence(c.quorum), v.value(), v.isCached()
+			r.Fence, r.Who.Value, r.Cached = v.majorityFence(need), v.value(), v.isCached()
 			out = append(out, Holder{ID: v.id, Record: r})
 		}
 	}
 	return out, nil
 }
+
+// readQuorum is how many of the masters that answered a read must
+// record a thing for the read to show it, when unanswered masters were not
+// heard (down, or late: a read is answered at its deadline): a grant is
+// answered once a majority (quorum) records it, so a read must not miss
+// such a record, and any majority shares at least quorum-unanswered
+// masters with the answers. With every master heard, that is quorum.
+//
+// It errs on the side of showing: with a master unheard, a record that
+// only a minority keeps for a moment (a release not yet landed on one
+// master) may be shown too.
+func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
 
 // holderVotes is what the masters of a who round recorded of one holder.
 type holderVotes struct {

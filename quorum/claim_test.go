@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"testing"
 	"time"
 
@@ -164,5 +165,32 @@ func TestSplitVotesPerKind(t *testing.T) {
 	}
 	if _, err := acquire(ctx, c, claimReq("rws", "w", Claim{})); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a writer against those readers: %v, want busy", err)
+	}
+}
+
+// TestAReadNeverMissesARecordAMajorityHolds: for 3 and 5 masters, every
+// set of masters that records a thing (a majority or not) and every set
+// that answers a read (a majority at least, as a read needs): the read
+// shows it whenever a majority records it, and, with every master heard,
+// only then.
+func TestAReadNeverMissesARecordAMajorityHolds(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		q := Majority(n)
+		for holds := range 1 << n {
+			for answered := range 1 << n {
+				if bits.OnesCount(uint(answered)) < q {
+					continue
+				}
+				seen := bits.OnesCount(uint(holds & answered))
+				shown := seen >= readQuorum(q, n-bits.OnesCount(uint(answered)))
+				majority := bits.OnesCount(uint(holds)) >= q
+				switch {
+				case majority && !shown:
+					t.Errorf("n=%d holds=%0*b answered=%0*b: a majority's record missed", n, n, holds, n, answered)
+				case answered == 1<<n-1 && shown != majority:
+					t.Errorf("n=%d holds=%0*b, every master answered: shown=%v, want %v", n, n, holds, shown, majority)
+				}
+			}
+		}
 	}
 }

@@ -200,9 +200,9 @@ var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "u
 // name's channel.
 // Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 // (the longest; for a full semaphore the shortest), 1 if only shared
-// holders block it, 1 if only cached records block it (see cache.go)} when
-// held (and marks the records in its way wanted: their agents do not
-// cache them), {0, ms, 0} when the queue blocks it (ms: see
+// holders block it, 1 if only cached records block it, 1 if only records
+// that caching agents keep block it (see cache.go)} when held (and marks
+// the records in its way wanted: their agents do not cache them), {0, ms, 0} when the queue blocks it (ms: see
 // queueLua), {0, -1} when
 // the attempt was released before it arrived, {-2, ms} while the master is
 // quarantined, {-3, K} when live holders have another kind (K their limit, 1
@@ -242,7 +242,7 @@ if redis.call('EXISTS', tomb, KEYS[5]) > 0 then
   queued = true
 end
 local mode, limit, want = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local wait, soonest, conflict, readers, tail, cached = -1, -1, 0, 1, -1, 1
+local wait, soonest, conflict, readers, tail, cached, kept = -1, -1, 0, 1, -1, 1, 1
 local taken, blockers = {}, {}
 local members = 0 -- left in the set: none means it is gone, and SADD makes it anew
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -254,7 +254,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       redis.call('SREM', KEYS[1], m)
       members = members - 1
     else
-      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until', 'cached', 'wanted')
+      local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until', 'cached', 'wanted', 'kept')
       local hl = tonumber(h[2]) or 1
       if h[4] and tonumber(h[4]) <= tail_now() then
         tail = math.max(tail, ttl) -- a tail (see tailsLua) blocks every claim
@@ -267,6 +267,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         if ttl > wait then wait = ttl elseif wait < 0 then wait = 0 end
         if h[1] ~= 'shared' then readers = 0 end
         if h[5] ~= '1' then cached = 0 end
+        if h[7] ~= '1' then kept = 0 end
         if h[6] ~= '1' then blockers[#blockers + 1] = key end -- marked once, not on every retry
       end
     end
@@ -289,7 +290,7 @@ if limit > 1 then
   if slot == 0 then return {0, math.max(soonest, 0), 0} end
 elseif wait >= 0 then
   for _, key in ipairs(blockers) do redis.call('HSET', key, 'wanted', '1') end
-  return {0, wait, readers, cached}
+  return {0, wait, readers, cached, kept}
 end
 if queued then
   local qwait = queue_wait(KEYS[5], KEYS[6], ARGV[14], mode, limit, free)

@@ -231,7 +231,8 @@ func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (boo
 
 // DelayedUntil returns when the tail of name ends (see tailsLua) as a
 // majority of the voting masters have it, in Unix ms of their clocks, or 0
-// while no majority has one.
+// while no majority has one; with masters that did not answer, the latest
+// end that the answers do not rule out as a majority's (see readQuorum).
 func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) {
 	var ends []int64
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: delayedScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
@@ -246,7 +247,7 @@ func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) 
 		return 0, err
 	}
 	slices.Sort(ends)
-	return ends[len(ends)-c.quorum], nil // the latest end a majority has
+	return ends[len(ends)-readQuorum(c.quorum, len(c.masters)-len(ends))], nil // the latest end a majority may have
 }
 
 // revokePrefix starts a revocation's message on the revocations channel:

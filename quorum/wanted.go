@@ -91,3 +91,34 @@ func (w *Watch) Wants() map[string]Want {
 	w.wants = nil
 	return wants
 }
+
+// Held tells the agents that wait for name that a client of this agent
+// holds it: a record they found in their way that this agent keeps as a
+// cache (see Refusal.OnlyKept) is lent, not free, so a wait=0 try need
+// not wait for its release. It publishes on every connected master, in
+// the background, and returns at once; like Wanted it is a hint: a try
+// that misses it answers BUSY after its bounded wait.
+func (c *Cluster) Held(name string) {
+	if c.closed() {
+		return
+	}
+	ch, message := c.channel(name), heldPrefix+c.cfg.InstanceID
+	c.goBackground(func() {
+		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
+			m.publish(ctx, ch, message)
+		})
+	})
+}
+
+// heardHeld signals the Held channel of the name's watches, but for this
+// agent's own messages.
+func (c *Cluster) heardHeld(channel, message string) {
+	if strings.TrimPrefix(message, heldPrefix) == c.cfg.InstanceID {
+		return
+	}
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel].all() {
+		signal(w.held)
+	}
+}

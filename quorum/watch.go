@@ -17,6 +17,7 @@ type Watch struct {
 	wake    chan struct{}
 	recheck chan struct{}
 	wanted  chan struct{}
+	held    chan struct{}
 	leader  chan struct{}
 	wants   map[string]Want // since the last Wants; guarded by the Cluster's watchMu
 	once    sync.Once
@@ -38,6 +39,11 @@ func (w *Watch) C() <-chan struct{} { return w.wake }
 // it is a hint for fairness, never a fact to be safe by.
 func (w *Watch) Wanted() <-chan struct{} { return w.wanted }
 
+// Held receives (coalesced) when another agent said that a client of its
+// holds the name (see Cluster.Held), which it keeps as a cache. A hint,
+// as Wanted is.
+func (w *Watch) Held() <-chan struct{} { return w.held }
+
 // Recheck receives (coalesced) when a master confirmed the subscription: a
 // release before it would have been missed, so look again. It is not a
 // release: an attempt it prompts that fails says nothing about contention.
@@ -53,7 +59,7 @@ func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
 
 func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
 	w := &Watch{c: c, channel: channel, wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), wanted: make(chan struct{}, 1),
-		leader: make(chan struct{}, 1)}
+		held: make(chan struct{}, 1), leader: make(chan struct{}, 1)}
 	c.watchMu.Lock()
 	set := c.watches[w.channel]
 	first := set == nil
@@ -140,6 +146,10 @@ func (w *Watch) Close() {
 }
 
 func (c *Cluster) onMessage(channel, message string) {
+	if strings.HasPrefix(message, heldPrefix) { // neither a release nor a change of holder
+		c.heardHeld(channel, message)
+		return
+	}
 	if !strings.HasPrefix(message, wantedPrefix) { // a waiter is not a change of holder
 		c.signalLeader(channel)
 	}
@@ -174,12 +184,13 @@ func (c *Cluster) onMessage(channel, message string) {
 	}
 }
 
-// wantedPrefix starts the message of Wanted, handoverPrefix that of
-// HandOver; leaderMessage is what a grant of an observed name and a SET
+// wantedPrefix starts the message of Wanted, heldPrefix that of Held,
+// handoverPrefix that of HandOver; leaderMessage is what a grant of an observed name and a SET
 // publish (written into acquireSrc and setValueSrc too). No name has a
 // space, so none of them is a release message (a name).
 const (
 	wantedPrefix   = "wanted "
+	heldPrefix     = "held "
 	handoverPrefix = "handover "
 	leaderMessage  = "leader changed"
 )
