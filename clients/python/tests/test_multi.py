@@ -168,8 +168,8 @@ class MultiLockTest(unittest.TestCase):
         self.assertEqual([(h["name"], h["count"]) for h in self.client.holds()], [("py/re/a", 1)])
         single.release()
 
-    def test_the_same_thread_reenters_one_multilock(self):
-        ml = lockagent.MultiLock(self.client, ["py/mre/a", "py/mre/b"])
+    def test_a_multilock_with_an_owner_re_enters(self):
+        ml = lockagent.MultiLock(self.client, ["py/mre/a", "py/mre/b"], owner="me")
         with ml:
             with ml:
                 self.assertEqual([lk.count for lk in ml], [2, 2])
