@@ -604,7 +604,8 @@ class Hold:
         self.owner = owner
         self.caller = caller  # the thread or task that acquired it (release() prefers its own)
         self.fence = 0
-        self.count = 0
+        self.count = 0  # the agent's re-entry count of the owner, at the last grant or release
+        self.mine = 0  # the acquisitions made through this Lock (other Locks may pass the same owner=)
         self.slot = 0
         self.validity = 0.0
         self.lost = lost_event
@@ -619,6 +620,7 @@ class Hold:
     def granted(self, f):
         self.fence = int(f.get("fence", 0))
         self.count = int(f.get("count", 0))
+        self.mine += 1
         self.slot = int(f.get("slot", 0))
         self.validity = int(f.get("validity", 0)) / 1000.0
 
@@ -866,8 +868,8 @@ class LockBase:
             if hold.live:
                 hold.unlocking = hold.count <= 1
                 return hold
-            hold.count -= 1
-            if hold.count <= 0 or hold.released:
+            hold.mine -= 1
+            if hold.mine <= 0 or hold.released:
                 self._forget(hold)
             if hold.released:
                 raise NotHeld("%s is not held through this Lock" % self.name)
@@ -878,10 +880,13 @@ class LockBase:
             del self._holds[hold.owner]
 
     def _released(self, hold, reply):
-        """Records the answer to an UNLOCK: one re-entry fewer."""
+        """Records the answer to an UNLOCK: one re-entry fewer. The hold ends
+        for this Lock once its own acquisitions are undone, though another
+        Lock passing the same owner= may keep the owner's hold at the agent."""
         with self._mu:
             hold.count = int(reply.fields.get("count", 0))
-            if hold.count > 0:
+            hold.mine -= 1
+            if hold.count > 0 and hold.mine > 0:
                 hold.unlocking = False
                 return
             hold.released = True

@@ -109,6 +109,23 @@ class OwnerTest(unittest.TestCase):
         a.release()
         self.assertEqual(self.client.holds(), [])
 
+    def test_two_lock_objects_passing_one_owner_keep_their_own_books(self):
+        a = lockagent.Lock(self.client, "own/shared-owner", owner="job-8")
+        b = lockagent.Lock(self.client, "own/shared-owner", owner="job-8")
+        self.assertTrue(a.acquire())
+        self.assertTrue(b.acquire(blocking=False))  # the same owner: a re-entry at the agent
+        self.assertEqual(b.count, 2)
+        b.release()
+        self.assertFalse(b.locked(), "b released its one acquisition")
+        self.assertTrue(a.locked())
+        with self.assertRaises(lockagent.NotHeld) as cm:
+            b.release()
+        self.assertNotIsInstance(cm.exception, lockagent.LockLost)
+        self.assertEqual([h["count"] for h in self.client.holds()], [1])
+        a.release()
+        self.assertFalse(a.locked())
+        self.assertEqual(self.client.holds(), [])
+
     def test_an_interrupted_release_leaves_the_books_true(self):
         proxy = GateProxy(agent.socket)
         self.addCleanup(proxy.close)
