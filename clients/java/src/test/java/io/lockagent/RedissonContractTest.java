@@ -173,6 +173,11 @@ public class RedissonContractTest {
                 Check.equal("{x}y+z", h.name(), "a name with braces and a +");
             }
             Check.throwsA(InvalidNameException.class, () -> a.getLock("a+7Bb"), "a name that reads as an encoded brace");
+            try (Hold leader = a.campaign("{svc}:api", "v1")) {
+                Leader l = b.leader("{svc}:api");
+                Check.equal("{svc}:api", l.name(), "the leader's name");
+                Check.equal(leader.fence(), l.fence(), "the leader's term");
+            }
         }
     }
 
