@@ -488,7 +488,8 @@ class Lock(LockBase):
 
     ``lost`` is a threading.Event set when the hold ends without release;
     ``lost_reason``, ``fence``, ``count``, ``owner``, ``wanted`` and
-    ``value`` describe the calling thread's hold, else the only or the latest one.
+    ``value`` describe the hold the calling thread acquired, else the only
+    or the latest one.
     """
 
     def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
@@ -648,8 +649,10 @@ class MultiLock(MultiLockBase):
     MAX_NAMES_LEN (3921) bytes with a space between each, so that the request
     fits one line; else InvalidArgument, and nothing is sent. The other
     arguments are those of :class:`Lock`
-    and apply to every name; all names share one owner (by default the calling
-    thread), and ``on_lost`` is called with the Lock of the name that was lost.
+    and apply to every name; all names share one owner (by default a new one
+    for each acquire, so a second acquire waits for the first's release, as
+    with Lock; ``owner=`` re-enters), and ``on_lost`` is called with the Lock
+    of the name that was lost.
     """
 
     _lock_class = Lock

@@ -535,7 +535,8 @@ class MultiLock(CoroutineMixin, MultiLockBase):
     """Several names through an aio.Client, acquired together: all or none.
     The asyncio twin of lockagent.MultiLock: a sequence of one aio.Lock per
     name, in the order given, with ``await acquire()``, ``await release()``,
-    ``locked()`` and ``async with``; the owner defaults to the calling task.
+    ``locked()`` and ``async with``; each acquire is an owner of its own
+    unless ``owner=`` is given (then it re-enters).
     Awaiting it acquires it and returns it."""
 
     _lock_class = Lock
