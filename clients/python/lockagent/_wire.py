@@ -207,9 +207,17 @@ def check_wait(wait):
     return wait
 
 
+MIN_TTL = 0.05  # the agent's bounds on ttl= (docs/protocol.md): 50ms ...
+MAX_TTL = 30 * 24 * 3600  # ... to 720h
+
+
 def check_ttl(ttl):
+    """A ttl= (of a LOCK or an EXTEND): None, or seconds within the agent's
+    bounds, 0.05 (50ms) to 30 days; the agent refuses the rest."""
     if ttl is not None:
         ms("ttl", ttl, positive=True)
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidArgument("ttl", ttl, "seconds, 0.05 (50ms) to %d (30 days): the agent's bounds" % MAX_TTL)
     return ttl
 
 
@@ -922,7 +930,7 @@ class LockBase:
 
     def _extend_line(self, ttl):
         hold = self._held_now()
-        return hold, "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", ttl, positive=True), hold.owner)
+        return hold, "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", check_ttl(ttl)), hold.owner)
 
 
 class MultiLockBase:
