@@ -34,4 +34,4 @@ java -ea -cp "$build/classes:$build/test-classes" \
   -Dtest="${JAVA_TEST:-.*}" \
   io.lockagent.TestRunner \
   io.lockagent.ValuesTest io.lockagent.ArgumentsTest io.lockagent.ClientTest io.lockagent.KindsTest \
-  io.lockagent.ElectionTest io.lockagent.LossTest io.lockagent.ExampleTest
+  io.lockagent.ElectionTest io.lockagent.LossTest io.lockagent.ExampleTest io.lockagent.RedissonContractTest

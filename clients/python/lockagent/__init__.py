@@ -11,9 +11,11 @@ distributed locks over a Unix socket.
 One Client is one connection, safe to share between threads: requests are
 multiplexed by tag and a reader thread routes replies and pushes. A lock is
 held while the connection is open (the agent renews it); the agent releases
-it the moment the connection closes. The owner defaults to the calling
-thread (an id numbered once per process, never reused), so a thread locking a
-name it holds re-enters it, and any other thread contends for it.
+it the moment the connection closes. Each Lock is an owner of its own, as a
+threading.Lock or a redis-py Lock is: two Lock objects of one name compete,
+in one thread or many, and a Lock acquired again waits for its release.
+Re-entry is asked for: lockagent.RLock (the RLock and the calling thread), or
+an explicit owner= (every Lock passing it re-enters).
 
 ``client.lock_all(names, ...)`` takes several names at once, all or none,
 and returns a MultiLock: one Lock per name, in the order given.
@@ -34,9 +36,9 @@ from ._wire import (DEFAULT_SOCKET, MAX_NAMES_LEN, Busy, BadName, BadRequest, Ca
                     InternalError, InvalidArgument, InvalidName, Leader, LimitReached, LockAgentError, LockBase, LockLost,
                     MultiLockBase, NoLeader, NoQuorum, NotHeld, NotLeader, Observed, SettingsDiffer, ShuttingDown, UnknownVerb, check_client_name,
                     check_fence, check_name, check_tag, decode_value, dev_socket_path, encode_value, holders_from,
-                    holds_from, lock_line, revoke_line, socket_path, status_from, thread_owner, Router)
+                    holds_from, lock_line, new_owner, revoke_line, socket_path, status_from, thread_owner, Router)
 
-__all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "encode_value", "decode_value", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
+__all__ = ["Client", "Lock", "RLock", "MultiLock", "Observation", "Leader", "encode_value", "decode_value", "MAX_NAMES_LEN", "LockAgentError", "Busy", "BadRequest", "UnknownVerb", "BadName", "NotHeld",
            "NoQuorum", "Conflict", "SettingsDiffer", "Denied", "LimitReached", "Cancelled", "ShuttingDown", "InternalError",
            "ConnectionClosed", "ConnectError", "InvalidArgument", "InvalidName", "LockLost", "socket_path",
            "dev_socket_path", "DEFAULT_SOCKET", "Election", "NoLeader", "NotLeader"]
@@ -269,21 +271,27 @@ class Client:
 
     def _abandon(self, tag, call, grants):
         """Cancels an interrupted LOCK and gives back a grant that won the
-        race: one (hold, fresh) per name it asked for."""
+        race: one (hold, fresh) per name it asked for. The reader put a grant
+        in the books; each UNLOCK's answer takes it out, so that an abandon
+        interrupted in turn leaves the books what the agent holds."""
+        granted = False
         try:
             self._do("CANCEL " + tag)
-            self._wait(call)
-            for hold, _ in grants:  # one UNLOCK each: one lost meanwhile must not keep the others
-                try:
-                    self._do(hold.unlock_line())
-                except LockAgentError:
-                    pass
+            call.event.wait()
+            granted = call.reply is not None and call.reply.kind == "OK"
+            if granted:
+                for hold, _ in grants:  # one UNLOCK each: one lost meanwhile must not keep the others
+                    try:
+                        hold.lock._unlock(hold._with_unlocking())
+                    except LockAgentError:
+                        pass
         except LockAgentError:
             pass
         finally:
-            for hold, fresh in grants:
-                if fresh:
-                    self._untrack(hold)
+            if not granted:
+                for hold, fresh in grants:
+                    if fresh:
+                        self._untrack(hold)
 
     def status(self):
         """The agent's status: masters and their state, sessions, holds, waiters."""
@@ -456,9 +464,11 @@ class Lock(LockBase):
     None (the default) waits forever; negative is an InvalidArgument.
     ``ttl``: seconds each hold lasts at most before it ends by itself (lost,
     reason "expired"); None keeps it while the client is connected.
-    ``owner``: 1-64 characters of [A-Za-z0-9._:-]; by default each thread is
-    its own owner, so the thread holding the lock re-enters it (acquire counts
-    up, release counts down) and other threads contend for it.
+    ``owner``: 1-64 characters of [A-Za-z0-9._:-]; every acquire passing the
+    same owner re-enters (acquire counts up, release counts down). By default
+    (None) each acquire is an owner of its own: a second acquire, from any
+    thread, through this Lock or another, waits for the first's release, as
+    with threading.Lock; any thread may release (RLock re-enters per thread).
     ``on_lost(lock)``: called from the reader thread if a hold is lost; must not block.
     ``shared=True``: a read hold (readers together, a writer alone).
     ``limit``: an int from 1 to 4096 makes ``name`` a semaphore of that many
@@ -468,7 +478,9 @@ class Lock(LockBase):
     only. An agent without fair queues refuses it (BadRequest).
     ``raise_on_lost``: leaving a ``with`` block whose hold was lost raises
     LockLost (with the reason) unless another exception is already on its way
-    out. release() of a lost hold always raises LockLost.
+    out. release() of a lost hold raises LockLost (once: it is then
+    forgotten, and another release() raises NotHeld); extend() and
+    proclaim() of it raise LockLost too. LockLost is a NotHeld.
 
     ``value``: text (any: it is percent-encoded on the wire and decoded
     back) attached to the hold, at most 512 bytes encoded; WHO shows it and
@@ -483,7 +495,8 @@ class Lock(LockBase):
 
     ``lost`` is a threading.Event set when the hold ends without release;
     ``lost_reason``, ``fence``, ``count``, ``owner``, ``wanted`` and
-    ``value`` describe the calling thread's hold, else the only or the latest one.
+    ``value`` describe the hold the calling thread acquired, else the only
+    or the latest one.
     """
 
     def __init__(self, client, name, wait=None, ttl=None, owner=None, on_lost=None, raise_on_lost=True,
@@ -511,20 +524,20 @@ class Lock(LockBase):
         return self._acquire(self._resolve_wait(blocking, timeout, wait)) is not None
 
     def _acquire(self, wait):
-        owner = self._owner_now()
+        owner = self._owner_for_acquire()
         line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair, self._extra)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:
             client._track(hold)  # before sending, so a LOST racing the reply finds it
         try:
-            tag, call = client._send(line)
+            tag, call = client._send(line, self._on_grant(hold))
         except BaseException:
             if fresh:
                 client._untrack(hold)
             raise
         try:
-            reply = client._wait(call)
+            client._wait(call)
         except Busy:
             if fresh:
                 client._untrack(hold)
@@ -536,42 +549,58 @@ class Lock(LockBase):
         except BaseException:
             client._abandon(tag, call, [(hold, fresh)])
             raise
-        self._granted(hold, reply.fields)
         return hold
 
     def release(self):
-        """Releases the calling thread's hold (one re-entry of it), or the
-        only hold when another thread took it. Raises LockLost if it was lost,
-        NotHeld if this Lock does not hold it."""
-        hold = self._to_release()
-        client = self._client
-        try:
-            _, call = client._send(hold.unlock_line())
-            hold.unlocking = hold.count <= 1
-            reply = client._wait(call)
-        except (NotHeld, ConnectionClosed) as e:
-            if isinstance(e, ConnectionClosed):
-                client._down.wait(5)  # let the reader mark what the closed connection took
-            self._after_failed_unlock(hold, e)
-            return
-        self._released(hold, reply)
+        """Releases the hold the calling thread acquired (one re-entry of it),
+        or the only hold when another thread took it. Raises LockLost if it was
+        lost, NotHeld if this Lock does not hold it (a LockLost is a NotHeld).
+
+        If the call is interrupted after the UNLOCK went out, the agent's
+        answer still reaches the books: locked() then says False, and
+        another release() raises NotHeld."""
+        self._unlock(self._to_release())
 
     unlock = release  # the name of earlier versions
 
+    def _unlock(self, hold):
+        client = self._client
+        try:
+            _, call = client._send(hold.unlock_line(), self._on_unlock_reply(hold))
+        except BaseException:
+            hold.unlocking = False
+            raise
+        try:
+            client._wait(call)
+        except NotHeld as e:
+            raise self._lost_on_unlock(hold, e) from e
+        except ConnectionClosed as e:
+            client._down.wait(5)  # let the reader mark what the closed connection took
+            self._after_closed_unlock(hold, e)
+
     def extend(self, ttl):
         """Sets the hold's end to ``ttl`` seconds from now (earlier or later; a hold
-        without ttl gets one); returns the new validity in seconds."""
+        without ttl gets one); returns the new validity in seconds. Raises
+        LockLost if the hold is gone (as release() would), NotHeld if none."""
         hold, line = self._extend_line(ttl)
-        hold.validity = int(self._client._do(line).fields.get("validity", 0)) / 1000.0
+        self._on_agent(hold, line, self._on_extend_reply(hold))
         return hold.validity
 
     def proclaim(self, value):
         """Replaces the hold's value (any text); observers see the change.
-        Returns once a majority of masters has it; raises NotHeld if the
-        hold is gone."""
+        Returns once a majority of masters has it; raises LockLost if the
+        hold is gone, NotHeld if none."""
         hold, line = self._proclaim_line(value)
-        self._client._do(line)
+        self._on_agent(hold, line, self._on_reply(hold))
         hold.value = value
+
+    def _on_agent(self, hold, line, then):
+        try:
+            self._client._wait(self._client._send(line, then)[1])
+        except LockLost:
+            raise
+        except NotHeld as e:
+            raise LockLost(self.name, hold.lost_reason) from e
 
     def __enter__(self):
         if not self._preacquired() and self._acquire(self.wait) is None:
@@ -587,6 +616,27 @@ class Lock(LockBase):
             if self._exit_raises(exc_type):
                 raise
         return False
+
+
+class RLock(Lock):
+    """A re-entrant Lock, as threading.RLock is: the thread holding it
+    acquires it again (``count`` goes up; one release() each), while other
+    threads, and other Lock or RLock objects of the name, compete for it. Only
+    the thread holding it releases it (another gets NotHeld). The arguments
+    are Lock's, but for ``owner``: the owner is this RLock and the calling
+    thread together."""
+
+    _others_release = False
+
+    def __init__(self, client, name, wait=None, ttl=None, owner=None, **kwargs):
+        if owner is not None:
+            raise InvalidArgument("owner", owner, "None: an RLock's owner is the RLock and the calling thread "
+                                  "(a Lock with owner= re-enters for whoever passes that owner)")
+        super().__init__(client, name, wait=wait, ttl=ttl, **kwargs)
+        self._id = new_owner("r")
+
+    def _fixed_owner(self):
+        return "%s.%s" % (self._id, self._caller())
 
 
 class MultiLock(MultiLockBase):
@@ -606,8 +656,10 @@ class MultiLock(MultiLockBase):
     MAX_NAMES_LEN (3921) bytes with a space between each, so that the request
     fits one line; else InvalidArgument, and nothing is sent. The other
     arguments are those of :class:`Lock`
-    and apply to every name; all names share one owner (by default the calling
-    thread), and ``on_lost`` is called with the Lock of the name that was lost.
+    and apply to every name; all names share one owner (by default a new one
+    for each acquire, so a second acquire waits for the first's release, as
+    with Lock; ``owner=`` re-enters), and ``on_lost`` is called with the Lock
+    of the name that was lost.
     """
 
     _lock_class = Lock
@@ -628,12 +680,12 @@ class MultiLock(MultiLockBase):
             for hold in fresh:
                 client._untrack(hold)
         try:
-            tag, call = client._send(line)
+            tag, call = client._send(line, self._on_grant(grants))
         except BaseException:
             untrack()
             raise
         try:
-            reply = client._wait(call)
+            client._wait(call)
         except Busy:
             untrack()
             return None
@@ -643,7 +695,6 @@ class MultiLock(MultiLockBase):
         except BaseException:
             client._abandon(tag, call, [(hold, new) for _, hold, new in grants])
             raise
-        self._granted(grants, reply.fields)
         return grants
 
     def release(self):

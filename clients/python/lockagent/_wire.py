@@ -146,8 +146,11 @@ class NotLeader(LockAgentError):
     code = "NOT_LEADER"
 
 
-class LockLost(LockAgentError):
-    """A held lock ended without unlock; ``reason`` says why."""
+class LockLost(NotHeld):
+    """A held lock ended without unlock; ``reason`` says why. Whichever call
+    finds the hold gone (release, extend, proclaim) raises it, once the
+    agent's LOST push or its NOT_HELD answer said so; it is a NotHeld, so
+    ``except NotHeld`` takes both "never held" and "held, and gone"."""
     code = "LOST"
 
     def __init__(self, name, reason):
@@ -215,9 +218,17 @@ def check_wait(wait):
     return wait
 
 
+MIN_TTL = 0.05  # the agent's bounds on ttl= (docs/protocol.md): 50ms ...
+MAX_TTL = 30 * 24 * 3600  # ... to 720h
+
+
 def check_ttl(ttl):
+    """A ttl= (of a LOCK or an EXTEND): None, or seconds within the agent's
+    bounds, 0.05 (50ms) to 30 days; the agent refuses the rest."""
     if ttl is not None:
         ms("ttl", ttl, positive=True)
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidArgument("ttl", ttl, "seconds, 0.05 (50ms) to %d (30 days): the agent's bounds" % MAX_TTL)
     return ttl
 
 
@@ -610,12 +621,14 @@ class Hold:
     lost. A Lock keeps one per owner holding it; the client routes LOST pushes
     to it by (name, owner)."""
 
-    def __init__(self, lock, owner, lost_event):
+    def __init__(self, lock, owner, lost_event, caller=None):
         self.lock = lock
         self.name = lock.name
         self.owner = owner
+        self.caller = caller  # the thread or task that acquired it (release() prefers its own)
         self.fence = 0
-        self.count = 0
+        self.count = 0  # the agent's re-entry count of the owner, at the last grant or release
+        self.mine = 0  # the acquisitions made through this Lock (other Locks may pass the same owner=)
         self.slot = 0
         self.validity = 0.0
         self.lost = lost_event
@@ -630,6 +643,7 @@ class Hold:
     def granted(self, f):
         self.fence = int(f.get("fence", 0))
         self.count = int(f.get("count", 0))
+        self.mine += 1
         self.slot = int(f.get("slot", 0))
         self.validity = int(f.get("validity", 0)) / 1000.0
 
@@ -650,6 +664,10 @@ class Hold:
 
     def unlock_line(self):
         return "UNLOCK %s owner=%s" % (self.name, self.owner)
+
+    def _with_unlocking(self):
+        self.unlocking = self.count <= 1
+        return self
 
 
 class LockBase:
@@ -675,21 +693,42 @@ class LockBase:
         self._holds = {}  # owner -> Hold, granted and not yet released (lost ones until acknowledged)
         self._last = Hold(self, self._owner, self._event())  # what the properties show when nothing is held
 
-    def _owner_now(self):
-        return self._owner if self._owner is not None else self._caller()
+    # Who owns a hold. By default each acquire is an owner of its own (new_owner("k")), so two
+    # acquires compete at the agent whatever thread or task makes them, as two acquires of a
+    # threading.Lock (or of two redis-py Locks) do. An owner= given re-enters (count=2);
+    # RLock's owner is the pair (this RLock, the calling thread or task).
+    _others_release = True  # a thread may release a hold another took (threading.Lock; not RLock)
+
+    def _fixed_owner(self):
+        """The owner every acquire by the caller uses (re-entering), or None: a new one each time."""
+        return self._owner
+
+    def _owner_for_acquire(self):
+        owner = self._fixed_owner()
+        return owner if owner is not None else new_owner("k")
 
     def _current(self):
-        """The calling owner's hold; else the only live hold, or the only hold
-        (released from another thread or task, as a threading.Lock may be); else None."""
-        h = self._holds.get(self._owner_now())
-        if h is None:
-            holds = list(self._holds.values())  # a copy: other threads may change the dict
-            live = [x for x in holds if x.live]
-            if len(live) == 1:
-                h = live[0]
-            elif len(holds) == 1:
-                h = holds[0]
-        return h
+        """The hold release() ends: the calling owner's (for a fixed owner), or
+        the one the calling thread or task acquired; else the only live hold,
+        or the only hold (released from another thread or task, as a
+        threading.Lock may be); else None."""
+        holds = list(self._holds.values())  # a copy: other threads may change the dict
+        owner = self._fixed_owner()
+        if owner is not None:
+            h = self._holds.get(owner)
+            if h is not None or not self._others_release:
+                return h
+        else:
+            caller = self._caller()
+            mine = sorted((x for x in holds if x.caller == caller), key=lambda x: not x.live)
+            if mine:
+                return mine[0]
+        live = [x for x in holds if x.live]
+        if len(live) == 1:
+            return live[0]
+        if len(holds) == 1:
+            return holds[0]
+        return None
 
     def _view(self):
         return self._current() or self._last
@@ -738,10 +777,61 @@ class LockBase:
         return self._view().value
 
     def _proclaim_line(self, value):
-        hold = self._current()
-        if hold is None or not hold.live:
-            raise NotHeld("%s is not held through this Lock" % self.name)
+        hold = self._held_now()
         return hold, "SET %s value=%s owner=%s" % (self.name, check_value(value), hold.owner)
+
+    def _held_now(self):
+        """The live hold an extend or proclaim acts on; raises LockLost if it
+        is gone, NotHeld if there is none."""
+        with self._mu:
+            hold = self._current()
+        if hold is None or hold.released:
+            raise NotHeld("%s is not held through this Lock" % self.name)
+        if hold.lost.is_set():
+            raise LockLost(self.name, hold.lost_reason)
+        return hold
+
+    def _gone(self, hold):
+        """The agent answered NOT_HELD for a hold the books had live: it is
+        lost (with no LOST push before, "unknown"); release() acknowledges it."""
+        self._client._untrack(hold)
+        hold.lose("unknown")
+
+    def _on_reply(self, hold, apply=None):
+        """What the reader calls with the reply to a request about ``hold``
+        (UNLOCK, EXTEND, SET), before any later line: the books follow the
+        agent whether or not the caller is still waiting (an interrupt, a
+        cancelled task)."""
+        def then(reply):
+            if reply.kind == "OK":
+                if apply is not None:
+                    apply(reply)
+            elif reply.kind == "ERR" and reply.words[:1] == ["NOT_HELD"]:
+                self._gone(hold)
+        return then
+
+    def _on_unlock_reply(self, hold):
+        return self._on_reply(hold, lambda reply: self._released(hold, reply))
+
+    def _on_extend_reply(self, hold):
+        def apply(reply):
+            hold.validity = int(reply.fields.get("validity", 0)) / 1000.0
+        return self._on_reply(hold, apply)
+
+    def _on_grant(self, hold):
+        """What the reader calls with a LOCK's reply: a grant goes into the
+        books at once, so that an interrupted acquire (whose abandon then
+        releases it) never leaves a hold the books do not know."""
+        def then(reply):
+            if reply.kind == "OK":
+                self._granted(hold, reply.fields)
+        return then
+
+    def _lost_on_unlock(self, hold, err):
+        """The caller's side of an UNLOCK answered NOT_HELD: acknowledges the lost hold."""
+        with self._mu:
+            self._forget(hold)
+        return LockLost(self.name, hold.lost_reason)
 
     @property
     def lost_reason(self):
@@ -782,25 +872,30 @@ class LockBase:
             hold = self._holds.get(owner)
             if hold is not None and hold.live:
                 return hold, False
-        return Hold(self, owner, self._event()), True
+        return Hold(self, owner, self._event(), self._caller()), True
 
     def _granted(self, hold, fields):
-        hold.granted(fields)
         with self._mu:
+            hold.granted(fields)
             self._holds[hold.owner] = hold
             self._last = hold
 
     def _to_release(self):
-        """The hold release() ends; raises LockLost (and forgets one re-entry) if it was lost."""
+        """The hold release() ends; raises LockLost (and forgets one re-entry)
+        if it was lost, NotHeld if there is none (or the connection's end
+        released it)."""
         with self._mu:
             hold = self._current()
             if hold is None:
                 raise NotHeld("%s is not held through this Lock" % self.name)
             if hold.live:
+                hold.unlocking = hold.count <= 1
                 return hold
-            hold.count -= 1
-            if hold.count <= 0:
+            hold.mine -= 1
+            if hold.mine <= 0 or hold.released:
                 self._forget(hold)
+            if hold.released:
+                raise NotHeld("%s is not held through this Lock" % self.name)
         raise LockLost(self.name, hold.lost_reason)
 
     def _forget(self, hold):
@@ -808,33 +903,28 @@ class LockBase:
             del self._holds[hold.owner]
 
     def _released(self, hold, reply):
-        """Records the answer to an UNLOCK: one re-entry fewer."""
-        hold.count = int(reply.fields.get("count", 0))
-        if hold.count > 0:
-            hold.unlocking = False
-            return
-        hold.released = True
+        """Records the answer to an UNLOCK: one re-entry fewer. The hold ends
+        for this Lock once its own acquisitions are undone, though another
+        Lock passing the same owner= may keep the owner's hold at the agent."""
         with self._mu:
+            hold.count = int(reply.fields.get("count", 0))
+            hold.mine -= 1
+            if hold.count > 0 and hold.mine > 0:
+                hold.unlocking = False
+                return
+            hold.released = True
             self._forget(hold)
         self._client._untrack(hold)
 
-    def _after_failed_unlock(self, hold, err):
-        """An UNLOCK that the agent answered NOT_HELD, or that the connection's
-        end cut short: raises what the caller must know, or returns if released."""
-        if isinstance(err, ConnectionClosed) and not hold.lost.is_set():
-            # The agent releases every hold of a closed connection.
-            hold.released = True
-            with self._mu:
-                self._forget(hold)
-            return
+    def _after_closed_unlock(self, hold, err):
+        """An UNLOCK that the connection's end cut short: returns if that
+        released the hold (the agent releases every hold of a closed
+        connection), raises LockLost if it was lost before."""
         with self._mu:
             self._forget(hold)
-        self._client._untrack(hold)
-        if not hold.lost.is_set():
-            # NOT_HELD with no LOST push before it: lost all the same.
-            hold.lost_reason = "unknown"
-            hold.lost.set()
-        raise LockLost(self.name, hold.lost_reason) from err
+        if hold.lost.is_set():
+            raise LockLost(self.name, hold.lost_reason) from err
+        hold.released = True
 
     def _preacquired(self):
         """Consumes the mark client.lock() left, so the `with` that follows does not acquire again."""
@@ -854,10 +944,8 @@ class LockBase:
             return self._current() is None
 
     def _extend_line(self, ttl):
-        hold = self._current()
-        if hold is None or not hold.live:
-            raise NotHeld("%s is not held through this Lock" % self.name)
-        return hold, "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", ttl, positive=True), hold.owner)
+        hold = self._held_now()
+        return hold, "EXTEND %s ttl=%s owner=%s" % (self.name, ms("ttl", check_ttl(ttl)), hold.owner)
 
 
 class MultiLockBase:
@@ -899,7 +987,7 @@ class MultiLockBase:
     def _begin(self, wait):
         """The LOCK line of an acquire by the calling owner, and per name
         (lock, hold, fresh): the hold it adds to and whether it is new."""
-        owner = self.locks[0]._owner_now()
+        owner = self.locks[0]._owner_for_acquire()
         line = lock_line(self.names, owner, wait, self.ttl, self.shared, self.limit, self.fair, self.locks[0]._extra)
         return line, [(lk,) + lk._begin(owner) for lk in self.locks]
 
@@ -907,6 +995,13 @@ class MultiLockBase:
     def _granted(grants, fields):
         for (lk, hold, _), f in zip(grants, split_grant(fields, len(grants))):
             lk._granted(hold, f)
+
+    def _on_grant(self, grants):
+        """What the reader calls with the LOCK's reply (as Lock._on_grant)."""
+        def then(reply):
+            if reply.kind == "OK":
+                self._granted(grants, reply.fields)
+        return then
 
     def _held(self):
         """The locks whose hold release() ends (the calling owner's, as

@@ -14,9 +14,9 @@ so ``asyncio.create_task(client.lock(...))``, ensure_future, wait_for and
 gather take it as a coroutine: each task that runs it acquires on its
 own, as each ``await`` does.
 ``client.lock_all(names, ...)`` is the same for several names at once, all
-or none: an aio.MultiLock of one aio.Lock per name. The owner
-defaults to the calling task (an id numbered once per process, never reused),
-so a task locking a name it holds re-enters it. Cancelling a task that waits
+or none: an aio.MultiLock of one aio.Lock per name. Each Lock is an owner
+of its own, as an asyncio.Lock is: two acquires compete, from one task or
+many; aio.RLock re-enters per task, and an explicit owner= re-enters. Cancelling a task that waits
 for a lock cancels the wait at the agent and releases a grant that won the race.
 """
 
@@ -31,7 +31,7 @@ from ._wire import (Busy, ConnectError, ConnectionClosed, InvalidArgument, Inval
                     Router)
 from .aio_coroutine import CoroutineMixin, register
 
-__all__ = ["Client", "Lock", "MultiLock", "Observation", "Leader", "Busy", "ConnectError", "ConnectionClosed",
+__all__ = ["Client", "Lock", "RLock", "MultiLock", "Observation", "Leader", "Busy", "ConnectError", "ConnectionClosed",
            "InvalidArgument", "InvalidName", "LockAgentError", "LockLost", "NotHeld", "Election", "NoLeader", "NotLeader"]
 
 # Each task's owner id, numbered once per process: unlike id(task), never
@@ -225,21 +225,25 @@ class Client:
 
     async def _abandon(self, tag, fut, grants):
         """Cancels a LOCK whose task was cancelled and gives back a grant that
-        won the race: one (hold, fresh) per name it asked for."""
+        won the race: one (hold, fresh) per name it asked for. The reader put
+        a grant in the books; each UNLOCK's answer takes it out."""
+        granted = False
         try:
             await self._do("CANCEL " + tag)
-            self._check(await fut)
-            for hold, _ in grants:  # one UNLOCK each: one lost meanwhile must not keep the others
-                try:
-                    await self._do(hold.unlock_line())
-                except LockAgentError:
-                    pass
+            granted = (await fut).kind == "OK"
+            if granted:
+                for hold, _ in grants:  # one UNLOCK each: one lost meanwhile must not keep the others
+                    try:
+                        await hold.lock._unlock(hold._with_unlocking())
+                    except LockAgentError:
+                        pass
         except LockAgentError:
             pass
         finally:
-            for hold, fresh in grants:
-                if fresh:
-                    self._untrack(hold)
+            if not granted:
+                for hold, fresh in grants:
+                    if fresh:
+                        self._untrack(hold)
 
     async def status(self):
         return status_from(await self._do("STATUS"))
@@ -410,21 +414,21 @@ class Lock(CoroutineMixin, LockBase):
         return await self._acquire(self._resolve_wait(blocking, timeout, wait)) is not None
 
     async def _acquire(self, wait):
-        owner = self._owner_now()
+        owner = self._owner_for_acquire()
         line = lock_line(self.name, owner, wait, self.ttl, self.shared, self.limit, self.fair, self._extra)
         hold, fresh = self._begin(owner)
         client = self._client
         if fresh:
             client._track(hold)
         try:
-            tag, fut = client._send(line)
+            tag, fut = client._send(line, self._on_grant(hold))
             await client._writer.drain()
         except BaseException:
             if fresh:
                 client._untrack(hold)
             raise
         try:
-            reply = client._check(await asyncio.shield(fut))
+            client._check(await asyncio.shield(fut))
         except Busy:
             if fresh:
                 client._untrack(hold)
@@ -436,7 +440,6 @@ class Lock(CoroutineMixin, LockBase):
         except asyncio.CancelledError:
             await asyncio.shield(client._abandon(tag, fut, [(hold, fresh)]))
             raise
-        self._granted(hold, reply.fields)
         return hold
 
     async def _acquire_or_raise(self):
@@ -450,33 +453,51 @@ class Lock(CoroutineMixin, LockBase):
         return self
 
     async def release(self):
-        """Releases the calling task's hold (one re-entry of it), or the only
-        hold when another task took it. Raises LockLost if it was lost,
-        NotHeld if this Lock does not hold it."""
-        hold = self._to_release()
-        client = self._client
-        try:
-            _, fut = client._send(hold.unlock_line())
-            hold.unlocking = hold.count <= 1
-            await client._writer.drain()
-            reply = client._check(await fut)
-        except (NotHeld, ConnectionClosed) as e:
-            self._after_failed_unlock(hold, e)
-            return
-        self._released(hold, reply)
+        """Releases the hold the calling task acquired (one re-entry of it), or
+        the only hold when another task took it. Raises LockLost if it was
+        lost, NotHeld if this Lock does not hold it (a LockLost is a NotHeld).
+        A release cancelled after its UNLOCK went out still has the agent's
+        answer reach the books: locked() then says False."""
+        await self._unlock(self._to_release())
 
     unlock = release  # the name of earlier versions
 
+    async def _unlock(self, hold):
+        client = self._client
+        try:
+            _, fut = client._send(hold.unlock_line(), self._on_unlock_reply(hold))
+        except BaseException:
+            hold.unlocking = False
+            raise
+        try:
+            await client._writer.drain()
+            client._check(await fut)
+        except NotHeld as e:
+            raise self._lost_on_unlock(hold, e) from e
+        except ConnectionClosed as e:
+            self._after_closed_unlock(hold, e)
+
     async def extend(self, ttl):
+        """As lockagent.Lock.extend."""
         hold, line = self._extend_line(ttl)
-        hold.validity = int((await self._client._do(line)).fields.get("validity", 0)) / 1000.0
+        await self._on_agent(hold, line, self._on_extend_reply(hold))
         return hold.validity
 
     async def proclaim(self, value):
         """As lockagent.Lock.proclaim."""
         hold, line = self._proclaim_line(value)
-        await self._client._do(line)
+        await self._on_agent(hold, line, self._on_reply(hold))
         hold.value = value
+
+    async def _on_agent(self, hold, line, then):
+        try:
+            _, fut = self._client._send(line, then)
+            await self._client._writer.drain()
+            self._client._check(await fut)
+        except LockLost:
+            raise
+        except NotHeld as e:
+            raise LockLost(self.name, hold.lost_reason) from e
 
     async def __aenter__(self):
         if not self._preacquired():
@@ -495,11 +516,30 @@ class Lock(CoroutineMixin, LockBase):
 
 
 @register
+class RLock(Lock):
+    """A re-entrant aio.Lock, as lockagent.RLock is, with tasks for threads:
+    the task holding it acquires it again; other tasks, and other Lock or
+    RLock objects of the name, compete; only the holding task releases it."""
+
+    _others_release = False
+
+    def __init__(self, client, name, wait=None, ttl=None, owner=None, **kwargs):
+        if owner is not None:
+            raise InvalidArgument("owner", owner, "None: an RLock's owner is the RLock and the calling task")
+        super().__init__(client, name, wait=wait, ttl=ttl, **kwargs)
+        self._id = new_owner("r")
+
+    def _fixed_owner(self):
+        return "%s.%s" % (self._id, self._caller())
+
+
+@register
 class MultiLock(CoroutineMixin, MultiLockBase):
     """Several names through an aio.Client, acquired together: all or none.
     The asyncio twin of lockagent.MultiLock: a sequence of one aio.Lock per
     name, in the order given, with ``await acquire()``, ``await release()``,
-    ``locked()`` and ``async with``; the owner defaults to the calling task.
+    ``locked()`` and ``async with``; each acquire is an owner of its own
+    unless ``owner=`` is given (then it re-enters).
     Awaiting it acquires it and returns it."""
 
     _lock_class = Lock
@@ -520,13 +560,13 @@ class MultiLock(CoroutineMixin, MultiLockBase):
             for hold in fresh:
                 client._untrack(hold)
         try:
-            tag, fut = client._send(line)
+            tag, fut = client._send(line, self._on_grant(grants))
             await client._writer.drain()
         except BaseException:
             untrack()
             raise
         try:
-            reply = client._check(await asyncio.shield(fut))
+            client._check(await asyncio.shield(fut))
         except Busy:
             untrack()
             return None
@@ -536,7 +576,6 @@ class MultiLock(CoroutineMixin, MultiLockBase):
         except asyncio.CancelledError:
             await asyncio.shield(client._abandon(tag, fut, [(hold, new) for _, hold, new in grants]))
             raise
-        self._granted(grants, reply.fields)
         return grants
 
     async def _acquire_or_raise(self):

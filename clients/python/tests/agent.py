@@ -236,3 +236,34 @@ def grant_all(verb, args):
     if verb == "UNLOCK":
         return ["OK count=0"]
     return ["OK"]
+
+
+class GateProxy(CountingProxy):
+    """A CountingProxy that can hold back the agent's replies: while
+    ``close_gate()`` is in force, what the agent writes waits in the proxy
+    until ``open_gate()``. A test uses it to interrupt a call after its
+    request reached the agent and before its reply came back."""
+
+    def __init__(self, target):
+        self._open = threading.Event()
+        self._open.set()
+        super().__init__(target)
+
+    def close_gate(self):
+        self._open.clear()
+
+    def open_gate(self):
+        self._open.set()
+
+    def _down(self, agent, client):
+        try:
+            while True:
+                data = agent.recv(65536)
+                if not data:
+                    break
+                self._open.wait()
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._shut(client)

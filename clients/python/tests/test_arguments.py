@@ -64,11 +64,14 @@ class ArgumentsTest(unittest.TestCase):
             ("a wait of more than a year", "wait", lambda: c.lock("py/w4", wait=400 * 86400)),
             ("a zero ttl", "ttl", lambda: c.lock("py/t1", ttl=0)),
             ("a negative ttl", "ttl", lambda: c.lock("py/t2", ttl=-1)),
+            ("a ttl under the agent's 50ms", "ttl", lambda: c.lock("py/t3", ttl=0.049)),
+            ("a ttl over the agent's 30 days", "ttl", lambda: c.lock("py/t4", ttl=30 * 86400 + 1)),
             ("acquire with a negative wait", "wait", lambda: lockagent.Lock(c, "py/a1").acquire(wait=-1)),
             ("acquire with threading.Lock's timeout=-1", "wait", lambda: lockagent.Lock(c, "py/a2").acquire(timeout=-1)),
             ("a Lock made with a bad name", "name", lambda: lockagent.Lock(c, "py/a3 x")),
             ("WHO of a name with a newline", "name", lambda: c.who("py/victim\n96 UNLOCK py/victim")),
             ("extend by zero", "ttl", lambda: victim.extend(0)),
+            ("extend by less than 50ms", "ttl", lambda: victim.extend(0.01)),
             ("a client name with a space", "client_name", lambda: lockagent.Client(self.proxy.path, client_name="a b")),
         ]
         for what, argument, call in cases:

@@ -79,15 +79,19 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(lockagent.NotHeld):
             lk.unlock()
 
-    def test_owner_is_the_thread(self):
+    def test_each_lock_is_an_owner_and_owner_re_enters(self):
         a = self.client.lock("py/reenter")
-        b = self.client.lock("py/reenter", wait=0)  # same thread: a re-entry
-        self.assertEqual((b.count, b.fence), (2, a.fence))
+        with self.assertRaises(lockagent.Busy):  # same thread, another Lock: it competes
+            self.client.lock("py/reenter", wait=0)
         result = []
         t = threading.Thread(target=lambda: self._try(result, "py/reenter"))
         t.start()
         t.join()
         self.assertIsInstance(result[0], lockagent.Busy)  # another thread contends
+        a.unlock()
+        a = self.client.lock("py/reenter", owner="me")
+        b = self.client.lock("py/reenter", wait=0, owner="me")  # the same owner: a re-entry
+        self.assertEqual((b.count, b.fence), (2, a.fence))
         b.unlock()
         a.unlock()
 
@@ -227,8 +231,8 @@ class LockObjectTest(unittest.TestCase):
         self.assertEqual(grants[0], 50)
         self.assertEqual(self.client.holds(), [])
 
-    def test_the_same_thread_reenters_one_lock_object(self):
-        lk = lockagent.Lock(self.client, "py/reenter-object")
+    def test_the_same_thread_reenters_one_rlock_object(self):
+        lk = lockagent.RLock(self.client, "py/reenter-object")
         with lk:
             with lk:
                 self.assertEqual(lk.count, 2)

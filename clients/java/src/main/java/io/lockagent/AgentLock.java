@@ -10,9 +10,9 @@ import java.util.concurrent.CompletableFuture;
 public final class AgentLock extends ThreadLock {
     private final String name;
     private final String unlockMode; // " mode=exclusive" for a write lock: undo its exclusive acquisition only
-    private final String mode; // what isLocked looks for: "" any holder, "shared", "exclusive"
+    private final String mode; // what toString shows: "", "shared", "exclusive"
 
-    /** kind: lock, fair, read or write; mode: what isLocked looks for ("" any holder, shared, exclusive). */
+    /** kind: lock, fair, read or write; mode: the side of a read/write lock ("" for a lock). */
     AgentLock(LockAgentClient client, String name, String kind, LockOptions options, String unlockMode, String mode) {
         super(client, options, kind, List.of(name));
         this.name = name;
@@ -20,8 +20,9 @@ public final class AgentLock extends ThreadLock {
         this.mode = mode;
     }
 
+    /** The name, as given (a hash-tag name with its braces). */
     public String getName() {
-        return name;
+        return Args.userName(name);
     }
 
     @Override
@@ -34,10 +35,39 @@ public final class AgentLock extends ThreadLock {
         holds.get(0).unlock();
     }
 
-    /** Whether anyone holds the name (in this lock's mode for a read or write lock), on any agent. */
+    /**
+     * Whether anyone holds the name, in any mode, on any agent: for a read or write lock, whether
+     * either side is held by anyone.
+     */
     @Override
     public boolean isLocked() {
-        return client.who(name).stream().anyMatch(h -> mode.isEmpty() || mode.equals(h.get("mode")));
+        return !client.holders(name).isEmpty();
+    }
+
+    /**
+     * Ends every hold of the name, wherever it is (REVOKE; both sides of a read/write lock), as
+     * Redisson's: true if there was one. Each holder's hold is lost with reason "revoked". The
+     * agent refuses it ({@link DeniedException}) without an ACL rule granting "revoke" (or, without
+     * an acl block, to any user but root).
+     */
+    public boolean forceUnlock() {
+        return client.revokeWire(name) > 0;
+    }
+
+    /**
+     * Milliseconds the hold of the name lasts yet, as Redisson's: for a hold of this client (the
+     * calling thread's, else another thread's), the time to its lease's end (lock(leaseTime)) or,
+     * for a hold the agent keeps renewing, its current validity (renewals counted, as the agent
+     * reports it); -2 if nobody holds the name; -1 if only holders elsewhere do (their time is not
+     * known here).
+     */
+    public long remainTimeToLive() {
+        List<Hold> mine = currentHolds();
+        Hold h = !mine.isEmpty() && mine.get(0).isHeld() ? mine.get(0) : client.heldOn(name);
+        if (h != null) {
+            return h.remainMillis();
+        }
+        return client.holders(name).isEmpty() ? -2 : -1;
     }
 
     /** The calling thread's hold: its fence, validity, loss; {@link IllegalMonitorStateException} if it holds none. */
@@ -61,6 +91,6 @@ public final class AgentLock extends ThreadLock {
 
     @Override
     public String toString() {
-        return "AgentLock[" + name + (mode.isEmpty() ? "" : " " + mode) + "]";
+        return "AgentLock[" + getName() + (mode.isEmpty() ? "" : " " + mode) + "]";
     }
 }

@@ -15,8 +15,9 @@ public final class AgentMultiLock extends ThreadLock {
         this.names = names;
     }
 
+    /** The names, as given. */
     public List<String> getNames() {
-        return names;
+        return names.stream().map(Args::userName).toList();
     }
 
     @Override
@@ -43,7 +44,7 @@ public final class AgentMultiLock extends ThreadLock {
     /** Whether anyone holds any of the names, on any agent. */
     @Override
     public boolean isLocked() {
-        return names.stream().anyMatch(n -> !client.who(n).isEmpty());
+        return names.stream().anyMatch(n -> !client.holders(n).isEmpty());
     }
 
     /** The calling thread's holds, one per name in the order given (fences: {@code holds().get(i).fence()}). */
@@ -57,6 +58,6 @@ public final class AgentMultiLock extends ThreadLock {
 
     @Override
     public String toString() {
-        return "AgentMultiLock" + names;
+        return "AgentMultiLock" + getNames();
     }
 }

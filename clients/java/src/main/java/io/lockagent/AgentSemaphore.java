@@ -27,7 +27,7 @@ public final class AgentSemaphore {
 
     /** Waits until a permit is free; interrupted, nothing is held. */
     public Hold acquire() throws InterruptedException {
-        return client.lock(name, options());
+        return client.lockWire(name, options());
     }
 
     /** A permit if one is free at once, else null. */
@@ -43,7 +43,7 @@ public final class AgentSemaphore {
     /** A permit within wait, else null. */
     public Hold tryAcquire(Duration wait) throws InterruptedException {
         try {
-            return client.lock(name, options().waitFor(wait));
+            return client.lockWire(name, options().waitFor(wait));
         } catch (BusyException e) {
             return null;
         }
@@ -60,10 +60,10 @@ public final class AgentSemaphore {
 
     /** Permits not held right now, on any agent. */
     public int availablePermits() {
-        return Math.max(permits - client.who(name).size(), 0);
+        return Math.max(permits - client.holders(name).size(), 0);
     }
 
     public String getName() {
-        return name;
+        return Args.userName(name);
     }
 }

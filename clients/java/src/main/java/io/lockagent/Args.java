@@ -20,6 +20,8 @@ final class Args {
     static final int MAX_VALUE = 512; // encoded
     static final Duration MAX_WAIT = Duration.ofDays(365);
     static final Duration MAX_TTL = Duration.ofDays(30); // protocol.MaxTTL
+    static final Duration MIN_TTL = Duration.ofMillis(50); // the agent's least ttl (docs/protocol.md: ttl=)
+    static final String TTL_BOUNDS = "50ms to 30 days";
     static final Duration MAX_DELAY = Duration.ofMinutes(5);
     static final Duration MAX_MIN_HOLD = Duration.ofHours(24);
     static final String NAME_EXTRA = "._:/@+-";
@@ -42,14 +44,55 @@ final class Args {
         return true;
     }
 
+    /**
+     * The name as the agent is sent it. The agent takes [A-Za-z0-9._:/@+-]; a name with Redis hash
+     * tags ({@code {test}:abc:key}, as Redisson's users write them) is sent with each '{' as "+7B",
+     * each '}' as "+7D" and each '+' as "+2B" (percent-encoding, '+' for '%'), and read back by
+     * {@link #userName}. So that no two names meet on the wire, a name without braces may not
+     * hold "+7B" or "+7D".
+     */
     static String name(String name) {
-        if (!isWord(name, MAX_NAME, NAME_EXTRA)) {
+        if (name != null && (name.indexOf('{') >= 0 || name.indexOf('}') >= 0)) {
+            StringBuilder b = new StringBuilder();
+            for (int i = 0; i < name.length(); i++) {
+                char c = name.charAt(i);
+                b.append(c == '{' ? "+7B" : c == '}' ? "+7D" : c == '+' ? "+2B" : String.valueOf(c));
+            }
+            String wire = b.toString();
+            if (!isWord(wire, MAX_NAME, NAME_EXTRA)) {
+                throw new InvalidNameException(name);
+            }
+            return wire;
+        }
+        if (!isWord(name, MAX_NAME, NAME_EXTRA) || encodesBraces(name)) {
             throw new InvalidNameException(String.valueOf(name));
         }
         return name;
     }
 
-    /** The names of a multi-lock: at least one, each a name, none twice (the agent refuses that). */
+    private static boolean encodesBraces(String wire) {
+        return wire.contains("+7B") || wire.contains("+7D");
+    }
+
+    /** A name as the agent has it, as the user gave it (see {@link #name}). */
+    static String userName(String wire) {
+        if (wire == null || !encodesBraces(wire)) {
+            return wire;
+        }
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < wire.length(); i++) {
+            String esc = wire.startsWith("+", i) && i + 3 <= wire.length() ? wire.substring(i, i + 3) : "";
+            switch (esc) {
+                case "+7B" -> { b.append('{'); i += 2; }
+                case "+7D" -> { b.append('}'); i += 2; }
+                case "+2B" -> { b.append('+'); i += 2; }
+                default -> b.append(wire.charAt(i));
+            }
+        }
+        return b.toString();
+    }
+
+    /** The names of a multi-lock, as on the wire: at least one, each a name, none twice (the agent refuses that). */
     static List<String> names(List<String> names) {
         if (names == null || names.isEmpty()) {
             throw new InvalidArgumentException("names", "", "at least one name");
@@ -60,7 +103,7 @@ final class Args {
                 throw new InvalidArgumentException("names", n, "each name once");
             }
         }
-        return List.copyOf(names);
+        return names.stream().map(Args::name).toList();
     }
 
     static String owner(String owner) {

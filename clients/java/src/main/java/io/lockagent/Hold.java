@@ -21,6 +21,7 @@ public final class Hold implements AutoCloseable {
     private final String name;
     private final String owner;
     private final String unlockMode; // "" or " mode=exclusive": what this hold's UNLOCK undoes
+    private final Duration ttl; // null: none (the agent keeps the hold while connected)
     private final CompletableFuture<LockLostException> lost = new CompletableFuture<>();
     private final AtomicBoolean unlocking = new AtomicBoolean();
 
@@ -30,16 +31,19 @@ public final class Hold implements AutoCloseable {
     private int slot;
     private long validityMillis;
     private long grantedAt; // System.nanoTime() when validity was reported
+    private long ttlEnd; // System.nanoTime() at which a ttl hold ends (its grant or last extend, plus the ttl)
     private RuntimeException end; // null while held; UNLOCKED, or the LockLostException
     private String value;
     private volatile Runnable onWanted;
 
-    Hold(LockAgentClient client, String name, String owner, String unlockMode, String value) {
+    /** name: as on the wire (see Args.name); ttl: the LOCK's, or null. */
+    Hold(LockAgentClient client, String name, String owner, String unlockMode, String value, Duration ttl) {
         this.client = client;
         this.name = name;
         this.owner = owner;
         this.unlockMode = unlockMode;
         this.value = value;
+        this.ttl = ttl;
     }
 
     void grant(Map<String, String> f) {
@@ -49,6 +53,9 @@ public final class Hold implements AutoCloseable {
             slot = (int) parse(f.get("slot"));
             validityMillis = parse(f.get("validity"));
             grantedAt = System.nanoTime();
+            if (ttl != null) {
+                ttlEnd = grantedAt + ttl.toNanos();
+            }
         }
     }
 
@@ -67,7 +74,7 @@ public final class Hold implements AutoCloseable {
             end(UNLOCKED);
             return;
         }
-        end(new LockLostException(name, owner, fence(), reason, why));
+        end(new LockLostException(name(), owner, fence(), reason, why));
     }
 
     private void end(RuntimeException why) {
@@ -91,7 +98,11 @@ public final class Hold implements AutoCloseable {
         }
     }
 
-    public String name() { return name; }
+    /** The name, as given (a hash-tag name with its braces). */
+    public String name() { return Args.userName(name); }
+
+    /** The name as the agent has it. */
+    String wireName() { return name; }
 
     public String owner() { return owner; }
 
@@ -116,12 +127,51 @@ public final class Hold implements AutoCloseable {
         }
     }
 
-    /** How long the hold is still known valid, as of the grant or the last extend (the agent keeps renewing holds without ttl). */
+    /**
+     * How long the hold is still known valid on a majority of masters, renewals counted: asks the
+     * agent (HOLDS), which renews it. Zero once unlocked or lost; if the connection is gone, what
+     * is left of the last validity the agent reported.
+     */
     public Duration validity() {
-        synchronized (mu) {
-            long left = validityMillis - (System.nanoTime() - grantedAt) / 1_000_000;
-            return Duration.ofMillis(Math.max(left, 0));
+        if (!isHeld()) {
+            return Duration.ZERO;
         }
+        Reply r;
+        try {
+            r = client.connection().call("HOLDS").orThrow(name);
+        } catch (ConnectionClosedException e) {
+            synchronized (mu) {
+                long left = validityMillis - (System.nanoTime() - grantedAt) / 1_000_000;
+                return Duration.ofMillis(Math.max(left, 0));
+            }
+        }
+        for (Map<String, String> d : r.data) {
+            if (name.equals(d.get("name")) && owner.equals(d.get("owner"))) {
+                long v = parse(d.get("validity"));
+                synchronized (mu) {
+                    validityMillis = v;
+                    grantedAt = System.nanoTime();
+                }
+                return Duration.ofMillis(v);
+            }
+        }
+        return Duration.ZERO; // gone: its LOST is on its way
+    }
+
+    /**
+     * Milliseconds the hold lasts yet: for a ttl hold, the time to its end (the agent renews it
+     * until then); else its current {@link #validity()}. 0 once unlocked or lost.
+     */
+    long remainMillis() {
+        synchronized (mu) {
+            if (end != null) {
+                return 0;
+            }
+            if (ttlEnd != 0) {
+                return Math.max((ttlEnd - System.nanoTime()) / 1_000_000, 0);
+            }
+        }
+        return validity().toMillis();
     }
 
     /** True until unlocked or lost. */
@@ -215,14 +265,16 @@ public final class Hold implements AutoCloseable {
         unlock();
     }
 
-    /** Sets the hold's end to d from now (1ms to 30 days) and returns its new validity. */
+    /** Sets the hold's end to d from now (50ms to 30 days, the agent's bounds) and returns its new validity. */
     public Duration extend(Duration d) {
         checkHeld();
-        Args.within("ttl", d, Duration.ofMillis(1), Args.MAX_TTL, "1ms to 30 days");
+        Args.within("ttl", d, Args.MIN_TTL, Args.MAX_TTL, Args.TTL_BOUNDS);
+        long asked = System.nanoTime();
         Reply r = client.connection().call("EXTEND " + name + " ttl=" + Args.millis(d) + " owner=" + owner).orThrow(name);
         synchronized (mu) {
             validityMillis = r.longField("validity");
             grantedAt = System.nanoTime();
+            ttlEnd = asked + d.toNanos();
         }
         return Duration.ofMillis(r.longField("validity"));
     }
@@ -239,6 +291,6 @@ public final class Hold implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "Hold[" + name + " owner=" + owner + " fence=" + fence() + (slot() > 0 ? " slot=" + slot() : "") + "]";
+        return "Hold[" + name() + " owner=" + owner + " fence=" + fence() + (slot() > 0 ? " slot=" + slot() : "") + "]";
     }
 }

@@ -149,6 +149,14 @@ public final class LockAgentClient implements AutoCloseable {
         return lockAll(java.util.Collections.singletonList(name), opts).get(0);
     }
 
+    /** {@link #lock(String, LockOptions)} of a name as on the wire. */
+    Hold lockWire(String wireName, LockOptions opts) throws InterruptedException {
+        Acquisition a = prepare(List.of(wireName), opts, "");
+        a.send();
+        a.awaitInterruptibly();
+        return a.holds.get(0);
+    }
+
     /** {@link #lock(String, LockOptions)} with the defaults: waits until granted. */
     public Hold lock(String name) throws InterruptedException {
         return lock(name, LockOptions.defaults());
@@ -160,20 +168,19 @@ public final class LockAgentClient implements AutoCloseable {
      * order given, all of one owner; afterwards each is on its own.
      */
     public List<Hold> lockAll(List<String> names, LockOptions opts) throws InterruptedException {
-        Acquisition a = prepare(names, opts, "");
+        Acquisition a = prepare(Args.names(names), opts, "");
         a.send();
         a.awaitInterruptibly();
         return a.holds;
     }
 
-    /** A LOCK about to be sent: its line and the holds it will grant, tracked before sending so a LOST racing the reply finds them. */
+    /** A LOCK about to be sent (names: checked, as on the wire): its line and the holds it will grant, tracked before sending so a LOST racing the reply finds them. */
     Acquisition prepare(List<String> names, LockOptions opts, String unlockMode) {
-        names = Args.names(names);
         String owner = opts.owner != null ? opts.owner : "j" + owners.incrementAndGet();
         String line = Args.line("LOCK " + String.join(" ", names) + " owner=" + owner + opts.wire());
         List<Hold> hs = new ArrayList<>();
         for (String n : names) {
-            hs.add(new Hold(this, n, owner, unlockMode, opts.value));
+            hs.add(new Hold(this, n, owner, unlockMode, opts.value, opts.ttl));
         }
         return new Acquisition(this, line, hs);
     }
@@ -185,18 +192,32 @@ public final class LockAgentClient implements AutoCloseable {
 
     void track(Hold h) {
         synchronized (mu) {
-            holds.computeIfAbsent(h.name() + " " + h.owner(), k -> new ArrayList<>()).add(h);
+            holds.computeIfAbsent(h.wireName() + " " + h.owner(), k -> new ArrayList<>()).add(h);
         }
     }
 
     void untrack(Hold h) {
         synchronized (mu) {
-            String key = h.name() + " " + h.owner();
+            String key = h.wireName() + " " + h.owner();
             List<Hold> hs = holds.get(key);
             if (hs != null && hs.remove(h) && hs.isEmpty()) {
                 holds.remove(key);
             }
         }
+    }
+
+    /** A live hold of this client on name (as on the wire), any owner's; null if none. */
+    Hold heldOn(String wireName) {
+        synchronized (mu) {
+            for (List<Hold> hs : holds.values()) {
+                for (Hold h : hs) {
+                    if (h.wireName().equals(wireName) && h.isHeld()) {
+                        return h;
+                    }
+                }
+            }
+        }
+        return null;
     }
 
     // ---- Redisson's objects
@@ -262,9 +283,27 @@ public final class LockAgentClient implements AutoCloseable {
         return "true".equals(r.fields.get("current"));
     }
 
+    /**
+     * Ends every hold of name wherever it is (REVOKE); each holder's hold is lost with reason
+     * "revoked". Returns how many it ended. The agent refuses it ({@link DeniedException}) without
+     * an ACL rule granting "revoke" (or, without an acl block, to any user but root).
+     */
+    public int revoke(String name) {
+        return revokeWire(Args.name(name));
+    }
+
+    int revokeWire(String wireName) {
+        return (int) connection.call("REVOKE " + wireName).orThrow(wireName).longField("n");
+    }
+
     /** The holders of name, as recorded in the masters (any agent): one map of WHO's fields each (agent, owner, mode, fence, ...). */
     public List<Map<String, String>> who(String name) {
-        Reply r = connection.call("WHO " + Args.name(name)).orThrow(name);
+        return holders(Args.name(name));
+    }
+
+    /** {@link #who} of a name as on the wire. */
+    List<Map<String, String>> holders(String wireName) {
+        Reply r = connection.call("WHO " + wireName).orThrow(wireName);
         List<Map<String, String>> out = new ArrayList<>();
         for (Map<String, String> d : r.data) {
             if (d.containsKey("fence")) {

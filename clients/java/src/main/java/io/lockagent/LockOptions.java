@@ -61,10 +61,10 @@ public final class LockOptions {
         return o;
     }
 
-    /** End the hold by itself after d (1ms to 30 days), with {@link LockLostException} reason "expired". */
+    /** End the hold by itself after d (50ms to 30 days, the agent's bounds), with {@link LockLostException} reason "expired". */
     public LockOptions ttl(Duration d) {
         LockOptions o = copy();
-        o.ttl = Args.within("ttl", d, Duration.ofMillis(1), Args.MAX_TTL, "1ms to 30 days");
+        o.ttl = Args.within("ttl", d, Args.MIN_TTL, Args.MAX_TTL, Args.TTL_BOUNDS);
         return o;
     }
 

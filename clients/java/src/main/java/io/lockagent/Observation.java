@@ -26,7 +26,7 @@ public final class Observation implements AutoCloseable {
     }
 
     public String name() {
-        return name;
+        return Args.userName(name);
     }
 
     void offer(Leader l) {

@@ -125,12 +125,13 @@ final class Observers {
             }
             boolean repeat = l.equals(n.last);
             n.last = l;
+            Leader given = new Leader(Args.userName(l.name()), l.none(), l.fence(), l.value(), l.agent()); // a hash-tag name as given
             for (Observation o : n.observations) {
                 if (!o.answered) {
                     continue;
                 }
                 if (!repeat || o.wantsNext) {
-                    o.offer(l);
+                    o.offer(given);
                 }
                 o.wantsNext = false;
             }

@@ -106,7 +106,8 @@ final class Agents {
         }
         Process p = start(new ProcessBuilder(BINARY, "run", "-config", config.toString())
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).redirectError(dir.resolve("agent.log").toFile()));
-        Check.eventually(Duration.ofSeconds(10), () -> Files.exists(Path.of(socket)), () -> "no socket at " + socket);
+        // The socket file appears at bind, a moment before the agent listens: wait for a connection.
+        Check.eventually(Duration.ofSeconds(10), () -> listens(socket), () -> "nothing listens at " + socket);
         awaitMastersUp(socket);
         return new Agent(p, socket, masters);
     }
@@ -143,6 +144,18 @@ final class Agents {
             byte[] b = new byte[7];
             return s.getInputStream().read(b) > 0 && new String(b, StandardCharsets.US_ASCII).startsWith("+PONG");
         } catch (IOException e) {
+            return false;
+        }
+    }
+
+    private static boolean listens(String socket) {
+        if (!Files.exists(Path.of(socket))) {
+            return false;
+        }
+        try {
+            LockAgentClient.connect(socket).close();
+            return true;
+        } catch (ConnectException e) {
             return false;
         }
     }
