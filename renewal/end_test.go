@@ -2,6 +2,7 @@ package renewal
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum"
@@ -42,41 +43,43 @@ func TestTTLHoldEnds(t *testing.T) {
 			ttl: 4 * lease, renewed: true, moveAt: lease / 2, moveTo: 0, wantAt: lease / 2, reason: ReasonExpired, validity: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			if !tc.renewed {
-				h.renewer.set(quorum.RenewResult{OK: 1})
-			}
-			start := h.clock.Now()
-			hold := &Hold{Name: "t", Holder: "x", End: start.Add(tc.ttl)}
-			h.w.Add(hold, start.Add(valid))
-			h.settle()
-			if tc.moveAt == 0 {
-				if v, ok := h.w.Validity(hold); !ok || v != tc.validity {
-					t.Fatalf("validity %v %v after the grant, want %v", v, ok, tc.validity)
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				if !tc.renewed {
+					h.renewer.set(quorum.RenewResult{OK: 1})
 				}
-			} else {
-				h.runTo(start.Add(tc.moveAt))
-				v, ok := h.w.SetEnd(hold, h.clock.Now().Add(tc.moveTo))
-				if !ok || v != tc.validity {
-					t.Fatalf("SetEnd: validity %v %v, want %v", v, ok, tc.validity)
-				}
+				start := h.clock.Now()
+				hold := &Hold{Name: "t", Holder: "x", End: start.Add(tc.ttl)}
+				h.w.Add(hold, start.Add(valid))
 				h.settle()
-			}
-			lostAt := start.Add(tc.wantAt)
-			h.runTo(lostAt.Add(-time.Millisecond))
-			h.expectNoLoss()
-			h.clock.Advance(lostAt.Sub(h.clock.Now()))
-			h.settle()
-			h.expectLoss(hold, tc.reason, lostAt)
-			if h.clock.Now() != lostAt {
-				t.Fatalf("the clock is at %v, want %v", h.clock.Now().Sub(start), tc.wantAt)
-			}
-			if _, ok := h.w.SetEnd(hold, h.clock.Now().Add(time.Hour)); ok {
-				t.Fatal("SetEnd of a lost hold succeeded")
-			}
-			if tc.renewed && tc.wantAt > lease/3 && h.renewer.keys == 0 {
-				t.Fatal("a ttl= hold was not renewed")
-			}
+				if tc.moveAt == 0 {
+					if v, ok := h.w.Validity(hold); !ok || v != tc.validity {
+						t.Fatalf("validity %v %v after the grant, want %v", v, ok, tc.validity)
+					}
+				} else {
+					h.runTo(start.Add(tc.moveAt))
+					v, ok := h.w.SetEnd(hold, h.clock.Now().Add(tc.moveTo))
+					if !ok || v != tc.validity {
+						t.Fatalf("SetEnd: validity %v %v, want %v", v, ok, tc.validity)
+					}
+					h.settle()
+				}
+				lostAt := start.Add(tc.wantAt)
+				h.runTo(lostAt.Add(-time.Millisecond))
+				h.expectNoLoss()
+				h.clock.Advance(lostAt.Sub(h.clock.Now()))
+				h.settle()
+				h.expectLoss(hold, tc.reason, lostAt)
+				if h.clock.Now() != lostAt {
+					t.Fatalf("the clock is at %v, want %v", h.clock.Now().Sub(start), tc.wantAt)
+				}
+				if _, ok := h.w.SetEnd(hold, h.clock.Now().Add(time.Hour)); ok {
+					t.Fatal("SetEnd of a lost hold succeeded")
+				}
+				if tc.renewed && tc.wantAt > lease/3 && h.renewer.keys == 0 {
+					t.Fatal("a ttl= hold was not renewed")
+				}
+			})
 		})
 	}
 }
@@ -85,24 +88,26 @@ func TestTTLHoldEnds(t *testing.T) {
 // hold at, is the End of a ttl= hold that ended there, and the deadline of
 // one lost for want of renewals.
 func TestATTLHoldIsReleasedAtItsEnd(t *testing.T) {
-	h := newHarness(t)
-	start := h.clock.Now()
-	ended := &Hold{Name: "ended", Holder: "x", End: start.Add(lease / 2)}
-	h.w.Add(ended, start.Add(quorum.Validity(lease, 0, 0.01)))
-	h.run(lease / 2)
-	h.expectLoss(ended, ReasonExpired, start.Add(lease/2))
-	if d := h.w.Deadline(ended); d != ended.End {
-		t.Fatalf("released at %v, want its end %v", d.Sub(start), lease/2)
-	}
-	h.renewer.set(quorum.RenewResult{OK: 1})
-	unrenewed := &Hold{Name: "unrenewed", Holder: "x", End: h.clock.Now().Add(10 * lease)}
-	deadline := h.clock.Now().Add(quorum.Validity(lease, 0, 0.01))
-	h.w.Add(unrenewed, deadline)
-	h.runTo(deadline.Add(-h.w.lead(unrenewed)))
-	h.expectLoss(unrenewed, ReasonQuorum, deadline)
-	if d := h.w.Deadline(unrenewed); d != deadline {
-		t.Fatalf("released at %v, want its deadline %v", d, deadline)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		start := h.clock.Now()
+		ended := &Hold{Name: "ended", Holder: "x", End: start.Add(lease / 2)}
+		h.w.Add(ended, start.Add(quorum.Validity(lease, 0, 0.01)))
+		h.run(lease / 2)
+		h.expectLoss(ended, ReasonExpired, start.Add(lease/2))
+		if d := h.w.Deadline(ended); d != ended.End {
+			t.Fatalf("released at %v, want its end %v", d.Sub(start), lease/2)
+		}
+		h.renewer.set(quorum.RenewResult{OK: 1})
+		unrenewed := &Hold{Name: "unrenewed", Holder: "x", End: h.clock.Now().Add(10 * lease)}
+		deadline := h.clock.Now().Add(quorum.Validity(lease, 0, 0.01))
+		h.w.Add(unrenewed, deadline)
+		h.runTo(deadline.Add(-h.w.lead(unrenewed)))
+		h.expectLoss(unrenewed, ReasonQuorum, deadline)
+		if d := h.w.Deadline(unrenewed); d != deadline {
+			t.Fatalf("released at %v, want its deadline %v", d, deadline)
+		}
+	})
 }
 
 // runTo advances the fake clock to at in 100ms steps, letting the watchdog work.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum"
@@ -70,7 +71,14 @@ func newHarnessWith(t *testing.T, renewer Renewer) *harness {
 		renewer = h.renewer
 	}
 	h.w = New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: renewer, Clock: h.clock,
-		OnLost: func(hold *Hold, r Reason) { h.lost <- lostEvent{hold, r, h.clock.Now()} }})
+		OnLost: func(hold *Hold, r Reason) {
+			// OnLost must never block (see Config.OnLost): a test that
+			// loses more than the channel holds has failed already.
+			select {
+			case h.lost <- lostEvent{hold, r, h.clock.Now()}:
+			default:
+			}
+		}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -86,16 +94,12 @@ func newHarnessWith(t *testing.T, renewer Renewer) *harness {
 }
 
 // settle waits until the watchdog has handled everything the clock fired:
-// each event it handles re-arms its expiry timer, so it is idle once no timer
-// is armed for a while.
+// every goroutine of the test's bubble (the watchdog's, its renewals') is
+// blocked again, waiting for the fake clock or a channel. (It waited for 5ms
+// without a timer armed: on a loaded host the watchdog had not run by then,
+// the clock moved on past the holds' validity, and they were lost.)
 func (h *harness) settle() {
-	for {
-		select {
-		case <-h.clock.TimerArmed():
-		case <-time.After(5 * time.Millisecond):
-			return
-		}
-	}
+	synctest.Wait()
 }
 
 // run advances the fake clock by total in 100ms steps, letting the watchdog work.
@@ -142,160 +146,178 @@ func (h *harness) expectLoss(hold *Hold, reason Reason, notAfter time.Time) {
 }
 
 func TestRenewedHoldLivesOnFarPastItsLease(t *testing.T) {
-	h := newHarness(t)
-	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
-	h.run(5 * lease)
-	h.expectNoLoss()
-	if v, ok := h.w.Validity(hold); !ok || v < lease/2 {
-		t.Fatalf("validity %v %v", v, ok)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		h.run(5 * lease)
+		h.expectNoLoss()
+		if v, ok := h.w.Validity(hold); !ok || v < lease/2 {
+			t.Fatalf("validity %v %v", v, ok)
+		}
+	})
 }
 
 func TestRenewalsCarryTheRecordSetLast(t *testing.T) {
-	h := newHarness(t)
-	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
-	next := quorum.Record{Fence: 42, Top: 50, Who: quorum.Who{Owner: "next"}}
-	if !h.w.SetRecord(hold, next) {
-		t.Fatal("SetRecord of a watched hold failed")
-	}
-	h.run(lease / 2)
-	h.renewer.mu.Lock()
-	last := h.renewer.last
-	h.renewer.mu.Unlock()
-	if len(last) != 1 || last[0].Record != next {
-		t.Fatalf("renewed with %+v, want the record %+v", last, next)
-	}
-	h.w.Remove(hold)
-	if h.w.SetRecord(hold, next) {
-		t.Fatal("SetRecord of a removed hold succeeded")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		next := quorum.Record{Fence: 42, Top: 50, Who: quorum.Who{Owner: "next"}}
+		if !h.w.SetRecord(hold, next) {
+			t.Fatal("SetRecord of a watched hold failed")
+		}
+		h.run(lease / 2)
+		h.renewer.mu.Lock()
+		last := h.renewer.last
+		h.renewer.mu.Unlock()
+		if len(last) != 1 || last[0].Record != next {
+			t.Fatalf("renewed with %+v, want the record %+v", last, next)
+		}
+		h.w.Remove(hold)
+		if h.w.SetRecord(hold, next) {
+			t.Fatal("SetRecord of a removed hold succeeded")
+		}
+	})
 }
 
 func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {
-	h := newHarness(t)
-	h.renewer.set(quorum.RenewResult{OK: 1})
-	valid := quorum.Validity(lease, 0, 0.01)
-	start := h.clock.Now()
-	hold := h.add("a", false, valid)
-	lead := h.w.lead(hold)
-	h.run(valid - lead - 100*time.Millisecond)
-	h.expectNoLoss()
-	h.runBy(5*time.Millisecond, 200*time.Millisecond)
-	h.expectLoss(hold, ReasonQuorum, start.Add(valid-lead))
-	if _, ok := h.w.Validity(hold); ok || h.w.Remove(hold) {
-		t.Fatal("a lost hold must be gone from the watchdog")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.renewer.set(quorum.RenewResult{OK: 1})
+		valid := quorum.Validity(lease, 0, 0.01)
+		start := h.clock.Now()
+		hold := h.add("a", false, valid)
+		lead := h.w.lead(hold)
+		h.run(valid - lead - 100*time.Millisecond)
+		h.expectNoLoss()
+		h.runBy(5*time.Millisecond, 200*time.Millisecond)
+		h.expectLoss(hold, ReasonQuorum, start.Add(valid-lead))
+		if _, ok := h.w.Validity(hold); ok || h.w.Remove(hold) {
+			t.Fatal("a lost hold must be gone from the watchdog")
+		}
+	})
 }
 
 func TestRecoveringRenewalSavesTheHold(t *testing.T) {
-	h := newHarness(t)
-	h.renewer.set(quorum.RenewResult{OK: 1})
-	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
-	h.run(lease / 2) // one round missed quorum
-	h.renewer.set(quorum.RenewResult{OK: 2})
-	h.run(3 * lease)
-	h.expectNoLoss()
-	if _, ok := h.w.Validity(hold); !ok {
-		t.Fatal("hold gone")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.renewer.set(quorum.RenewResult{OK: 1})
+		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		h.run(lease / 2) // one round missed quorum
+		h.renewer.set(quorum.RenewResult{OK: 2})
+		h.run(3 * lease)
+		h.expectNoLoss()
+		if _, ok := h.w.Validity(hold); !ok {
+			t.Fatal("hold gone")
+		}
+	})
 }
 
 func TestFixedHoldIsNeverRenewedAndExpires(t *testing.T) {
-	h := newHarness(t)
-	start := h.clock.Now()
-	hold := h.add("t", true, time.Second)
-	h.run(800 * time.Millisecond)
-	h.runBy(5*time.Millisecond, 400*time.Millisecond)
-	h.expectLoss(hold, ReasonExpired, start.Add(time.Second-h.w.lead(hold)))
-	if h.renewer.keys != 0 {
-		t.Fatalf("a ttl hold was renewed %d times", h.renewer.keys)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		start := h.clock.Now()
+		hold := h.add("t", true, time.Second)
+		h.run(800 * time.Millisecond)
+		h.runBy(5*time.Millisecond, 400*time.Millisecond)
+		h.expectLoss(hold, ReasonExpired, start.Add(time.Second-h.w.lead(hold)))
+		if h.renewer.keys != 0 {
+			t.Fatalf("a ttl hold was renewed %d times", h.renewer.keys)
+		}
+	})
 }
 
 func TestHoldGoneOnAMajorityIsRevoked(t *testing.T) {
-	h := newHarness(t)
-	h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
-	hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
-	h.run(lease / 2)
-	h.expectLoss(hold, ReasonRevoked, h.clock.Now())
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
+		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		h.run(lease / 2)
+		h.expectLoss(hold, ReasonRevoked, h.clock.Now())
+	})
 }
 
 func TestRemovedHoldIsNotReported(t *testing.T) {
-	h := newHarness(t)
-	h.renewer.set(quorum.RenewResult{})
-	hold := h.add("a", false, time.Second)
-	if !h.w.Remove(hold) {
-		t.Fatal("remove of a watched hold must report true")
-	}
-	h.run(2 * lease)
-	h.expectNoLoss()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.renewer.set(quorum.RenewResult{})
+		hold := h.add("a", false, time.Second)
+		if !h.w.Remove(hold) {
+			t.Fatal("remove of a watched hold must report true")
+		}
+		h.run(2 * lease)
+		h.expectNoLoss()
+	})
 }
 
 func TestOneRoundRenewsEveryHold(t *testing.T) {
-	h := newHarness(t)
-	for range 500 {
-		h.w.Add(&Hold{Name: "n", Holder: "x"}, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
-	}
-	h.run(h.w.Interval())
-	h.renewer.mu.Lock()
-	defer h.renewer.mu.Unlock()
-	if h.renewer.rounds != 1 || h.renewer.keys != 500 {
-		t.Fatalf("rounds=%d keys=%d, want 1 round of 500", h.renewer.rounds, h.renewer.keys)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		for range 500 {
+			h.w.Add(&Hold{Name: "n", Holder: "x"}, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+		}
+		h.run(h.w.Interval())
+		h.renewer.mu.Lock()
+		defer h.renewer.mu.Unlock()
+		if h.renewer.rounds != 1 || h.renewer.keys != 500 {
+			t.Fatalf("rounds=%d keys=%d, want 1 round of 500", h.renewer.rounds, h.renewer.keys)
+		}
+	})
 }
 
 // TestManyTTLHoldsEndEachAtItsOwnTime adds, removes and moves the end of
 // many ttl= holds in random order: each is lost, expired, in the clock step
 // its End falls in, never before, and removed ones never.
 func TestManyTTLHoldsEndEachAtItsOwnTime(t *testing.T) {
-	h := newHarness(t)
-	h.lost = make(chan lostEvent, 1000)
-	rng := rand.New(rand.NewPCG(5, 6))
-	start := h.clock.Now()
-	end := map[*Hold]time.Time{}
-	var holds []*Hold
-	for i := range 300 {
-		hold := &Hold{Name: fmt.Sprintf("n%d", i), Holder: "x", End: start.Add(time.Duration(100+rng.IntN(2900)) * time.Millisecond)}
-		h.w.Add(hold, start.Add(quorum.Validity(lease, 0, 0.01)))
-		holds = append(holds, hold)
-		end[hold] = hold.End
-	}
-	for _, hold := range holds[:50] { // removed: never reported
-		h.w.Remove(hold)
-		delete(end, hold)
-	}
-	for _, hold := range holds[50:100] { // moved: reported at the new end
-		end[hold] = start.Add(time.Duration(3000+rng.IntN(1000)) * time.Millisecond)
-		h.w.SetEnd(hold, end[hold])
-	}
-	h.settle()
-	const step = 50 * time.Millisecond
-	for elapsed := time.Duration(0); elapsed < 5*time.Second; elapsed += step {
-		h.clock.Advance(step)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.lost = make(chan lostEvent, 1000)
+		rng := rand.New(rand.NewPCG(5, 6))
+		start := h.clock.Now()
+		end := map[*Hold]time.Time{}
+		var holds []*Hold
+		for i := range 300 {
+			hold := &Hold{Name: fmt.Sprintf("n%d", i), Holder: "x", End: start.Add(time.Duration(100+rng.IntN(2900)) * time.Millisecond)}
+			h.w.Add(hold, start.Add(quorum.Validity(lease, 0, 0.01)))
+			holds = append(holds, hold)
+			end[hold] = hold.End
+		}
+		for _, hold := range holds[:50] { // removed: never reported
+			h.w.Remove(hold)
+			delete(end, hold)
+		}
+		for _, hold := range holds[50:100] { // moved: reported at the new end
+			end[hold] = start.Add(time.Duration(3000+rng.IntN(1000)) * time.Millisecond)
+			h.w.SetEnd(hold, end[hold])
+		}
 		h.settle()
-		now := h.clock.Now()
-		for {
-			select {
-			case e := <-h.lost:
-				want, ok := end[e.hold]
-				if !ok || e.reason != ReasonExpired || e.at.Before(want) || e.at.Sub(want) >= step {
-					t.Fatalf("%s lost (%s) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.reason, e.at.Sub(start), want.Sub(start), ok)
+		const step = 50 * time.Millisecond
+		for elapsed := time.Duration(0); elapsed < 5*time.Second; elapsed += step {
+			h.clock.Advance(step)
+			h.settle()
+			now := h.clock.Now()
+			for {
+				select {
+				case e := <-h.lost:
+					want, ok := end[e.hold]
+					if !ok || e.reason != ReasonExpired || e.at.Before(want) || e.at.Sub(want) >= step {
+						t.Fatalf("%s lost (%s) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.reason, e.at.Sub(start), want.Sub(start), ok)
+					}
+					delete(end, e.hold)
+					continue
+				default:
 				}
-				delete(end, e.hold)
-				continue
-			default:
+				break
 			}
-			break
-		}
-		for hold, at := range end {
-			if !at.After(now) {
-				t.Fatalf("%s not lost by %v (its end %v)", hold.Name, now.Sub(start), at.Sub(start))
+			for hold, at := range end {
+				if !at.After(now) {
+					t.Fatalf("%s not lost by %v (its end %v)", hold.Name, now.Sub(start), at.Sub(start))
+				}
 			}
 		}
-	}
-	if len(end) != 0 {
-		t.Fatalf("%d holds never lost", len(end))
-	}
+		if len(end) != 0 {
+			t.Fatalf("%d holds never lost", len(end))
+		}
+	})
 }
 
 // roundRecorder renews every hold, records the size of each Renew call and
@@ -328,38 +350,40 @@ func (r *roundRecorder) Renew(_ context.Context, _ time.Duration, keys []quorum.
 }
 
 func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
-	rec := &roundRecorder{renewed: map[string]int{}, calls: make(chan int, 100)}
-	h := newHarnessWith(t, rec)
-	holds := make([]*Hold, 2*roundSize+1)
-	for i := range holds {
-		holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
-		h.w.Add(holds[i], h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
-	}
-	h.settle()
-	// Removed while the first round is under way: its own round, later,
-	// must not renew it (its release may be under way).
-	removed := holds[len(holds)-1]
-	rec.hook = func() { h.w.Remove(removed) }
-	h.clock.Advance(lease / 3)
-	for range 2 {
-		if n := <-rec.calls; n != roundSize {
-			t.Fatalf("a Renew call of %d holds, want %d", n, roundSize)
+	synctest.Test(t, func(t *testing.T) {
+		rec := &roundRecorder{renewed: map[string]int{}, calls: make(chan int, 100)}
+		h := newHarnessWith(t, rec)
+		holds := make([]*Hold, 2*roundSize+1)
+		for i := range holds {
+			holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
+			h.w.Add(holds[i], h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
 		}
-	}
-	rec.mu.Lock()
-	for _, hold := range holds[:len(holds)-1] {
-		if n := rec.renewed[hold.Name]; n != 1 {
-			t.Errorf("%s renewed %d times in one renewal", hold.Name, n)
+		h.settle()
+		// Removed while the first round is under way: its own round, later,
+		// must not renew it (its release may be under way).
+		removed := holds[len(holds)-1]
+		rec.hook = func() { h.w.Remove(removed) }
+		h.clock.Advance(lease / 3)
+		for range 2 {
+			if n := <-rec.calls; n != roundSize {
+				t.Fatalf("a Renew call of %d holds, want %d", n, roundSize)
+			}
 		}
-	}
-	rec.mu.Unlock()
-	h.run(5 * lease)
-	h.expectNoLoss()
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if n := rec.renewed[removed.Name]; n != 0 {
-		t.Errorf("a hold removed during a renewal was renewed %d times", n)
-	}
+		rec.mu.Lock()
+		for _, hold := range holds[:len(holds)-1] {
+			if n := rec.renewed[hold.Name]; n != 1 {
+				t.Errorf("%s renewed %d times in one renewal", hold.Name, n)
+			}
+		}
+		rec.mu.Unlock()
+		h.run(5 * lease)
+		h.expectNoLoss()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if n := rec.renewed[removed.Name]; n != 0 {
+			t.Errorf("a hold removed during a renewal was renewed %d times", n)
+		}
+	})
 }
 
 // TestLostSaysWhyAHoldStoppedBeingWatched: from the moment the watchdog
@@ -393,13 +417,15 @@ func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t)
-			hold := h.add("a", false, valid)
-			c.do(h, hold)
-			reason, revoked, ok := h.w.Lost(hold)
-			if reason != c.reason || revoked != c.revoked || ok != c.ok {
-				t.Fatalf("Lost = %q, %v, %v; want %q, %v, %v", reason, revoked, ok, c.reason, c.revoked, c.ok)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				hold := h.add("a", false, valid)
+				c.do(h, hold)
+				reason, revoked, ok := h.w.Lost(hold)
+				if reason != c.reason || revoked != c.revoked || ok != c.ok {
+					t.Fatalf("Lost = %q, %v, %v; want %q, %v, %v", reason, revoked, ok, c.reason, c.revoked, c.ok)
+				}
+			})
 		})
 	}
 }
