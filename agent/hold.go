@@ -145,7 +145,9 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		}
 	}()
 	if s.closing {
-		return result{}, errSessionGone
+		// A grant that came as the session closed: for the agent's stop
+		// (a holder's release while stopping granted it), SHUTTING_DOWN.
+		return result{}, s.endedBy()
 	}
 	key := holdKey{w.req.Names[0], w.req.Owner}
 	if old := s.holds[key]; old != nil {

@@ -246,13 +246,13 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 	}
 }
 
-// endedBy is why the session's waits end when it closes: it was closed,
-// or else the agent is stopping (see bye).
+// endedBy is why the session's waits end when it closes: the agent is
+// stopping (see bye; the session closes after), or else it was closed.
 func (s *session) endedBy() error {
-	if s.ctx.Err() != nil {
-		return errSessionGone
+	if s.shutdown.Load() || s.ctx.Err() == nil {
+		return errAgentStopping
 	}
-	return errAgentStopping
+	return errSessionGone
 }
 
 // joiningLocked says whether the LOCK tag is joining its queue in its own

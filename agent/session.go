@@ -110,6 +110,9 @@ type session struct {
 	recheckIdle bool
 	closing     bool
 	client      string
+	// shutdown: the agent is stopping and said so to this session (see
+	// bye); whatever ends its waits from then on ends them SHUTTING_DOWN.
+	shutdown atomic.Bool
 	// observing is the names this session observes; guarded by Agent.mu
 	// (see observe.go).
 	observing map[string]*observation
@@ -373,6 +376,7 @@ const byeWait = time.Second
 // client is waiting for is left without an answer.
 func (s *session) bye(reason string) {
 	if reason == "shutdown" {
+		s.shutdown.Store(true)
 		s.mu.Lock()
 		s.closing = true
 		holds := make([]*hold, 0, len(s.holds))
@@ -456,7 +460,7 @@ func (s *session) close() {
 	s.mu.Unlock()
 	for _, w := range waits {
 		if s.a.withdraw(w) {
-			w.end(result{err: errSessionGone})
+			w.end(result{err: s.endedBy()})
 		}
 	}
 	s.a.releaseAll(holds)
