@@ -32,8 +32,8 @@ func TestExecFairSendsOneLockWithFairTrue(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	sent := fake.Requests()
-	if len(sent) == 0 || !strings.HasPrefix(sent[0], "LOCK b a owner=") || !strings.HasSuffix(sent[0], " limit=2 fair=true") {
-		t.Fatalf("sent %q, want one LOCK b a ... limit=2 fair=true first", sent)
+	if len(sent) == 0 || !strings.HasPrefix(sent[0], "LOCK b a owner=") || !strings.HasSuffix(sent[0], " limit=2 fair=true delay=6000") {
+		t.Fatalf("sent %q, want one LOCK b a ... limit=2 fair=true delay=6000 first (the delay covers -kill-after)", sent)
 	}
 	for _, s := range sent[1:] {
 		if strings.HasPrefix(s, "LOCK") {
