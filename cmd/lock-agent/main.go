@@ -114,9 +114,19 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// loadConfig is the one loader `run` and `validate` share.
-func loadConfig(path string) (agent.Config, error) {
-	return config.Load(path)
+// loadConfig is the one loader `run` and `validate` share. It returns the
+// deprecated settings the file sets, which both name.
+func loadConfig(path string) (agent.Config, []config.Warning, error) {
+	return config.LoadWarned(path)
+}
+
+// logDeprecated logs each deprecated setting the config file sets, with
+// what replaced it.
+func logDeprecated(log hclog.Logger, warnings []config.Warning) {
+	for _, w := range warnings {
+		log.Warn("config: a deprecated setting is accepted and ignored", "setting", w.Setting,
+			"at", fmt.Sprintf("%s:%d", w.File, w.Pos.Line), "instead", w.Instead)
+	}
 }
 
 // printConfigError prints each error of a config on its own line with its file:line.
@@ -128,15 +138,19 @@ func printConfigError(w io.Writer, err error) {
 // and loads that config, exactly as run does. If the flags are wrong (or
 // -config is missing) it prints usage, if the config is invalid its errors,
 // to stderr, and returns false: the command then exits 2.
+// Each deprecated setting the file sets is named on stderr.
 func parseConfigFlags(fs *flag.FlagSet, path *string, args []string, usage string, stderr io.Writer) (agent.Config, bool) {
 	if err := fs.Parse(args); err != nil || *path == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: "+usage)
 		return agent.Config{}, false
 	}
-	cfg, err := loadConfig(*path)
+	cfg, warnings, err := loadConfig(*path)
 	if err != nil {
 		printConfigError(stderr, err)
 		return agent.Config{}, false
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	return cfg, true
 }
@@ -174,6 +188,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 
 	d := &daemon{path: *path, dev: *dev, agentDone: make(chan struct{}), stdout: stdout}
+	var warnings []config.Warning
 	if *dev {
 		if err := d.addDevMasters(); err != nil {
 			fmt.Fprintln(stderr, "lock-agent:", err)
@@ -181,13 +196,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		var err error
-		if d.cfg, err = loadConfig(*path); err != nil {
+		if d.cfg, warnings, err = loadConfig(*path); err != nil {
 			printConfigError(stderr, err)
 			return exitUsage
 		}
 	}
 	d.log = hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(d.cfg.Log.Level),
 		JSONFormat: d.cfg.Log.Format == "json", Output: stderr})
+	logDeprecated(d.log, warnings)
 
 	var err error
 	if d.agent, err = agent.New(d.cfg, d.log); err != nil {
@@ -327,11 +343,12 @@ func reload(log hclog.Logger, path string, cfg *agent.Config, a *agent.Agent) {
 		log.Info("SIGHUP: nothing to reload in dev mode")
 		return
 	}
-	next, err := loadConfig(path)
+	next, warnings, err := loadConfig(path)
 	if err != nil {
 		log.Error("SIGHUP: config not reloaded, keeping the running one", "file", path, "error", err)
 		return
 	}
+	logDeprecated(log, warnings)
 	changes := config.Changes(*cfg, next)
 	if len(changes) == 0 {
 		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)

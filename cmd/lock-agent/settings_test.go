@@ -85,7 +85,7 @@ func TestSettingsCommandChangesTheLease(t *testing.T) {
 	if code := realMain([]string{"settings", "-config", path, "-apply"}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "nothing to change") {
 		t.Fatalf("settings -apply again: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	newCfg, err := loadConfig(path)
+	newCfg, _, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
