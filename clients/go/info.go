@@ -32,6 +32,11 @@ type Master struct {
 	Reason string `json:"reason,omitempty"`
 	// QuarantineLeftMS is, while quarantined, how long until it votes again.
 	QuarantineLeftMS int64 `json:"quarantine_left_ms,omitempty"`
+	// Data is, while quarantined, what the agent can tell of why it holds
+	// nothing: "new" (a new deployment: no master had a marker), "lost" (it
+	// lost its data: never bootstrap it) or "unknown" ("" from an agent
+	// older than data=).
+	Data string `json:"data,omitempty"`
 	// Settings are the cluster settings its marker records ("" if none).
 	Settings string `json:"settings,omitempty"`
 }
@@ -40,7 +45,7 @@ type Master struct {
 func masterOf(d map[string]string) Master {
 	left, _ := strconv.ParseInt(d["quarantine_left"], 10, 64)
 	return Master{Name: d["master"], Address: d["address"], State: d["state"], Reason: d["reason"], QuarantineLeftMS: left,
-		Settings: d["settings"]}
+		Data: d["data"], Settings: d["settings"]}
 }
 
 // Holder is one current holder of a name, on any host.
