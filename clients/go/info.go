@@ -15,6 +15,9 @@ type Status struct {
 	Waiters  int      `json:"waiters"`
 	Quorum   int      `json:"quorum"`
 	Masters  []Master `json:"masters"`
+	// LockDelay is the agent's lock.lock_delay: the delay= of a LOCK that
+	// gives none (0 from an agent older than lock_delay=).
+	LockDelay time.Duration `json:"lock_delay,omitempty"`
 	// Settings are the agent's cluster settings, as the masters record
 	// them ("lease=15s;drift=0.01;..."); SettingsDiffer names those that
 	// differ from what a majority of masters records, while they do: the
@@ -115,7 +118,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	s := Status{Agent: r.fields["agent"], Sessions: atoi(r.fields["sessions"]), Holds: atoi(r.fields["holds"]),
-		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"]), Settings: r.fields["settings"]}
+		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"]), Settings: r.fields["settings"],
+		LockDelay: time.Duration(atoi64(r.fields["lock_delay"])) * time.Millisecond}
 	if d := r.fields["settings_differ"]; d != "" {
 		s.SettingsDiffer = strings.Split(d, ",")
 	}

@@ -49,8 +49,8 @@ LOCK_AGENT_SLOT are comma lists in the same order, one entry per name.
 If the lock (any of the names) is lost, CMD's process group gets SIGTERM at
 once and SIGKILL after -kill-after, and exec exits 124. The group is gone
 before anyone else can be granted NAME: unless -delay is given, exec asks
-for a lock-delay of -kill-after + 1s (in place of the agent's
-lock.lock_delay), so that after a loss -- the -ttl ran out, an operator
+for a lock-delay of -kill-after + 1s (or the agent's lock.lock_delay, if
+longer), so that after a loss -- the -ttl ran out, an operator
 revoked it, the agent lost its masters -- NAME stays unavailable to
 everyone until the SIGKILL is past. With -delay D, the SIGKILL comes at
 the latest 1s before D ends (at once, with SIGTERM, if D is 1s or less).
@@ -98,8 +98,8 @@ exec's own flags:
                        (at most once per 100ms while it stays wanted)
   -delay D             after an unclean end (exec or CMD killed, the lock lost),
                        keep NAME from everyone for D (0 to 5m; default:
-                       -kill-after + 1s, in place of the agent's lock.lock_delay,
-                       and with -F the agent's lock.lock_delay)
+                       -kill-after + 1s, or the agent's lock.lock_delay if longer;
+                       with -F the agent's lock.lock_delay)
   -min-hold D          keep NAME held, by nobody once CMD is done, until D after
                        the grant: run at most once per D across hosts (0 to 24h)
   -socket PATH         agent socket (default $LOCK_AGENT_SOCKET, else /run/lock-agent/agent.sock)
@@ -125,9 +125,10 @@ type execOptions struct {
 	conflictExit int
 	killAfter    time.Duration
 	quiet        bool
-	nonblock     bool // -n: try once, whatever -wait says
-	close        bool // -o: CMD does not get the agent connection
-	noFork       bool // -F: exec becomes CMD
+	agentDelay   time.Duration // the agent's lock.lock_delay (STATUS), which exec never lowers
+	nonblock     bool          // -n: try once, whatever -wait says
+	close        bool          // -o: CMD does not get the agent connection
+	noFork       bool          // -F: exec becomes CMD
 	shell        string
 	name         string   // NAME as given: one name, or several joined by commas
 	names        []string // NAME split at its commas
@@ -379,6 +380,15 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 	if o.fair {
 		opts = append(opts, lockagent.Fair())
 	}
+	if !o.delay.set && !o.noFork {
+		// exec's own delay must not shorten the agent's lock.lock_delay.
+		// An agent that does not say (older, or STATUS refused) gets exec's.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if st, err := c.Status(ctx); err == nil {
+			o.agentDelay = st.LockDelay
+		}
+		cancel()
+	}
 	opts = append(opts, coordinationOptions(o)...)
 	type locked struct {
 		locks []*lockagent.Lock
@@ -439,8 +449,9 @@ const killMargin = time.Second
 
 // lockDelay is the delay= exec asks for, if any: -delay, else enough to
 // cover the kill window (-kill-after and killMargin), so that after a loss
-// nobody else is granted NAME while CMD's group may still run. With -F
-// there is no kill window: the agent's lock.lock_delay applies.
+// nobody else is granted NAME while CMD's group may still run, or the
+// agent's lock.lock_delay if that is longer. With -F there is no kill
+// window: the agent's lock.lock_delay applies.
 func (o *execOptions) lockDelay() (time.Duration, bool) {
 	switch {
 	case o.delay.set:
@@ -448,7 +459,7 @@ func (o *execOptions) lockDelay() (time.Duration, bool) {
 	case o.noFork:
 		return 0, false
 	}
-	return min(max(o.killAfter, 0)+killMargin, protocol.MaxDelay), true
+	return min(max(o.killAfter+killMargin, o.agentDelay), protocol.MaxDelay), true
 }
 
 // killWindow is how long after the SIGTERM of a loss exec sends SIGKILL:
