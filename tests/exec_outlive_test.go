@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,18 +57,25 @@ func TestExecCommandNeverOutlivesItsLock(t *testing.T) {
 			var second *runningExec
 			if !strings.Contains(tc.name, "quorum") { // with masters paused its LOCK would fail: it starts once they are back
 				second = startExec(t, "-socket", b.Config.Socket.Path, "-w", "60", name, "--", "sh", "-c",
-					`flock -n `+guard+` true || echo overlap >> `+log+`; echo second-ran >> `+log)
+					`flock -n `+guard+` true || echo overlap >> `+log+`; echo second-ran >> `+log+`; date +%s%N > `+log+`.started`)
 			}
 			tc.lose(t, first, name)
 			if second == nil {
 				second = startExec(t, "-socket", b.Config.Socket.Path, "-w", "60", name, "--", "sh", "-c",
-					`flock -n `+guard+` true || echo overlap >> `+log+`; echo second-ran >> `+log)
+					`flock -n `+guard+` true || echo overlap >> `+log+`; echo second-ran >> `+log+`; date +%s%N > `+log+`.started`)
 			}
+			lockagenttest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(first.stderr.String(), "stopping") },
+				"the first exec never said it stops its command")
+			lostSeen := time.Now()
 			if code := first.exited(30 * time.Second); code != 124 {
 				t.Fatalf("first exec: exit %d, want 124 (lost): %s", code, first.stderr.String())
 			}
 			if code := second.exited(60 * time.Second); code != 0 {
 				t.Fatalf("second exec: exit %d: %s", code, second.stderr.String())
+			}
+			if ns, err := strconv.ParseInt(waitForFile(t, log+".started"), 10, 64); err == nil {
+				t.Logf("the second command started %v after the first exec said the lock was lost (SIGKILL 3s after)",
+					time.Unix(0, ns).Sub(lostSeen).Round(time.Millisecond))
 			}
 			got, _ := os.ReadFile(log)
 			if strings.Contains(string(got), "overlap") || !strings.Contains(string(got), "second-ran") {
