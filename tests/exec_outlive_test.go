@@ -13,8 +13,8 @@ import (
 )
 
 // TestExecCommandNeverOutlivesItsLock: a command that ignores SIGTERM is
-// told its lock is lost (its -ttl ran out, an operator REVOKEd it, or its
-// agent lost the quorum of masters) while a second exec, on the other
+// told its lock is lost (its -ttl ran out, an operator REVOKEd it, its
+// agent lost the quorum of masters, or its agent stopped) while a second exec, on the other
 // agent, waits for the name. The two commands never run at the same time:
 // the first one's group is gone (SIGKILL after -kill-after) before the
 // second is granted the name (consul#9788). Overlap is seen by the kernel,
@@ -44,6 +44,9 @@ func TestExecCommandNeverOutlivesItsLock(t *testing.T) {
 				"exec not told of its lost lock with 2 of 3 masters paused")
 			servers[0].Resume()
 			servers[1].Resume()
+		}},
+		{"after its agent stopped", nil, func(*testing.T, *runningExec, string) {
+			a.Stop() // LOST reason=shutdown, then its sessions' holds end uncleanly: the delay applies
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,7 +51,7 @@ once and SIGKILL after -kill-after, and exec exits 124. The group is gone
 before anyone else can be granted NAME: unless -delay is given, exec asks
 for a lock-delay of -kill-after + 1s (or the agent's lock.lock_delay, if
 longer), so that after a loss -- the -ttl ran out, an operator
-revoked it, the agent lost its masters -- NAME stays unavailable to
+revoked it, the agent lost its masters, stopped or died -- NAME stays unavailable to
 everyone until the SIGKILL is past. With -delay D, the SIGKILL comes at
 the latest 1s before D ends (at once, with SIGTERM, if D is 1s or less).
 When CMD ends by itself, exec UNLOCKs (a clean end: no delay), unless a
