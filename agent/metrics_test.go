@@ -239,7 +239,7 @@ func TestMetricsNeverCarryALockName(t *testing.T) {
 	}
 	allowed := map[string]bool{"m0": true, "m1": true, "m2": true, agent.Version: true}
 	for _, set := range [][]string{{"exclusive", "shared"}, {"granted", "busy", "failed"}, {"lock", "extend", "who"},
-		{"quorum", "expired", "revoked"}, {"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue", "set"}, {"up", "down", "quarantined", "unsafe", "settings"}, {"new", "lost", "unknown"}} {
+		{"quorum", "expired", "revoked"}, {"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue", "set"}, {"up", "down", "quarantined", "unsafe", "settings"}, {"new", "lost", "unknown", "changed"}} {
 		for _, v := range set {
 			allowed[v] = true
 		}

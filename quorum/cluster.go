@@ -288,7 +288,7 @@ func (c *Cluster) Status() []MasterStatus {
 	for i, m := range c.masters {
 		out[i] = m.status()
 		if out[i].State == StateQuarantined {
-			out[i].Data = data
+			out[i].Data = data[i]
 		}
 	}
 	return out

@@ -25,6 +25,7 @@ const (
 	DataNew     Data = "new"     // a new deployment: no master had a marker, none voted
 	DataLost    Data = "lost"    // it lost its data, or is new to a deployment that served
 	DataUnknown Data = "unknown" // new, or lost its data: the agent cannot tell
+	DataChanged Data = "changed" // the settings command quarantined it (how=change): it kept its data
 )
 
 // MarkerFacts is what an agent's probes saw of one master's marker, for
@@ -38,6 +39,19 @@ type MarkerFacts struct {
 	// Fresh: it has no marker, or one the gate planted on it while it had
 	// none (how=plant).
 	Fresh bool
+	// Changed: its marker was last written by the settings command
+	// (how=change), whose quarantine lets the holds of the old settings end.
+	Changed bool
+}
+
+// MasterData is what an agent tells of one quarantined master (self),
+// deployment being ClassifyData's answer: a master the settings command
+// quarantined kept its data, whatever the deployment's story.
+func MasterData(self MarkerFacts, deployment Data) Data {
+	if self.Changed {
+		return DataChanged
+	}
+	return deployment
 }
 
 // ClassifyData says what an agent knows of why a quarantined master holds
@@ -61,18 +75,23 @@ func ClassifyData(masters []MarkerFacts, established bool) Data {
 	return DataNew
 }
 
-// data is ClassifyData for c's masters, as the probes last saw their
+// data is MasterData of each of c's masters, as the probes last saw their
 // markers. A master that is a Redis Cluster has a marker per slot: the
 // agent does not tell, for it or for the others, and says DataUnknown
 // unless it knows that the deployment served.
-func (c *Cluster) data() Data {
+func (c *Cluster) data() []Data {
 	facts := make([]MarkerFacts, len(c.masters))
 	for i, m := range c.masters {
 		m.mu.RLock()
-		facts[i] = MarkerFacts{Probed: m.probed && m.shards == nil, EpochChanged: m.epochChanged, Fresh: m.fresh}
+		facts[i] = MarkerFacts{Probed: m.probed && m.shards == nil, EpochChanged: m.epochChanged, Fresh: m.fresh, Changed: m.changed}
 		m.mu.RUnlock()
 	}
-	return ClassifyData(facts, c.established.Load())
+	deployment := ClassifyData(facts, c.established.Load())
+	out := make([]Data, len(facts))
+	for i, f := range facts {
+		out[i] = MasterData(f, deployment)
+	}
+	return out
 }
 
 // noteMarkerFacts records, after a probe that answered mk, what
@@ -82,6 +101,7 @@ func (c *Cluster) data() Data {
 func (m *master) noteMarkerFactsLocked(mk markerReply, lostData bool) {
 	m.probed = true
 	m.fresh = errors.Is(mk.refusal, ErrUnplanted) || mk.how == "plant"
+	m.changed = mk.how == "change"
 	if lostData {
 		m.epochChanged = true
 	}
@@ -102,6 +122,8 @@ func (d Data) Advice() string {
 		return "a new deployment (no master had a marker; none has voted yet): wait; next time, lock-agent bootstrap before the first agent starts spares this wait"
 	case DataLost:
 		return "it lost its data (restarted empty, flushed or restored) or joined a deployment that served: wait, every hold it may have forgotten must end first; never lock-agent bootstrap it"
+	case DataChanged:
+		return "the cluster's settings were changed (lock-agent settings): wait, every hold granted under the old ones must end first; never lock-agent bootstrap it"
 	}
 	return "new or lost its data (this agent cannot tell): wait; never lock-agent bootstrap a master that may have served locks"
 }

@@ -38,10 +38,24 @@ func TestClassifyData(t *testing.T) {
 	}
 }
 
+// TestMasterData: a master the settings command quarantined kept its data,
+// whatever the deployment's story; any other tells the deployment's.
+func TestMasterData(t *testing.T) {
+	changed := quorum.MarkerFacts{Probed: true, Changed: true}
+	for _, d := range []quorum.Data{quorum.DataNew, quorum.DataLost, quorum.DataUnknown} {
+		if got := quorum.MasterData(changed, d); got != quorum.DataChanged {
+			t.Errorf("a master the settings command changed, in a deployment %q: %q", d, got)
+		}
+		if got := quorum.MasterData(quorum.MarkerFacts{Probed: true}, d); got != d {
+			t.Errorf("another master, in a deployment %q: %q", d, got)
+		}
+	}
+}
+
 // TestAdviceSuggestsBootstrapOnlyForANewDeployment: the advice for a
 // master that lost its data, or may have, never tells to bootstrap it.
 func TestAdviceSuggestsBootstrapOnlyForANewDeployment(t *testing.T) {
-	for _, d := range []quorum.Data{quorum.DataLost, quorum.DataUnknown, quorum.DataNone} {
+	for _, d := range []quorum.Data{quorum.DataLost, quorum.DataUnknown, quorum.DataChanged, quorum.DataNone} {
 		if a := d.Advice(); strings.Contains(strings.ReplaceAll(a, "never lock-agent bootstrap", ""), "bootstrap") || !strings.Contains(a, "wait") {
 			t.Errorf("%q: advice %q suggests bootstrap, or not to wait", d, a)
 		}

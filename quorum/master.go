@@ -86,7 +86,7 @@ type master struct {
 	unsafe     error     // why the master is unsafe, nil if it is not
 	// probed, fresh and epochChanged are what ClassifyData needs of the
 	// marker (see MarkerFacts), as the probe last saw it.
-	probed, fresh, epochChanged bool
+	probed, fresh, changed, epochChanged bool
 	// refusal is why the gate last refused the probe (a *SettingsError,
 	// ErrUnplanted), nil if it did not; recorded is the settings the marker
 	// records ("" if none, or not probed yet).
@@ -239,7 +239,7 @@ func (m *master) setState(s State, err error) {
 	case s == StateUnsafe:
 		m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
 	case s == StateQuarantined:
-		d := m.cluster.data()
+		d := m.cluster.data()[m.index]
 		m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err), "data", d, "advice", d.Advice())
 	case err != nil:
 		m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err))

@@ -81,9 +81,9 @@ var (
 		"1 for the state each master is in (up, down, quarantined, unsafe, settings), 0 for the others.", []string{"master", "state"}, nil)
 	masterStates   = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe, quorum.StateSettings}
 	masterDataDesc = prometheus.NewDesc("lock_agent_master_quarantine_data",
-		"1, while a master is quarantined, for what this agent can tell of why it holds nothing (new: a new deployment; lost: it lost its data, never bootstrap it; unknown), 0 for the others.",
+		"1, while a master is quarantined, for what this agent can tell of why it holds nothing (new: a new deployment; lost: it lost its data, never bootstrap it; unknown; changed: the settings command quarantined it), 0 for the others.",
 		[]string{"master", "data"}, nil)
-	masterData   = []quorum.Data{quorum.DataNew, quorum.DataLost, quorum.DataUnknown}
+	masterData   = []quorum.Data{quorum.DataNew, quorum.DataLost, quorum.DataUnknown, quorum.DataChanged}
 	sessionsDesc = prometheus.NewDesc("lock_agent_sessions", "Client connections open.", nil, nil)
 	quorumDesc   = prometheus.NewDesc("lock_agent_quorum", "How many masters must agree: a majority of those configured.", nil, nil)
 )

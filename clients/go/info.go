@@ -37,8 +37,8 @@ type Master struct {
 	QuarantineLeftMS int64 `json:"quarantine_left_ms,omitempty"`
 	// Data is, while quarantined, what the agent can tell of why it holds
 	// nothing: "new" (a new deployment: no master had a marker), "lost" (it
-	// lost its data: never bootstrap it) or "unknown" ("" from an agent
-	// older than data=).
+	// lost its data: never bootstrap it), "changed" (the settings command
+	// quarantined it) or "unknown" ("" from an agent older than data=).
 	Data string `json:"data,omitempty"`
 	// Settings are the cluster settings its marker records ("" if none).
 	Settings string `json:"settings,omitempty"`

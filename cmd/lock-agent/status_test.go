@@ -60,6 +60,8 @@ func TestStatusAdviceIsSafe(t *testing.T) {
 			"no marker yet: waits for an agent whose settings a majority records; it lost its data", false},
 		{"no marker yet, cannot tell", "state=quarantined reason=no_marker_yet data=unknown",
 			"no marker yet: waits for an agent whose settings a majority records; new or lost its data (this agent cannot tell): wait", false},
+		{"a settings change", "state=quarantined quarantine_left=2000 reason=new_or_lost_its_data data=changed",
+			"votes again in 2s; the cluster's settings were changed (lock-agent settings): wait", false},
 		{"a new deployment", "state=quarantined quarantine_left=3000 reason=new_or_lost_its_data data=new",
 			"votes again in 3s; a new deployment (no master had a marker; none has voted yet): wait; next time, lock-agent bootstrap", true},
 	} {
