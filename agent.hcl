@@ -94,10 +94,10 @@ lock {
   # from retry_min up to retry_max (at least 100ms) while attempts keep failing.
   retry_min = "20ms"
   retry_max = "200ms"
-  # Deprecated and ignored: ttl= goes from 50ms to 30 days whatever this says.
-  # A ttl= hold is renewed like any other until its end, so its length does not
-  # lengthen the quarantine of a master that restarts empty (one lease).
-  max_ttl = "720h"
+  # (max_ttl is deprecated, accepted and ignored, and validate says so: ttl=
+  # goes from 50ms to 30 days whatever it says. A ttl= hold is renewed like
+  # any other until its end, so its length does not lengthen the quarantine
+  # of a master that restarts empty (one lease). To cap a hold, give ttl=.)
   # The delay= of a LOCK that gives none (at most 5m; "0": none): after a hold
   # ends uncleanly (session closed without UNLOCK, process or agent died, LOST,
   # REVOKE) its name stays unavailable to everyone that long, so the next holder

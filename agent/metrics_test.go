@@ -240,7 +240,7 @@ func TestMetricsNeverCarryALockName(t *testing.T) {
 	build := buildinfo.Get()
 	allowed := map[string]bool{"m0": true, "m1": true, "m2": true, build.Version: true, build.Commit: true, build.GoVersion: true}
 	for _, set := range [][]string{{"exclusive", "shared"}, {"granted", "busy", "failed"}, {"lock", "extend", "who"},
-		{"quorum", "expired", "revoked"}, {"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue", "set"}, {"up", "down", "quarantined", "unsafe", "settings"}} {
+		{"quorum", "expired", "revoked"}, {"acquire", "renew", "extend", "release", "who", "downgrade", "enqueue", "dequeue", "set"}, {"up", "down", "quarantined", "unsafe", "settings"}, {"new", "lost", "unknown", "changed"}} {
 		for _, v := range set {
 			allowed[v] = true
 		}

@@ -504,7 +504,8 @@ func (s *session) status(req *protocol.Request) error {
 	c := s.a.counts()
 	end := protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
 		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).
-		Int("tolerates", int64(s.a.tolerates())).Str("settings", ClusterSettings(s.a.cfg.Lock).String())
+		Int("tolerates", int64(s.a.tolerates())).Int("lock_delay", s.a.cfg.Lock.LockDelay.Milliseconds()).
+		Str("settings", ClusterSettings(s.a.cfg.Lock).String())
 	s.send(settingsProblem(end, s.a.cluster.SettingsProblem()).Bytes())
 	return nil
 }

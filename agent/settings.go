@@ -32,9 +32,9 @@ func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
 	l := protocol.Reply(tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
 	switch {
 	case m.State == quorum.StateQuarantined && m.Unplanted:
-		l.Str("reason", "no_marker_yet")
+		l.Str("reason", "no_marker_yet").Str("data", dataWord(m.Data))
 	case m.State == quorum.StateQuarantined:
-		l.Int("quarantine_left", m.QuarantineLeft.Milliseconds()).Str("reason", "new_or_lost_its_data")
+		l.Int("quarantine_left", m.QuarantineLeft.Milliseconds()).Str("reason", "new_or_lost_its_data").Str("data", dataWord(m.Data))
 	case m.State == quorum.StateSettings:
 		l.Str("reason", "records_other_settings")
 	case m.State == quorum.StateUnsafe, m.State == quorum.StateDown:
@@ -44,6 +44,15 @@ func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
 		l.Str("settings", m.Settings)
 	}
 	return withShards(l, m.Shards)
+}
+
+// dataWord is STATUS's data= of a quarantined master: new, lost or unknown
+// (see quorum.ClassifyData).
+func dataWord(d quorum.Data) string {
+	if d == quorum.DataNone {
+		return string(quorum.DataUnknown)
+	}
+	return string(d)
 }
 
 // settingsProblem adds to STATUS's final line, while a majority of masters

@@ -84,6 +84,10 @@ type Cluster struct {
 	giveBack string
 	epochs   atomic.Uint64 // numbers the epochs this agent may plant
 	settings string        // cfg.Settings in the form the masters record
+	// established is set once this agent saw a master vote: the
+	// deployment has served, so a master that holds nothing lost its data
+	// (see ClassifyData).
+	established atomic.Bool
 	// settingsDiffer is set while a majority records other settings than
 	// this agent's (see noteSettings).
 	settingsDiffer atomic.Bool
@@ -133,6 +137,9 @@ type MasterStatus struct {
 	Unplanted bool
 	// QuarantineLeft is, while quarantined, how long until it may vote.
 	QuarantineLeft time.Duration
+	// Data is, while quarantined, what the agent can tell of why it holds
+	// nothing: new, lost its data, or cannot tell (see ClassifyData).
+	Data Data
 	// Settings are what its marker records, in the canonical form
 	// (ParseSettings reads it); "" if none, or not probed yet.
 	Settings string
@@ -277,8 +284,12 @@ func (c *Cluster) Size() int { return len(c.masters) }
 // Status returns every master's health, in configuration order.
 func (c *Cluster) Status() []MasterStatus {
 	out := make([]MasterStatus, len(c.masters))
+	data := c.data()
 	for i, m := range c.masters {
 		out[i] = m.status()
+		if out[i].State == StateQuarantined {
+			out[i].Data = data[i]
+		}
 	}
 	return out
 }

@@ -141,11 +141,14 @@ func (e *RoundError) Unwrap() []error { return append([]error{e.Kind}, e.Masters
 
 // QuarantineReason is why a quarantined master does not vote, in the
 // agent's words for STATUS and the log.
-const QuarantineReason = "new or lost its data; quarantined until every hold it may have forgotten has ended (a new deployment: lock-agent bootstrap)"
+// It never suggests lock-agent bootstrap: a master that lost its data and
+// is bootstrapped votes at once (see data.go); Advice says more once the
+// agent can tell which it is.
+const QuarantineReason = "new or lost its data; quarantined until every hold it may have forgotten has ended"
 
 // UnplantedReason is why a master with no marker that this agent may plant
 // does not vote (see ErrUnplanted), in the agent's words.
-const UnplantedReason = "new or lost its data; no marker yet: waits for an agent whose settings a majority records (a new deployment: lock-agent bootstrap)"
+const UnplantedReason = "new or lost its data; no marker yet: waits for an agent whose settings a majority records"
 
 // redisErrors maps the first word of a Redis error reply to our words, so
 // no server's text reaches a client: it may be long, change between

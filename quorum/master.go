@@ -84,6 +84,9 @@ type master struct {
 	failures   int       // consecutive failed probes
 	quarantine time.Time // when its quarantine (as the master told it) ends
 	unsafe     error     // why the master is unsafe, nil if it is not
+	// probed, fresh and epochChanged are what ClassifyData needs of the
+	// marker (see MarkerFacts), as the probe last saw it.
+	probed, fresh, changed, epochChanged bool
 	// refusal is why the gate last refused the probe (a *SettingsError,
 	// ErrUnplanted), nil if it did not; recorded is the settings the marker
 	// records ("" if none, or not probed yet).
@@ -268,6 +271,9 @@ func (m *master) setState(s State, err error) {
 	switch {
 	case s == StateUnsafe:
 		m.log.Error("master is unsafe and does not vote", "from", old, "reason", err)
+	case s == StateQuarantined:
+		d := m.cluster.data()[m.index]
+		m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err), "data", d, "advice", d.Advice())
 	case err != nil:
 		m.log.Warn("master state changed", "from", old, "to", s, "reason", describe(err))
 	default:
@@ -467,6 +473,7 @@ func (m *master) probe(runCtx context.Context) {
 	m.failures = 0
 	lostData := m.epoch != "" && mk.epoch != m.epoch
 	m.epoch = mk.epoch
+	m.noteMarkerFactsLocked(mk, lostData)
 	if until := now.Add(time.Duration(mk.left) * time.Millisecond); until.After(m.quarantine) || mk.left == 0 {
 		m.quarantine = until
 	}
@@ -516,7 +523,8 @@ func probedState(unsafe error, mk markerReply) (State, error) {
 // markerReply is what the probe's gate found (see markerSrc).
 type markerReply struct {
 	epoch, run, recorded string
-	left                 int64 // ms of quarantine left
+	how                  string // how the marker came to be (see markerSrc)
+	left                 int64  // ms of quarantine left
 	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
 	refusal error
 	// replanted is, when the probe planted the marker anew, the settings
@@ -575,22 +583,11 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	case <-ctx.Done():
 		r = rueidis.NewErrorResult(ctx.Err())
 	}
-	vals, err := r.ToArray()
-	if err != nil {
-		return markerReply{}, err
+	mk, err := readMarker(r, c.cfg.Settings)
+	if err == nil || mk.run != "" {
+		m.runID.Store(&mk.run)
 	}
-	if len(vals) != 5 {
-		return markerReply{}, errors.New("unexpected probe reply")
-	}
-	var mk markerReply
-	var refusal string
-	mk.epoch, _ = vals[0].ToString()
-	mk.left, err = vals[1].AsInt64()
-	mk.run, _ = vals[2].ToString()
-	mk.recorded, _ = vals[3].ToString()
-	refusal, _ = vals[4].ToString()
-	m.runID.Store(&mk.run)
-	return mk, mk.readRefusal(refusal, c.cfg.Settings, err)
+	return mk, err
 }
 
 // readRefusal reads the probe's refusal word (see markerSrc) into mk, and

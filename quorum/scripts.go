@@ -25,7 +25,9 @@ import (
 //	                   on the name's channel (see leaderMessage)
 //	P{name}:w, :wd     each agent's waiting record and its deadline (see waiting.go)
 //	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
-//	                   run, settings, how} (see gateLua)
+//	                   run, settings, how} (see gateLua; how is "plant" on a
+//	                   master that had none, "restart" over another server's,
+//	                   "change" by the settings command, none by bootstrap)
 //
 // The set expires no sooner than any member's holder key, so a live holder
 // key is always listed. A listed member whose holder key is gone is stale and
@@ -105,7 +107,9 @@ local function gate(marker, epocharg, gatearg)
   if CHECK_RUN then run = run_id() end
   if not m[1] or (known and run ~= '' and m[4] ~= run) then
     if not may_plant then error({err = 'UNPLANTED'}) end
-    return plant(marker, epoch, quarantine, settings, run, 'plant')
+    local how = 'plant' -- it had none: new, or emptied (restarted empty, flushed)
+    if m[1] then how = 'restart' end -- another server process's: restored, replaced
+    return plant(marker, epoch, quarantine, settings, run, how)
   end
   local recorded = m[5] or ''
   if recorded ~= settings then
@@ -628,7 +632,10 @@ return out
 
 // markerSrc is the health probe: it runs the gate (planting a quarantined
 // marker on a master that has none, when the agent may) and returns
-// {epoch, ms of quarantine left, run_id, recorded settings, refusal}, where
+// {epoch, ms of quarantine left, run_id, recorded settings, refusal, how},
+// how being how the marker came to be ("plant": on a master that had none;
+// "restart": over another server's; "change": the settings command; "": a
+// bootstrap, or a marker older than how), and where
 // refusal is "" when the master may vote (after its quarantine), else the
 // gate's refusal ("SETTINGS ...", "UNPLANTED", or an error of the master's),
 // or "REPLANTED <old settings>". With ARGV[3] "1" (the agent knows that a
@@ -652,8 +659,8 @@ if not ok then
     refusal = 'REPLANTED ' .. old
   end
 end
-local h = redis.call('HMGET', KEYS[1], 'epoch', 'run', 'settings')
-return {h[1] or '', q, h[2] or '', h[3] or '', refusal}
+local h = redis.call('HMGET', KEYS[1], 'epoch', 'run', 'settings', 'how')
+return {h[1] or '', q, h[2] or '', h[3] or '', refusal, h[4] or ''}
 `
 
 // bootstrapSrc plants an epoch marker with no quarantine on a master that

@@ -82,7 +82,7 @@ func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	if err != nil {
 		return markerReply{}, err
 	}
-	if len(vals) != 5 {
+	if len(vals) != 6 {
 		return markerReply{}, errors.New("unexpected probe reply")
 	}
 	var mk markerReply
@@ -91,6 +91,7 @@ func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	mk.run, _ = vals[2].ToString()
 	mk.recorded, _ = vals[3].ToString()
 	refusal, _ := vals[4].ToString()
+	mk.how, _ = vals[5].ToString()
 	return mk, mk.readRefusal(refusal, ours, err)
 }
 

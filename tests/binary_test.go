@@ -74,8 +74,16 @@ func TestBinaryValidate(t *testing.T) {
 	t.Parallel() // see TestMain
 	bin := binary(t)
 	out, err := exec.Command(bin, "validate", "-config", "../agent.hcl").CombinedOutput()
-	if exitCode(err) != 0 || !strings.Contains(string(out), "valid (3 masters, quorum 2") {
+	if exitCode(err) != 0 || !strings.Contains(string(out), "valid (3 masters, quorum 2") || strings.Contains(string(out), "warning") {
 		t.Fatalf("sample config: exit %d: %s", exitCode(err), out)
+	}
+	// A deprecated setting is valid, and named with what replaced it (an
+	// operator who capped holds with it learns that it caps nothing).
+	old := filepath.Join(t.TempDir(), "old.hcl")
+	os.WriteFile(old, []byte("redis \"a\" { address = \"h:1\" }\nlock {\n  max_ttl = \"2s\"\n}\n"), 0o600)
+	out, err = exec.Command(bin, "validate", "-config", old).CombinedOutput()
+	if exitCode(err) != 0 || !strings.Contains(string(out), "old.hcl:3: lock.max_ttl is deprecated, accepted and ignored: ttl= goes from 50ms to 30 days") {
+		t.Fatalf("a deprecated setting: exit %d: %s", exitCode(err), out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.hcl")
 	os.WriteFile(bad, []byte("redis \"a\" { address = \"h:1\" }\nlock {\n  leese = \"1s\"\n  drift_factor = 2\n}\n"), 0o600)

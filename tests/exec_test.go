@@ -234,7 +234,9 @@ func TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled(t *testing.T) {
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := exec.Command(binary(t), "exec", "-socket", sock, "jobs/killed", "--", "sh", "-c", `echo $$ > `+pidFile+`; exec sleep 30`)
+	// -kill-after 1s: the end of a command exec no longer watches is
+	// unclean, so exec's lock-delay (-kill-after + 1s) follows it.
+	cmd := exec.Command(binary(t), "exec", "-socket", sock, "-kill-after", "1s", "jobs/killed", "--", "sh", "-c", `echo $$ > `+pidFile+`; exec sleep 30`)
 	cmd.Env = append(os.Environ(), raceNoExitSleep)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -248,7 +250,7 @@ func TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled(t *testing.T) {
 		t.Fatalf("exec was killed while its command runs, and a second exec ran: exit %d %q", code, errOut)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	if !lockIsFreeWithin(t, sock, "jobs/killed", 3*time.Second) {
+	if !lockIsFreeWithin(t, sock, "jobs/killed", 2*time.Second+3*time.Second) {
 		t.Fatal("the lock was not released when the command ended")
 	}
 }
@@ -259,7 +261,9 @@ func TestExecKeepsTheLockWhileABackgroundJobRuns(t *testing.T) {
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	code, _, errOut := lockAgent(t, "exec", "-socket", sock, "jobs/background", "--", "sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $! > `+pidFile)
+	// -kill-after 1s: the background job's end is unclean (no UNLOCK), so
+	// exec's lock-delay (-kill-after + 1s) follows it.
+	code, _, errOut := lockAgent(t, "exec", "-socket", sock, "-kill-after", "1s", "jobs/background", "--", "sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $! > `+pidFile)
 	if code != 0 {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
@@ -270,7 +274,7 @@ func TestExecKeepsTheLockWhileABackgroundJobRuns(t *testing.T) {
 		t.Fatalf("a second exec ran beside the first one's background job: exit %d %q", code, errOut)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	if !lockIsFreeWithin(t, sock, "jobs/background", 3*time.Second) {
+	if !lockIsFreeWithin(t, sock, "jobs/background", 2*time.Second+3*time.Second) {
 		t.Fatal("the lock was not released when the background job ended")
 	}
 }

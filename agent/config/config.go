@@ -128,18 +128,31 @@ type aclRuleBlock struct {
 // Load reads and validates an HCL config file. Every problem is reported,
 // each with its file:line, in one hcl.Diagnostics error.
 func Load(path string) (agent.Config, error) {
+	c, _, err := LoadWarned(path)
+	return c, err
+}
+
+// LoadWarned is Load, and the deprecated settings the file sets (see
+// Warning): what validate and run use.
+func LoadWarned(path string) (agent.Config, []Warning, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return agent.Config{}, err
+		return agent.Config{}, nil, err
 	}
-	return Parse(src, path)
+	return ParseWarned(src, path)
 }
 
 // Parse is Load on bytes; filename is used in error positions.
 func Parse(src []byte, filename string) (agent.Config, error) {
+	c, _, err := ParseWarned(src, filename)
+	return c, err
+}
+
+// ParseWarned is LoadWarned on bytes.
+func ParseWarned(src []byte, filename string) (agent.Config, []Warning, error) {
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return agent.Config{}, &Error{diags}
+		return agent.Config{}, nil, &Error{diags}
 	}
 	// Decoding goes on past an unknown or mistyped attribute, so the values
 	// it did decode are still checked: one run reports every error.
@@ -148,9 +161,9 @@ func Parse(src []byte, filename string) (agent.Config, error) {
 	v := validator{body: file.Body.(*hclsyntax.Body), file: filename}
 	c := v.build(&fc)
 	if diags := mergeDiags(decodeDiags, v.diags); diags.HasErrors() {
-		return agent.Config{}, &Error{diags}
+		return agent.Config{}, nil, &Error{diags}
 	}
-	return c, nil
+	return c, v.warnings(), nil
 }
 
 // mergeDiags returns the decoder's errors, then the validator's on lines the

@@ -245,3 +245,26 @@ func TestTelemetryConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestDeprecatedSettingsAreNamed: a deprecated setting loads (an old file
+// keeps working) and is named, with where the file sets it and what
+// replaced it; a file without one has no warning.
+func TestDeprecatedSettingsAreNamed(t *testing.T) {
+	_, warnings, err := ParseWarned([]byte("redis \"a\" { address = \"h:1\" }\nlock {\n  lease = \"15s\"\n  max_ttl = \"2s\"\n}\n"), "x.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || warnings[0].Setting != "lock.max_ttl" ||
+		!strings.HasPrefix(warnings[0].String(), "x.hcl:4: lock.max_ttl is deprecated, accepted and ignored: ttl= goes from 50ms to 30 days") {
+		t.Fatalf("warnings %v", warnings)
+	}
+	if _, warnings, _ := ParseWarned([]byte("redis \"a\" { address = \"h:1\" }\nlock { lease = \"15s\" }\n"), "x.hcl"); len(warnings) != 0 {
+		t.Fatalf("warnings of a file that sets nothing deprecated: %v", warnings)
+	}
+	// A change of it is no change: it does nothing, now or on restart.
+	a, _ := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock { max_ttl = \"2s\" }\n"), "x.hcl")
+	b, _ := Parse([]byte("redis \"a\" { address = \"h:1\" }\nlock { max_ttl = \"1h\" }\n"), "x.hcl")
+	if c := Changes(a, b); len(c) != 0 {
+		t.Fatalf("a change of lock.max_ttl is reported: %v", c)
+	}
+}

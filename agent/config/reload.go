@@ -45,6 +45,11 @@ func Changes(old, new agent.Config) []Change {
 	return out
 }
 
+// ignoredSettings are the Config fields of deprecated settings (see
+// deprecated): a change of one changes nothing, now or on restart, and a
+// reload names it as a Warning instead.
+var ignoredSettings = map[string]bool{"Lock.MaxTTL": true}
+
 func diff(o, n reflect.Value, path string, out *[]Change) {
 	if o.Kind() == reflect.Struct && path != "Masters" {
 		for i := range o.NumField() {
@@ -59,7 +64,7 @@ func diff(o, n reflect.Value, path string, out *[]Change) {
 	if path == "Masters" {
 		o, n = reflect.ValueOf(masterKeys(o.Interface().([]quorum.MasterConfig))), reflect.ValueOf(masterKeys(n.Interface().([]quorum.MasterConfig)))
 	}
-	if reflect.DeepEqual(o.Interface(), n.Interface()) {
+	if reflect.DeepEqual(o.Interface(), n.Interface()) || ignoredSettings[path] {
 		return
 	}
 	c := Change{Setting: path, Live: liveSettings[path]}

@@ -27,7 +27,8 @@ func TestChanges(t *testing.T) {
 			c.ACL = &acl.ACL{Rules: []acl.Rule{{Name: "r", Principal: "uid 7", UID: 7, GID: -1, Verbs: []string{"who"}}}}
 		},
 			[]Change{{"ACL", "none (anyone who can open the socket may do anything)", `rule "r": uid 7 may who on `, true}}},
-		{"the max_ttl waits for a restart", func(c *agent.Config) { c.Lock.MaxTTL = time.Minute }, []Change{{"Lock.MaxTTL", "720h0m0s", "1m0s", false}}},
+		{"the retry_max waits for a restart", func(c *agent.Config) { c.Lock.RetryMax = time.Minute }, []Change{{"Lock.RetryMax", "200ms", "1m0s", false}}},
+		{"the deprecated max_ttl is no change: it does nothing", func(c *agent.Config) { c.Lock.MaxTTL = time.Minute }, nil},
 		{"several changes are listed in order", func(c *agent.Config) { c.Lock.Lease = time.Second; c.Log.Format = "json" },
 			[]Change{{"Lock.Lease", "15s", "1s", false}, {"Log.Format", "text", "json", false}}},
 		{"a master's password is a change that is not shown", func(c *agent.Config) {

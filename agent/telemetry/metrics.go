@@ -80,7 +80,11 @@ var (
 var (
 	masterStateDesc = prometheus.NewDesc("lock_agent_master_state",
 		"1 for the state each master is in (up, down, quarantined, unsafe, settings), 0 for the others.", []string{"master", "state"}, nil)
-	masterStates = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe, quorum.StateSettings}
+	masterStates   = []quorum.State{quorum.StateUp, quorum.StateDown, quorum.StateQuarantined, quorum.StateUnsafe, quorum.StateSettings}
+	masterDataDesc = prometheus.NewDesc("lock_agent_master_quarantine_data",
+		"1, while a master is quarantined, for what this agent can tell of why it holds nothing (new: a new deployment; lost: it lost its data, never bootstrap it; unknown; changed: the settings command quarantined it), 0 for the others.",
+		[]string{"master", "data"}, nil)
+	masterData   = []quorum.Data{quorum.DataNew, quorum.DataLost, quorum.DataUnknown, quorum.DataChanged}
 	sessionsDesc = prometheus.NewDesc("lock_agent_sessions", "Client connections open.", nil, nil)
 	quorumDesc   = prometheus.NewDesc("lock_agent_quorum", "How many masters must agree: a majority of those configured.", nil, nil)
 )
@@ -288,6 +292,7 @@ type stateCollector struct {
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- masterStateDesc
+	ch <- masterDataDesc
 	ch <- shardStateDesc
 	ch <- shardQuarantinedSlotsDesc
 	ch <- sessionsDesc
@@ -302,6 +307,13 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(masterStateDesc, prometheus.GaugeValue, v, ms.Name, string(st))
+		}
+		for _, d := range masterData {
+			v := 0.0
+			if ms.Data == d {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(masterDataDesc, prometheus.GaugeValue, v, ms.Name, string(d))
 		}
 		collectShards(ch, ms)
 	}

@@ -15,6 +15,9 @@ type Status struct {
 	Waiters  int      `json:"waiters"`
 	Quorum   int      `json:"quorum"`
 	Masters  []Master `json:"masters"`
+	// LockDelay is the agent's lock.lock_delay: the delay= of a LOCK that
+	// gives none (0 from an agent older than lock_delay=).
+	LockDelay time.Duration `json:"lock_delay,omitempty"`
 	// Settings are the agent's cluster settings, as the masters record
 	// them ("lease=15s;drift=0.01;..."); SettingsDiffer names those that
 	// differ from what a majority of masters records, while they do: the
@@ -32,6 +35,11 @@ type Master struct {
 	Reason string `json:"reason,omitempty"`
 	// QuarantineLeftMS is, while quarantined, how long until it votes again.
 	QuarantineLeftMS int64 `json:"quarantine_left_ms,omitempty"`
+	// Data is, while quarantined, what the agent can tell of why it holds
+	// nothing: "new" (a new deployment: no master had a marker), "lost" (it
+	// lost its data: never bootstrap it), "changed" (the settings command
+	// quarantined it) or "unknown" ("" from an agent older than data=).
+	Data string `json:"data,omitempty"`
 	// Settings are the cluster settings its marker records ("" if none).
 	Settings string `json:"settings,omitempty"`
 }
@@ -40,7 +48,7 @@ type Master struct {
 func masterOf(d map[string]string) Master {
 	left, _ := strconv.ParseInt(d["quarantine_left"], 10, 64)
 	return Master{Name: d["master"], Address: d["address"], State: d["state"], Reason: d["reason"], QuarantineLeftMS: left,
-		Settings: d["settings"]}
+		Data: d["data"], Settings: d["settings"]}
 }
 
 // Holder is one current holder of a name, on any host.
@@ -110,7 +118,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	s := Status{Agent: r.fields["agent"], Sessions: atoi(r.fields["sessions"]), Holds: atoi(r.fields["holds"]),
-		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"]), Settings: r.fields["settings"]}
+		Waiters: atoi(r.fields["waiters"]), Quorum: atoi(r.fields["quorum"]), Settings: r.fields["settings"],
+		LockDelay: time.Duration(atoi64(r.fields["lock_delay"])) * time.Millisecond}
 	if d := r.fields["settings_differ"]; d != "" {
 		s.SettingsDiffer = strings.Split(d, ",")
 	}

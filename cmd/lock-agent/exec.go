@@ -14,6 +14,7 @@ import (
 	"time"
 
 	lockagent "github.com/lock-agent/lock-agent/clients/go"
+	"github.com/lock-agent/lock-agent/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,7 +46,16 @@ name. LOCK_AGENT_NAME is then NAME as given (a,b,c), and LOCK_AGENT_FENCE and
 LOCK_AGENT_SLOT are comma lists in the same order, one entry per name.
 
 If the lock (any of the names) is lost, CMD's process group gets SIGTERM at
-once and SIGKILL after -kill-after, and exec exits 124.
+once and SIGKILL after -kill-after, and exec exits 124. The group is gone
+before anyone else can be granted NAME: unless -delay is given, exec asks
+for a lock-delay of -kill-after + 1s (or the agent's lock.lock_delay, if
+longer), so that after a loss -- the -ttl ran out, an operator
+revoked it, the agent lost its masters, stopped or died -- NAME stays unavailable to
+everyone until the SIGKILL is past. With -delay D, the SIGKILL comes at
+the latest 1s before D ends (at once, with SIGTERM, if D is 1s or less).
+When CMD ends by itself, exec UNLOCKs (a clean end: no delay), unless a
+process outside CMD's group kept the agent connection, which then keeps
+the lock.
 
 Flags are read as flock reads them and as Go programs do: -x -n -w 5,
 bundled -xnw5, long --timeout=5 or --timeout 5 (or a unique prefix, --time),
@@ -76,7 +86,8 @@ flock's flags:
 
 exec's own flags:
   -ttl D               hold at most D, then the lock is lost (default: while CMD runs)
-  -kill-after D        after a lost lock, SIGKILL CMD's group D after SIGTERM (default 5s)
+  -kill-after D        after a lost lock, SIGKILL CMD's group D after SIGTERM (default 5s;
+                       at most -delay - 1s)
   -q, -quiet           print nothing of exec's own (busy, lost) on stderr
   -limit N             treat NAME as a semaphore of N holders
   -fair                be granted in arrival order, across all agents (fair=true)
@@ -85,8 +96,9 @@ exec's own flags:
                        a conflicting request for NAME starts waiting, on any agent
                        (at most once per 100ms while it stays wanted)
   -delay D             after an unclean end (exec or CMD killed, the lock lost),
-                       keep NAME from everyone for D (0 to 5m; default: the
-                       agent's lock.lock_delay)
+                       keep NAME from everyone for D (0 to 5m; default:
+                       -kill-after + 1s, or the agent's lock.lock_delay if longer;
+                       with -F the agent's lock.lock_delay)
   -min-hold D          keep NAME held, by nobody once CMD is done, until D after
                        the grant: run at most once per D across hosts (0 to 24h)
   -socket PATH         agent socket (default $LOCK_AGENT_SOCKET, else
@@ -114,9 +126,10 @@ type execOptions struct {
 	conflictExit int
 	killAfter    time.Duration
 	quiet        bool
-	nonblock     bool // -n: try once, whatever -wait says
-	close        bool // -o: CMD does not get the agent connection
-	noFork       bool // -F: exec becomes CMD
+	agentDelay   time.Duration // the agent's lock.lock_delay (STATUS), which exec never lowers
+	nonblock     bool          // -n: try once, whatever -wait says
+	close        bool          // -o: CMD does not get the agent connection
+	noFork       bool          // -F: exec becomes CMD
 	shell        string
 	name         string   // NAME as given: one name, or several joined by commas
 	names        []string // NAME split at its commas
@@ -369,6 +382,15 @@ func acquire(c *lockagent.Client, o *execOptions, sigs <-chan os.Signal, say fun
 	if o.fair {
 		opts = append(opts, lockagent.Fair())
 	}
+	if !o.delay.set && !o.noFork {
+		// exec's own delay must not shorten the agent's lock.lock_delay.
+		// An agent that does not say (older, or STATUS refused) gets exec's.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if st, err := c.Status(ctx); err == nil {
+			o.agentDelay = st.LockDelay
+		}
+		cancel()
+	}
 	opts = append(opts, coordinationOptions(o)...)
 	type locked struct {
 		locks []*lockagent.Lock
@@ -413,13 +435,45 @@ func coordinationOptions(o *execOptions) []lockagent.Option {
 	if o.onWanted != 0 {
 		opts = append(opts, lockagent.NotifyWanted())
 	}
-	if o.delay.set {
-		opts = append(opts, lockagent.Delay(o.delay.d))
+	if d, ok := o.lockDelay(); ok {
+		opts = append(opts, lockagent.Delay(d))
 	}
 	if o.minHold != 0 {
 		opts = append(opts, lockagent.MinHold(o.minHold))
 	}
 	return opts
+}
+
+// killMargin is how much of the lock-delay exec leaves between its
+// SIGKILL and the delay's end: the LOST push's way from the agent to exec,
+// and the kernel's reaping of the group, on a loaded host.
+const killMargin = time.Second
+
+// lockDelay is the delay= exec asks for, if any: -delay, else enough to
+// cover the kill window (-kill-after and killMargin), so that after a loss
+// nobody else is granted NAME while CMD's group may still run, or the
+// agent's lock.lock_delay if that is longer. With -F there is no kill
+// window: the agent's lock.lock_delay applies.
+func (o *execOptions) lockDelay() (time.Duration, bool) {
+	switch {
+	case o.delay.set:
+		return o.delay.d, true
+	case o.noFork:
+		return 0, false
+	}
+	return min(max(o.killAfter+killMargin, o.agentDelay), protocol.MaxDelay), true
+}
+
+// killWindow is how long after the SIGTERM of a loss exec sends SIGKILL:
+// -kill-after, but never later than killMargin before the lock-delay ends.
+// The delay starts on the masters no earlier than the LOST was pushed (for
+// every reason: a -ttl that ran out or a REVOKE end the hold right after
+// the push; a loss of quorum leaves records whose lease and delay outlast
+// the push), so a SIGKILL at the window's end comes while NAME is still
+// kept from everyone.
+func (o *execOptions) killWindow() time.Duration {
+	d, _ := o.lockDelay()
+	return max(min(o.killAfter, d-killMargin), 0)
 }
 
 // job is the command running under the lock.
@@ -681,9 +735,10 @@ func (j *job) suspend() {
 }
 
 // exited ends exec with the command's status. Whatever the command left
-// running in its group keeps the lock; otherwise exec closes its copy of
-// the connection and waits (briefly) until the agent has released the lock,
-// so that a next exec of the same name right after this one finds it free.
+// running in its group keeps the lock; otherwise exec UNLOCKs (a clean
+// end, so no lock-delay follows: see clean), closes its copy of the
+// connection and waits (briefly) until the agent has released the lock, so
+// that a next exec of the same name right after this one finds it free.
 func (j *job) exited(ws syscall.WaitStatus) int {
 	code := ws.ExitStatus()
 	if ws.Signaled() {
@@ -694,9 +749,14 @@ func (j *job) exited(ws syscall.WaitStatus) int {
 	if err := syscall.Kill(-j.pgid, 0); !j.o.close && (err == nil || errors.Is(err, syscall.EPERM)) {
 		return code
 	}
-	j.c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if j.clean(ws) {
+		for _, l := range j.locks {
+			l.Unlock(ctx) // an error: it was lost meanwhile, or the close below releases it
+		}
+	}
+	j.c.Close()
 	c, err := lockagent.Dial(ctx, j.o.socket)
 	if err != nil {
 		return code
@@ -719,6 +779,22 @@ func (j *job) exited(ws syscall.WaitStatus) int {
 	return code
 }
 
+// clean says whether the command's end is a clean end of the lock, which
+// exec makes with UNLOCK: the command ended by itself (or by a signal,
+// unless -delay asked for a delay after a killed command), and no process
+// outside its group kept the agent connection (such a process holds the
+// lock: closing exec's copy leaves it the lock, with its delay if it dies).
+func (j *job) clean(ws syscall.WaitStatus) bool {
+	if ws.Signaled() && j.o.delay.set {
+		return false
+	}
+	if j.o.close {
+		return true // exec's connection is the only one
+	}
+	held, err := othersHold(j.c)
+	return err == nil && !held
+}
+
 func heldBy(holders []lockagent.Holder, fence int64) bool {
 	for _, h := range holders {
 		if h.Fence == fence {
@@ -734,7 +810,8 @@ func (j *job) lost(cause error, events <-chan event) int {
 	j.say("%v; stopping %s", cause, j.o.command[0])
 	j.signal(syscall.SIGTERM)
 	j.signal(syscall.SIGCONT) // a stopped job must run to act on it
-	deadline := time.After(j.o.killAfter)
+	window := j.o.killWindow()
+	deadline := time.After(window)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	exited := false
@@ -744,7 +821,7 @@ func (j *job) lost(cause error, events <-chan event) int {
 			exited = exited || !e.stopped
 		case <-tick.C:
 		case <-deadline:
-			j.say("%s still running %v after SIGTERM; killing it", j.o.command[0], j.o.killAfter)
+			j.say("%s still running %v after SIGTERM; killing it", j.o.command[0], window)
 			j.signal(syscall.SIGKILL)
 			for !exited {
 				exited = !(<-events).stopped

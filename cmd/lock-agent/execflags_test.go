@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestScanFlags reads command lines the way flock's getopt_long and Go's
@@ -90,5 +91,41 @@ func TestEveryExecFlagIsSet(t *testing.T) {
 	}
 	if len(execFlagSetters) != len(execFlagSpecs) {
 		t.Errorf("%d setters for %d flags", len(execFlagSetters), len(execFlagSpecs))
+	}
+}
+
+// TestExecKillWindowEndsWithinTheLockDelay: whatever the flags, exec's
+// SIGKILL after a loss comes before the lock-delay it asked for ends, by
+// killMargin; without -delay the delay is made to cover -kill-after.
+func TestExecKillWindowEndsWithinTheLockDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		delay      time.Duration
+		sendsDelay bool
+		window     time.Duration
+	}{
+		{"the defaults: a delay of -kill-after and a second", nil, 6 * time.Second, true, 5 * time.Second},
+		{"-kill-after 2s: a delay of 3s", []string{"-kill-after", "2s"}, 3 * time.Second, true, 2 * time.Second},
+		{"-kill-after 0: a delay of a second, SIGKILL with SIGTERM", []string{"-kill-after", "0s"}, time.Second, true, 0},
+		{"-delay longer than needed: -kill-after as given", []string{"-delay", "30s"}, 30 * time.Second, true, 5 * time.Second},
+		{"-delay shorter: SIGKILL a second before it ends", []string{"-delay", "3s"}, 3 * time.Second, true, 2 * time.Second},
+		{"-delay 0: SIGKILL with SIGTERM", []string{"-delay", "0s"}, 0, true, 0},
+		{"-kill-after past 5m: the longest delay, SIGKILL within it", []string{"-kill-after", "10m"}, 5 * time.Minute, true, 5*time.Minute - time.Second},
+		{"-F: no kill window, the agent's lock.lock_delay", []string{"-F"}, 0, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseExecArgs(append(tc.args, "n", "--", "cmd"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, send := o.lockDelay()
+			if d != tc.delay || send != tc.sendsDelay {
+				t.Errorf("lockDelay() = %v, %v; want %v, %v", d, send, tc.delay, tc.sendsDelay)
+			}
+			if w := o.killWindow(); w != tc.window {
+				t.Errorf("killWindow() = %v, want %v", w, tc.window)
+			}
+		})
 	}
 }

@@ -78,9 +78,19 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// loadConfig is the one loader `run` and `validate` share.
-func loadConfig(path string) (agent.Config, error) {
-	return config.Load(path)
+// loadConfig is the one loader `run` and `validate` share. It returns the
+// deprecated settings the file sets, which both name.
+func loadConfig(path string) (agent.Config, []config.Warning, error) {
+	return config.LoadWarned(path)
+}
+
+// logDeprecated logs each deprecated setting the config file sets, with
+// what replaced it.
+func logDeprecated(log hclog.Logger, warnings []config.Warning) {
+	for _, w := range warnings {
+		log.Warn("config: a deprecated setting is accepted and ignored", "setting", w.Setting,
+			"at", fmt.Sprintf("%s:%d", w.File, w.Pos.Line), "instead", w.Instead)
+	}
 }
 
 // printConfigError prints each error of a config on its own line with its file:line.
@@ -91,7 +101,8 @@ func printConfigError(w io.Writer, err error) {
 // parseConfigFlags parses args with fs, which has the -config flag path,
 // and loads that config, exactly as run does. done says the command ends
 // with code: -h (0), wrong flags or no -config (usage printed, 64), an
-// invalid config (its errors printed, 2).
+// invalid config (its errors printed, 2). Each deprecated setting the
+// file sets is named on stderr.
 func parseConfigFlags(fs *flag.FlagSet, path *string, args []string, usage string, stdout, stderr io.Writer) (cfg agent.Config, code int, done bool) {
 	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
 		return agent.Config{}, code, true
@@ -102,10 +113,13 @@ func parseConfigFlags(fs *flag.FlagSet, path *string, args []string, usage strin
 	case fs.NArg() > 0:
 		return agent.Config{}, usageError(stderr, fs, usage, fmt.Sprintf("unexpected argument %q", fs.Arg(0))), true
 	}
-	cfg, err := loadConfig(*path)
+	cfg, warnings, err := loadConfig(*path)
 	if err != nil {
 		printConfigError(stderr, err)
 		return agent.Config{}, exitConfig, true
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	return cfg, exitOK, false
 }
@@ -149,6 +163,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 
 	d := &daemon{path: *path, dev: *dev, agentDone: make(chan struct{}), stdout: stdout}
+	var warnings []config.Warning
 	if *dev {
 		if err := d.addDevMasters(); err != nil {
 			printError(stderr, "run", err)
@@ -156,13 +171,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		var err error
-		if d.cfg, err = loadConfig(*path); err != nil {
+		if d.cfg, warnings, err = loadConfig(*path); err != nil {
 			printConfigError(stderr, err)
 			return exitConfig
 		}
 	}
 	d.log = hclog.New(&hclog.LoggerOptions{Name: "lock-agent", Level: hclog.LevelFromString(d.cfg.Log.Level),
 		JSONFormat: d.cfg.Log.Format == "json", Output: stderr})
+	logDeprecated(d.log, warnings)
 
 	var err error
 	if d.agent, err = agent.New(d.cfg, d.log); err != nil {
@@ -302,11 +318,12 @@ func reload(log hclog.Logger, path string, cfg *agent.Config, a *agent.Agent) {
 		log.Info("SIGHUP: nothing to reload in dev mode")
 		return
 	}
-	next, err := loadConfig(path)
+	next, warnings, err := loadConfig(path)
 	if err != nil {
 		log.Error("SIGHUP: config not reloaded, keeping the running one", "file", path, "error", err)
 		return
 	}
+	logDeprecated(log, warnings)
 	changes := config.Changes(*cfg, next)
 	if len(changes) == 0 {
 		log.Info("SIGHUP: config reloaded, nothing changed", "file", path)

@@ -85,18 +85,28 @@ func TestSettingsCommandChangesTheLease(t *testing.T) {
 	if code := realMain([]string{"settings", "-config", path, "-apply"}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "nothing to change") {
 		t.Fatalf("settings -apply again: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	newCfg, err := loadConfig(path)
+	newCfg, _, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	quarantine := agent.Quarantine(newCfg.Lock)
 	c := agenttest.Dial(t, agenttest.StartNoWait(t, newCfg).Config.Socket.Path)
 	var granted time.Time
+	seen := 0 // STATUS lines of a master in the change's quarantine
 	lockagenttest.Eventually(t, quarantine+5*time.Second, func() bool {
+		// A master the change quarantined kept its data: never "lost".
+		for _, d := range c.Do("STATUS").Data {
+			if d["state"] == "quarantined" {
+				if seen++; d["data"] != "changed" {
+					t.Errorf("a master the settings command quarantined shows data=%s, want changed: %v", d["data"], d)
+				}
+			}
+		}
 		r = c.Do("LOCK k wait=0")
 		granted = time.Now()
 		return r.Kind == "OK"
 	}, "the new agent was never granted k")
+	t.Logf("%d STATUS lines showed a master in the change's quarantine", seen)
 	if waited := granted.Sub(changed); waited < quarantine {
 		t.Errorf("the new agent was granted k %v after the change, before its quarantine (%v) ended", waited, quarantine)
 	}

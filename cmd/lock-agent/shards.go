@@ -77,7 +77,7 @@ func (sh shard) why() string {
 		if sh.QuarantinedSlots == 1 {
 			slots = "one of its slots is"
 		}
-		why = append(why, fmt.Sprintf("%s new or lost their data; they vote again in %v (a new deployment: lock-agent bootstrap)",
+		why = append(why, fmt.Sprintf("%s new or lost their data; they vote again in %v: wait; never lock-agent bootstrap a master that may have served locks",
 			slots, time.Duration(sh.QuarantineLeftMS)*time.Millisecond))
 	}
 	return strings.Join(why, "; ")

@@ -146,9 +146,9 @@ func TestAShardSaysWhyItDoesNotVote(t *testing.T) {
 		{"a shard that votes says nothing", shard{State: "up"}, ""},
 		{"a down shard gives its reason", shard{State: "down", Reason: "timed_out"}, "timed_out"},
 		{"a quarantine says how many slots and how long", shard{State: "quarantined", QuarantinedSlots: 1, QuarantineLeftMS: 2500, Reason: "new_or_lost_its_data"},
-			"one of its slots is new or lost their data; they vote again in 2.5s (a new deployment: lock-agent bootstrap)"},
+			"one of its slots is new or lost their data; they vote again in 2.5s: wait; never lock-agent bootstrap a master that may have served locks"},
 		{"a down shard with slots in quarantine says both", shard{State: "down", QuarantinedSlots: 3, QuarantineLeftMS: 1000, Reason: "timed_out"},
-			"timed_out; 3 of its slots are new or lost their data; they vote again in 1s (a new deployment: lock-agent bootstrap)"},
+			"timed_out; 3 of its slots are new or lost their data; they vote again in 1s: wait; never lock-agent bootstrap a master that may have served locks"},
 		{"no marker yet is said in words", shard{State: "quarantined", Reason: "no_marker_yet"}, quorum.UnplantedReason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

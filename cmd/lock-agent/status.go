@@ -94,10 +94,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 func (s *agentStatus) why(m lockagent.Master) string {
 	switch {
 	case m.State == "quarantined" && m.Reason == "no_marker_yet":
-		return quorum.UnplantedReason
+		return "no marker yet: waits for an agent whose settings a majority records; " + quorum.Data(m.Data).Advice()
 	case m.State == "quarantined":
-		return fmt.Sprintf("new or lost its data; votes again in %v (a new deployment: lock-agent bootstrap)",
-			time.Duration(m.QuarantineLeftMS)*time.Millisecond)
+		return fmt.Sprintf("votes again in %v; %s", time.Duration(m.QuarantineLeftMS)*time.Millisecond, quorum.Data(m.Data).Advice())
 	case m.State == "settings":
 		return "records other settings: " + quorum.DescribeDiff(quorum.ParseSettings(s.Settings), quorum.ParseSettings(m.Settings), "it records")
 	}
@@ -162,7 +161,7 @@ func queryStatus(ctx context.Context, path string) (*agentStatus, error) {
 func (s *agentStatus) addMaster(f map[string]string, shards []shard) {
 	left, _ := strconv.ParseInt(f["quarantine_left"], 10, 64)
 	m := lockagent.Master{Name: f["master"], Address: f["address"], State: f["state"], Reason: f["reason"], QuarantineLeftMS: left,
-		Settings: f["settings"]}
+		Data: f["data"], Settings: f["settings"]}
 	s.Masters = append(s.Masters, master{m, shards})
 	if m.State == "up" {
 		s.Up++

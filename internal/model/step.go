@@ -303,7 +303,7 @@ func (c *checker) probe(s *state, ai, i int) any {
 		return c.patch(a.cluster.ModelProbe(i, mayPlant, replant))
 	})
 	s.masters[i] = after
-	if vals, ok := reply.([]any); ok && len(vals) == 5 {
+	if vals, ok := reply.([]any); ok && len(vals) == 6 {
 		recorded, _ := vals[3].(string)
 		refusal, _ := vals[4].(string)
 		if view, ok := a.cluster.ModelProbeView(recorded, refusal); ok {
