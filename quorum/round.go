@@ -337,10 +337,14 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 			return r.sent - got
 		}
 		answered[a.i] = true
-		if err := a.res.Error(); a.took > 0 && (err == nil || !errors.Is(err, context.DeadlineExceeded)) {
-			// An answer the round read tells the master's answer time; one
-			// after the round gave up does not: it may be a paused
-			// master's, resumed (see RTT).
+		if err := a.res.Error(); a.took > 0 && a.took <= wait && (err == nil || !errors.Is(err, context.DeadlineExceeded)) {
+			// An answer the round read within its first step tells the
+			// master's answer time. One after the round gave up does not,
+			// nor one it waited on for (see Patience): either may be a
+			// paused master's, resumed, and counted it would stretch the
+			// master's timeout, so that its next outage is waited out
+			// longer, and each pause resumed in time stretches it more
+			// (Karn's rule: no sample from a retransmitted segment).
 			c.masters[a.i].answeredIn(a.took)
 		}
 		slot, agreed, err := judge(a)
