@@ -335,7 +335,6 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 	// As long as a round would wait (see Patience): a write-back cut off
 	// at master_timeout on a busy host failed a grant a majority gave.
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.patience())
-	defer cancel()
 	keys, args := c.raiseFenceArgs(name, record, fence, block, false)
 	results := make(chan error, len(behind))
 	for _, i := range behind {
@@ -345,16 +344,22 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 		}()
 	}
 	var errs []error
-	for range behind {
-		if atFence >= c.quorum { // the rest need not hold up the grant
-			break
-		}
+	read := 0
+	for ; read < len(behind) && atFence < c.quorum; read++ {
 		if err := <-results; err != nil {
 			errs = append(errs, err)
 		} else {
 			atFence++
 		}
 	}
+	// The rest need not hold up the grant, but they still land: they are
+	// waited for in the background before their deadline is let go.
+	c.goBackground(func() {
+		for range len(behind) - read {
+			<-results
+		}
+		cancel()
+	})
 	if atFence < c.quorum {
 		return 0, &MasterError{"fence", errors.Join(errs...)}
 	}

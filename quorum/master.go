@@ -105,8 +105,8 @@ type master struct {
 	// rounds read: see Cluster.roundTimeout.
 	rttMu sync.Mutex
 	rtt   RTT
-	// heard is when the master last answered anything (unix ns, on the
-	// monotonic-free wall clock: only compared with time.Now).
+	// heard is when the master last answered anything: ns since
+	// monoEpoch, on the monotonic clock.
 	heard atomic.Int64
 	// runID is the server run_id the last probe verified its marker carries
 	// ("" before): every gate call compares the marker's with it.
@@ -159,16 +159,20 @@ func (m *master) answeredIn(d time.Duration) {
 // hear notes an answer from the master: a reply, or an error it answered.
 func (m *master) hear(r rueidis.RedisResult) {
 	if err := r.Error(); err == nil || rueidis.IsRedisNil(err) {
-		m.heard.Store(time.Now().UnixNano())
+		m.heard.Store(int64(time.Since(monoEpoch)))
 	} else if _, ok := rueidis.IsRedisErr(err); ok {
-		m.heard.Store(time.Now().UnixNano())
+		m.heard.Store(int64(time.Since(monoEpoch)))
 	}
 }
+
+// monoEpoch is what heard counts from: a time.Time with its monotonic
+// reading, so that a step of the wall clock moves no master's silence.
+var monoEpoch = time.Now()
 
 // heardSince is when the master last answered anything, or since if
 // that was before.
 func (m *master) heardSince(since time.Time) time.Time {
-	if heard := time.Unix(0, m.heard.Load()); heard.After(since) {
+	if heard := monoEpoch.Add(time.Duration(m.heard.Load())); heard.After(since) {
 		return heard
 	}
 	return since
