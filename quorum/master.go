@@ -120,6 +120,10 @@ type master struct {
 
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
+	// leaving is the channels whose unsubscription waits for subMu: the
+	// first to get it sends them all (see unsubscribe). Taken after subMu.
+	leavingMu sync.Mutex
+	leaving   []string
 
 	connected chan struct{} // closed once client is set
 

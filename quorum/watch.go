@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 
@@ -336,27 +337,42 @@ func (m *master) dropSub() {
 	go sub.Close()
 }
 
-// unsubscribe drops a channel that no watcher wants any more. Its
-// deadline counts from its turn, as a subscription's does: one that waited
-// behind a burst of subscriptions past a deadline set before would not be
-// sent at all, and the channel would stay subscribed for the connection's
-// life (a message to this agent at every release of the name, and memory
-// on the master). One that fails makes the connection anew, subscribed to
-// the watched channels only.
+// unsubscribe drops a channel that no watcher wants any more. The
+// unsubscriptions of many names closed at once wait for each other here:
+// the first to get its turn sends every one waiting, in one UNSUBSCRIBE.
+// One at a time, 6000 watches closed at once were still unsubscribing 5 to
+// 8 seconds later on a loaded host (each a round trip to every master, in
+// turn with the subscriptions), and past 10s under the whole suite:
+// TestClosedWatchesLeaveNoSubscription's "71 channels still subscribed".
+// Its deadline counts from its turn, as a subscription's does: one that
+// waited behind a burst of subscriptions past a deadline set before would
+// not be sent at all, and the channel would stay subscribed for the
+// connection's life (a message to this agent at every release of the name,
+// and memory on the master). One that fails makes the connection anew,
+// subscribed to the watched channels only.
 func (m *master) unsubscribe(ctx context.Context, ch string) {
 	if m.shards != nil {
 		m.shards.subs.unsubscribe(ctx, ch)
 		return
 	}
+	m.leavingMu.Lock()
+	m.leaving = append(m.leaving, ch)
+	m.leavingMu.Unlock()
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
-	if m.sub == nil || m.cluster.watched(ch) {
-		return
+	m.leavingMu.Lock()
+	leaving := m.leaving
+	m.leaving = nil
+	m.leavingMu.Unlock()
+	// A channel watched again since (a new Watch of the name) stays.
+	leaving = slices.DeleteFunc(leaving, m.cluster.watched)
+	if m.sub == nil || len(leaving) == 0 {
+		return // without a connection, the next one subscribes the watched channels only
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.cluster.cfg.MasterTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.timeout())
 	defer cancel()
-	if err := m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(ch).Build()).Error(); err != nil {
-		m.log.Debug("unsubscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
+	if err := m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(leaving...).Build()).Error(); err != nil {
+		m.log.Debug("unsubscribe failed: subscribing again on a new connection", "channels", len(leaving), "error", err)
 		m.dropSub()
 	}
 }
