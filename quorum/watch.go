@@ -252,7 +252,10 @@ func (m *master) subscribeLoop(ctx context.Context) {
 		if c == nil {
 			return
 		}
-		dc, _ := c.Dedicate()
+		dc, ok := unlessStopped(ctx, func() rueidis.DedicatedClient { dc, _ := c.Dedicate(); return dc }, func(dc rueidis.DedicatedClient) { dc.Close() })
+		if !ok {
+			return
+		}
 		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
 			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel, msg.Message) },
 		})
