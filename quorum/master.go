@@ -123,6 +123,10 @@ type master struct {
 
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
+	// leaving is the channels whose unsubscription waits for subMu: the
+	// first to get it sends them all (see unsubscribe). Taken after subMu.
+	leavingMu sync.Mutex
+	leaving   []string
 
 	connected chan struct{} // closed once client is set
 
@@ -430,20 +434,24 @@ func (m *master) conn(l lane) rueidis.Client {
 // not answer NOSCRIPT and get re-sent behind commands issued after it.
 // (Should that still happen, after a restart that kept the data, release
 // tombstones keep it harmless.)
-func (m *master) loadScripts(ctx context.Context) {
+func (m *master) loadScripts(runCtx context.Context) {
 	c := m.getClient()
 	if c == nil || m.shards != nil { // a cluster's nodes learn them by the EVAL after a NOSCRIPT
 		return
 	}
-	// The run's context: a stop does not wait for a master that does not
-	// answer (see Cluster.Run).
-	ctx, cancel := context.WithTimeout(ctx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
+	// A stop does not wait for a master that does not answer (see
+	// Cluster.Run): the call runs to its deadline whatever runCtx says.
+	ctx, cancel := context.WithTimeout(runCtx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
 	defer cancel()
 	cmds := make(rueidis.Commands, len(allScripts))
 	for i, s := range allScripts {
 		cmds[i] = c.B().ScriptLoad().Script(s.src).Build()
 	}
-	for _, r := range c.DoMulti(ctx, cmds...) {
+	results, ok := unlessStopped(runCtx, func() []rueidis.RedisResult { return c.DoMulti(ctx, cmds...) }, func([]rueidis.RedisResult) {})
+	if !ok {
+		return
+	}
+	for _, r := range results {
 		if err := r.Error(); err != nil {
 			m.log.Debug("script load failed; EVALSHA will fall back to EVAL", "error", err)
 			return
@@ -752,6 +760,27 @@ func (m *master) close() {
 		if c != nil {
 			c.Close()
 		}
+	}
+}
+
+// unlessStopped runs call aside and returns what it returned, or false as
+// soon as ctx ends. The client library runs a call on an idle connection
+// to its deadline whatever the context says (see gate), and makes a
+// dedicated connection with no context at all; a stop waits for the
+// master's loops (see Cluster.Run), and must not wait for a paused
+// master's answer too (TestBinaryStopsWithin5sWithMastersPaused took 5.5s:
+// its loops 2.5s in a script load and a subscription's dial). What call
+// returns after ctx ended is handed to late.
+func unlessStopped[T any](ctx context.Context, call func() T, late func(T)) (T, bool) {
+	done := make(chan T, 1)
+	go func() { done <- call() }()
+	select {
+	case r := <-done:
+		return r, true
+	case <-ctx.Done():
+		go func() { late(<-done) }()
+		var zero T
+		return zero, false
 	}
 }
 

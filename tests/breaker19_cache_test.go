@@ -104,7 +104,7 @@ func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	a := agenttest.Start(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	c.Do("PING")
-	base := runtime.NumGoroutine()
+	base := nameGoroutines()
 	const n = 1000
 	for i := range n {
 		cacheIt(t, c, "LOCK burst19-"+strconv.Itoa(i))
@@ -118,7 +118,7 @@ func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	}
 	keys, g := 0, 0
 	lockagenttest.Eventually(t, 15*time.Second, func() bool { // polls the state under test
-		keys, g = 0, runtime.NumGoroutine()
+		keys, g = 0, nameGoroutines()
 		for _, s := range servers {
 			keys += s.Keys("lock-agent:{burst19-*}:h:*")
 		}
@@ -138,7 +138,7 @@ func TestANameUsedOnceIsNotCached(t *testing.T) {
 	a := agenttest.Start(t, cfg)
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	c.Do("PING")
-	base := runtime.NumGoroutine()
+	base := nameGoroutines()
 	const n = 1000
 	for i := range n {
 		name := "once19-" + strconv.Itoa(i)
@@ -149,7 +149,7 @@ func TestANameUsedOnceIsNotCached(t *testing.T) {
 			t.Fatal(r.Line)
 		}
 	}
-	if g := runtime.NumGoroutine(); g > base+10 {
+	if g := nameGoroutines(); g > base+10 {
 		t.Fatalf("%d goroutines after %d names used once, %d before: their caches are kept", g, n, base)
 	}
 	if r := c.Do("WHO once19-999"); r.Fields["cached"] != "" || r.Int("n") != 0 {
@@ -160,4 +160,32 @@ func TestANameUsedOnceIsNotCached(t *testing.T) {
 	if r := c.Do("LOCK once19-0"); r.Kind != "OK" || r.Int("fence") <= again.Int("fence") {
 		t.Fatalf("a name used again: %s after fence %d, want it lent from the cache", r.Line, again.Int("fence"))
 	}
+}
+
+// nameGoroutines counts the process's goroutines but for the two that
+// each Redis connection runs once it carries overlapping commands (its
+// pipeline's reader and writer): a connection enters that mode the first
+// time two commands overlap on it, a straggler's answer beside the next
+// round, and keeps it for its life. Under two CPU hogs, after a burst of
+// 1000 names used once, 8 to 12 more goroutines than before it were
+// counted, most of them those of four more connections gone to that
+// mode, none a name's (issue 27: 43 against 28). They are per connection,
+// never per name; a goroutine kept per name is what these tests look for.
+func nameGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if !strings.Contains(g, "rueidis.(*pipe)._background") {
+			count++
+		}
+	}
+	return count
 }
