@@ -137,8 +137,15 @@ final class Connection {
         return closed;
     }
 
+    /**
+     * Whether the connection is closed: true from the moment calls fail with
+     * ConnectionClosedException (the reader tells the holds' losses before it completes
+     * {@link #closed()}, so a caller that saw a loss or a failed call must see it closed).
+     */
     boolean isClosed() {
-        return closed.isDone();
+        synchronized (mu) {
+            return closedBecause != null;
+        }
     }
 
     /**
