@@ -335,7 +335,10 @@ func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
 	if c := a.caches[name]; c != nil && c.rh.Holder == holder {
 		r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
 	} else if c := a.cohorts[name]; c != nil && c.rh.Holder == holder && holderOf(c.rh) != nil {
-		r.Fence, r.Who = c.record.Fence, c.record.Who
+		// A local holder has it: not cached, whatever mark the masters
+		// still carry (a cache turned into a run unmarks them in the
+		// background: a WHO in between showed the holder as cached, n=0).
+		r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, false
 	}
 	return r
 }
