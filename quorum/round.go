@@ -249,8 +249,8 @@ func (c *Cluster) roundTimeout(to []int) time.Duration {
 }
 
 // patience is the longest any round waits for answers that come late:
-// max(20×MasterTimeout, 1s). It keeps a renewal's round well inside a
-// lease (validate keeps master_timeout under lease/9).
+// max(20×MasterTimeout, 1s). Renewals do not go through vote (their
+// rounds have lease/4); a grant's budget is at most a quarter of its lease.
 func (c *Cluster) patience() time.Duration {
 	return max(20*c.cfg.MasterTimeout, time.Second)
 }
