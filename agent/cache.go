@@ -288,9 +288,9 @@ func (a *Agent) cacheLost(rh *renewal.Hold, revoked bool) bool {
 	if mine {
 		at := a.watchdog.Deadline(rh)
 		if revoked {
-			at = time.Time{}
+			at = time.Time{} // no client to tell
 		}
-		a.releaseAt(rh, at)
+		a.releaseAt(rh, at, nil)
 	}
 	return mine
 }

@@ -201,10 +201,10 @@ func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
 	}
 	s := h.sess
 	s.mu.Lock()
-	mine := s.tellLostLocked(h, reason, revoked)
+	told := s.tellLostLocked(h, reason, revoked)
 	s.mu.Unlock()
-	if mine {
-		a.afterLost(h, reason, revoked)
+	if told != 0 {
+		a.afterLost(h, reason, revoked, told)
 	}
 }
 
@@ -229,10 +229,11 @@ func (a *Agent) endLostLocked(h *hold) {
 }
 
 // tellLostLocked takes the lost h out of s's holds and tells the client,
-// if h is still one of them, and says whether it was. s.mu is held.
-func (s *session) tellLostLocked(h *hold, reason string, revoked bool) bool {
+// if h is still one of them, and returns the LOST line's number in s's
+// outbox (0 if h was not one of them). s.mu is held.
+func (s *session) tellLostLocked(h *hold, reason string, revoked bool) (told uint64) {
 	if s.holds[h.key()] != h {
-		return false
+		return 0
 	}
 	delete(s.holds, h.key())
 	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
@@ -243,19 +244,24 @@ func (s *session) tellLostLocked(h *hold, reason string, revoked bool) bool {
 	} else {
 		s.a.metrics.lost(renewal.Reason(reason))
 	}
-	s.push(lostLine(h, reason, revoked))
-	return true
+	return s.out.push(lostLine(h, reason, revoked))
 }
 
-// afterLost logs h's loss and ends it in the masters (see lose).
-func (a *Agent) afterLost(h *hold, reason string, revoked bool) {
+// afterLost logs h's loss and ends it in the masters (see lose); told is
+// its LOST line's number in the session's outbox.
+func (a *Agent) afterLost(h *hold, reason string, revoked bool, told uint64) {
 	rh := h.rh
 	h.sess.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
 	at := a.watchdog.Deadline(rh)
-	if revoked {
-		at = time.Time{} // a majority can no longer renew it
+	if !revoked {
+		a.releaseAt(rh, at, nil)
+		return
 	}
-	a.releaseAt(rh, at)
+	// A majority can no longer renew a revoked hold: it is released as soon
+	// as the client's socket took its LOST, so that the client can hear of
+	// it before another is granted the name. A client that reads nothing
+	// does not keep it past its validity.
+	a.releaseAt(rh, at, func(until <-chan time.Time) bool { return h.sess.out.awaitWritten(told, until) })
 }
 
 // loseFoundLocked tells the client LOST of h, one of s's holds, if the
@@ -279,8 +285,8 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 		return nil
 	}
 	s.a.mu.Unlock()
-	s.tellLostLocked(h, reason, revoked)
-	return func() { s.a.afterLost(h, reason, revoked) }
+	told := s.tellLostLocked(h, reason, revoked)
+	return func() { s.a.afterLost(h, reason, revoked, told) }
 }
 
 // releaseAt releases a lost hold in the masters once its validity ended.
@@ -288,15 +294,24 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 // before anyone else can be granted the name; a release at once would let
 // another client in while this one may still rely on its validity. (A
 // ttl= hold that reached its end was told LOST there, where its validity
-// ends: it is released at once.) A stopping agent leaves it to expire.
-func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time) {
+// ends: it is released at once.) If early is not nil, the release comes
+// as soon as early returns, which it does by the deadline at the latest
+// (it is given the deadline's timer). A stopping agent leaves the hold to
+// expire.
+func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time) bool) {
 	go func() {
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
 			t := a.clock.NewTimer(d)
 			defer t.Stop()
-			select {
-			case <-t.C():
-			case <-a.runCtx.Done():
+			if early != nil {
+				early(t.C())
+			} else {
+				select {
+				case <-t.C():
+				case <-a.runCtx.Done():
+				}
+			}
+			if a.runCtx.Err() != nil {
 				return
 			}
 		}

@@ -42,6 +42,12 @@ type outbox struct {
 	room    chan struct{} // closed when the writer takes lines; a full queue's replies wait on it
 	done    bool          // the connection is closed for writing: lines are dropped
 	dead    chan struct{} // closed when done becomes true
+
+	// Lines are numbered as they come: taken is how many came, written how
+	// many the socket took whole. Every line in lines is one of the last
+	// taken-written. wrote is closed (and replaced) when written grows.
+	taken, written uint64
+	wrote          chan struct{}
 }
 
 // init readies o to write to conn.
@@ -105,19 +111,59 @@ func (o *outbox) reply(line []byte) {
 	o.mu.Unlock()
 }
 
-// push queues an unsolicited line without ever waiting: it is called from
+// push sends an unsolicited line without ever waiting: it is called from
 // the watchdog and the shutdown path, which serve every session. A session
-// whose queue is full is closed instead.
-func (o *outbox) push(line []byte) {
+// whose queue is full is closed instead. It returns the line's number, for
+// awaitWritten.
+func (o *outbox) push(line []byte) (seq uint64) {
 	o.mu.Lock()
+	seq = o.taken + 1
+	if o.writeNowLocked(line) {
+		return seq
+	}
 	if len(o.lines) >= outQueue && !o.done {
 		o.mu.Unlock()
 		o.log.Warn("client is not reading; closing the session", "queued", outQueue)
 		o.conn.Close()
-		return
+		return seq
 	}
 	o.queueLocked(line)
 	o.mu.Unlock()
+	return seq
+}
+
+// awaitWritten waits until the socket took line seq (see push) whole, the
+// connection is closed for writing, or until: it says whether the line was
+// written. A LOST line that the client's socket took is the client's to
+// read, whatever its process is doing; one still queued is not.
+func (o *outbox) awaitWritten(seq uint64, until <-chan time.Time) bool {
+	o.mu.Lock()
+	for o.written < seq && !o.done {
+		if o.wrote == nil {
+			o.wrote = make(chan struct{})
+		}
+		wrote := o.wrote
+		o.mu.Unlock()
+		select {
+		case <-wrote:
+		case <-o.dead:
+		case <-until:
+			return false
+		}
+		o.mu.Lock()
+	}
+	ok := o.written >= seq
+	o.mu.Unlock()
+	return ok
+}
+
+// wroteLocked counts n more lines written whole. o.mu is held.
+func (o *outbox) wroteLocked(n int) {
+	o.written += uint64(n)
+	if o.wrote != nil {
+		close(o.wrote)
+		o.wrote = nil
+	}
 }
 
 // writeNowLocked writes line at once if nothing is queued and no writer
@@ -130,6 +176,7 @@ func (o *outbox) writeNowLocked(line []byte) bool {
 		return false
 	}
 	o.writing = true
+	o.taken++
 	o.mu.Unlock()
 	n, err := o.writeNow(line)
 	if err != nil {
@@ -140,6 +187,8 @@ func (o *outbox) writeNowLocked(line []byte) bool {
 	o.mu.Lock()
 	if n < len(line) {
 		o.lines = append([][]byte{line[n:]}, o.lines...)
+	} else {
+		o.wroteLocked(1)
 	}
 	if len(o.lines) == 0 && !o.closing {
 		o.writing = false
@@ -181,6 +230,7 @@ func (o *outbox) queueLocked(line []byte) {
 	if o.done {
 		return
 	}
+	o.taken++
 	o.lines = append(o.lines, line)
 	if !o.writing {
 		o.writing = true
@@ -254,6 +304,9 @@ func (o *outbox) write() {
 			o.writeDone()
 			return
 		}
+		o.mu.Lock()
+		o.wroteLocked(n)
+		o.mu.Unlock()
 	}
 }
 

@@ -168,3 +168,53 @@ func TestPushClosesASessionThatDoesNotRead(t *testing.T) {
 		t.Fatalf("the LOST line was written after all (read %d bytes, %v)", len(data), err)
 	}
 }
+
+// TestAwaitWrittenIsTheSocketTakingTheLine: a pushed line that the socket
+// took at once is written; one queued behind a client that reads nothing
+// is not, until the client reads; awaitWritten gives up at until, and once
+// the connection is closed for writing.
+func TestAwaitWrittenIsTheSocketTakingTheLine(t *testing.T) {
+	o, client := outboxPair(t)
+	never := make(chan time.Time)
+	if seq := o.push([]byte("* LOST a\n")); !o.awaitWritten(seq, never) {
+		t.Fatal("a line the socket took at once is not written")
+	}
+	expectLines(t, client, [][]byte{[]byte("* LOST a\n")})
+
+	lines := clog(o)
+	lost := []byte("* LOST b\n")
+	seq := o.push(lost)
+	gaveUp := make(chan time.Time, 1)
+	gaveUp <- time.Time{}
+	if o.awaitWritten(seq, gaveUp) {
+		t.Fatal("a line queued behind a client that reads nothing is written")
+	}
+	written := make(chan bool, 1)
+	go func() { written <- o.awaitWritten(seq, never) }()
+	expectLines(t, client, append(lines, lost))
+	if !<-written {
+		t.Fatal("a line the client read is not written")
+	}
+
+	clog(o)
+	seq = o.push(lost)
+	go func() { written <- o.awaitWritten(seq, never) }()
+	o.conn.Close()
+	o.reply([]byte("1 OK\n")) // the writer meets the closed connection
+	if <-written {
+		t.Fatal("a line of a closed connection is written")
+	}
+}
+
+// clog has o queue lines while the client reads nothing until some wait
+// for the writer (the socket's buffer is full), and returns them.
+func clog(o *outbox) [][]byte {
+	pad := strings.Repeat("x", 1000)
+	var lines [][]byte
+	for i := 0; o.queued() < 10; i++ {
+		line := fmt.Appendf(nil, "%d OK %s\n", i, pad)
+		o.reply(line)
+		lines = append(lines, line)
+	}
+	return lines
+}

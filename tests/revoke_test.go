@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -10,47 +12,73 @@ import (
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/faultproxy"
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"golang.org/x/sys/unix"
 )
 
-// TestRevokeTellsTheHolderBeforeAnotherAgentIsGranted: the holder hears
-// LOST with the reason before the waiter on the other agent is granted,
-// and REVOKE answers once the name is released.
+// TestRevokeTellsTheHolderBeforeAnotherAgentIsGranted: the holder's
+// socket has its LOST, with the reason, before the waiter on the other
+// agent is granted, and REVOKE answers once the name is released. The
+// order is read from the kernel, not from when the test's goroutines ran:
+// the holder's connection has no reader, and when the grant arrives its
+// LOST must already wait in the holder's socket.
 func TestRevokeTellsTheHolderBeforeAnotherAgentIsGranted(t *testing.T) {
 	a, b, _ := twoAgents(t, 3*time.Second)
-	holder, waiter, operator := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
-	if r := holder.Do("LOCK rv/one owner=w1"); r.Kind != "OK" {
-		t.Fatal(r.Line)
+	waiter, operator := agenttest.Dial(t, b.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	nc, err := net.Dial("unix", a.Config.Socket.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	holder := bufio.NewReader(nc)
+	readLine := func() string {
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		l, err := holder.ReadString('\n')
+		if err != nil {
+			t.Fatalf("holder: %v", err)
+		}
+		return strings.TrimSuffix(l, "\n")
+	}
+	fmt.Fprintf(nc, "1 LOCK rv/one owner=w1\n")
+	if l := readLine(); !strings.HasPrefix(l, "1 OK") {
+		t.Fatal(l)
 	}
 	_, granted := waiter.Send("LOCK rv/one wait=10s")
 	waiter.AwaitWaiters(1)
-	lost := make(chan time.Time, 1)
-	go func() {
-		p := holder.Push(5 * time.Second)
-		if !strings.HasPrefix(p, "* LOST rv/one owner=w1 ") || !strings.HasSuffix(p, " reason=revoked why=maintenance") {
-			t.Errorf("push %q, want LOST with reason=revoked why=maintenance", p)
-		}
-		lost <- time.Now()
-	}()
 	start := time.Now()
 	if r := operator.Do("REVOKE rv/one reason=maintenance"); r.Kind != "OK" || r.Int("n") != 1 {
 		t.Fatalf("REVOKE: %q", r.Line)
 	}
 	took := time.Since(start)
-	r := waiter.Await(granted)
-	grantedAt := time.Now()
-	if r.Kind != "OK" {
+	if r := waiter.Await(granted); r.Kind != "OK" {
 		t.Fatalf("waiter: %q", r.Line)
 	}
-	if lostAt := <-lost; lostAt.After(grantedAt) {
-		t.Errorf("the holder heard LOST %v after the other agent was granted", lostAt.Sub(grantedAt))
+	if n := unreadBytes(t, nc) + holder.Buffered(); n == 0 {
+		t.Errorf("the other agent granted the name before the holder's socket had its LOST")
+	}
+	if p := readLine(); !strings.HasPrefix(p, "* LOST rv/one owner=w1 ") || !strings.HasSuffix(p, " reason=revoked why=maintenance") {
+		t.Errorf("push %q, want LOST with reason=revoked why=maintenance", p)
 	}
 	if took > time.Second {
 		t.Errorf("REVOKE of a live holder took %v", took)
 	}
-	if r := holder.Do("UNLOCK rv/one owner=w1"); r.Code != "NOT_HELD" {
-		t.Errorf("UNLOCK of a revoked hold: %q", r.Line)
+	fmt.Fprintf(nc, "2 UNLOCK rv/one owner=w1\n")
+	if l := readLine(); !strings.HasPrefix(l, "2 ERR NOT_HELD") {
+		t.Errorf("UNLOCK of a revoked hold: %q", l)
 	}
 	t.Logf("REVOKE answered in %v", took)
+}
+
+// unreadBytes is how many bytes wait in nc's socket for a read.
+func unreadBytes(t *testing.T, nc net.Conn) int {
+	raw, err := nc.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if cerr := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); cerr != nil || err != nil {
+		t.Fatalf("SIOCINQ: %v %v", cerr, err)
+	}
+	return n
 }
 
 func TestRevokeAppliesTheDelay(t *testing.T) {
