@@ -10,6 +10,7 @@ package renewal
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -403,15 +404,30 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 	done <- round{last: true}
 }
 
-// renewable is every watched hold that is renewed.
+// renewable is every watched hold that is renewed, the soonest to expire
+// first. A round that ends before all its answers came (its budget is a
+// quarter lease: see quorum.Cluster.Renew) keeps those it got; the holds
+// it missed are then the first of the next round, where in a fixed order
+// they would be the last again, and lost: a cluster master's renewal of
+// thousands of names, on a host busy beyond its cores, missed the same
+// few dozen holds at its end every round.
 func (w *Watchdog) renewable() []*Hold {
+	type due struct {
+		h      *Hold
+		expiry time.Time
+	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	holds := make([]*Hold, 0, len(w.byExpiry))
+	all := make([]due, 0, len(w.byExpiry))
 	for _, h := range w.byExpiry {
 		if !h.Fixed {
-			holds = append(holds, h)
+			all = append(all, due{h, h.expiry})
 		}
+	}
+	w.mu.Unlock()
+	slices.SortFunc(all, func(a, b due) int { return a.expiry.Compare(b.expiry) })
+	holds := make([]*Hold, len(all))
+	for i, d := range all {
+		holds[i] = d.h
 	}
 	return holds
 }
