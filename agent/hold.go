@@ -175,18 +175,17 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	return h.snapshot(s.a.watchdog.Deadline(h.rh).Sub(s.a.clock.Now())), nil
 }
 
-// onLost is the watchdog's report of a hold (or a waiter's queue entry)
-// that ended on its own.
+// onLost is the watchdog's report of a hold (or a waiter's queue entry,
+// or the agent's waiting record) that ended on its own.
 func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
-	if rh.Entry {
+	switch rh.Kind {
+	case renewal.KindEntry:
 		a.entryLost(rh)
-		return
-	}
-	if rh.Waiting {
+	case renewal.KindWaiting:
 		a.waitingLost(rh)
-		return
+	default:
+		a.lose(rh, string(reason), reason == renewal.ReasonRevoked)
 	}
-	a.lose(rh, string(reason), reason == renewal.ReasonRevoked)
 }
 
 // lose tells a lost hold's client LOST with reason (for a revoked hold,

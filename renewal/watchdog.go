@@ -10,6 +10,7 @@ package renewal
 import (
 	"container/heap"
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +32,44 @@ type Renewer interface {
 	Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult
 }
 
+// Kind says what a Hold is a record of, and so how it is renewed and
+// what its loss means to its owner.
+type Kind uint8
+
+// The kinds of a Hold.
+const (
+	// KindHold is a client's hold of Name (the zero Kind): Holder is its
+	// holder id. A ttl= hold is one: see Hold.End.
+	KindHold Kind = iota
+	// KindFixed is a hold that is never renewed: it ends at the deadline
+	// Add gave it, with ReasonExpired (the agent's health probe is one).
+	KindFixed
+	// KindEntry is a waiter's queue entry (quorum.Entry): Holder is the
+	// entry's Member, and renewing it is its heartbeat
+	// (quorum.RenewKey.Entry). It is lost like a hold, and its waiter then
+	// needs a new place.
+	KindEntry
+	// KindWaiting is the agent's waiting record of Name
+	// (quorum.RenewKey.Waiting): Holder is the agent's instance. It is
+	// lost like a hold, and the agent then writes it anew.
+	KindWaiting
+)
+
+// String names the kind, as logs and tests print it.
+func (k Kind) String() string {
+	switch k {
+	case KindHold:
+		return "hold"
+	case KindFixed:
+		return "fixed"
+	case KindEntry:
+		return "entry"
+	case KindWaiting:
+		return "waiting"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
 // Hold is one hold the watchdog watches. Its fields are set before Add and
 // not changed after, but by the watchdog's own methods (SetEnd, SetRecord,
 // UpdateRecord), and Owner.
@@ -41,21 +80,13 @@ type Hold struct {
 	// watchdog never reads or writes it: a caller that changes it after
 	// Add guards it with a lock of its own.
 	Owner any
-	// Fixed marks a hold that is never renewed: it ends at the deadline
-	// Add gave it, with ReasonExpired (the agent's health probe is one). A
-	// ttl= hold is not Fixed: see End.
-	Fixed bool
-	// Entry marks a waiter's queue entry (quorum.Entry): Holder is the
-	// entry's Member, and renewing it is its heartbeat. It is lost like a
-	// hold, and its waiter then needs a new place.
-	Entry bool
+	// Kind is what the hold is a record of: a client's hold (the zero
+	// Kind), a waiter's queue entry, the agent's waiting record, or a
+	// hold that is never renewed (KindFixed).
+	Kind Kind
 	// Tail says its records keep a tail after it (quorum.Tail): they are
-	// renewed so (quorum.RenewKey.Tail).
+	// renewed so (quorum.RenewKey.Tail). Only a KindHold has a tail.
 	Tail bool
-	// Waiting marks the agent's waiting record of Name
-	// (quorum.RenewKey.Waiting): Holder is the agent's instance. It is
-	// lost like a hold, and the agent then writes it anew.
-	Waiting bool
 	// Lease is the lease its records are renewed with; 0 is Config.Lease.
 	// It sets the hold's lead (see lead).
 	Lease time.Duration
@@ -409,7 +440,7 @@ func (w *Watchdog) renewable() []*Hold {
 	defer w.mu.Unlock()
 	holds := make([]*Hold, 0, len(w.byExpiry))
 	for _, h := range w.byExpiry {
-		if !h.Fixed {
+		if h.Kind != KindFixed {
 			holds = append(holds, h)
 		}
 	}
@@ -435,7 +466,7 @@ func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []
 			lease = w.cfg.Lease
 		}
 		watched, leases = append(watched, h), append(leases, lease)
-		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Waiting: h.Waiting, Record: h.Record, Lease: lease, Tail: h.Tail})
+		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Kind == KindEntry, Waiting: h.Kind == KindWaiting, Record: h.Record, Lease: lease, Tail: h.Tail})
 	}
 	return watched, leases, keys
 }
@@ -483,7 +514,7 @@ func (w *Watchdog) expire() {
 		h := w.byExpiry[0]
 		w.drop(h)
 		reason := ReasonQuorum
-		if h.Fixed || w.endsFirst(h) {
+		if h.Kind == KindFixed || w.endsFirst(h) {
 			reason = ReasonExpired
 		}
 		h.lostReason, h.revoked = string(reason), false

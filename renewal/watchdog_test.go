@@ -115,9 +115,9 @@ func (h *harness) runBy(step, total time.Duration) {
 }
 
 func (h *harness) add(name string, fixed bool, valid time.Duration) *Hold {
-	hold := &Hold{Name: name, Holder: "x", Fixed: fixed}
+	hold := &Hold{Name: name, Holder: "x"}
 	if fixed {
-		hold.Lease = valid
+		hold.Kind, hold.Lease = KindFixed, valid
 	}
 	h.w.Add(hold, h.clock.Now().Add(valid))
 	h.settle()
@@ -177,6 +177,47 @@ func TestRenewalsCarryTheRecordSetLast(t *testing.T) {
 			t.Fatal("SetRecord of a removed hold succeeded")
 		}
 	})
+}
+
+// TestEachKindIsRenewedAsWhatItIsARecordOf: a hold's Kind (and a hold's
+// Tail) reaches the masters as the renewal key's flags, and a fixed hold is
+// not renewed at all.
+func TestEachKindIsRenewedAsWhatItIsARecordOf(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		hold    Hold
+		renewed bool
+		want    quorum.RenewKey
+	}{
+		{"a client's hold is renewed as a hold", Hold{Kind: KindHold}, true, quorum.RenewKey{}},
+		{"a hold with a tail is renewed keeping its tail", Hold{Kind: KindHold, Tail: true}, true, quorum.RenewKey{Tail: true}},
+		{"a queue entry is renewed as its heartbeat", Hold{Kind: KindEntry}, true, quorum.RenewKey{Entry: true}},
+		{"a waiting record is renewed as one", Hold{Kind: KindWaiting}, true, quorum.RenewKey{Waiting: true}},
+		{"a fixed hold is never renewed", Hold{Kind: KindFixed}, false, quorum.RenewKey{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				hold := c.hold
+				hold.Name, hold.Holder = "k", "x"
+				h.w.Add(&hold, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+				h.run(h.w.Interval())
+				h.renewer.mu.Lock()
+				defer h.renewer.mu.Unlock()
+				if !c.renewed {
+					if h.renewer.keys != 0 {
+						t.Fatalf("renewed %d times", h.renewer.keys)
+					}
+					return
+				}
+				want := c.want
+				want.Name, want.Holder, want.Lease = "k", "x", lease
+				if len(h.renewer.last) != 1 || h.renewer.last[0] != want {
+					t.Fatalf("renewed with %+v, want %+v", h.renewer.last, want)
+				}
+			})
+		})
+	}
 }
 
 func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {

@@ -113,7 +113,7 @@ func (h *Health) ProbeWatchdog(ctx context.Context, w *renewal.Watchdog, clock q
 	defer t.Stop()
 	for {
 		if h.probe.Load() == nil {
-			probe := &renewal.Hold{Name: "(health probe)", Fixed: true}
+			probe := &renewal.Hold{Name: "(health probe)", Kind: renewal.KindFixed}
 			h.probe.Store(probe)
 			w.Add(probe, clock.Now()) // due at once: the watchdog expires it on its next turn
 		}
