@@ -25,7 +25,35 @@ const (
 	ReasonQuorum  Reason = "quorum"  // renewal could not keep a majority before validity ran out
 	ReasonExpired Reason = "expired" // a ttl= hold reached its end
 	ReasonRevoked Reason = "revoked" // a majority of masters no longer have the hold
+	// ReasonShutdown: the agent is stopping. The agent says it, never the
+	// watchdog.
+	ReasonShutdown Reason = "shutdown"
 )
+
+// Loss is why a hold ended without its client asking: its Reason, and for
+// a revocation the operator's word. A client hears both in LOST (reason=,
+// why=).
+type Loss struct {
+	Reason Reason
+	// Why is the operator's word of a revocation (REVOKE reason=W), or ""
+	// if it gave none or said ReasonRevoked itself; "" for every other
+	// Reason. See Revocation.
+	Why string
+}
+
+// Revocation is the loss of a hold revoked for why, the operator's word
+// ("" or ReasonRevoked: none). Its Reason is always ReasonRevoked: a
+// client must never take a revocation for another kind of loss, whatever
+// the word.
+func Revocation(why string) Loss {
+	if why == string(ReasonRevoked) {
+		why = ""
+	}
+	return Loss{Reason: ReasonRevoked, Why: why}
+}
+
+// Revoked says the hold was revoked: a majority can no longer renew it.
+func (l Loss) Revoked() bool { return l.Reason == ReasonRevoked }
 
 // Renewer renews a batch of holds; *quorum.Cluster is one.
 type Renewer interface {
@@ -105,11 +133,9 @@ type Hold struct {
 	deadline time.Time
 	expiry   time.Time // when it is declared lost: see rearm; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
-	// lostReason is why the watchdog stopped watching it ("": it did not
-	// find it lost, nor was it revoked), and revoked says it was revoked:
-	// see Lost. Guarded by Watchdog.mu.
-	lostReason string
-	revoked    bool
+	// loss is why the watchdog stopped watching it (zero: it did not find
+	// it lost, nor was it revoked): see Lost. Guarded by Watchdog.mu.
+	loss Loss
 }
 
 // byExpiry is the watched holds as a min-heap on expiry, so that the next
@@ -192,10 +218,11 @@ type Config struct {
 	MinLead time.Duration
 	Renewer Renewer
 	// OnLost is called, from the watchdog's goroutine and without locks held,
-	// once for each hold that ends without being removed. It must not block.
-	// The hold is no longer watched when it is called: Remove returns false
-	// for it from then on. Its Owner tells the caller whose it was.
-	OnLost func(*Hold, Reason)
+	// once for each hold that ends without being removed or revoked by
+	// Revoke, with its loss: the one Lost says. It must not block. The
+	// hold is no longer watched when it is called: Remove returns false for
+	// it from then on. Its Owner tells the caller whose it was.
+	OnLost func(*Hold, Loss)
 	Clock  quorum.Clock // default quorum.RealClock
 	Logger hclog.Logger
 }
@@ -232,7 +259,7 @@ func (w *Watchdog) Interval() time.Duration { return w.cfg.Lease / 3 }
 // Add starts watching h, valid until deadline.
 func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 	w.mu.Lock()
-	h.lostReason, h.revoked = "", false
+	h.loss = Loss{}
 	w.setDeadline(h, deadline)
 	if !w.watched(h) {
 		heap.Push(&w.byExpiry, h)
@@ -254,34 +281,30 @@ func (w *Watchdog) Remove(h *Hold) bool {
 }
 
 // Revoke stops watching h, which was revoked for why (the operator's
-// word; "": ReasonRevoked): Lost says so from now, and OnLost is not
+// word, or "": see Revocation): Lost says so from now, and OnLost is not
 // called. It returns false if h was not being watched.
 func (w *Watchdog) Revoke(h *Hold, why string) bool {
-	if why == "" {
-		why = string(ReasonRevoked)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ok := w.watched(h)
 	if ok {
 		w.drop(h)
-		h.lostReason, h.revoked = why, true
+		h.loss = Revocation(why)
 	}
 	return ok
 }
 
 // Lost says whether the watchdog found h lost or h was revoked (lost), and
-// why (reason; revoked for a revocation): from then, before OnLost reaches its caller, another caller may
-// act on the loss itself (the agent tells the client LOST before it answers
-// a request that depends on it). revoked says it was revoked (reason is
-// then the operator's word, or ReasonRevoked).
-func (w *Watchdog) Lost(h *Hold) (reason string, revoked, lost bool) {
+// why: from then, before OnLost reaches its caller, another caller may act
+// on the loss itself (the agent tells the client LOST before it answers a
+// request that depends on it).
+func (w *Watchdog) Lost(h *Hold) (loss Loss, lost bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.watched(h) || h.lostReason == "" {
-		return "", false, false
+	if w.watched(h) || h.loss == (Loss{}) {
+		return Loss{}, false
 	}
-	return h.lostReason, h.revoked, true
+	return h.loss, true
 }
 
 // watched says whether h is watched: it is where its index says in the
@@ -490,7 +513,7 @@ func (w *Watchdog) apply(r round) {
 			}
 		case res.Gone > w.cfg.Masters-w.quorum:
 			w.drop(h)
-			h.lostReason, h.revoked = string(ReasonRevoked), true
+			h.loss = Revocation("")
 			lost = append(lost, h)
 		default:
 			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
@@ -499,7 +522,7 @@ func (w *Watchdog) apply(r round) {
 	}
 	w.mu.Unlock()
 	for _, h := range lost {
-		w.cfg.OnLost(h, ReasonRevoked)
+		w.cfg.OnLost(h, Revocation(""))
 	}
 }
 
@@ -508,20 +531,19 @@ func (w *Watchdog) apply(r round) {
 func (w *Watchdog) expire() {
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
-	var reasons []Reason
+	var losses []Loss
 	w.mu.Lock()
 	for len(w.byExpiry) > 0 && !w.byExpiry[0].expiry.After(now) {
 		h := w.byExpiry[0]
 		w.drop(h)
-		reason := ReasonQuorum
+		h.loss = Loss{Reason: ReasonQuorum}
 		if h.Kind == KindFixed || w.endsFirst(h) {
-			reason = ReasonExpired
+			h.loss = Loss{Reason: ReasonExpired}
 		}
-		h.lostReason, h.revoked = string(reason), false
-		lost, reasons = append(lost, h), append(reasons, reason)
+		lost, losses = append(lost, h), append(losses, h.loss)
 	}
 	w.mu.Unlock()
 	for i, h := range lost {
-		w.cfg.OnLost(h, reasons[i])
+		w.cfg.OnLost(h, losses[i])
 	}
 }

@@ -43,9 +43,9 @@ func (s *scriptedRenewer) set(r quorum.RenewResult) {
 }
 
 type lostEvent struct {
-	hold   *Hold
-	reason Reason
-	at     time.Time
+	hold *Hold
+	loss Loss
+	at   time.Time
 }
 
 type harness struct {
@@ -71,11 +71,11 @@ func newHarnessWith(t *testing.T, renewer Renewer) *harness {
 		renewer = h.renewer
 	}
 	h.w = New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: renewer, Clock: h.clock,
-		OnLost: func(hold *Hold, r Reason) {
+		OnLost: func(hold *Hold, loss Loss) {
 			// OnLost must never block (see Config.OnLost): a test that
 			// loses more than the channel holds has failed already.
 			select {
-			case h.lost <- lostEvent{hold, r, h.clock.Now()}:
+			case h.lost <- lostEvent{hold, loss, h.clock.Now()}:
 			default:
 			}
 		}})
@@ -128,17 +128,19 @@ func (h *harness) expectNoLoss() {
 	h.t.Helper()
 	select {
 	case e := <-h.lost:
-		h.t.Fatalf("%s lost (%s) at %v", e.hold.Name, e.reason, e.at)
+		h.t.Fatalf("%s lost (%+v) at %v", e.hold.Name, e.loss, e.at)
 	default:
 	}
 }
 
+// expectLoss expects hold lost for reason, with no word of an operator's
+// (the watchdog never has one), by notAfter.
 func (h *harness) expectLoss(hold *Hold, reason Reason, notAfter time.Time) {
 	h.t.Helper()
 	select {
 	case e := <-h.lost:
-		if e.hold != hold || e.reason != reason || e.at.After(notAfter) {
-			h.t.Fatalf("lost %s (%s) at %v; want %s (%s) by %v", e.hold.Name, e.reason, e.at, hold.Name, reason, notAfter)
+		if e.hold != hold || e.loss != (Loss{Reason: reason}) || e.at.After(notAfter) {
+			h.t.Fatalf("lost %s (%+v) at %v; want %s (%s) by %v", e.hold.Name, e.loss, e.at, hold.Name, reason, notAfter)
 		}
 	default:
 		h.t.Fatalf("%s was not lost", hold.Name)
@@ -340,8 +342,8 @@ func TestManyTTLHoldsEndEachAtItsOwnTime(t *testing.T) {
 				select {
 				case e := <-h.lost:
 					want, ok := end[e.hold]
-					if !ok || e.reason != ReasonExpired || e.at.Before(want) || e.at.Sub(want) >= step {
-						t.Fatalf("%s lost (%s) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.reason, e.at.Sub(start), want.Sub(start), ok)
+					if !ok || e.loss != (Loss{Reason: ReasonExpired}) || e.at.Before(want) || e.at.Sub(want) >= step {
+						t.Fatalf("%s lost (%+v) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.loss, e.at.Sub(start), want.Sub(start), ok)
 					}
 					delete(end, e.hold)
 					continue
@@ -434,27 +436,29 @@ func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
 func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
 	valid := quorum.Validity(lease, 0, 0.01)
 	cases := []struct {
-		name        string
-		do          func(h *harness, hold *Hold)
-		reason      string
-		revoked, ok bool
+		name string
+		do   func(h *harness, hold *Hold)
+		loss Loss
+		ok   bool
 	}{
-		{"watched", func(h *harness, hold *Hold) {}, "", false, false},
-		{"removed", func(h *harness, hold *Hold) { h.w.Remove(hold) }, "", false, false},
+		{"watched", func(h *harness, hold *Hold) {}, Loss{}, false},
+		{"removed", func(h *harness, hold *Hold) { h.w.Remove(hold) }, Loss{}, false},
 		{"renewals missed quorum", func(h *harness, hold *Hold) {
 			h.renewer.set(quorum.RenewResult{OK: 1})
 			h.run(lease)
-		}, "quorum", false, true},
+		}, Loss{Reason: ReasonQuorum}, true},
 		{"gone on a majority", func(h *harness, hold *Hold) {
 			h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
 			h.run(lease / 2)
-		}, "revoked", true, true},
-		{"revoked by an operator", func(h *harness, hold *Hold) { h.w.Revoke(hold, "maintenance") }, "maintenance", true, true},
-		{"revoked with no word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "") }, "revoked", true, true},
+		}, Loss{Reason: ReasonRevoked}, true},
+		{"revoked by an operator", func(h *harness, hold *Hold) { h.w.Revoke(hold, "maintenance") }, Loss{Reason: ReasonRevoked, Why: "maintenance"}, true},
+		{"revoked with no word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "") }, Loss{Reason: ReasonRevoked}, true},
+		{"revoked with the word revoked", func(h *harness, hold *Hold) { h.w.Revoke(hold, "revoked") }, Loss{Reason: ReasonRevoked}, true},
+		{"revoked with another reason's word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "expired") }, Loss{Reason: ReasonRevoked, Why: "expired"}, true},
 		{"revoked, then added again", func(h *harness, hold *Hold) {
 			h.w.Revoke(hold, "maintenance")
 			h.w.Add(hold, h.clock.Now().Add(valid))
-		}, "", false, false},
+		}, Loss{}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -462,9 +466,9 @@ func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
 				h := newHarness(t)
 				hold := h.add("a", false, valid)
 				c.do(h, hold)
-				reason, revoked, ok := h.w.Lost(hold)
-				if reason != c.reason || revoked != c.revoked || ok != c.ok {
-					t.Fatalf("Lost = %q, %v, %v; want %q, %v, %v", reason, revoked, ok, c.reason, c.revoked, c.ok)
+				loss, ok := h.w.Lost(hold)
+				if loss != c.loss || ok != c.ok {
+					t.Fatalf("Lost = %+v, %v; want %+v, %v", loss, ok, c.loss, c.ok)
 				}
 			})
 		})
