@@ -120,11 +120,7 @@ func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
 // lostLine is the LOST push of h: the loss's reason, and the operator's
 // word of a revocation, if any, as why= (see renewal.Revocation).
 func lostLine(h *hold, loss renewal.Loss) []byte {
-	l := protocol.Push("LOST").Word(h.rh.Name).Str("owner", h.owner).Int("fence", h.fence).Str("reason", string(loss.Reason))
-	if loss.Why != "" {
-		l.Str("why", loss.Why)
-	}
-	return l.Bytes()
+	return protocol.Lost{Name: h.rh.Name, Owner: h.owner, Fence: h.fence, Reason: string(loss.Reason), Why: loss.Why}.Bytes()
 }
 
 // install records a granted hold in the session and the watchdog, and
