@@ -276,7 +276,7 @@ func (a *Agent) dropCacheLocked(h *hold) {
 // validity ended, as a lost hold's is, or at once if it was revoked (a
 // majority can no longer renew it, and REVOKE waits for it to end). It
 // says whether rh was a cache's.
-func (a *Agent) cacheLost(rh *renewal.Hold, revoked bool) bool {
+func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 	a.mu.Lock()
 	c := a.caches[rh.Name]
 	mine := c != nil && c.rh == rh && c.holder == nil
@@ -287,7 +287,7 @@ func (a *Agent) cacheLost(rh *renewal.Hold, revoked bool) bool {
 	a.mu.Unlock()
 	if mine {
 		at := a.watchdog.Deadline(rh)
-		if revoked {
+		if loss.Revoked() {
 			at = time.Time{} // no client to tell
 		}
 		a.releaseAt(rh, at, nil)

@@ -90,7 +90,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 			continue
 		}
 		w.entry = &es[i]
-		w.entryHold = &renewal.Hold{Name: q.name, Holder: es[i].Member(), Entry: true, Lease: lease, Owner: w}
+		w.entryHold = &renewal.Hold{Name: q.name, Holder: es[i].Member(), Kind: renewal.KindEntry, Lease: lease, Owner: w}
 		// Under q.mu, so that leave cannot remove it before it is added.
 		a.watchdog.Add(w.entryHold, deadline)
 	}

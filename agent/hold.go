@@ -117,19 +117,10 @@ func (h *hold) snapshot(validity time.Duration) result {
 
 func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
 
-// lostLine is the LOST push of h. A revoked hold's reason is always
-// revoked (a client must never take a revocation for another kind of
-// loss), and the operator's word, if another, follows as why=.
-func lostLine(h *hold, reason string, revoked bool) []byte {
-	l := protocol.Push("LOST").Word(h.rh.Name).Str("owner", h.owner).Int("fence", h.fence)
-	if !revoked {
-		return l.Str("reason", reason).Bytes()
-	}
-	l.Str("reason", string(renewal.ReasonRevoked))
-	if reason != string(renewal.ReasonRevoked) {
-		l.Str("why", reason)
-	}
-	return l.Bytes()
+// lostLine is the LOST push of h: the loss's reason, and the operator's
+// word of a revocation, if any, as why= (see renewal.Revocation).
+func lostLine(h *hold, loss renewal.Loss) []byte {
+	return protocol.Lost{Name: h.rh.Name, Owner: h.owner, Fence: h.fence, Reason: string(loss.Reason), Why: loss.Why}.Bytes()
 }
 
 // install records a granted hold in the session and the watchdog, and
@@ -175,36 +166,35 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	return h.snapshot(s.a.watchdog.Deadline(h.rh).Sub(s.a.clock.Now())), nil
 }
 
-// onLost is the watchdog's report of a hold (or a waiter's queue entry)
-// that ended on its own.
-func (a *Agent) onLost(rh *renewal.Hold, reason renewal.Reason) {
-	if rh.Entry {
+// onLost is the watchdog's report of a hold (or a waiter's queue entry,
+// or the agent's waiting record) that ended on its own.
+func (a *Agent) onLost(rh *renewal.Hold, loss renewal.Loss) {
+	switch rh.Kind {
+	case renewal.KindEntry:
 		a.entryLost(rh)
-		return
-	}
-	if rh.Waiting {
+	case renewal.KindWaiting:
 		a.waitingLost(rh)
-		return
+	default:
+		a.lose(rh, loss)
 	}
-	a.lose(rh, string(reason), reason == renewal.ReasonRevoked)
 }
 
-// lose tells a lost hold's client LOST with reason (for a revoked hold,
-// the operator's word: see lostLine), then ends the hold in
-// the masters: at once if it was revoked (a majority can no longer renew
-// it), else once its validity ended. The watchdog no longer watches rh.
-func (a *Agent) lose(rh *renewal.Hold, reason string, revoked bool) {
+// lose tells a lost hold's client LOST with its loss, then ends the hold
+// in the masters: at once if it was revoked (a majority can no longer
+// renew it), else once its validity ended. The watchdog no longer watches
+// rh.
+func (a *Agent) lose(rh *renewal.Hold, loss renewal.Loss) {
 	h := a.detachLost(rh)
 	if h == nil {
-		a.cacheLost(rh, revoked)
+		a.cacheLost(rh, loss)
 		return
 	}
 	s := h.sess
 	s.mu.Lock()
-	told := s.tellLostLocked(h, reason, revoked)
+	told := s.tellLostLocked(h, loss)
 	s.mu.Unlock()
 	if told != 0 {
-		a.afterLost(h, reason, revoked, told)
+		a.afterLost(h, loss, told)
 	}
 }
 
@@ -231,7 +221,7 @@ func (a *Agent) endLostLocked(h *hold) {
 // tellLostLocked takes the lost h out of s's holds and tells the client,
 // if h is still one of them, and returns the LOST line's number in s's
 // outbox (0 if h was not one of them). s.mu is held.
-func (s *session) tellLostLocked(h *hold, reason string, revoked bool) (told uint64) {
+func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
 	if s.holds[h.key()] != h {
 		return 0
 	}
@@ -239,21 +229,21 @@ func (s *session) tellLostLocked(h *hold, reason string, revoked bool) (told uin
 	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
 	// (it looks under s.mu) answers NOT_HELD after the client heard why.
 	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
-	if revoked {
-		s.a.metrics.lost(renewal.ReasonRevoked) // counted before the client can hear of it
-	} else {
-		s.a.metrics.lost(renewal.Reason(reason))
-	}
-	return s.out.push(lostLine(h, reason, revoked))
+	s.a.metrics.lost(loss.Reason) // counted before the client can hear of it
+	return s.out.push(lostLine(h, loss))
 }
 
 // afterLost logs h's loss and ends it in the masters (see lose); told is
 // its LOST line's number in the session's outbox.
-func (a *Agent) afterLost(h *hold, reason string, revoked bool, told uint64) {
+func (a *Agent) afterLost(h *hold, loss renewal.Loss, told uint64) {
 	rh := h.rh
-	h.sess.log.Warn("hold lost", "name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", reason)
+	args := []any{"name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", loss.Reason}
+	if loss.Why != "" {
+		args = append(args, "why", loss.Why)
+	}
+	h.sess.log.Warn("hold lost", args...)
 	at := a.watchdog.Deadline(rh)
-	if !revoked {
+	if !loss.Revoked() {
 		a.releaseAt(rh, at, nil)
 		return
 	}
@@ -271,7 +261,7 @@ func (a *Agent) afterLost(h *hold, reason string, revoked bool, told uint64) {
 // ordering rule 3). The caller calls the returned func, if any, once s.mu
 // is let go. s.mu is held.
 func (s *session) loseFoundLocked(h *hold) (after func()) {
-	reason, revoked, lost := s.a.watchdog.Lost(h.rh)
+	loss, lost := s.a.watchdog.Lost(h.rh)
 	if !lost || s.holds[h.key()] != h {
 		return nil
 	}
@@ -285,8 +275,8 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 		return nil
 	}
 	s.a.mu.Unlock()
-	told := s.tellLostLocked(h, reason, revoked)
-	return func() { s.a.afterLost(h, reason, revoked, told) }
+	told := s.tellLostLocked(h, loss)
+	return func() { s.a.afterLost(h, loss, told) }
 }
 
 // releaseAt releases a lost hold in the masters once its validity ended.

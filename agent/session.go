@@ -17,6 +17,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
 )
 
 // holdKey identifies a hold within a session.
@@ -406,7 +407,7 @@ func (s *session) bye(reason string) {
 		}
 		s.mu.Unlock()
 		for _, h := range holds {
-			s.push(lostLine(h, "shutdown", false))
+			s.push(lostLine(h, renewal.Loss{Reason: renewal.ReasonShutdown}))
 		}
 		for _, w := range waits {
 			if s.a.withdraw(w) {

@@ -83,7 +83,7 @@ func (a *Agent) onRevoke(holder, reason string) {
 		if rh == nil || !a.watchdog.Revoke(rh, reason) {
 			return // not this agent's, or told already (every master delivers it)
 		}
-		a.lose(rh, reason, true)
+		a.lose(rh, renewal.Revocation(reason))
 	}()
 }
 

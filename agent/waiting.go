@@ -134,7 +134,7 @@ func (a *Agent) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) 
 		// A write that missed the masters is found gone by the renewal,
 		// and written anew (see waitingLost).
 		key := a.cluster.WaitingKey(rec.name)
-		rh = &renewal.Hold{Name: rec.name, Holder: key.Holder, Waiting: true, Lease: lease, Owner: rec}
+		rh = &renewal.Hold{Name: rec.name, Holder: key.Holder, Kind: renewal.KindWaiting, Lease: lease, Owner: rec}
 		a.watchdog.Add(rh, start.Add(quorum.Validity(lease, 0, a.cfg.Lock.DriftFactor)))
 	}
 	return rh

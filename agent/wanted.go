@@ -230,7 +230,7 @@ func (a *Agent) pushWanted(name string, wr wanter) {
 		s.mu.Lock()
 		if s.holds[h.key()] == h && wr.waitsFor(h) && h.wanted.allow(now) {
 			a.metrics.WantedPushes.Inc()
-			s.push(protocol.Push("WANTED").Word(name).Str("owner", h.owner).Int("waiting", int64(waiting)).Bytes())
+			s.push(protocol.Wanted{Name: name, Owner: h.owner, Waiting: waiting}.Bytes())
 		}
 		s.mu.Unlock()
 	}

@@ -11,6 +11,7 @@ import (
 	"container/heap"
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,11 +26,77 @@ const (
 	ReasonQuorum  Reason = "quorum"  // renewal could not keep a majority before validity ran out
 	ReasonExpired Reason = "expired" // a ttl= hold reached its end
 	ReasonRevoked Reason = "revoked" // a majority of masters no longer have the hold
+	// ReasonShutdown: the agent is stopping. The agent says it, never the
+	// watchdog.
+	ReasonShutdown Reason = "shutdown"
 )
+
+// Loss is why a hold ended without its client asking: its Reason, and for
+// a revocation the operator's word. A client hears both in LOST (reason=,
+// why=).
+type Loss struct {
+	Reason Reason
+	// Why is the operator's word of a revocation (REVOKE reason=W), or ""
+	// if it gave none or said ReasonRevoked itself; "" for every other
+	// Reason. See Revocation.
+	Why string
+}
+
+// Revocation is the loss of a hold revoked for why, the operator's word
+// ("" or ReasonRevoked: none). Its Reason is always ReasonRevoked: a
+// client must never take a revocation for another kind of loss, whatever
+// the word.
+func Revocation(why string) Loss {
+	if why == string(ReasonRevoked) {
+		why = ""
+	}
+	return Loss{Reason: ReasonRevoked, Why: why}
+}
+
+// Revoked says the hold was revoked: a majority can no longer renew it.
+func (l Loss) Revoked() bool { return l.Reason == ReasonRevoked }
 
 // Renewer renews a batch of holds; *quorum.Cluster is one.
 type Renewer interface {
 	Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult
+}
+
+// Kind says what a Hold is a record of, and so how it is renewed and
+// what its loss means to its owner.
+type Kind uint8
+
+// The kinds of a Hold.
+const (
+	// KindHold is a client's hold of Name (the zero Kind): Holder is its
+	// holder id. A ttl= hold is one: see Hold.End.
+	KindHold Kind = iota
+	// KindFixed is a hold that is never renewed: it ends at the deadline
+	// Add gave it, with ReasonExpired (the agent's health probe is one).
+	KindFixed
+	// KindEntry is a waiter's queue entry (quorum.Entry): Holder is the
+	// entry's Member, and renewing it is its heartbeat
+	// (quorum.RenewKey.Entry). It is lost like a hold, and its waiter then
+	// needs a new place.
+	KindEntry
+	// KindWaiting is the agent's waiting record of Name
+	// (quorum.RenewKey.Waiting): Holder is the agent's instance. It is
+	// lost like a hold, and the agent then writes it anew.
+	KindWaiting
+)
+
+// String names the kind, as logs and tests print it.
+func (k Kind) String() string {
+	switch k {
+	case KindHold:
+		return "hold"
+	case KindFixed:
+		return "fixed"
+	case KindEntry:
+		return "entry"
+	case KindWaiting:
+		return "waiting"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Hold is one hold the watchdog watches. Its fields are set before Add and
@@ -42,21 +109,13 @@ type Hold struct {
 	// watchdog never reads or writes it: a caller that changes it after
 	// Add guards it with a lock of its own.
 	Owner any
-	// Fixed marks a hold that is never renewed: it ends at the deadline
-	// Add gave it, with ReasonExpired (the agent's health probe is one). A
-	// ttl= hold is not Fixed: see End.
-	Fixed bool
-	// Entry marks a waiter's queue entry (quorum.Entry): Holder is the
-	// entry's Member, and renewing it is its heartbeat. It is lost like a
-	// hold, and its waiter then needs a new place.
-	Entry bool
+	// Kind is what the hold is a record of: a client's hold (the zero
+	// Kind), a waiter's queue entry, the agent's waiting record, or a
+	// hold that is never renewed (KindFixed).
+	Kind Kind
 	// Tail says its records keep a tail after it (quorum.Tail): they are
-	// renewed so (quorum.RenewKey.Tail).
+	// renewed so (quorum.RenewKey.Tail). Only a KindHold has a tail.
 	Tail bool
-	// Waiting marks the agent's waiting record of Name
-	// (quorum.RenewKey.Waiting): Holder is the agent's instance. It is
-	// lost like a hold, and the agent then writes it anew.
-	Waiting bool
 	// Lease is the lease its records are renewed with; 0 is Config.Lease.
 	// It sets the hold's lead (see lead).
 	Lease time.Duration
@@ -75,11 +134,9 @@ type Hold struct {
 	deadline time.Time
 	expiry   time.Time // when it is declared lost: see rearm; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
-	// lostReason is why the watchdog stopped watching it ("": it did not
-	// find it lost, nor was it revoked), and revoked says it was revoked:
-	// see Lost. Guarded by Watchdog.mu.
-	lostReason string
-	revoked    bool
+	// loss is why the watchdog stopped watching it (zero: it did not find
+	// it lost, nor was it revoked): see Lost. Guarded by Watchdog.mu.
+	loss Loss
 }
 
 // byExpiry is the watched holds as a min-heap on expiry, so that the next
@@ -162,10 +219,11 @@ type Config struct {
 	MinLead time.Duration
 	Renewer Renewer
 	// OnLost is called, from the watchdog's goroutine and without locks held,
-	// once for each hold that ends without being removed. It must not block.
-	// The hold is no longer watched when it is called: Remove returns false
-	// for it from then on. Its Owner tells the caller whose it was.
-	OnLost func(*Hold, Reason)
+	// once for each hold that ends without being removed or revoked by
+	// Revoke, with its loss: the one Lost says. It must not block. The
+	// hold is no longer watched when it is called: Remove returns false for
+	// it from then on. Its Owner tells the caller whose it was.
+	OnLost func(*Hold, Loss)
 	Clock  quorum.Clock // default quorum.RealClock
 	Logger hclog.Logger
 }
@@ -202,7 +260,7 @@ func (w *Watchdog) Interval() time.Duration { return w.cfg.Lease / 3 }
 // Add starts watching h, valid until deadline.
 func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 	w.mu.Lock()
-	h.lostReason, h.revoked = "", false
+	h.loss = Loss{}
 	w.setDeadline(h, deadline)
 	if !w.watched(h) {
 		heap.Push(&w.byExpiry, h)
@@ -224,34 +282,30 @@ func (w *Watchdog) Remove(h *Hold) bool {
 }
 
 // Revoke stops watching h, which was revoked for why (the operator's
-// word; "": ReasonRevoked): Lost says so from now, and OnLost is not
+// word, or "": see Revocation): Lost says so from now, and OnLost is not
 // called. It returns false if h was not being watched.
 func (w *Watchdog) Revoke(h *Hold, why string) bool {
-	if why == "" {
-		why = string(ReasonRevoked)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ok := w.watched(h)
 	if ok {
 		w.drop(h)
-		h.lostReason, h.revoked = why, true
+		h.loss = Revocation(why)
 	}
 	return ok
 }
 
 // Lost says whether the watchdog found h lost or h was revoked (lost), and
-// why (reason; revoked for a revocation): from then, before OnLost reaches its caller, another caller may
-// act on the loss itself (the agent tells the client LOST before it answers
-// a request that depends on it). revoked says it was revoked (reason is
-// then the operator's word, or ReasonRevoked).
-func (w *Watchdog) Lost(h *Hold) (reason string, revoked, lost bool) {
+// why: from then, before OnLost reaches its caller, another caller may act
+// on the loss itself (the agent tells the client LOST before it answers a
+// request that depends on it).
+func (w *Watchdog) Lost(h *Hold) (loss Loss, lost bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.watched(h) || h.lostReason == "" {
-		return "", false, false
+	if w.watched(h) || h.loss == (Loss{}) {
+		return Loss{}, false
 	}
-	return h.lostReason, h.revoked, true
+	return h.loss, true
 }
 
 // watched says whether h is watched: it is where its index says in the
@@ -419,7 +473,7 @@ func (w *Watchdog) renewable() []*Hold {
 	w.mu.Lock()
 	all := make([]due, 0, len(w.byExpiry))
 	for _, h := range w.byExpiry {
-		if !h.Fixed {
+		if h.Kind != KindFixed {
 			all = append(all, due{h, h.expiry})
 		}
 	}
@@ -451,7 +505,7 @@ func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []
 			lease = w.cfg.Lease
 		}
 		watched, leases = append(watched, h), append(leases, lease)
-		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Entry, Waiting: h.Waiting, Record: h.Record, Lease: lease, Tail: h.Tail})
+		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Kind == KindEntry, Waiting: h.Kind == KindWaiting, Record: h.Record, Lease: lease, Tail: h.Tail})
 	}
 	return watched, leases, keys
 }
@@ -475,7 +529,7 @@ func (w *Watchdog) apply(r round) {
 			}
 		case res.Gone > w.cfg.Masters-w.quorum:
 			w.drop(h)
-			h.lostReason, h.revoked = string(ReasonRevoked), true
+			h.loss = Revocation("")
 			lost = append(lost, h)
 		default:
 			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
@@ -484,7 +538,7 @@ func (w *Watchdog) apply(r round) {
 	}
 	w.mu.Unlock()
 	for _, h := range lost {
-		w.cfg.OnLost(h, ReasonRevoked)
+		w.cfg.OnLost(h, Revocation(""))
 	}
 }
 
@@ -493,20 +547,19 @@ func (w *Watchdog) apply(r round) {
 func (w *Watchdog) expire() {
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
-	var reasons []Reason
+	var losses []Loss
 	w.mu.Lock()
 	for len(w.byExpiry) > 0 && !w.byExpiry[0].expiry.After(now) {
 		h := w.byExpiry[0]
 		w.drop(h)
-		reason := ReasonQuorum
-		if h.Fixed || w.endsFirst(h) {
-			reason = ReasonExpired
+		h.loss = Loss{Reason: ReasonQuorum}
+		if h.Kind == KindFixed || w.endsFirst(h) {
+			h.loss = Loss{Reason: ReasonExpired}
 		}
-		h.lostReason, h.revoked = string(reason), false
-		lost, reasons = append(lost, h), append(reasons, reason)
+		lost, losses = append(lost, h), append(losses, h.loss)
 	}
 	w.mu.Unlock()
 	for i, h := range lost {
-		w.cfg.OnLost(h, reasons[i])
+		w.cfg.OnLost(h, losses[i])
 	}
 }

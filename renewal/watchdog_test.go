@@ -43,9 +43,9 @@ func (s *scriptedRenewer) set(r quorum.RenewResult) {
 }
 
 type lostEvent struct {
-	hold   *Hold
-	reason Reason
-	at     time.Time
+	hold *Hold
+	loss Loss
+	at   time.Time
 }
 
 type harness struct {
@@ -71,11 +71,11 @@ func newHarnessWith(t *testing.T, renewer Renewer) *harness {
 		renewer = h.renewer
 	}
 	h.w = New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: renewer, Clock: h.clock,
-		OnLost: func(hold *Hold, r Reason) {
+		OnLost: func(hold *Hold, loss Loss) {
 			// OnLost must never block (see Config.OnLost): a test that
 			// loses more than the channel holds has failed already.
 			select {
-			case h.lost <- lostEvent{hold, r, h.clock.Now()}:
+			case h.lost <- lostEvent{hold, loss, h.clock.Now()}:
 			default:
 			}
 		}})
@@ -115,9 +115,9 @@ func (h *harness) runBy(step, total time.Duration) {
 }
 
 func (h *harness) add(name string, fixed bool, valid time.Duration) *Hold {
-	hold := &Hold{Name: name, Holder: "x", Fixed: fixed}
+	hold := &Hold{Name: name, Holder: "x"}
 	if fixed {
-		hold.Lease = valid
+		hold.Kind, hold.Lease = KindFixed, valid
 	}
 	h.w.Add(hold, h.clock.Now().Add(valid))
 	h.settle()
@@ -128,17 +128,19 @@ func (h *harness) expectNoLoss() {
 	h.t.Helper()
 	select {
 	case e := <-h.lost:
-		h.t.Fatalf("%s lost (%s) at %v", e.hold.Name, e.reason, e.at)
+		h.t.Fatalf("%s lost (%+v) at %v", e.hold.Name, e.loss, e.at)
 	default:
 	}
 }
 
+// expectLoss expects hold lost for reason, with no word of an operator's
+// (the watchdog never has one), by notAfter.
 func (h *harness) expectLoss(hold *Hold, reason Reason, notAfter time.Time) {
 	h.t.Helper()
 	select {
 	case e := <-h.lost:
-		if e.hold != hold || e.reason != reason || e.at.After(notAfter) {
-			h.t.Fatalf("lost %s (%s) at %v; want %s (%s) by %v", e.hold.Name, e.reason, e.at, hold.Name, reason, notAfter)
+		if e.hold != hold || e.loss != (Loss{Reason: reason}) || e.at.After(notAfter) {
+			h.t.Fatalf("lost %s (%+v) at %v; want %s (%s) by %v", e.hold.Name, e.loss, e.at, hold.Name, reason, notAfter)
 		}
 	default:
 		h.t.Fatalf("%s was not lost", hold.Name)
@@ -177,6 +179,47 @@ func TestRenewalsCarryTheRecordSetLast(t *testing.T) {
 			t.Fatal("SetRecord of a removed hold succeeded")
 		}
 	})
+}
+
+// TestEachKindIsRenewedAsWhatItIsARecordOf: a hold's Kind (and a hold's
+// Tail) reaches the masters as the renewal key's flags, and a fixed hold is
+// not renewed at all.
+func TestEachKindIsRenewedAsWhatItIsARecordOf(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		hold    Hold
+		renewed bool
+		want    quorum.RenewKey
+	}{
+		{"a client's hold is renewed as a hold", Hold{Kind: KindHold}, true, quorum.RenewKey{}},
+		{"a hold with a tail is renewed keeping its tail", Hold{Kind: KindHold, Tail: true}, true, quorum.RenewKey{Tail: true}},
+		{"a queue entry is renewed as its heartbeat", Hold{Kind: KindEntry}, true, quorum.RenewKey{Entry: true}},
+		{"a waiting record is renewed as one", Hold{Kind: KindWaiting}, true, quorum.RenewKey{Waiting: true}},
+		{"a fixed hold is never renewed", Hold{Kind: KindFixed}, false, quorum.RenewKey{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				hold := c.hold
+				hold.Name, hold.Holder = "k", "x"
+				h.w.Add(&hold, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+				h.run(h.w.Interval())
+				h.renewer.mu.Lock()
+				defer h.renewer.mu.Unlock()
+				if !c.renewed {
+					if h.renewer.keys != 0 {
+						t.Fatalf("renewed %d times", h.renewer.keys)
+					}
+					return
+				}
+				want := c.want
+				want.Name, want.Holder, want.Lease = "k", "x", lease
+				if len(h.renewer.last) != 1 || h.renewer.last[0] != want {
+					t.Fatalf("renewed with %+v, want %+v", h.renewer.last, want)
+				}
+			})
+		})
+	}
 }
 
 func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {
@@ -299,8 +342,8 @@ func TestManyTTLHoldsEndEachAtItsOwnTime(t *testing.T) {
 				select {
 				case e := <-h.lost:
 					want, ok := end[e.hold]
-					if !ok || e.reason != ReasonExpired || e.at.Before(want) || e.at.Sub(want) >= step {
-						t.Fatalf("%s lost (%s) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.reason, e.at.Sub(start), want.Sub(start), ok)
+					if !ok || e.loss != (Loss{Reason: ReasonExpired}) || e.at.Before(want) || e.at.Sub(want) >= step {
+						t.Fatalf("%s lost (%+v) at %v, want expired in the step of %v (watched %v)", e.hold.Name, e.loss, e.at.Sub(start), want.Sub(start), ok)
 					}
 					delete(end, e.hold)
 					continue
@@ -393,27 +436,29 @@ func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
 func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
 	valid := quorum.Validity(lease, 0, 0.01)
 	cases := []struct {
-		name        string
-		do          func(h *harness, hold *Hold)
-		reason      string
-		revoked, ok bool
+		name string
+		do   func(h *harness, hold *Hold)
+		loss Loss
+		ok   bool
 	}{
-		{"watched", func(h *harness, hold *Hold) {}, "", false, false},
-		{"removed", func(h *harness, hold *Hold) { h.w.Remove(hold) }, "", false, false},
+		{"watched", func(h *harness, hold *Hold) {}, Loss{}, false},
+		{"removed", func(h *harness, hold *Hold) { h.w.Remove(hold) }, Loss{}, false},
 		{"renewals missed quorum", func(h *harness, hold *Hold) {
 			h.renewer.set(quorum.RenewResult{OK: 1})
 			h.run(lease)
-		}, "quorum", false, true},
+		}, Loss{Reason: ReasonQuorum}, true},
 		{"gone on a majority", func(h *harness, hold *Hold) {
 			h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
 			h.run(lease / 2)
-		}, "revoked", true, true},
-		{"revoked by an operator", func(h *harness, hold *Hold) { h.w.Revoke(hold, "maintenance") }, "maintenance", true, true},
-		{"revoked with no word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "") }, "revoked", true, true},
+		}, Loss{Reason: ReasonRevoked}, true},
+		{"revoked by an operator", func(h *harness, hold *Hold) { h.w.Revoke(hold, "maintenance") }, Loss{Reason: ReasonRevoked, Why: "maintenance"}, true},
+		{"revoked with no word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "") }, Loss{Reason: ReasonRevoked}, true},
+		{"revoked with the word revoked", func(h *harness, hold *Hold) { h.w.Revoke(hold, "revoked") }, Loss{Reason: ReasonRevoked}, true},
+		{"revoked with another reason's word", func(h *harness, hold *Hold) { h.w.Revoke(hold, "expired") }, Loss{Reason: ReasonRevoked, Why: "expired"}, true},
 		{"revoked, then added again", func(h *harness, hold *Hold) {
 			h.w.Revoke(hold, "maintenance")
 			h.w.Add(hold, h.clock.Now().Add(valid))
-		}, "", false, false},
+		}, Loss{}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -421,9 +466,9 @@ func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
 				h := newHarness(t)
 				hold := h.add("a", false, valid)
 				c.do(h, hold)
-				reason, revoked, ok := h.w.Lost(hold)
-				if reason != c.reason || revoked != c.revoked || ok != c.ok {
-					t.Fatalf("Lost = %q, %v, %v; want %q, %v, %v", reason, revoked, ok, c.reason, c.revoked, c.ok)
+				loss, ok := h.w.Lost(hold)
+				if loss != c.loss || ok != c.ok {
+					t.Fatalf("Lost = %+v, %v; want %+v, %v", loss, ok, c.loss, c.ok)
 				}
 			})
 		})

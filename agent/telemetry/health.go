@@ -94,14 +94,14 @@ func (h *Health) Check() error {
 
 // OnLost wraps the watchdog's OnLost: the probe is the watchdog's beat;
 // every other hold goes on to lost.
-func (h *Health) OnLost(lost func(*renewal.Hold, renewal.Reason)) func(*renewal.Hold, renewal.Reason) {
-	return func(rh *renewal.Hold, reason renewal.Reason) {
+func (h *Health) OnLost(lost func(*renewal.Hold, renewal.Loss)) func(*renewal.Hold, renewal.Loss) {
+	return func(rh *renewal.Hold, loss renewal.Loss) {
 		if rh == h.probe.Load() {
 			h.Beat(LoopWatchdog)
 			h.probe.Store(nil) // only now: a wedged beat must not bring more probes
 			return
 		}
-		lost(rh, reason)
+		lost(rh, loss)
 	}
 }
 
@@ -113,7 +113,7 @@ func (h *Health) ProbeWatchdog(ctx context.Context, w *renewal.Watchdog, clock q
 	defer t.Stop()
 	for {
 		if h.probe.Load() == nil {
-			probe := &renewal.Hold{Name: "(health probe)", Fixed: true}
+			probe := &renewal.Hold{Name: "(health probe)", Kind: renewal.KindFixed}
 			h.probe.Store(probe)
 			w.Add(probe, clock.Now()) // due at once: the watchdog expires it on its next turn
 		}
