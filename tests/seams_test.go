@@ -222,13 +222,19 @@ func TestCohortRunUnderDataLoss(t *testing.T) {
 			watchers := []*agenttest.Conn{agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)}
 			granted := mastersGrants(t, servers[2], a.Config.Lock.KeyPrefix, "run")
 			run := startChurn(t, a, b, "run", local, remote)
+			// Each phase by grants is as long as the host is fast: a run of
+			// local hand-overs can make the first hundred before the other
+			// agent's waiter is heard (a quiet host did, 116 of 118), so a
+			// phase also waits for a grant on the other agent.
 			run.awaitGrants(t, 100)
+			run.awaitRemoteSince(t, time.Time{})
 			loss.lose(t, servers)
 			lost := time.Now()
 			awaitMasters(watchers, 5*time.Second, "quarantined", 1)
 			awaitMasters(watchers, 10*time.Second, "up", 3)
 			back := time.Now()
 			run.awaitGrants(t, run.grants.Load()+100)
+			run.awaitRemoteSince(t, back)
 			held := run.stop()
 			checkExclusive(t, held, local)
 			fromMasters := granted()
@@ -305,6 +311,7 @@ func mastersGrants(t *testing.T, server *redistest.Server, prefix, name string) 
 
 // churn is clients of two agents taking turns on one name until stopped.
 type churn struct {
+	local  int // clients 0..local-1 are the first agent's
 	grants atomic.Int64
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -315,7 +322,7 @@ type churn struct {
 // startChurn has local clients of a and remote ones of b take name in
 // turn, each holding it up to 2ms, until stop.
 func startChurn(t *testing.T, a, b *agenttest.Agent, name string, local, remote int) *churn {
-	cr := &churn{done: make(chan struct{})}
+	cr := &churn{local: local, done: make(chan struct{})}
 	for i := range local + remote {
 		agent := a
 		if i >= local {
@@ -379,6 +386,17 @@ func (cr *churn) awaitGrants(t *testing.T, n int64) {
 	var got int64
 	lockagenttest.Eventually(t, 20*time.Second, func() bool { got = cr.grants.Load(); return got >= n },
 		"only %d grants of %d in 20s", &got, n)
+}
+
+// awaitRemoteSince waits until a hold of the second agent's clients that
+// began after since has ended.
+func (cr *churn) awaitRemoteSince(t *testing.T, since time.Time) {
+	t.Helper()
+	lockagenttest.Eventually(t, 20*time.Second, func() bool {
+		cr.mu.Lock()
+		defer cr.mu.Unlock()
+		return slices.ContainsFunc(cr.held, func(iv interval) bool { return iv.who >= cr.local && iv.start.After(since) })
+	}, "no grant on the other agent in 20s")
 }
 
 // stop ends the churn and returns every hold, sorted by start.
