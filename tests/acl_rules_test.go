@@ -406,6 +406,7 @@ func TestBinarySIGHUPAppliesAccessRules(t *testing.T) {
 // TestBinaryValidateChecksAccessRules: `lock-agent validate` reports every
 // bad rule at its line, in one run, and exits 2.
 func TestBinaryValidateChecksAccessRules(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "agent.hcl")
 	os.WriteFile(cfg, []byte(`redis "a" { address = "h:1" }
 acl {

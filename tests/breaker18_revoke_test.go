@@ -21,6 +21,7 @@ import (
 // not a re-entry). (That the LOST comes before the next grant is
 // TestRevokeTellsTheHolderBeforeAnotherAgentIsGranted's.)
 func TestBreaker18RevokeDuringACohortRun(t *testing.T) {
+	t.Parallel()
 	const local, remote = 10, 3
 	a, b, _ := twoAgents(t, time.Second)
 	run := &revokeChurn{done: make(chan struct{})}

@@ -160,11 +160,13 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // overlap, and fences grow strictly in grant order across both agents:
 // every fence lent from a cache came from a block a majority reserved.
 func TestCachingUnderPausesAndFlushall(t *testing.T) {
+	t.Parallel()
 	cacheChurn(t, true)
 }
 
 // TestCachingAcrossTwoAgents is the same with no faults.
 func TestCachingAcrossTwoAgents(t *testing.T) {
+	t.Parallel()
 	cacheChurn(t, false)
 }
 

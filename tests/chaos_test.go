@@ -20,6 +20,7 @@ import (
 // this process's clock no two holds may overlap, and fences grow in grant
 // order.
 func TestNoOverlapWhileMastersFail(t *testing.T) {
+	t.Parallel()
 	a, b, servers := twoAgents(t, time.Second)
 	const clients = 6
 	stop := time.Now().Add(10 * time.Second)

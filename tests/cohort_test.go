@@ -118,6 +118,7 @@ func checkExclusive(t *testing.T, held []interval, local int) (handOvers int) {
 // its clients: no two holds overlap and fences grow in grant order, across
 // the hand-overs and the real releases between the agents.
 func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
+	t.Parallel()
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 10, 3
 	held := cohortChurn(t, a, b, servers, "cohort", local, remote, 2*time.Millisecond, soak(2*time.Second, 4*time.Second), nil)
@@ -136,6 +137,7 @@ func TestCohortNoOverlapAndFencesGrow(t *testing.T) {
 // random, sometimes two at once for longer than a lease, so that runs end
 // with * LOST to whoever holds the name then.
 func TestCohortUnderMasterPauses(t *testing.T) {
+	t.Parallel()
 	a, b, servers := twoAgents(t, time.Second)
 	const local, remote = 6, 2
 	held := cohortChurn(t, a, b, servers, "cohort-chaos", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), threeMastersPaused.fail)

@@ -63,6 +63,7 @@ func termsOf(t *testing.T, log string) [][]string {
 // greater term; SIGTERM to a leading elect reaches its command, and its exit
 // status is elect's.
 func TestElectRunsOnlyTheLeader(t *testing.T) {
+	t.Parallel()
 	a, b, _ := twoAgents(t, 3*time.Second)
 	log := filepath.Join(t.TempDir(), "terms.log")
 	script := `echo "$0 $LOCK_AGENT_FENCE $$" >> ` + log + `; trap 'exit 3' TERM; while :; do sleep 0.05; done`

@@ -294,6 +294,7 @@ func TestElectionCheckerCatchesSplitBrain(t *testing.T) {
 // on one agent or the other asks who leads (OBSERVE, its first push): it
 // must not be answered with the term before, or none (observer-stale).
 func TestElectionRapidTurns(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 3)
 	agents := []*agentProc{inProcessAgent(t, "rapid-a", servers), inProcessAgent(t, "rapid-b", servers)}
 	e := newElection(t, "elect/rapid", agents)

@@ -22,6 +22,7 @@ import (
 // flock(2) on a file until they die, and the second command tries that
 // flock once, first thing.
 func TestExecCommandNeverOutlivesItsLock(t *testing.T) {
+	t.Parallel()
 	a, b, servers := twoAgents(t, 3*time.Second)
 	dir := t.TempDir()
 	guard := filepath.Join(dir, "guard")

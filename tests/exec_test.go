@@ -231,6 +231,7 @@ func lockIsFreeWithin(t *testing.T, sock, name string, d time.Duration) bool {
 // exec does not free it while its command still runs; the command's end
 // does.
 func TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled(t *testing.T) {
+	t.Parallel()
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -258,6 +259,7 @@ func TestExecKeepsTheLockWhileTheCommandRunsAfterExecIsKilled(t *testing.T) {
 // TestExecKeepsTheLockWhileABackgroundJobRuns: a command that leaves a job
 // running in the background leaves it the lock, as flock(1) does.
 func TestExecKeepsTheLockWhileABackgroundJobRuns(t *testing.T) {
+	t.Parallel()
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
 	pidFile := filepath.Join(t.TempDir(), "pid")

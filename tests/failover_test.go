@@ -170,6 +170,7 @@ func startPairs(t *testing.T, first, n int) (primaries, replicas []*redistest.Se
 // old primary comes back empty as the new one's replica (without one the
 // new primary refuses writes). No two holders at once, fences only grow.
 func TestFailoverKilledPrimary(t *testing.T) {
+	t.Parallel()
 	primaries, replicas, sets := startPairs(t, 0, 3)
 	sentinel := redistest.StartSentinel(t, sets...)
 	var cfgs []agent.Config
@@ -210,6 +211,7 @@ func TestFailoverKilledPrimary(t *testing.T) {
 // been silent for its min-replicas-max-lag (1s), and the promoted one sits
 // out the quarantine and the failover margin first: no two holders at once.
 func TestFailoverSplitBrain(t *testing.T) {
+	t.Parallel()
 	primary := redistest.StartWith(t, guarded...)
 	link, err := faultproxy.New(primary.Addr) // what the Sentinel and the replica reach it by
 	if err != nil {

@@ -53,6 +53,7 @@ func unitSettings(t *testing.T, path string) map[string]string {
 // (its User, Group, SupplementaryGroups and RuntimeDirectory). Then a member
 // of the socket's group can reach the agent and another user cannot.
 func TestInstallStepsWork(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the install steps add users and groups (in a private copy of /etc)")
 	}

@@ -190,6 +190,7 @@ func TestKilledClientReleasesAtOnce(t *testing.T) {
 // TestWatchdogKeepsAShortLeaseExclusive: with a 1s lease, a hold kept for 5s
 // is renewed all along and nobody else gets it.
 func TestWatchdogKeepsAShortLeaseExclusive(t *testing.T) {
+	t.Parallel()
 	a, b, _ := twoAgents(t, time.Second)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)
 	first := holder.Do("LOCK dog")

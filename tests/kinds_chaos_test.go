@@ -226,6 +226,7 @@ func checkHolds(held []kindHold, name string, limit int) error {
 // TestReadWriteUnderChaos: readers and writers on two agents while
 // masters fail at random.
 func TestReadWriteUnderChaos(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderChaos(t, "rwc", 6, func(client int, rng *rand.Rand) string {
 		if rng.IntN(3) == 0 {
 			return "LOCK rwc"
@@ -247,6 +248,7 @@ func TestReadWriteUnderChaos(t *testing.T) {
 // TestSemaphoreUnderChaos: limit=2 for five clients on two agents while
 // masters fail at random.
 func TestSemaphoreUnderChaos(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderChaos(t, "semc", 5, func(int, *rand.Rand) string { return "LOCK semc limit=2" })
 	if err := checkHolds(held, "semc", 2); err != nil {
 		t.Fatal(err)
@@ -259,6 +261,7 @@ func TestSemaphoreUnderChaos(t *testing.T) {
 // waits end before their turn), and still no exclusive hold overlaps
 // another, fences grow, and the queue never wedges the name.
 func TestFairQueueUnderChaos(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderChaos(t, "fairc", 6, func(client int, rng *rand.Rand) string {
 		switch rng.IntN(3) {
 		case 0:

@@ -107,6 +107,7 @@ func countLost(held []kindHold) int {
 // TestFiveMastersMutexWithTwoOut: one name, clients on two agents, five
 // masters, two of them out at a time: no two holds overlap, fences grow.
 func TestFiveMastersMutexWithTwoOut(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderFaults(t, fiveMastersTwoOut, "five", 6, func(int, *rand.Rand) string { return "LOCK five" })
 	if err := checkHolds(held, "five", 1); err != nil {
 		t.Fatal(err)
@@ -117,6 +118,7 @@ func TestFiveMastersMutexWithTwoOut(t *testing.T) {
 // TestFiveMastersSemaphoreWithTwoOut: limit=2 for five clients, five
 // masters, two of them out at a time.
 func TestFiveMastersSemaphoreWithTwoOut(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderFaults(t, fiveMastersTwoOut, "sem5", 5, func(int, *rand.Rand) string { return "LOCK sem5 limit=2" })
 	if err := checkHolds(held, "sem5", 2); err != nil {
 		t.Fatal(err)
@@ -127,6 +129,7 @@ func TestFiveMastersSemaphoreWithTwoOut(t *testing.T) {
 // TestFiveMastersFairQueueWithTwoOut: fair readers and writers and plain
 // writers, five masters, two of them out at a time.
 func TestFiveMastersFairQueueWithTwoOut(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderFaults(t, fiveMastersTwoOut, "fair5", 6, func(client int, rng *rand.Rand) string {
 		switch rng.IntN(3) {
 		case 0:
@@ -147,6 +150,7 @@ func TestFiveMastersFairQueueWithTwoOut(t *testing.T) {
 // (cohort hand-overs, from fence blocks reserved on the masters), five
 // masters, two of them out at a time.
 func TestFiveMastersCohortWithTwoOut(t *testing.T) {
+	t.Parallel()
 	a, b, servers := twoAgentsOver(t, 5, time.Second)
 	const local, remote = 6, 2
 	held := cohortChurn(t, a, b, servers, "cohort5", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), fiveMastersTwoOut.fail)
@@ -165,6 +169,7 @@ func TestFiveMastersCohortWithTwoOut(t *testing.T) {
 // the hold: still three of five keep it. Released, the name goes to the
 // other agent with a greater fence.
 func TestFiveMastersKeepAHoldWithTwoOut(t *testing.T) {
+	t.Parallel()
 	const lease = 2 * time.Second
 	a, b, servers := twoAgentsOver(t, 5, lease)
 	holder, other := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
@@ -220,6 +225,7 @@ func stillHeld(t *testing.T, holder, other *agenttest.Conn, name string, d time.
 // out nothing is granted, and no two holds overlap and fences grow,
 // across its quarantines too.
 func TestOneMasterMutexWhileItFails(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderFaults(t, oneMasterFailing, "one", 6, func(int, *rand.Rand) string { return "LOCK one" })
 	if err := checkHolds(held, "one", 1); err != nil {
 		t.Fatal(err)
@@ -229,6 +235,7 @@ func TestOneMasterMutexWhileItFails(t *testing.T) {
 
 // TestOneMasterSemaphoreWhileItFails: limit=2 over one failing master.
 func TestOneMasterSemaphoreWhileItFails(t *testing.T) {
+	t.Parallel()
 	held := kindsUnderFaults(t, oneMasterFailing, "sem1", 5, func(int, *rand.Rand) string { return "LOCK sem1 limit=2" })
 	if err := checkHolds(held, "sem1", 2); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // same values but for those a run changes (fences, pids, times). A reply
 // that gains or loses a field, or a push that does not come, fails it.
 func TestReadmeTranscriptReplays(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -227,6 +227,7 @@ func pausedMasters(t *testing.T, bin string, n int, sock string) ([]*redistest.S
 // a quorum is up. STATUS= then follows sessions and holds, and SIGTERM
 // sends STOPPING=1.
 func TestSystemdNotifyReadyWaitsForQuorum(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	notify := newSDNotify(t)
 	sock := filepath.Join(shortTempDir(t), "agent.sock")
