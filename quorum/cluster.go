@@ -300,7 +300,7 @@ func (c *Cluster) channel(name string) string      { return c.setKey(name) + ":r
 func (c *Cluster) markerKey() string               { return c.cfg.KeyPrefix + "epoch" }
 func (c *Cluster) fenceKey(name string) string     { return c.setKey(name) + ":fence" }
 
-// gateArgs are the gate's two arguments (see gateLua): an epoch to plant on
+// gateArgs are the gate's two arguments (see lua/gate.lua): an epoch to plant on
 // a master that has none (each master's call appends the run_id it
 // verified: see master.gateArgs), and the gate argument (see gateArg), with
 // whether this agent may plant as its probes decide it (see mayPlant).
@@ -388,7 +388,7 @@ func MayPlant(ours, others, probed, quorum int) bool {
 }
 
 // Replant says whether an agent's probe plants anew a marker recording
-// other settings (see markerSrc): when it knows that a majority (quorum)
+// other settings (see lua/marker.lua): when it knows that a majority (quorum)
 // records its own, ours being how many its probes saw.
 func Replant(ours, quorum int) bool {
 	return ours >= quorum

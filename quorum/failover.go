@@ -12,7 +12,7 @@ import (
 // A master may be a primary with replicas that a Sentinel (or an operator)
 // promotes when the primary fails. A promoted replica has its own run_id
 // and its primary's copy of the marker, so the gate meets it as a server
-// that may have missed the last grants (see gateLua): it sits out a
+// that may have missed the last grants (see lua/gate.lua): it sits out a
 // quarantine. What the run_id cannot catch is a split brain: an old
 // primary that still takes writes from an agent that still reaches it,
 // while other agents already use the promoted one. Redis bounds that with

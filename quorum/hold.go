@@ -133,7 +133,7 @@ type RenewKey struct {
 	Record  Record        // the Grant's; a zero Record is never re-created
 	Lease   time.Duration // the lease to set; 0: Renew's lease
 	// Tail says the hold was granted with a Tail: its renewal keeps it
-	// (see tailsLua).
+	// (see lua/tails.lua).
 	Tail bool
 }
 

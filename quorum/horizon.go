@@ -14,7 +14,7 @@ import (
 //
 // A master's quarantine is one lease because every record older than that
 // is renewed, and so re-created by the watchdog's repair, by an agent that
-// is alive. A tail (see tailsLua) is renewed by nobody: its hold is over,
+// is alive. A tail (see lua/tails.lua) is renewed by nobody: its hold is over,
 // and its agent is often the one that died. So a master that restarted
 // empty and votes again after one lease lacks every tail it had; if a
 // second master then restarts empty, the two grant the name while the
@@ -32,10 +32,10 @@ import (
 //
 // A marker the gate plants (the master lost its data) says tails=pending.
 // The health probe of any agent that finds a master quarantined and pending
-// asks the other masters for their horizons (horizonSrc: the horizon, or
+// asks the other masters for their horizons (lua/horizon.lua: the horizon, or
 // the quarantine left, whichever is later: a quarantined master stands for
 // every record it forgot until then) and lengthens the quarantine to the
-// latest (settleTailsSrc), which clears pending. It needs the answers of
+// latest (lua/settle_tails.lua), which clears pending. It needs the answers of
 // enough masters that are not pending themselves to meet every majority of
 // the others (see settleHorizon): a tail stood on a majority, so on all of
 // it but the lost master, and one of those answers. Meanwhile the master is
@@ -57,45 +57,7 @@ import (
 // beyond what a majority survives), it is settled with what the masters
 // that kept theirs know.
 
-// horizonSrc returns a master's tail horizon: {epoch, 1 if its marker is
-// missing or pending (it lost its data and knows nothing of the tails it
-// had), ms until both its tails and its quarantine have ended}.
-// KEYS: marker.
-const horizonSrc = `
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'tails', 'until', 'tail_until')
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lost = 0
-if not m[1] or m[2] == 'pending' then lost = 1 end
-local left = math.max((tonumber(m[3]) or 0) - now, (tonumber(m[4]) or 0) - now, 0)
-return {m[1] or '', lost, left}
-`
-
-// settleTailsSrc lengthens the quarantine of a pending marker of epoch ARGV[1]
-// to ARGV[2] ms from now (never shortens it; it starts one again if it was
-// over), and clears pending. KEYS: marker. Returns the ms of quarantine
-// left, or -1 if the marker is another or settled already.
-const settleTailsSrc = `
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'until', 'tails')
-if m[1] ~= ARGV[1] or m[3] ~= 'pending' then return -1 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ends = math.max(tonumber(m[2]) or 0, now + tonumber(ARGV[2]))
-redis.call('HSET', KEYS[1], 'until', string.format('%d', ends))
-redis.call('HDEL', KEYS[1], 'tails')
-return ends - now
-`
-
-var (
-	horizonScript     = newScript(horizonSrc, -1)
-	settleTailsScript = newScript(settleTailsSrc, -1)
-)
-
-func init() {
-	allScripts = append(allScripts, horizonScript, settleTailsScript)
-}
-
-// horizon is one master's answer to horizonSrc.
+// horizon is one master's answer to lua/horizon.lua.
 type horizon struct {
 	answered bool
 	epoch    string
@@ -150,7 +112,7 @@ func (m *master) horizon(ctx context.Context, l lane) horizon {
 	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil))
 }
 
-// readHorizon reads a horizonSrc reply.
+// readHorizon reads a lua/horizon.lua reply.
 func readHorizon(r rueidis.RedisResult) horizon {
 	vals, err := r.ToArray()
 	if err != nil || len(vals) != 3 {

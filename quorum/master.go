@@ -24,7 +24,7 @@ type MasterConfig struct {
 	TLS      *tls.Config // nil for plain TCP
 	// AllowReplicas accepts a master that has replicas attached, unchecked:
 	// the operator says none of them is ever promoted (they are for
-	// backups). A promoted one is still caught by its run_id (see gateLua),
+	// backups). A promoted one is still caught by its run_id (see lua/gate.lua),
 	// but nothing bounds a split brain. See ReplicaLag for replicas that
 	// may be promoted.
 	AllowReplicas bool
@@ -532,10 +532,10 @@ func probedState(unsafe error, mk markerReply) (State, error) {
 	return StateUp, nil
 }
 
-// markerReply is what the probe's gate found (see markerSrc).
+// markerReply is what the probe's gate found (see lua/marker.lua).
 type markerReply struct {
 	epoch, run, recorded string
-	how                  string // how the marker came to be (see markerSrc)
+	how                  string // how the marker came to be (see lua/marker.lua)
 	left                 int64  // ms of quarantine left
 	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
 	refusal error
@@ -557,7 +557,7 @@ func (m *master) noteMarker(mk markerReply) {
 	}
 }
 
-// ClassifyMarker is what a probe saw of a master's marker (see markerSrc):
+// ClassifyMarker is what a probe saw of a master's marker (see lua/marker.lua):
 // refusal is the gate's refusal as the probe reads it (a *SettingsError,
 // ErrUnplanted, or nil), recorded the settings the marker records after the
 // probe, ours the agent's (in their canonical form). A marker the probe
@@ -602,7 +602,7 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	return mk, err
 }
 
-// readRefusal reads the probe's refusal word (see markerSrc) into mk, and
+// readRefusal reads the probe's refusal word (see lua/marker.lua) into mk, and
 // returns the probe's error: err, or a refusal that is a master's error.
 func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) error {
 	word, rest, _ := strings.Cut(refusal, " ")

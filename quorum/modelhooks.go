@@ -117,7 +117,7 @@ func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
 }
 
 // ModelProbeView is what an agent's probe makes of the probe's reply (see
-// markerSrc): recorded is the settings the marker records, refusal the
+// lua/marker.lua): recorded is the settings the marker records, refusal the
 // reply's refusal word and what follows. ok is false for a reply the probe
 // counts as a failed probe, which leaves the view as it was.
 func (c *Cluster) ModelProbeView(recorded, refusal string) (view MarkerView, ok bool) {

@@ -11,7 +11,7 @@ import (
 // LOCK that has to wait, or an exclusive one that only shared holders block
 // (so that readers arriving after it cannot starve it). A claim with an
 // entry may pass no conflicting live entry ahead of it; a claim without one
-// may pass none at all (see queueLua).
+// may pass none at all (see lua/queue.lua).
 type Entry struct {
 	// ID is unique across agents and waits: the agent's id and a counter.
 	// Equal tickets order by it.

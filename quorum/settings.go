@@ -14,7 +14,7 @@ import (
 // Settings are the settings that the safety of a cluster's agents depends
 // on (the lease, the drift allowance, the quarantine they imply, the cohort
 // bounds: the agent chooses them, see agent.ClusterSettings). Every master's
-// epoch marker records them (see gateLua), and a master votes only for an
+// epoch marker records them (see lua/gate.lua), and a master votes only for an
 // agent whose settings it records: two agents that would overlap with
 // different leases or quarantines never count each other's masters. They
 // are an ordered list, written to and read from the masters by this package
@@ -126,7 +126,7 @@ func (e *SettingsError) Error() string {
 func (e *SettingsError) Unwrap() error { return ErrSettings }
 
 // gateRefusal turns a gate's refusal (an error reply the gate raises: see
-// gateLua) into our error: a *SettingsError, ErrUnplanted, or err as it
+// lua/gate.lua) into our error: a *SettingsError, ErrUnplanted, or err as it
 // was. Redis may add words after the gate's ("script: ..."), so only the
 // first two words are read.
 func gateRefusal(err error, ours Settings) error {
@@ -138,9 +138,9 @@ func gateRefusal(err error, ours Settings) error {
 	return err
 }
 
-// gateWord reads the gate's refusal (see gateLua) from its text:
+// gateWord reads the gate's refusal (see lua/gate.lua) from its text:
 // "SETTINGS <recorded>" or "UNPLANTED"; nil for any other text. Scripts'
-// errors and the probe's refusal word (see markerSrc) both carry it.
+// errors and the probe's refusal word (see lua/marker.lua) both carry it.
 func gateWord(text string, ours Settings) error {
 	word, rest, _ := strings.Cut(text, " ")
 	switch word {
@@ -260,7 +260,7 @@ func (c *Cluster) settingsKind(errs []error) bool {
 }
 
 // Bootstrap is BootstrapSettings recording no settings: the first agent
-// that may records its own (see gateLua).
+// that may records its own (see lua/gate.lua).
 func Bootstrap(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]string, error) {
 	return BootstrapSettings(ctx, keyPrefix, nil, masters)
 }
@@ -321,14 +321,14 @@ func ReadSettings(ctx context.Context, keyPrefix string, masters []MasterConfig)
 
 // ChangeSettings records settings in every one of masters' markers, with a
 // quarantine of quarantine from now (or longer, where one ends later): see
-// changeSrc. It is the settings command, the safe way to change a setting
+// lua/change.lua. It is the settings command, the safe way to change a setting
 // on a running cluster: during the quarantine no agent grants (the old
 // agents' renewals are refused, so their holds are lost, and their records
 // expire within one old lease); agents restarted with the new settings vote
 // once it ends. quarantine must be at least the old settings' and the new
 // ones' quarantine. It returns the names of the masters it changed; a
 // master it could not reach keeps the old settings, and agents with the new
-// ones plant it anew once they are a majority (see markerSrc).
+// ones plant it anew once they are a majority (see lua/marker.lua).
 func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, quarantine time.Duration, masters []MasterConfig) ([]string, error) {
 	if len(settings) == 0 {
 		return nil, errors.New("quorum: no settings to record")

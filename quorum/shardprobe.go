@@ -48,7 +48,7 @@ func (m *master) probeShards(runCtx context.Context) {
 	}
 }
 
-// gateShards runs the probe's gate (markerSrc) on each shard's first slot.
+// gateShards runs the probe's gate (lua/marker.lua) on each shard's first slot.
 func (m *master) gateShards(ctx context.Context, list []*shard) {
 	calls := make([]call, len(list))
 	c := m.cluster
@@ -76,7 +76,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 	}
 }
 
-// readMarker reads a markerSrc reply.
+// readMarker reads a lua/marker.lua reply.
 func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	vals, err := r.ToArray()
 	if err != nil {

@@ -55,7 +55,7 @@ import (
 //     lacks, so it is answered TRYAGAIN until the slot has moved; a read
 //     (WHO) may miss a moved holder, as a master that lost it would.
 //   - The probe never plants a cluster's marker anew for settings (the
-//     replant of markerSrc, see Cluster.replant): a slot recording other
+//     replant of lua/marker.lua, see Cluster.replant): a slot recording other
 //     settings keeps refusing until the settings command writes it.
 //
 // Release messages go by SPUBLISH, to the shard of the channel's slot,
