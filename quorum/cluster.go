@@ -294,12 +294,6 @@ func (c *Cluster) Status() []MasterStatus {
 	return out
 }
 
-func (c *Cluster) setKey(name string) string       { return c.cfg.KeyPrefix + "{" + name + "}" }
-func (c *Cluster) holderPrefix(name string) string { return c.setKey(name) + ":h:" }
-func (c *Cluster) channel(name string) string      { return c.setKey(name) + ":released" }
-func (c *Cluster) markerKey() string               { return c.cfg.KeyPrefix + "epoch" }
-func (c *Cluster) fenceKey(name string) string     { return c.setKey(name) + ":fence" }
-
 // gateArgs are the gate's two arguments (see lua/gate.lua): an epoch to plant on
 // a master that has none (each master's call appends the run_id it
 // verified: see master.gateArgs), and the gate argument (see gateArg), with
@@ -392,12 +386,6 @@ func MayPlant(ours, others, probed, quorum int) bool {
 // records its own, ours being how many its probes saw.
 func Replant(ours, quorum int) bool {
 	return ours >= quorum
-}
-
-// holderKey is holderPrefix(name) + holder, made in one allocation: a
-// renewal makes one per hold.
-func (c *Cluster) holderKey(name, holder string) string {
-	return c.cfg.KeyPrefix + "{" + name + "}:h:" + holder
 }
 
 func (c *Cluster) eachMaster(ctx context.Context, f func(context.Context, *master)) {

@@ -17,8 +17,6 @@ import (
 // publishes leaderMessage, and reads Leader when its Watch's Leader
 // channel says so.
 
-func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
-
 // awaitingAgent is what a record's settled field holds from its grant of
 // an observed name until the granting agent marks the grant's fence
 // settled there (see lua/acquire.lua, markSettled): the masters run a grant

@@ -25,11 +25,6 @@ func (e Entry) Member() string {
 	return e.ID + "|" + string(e.Claim.mode()) + "|" + strconv.Itoa(e.Claim.limit())
 }
 
-func (c *Cluster) queueKey(name string) string     { return c.setKey(name) + ":q" }
-func (c *Cluster) deadlinesKey(name string) string { return c.setKey(name) + ":qd" }
-func (c *Cluster) ticketKey(name string) string    { return c.setKey(name) + ":qseq" }
-func (c *Cluster) leftPrefix(name string) string   { return c.setKey(name) + ":qx:" }
-
 // Enqueue gives entries (of one agent, in its arrival order) their places
 // at the back of name's queue and returns their tickets. It runs two
 // rounds: each voting master gives each entry a ticket, then the entries

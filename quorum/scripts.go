@@ -8,37 +8,6 @@ import (
 	"strings"
 )
 
-// A name's keys on one master all share the hash tag {name}:
-//
-//	P{name}            set of holder ids that may hold the name
-//	P{name}:h:HOLDER   one per holder: a hash of its claim (mode, limit, slot),
-//	                   fence, who-info (agent, pid, uid, owner, since) and value; PX = its lease
-//	P{name}:fence      the fence counter; never expires
-//	P{name}:released:HOLDER  tombstone of a release that found no key (see lua/release.lua)
-//	P{name}:q          the name's queue (fair=true, and writers that readers
-//	                   block): a sorted set of entries "ID|mode|limit" scored
-//	                   by their settled ticket; ties order by ID (an
-//	                   entry is written only once its ticket is settled)
-//	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
-//	P{name}:qseq       the ticket counter; never expires
-//	P{name}:qx:ENTRY   tombstone of an entry that left (see lua/dequeue.lua)
-//	P{name}:obs        set while some agent observes the name (OBSERVE); PX =
-//	                   a lease, renewed by that agent: a grant then says so
-//	                   on the name's channel (see leaderMessage)
-//	P{name}:w, :wd     each agent's waiting record and its deadline (see waiting.go)
-//	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
-//	                   run, settings, how} (see lua/gate.lua; how is "plant" on a
-//	                   master that had none, "restart" over another server's,
-//	                   "change" by the settings command, none by bootstrap)
-//
-// The set expires no sooner than any member's holder key, so a live holder
-// key is always listed. A listed member whose holder key is gone is stale and
-// is dropped by the next acquire.
-//
-// Scripts touch the epoch marker beside a name's keys, so on a master that
-// is a Redis Cluster the marker is one per hash slot (see slots.go), and a
-// call's generic marker key is that of its name's slot.
-
 // recordFields are the fields of a holder's record hash, in the order the
 // scripts take and return them.
 var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since", "value"}

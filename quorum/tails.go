@@ -79,11 +79,6 @@ func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) 
 // "revoke HOLDER REASON".
 const revokePrefix = "revoke "
 
-// revocations is the channel of revocations: every agent listens to it
-// (see WatchRevocations), and learns of a hold of its own that REVOKE ended
-// without waiting for its next renewal.
-func (c *Cluster) revocations() string { return c.cfg.KeyPrefix + "revocations" }
-
 // WatchRevocations subscribes to revocations, which Config.OnRevoke hears,
 // until the watch is closed.
 func (c *Cluster) WatchRevocations(ctx context.Context) *Watch {
@@ -179,7 +174,7 @@ func (c *Cluster) revokeRound(ctx context.Context, name, agent string) ([]string
 func (c *Cluster) revokedLive(ctx context.Context, name string, holders []string) (int, error) {
 	keys := make([]string, len(holders))
 	for i, h := range holders {
-		keys[i] = c.holderKey(name, h) + "!"
+		keys[i] = c.revokedKey(name, h)
 	}
 	ended := make([]int, len(holders))
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: revokedLiveScript, keys: keys, whole: true,

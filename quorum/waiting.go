@@ -22,9 +22,6 @@ import (
 // lost one makes WHO stale for at most a lease), and WHO shows a record
 // that a majority of the masters have.
 
-func (c *Cluster) waitingKey(name string) string          { return c.setKey(name) + ":w" }
-func (c *Cluster) waitingDeadlinesKey(name string) string { return c.setKey(name) + ":wd" }
-
 // Waiting is one agent's record of the requests that wait for a name.
 type Waiting struct {
 	Instance   string // the agent instance that wrote it (Config.InstanceID)
