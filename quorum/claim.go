@@ -112,18 +112,6 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	return out, nil
 }
 
-// readQuorum is how many of the masters that answered a read must
-// record a thing for the read to show it, when unanswered masters were not
-// heard (down, or late: a read is answered at its deadline): a grant is
-// answered once a majority (quorum) records it, so a read must not miss
-// such a record, and any majority shares at least quorum-unanswered
-// masters with the answers. With every master heard, that is quorum.
-//
-// It errs on the side of showing: with a master unheard, a record that
-// only a minority keeps for a moment (a release not yet landed on one
-// master) may be shown too.
-func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
-
 // holderVotes is what the masters of a who round recorded of one holder.
 type holderVotes struct {
 	id     string

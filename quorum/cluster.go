@@ -350,44 +350,6 @@ const (
 	ViewOther                     // other settings
 )
 
-// MarkerCounts counts the masters by what their markers record, as an
-// agent's probes last saw them (views): its settings, other settings, and
-// those probed at all (a master with no marker, or one recording none,
-// counts as probed only).
-func MarkerCounts(views []MarkerView) (ours, others, probed int) {
-	for _, v := range views {
-		switch v {
-		case ViewOurs:
-			ours++
-		case ViewOther:
-			others++
-		}
-		if v != ViewUnknown {
-			probed++
-		}
-	}
-	return ours, others, probed
-}
-
-// MayPlant says whether an agent may plant a marker on a master that has
-// none (or record its settings in one that records none), given the counts
-// of MarkerCounts and the quorum: when a majority is known to record its
-// settings, or when a majority was probed and none records other settings
-// (a new cluster, or one older than settings). Otherwise an agent whose
-// settings only a minority has could plant its own on a master that lost
-// its data: no overlap (that marker refuses the majority's agents), but the
-// master would be out of their service.
-func MayPlant(ours, others, probed, quorum int) bool {
-	return ours >= quorum || (others == 0 && probed >= quorum)
-}
-
-// Replant says whether an agent's probe plants anew a marker recording
-// other settings (see lua/marker.lua): when it knows that a majority (quorum)
-// records its own, ours being how many its probes saw.
-func Replant(ours, quorum int) bool {
-	return ours >= quorum
-}
-
 func (c *Cluster) eachMaster(ctx context.Context, f func(context.Context, *master)) {
 	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.MasterTimeout)
 	defer cancel()

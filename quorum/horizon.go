@@ -68,37 +68,6 @@ type horizon struct {
 	left time.Duration
 }
 
-// settleHorizon decides, from the horizons of the other masters of n,
-// how long a pending master must sit out (the latest horizon) and whether
-// to settle now. A tail stood on a majority q of the n masters, so on at
-// least q−1 of the n−1 others (the pending master may have been one); the
-// answers of n−q+1 others that did not lose their data meet every such
-// set, so one of them reports the tail: complete. When every other master
-// answered but fewer kept their data (more than a minority lost it at
-// once: a fault a majority does not survive), it settles with what they
-// know, incomplete. Else it waits for the next probe.
-func settleHorizon(n int, others []horizon) (left time.Duration, settle, complete bool) {
-	need := min(n-Majority(n)+1, n-1)
-	kept, answered := 0, 0
-	for _, h := range others {
-		if !h.answered {
-			continue
-		}
-		answered++
-		if !h.lost {
-			kept++
-			left = max(left, h.left)
-		}
-	}
-	switch {
-	case kept >= need:
-		return left, true, true
-	case answered == len(others):
-		return left, true, false
-	}
-	return 0, false, false
-}
-
 // errHorizonReply is a horizon reply of the wrong shape.
 var errHorizonReply = errors.New("unexpected horizon reply")
 

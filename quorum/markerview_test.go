@@ -5,32 +5,6 @@ import (
 	"time"
 )
 
-func TestMayPlantAndReplant(t *testing.T) {
-	cases := []struct {
-		name              string
-		views             []MarkerView
-		mayPlant, replant bool
-	}{
-		{"an agent that probed nothing yet may not plant", []MarkerView{ViewUnknown, ViewUnknown, ViewUnknown}, false, false},
-		{"a majority probed, none with other settings: a new cluster, it may plant", []MarkerView{ViewNone, ViewNone, ViewUnknown}, true, false},
-		{"a minority probed may not plant", []MarkerView{ViewNone, ViewUnknown, ViewUnknown}, false, false},
-		{"one master with other settings forbids planting without a majority of ours", []MarkerView{ViewNone, ViewOther, ViewNone}, false, false},
-		{"a majority of ours plants and re-plants", []MarkerView{ViewOther, ViewOurs, ViewOurs}, true, true},
-		{"a majority of others neither plants nor re-plants", []MarkerView{ViewOther, ViewOther, ViewOurs}, false, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ours, others, probed := MarkerCounts(tc.views)
-			if got := MayPlant(ours, others, probed, Majority(len(tc.views))); got != tc.mayPlant {
-				t.Errorf("MayPlant = %v, want %v", got, tc.mayPlant)
-			}
-			if got := Replant(ours, Majority(len(tc.views))); got != tc.replant {
-				t.Errorf("Replant = %v, want %v", got, tc.replant)
-			}
-		})
-	}
-}
-
 func TestClassifyMarker(t *testing.T) {
 	cases := []struct {
 		name     string

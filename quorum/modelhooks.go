@@ -9,7 +9,9 @@ import (
 // (internal/model) reads: the scripts and the arguments a Cluster sends to
 // one master, built by the functions the agent itself uses, so that a change
 // to a script or to its arguments reaches the model in one place. Nothing
-// here talks to a master; the agent does not call it.
+// here talks to a master; the agent does not call it. The pure rules the
+// model decides with (DecideSlots, SettleFence) are math.go's, which the
+// agent uses too.
 
 // ScriptCall is one script call as a Cluster would send it to one master:
 // the Lua source that EVAL runs and its KEYS and ARGV. Src is the variant
@@ -80,26 +82,6 @@ func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64
 // BootstrapSettings). For the model checker only.
 func (c *Cluster) ModelBootstrap(i int) ScriptCall {
 	return c.modelCall(i, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:model", c.settings}, false)
-}
-
-// SettleFence is how a won acquire settles its fence (see settleFence):
-// fences holds each master's granted fence (> 0 where granted); the
-// grant's fence is the highest, atFence how many granted it, and behind
-// the granting masters below it, to which it is written back (before the
-// grant is answered when atFence is short of a quorum).
-func SettleFence(fences []int64) (fence int64, atFence int, behind []int) {
-	for _, f := range fences {
-		fence = max(fence, f)
-	}
-	for i, f := range fences {
-		switch {
-		case f == fence:
-			atFence++
-		case f > 0:
-			behind = append(behind, i)
-		}
-	}
-	return fence, atFence, behind
 }
 
 // ModelProbe is the health probe's call on master i (the gate, which plants

@@ -78,20 +78,6 @@ func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, er
 	return current, nil
 }
 
-// CheckOutcome decides a CHECK of n masters with quorum q, yes of which
-// record the fence and failed of which did not answer: current when yes
-// reaches q; not current when the answers (at least q of them) leave no
-// majority; unknown (known false) when too few answered.
-func CheckOutcome(n, q, yes, failed int) (current, known bool) {
-	switch {
-	case yes >= q:
-		return true, true
-	case n-failed >= q:
-		return false, true
-	}
-	return false, false
-}
-
 // MarkObserved marks name observed on every master for lease (a key with
 // that PX, see lua/acquire.lua), so that a grant of it awaits its agent's
 // mark, which publishes leaderMessage (see awaitingAgent). The observing
