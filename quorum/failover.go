@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,19 +52,6 @@ func (cfg MasterConfig) failoverMargin() time.Duration {
 		return lag + failoverSlack
 	}
 	return 0
-}
-
-// lengthenQuarantine adds the master's failover margin to the quarantine
-// of a gate argument ("QUARANTINE_MS MAY_PLANT SETTINGS", see
-// Cluster.gateArg), so that every agent plants the same longer one.
-func (m *master) lengthenQuarantine(gateArg string) string {
-	margin := m.cfg.failoverMargin()
-	ms, rest, ok := strings.Cut(gateArg, " ")
-	q, err := strconv.ParseInt(ms, 10, 64)
-	if margin == 0 || !ok || err != nil {
-		return gateArg
-	}
-	return strconv.FormatInt(q+margin.Milliseconds(), 10) + " " + rest
 }
 
 // withSentinels makes opt ask the master's Sentinels for its primary, if

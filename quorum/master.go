@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,7 +93,7 @@ type master struct {
 	recorded string
 	checked  time.Time // when its configuration was last checked
 	// settledEpoch is the last epoch whose tail horizon the probe found
-	// settled (see horizon.go): it asks no more of it.
+	// settled (see the tail horizon in gate.go): it asks no more of it.
 	settledEpoch string
 
 	// view is what the marker records (a MarkerView), as the probe saw it;
@@ -516,110 +515,6 @@ func (m *master) probe(runCtx context.Context) {
 	}
 }
 
-// probedState is a master's state after a probe that answered mk, unsafe
-// being why its configuration is unsafe (nil if it is not).
-func probedState(unsafe error, mk markerReply) (State, error) {
-	switch {
-	case unsafe != nil:
-		return StateUnsafe, unsafe
-	case errors.Is(mk.refusal, ErrSettings):
-		return StateSettings, mk.refusal
-	case mk.refusal != nil:
-		return StateQuarantined, mk.refusal
-	case mk.left > 0:
-		return StateQuarantined, ErrQuarantined
-	}
-	return StateUp, nil
-}
-
-// markerReply is what the probe's gate found (see lua/marker.lua).
-type markerReply struct {
-	epoch, run, recorded string
-	how                  string // how the marker came to be (see lua/marker.lua)
-	left                 int64  // ms of quarantine left
-	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
-	refusal error
-	// replanted is, when the probe planted the marker anew, the settings
-	// it recorded before.
-	replanted *string
-}
-
-// noteMarker records what the marker records, and logs a marker planted
-// anew.
-func (m *master) noteMarker(mk markerReply) {
-	m.view.Store(int32(ClassifyMarker(mk.refusal, mk.recorded, m.cluster.settings)))
-	m.mu.Lock()
-	m.refusal, m.recorded = mk.refusal, mk.recorded
-	m.mu.Unlock()
-	if mk.replanted != nil {
-		m.log.Warn("master recorded other settings than a majority of masters: planted anew with the majority's (this agent's); it is quarantined",
-			"recorded", *mk.replanted, "settings", mk.recorded, "quarantine_left_ms", mk.left)
-	}
-}
-
-// ClassifyMarker is what a probe saw of a master's marker (see lua/marker.lua):
-// refusal is the gate's refusal as the probe reads it (a *SettingsError,
-// ErrUnplanted, or nil), recorded the settings the marker records after the
-// probe, ours the agent's (in their canonical form). A marker the probe
-// planted anew records ours, with no refusal.
-func ClassifyMarker(refusal error, recorded, ours string) MarkerView {
-	switch {
-	case refusal == nil && recorded == ours:
-		return ViewOurs
-	case errors.Is(refusal, ErrSettings):
-		return ViewOther
-	}
-	return ViewNone
-}
-
-// gate runs the epoch gate on the probe's connection and returns what it
-// found.
-func (m *master) gate(ctx context.Context) (markerReply, error) {
-	// The probe's connection serves one call at a time, which the client
-	// library runs to the call's deadline whatever the context says: the
-	// probe stops waiting when the cluster stops, and the call ends when
-	// Run closes the connection.
-	c := m.cluster
-	args := c.gateArgs()
-	replant := "0"
-	if c.replant() {
-		replant = "1"
-	}
-	answer := make(chan rueidis.RedisResult, 1)
-	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.markerKey()}, append(args, replant))
-	}()
-	var r rueidis.RedisResult
-	select {
-	case r = <-answer:
-	case <-ctx.Done():
-		r = rueidis.NewErrorResult(ctx.Err())
-	}
-	mk, err := readMarker(r, c.cfg.Settings)
-	if err == nil || mk.run != "" {
-		m.runID.Store(&mk.run)
-	}
-	return mk, err
-}
-
-// readRefusal reads the probe's refusal word (see lua/marker.lua) into mk, and
-// returns the probe's error: err, or a refusal that is a master's error.
-func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) error {
-	word, rest, _ := strings.Cut(refusal, " ")
-	switch {
-	case err != nil:
-		return err
-	case refusal == "":
-	case word == "REPLANTED":
-		mk.replanted = &rest
-	default:
-		if mk.refusal = gateWord(refusal, ours); mk.refusal == nil {
-			return errors.New(refusal)
-		}
-	}
-	return nil
-}
-
 // probeFailed counts a failed probe: one slow answer on a loaded host is
 // not an outage, two in a row are. Operations time out on their own
 // meanwhile. A probe cancelled because the cluster stops counts nothing.
@@ -639,27 +534,6 @@ func (m *master) probeFailed(err error) {
 // eval runs s on the rounds' connection: see evalOn.
 func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueidis.RedisResult {
 	return m.evalOn(ctx, laneRounds, s, keys, args)
-}
-
-// gateArgs are args with, for a script that runs the gate, the run_id this
-// master was verified with appended to the epoch argument (see
-// script.gateArg), and the quarantine in the gate argument after it
-// lengthened by the master's failover margin (see lengthenQuarantine).
-func (m *master) gateArgs(s *script, args []string) []string {
-	if s.gateArg < 0 || s.gateArg >= len(args) {
-		return args
-	}
-	run := ""
-	if p := m.runID.Load(); p != nil {
-		run = *p
-	}
-	out := make([]string, len(args))
-	copy(out, args)
-	out[s.gateArg] += ";" + run
-	if s.gateArg+1 < len(out) {
-		out[s.gateArg+1] = m.lengthenQuarantine(out[s.gateArg+1])
-	}
-	return out
 }
 
 // evalOn runs s on the connection l by EVALSHA, running its fallback by

@@ -125,35 +125,6 @@ func (e *SettingsError) Error() string {
 // Unwrap makes a SettingsError match ErrSettings.
 func (e *SettingsError) Unwrap() error { return ErrSettings }
 
-// gateRefusal turns a gate's refusal (an error reply the gate raises: see
-// lua/gate.lua) into our error: a *SettingsError, ErrUnplanted, or err as it
-// was. Redis may add words after the gate's ("script: ..."), so only the
-// first two words are read.
-func gateRefusal(err error, ours Settings) error {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		if refusal := gateWord(re.Error(), ours); refusal != nil {
-			return refusal
-		}
-	}
-	return err
-}
-
-// gateWord reads the gate's refusal (see lua/gate.lua) from its text:
-// "SETTINGS <recorded>" or "UNPLANTED"; nil for any other text. Scripts'
-// errors and the probe's refusal word (see lua/marker.lua) both carry it.
-func gateWord(text string, ours Settings) error {
-	word, rest, _ := strings.Cut(text, " ")
-	switch word {
-	case "SETTINGS":
-		if recorded, _, _ := strings.Cut(rest, " "); recorded != "" {
-			return &SettingsError{Ours: ours, Recorded: ParseSettings(recorded)}
-		}
-	case "UNPLANTED":
-		return ErrUnplanted
-	}
-	return nil
-}
-
 // settingsRefusals returns what each error of errs that is a master's
 // SettingsError records, and this agent's settings (those of the first).
 func settingsRefusals(errs []error) (ours Settings, recorded []Settings) {

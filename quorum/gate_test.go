@@ -83,3 +83,24 @@ func TestAPendingMasterWaitsForTheOthersHorizons(t *testing.T) {
 		return pending == "" && st[0].QuarantineLeft > quarantine
 	})
 }
+
+func TestClassifyMarker(t *testing.T) {
+	cases := []struct {
+		name     string
+		refusal  error
+		recorded string
+		want     MarkerView
+	}{
+		{"a marker recording our settings", nil, "lease=1s", ViewOurs},
+		{"a marker recording none", nil, "", ViewNone},
+		{"a master with no marker we may plant", ErrUnplanted, "", ViewNone},
+		{"a marker recording others", &SettingsError{Recorded: Settings{{"lease", "2s"}}}, "lease=2s", ViewOther},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClassifyMarker(tc.refusal, tc.recorded, "lease=1s"); got != tc.want {
+				t.Fatalf("ClassifyMarker = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
