@@ -73,18 +73,6 @@ func (m *master) lengthenQuarantine(gateArg string) string {
 	return strconv.FormatInt(q+margin.Milliseconds(), 10) + " " + rest
 }
 
-// MarkerView is what an agent's probe last saw of one master's epoch
-// marker (see ClassifyMarker).
-type MarkerView int32
-
-// The views of a marker.
-const (
-	ViewUnknown MarkerView = iota // not probed yet
-	ViewNone                      // no marker, or one that records no settings
-	ViewOurs                      // this agent's settings
-	ViewOther                     // other settings
-)
-
 // markerCounts are MarkerCounts of what this agent's probes last saw of
 // each master's marker. Read without a lock on every gate call.
 func (c *Cluster) markerCounts() (ours, others, probed int) {
@@ -337,17 +325,6 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 // when more than a minority of the masters lost their data at once (a fault
 // beyond what a majority survives), it is settled with what the masters
 // that kept theirs know.
-
-// horizon is one master's answer to lua/horizon.lua.
-type horizon struct {
-	answered bool
-	epoch    string
-	// lost says it lost its data and was not settled: it knows nothing of
-	// the tails it had.
-	lost bool
-	// left is how long until its tails and its quarantine have ended.
-	left time.Duration
-}
 
 // errHorizonReply is a horizon reply of the wrong shape.
 var errHorizonReply = errors.New("unexpected horizon reply")

@@ -183,6 +183,17 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 // master) may be shown too.
 func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
 
+// horizon is one master's answer to lua/horizon.lua.
+type horizon struct {
+	answered bool
+	epoch    string
+	// lost says it lost its data and was not settled: it knows nothing of
+	// the tails it had.
+	lost bool
+	// left is how long until its tails and its quarantine have ended.
+	left time.Duration
+}
+
 // settleHorizon decides, from the horizons of the other masters of n,
 // how long a pending master must sit out (the latest horizon) and whether
 // to settle now. A tail stood on a majority q of the n masters, so on at
@@ -213,6 +224,18 @@ func settleHorizon(n int, others []horizon) (left time.Duration, settle, complet
 	}
 	return 0, false, false
 }
+
+// MarkerView is what an agent's probe last saw of one master's epoch
+// marker (see ClassifyMarker).
+type MarkerView int32
+
+// The views of a marker.
+const (
+	ViewUnknown MarkerView = iota // not probed yet
+	ViewNone                      // no marker, or one that records no settings
+	ViewOurs                      // this agent's settings
+	ViewOther                     // other settings
+)
 
 // MarkerCounts counts the masters by what their markers record, as an
 // agent's probes last saw them (views): its settings, other settings, and
