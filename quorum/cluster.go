@@ -211,8 +211,10 @@ func New(cfg Config) (*Cluster, error) {
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
 		m.acquires = batcher{m: m, many: acquireManyScript}
 		m.releases = batcher{m: m, many: releaseManyScript, land: true}
+		m.t = standalone{m}
 		if len(mc.Cluster) > 0 {
 			m.shards = newShardSet(m)
+			m.t = sharded{m}
 			c.clustered = true
 		}
 		c.masters = append(c.masters, m)

@@ -332,10 +332,7 @@ var errHorizonReply = errors.New("unexpected horizon reply")
 // horizon asks m for its tail horizon on connection l: the probe's for the
 // master it probes, the rounds' for the others (their own probes use
 // theirs).
-func (m *master) horizon(ctx context.Context, l lane) horizon {
-	if m.shards != nil {
-		return m.clusterHorizon(ctx, l)
-	}
+func (m standalone) horizon(ctx context.Context, l lane) horizon {
 	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil))
 }
 

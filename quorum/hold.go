@@ -268,7 +268,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		go func() {
 			defer wg.Done()
 			cut := cuts[0]
-			if c.masters[i].shards != nil {
+			if c.masters[i].t.perSlot() {
 				cut = cuts[1]
 			}
 			calls, holds := cut.calls, cut.holds

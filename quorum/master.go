@@ -136,11 +136,14 @@ type master struct {
 	// shards is, for a master that is a Redis Cluster, its view of its
 	// shards (see shards.go); nil for a standalone master.
 	shards *shardSet
+	// t is how the master reaches its server or servers: standalone or
+	// sharded (see transport.go). Set once, in New.
+	t transport
 }
 
 // batcherFor is the batcher of s's calls, nil if s is not batched.
 func (m *master) batcherFor(s *script) *batcher {
-	if m.shards != nil { // a batch of names spans slots
+	if m.t.perSlot() { // a batch of names spans slots
 		return nil
 	}
 	switch s {
@@ -226,10 +229,7 @@ func (m *master) voteErr() error {
 // quarantined records that the master answered it is quarantined for left
 // more: it is skipped until then, and its holds are gone, so waiters may
 // now win elsewhere.
-func (m *master) quarantined(left time.Duration) {
-	if m.shards != nil { // per slot: see shardSet.noteReply
-		return
-	}
+func (m standalone) quarantined(left time.Duration) {
 	until := m.cluster.clock.Now().Add(left)
 	m.mu.Lock()
 	fresh := !m.cluster.clock.Now().Before(m.quarantine)
@@ -255,9 +255,7 @@ func (m *master) status() MasterStatus {
 	if m.state == StateQuarantined {
 		s.QuarantineLeft = max(m.quarantine.Sub(m.cluster.clock.Now()), 0)
 	}
-	if m.shards != nil {
-		s.Shards = m.shards.status()
-	}
+	s.Shards = m.t.shardStatus()
 	return s
 }
 
@@ -433,9 +431,9 @@ func (m *master) conn(l lane) rueidis.Client {
 // not answer NOSCRIPT and get re-sent behind commands issued after it.
 // (Should that still happen, after a restart that kept the data, release
 // tombstones keep it harmless.)
-func (m *master) loadScripts(runCtx context.Context) {
+func (m standalone) loadScripts(runCtx context.Context) {
 	c := m.getClient()
-	if c == nil || m.shards != nil { // a cluster's nodes learn them by the EVAL after a NOSCRIPT
+	if c == nil {
 		return
 	}
 	// A stop does not wait for a master that does not answer (see
@@ -462,11 +460,7 @@ func (m *master) loadScripts(runCtx context.Context) {
 // epoch gate (which plants a quarantined marker on a master that lost its
 // data, and checks the settings it records), and now and then checks that
 // the master is configured safely.
-func (m *master) probe(runCtx context.Context) {
-	if m.shards != nil {
-		m.probeShards(runCtx)
-		return
-	}
+func (m standalone) probe(runCtx context.Context) {
 	cfg := &m.cluster.cfg
 	// Generous: a busy master (or a busy agent) is not a dead one, and
 	// rounds decide without a hung master before it is marked down. A
@@ -543,12 +537,13 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 	if c == nil {
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
-	args = m.gateArgs(s, args)
-	if m.shards != nil {
-		r := m.shards.eval(ctx, c, s, keys, args)
-		m.hear(r)
-		return r
-	}
+	return m.t.run(ctx, l, c, s, keys, m.gateArgs(s, args))
+}
+
+// run runs s on c, the master's connection l, with keys and args (its
+// gate's arguments completed): by EVALSHA, or EVAL when the master does
+// not know it or the lane must read the run_id (see uncheckedRun).
+func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
 	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
 		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		m.checkedRun(l, gen, r)
@@ -575,9 +570,11 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 		}
 		return out
 	}
-	if m.shards != nil {
-		return m.shards.evalMulti(ctx, c, s, calls)
-	}
+	return m.t.runMulti(ctx, c, s, calls)
+}
+
+// runMulti runs s once per call on c, the bulk connection, pipelined.
+func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
 	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
 	gen, unchecked := m.uncheckedRun(laneBulk, s)

@@ -274,10 +274,7 @@ type MarkerSettings struct {
 func ReadSettings(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]MarkerSettings, error) {
 	var out []MarkerSettings
 	err := eachAdmin(keyPrefix, nil, masters, func(c *Cluster, m *master) error {
-		key := c.markerKey()
-		if m.shards != nil { // every slot's records the same, but for a slot quarantined meanwhile
-			key = c.slotMarkerKey(0)
-		}
+		key := m.t.settingsMarker()
 		vals, err := m.conn(laneRounds).Do(ctx, m.conn(laneRounds).B().Hmget().Key(key).Field("epoch", "settings").Build()).ToArray()
 		if err != nil {
 			return err
@@ -320,12 +317,7 @@ func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, qu
 // marker of a master that is a Redis Cluster, and reads each reply with
 // read: it says whether any reply read true, and joins the errors.
 func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.RedisResult) (bool, error), args ...string) (some bool, err error) {
-	replies := []rueidis.RedisResult{}
-	if m.shards != nil {
-		replies = m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
-	} else {
-		replies = append(replies, m.eval(ctx, s, []string{m.cluster.markerKey()}, args))
-	}
+	replies := m.t.markerReplies(ctx, s, args)
 	var errs []error
 	for _, r := range replies {
 		ok, err := read(r)

@@ -152,11 +152,10 @@ func (s *shardSet) slotErr(slot int) error {
 // every such round, as voters leaves out a standalone master; a script
 // that runs the gate is refused by eval anyway.
 func (m *master) slotVoteErr(spec roundSpec) error {
-	if spec.land || m.shards == nil {
+	if spec.land {
 		return nil
 	}
-	slot, _ := m.cluster.callSlot(spec.keys)
-	return m.shards.slotErr(slot)
+	return m.t.voteErr(spec)
 }
 
 // quarantined notes that slot is quarantined for left more. A slot newly
