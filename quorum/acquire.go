@@ -21,11 +21,11 @@ type AcquireRequest struct {
 	// has one: it may then pass the entries behind it. Without one it may
 	// pass no conflicting entry.
 	Entry *Entry
-	// FenceBlock is how many fences the grant reserves (see acquireSrc):
+	// FenceBlock is how many fences the grant reserves (see lua/acquire.lua):
 	// the grant's fence and the FenceBlock-1 after it, which the caller may
 	// hand to later holders of the same hold. 0 or 1: one.
 	FenceBlock int
-	// Tail keeps the name unavailable after the hold ends (see tailsLua);
+	// Tail keeps the name unavailable after the hold ends (see lua/tails.lua);
 	// the zero Tail: not at all.
 	Tail Tail
 }
@@ -317,7 +317,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 
 // settleFence makes the grant's fence strictly greater than every earlier
 // grant's: the token is the highest counter among the granting majority, and
-// it (with the end of its block: see acquireSrc; every master granted the
+// it (with the end of its block: see lua/acquire.lua; every master granted the
 // same block size, so the highest fence ends the highest block) is written
 // back to every granting master behind it before the grant is
 // answered (so that the majority of the next grant, which must overlap this
@@ -387,7 +387,7 @@ func (c *Cluster) markSettled(name, record string, fence, block int64, fences []
 	c.writeFence(name, record, fence, block, granted, true)
 }
 
-// raiseFenceArgs are raiseFenceSrc's keys and arguments: name's counter to
+// raiseFenceArgs are lua/raise_fence.lua's keys and arguments: name's counter to
 // the end of fence's block, and the record (a holder key; "": none) to carry
 // fence, with mark marked settled.
 func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64, mark bool) (keys, args []string) {

@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -17,12 +16,12 @@ import (
 // round's call is made at once, alone, while the master has fewer than
 // batchSenders calls of that script in flight, and otherwise waits for one
 // to come back and goes with every item that waited meanwhile, in one call
-// of the batch script (see batchLua). One round alone pays for none of it.
+// of the batch script (see lua/batch.lua). One round alone pays for none of it.
 //
 // Batching changes no outcome: a batch runs its items in order, each as its
 // own call would, and an item's reply is its own. Items of one round's
 // masters still travel independently, and the rounds' order on a master
-// was never relied on (see releaseSrc: tombstones make a release that
+// was never relied on (see lua/release.lua: tombstones make a release that
 // overtakes its acquire win).
 
 const (
@@ -199,54 +198,3 @@ func (b *batcher) run(batch []*batchItem) {
 		}
 	}
 }
-
-// batchLua runs a script's body (the function one(KEYS, ARGV)) once per
-// item of a batch: the KEYS and ARGV of the script are the items' own, nk
-// and na of each, one after the other, and the reply is the items' replies
-// in order. One call of the master serves many rounds at once (see
-// batch.go). Each item runs under pcall, so that an item that fails (a key
-// of the wrong type, say) fails alone, as it would in a call of its own.
-func batchLua(nk, na int) string {
-	return fmt.Sprintf(`
-local out = {}
-for i = 0, #KEYS / %[1]d - 1 do
-  local ok, r = pcall(one, {unpack(KEYS, i * %[1]d + 1, i * %[1]d + %[1]d)}, {unpack(ARGV, i * %[2]d + 1, i * %[2]d + %[2]d)})
-  if ok then
-    out[#out + 1] = r
-  elseif type(r) == 'table' and r.err then
-    out[#out + 1] = redis.error_reply(r.err)
-  else
-    out[#out + 1] = redis.error_reply(tostring(r))
-  end
-end
-return out
-`, nk, na)
-}
-
-// acquireManySrc is acquireSrc over a batch of claims (7 keys and 18
-// arguments each, as acquireSrc takes them). The masters' gate runs once,
-// for the first item: every item carries the same marker.
-var acquireManySrc = gateLua + queueLua + fencesLua + tailsLua + `
-local gate_once, gated = gate, nil
-local function gate(marker, epoch, quarantine)
-  if not gated then gated = {gate_once(marker, epoch, quarantine)} end
-  return gated[1], gated[2]
-end
-local function one(KEYS, ARGV)
-` + acquireBody + `
-end
-` + batchLua(7, 18)
-
-// releaseManySrc is releaseSrc over a batch of releases (2 keys and 4
-// arguments each).
-var releaseManySrc = `
-local function one(KEYS, ARGV)
-` + releaseBody + `
-end
-` + batchLua(2, 4)
-
-// The batches' scripts. The gate's epoch argument is the first item's.
-var (
-	acquireManyScript = newScript(acquireManySrc, 3)
-	releaseManyScript = newScript(releaseManySrc, -1)
-)

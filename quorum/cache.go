@@ -29,67 +29,12 @@ import (
 // lent (Held), which the try answers BUSY. Exclusion never depends on
 // either: only the caching agent ever removes its record.
 
-// cachedSrc marks a live record cached or not. Marked cached, it says so
-// on the name's channel (cachedMessage); unmarked, to the name's observers
-// only (a cached record leads nothing). It never creates a record.
-// With a third argument "unkept" it also drops the kept field: the record
-// is no cache's any more (see Unkeep).
-// KEYS: holder key, observed mark. ARGV: "1" or "0", channel, ["unkept"].
-// Returns 0 if the record is not there, 2 if it is and an acquire found it
-// in its way (it is marked wanted: see acquireSrc), else 1.
-const cachedSrc = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[3] == 'unkept' then redis.call('HDEL', KEYS[1], 'kept') end
-local done = 1
-if redis.call('HGET', KEYS[1], 'wanted') == '1' then done = 2 end
-if (redis.call('HGET', KEYS[1], 'cached') or '0') == ARGV[1] then return done end
-redis.call('HSET', KEYS[1], 'cached', ARGV[1])
-if ARGV[1] == '1' then
-  redis.call('PUBLISH', ARGV[2], '` + cachedMessage + `')
-elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('PUBLISH', ARGV[2], '` + leaderMessage + `')
-end
-return done
-`
-
 // cachedMessage, on a name's channel, says a record became cached: other
 // agents' waiters, parked until a release, try again, find only cached
 // records, and say they wait (see Wanted), which ends the cache. Without
 // it a waiter whose word the caching agent missed (it was not subscribed
 // yet) would wait for the cache's linger.
 const cachedMessage = "cached"
-
-// cacheOrReleaseSrc ends a hold's record as its last local holder let
-// go: if no other agent waits for the name (an acquire found the record
-// in its way and marked it wanted, a live waiting record of another
-// instance, or any queue entry), the record is kept and marked cached (as
-// cachedSrc); else it is released (as releaseSrc).
-// KEYS: set, holder key, waiting records, their deadlines, queue.
-// ARGV: holder, channel, message, tombstone ms (as releaseSrc), instance.
-// Returns 2 if kept, 3 if no other agent waits but the record is not
-// there (the grant missed this master: the watchdog may bring it back),
-// else releaseSrc's answer.
-const cacheOrReleaseSrc = `
-local others = redis.call('HGET', KEYS[2], 'wanted') == '1' or redis.call('ZCARD', KEYS[5]) > 0
-if not others then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf')) do
-    if m ~= ARGV[5] then others = true break end
-  end
-end
-if not others then
-  if redis.call('EXISTS', KEYS[2]) == 0 then return 3 end
-  redis.call('HSET', KEYS[2], 'cached', '1', 'kept', '1')
-  redis.call('PUBLISH', ARGV[2], '` + cachedMessage + `')
-  return 2
-end
-` + releaseBody
-
-var (
-	cachedScript         = newScript(cachedSrc, -1)
-	cacheOrReleaseScript = newScript(cacheOrReleaseSrc, -1)
-)
 
 // CacheOrRelease ends holder's hold of name as its agent's last local
 // holder let go: it keeps the record, marked cached, if no other agent

@@ -59,7 +59,7 @@ type Record struct {
 	// its MinHold on the agent's clock, counted from when the grant
 	// completed (no earlier than on any master): a master that re-creates
 	// the record gives it the tail with what is left of the MinHold, so
-	// that the tail outlives masters that lost it (see repairSrc). Neither
+	// that the tail outlives masters that lost it (see lua/repair.lua). Neither
 	// is one of the hash's fields.
 	Tail     Tail
 	MinUntil time.Time
@@ -112,18 +112,6 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	return out, nil
 }
 
-// readQuorum is how many of the masters that answered a read must
-// record a thing for the read to show it, when unanswered masters were not
-// heard (down, or late: a read is answered at its deadline): a grant is
-// answered once a majority (quorum) records it, so a read must not miss
-// such a record, and any majority shares at least quorum-unanswered
-// masters with the answers. With every master heard, that is quorum.
-//
-// It errs on the side of showing: with a master unheard, a record that
-// only a minority keeps for a moment (a release not yet landed on one
-// master) may be shown too.
-func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
-
 // holderVotes is what the masters of a who round recorded of one holder.
 type holderVotes struct {
 	id     string
@@ -132,7 +120,7 @@ type holderVotes struct {
 	fences map[int64]int
 	values map[string]int
 	// settled is the highest fence a master's record marks settled (see
-	// raiseFenceSrc) while it still carries it: the term's fence, final.
+	// lua/raise_fence.lua) while it still carries it: the term's fence, final.
 	// 0 if none does.
 	settled int64
 	// awaiting is how many masters record it awaiting its agent's word
@@ -187,7 +175,7 @@ type masterView struct {
 	next    int64
 }
 
-// readHolders runs a who round on name (with next, leaderSrc's: each
+// readHolders runs a who round on name (with next, lua/leader.lua's: each
 // master's next fence too). It reads every answer that comes in time,
 // unless enough (if not nil) says that the answers so far decide what the
 // caller wants.

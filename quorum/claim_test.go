@@ -4,63 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"testing"
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
-
-// TestDecideSlotsEveryAnswer tries every combination of answers from 3 and
-// 5 masters (not yet answered, refused or failed, or granted one of three
-// slots): a claim is won exactly when one slot has a majority, lost exactly
-// when no slot can still reach one, and a round with every answer in is
-// never pending.
-func TestDecideSlotsEveryAnswer(t *testing.T) {
-	const pending, no = -1, 0 // answer kinds besides slots 1..3
-	for _, n := range []int{3, 5} {
-		q := Majority(n)
-		answers := make([]int, n)
-		var try func(i int)
-		try = func(i int) {
-			if i < n {
-				for a := pending; a <= 3; a++ {
-					answers[i] = a
-					try(i + 1)
-				}
-				return
-			}
-			granted := map[int]int{}
-			refused, waiting := 0, 0
-			for _, a := range answers {
-				switch a {
-				case pending:
-					waiting++
-				case no:
-					refused++
-				default:
-					granted[a]++
-				}
-			}
-			got, slot := DecideSlots(n, granted, refused)
-			want := Pending
-			best := 0
-			for _, g := range granted {
-				best = max(best, g)
-			}
-			switch {
-			case best >= q:
-				want = Won
-			case best+waiting < q:
-				want = Lost
-			}
-			if got != want || (want == Won && granted[slot] < q) || (waiting == 0 && got == Pending) {
-				t.Fatalf("n=%d answers %v: got %v slot %d, want %v", n, answers, got, slot, want)
-			}
-		}
-		try(0)
-	}
-}
 
 func claimReq(name, holder string, claim Claim) AcquireRequest {
 	return AcquireRequest{Name: name, Holder: holder, Lease: 5 * time.Second, Claim: claim, Who: Who{Agent: "t", Owner: holder}}
@@ -165,32 +113,5 @@ func TestSplitVotesPerKind(t *testing.T) {
 	}
 	if _, err := acquire(ctx, c, claimReq("rws", "w", Claim{})); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a writer against those readers: %v, want busy", err)
-	}
-}
-
-// TestAReadNeverMissesARecordAMajorityHolds: for 3 and 5 masters, every
-// set of masters that records a thing (a majority or not) and every set
-// that answers a read (a majority at least, as a read needs): the read
-// shows it whenever a majority records it, and, with every master heard,
-// only then.
-func TestAReadNeverMissesARecordAMajorityHolds(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		q := Majority(n)
-		for holds := range 1 << n {
-			for answered := range 1 << n {
-				if bits.OnesCount(uint(answered)) < q {
-					continue
-				}
-				seen := bits.OnesCount(uint(holds & answered))
-				shown := seen >= readQuorum(q, n-bits.OnesCount(uint(answered)))
-				majority := bits.OnesCount(uint(holds)) >= q
-				switch {
-				case majority && !shown:
-					t.Errorf("n=%d holds=%0*b answered=%0*b: a majority's record missed", n, n, holds, n, answered)
-				case answered == 1<<n-1 && shown != majority:
-					t.Errorf("n=%d holds=%0*b, every master answered: shown=%v, want %v", n, n, holds, shown, majority)
-				}
-			}
-		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +36,7 @@ type Config struct {
 	// counted on its own clock from when an agent first meets it empty: at
 	// least the longest lease (watchdog lease or ttl=) any agent grants,
 	// plus drift. Default 15s. While tails stand on the other masters it
-	// is lengthened until they end (see horizon.go).
+	// is lengthened until they end (see the tail horizon in gate.go).
 	Quarantine time.Duration
 	// Settings are the settings this agent's safety depends on, recorded
 	// in every master's marker (see Settings); a master that records others
@@ -212,8 +211,10 @@ func New(cfg Config) (*Cluster, error) {
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
 		m.acquires = batcher{m: m, many: acquireManyScript}
 		m.releases = batcher{m: m, many: releaseManyScript, land: true}
+		m.t = standalone{m}
 		if len(mc.Cluster) > 0 {
 			m.shards = newShardSet(m)
+			m.t = sharded{m}
 			c.clustered = true
 		}
 		c.masters = append(c.masters, m)
@@ -292,112 +293,6 @@ func (c *Cluster) Status() []MasterStatus {
 		}
 	}
 	return out
-}
-
-func (c *Cluster) setKey(name string) string       { return c.cfg.KeyPrefix + "{" + name + "}" }
-func (c *Cluster) holderPrefix(name string) string { return c.setKey(name) + ":h:" }
-func (c *Cluster) channel(name string) string      { return c.setKey(name) + ":released" }
-func (c *Cluster) markerKey() string               { return c.cfg.KeyPrefix + "epoch" }
-func (c *Cluster) fenceKey(name string) string     { return c.setKey(name) + ":fence" }
-
-// gateArgs are the gate's two arguments (see gateLua): an epoch to plant on
-// a master that has none (each master's call appends the run_id it
-// verified: see master.gateArgs), and the gate argument (see gateArg), with
-// whether this agent may plant as its probes decide it (see mayPlant).
-func (c *Cluster) gateArgs() []string {
-	return []string{c.cfg.InstanceID + ":" + strconv.FormatUint(c.epochs.Add(1), 10), c.gateArg(c.mayPlant())}
-}
-
-// gateArg is the gate argument "QUARANTINE_MS MAY_PLANT SETTINGS": the
-// quarantine to give a master found empty, whether this agent may plant or
-// adopt a marker, and the settings the marker must record.
-func (c *Cluster) gateArg(mayPlant bool) string {
-	plant := "0"
-	if mayPlant {
-		plant = "1"
-	}
-	return strconv.FormatInt(c.cfg.Quarantine.Milliseconds(), 10) + " " + plant + " " + c.settings
-}
-
-// markerCounts are MarkerCounts of what this agent's probes last saw of
-// each master's marker. Read without a lock on every gate call.
-func (c *Cluster) markerCounts() (ours, others, probed int) {
-	var room [8]MarkerView // no allocation for a cluster of up to 8 masters
-	views := room[:0]
-	for _, m := range c.masters {
-		views = append(views, MarkerView(m.view.Load()))
-	}
-	return MarkerCounts(views)
-}
-
-// mayPlant says whether this agent may plant a marker on a master that has
-// none (see MayPlant), as its probes last saw the markers.
-func (c *Cluster) mayPlant() bool {
-	ours, others, probed := c.markerCounts()
-	return MayPlant(ours, others, probed, c.quorum)
-}
-
-// replant says whether this agent's probe plants anew a marker recording
-// other settings (see Replant), as its probes last saw the markers.
-func (c *Cluster) replant() bool {
-	ours, _, _ := c.markerCounts()
-	return Replant(ours, c.quorum)
-}
-
-// MarkerView is what an agent's probe last saw of one master's epoch
-// marker (see ClassifyMarker).
-type MarkerView int32
-
-// The views of a marker.
-const (
-	ViewUnknown MarkerView = iota // not probed yet
-	ViewNone                      // no marker, or one that records no settings
-	ViewOurs                      // this agent's settings
-	ViewOther                     // other settings
-)
-
-// MarkerCounts counts the masters by what their markers record, as an
-// agent's probes last saw them (views): its settings, other settings, and
-// those probed at all (a master with no marker, or one recording none,
-// counts as probed only).
-func MarkerCounts(views []MarkerView) (ours, others, probed int) {
-	for _, v := range views {
-		switch v {
-		case ViewOurs:
-			ours++
-		case ViewOther:
-			others++
-		}
-		if v != ViewUnknown {
-			probed++
-		}
-	}
-	return ours, others, probed
-}
-
-// MayPlant says whether an agent may plant a marker on a master that has
-// none (or record its settings in one that records none), given the counts
-// of MarkerCounts and the quorum: when a majority is known to record its
-// settings, or when a majority was probed and none records other settings
-// (a new cluster, or one older than settings). Otherwise an agent whose
-// settings only a minority has could plant its own on a master that lost
-// its data: no overlap (that marker refuses the majority's agents), but the
-// master would be out of their service.
-func MayPlant(ours, others, probed, quorum int) bool {
-	return ours >= quorum || (others == 0 && probed >= quorum)
-}
-
-// Replant says whether an agent's probe plants anew a marker recording
-// other settings (see markerSrc): when it knows that a majority (quorum)
-// records its own, ours being how many its probes saw.
-func Replant(ours, quorum int) bool {
-	return ours >= quorum
-}
-
-// holderKey is holderPrefix(name) + holder, made in one allocation: a
-// renewal makes one per hold.
-func (c *Cluster) holderKey(name, holder string) string {
-	return c.cfg.KeyPrefix + "{" + name + "}:h:" + holder
 }
 
 func (c *Cluster) eachMaster(ctx context.Context, f func(context.Context, *master)) {

@@ -83,7 +83,7 @@ func (c *Cluster) data() []Data {
 	facts := make([]MarkerFacts, len(c.masters))
 	for i, m := range c.masters {
 		m.mu.RLock()
-		facts[i] = MarkerFacts{Probed: m.probed && m.shards == nil, EpochChanged: m.epochChanged, Fresh: m.fresh, Changed: m.changed}
+		facts[i] = MarkerFacts{Probed: m.probed && !m.t.perSlot(), EpochChanged: m.epochChanged, Fresh: m.fresh, Changed: m.changed}
 		m.mu.RUnlock()
 	}
 	deployment := ClassifyData(facts, c.established.Load())

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 // A master may be a primary with replicas that a Sentinel (or an operator)
 // promotes when the primary fails. A promoted replica has its own run_id
 // and its primary's copy of the marker, so the gate meets it as a server
-// that may have missed the last grants (see gateLua): it sits out a
+// that may have missed the last grants (see lua/gate.lua): it sits out a
 // quarantine. What the run_id cannot catch is a split brain: an old
 // primary that still takes writes from an agent that still reaches it,
 // while other agents already use the promoted one. Redis bounds that with
@@ -53,19 +52,6 @@ func (cfg MasterConfig) failoverMargin() time.Duration {
 		return lag + failoverSlack
 	}
 	return 0
-}
-
-// lengthenQuarantine adds the master's failover margin to the quarantine
-// of a gate argument ("QUARANTINE_MS MAY_PLANT SETTINGS", see
-// Cluster.gateArg), so that every agent plants the same longer one.
-func (m *master) lengthenQuarantine(gateArg string) string {
-	margin := m.cfg.failoverMargin()
-	ms, rest, ok := strings.Cut(gateArg, " ")
-	q, err := strconv.ParseInt(ms, 10, 64)
-	if margin == 0 || !ok || err != nil {
-		return gateArg
-	}
-	return strconv.FormatInt(q+margin.Milliseconds(), 10) + " " + rest
 }
 
 // withSentinels makes opt ask the master's Sentinels for its primary, if

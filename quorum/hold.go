@@ -133,7 +133,7 @@ type RenewKey struct {
 	Record  Record        // the Grant's; a zero Record is never re-created
 	Lease   time.Duration // the lease to set; 0: Renew's lease
 	// Tail says the hold was granted with a Tail: its renewal keeps it
-	// (see tailsLua).
+	// (see lua/tails.lua).
 	Tail bool
 }
 
@@ -268,7 +268,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		go func() {
 			defer wg.Done()
 			cut := cuts[0]
-			if c.masters[i].shards != nil {
+			if c.masters[i].t.perSlot() {
 				cut = cuts[1]
 			}
 			calls, holds := cut.calls, cut.holds

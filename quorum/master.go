@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +23,7 @@ type MasterConfig struct {
 	TLS      *tls.Config // nil for plain TCP
 	// AllowReplicas accepts a master that has replicas attached, unchecked:
 	// the operator says none of them is ever promoted (they are for
-	// backups). A promoted one is still caught by its run_id (see gateLua),
+	// backups). A promoted one is still caught by its run_id (see lua/gate.lua),
 	// but nothing bounds a split brain. See ReplicaLag for replicas that
 	// may be promoted.
 	AllowReplicas bool
@@ -94,7 +93,7 @@ type master struct {
 	recorded string
 	checked  time.Time // when its configuration was last checked
 	// settledEpoch is the last epoch whose tail horizon the probe found
-	// settled (see horizon.go): it asks no more of it.
+	// settled (see the tail horizon in gate.go): it asks no more of it.
 	settledEpoch string
 
 	// view is what the marker records (a MarkerView), as the probe saw it;
@@ -137,11 +136,14 @@ type master struct {
 	// shards is, for a master that is a Redis Cluster, its view of its
 	// shards (see shards.go); nil for a standalone master.
 	shards *shardSet
+	// t is how the master reaches its server or servers: standalone or
+	// sharded (see transport.go). Set once, in New.
+	t transport
 }
 
 // batcherFor is the batcher of s's calls, nil if s is not batched.
 func (m *master) batcherFor(s *script) *batcher {
-	if m.shards != nil { // a batch of names spans slots
+	if m.t.perSlot() { // a batch of names spans slots
 		return nil
 	}
 	switch s {
@@ -227,10 +229,7 @@ func (m *master) voteErr() error {
 // quarantined records that the master answered it is quarantined for left
 // more: it is skipped until then, and its holds are gone, so waiters may
 // now win elsewhere.
-func (m *master) quarantined(left time.Duration) {
-	if m.shards != nil { // per slot: see shardSet.noteReply
-		return
-	}
+func (m standalone) quarantined(left time.Duration) {
 	until := m.cluster.clock.Now().Add(left)
 	m.mu.Lock()
 	fresh := !m.cluster.clock.Now().Before(m.quarantine)
@@ -256,9 +255,7 @@ func (m *master) status() MasterStatus {
 	if m.state == StateQuarantined {
 		s.QuarantineLeft = max(m.quarantine.Sub(m.cluster.clock.Now()), 0)
 	}
-	if m.shards != nil {
-		s.Shards = m.shards.status()
-	}
+	s.Shards = m.t.shardStatus()
 	return s
 }
 
@@ -434,9 +431,9 @@ func (m *master) conn(l lane) rueidis.Client {
 // not answer NOSCRIPT and get re-sent behind commands issued after it.
 // (Should that still happen, after a restart that kept the data, release
 // tombstones keep it harmless.)
-func (m *master) loadScripts(runCtx context.Context) {
+func (m standalone) loadScripts(runCtx context.Context) {
 	c := m.getClient()
-	if c == nil || m.shards != nil { // a cluster's nodes learn them by the EVAL after a NOSCRIPT
+	if c == nil {
 		return
 	}
 	// A stop does not wait for a master that does not answer (see
@@ -463,11 +460,7 @@ func (m *master) loadScripts(runCtx context.Context) {
 // epoch gate (which plants a quarantined marker on a master that lost its
 // data, and checks the settings it records), and now and then checks that
 // the master is configured safely.
-func (m *master) probe(runCtx context.Context) {
-	if m.shards != nil {
-		m.probeShards(runCtx)
-		return
-	}
+func (m standalone) probe(runCtx context.Context) {
 	cfg := &m.cluster.cfg
 	// Generous: a busy master (or a busy agent) is not a dead one, and
 	// rounds decide without a hung master before it is marked down. A
@@ -516,110 +509,6 @@ func (m *master) probe(runCtx context.Context) {
 	}
 }
 
-// probedState is a master's state after a probe that answered mk, unsafe
-// being why its configuration is unsafe (nil if it is not).
-func probedState(unsafe error, mk markerReply) (State, error) {
-	switch {
-	case unsafe != nil:
-		return StateUnsafe, unsafe
-	case errors.Is(mk.refusal, ErrSettings):
-		return StateSettings, mk.refusal
-	case mk.refusal != nil:
-		return StateQuarantined, mk.refusal
-	case mk.left > 0:
-		return StateQuarantined, ErrQuarantined
-	}
-	return StateUp, nil
-}
-
-// markerReply is what the probe's gate found (see markerSrc).
-type markerReply struct {
-	epoch, run, recorded string
-	how                  string // how the marker came to be (see markerSrc)
-	left                 int64  // ms of quarantine left
-	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
-	refusal error
-	// replanted is, when the probe planted the marker anew, the settings
-	// it recorded before.
-	replanted *string
-}
-
-// noteMarker records what the marker records, and logs a marker planted
-// anew.
-func (m *master) noteMarker(mk markerReply) {
-	m.view.Store(int32(ClassifyMarker(mk.refusal, mk.recorded, m.cluster.settings)))
-	m.mu.Lock()
-	m.refusal, m.recorded = mk.refusal, mk.recorded
-	m.mu.Unlock()
-	if mk.replanted != nil {
-		m.log.Warn("master recorded other settings than a majority of masters: planted anew with the majority's (this agent's); it is quarantined",
-			"recorded", *mk.replanted, "settings", mk.recorded, "quarantine_left_ms", mk.left)
-	}
-}
-
-// ClassifyMarker is what a probe saw of a master's marker (see markerSrc):
-// refusal is the gate's refusal as the probe reads it (a *SettingsError,
-// ErrUnplanted, or nil), recorded the settings the marker records after the
-// probe, ours the agent's (in their canonical form). A marker the probe
-// planted anew records ours, with no refusal.
-func ClassifyMarker(refusal error, recorded, ours string) MarkerView {
-	switch {
-	case refusal == nil && recorded == ours:
-		return ViewOurs
-	case errors.Is(refusal, ErrSettings):
-		return ViewOther
-	}
-	return ViewNone
-}
-
-// gate runs the epoch gate on the probe's connection and returns what it
-// found.
-func (m *master) gate(ctx context.Context) (markerReply, error) {
-	// The probe's connection serves one call at a time, which the client
-	// library runs to the call's deadline whatever the context says: the
-	// probe stops waiting when the cluster stops, and the call ends when
-	// Run closes the connection.
-	c := m.cluster
-	args := c.gateArgs()
-	replant := "0"
-	if c.replant() {
-		replant = "1"
-	}
-	answer := make(chan rueidis.RedisResult, 1)
-	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.markerKey()}, append(args, replant))
-	}()
-	var r rueidis.RedisResult
-	select {
-	case r = <-answer:
-	case <-ctx.Done():
-		r = rueidis.NewErrorResult(ctx.Err())
-	}
-	mk, err := readMarker(r, c.cfg.Settings)
-	if err == nil || mk.run != "" {
-		m.runID.Store(&mk.run)
-	}
-	return mk, err
-}
-
-// readRefusal reads the probe's refusal word (see markerSrc) into mk, and
-// returns the probe's error: err, or a refusal that is a master's error.
-func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) error {
-	word, rest, _ := strings.Cut(refusal, " ")
-	switch {
-	case err != nil:
-		return err
-	case refusal == "":
-	case word == "REPLANTED":
-		mk.replanted = &rest
-	default:
-		if mk.refusal = gateWord(refusal, ours); mk.refusal == nil {
-			return errors.New(refusal)
-		}
-	}
-	return nil
-}
-
 // probeFailed counts a failed probe: one slow answer on a loaded host is
 // not an outage, two in a row are. Operations time out on their own
 // meanwhile. A probe cancelled because the cluster stops counts nothing.
@@ -641,27 +530,6 @@ func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueid
 	return m.evalOn(ctx, laneRounds, s, keys, args)
 }
 
-// gateArgs are args with, for a script that runs the gate, the run_id this
-// master was verified with appended to the epoch argument (see
-// script.gateArg), and the quarantine in the gate argument after it
-// lengthened by the master's failover margin (see lengthenQuarantine).
-func (m *master) gateArgs(s *script, args []string) []string {
-	if s.gateArg < 0 || s.gateArg >= len(args) {
-		return args
-	}
-	run := ""
-	if p := m.runID.Load(); p != nil {
-		run = *p
-	}
-	out := make([]string, len(args))
-	copy(out, args)
-	out[s.gateArg] += ";" + run
-	if s.gateArg+1 < len(out) {
-		out[s.gateArg+1] = m.lengthenQuarantine(out[s.gateArg+1])
-	}
-	return out
-}
-
 // evalOn runs s on the connection l by EVALSHA, running its fallback by
 // EVAL when the master does not know it (see script.afterRestart).
 func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []string) rueidis.RedisResult {
@@ -669,12 +537,13 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 	if c == nil {
 		return rueidis.NewErrorResult(ErrNotConnected)
 	}
-	args = m.gateArgs(s, args)
-	if m.shards != nil {
-		r := m.shards.eval(ctx, c, s, keys, args)
-		m.hear(r)
-		return r
-	}
+	return m.t.run(ctx, l, c, s, keys, m.gateArgs(s, args))
+}
+
+// run runs s on c, the master's connection l, with keys and args (its
+// gate's arguments completed): by EVALSHA, or EVAL when the master does
+// not know it or the lane must read the run_id (see uncheckedRun).
+func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
 	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
 		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		m.checkedRun(l, gen, r)
@@ -701,9 +570,11 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 		}
 		return out
 	}
-	if m.shards != nil {
-		return m.shards.evalMulti(ctx, c, s, calls)
-	}
+	return m.t.runMulti(ctx, c, s, calls)
+}
+
+// runMulti runs s once per call on c, the bulk connection, pipelined.
+func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
 	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
 	gen, unchecked := m.uncheckedRun(laneBulk, s)

@@ -136,3 +136,141 @@ func Patience(waited, late, step, budget time.Duration, trusted int) time.Durati
 func Trusted(doubted bool, silent, timeout time.Duration) bool {
 	return !doubted && silent < 3*timeout
 }
+
+// SettleFence is how a won acquire settles its fence (see settleFence):
+// fences holds each master's granted fence (> 0 where granted); the
+// grant's fence is the highest, atFence how many granted it, and behind
+// the granting masters below it, to which it is written back (before the
+// grant is answered when atFence is short of a quorum).
+func SettleFence(fences []int64) (fence int64, atFence int, behind []int) {
+	for _, f := range fences {
+		fence = max(fence, f)
+	}
+	for i, f := range fences {
+		switch {
+		case f == fence:
+			atFence++
+		case f > 0:
+			behind = append(behind, i)
+		}
+	}
+	return fence, atFence, behind
+}
+
+// CheckOutcome decides a CHECK of n masters with quorum q, yes of which
+// record the fence and failed of which did not answer: current when yes
+// reaches q; not current when the answers (at least q of them) leave no
+// majority; unknown (known false) when too few answered.
+func CheckOutcome(n, q, yes, failed int) (current, known bool) {
+	switch {
+	case yes >= q:
+		return true, true
+	case n-failed >= q:
+		return false, true
+	}
+	return false, false
+}
+
+// readQuorum is how many of the masters that answered a read must
+// record a thing for the read to show it, when unanswered masters were not
+// heard (down, or late: a read is answered at its deadline): a grant is
+// answered once a majority (quorum) records it, so a read must not miss
+// such a record, and any majority shares at least quorum-unanswered
+// masters with the answers. With every master heard, that is quorum.
+//
+// It errs on the side of showing: with a master unheard, a record that
+// only a minority keeps for a moment (a release not yet landed on one
+// master) may be shown too.
+func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
+
+// horizon is one master's answer to lua/horizon.lua.
+type horizon struct {
+	answered bool
+	epoch    string
+	// lost says it lost its data and was not settled: it knows nothing of
+	// the tails it had.
+	lost bool
+	// left is how long until its tails and its quarantine have ended.
+	left time.Duration
+}
+
+// settleHorizon decides, from the horizons of the other masters of n,
+// how long a pending master must sit out (the latest horizon) and whether
+// to settle now. A tail stood on a majority q of the n masters, so on at
+// least q−1 of the n−1 others (the pending master may have been one); the
+// answers of n−q+1 others that did not lose their data meet every such
+// set, so one of them reports the tail: complete. When every other master
+// answered but fewer kept their data (more than a minority lost it at
+// once: a fault a majority does not survive), it settles with what they
+// know, incomplete. Else it waits for the next probe.
+func settleHorizon(n int, others []horizon) (left time.Duration, settle, complete bool) {
+	need := min(n-Majority(n)+1, n-1)
+	kept, answered := 0, 0
+	for _, h := range others {
+		if !h.answered {
+			continue
+		}
+		answered++
+		if !h.lost {
+			kept++
+			left = max(left, h.left)
+		}
+	}
+	switch {
+	case kept >= need:
+		return left, true, true
+	case answered == len(others):
+		return left, true, false
+	}
+	return 0, false, false
+}
+
+// MarkerView is what an agent's probe last saw of one master's epoch
+// marker (see ClassifyMarker).
+type MarkerView int32
+
+// The views of a marker.
+const (
+	ViewUnknown MarkerView = iota // not probed yet
+	ViewNone                      // no marker, or one that records no settings
+	ViewOurs                      // this agent's settings
+	ViewOther                     // other settings
+)
+
+// MarkerCounts counts the masters by what their markers record, as an
+// agent's probes last saw them (views): its settings, other settings, and
+// those probed at all (a master with no marker, or one recording none,
+// counts as probed only).
+func MarkerCounts(views []MarkerView) (ours, others, probed int) {
+	for _, v := range views {
+		switch v {
+		case ViewOurs:
+			ours++
+		case ViewOther:
+			others++
+		}
+		if v != ViewUnknown {
+			probed++
+		}
+	}
+	return ours, others, probed
+}
+
+// MayPlant says whether an agent may plant a marker on a master that has
+// none (or record its settings in one that records none), given the counts
+// of MarkerCounts and the quorum: when a majority is known to record its
+// settings, or when a majority was probed and none records other settings
+// (a new cluster, or one older than settings). Otherwise an agent whose
+// settings only a minority has could plant its own on a master that lost
+// its data: no overlap (that marker refuses the majority's agents), but the
+// master would be out of their service.
+func MayPlant(ours, others, probed, quorum int) bool {
+	return ours >= quorum || (others == 0 && probed >= quorum)
+}
+
+// Replant says whether an agent's probe plants anew a marker recording
+// other settings (see lua/marker.lua): when it knows that a majority (quorum)
+// records its own, ours being how many its probes saw.
+func Replant(ours, quorum int) bool {
+	return ours >= quorum
+}

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"math/bits"
+	"slices"
 	"testing"
 	"time"
 )
@@ -198,6 +199,185 @@ func TestTrusted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := Trusted(tt.doubted, tt.silent, 50*ms); got != tt.want {
 				t.Fatalf("Trusted = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSettleFence(t *testing.T) {
+	cases := []struct {
+		name    string
+		fences  []int64
+		fence   int64
+		atFence int
+		behind  []int
+	}{
+		{"a majority in step settles on its fence", []int64{7, 7, 0}, 7, 2, nil},
+		{"the highest fence wins and the granting masters below it are behind", []int64{7, 9, 0}, 9, 1, []int{0}},
+		{"a master that did not grant is not behind", []int64{0, 5, 3}, 5, 1, []int{2}},
+		{"every master in step", []int64{4, 4, 4}, 4, 3, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fence, atFence, behind := SettleFence(tc.fences)
+			if fence != tc.fence || atFence != tc.atFence || !slices.Equal(behind, tc.behind) {
+				t.Fatalf("SettleFence(%v) = %d, %d, %v; want %d, %d, %v", tc.fences, fence, atFence, behind, tc.fence, tc.atFence, tc.behind)
+			}
+		})
+	}
+}
+
+// TestCheckOutcomeEveryAnswer decides a CHECK over every combination of
+// masters that record the fence, lack it, or fail, for 3 and 5 masters.
+func TestCheckOutcomeEveryAnswer(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		q := n/2 + 1
+		for yes := 0; yes <= n; yes++ {
+			for failed := 0; yes+failed <= n; failed++ {
+				current, known := CheckOutcome(n, q, yes, failed)
+				answered := n - failed
+				switch {
+				case yes >= q && !(current && known):
+					t.Errorf("n=%d yes=%d failed=%d: a majority records it, got %v %v", n, yes, failed, current, known)
+				case yes < q && current:
+					t.Errorf("n=%d yes=%d failed=%d: current without a majority", n, yes, failed)
+				case yes < q && known != (answered >= q):
+					t.Errorf("n=%d yes=%d failed=%d: known=%v with %d answers", n, yes, failed, known, answered)
+				}
+			}
+		}
+	}
+}
+
+// TestDecideSlotsEveryAnswer tries every combination of answers from 3 and
+// 5 masters (not yet answered, refused or failed, or granted one of three
+// slots): a claim is won exactly when one slot has a majority, lost exactly
+// when no slot can still reach one, and a round with every answer in is
+// never pending.
+func TestDecideSlotsEveryAnswer(t *testing.T) {
+	const pending, no = -1, 0 // answer kinds besides slots 1..3
+	for _, n := range []int{3, 5} {
+		q := Majority(n)
+		answers := make([]int, n)
+		var try func(i int)
+		try = func(i int) {
+			if i < n {
+				for a := pending; a <= 3; a++ {
+					answers[i] = a
+					try(i + 1)
+				}
+				return
+			}
+			granted := map[int]int{}
+			refused, waiting := 0, 0
+			for _, a := range answers {
+				switch a {
+				case pending:
+					waiting++
+				case no:
+					refused++
+				default:
+					granted[a]++
+				}
+			}
+			got, slot := DecideSlots(n, granted, refused)
+			want := Pending
+			best := 0
+			for _, g := range granted {
+				best = max(best, g)
+			}
+			switch {
+			case best >= q:
+				want = Won
+			case best+waiting < q:
+				want = Lost
+			}
+			if got != want || (want == Won && granted[slot] < q) || (waiting == 0 && got == Pending) {
+				t.Fatalf("n=%d answers %v: got %v slot %d, want %v", n, answers, got, slot, want)
+			}
+		}
+		try(0)
+	}
+}
+
+// TestAReadNeverMissesARecordAMajorityHolds: for 3 and 5 masters, every
+// set of masters that records a thing (a majority or not) and every set
+// that answers a read (a majority at least, as a read needs): the read
+// shows it whenever a majority records it, and, with every master heard,
+// only then.
+func TestAReadNeverMissesARecordAMajorityHolds(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		q := Majority(n)
+		for holds := range 1 << n {
+			for answered := range 1 << n {
+				if bits.OnesCount(uint(answered)) < q {
+					continue
+				}
+				seen := bits.OnesCount(uint(holds & answered))
+				shown := seen >= readQuorum(q, n-bits.OnesCount(uint(answered)))
+				majority := bits.OnesCount(uint(holds)) >= q
+				switch {
+				case majority && !shown:
+					t.Errorf("n=%d holds=%0*b answered=%0*b: a majority's record missed", n, n, holds, n, answered)
+				case answered == 1<<n-1 && shown != majority:
+					t.Errorf("n=%d holds=%0*b, every master answered: shown=%v, want %v", n, n, holds, shown, majority)
+				}
+			}
+		}
+	}
+}
+
+func TestSettleHorizon(t *testing.T) {
+	kept := func(left time.Duration) horizon { return horizon{answered: true, left: left} }
+	lost := horizon{answered: true, lost: true, left: time.Hour} // its left says nothing: it forgot
+	silent := horizon{}
+	for _, tc := range []struct {
+		name             string
+		n                int
+		others           []horizon
+		left             time.Duration
+		settle, complete bool
+	}{
+		{"of three, both others kept their data: the later horizon", 3, []horizon{kept(time.Second), kept(3 * time.Second)}, 3 * time.Second, true, true},
+		{"of three, one other is silent: wait, it may hold the only other copy of a tail", 3, []horizon{kept(time.Second), silent}, 0, false, false},
+		{"of three, the other lost its data too: settle with what the one left knows", 3, []horizon{kept(time.Second), lost}, time.Second, true, false},
+		{"of three, every master lost its data: nothing to wait for", 3, []horizon{lost, lost}, 0, true, false},
+		{"of five, three others that kept their data are enough", 5, []horizon{kept(time.Second), kept(2 * time.Second), silent, kept(0)}, 2 * time.Second, true, true},
+		{"of five, two that kept it and one lost: wait for the silent one", 5, []horizon{kept(time.Second), lost, silent, kept(0)}, 0, false, false},
+		{"of five, another lost its data too (a minority): the three left are enough", 5, []horizon{kept(time.Second), lost, kept(4 * time.Second), kept(0)}, 4 * time.Second, true, true},
+		{"of two, the other is needed", 2, []horizon{silent}, 0, false, false},
+		{"of one, there is nobody to ask", 1, nil, 0, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			left, settle, complete := settleHorizon(tc.n, tc.others)
+			if left != tc.left || settle != tc.settle || complete != tc.complete {
+				t.Errorf("settleHorizon = %v, %v, %v; want %v, %v, %v", left, settle, complete, tc.left, tc.settle, tc.complete)
+			}
+		})
+	}
+}
+
+func TestMayPlantAndReplant(t *testing.T) {
+	cases := []struct {
+		name              string
+		views             []MarkerView
+		mayPlant, replant bool
+	}{
+		{"an agent that probed nothing yet may not plant", []MarkerView{ViewUnknown, ViewUnknown, ViewUnknown}, false, false},
+		{"a majority probed, none with other settings: a new cluster, it may plant", []MarkerView{ViewNone, ViewNone, ViewUnknown}, true, false},
+		{"a minority probed may not plant", []MarkerView{ViewNone, ViewUnknown, ViewUnknown}, false, false},
+		{"one master with other settings forbids planting without a majority of ours", []MarkerView{ViewNone, ViewOther, ViewNone}, false, false},
+		{"a majority of ours plants and re-plants", []MarkerView{ViewOther, ViewOurs, ViewOurs}, true, true},
+		{"a majority of others neither plants nor re-plants", []MarkerView{ViewOther, ViewOther, ViewOurs}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, others, probed := MarkerCounts(tc.views)
+			if got := MayPlant(ours, others, probed, Majority(len(tc.views))); got != tc.mayPlant {
+				t.Errorf("MayPlant = %v, want %v", got, tc.mayPlant)
+			}
+			if got := Replant(ours, Majority(len(tc.views))); got != tc.replant {
+				t.Errorf("Replant = %v, want %v", got, tc.replant)
 			}
 		})
 	}

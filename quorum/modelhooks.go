@@ -9,7 +9,9 @@ import (
 // (internal/model) reads: the scripts and the arguments a Cluster sends to
 // one master, built by the functions the agent itself uses, so that a change
 // to a script or to its arguments reaches the model in one place. Nothing
-// here talks to a master; the agent does not call it.
+// here talks to a master; the agent does not call it. The pure rules the
+// model decides with (DecideSlots, SettleFence) are math.go's, which the
+// agent uses too.
 
 // ScriptCall is one script call as a Cluster would send it to one master:
 // the Lua source that EVAL runs and its KEYS and ARGV. Src is the variant
@@ -82,26 +84,6 @@ func (c *Cluster) ModelBootstrap(i int) ScriptCall {
 	return c.modelCall(i, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:model", c.settings}, false)
 }
 
-// SettleFence is how a won acquire settles its fence (see settleFence):
-// fences holds each master's granted fence (> 0 where granted); the
-// grant's fence is the highest, atFence how many granted it, and behind
-// the granting masters below it, to which it is written back (before the
-// grant is answered when atFence is short of a quorum).
-func SettleFence(fences []int64) (fence int64, atFence int, behind []int) {
-	for _, f := range fences {
-		fence = max(fence, f)
-	}
-	for i, f := range fences {
-		switch {
-		case f == fence:
-			atFence++
-		case f > 0:
-			behind = append(behind, i)
-		}
-	}
-	return fence, atFence, behind
-}
-
 // ModelProbe is the health probe's call on master i (the gate, which plants
 // a quarantined marker on a master that has none, and re-plants one that
 // records other settings), as the probe sends it from an agent whose probes
@@ -117,7 +99,7 @@ func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
 }
 
 // ModelProbeView is what an agent's probe makes of the probe's reply (see
-// markerSrc): recorded is the settings the marker records, refusal the
+// lua/marker.lua): recorded is the settings the marker records, refusal the
 // reply's refusal word and what follows. ok is false for a reply the probe
 // counts as a failed probe, which leaves the view as it was.
 func (c *Cluster) ModelProbeView(recorded, refusal string) (view MarkerView, ok bool) {

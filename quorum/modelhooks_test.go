@@ -1,29 +1,62 @@
 package quorum
 
 import (
-	"slices"
 	"testing"
+	"time"
 )
 
-func TestSettleFence(t *testing.T) {
-	cases := []struct {
-		name    string
-		fences  []int64
-		fence   int64
-		atFence int
-		behind  []int
-	}{
-		{"a majority in step settles on its fence", []int64{7, 7, 0}, 7, 2, nil},
-		{"the highest fence wins and the granting masters below it are behind", []int64{7, 9, 0}, 9, 1, []int{0}},
-		{"a master that did not grant is not behind", []int64{0, 5, 3}, 5, 1, []int{2}},
-		{"every master in step", []int64{4, 4, 4}, 4, 3, nil},
+// TestModelCallsCarryTheModelsPlantDecision checks that the model hooks
+// put the gate argument where the gate reads it (after the epoch argument)
+// and that it carries the model agent's may-plant decision, not the
+// Cluster's (which never probed, so may not plant).
+func TestModelCallsCarryTheModelsPlantDecision(t *testing.T) {
+	c, err := New(Config{Masters: []MasterConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}}, KeyPrefix: "m:",
+		Quarantine: 400 * time.Millisecond, Settings: Settings{{"lease", "300ms"}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fence, atFence, behind := SettleFence(tc.fences)
-			if fence != tc.fence || atFence != tc.atFence || !slices.Equal(behind, tc.behind) {
-				t.Fatalf("SettleFence(%v) = %d, %d, %v; want %d, %d, %v", tc.fences, fence, atFence, behind, tc.fence, tc.atFence, tc.behind)
+	req := AcquireRequest{Name: "n", Holder: "h", Lease: time.Second}
+	for _, view := range []bool{true, false} {
+		want := c.gateArg(view)
+		calls := map[string]struct {
+			call    ScriptCall
+			gateArg int
+		}{
+			"acquire": {c.ModelAcquire(0, req, view), acquireScript.gateArg},
+			"renew":   {c.ModelRenew(0, time.Second, []RenewKey{{Name: "n", Holder: "h"}}, view), renewScript.gateArg},
+			"repair":  {c.ModelRepair(0, time.Second, RenewKey{Name: "n", Holder: "h"}, view), repairScript.gateArg},
+			"probe":   {c.ModelProbe(0, view, false), markerScript.gateArg},
+		}
+		for name, k := range calls {
+			if got := k.call.Args[k.gateArg+1]; got != want {
+				t.Errorf("%s with may-plant %v: gate argument %q, want %q", name, view, got, want)
 			}
-		})
+		}
+	}
+	if c.gateArgs()[1] != c.gateArg(false) {
+		t.Fatalf("the Cluster's own gate argument is not gateArg's: %q", c.gateArgs()[1])
+	}
+}
+
+func TestModelProbeView(t *testing.T) {
+	c, err := New(Config{Masters: []MasterConfig{{Name: "a"}}, Settings: Settings{{"lease", "300ms"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		recorded, refusal string
+		want              MarkerView
+		ok                bool
+	}{
+		{"lease=300ms", "", ViewOurs, true},
+		{"lease=300ms", "REPLANTED lease=1s", ViewOurs, true},
+		{"lease=1s", "SETTINGS lease=1s", ViewOther, true},
+		{"", "UNPLANTED", ViewNone, true},
+		{"", "ERR something else", ViewUnknown, false},
+	} {
+		got, ok := c.ModelProbeView(tc.recorded, tc.refusal)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ModelProbeView(%q, %q) = %v, %v; want %v, %v", tc.recorded, tc.refusal, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -17,11 +17,9 @@ import (
 // publishes leaderMessage, and reads Leader when its Watch's Leader
 // channel says so.
 
-func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":obs" }
-
 // awaitingAgent is what a record's settled field holds from its grant of
 // an observed name until the granting agent marks the grant's fence
-// settled there (see acquireSrc, markSettled): the masters run a grant
+// settled there (see lua/acquire.lua, markSettled): the masters run a grant
 // before its agent decides it, and the agent may yet give it back (it lost
 // the round to a master that granted after its deadline, a fence
 // write-back failed, or it read the answers after the validity was used
@@ -31,37 +29,6 @@ func (c *Cluster) observedKey(name string) string { return c.setKey(name) + ":ob
 // settled. Only observed names pay for the mark: a write to the granting
 // masters, in the background, per grant.
 const awaitingAgent = "pending"
-
-// setValueSrc replaces the value of a live record and says so to the
-// name's observers. KEYS: holder key. ARGV: value, channel.
-// Returns 1 if the record is there, else 0.
-const setValueSrc = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'value', ARGV[1])
-redis.call('PUBLISH', ARGV[2], 'leader changed')
-return 1
-`
-
-// checkSrc says whether a live holder of the name carries the fence: 1 or
-// 0. A tail (a hold that ended, kept while its delay or min_hold stands:
-// see tailsLua) is not current, nor a cached record (see cache.go).
-// KEYS: set. ARGV: holder key prefix, fence.
-const checkSrc = tailsLua + `
-for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local key = ARGV[1] .. m
-  local h = redis.call('HMGET', key, 'fence', 'cached')
-  if h[1] == ARGV[2] and h[2] ~= '1' and not is_tail(key) then return 1 end
-end
-return 0
-`
-
-var (
-	setValueScript = newScript(setValueSrc, -1)
-	checkScript    = newScript(checkSrc, -1)
-	leaderScript   = newScript(leaderSrc, -1)
-)
-
-func init() { allScripts = append(allScripts, setValueScript, checkScript, leaderScript) }
 
 // SetValue replaces the value of holder's hold of name on every master
 // that has it, and wakes the name's observers anywhere. Like a release it
@@ -111,22 +78,8 @@ func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, er
 	return current, nil
 }
 
-// CheckOutcome decides a CHECK of n masters with quorum q, yes of which
-// record the fence and failed of which did not answer: current when yes
-// reaches q; not current when the answers (at least q of them) leave no
-// majority; unknown (known false) when too few answered.
-func CheckOutcome(n, q, yes, failed int) (current, known bool) {
-	switch {
-	case yes >= q:
-		return true, true
-	case n-failed >= q:
-		return false, true
-	}
-	return false, false
-}
-
 // MarkObserved marks name observed on every master for lease (a key with
-// that PX, see acquireSrc), so that a grant of it awaits its agent's
+// that PX, see lua/acquire.lua), so that a grant of it awaits its agent's
 // mark, which publishes leaderMessage (see awaitingAgent). The observing
 // agent renews it well within lease while it observes, and lets it expire
 // after. It returns on how many masters the mark landed.
@@ -143,23 +96,6 @@ func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Dura
 	})
 	return int(n.Load())
 }
-
-// leaderSrc is whoSrc's list of holders after the fence the master would
-// give the next grant of the name now (as take_fences would: see
-// acquireSrc), as a decimal string. KEYS: set, fence counter, marker.
-// ARGV: holder key prefix.
-const leaderSrc = tailsLua + `
-local cur = redis.call('GET', KEYS[2])
-local floor = tonumber(redis.call('HGET', KEYS[3], 'floor') or '0') or 0
-local nextf
-if cur then
-  nextf = math.max(tonumber(cur) + 1, floor)
-else
-  local t = redis.call('TIME')
-  nextf = math.max(tonumber(t[1]) * 1000000, floor)
-end
-local out = {string.format('%d', nextf)}
-` + whoBody
 
 // Leader returns the leader of name as a majority of the masters records
 // it (see LeaderOf), and false when nobody holds it: when no holder can be

@@ -38,28 +38,6 @@ func TestLeaderOf(t *testing.T) {
 	}
 }
 
-// TestCheckOutcomeEveryAnswer decides a CHECK over every combination of
-// masters that record the fence, lack it, or fail, for 3 and 5 masters.
-func TestCheckOutcomeEveryAnswer(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		q := n/2 + 1
-		for yes := 0; yes <= n; yes++ {
-			for failed := 0; yes+failed <= n; failed++ {
-				current, known := CheckOutcome(n, q, yes, failed)
-				answered := n - failed
-				switch {
-				case yes >= q && !(current && known):
-					t.Errorf("n=%d yes=%d failed=%d: a majority records it, got %v %v", n, yes, failed, current, known)
-				case yes < q && current:
-					t.Errorf("n=%d yes=%d failed=%d: current without a majority", n, yes, failed)
-				case yes < q && known != (answered >= q):
-					t.Errorf("n=%d yes=%d failed=%d: known=%v with %d answers", n, yes, failed, known, answered)
-				}
-			}
-		}
-	}
-}
-
 // TestValueSetCheckAndLeaderOnRealMasters: a grant's value is in WHO, SET
 // replaces it on every master, CHECK holds for the grant's fence only, a
 // grant of an observed name signals the watch's Leader (and not C), and

@@ -11,7 +11,7 @@ import (
 // LOCK that has to wait, or an exclusive one that only shared holders block
 // (so that readers arriving after it cannot starve it). A claim with an
 // entry may pass no conflicting live entry ahead of it; a claim without one
-// may pass none at all (see queueLua).
+// may pass none at all (see lua/queue.lua).
 type Entry struct {
 	// ID is unique across agents and waits: the agent's id and a counter.
 	// Equal tickets order by it.
@@ -24,11 +24,6 @@ type Entry struct {
 func (e Entry) Member() string {
 	return e.ID + "|" + string(e.Claim.mode()) + "|" + strconv.Itoa(e.Claim.limit())
 }
-
-func (c *Cluster) queueKey(name string) string     { return c.setKey(name) + ":q" }
-func (c *Cluster) deadlinesKey(name string) string { return c.setKey(name) + ":qd" }
-func (c *Cluster) ticketKey(name string) string    { return c.setKey(name) + ":qseq" }
-func (c *Cluster) leftPrefix(name string) string   { return c.setKey(name) + ":qx:" }
 
 // Enqueue gives entries (of one agent, in its arrival order) their places
 // at the back of name's queue and returns their tickets. It runs two

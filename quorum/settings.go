@@ -14,7 +14,7 @@ import (
 // Settings are the settings that the safety of a cluster's agents depends
 // on (the lease, the drift allowance, the quarantine they imply, the cohort
 // bounds: the agent chooses them, see agent.ClusterSettings). Every master's
-// epoch marker records them (see gateLua), and a master votes only for an
+// epoch marker records them (see lua/gate.lua), and a master votes only for an
 // agent whose settings it records: two agents that would overlap with
 // different leases or quarantines never count each other's masters. They
 // are an ordered list, written to and read from the masters by this package
@@ -125,35 +125,6 @@ func (e *SettingsError) Error() string {
 // Unwrap makes a SettingsError match ErrSettings.
 func (e *SettingsError) Unwrap() error { return ErrSettings }
 
-// gateRefusal turns a gate's refusal (an error reply the gate raises: see
-// gateLua) into our error: a *SettingsError, ErrUnplanted, or err as it
-// was. Redis may add words after the gate's ("script: ..."), so only the
-// first two words are read.
-func gateRefusal(err error, ours Settings) error {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		if refusal := gateWord(re.Error(), ours); refusal != nil {
-			return refusal
-		}
-	}
-	return err
-}
-
-// gateWord reads the gate's refusal (see gateLua) from its text:
-// "SETTINGS <recorded>" or "UNPLANTED"; nil for any other text. Scripts'
-// errors and the probe's refusal word (see markerSrc) both carry it.
-func gateWord(text string, ours Settings) error {
-	word, rest, _ := strings.Cut(text, " ")
-	switch word {
-	case "SETTINGS":
-		if recorded, _, _ := strings.Cut(rest, " "); recorded != "" {
-			return &SettingsError{Ours: ours, Recorded: ParseSettings(recorded)}
-		}
-	case "UNPLANTED":
-		return ErrUnplanted
-	}
-	return nil
-}
-
 // settingsRefusals returns what each error of errs that is a master's
 // SettingsError records, and this agent's settings (those of the first).
 func settingsRefusals(errs []error) (ours Settings, recorded []Settings) {
@@ -260,7 +231,7 @@ func (c *Cluster) settingsKind(errs []error) bool {
 }
 
 // Bootstrap is BootstrapSettings recording no settings: the first agent
-// that may records its own (see gateLua).
+// that may records its own (see lua/gate.lua).
 func Bootstrap(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]string, error) {
 	return BootstrapSettings(ctx, keyPrefix, nil, masters)
 }
@@ -303,10 +274,7 @@ type MarkerSettings struct {
 func ReadSettings(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]MarkerSettings, error) {
 	var out []MarkerSettings
 	err := eachAdmin(keyPrefix, nil, masters, func(c *Cluster, m *master) error {
-		key := c.markerKey()
-		if m.shards != nil { // every slot's records the same, but for a slot quarantined meanwhile
-			key = c.slotMarkerKey(0)
-		}
+		key := m.t.settingsMarker()
 		vals, err := m.conn(laneRounds).Do(ctx, m.conn(laneRounds).B().Hmget().Key(key).Field("epoch", "settings").Build()).ToArray()
 		if err != nil {
 			return err
@@ -321,14 +289,14 @@ func ReadSettings(ctx context.Context, keyPrefix string, masters []MasterConfig)
 
 // ChangeSettings records settings in every one of masters' markers, with a
 // quarantine of quarantine from now (or longer, where one ends later): see
-// changeSrc. It is the settings command, the safe way to change a setting
+// lua/change.lua. It is the settings command, the safe way to change a setting
 // on a running cluster: during the quarantine no agent grants (the old
 // agents' renewals are refused, so their holds are lost, and their records
 // expire within one old lease); agents restarted with the new settings vote
 // once it ends. quarantine must be at least the old settings' and the new
 // ones' quarantine. It returns the names of the masters it changed; a
 // master it could not reach keeps the old settings, and agents with the new
-// ones plant it anew once they are a majority (see markerSrc).
+// ones plant it anew once they are a majority (see lua/marker.lua).
 func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, quarantine time.Duration, masters []MasterConfig) ([]string, error) {
 	if len(settings) == 0 {
 		return nil, errors.New("quorum: no settings to record")
@@ -349,12 +317,7 @@ func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, qu
 // marker of a master that is a Redis Cluster, and reads each reply with
 // read: it says whether any reply read true, and joins the errors.
 func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.RedisResult) (bool, error), args ...string) (some bool, err error) {
-	replies := []rueidis.RedisResult{}
-	if m.shards != nil {
-		replies = m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
-	} else {
-		replies = append(replies, m.eval(ctx, s, []string{m.cluster.markerKey()}, args))
-	}
+	replies := m.t.markerReplies(ctx, s, args)
 	var errs []error
 	for _, r := range replies {
 		ok, err := read(r)

@@ -48,53 +48,6 @@ func (m *master) probeShards(runCtx context.Context) {
 	}
 }
 
-// gateShards runs the probe's gate (markerSrc) on each shard's first slot.
-func (m *master) gateShards(ctx context.Context, list []*shard) {
-	calls := make([]call, len(list))
-	c := m.cluster
-	args := c.gateArgs()
-	for i, sh := range list {
-		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
-	}
-	conn := m.conn(laneHealth)
-	if conn == nil { // closed: the agent stops
-		for _, sh := range list {
-			sh.state, sh.err = StateDown, ErrNotConnected
-		}
-		return
-	}
-	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
-		mk, err := readMarker(r, c.cfg.Settings)
-		sh := list[i]
-		if err != nil {
-			sh.state, sh.err = StateDown, err
-			continue
-		}
-		sh.epoch, sh.run, sh.recorded = mk.epoch, mk.run, mk.recorded
-		sh.view = ClassifyMarker(mk.refusal, mk.recorded, c.settings)
-		sh.state, sh.err = probedState(nil, mk)
-	}
-}
-
-// readMarker reads a markerSrc reply.
-func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
-	vals, err := r.ToArray()
-	if err != nil {
-		return markerReply{}, err
-	}
-	if len(vals) != 6 {
-		return markerReply{}, errors.New("unexpected probe reply")
-	}
-	var mk markerReply
-	mk.epoch, _ = vals[0].ToString()
-	mk.left, err = vals[1].AsInt64()
-	mk.run, _ = vals[2].ToString()
-	mk.recorded, _ = vals[3].ToString()
-	refusal, _ := vals[4].ToString()
-	mk.how, _ = vals[5].ToString()
-	return mk, mk.readRefusal(refusal, ours, err)
-}
-
 // update takes the probe's view of the shards, keeping each one's last
 // configuration verdict unless it was checked again, and says
 // whether every slot's marker should be read: the slots moved, or a

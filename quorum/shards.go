@@ -41,7 +41,7 @@ import (
 //     each shard's first slot every probe interval; when a shard's marker
 //     changed, the slots moved, or a call met a quarantined slot, it reads
 //     every slot's marker once (sweep), planting where the agent may, and
-//     settles the tails of the slots that lost their data (see horizon.go).
+//     settles the tails of the slots that lost their data (see the tail horizon in gate.go).
 //     The agent refuses at once a call on a slot it knows quarantined, or
 //     whose shard is down or unsafe, as it skips a standalone master.
 //   - Batches of several names (acquire and release batches, renewals)
@@ -55,7 +55,7 @@ import (
 //     lacks, so it is answered TRYAGAIN until the slot has moved; a read
 //     (WHO) may miss a moved holder, as a master that lost it would.
 //   - The probe never plants a cluster's marker anew for settings (the
-//     replant of markerSrc, see Cluster.replant): a slot recording other
+//     replant of lua/marker.lua, see Cluster.replant): a slot recording other
 //     settings keeps refusing until the settings command writes it.
 //
 // Release messages go by SPUBLISH, to the shard of the channel's slot,
@@ -152,11 +152,10 @@ func (s *shardSet) slotErr(slot int) error {
 // every such round, as voters leaves out a standalone master; a script
 // that runs the gate is refused by eval anyway.
 func (m *master) slotVoteErr(spec roundSpec) error {
-	if spec.land || m.shards == nil {
+	if spec.land {
 		return nil
 	}
-	slot, _ := m.cluster.callSlot(spec.keys)
-	return m.shards.slotErr(slot)
+	return m.t.voteErr(spec)
 }
 
 // quarantined notes that slot is quarantined for left more. A slot newly

@@ -315,12 +315,7 @@ func (s *shardSet) topology() string {
 // publish publishes message on channel on m from outside a script: SPUBLISH
 // on a cluster master (see above), PUBLISH on a standalone one.
 func (m *master) publish(ctx context.Context, channel, message string) {
-	c := m.conn(laneRounds)
-	switch {
-	case c == nil:
-	case m.shards != nil:
-		c.Do(ctx, c.B().Spublish().Channel(channel).Message(message).Build())
-	default:
-		c.Do(ctx, c.B().Publish().Channel(channel).Message(message).Build())
+	if c := m.conn(laneRounds); c != nil {
+		m.t.publishOn(ctx, c, channel, message)
 	}
 }

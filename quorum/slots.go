@@ -61,12 +61,6 @@ var slotTags = sync.OnceValue(func() []string {
 	return tags
 })
 
-// slotMarkerKey is the key of slot's epoch marker on a master that is a
-// Redis Cluster.
-func (c *Cluster) slotMarkerKey(slot int) string {
-	return c.cfg.KeyPrefix + "epoch{" + slotTags()[slot] + "}"
-}
-
 // callSlot is the slot of a call's keys on a master that is a Redis
 // Cluster (they share one; the generic marker key aside), and keys with
 // the generic marker key replaced by that slot's marker. A call of slot

@@ -22,9 +22,6 @@ import (
 // lost one makes WHO stale for at most a lease), and WHO shows a record
 // that a majority of the masters have.
 
-func (c *Cluster) waitingKey(name string) string          { return c.setKey(name) + ":w" }
-func (c *Cluster) waitingDeadlinesKey(name string) string { return c.setKey(name) + ":wd" }
-
 // Waiting is one agent's record of the requests that wait for a name.
 type Waiting struct {
 	Instance   string // the agent instance that wrote it (Config.InstanceID)
@@ -38,56 +35,6 @@ type Waiting struct {
 func (c *Cluster) WaitingKey(name string) RenewKey {
 	return RenewKey{Name: name, Holder: c.cfg.InstanceID, Waiting: true}
 }
-
-// setWaitingSrc writes (COUNT > 0) or removes (COUNT 0) one agent's
-// waiting record, dropping records whose deadline passed.
-// KEYS: records, deadlines. ARGV: instance, count, since, heartbeat ms.
-// Returns 1.
-const setWaitingSrc = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do
-  redis.call('HDEL', KEYS[1], m)
-  redis.call('ZREM', KEYS[2], m)
-end
-if tonumber(ARGV[2]) > 0 then
-  local ms = tonumber(ARGV[4])
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
-  redis.call('ZADD', KEYS[2], now + ms, ARGV[1])
-  for _, k in ipairs(KEYS) do
-    if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
-  end
-else
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-end
-return 1
-`
-
-// waitingSrc lists the live waiting records: {instance, "COUNT SINCE", ...}.
-// KEYS: records, deadlines.
-const waitingSrc = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local out = {}
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf')) do
-  local v = redis.call('HGET', KEYS[1], m)
-  if v then
-    out[#out + 1] = m
-    out[#out + 1] = v
-  end
-end
-return out
-`
-
-var (
-	setWaitingScript = newScript(setWaitingSrc, -1)
-	waitingScript    = newScript(waitingSrc, -1)
-)
-
-// The waiting scripts are loaded with the others (their own file keeps
-// them beside the records they read and write).
-func init() { allScripts = append(allScripts, setWaitingScript, waitingScript) }
 
 // SetWaiting records on every master that count of this agent's requests
 // wait for name, the oldest since sinceMilli, for heartbeat unless renewed

@@ -187,7 +187,7 @@ func (c *Cluster) onMessage(channel, message string) {
 
 // wantedPrefix starts the message of Wanted, heldPrefix that of Held,
 // handoverPrefix that of HandOver; leaderMessage is what a grant of an observed name and a SET
-// publish (written into acquireSrc and setValueSrc too). No name has a
+// publish (written into lua/acquire.lua and lua/set_value.lua too). No name has a
 // space, so none of them is a release message (a name).
 const (
 	wantedPrefix   = "wanted "
@@ -248,11 +248,7 @@ func (c *Cluster) watched(channel string) bool {
 // subscribeLoop keeps one dedicated pub/sub connection with every channel
 // that has watchers. Messages published while it was down are lost, so every
 // (re)subscription wakes every watcher to re-check.
-func (m *master) subscribeLoop(ctx context.Context) {
-	if m.shards != nil {
-		m.shards.subs.loop(ctx)
-		return
-	}
+func (m standalone) subscribeLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		select {
 		case <-m.connected:
@@ -322,10 +318,7 @@ func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) e
 // the call. One that fails (the master did not confirm in time) ends the
 // subscription's connection: subscribeLoop makes a new one with every
 // channel watched, rather than leave this one without messages.
-func (m *master) subscribe(ctx context.Context, ch string) bool {
-	if m.shards != nil {
-		return m.shards.subs.subscribe(ctx, ch)
-	}
+func (m standalone) subscribe(ctx context.Context, ch string) bool {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.sub == nil || !m.cluster.watched(ch) {
@@ -364,11 +357,7 @@ func (m *master) dropSub() {
 // connection's life (a message to this agent at every release of the name,
 // and memory on the master). One that fails makes the connection anew,
 // subscribed to the watched channels only.
-func (m *master) unsubscribe(ctx context.Context, ch string) {
-	if m.shards != nil {
-		m.shards.subs.unsubscribe(ctx, ch)
-		return
-	}
+func (m standalone) unsubscribe(ctx context.Context, ch string) {
 	m.leavingMu.Lock()
 	m.leaving = append(m.leaving, ch)
 	m.leavingMu.Unlock()

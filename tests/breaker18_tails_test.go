@@ -22,7 +22,7 @@ func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
 	for _, tc := range []struct{ name, lock, end string }{
 		{"delay, session closed", "delay=4s", "close"},
 		// No min_hold case: a master that lost its data now sits out what
-		// is left of the min_hold (quorum/horizon.go), so once two have
+		// is left of the min_hold (quorum/gate.go), so once two have
 		// come back it is over. TestBreaker18TailOutlivesRestartsOfTwoMastersAfterTheHold
 		// has a min_hold through restarts.
 	} {
@@ -34,7 +34,7 @@ func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
 			}
 			for _, i := range []int{0, 1} {
 				servers[i].Restart()
-				// It sits out the hold's tail-to-be (see quorum/horizon.go),
+				// It sits out the hold's tail-to-be (see quorum/gate.go),
 				// then the watchdog re-creates the hold there.
 				other.AwaitMasters("quarantined", 1)
 				other.AwaitMastersWithin(15*time.Second, "up", 3)
@@ -62,7 +62,7 @@ func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
 // re-creates a tail, so before issue 18 the first master voted again after
 // one lease without it, and after the second's quarantine the two empty
 // masters granted the name while the delay still stood. Now a master that
-// lost its data sits out the tails the others keep (quorum/horizon.go).
+// lost its data sits out the tails the others keep (quorum/gate.go).
 func TestBreaker18TailOutlivesRestartsOfTwoMastersAfterTheHold(t *testing.T) {
 	t.Parallel() // see TestMain
 	const delay = 8 * time.Second

@@ -118,7 +118,7 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 // who is what the holds of m's client record of it.
 func who(m message) quorum.Who { return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client} }
 
-// gateSignature is the epoch gate's Lua signature (see quorum's gateLua),
+// gateSignature is the epoch gate's Lua signature (see quorum/lua/gate.lua),
 // which GateOff and SettingsCheckOff patch.
 const gateSignature = "gate(marker, epocharg, gatearg)"
 

@@ -8,36 +8,6 @@ import (
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
-func TestSettleHorizon(t *testing.T) {
-	kept := func(left time.Duration) horizon { return horizon{answered: true, left: left} }
-	lost := horizon{answered: true, lost: true, left: time.Hour} // its left says nothing: it forgot
-	silent := horizon{}
-	for _, tc := range []struct {
-		name             string
-		n                int
-		others           []horizon
-		left             time.Duration
-		settle, complete bool
-	}{
-		{"of three, both others kept their data: the later horizon", 3, []horizon{kept(time.Second), kept(3 * time.Second)}, 3 * time.Second, true, true},
-		{"of three, one other is silent: wait, it may hold the only other copy of a tail", 3, []horizon{kept(time.Second), silent}, 0, false, false},
-		{"of three, the other lost its data too: settle with what the one left knows", 3, []horizon{kept(time.Second), lost}, time.Second, true, false},
-		{"of three, every master lost its data: nothing to wait for", 3, []horizon{lost, lost}, 0, true, false},
-		{"of five, three others that kept their data are enough", 5, []horizon{kept(time.Second), kept(2 * time.Second), silent, kept(0)}, 2 * time.Second, true, true},
-		{"of five, two that kept it and one lost: wait for the silent one", 5, []horizon{kept(time.Second), lost, silent, kept(0)}, 0, false, false},
-		{"of five, another lost its data too (a minority): the three left are enough", 5, []horizon{kept(time.Second), lost, kept(4 * time.Second), kept(0)}, 4 * time.Second, true, true},
-		{"of two, the other is needed", 2, []horizon{silent}, 0, false, false},
-		{"of one, there is nobody to ask", 1, nil, 0, true, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			left, settle, complete := settleHorizon(tc.n, tc.others)
-			if left != tc.left || settle != tc.settle || complete != tc.complete {
-				t.Errorf("settleHorizon = %v, %v, %v; want %v, %v, %v", left, settle, complete, tc.left, tc.settle, tc.complete)
-			}
-		})
-	}
-}
-
 // TestAQuarantineOutlastsTheTailsTheOthersKeep: a master that restarts
 // empty while a tail stands elsewhere sits out until the tail ends, not
 // one lease: the others' horizons say how long. With no tail it sits out
@@ -112,4 +82,25 @@ func TestAPendingMasterWaitsForTheOthersHorizons(t *testing.T) {
 		pending, _ := servers[0].Do("HGET", "t:epoch", "tails")
 		return pending == "" && st[0].QuarantineLeft > quarantine
 	})
+}
+
+func TestClassifyMarker(t *testing.T) {
+	cases := []struct {
+		name     string
+		refusal  error
+		recorded string
+		want     MarkerView
+	}{
+		{"a marker recording our settings", nil, "lease=1s", ViewOurs},
+		{"a marker recording none", nil, "", ViewNone},
+		{"a master with no marker we may plant", ErrUnplanted, "", ViewNone},
+		{"a marker recording others", &SettingsError{Recorded: Settings{{"lease", "2s"}}}, "lease=2s", ViewOther},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClassifyMarker(tc.refusal, tc.recorded, "lease=1s"); got != tc.want {
+				t.Fatalf("ClassifyMarker = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
