@@ -32,30 +32,22 @@ func (c *armLog) NewTimer(d time.Duration) quorum.Timer {
 // await waits until ok holds of the log, checking it whenever a timer is armed.
 func (c *armLog) await(t *testing.T, what string, ok func(armed, live map[time.Duration]int) bool) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		c.mu.Lock()
-		done := ok(c.armed, c.live)
-		c.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-c.TimerArmed():
-		case <-deadline:
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			t.Fatalf("%s; timers armed: %v", what, c.armed)
-		}
-	}
+	c.awaitDriving(t, what, ok, 0)
 }
 
 // awaitRetrying is await, advancing the clock past each back-off timer
-// (under retryCeiling) as it is armed: the attempts a busy host's slow
-// rounds make before the one the test waits for.
+// (under the agent's retry_max, and some) as it is armed: the attempts a
+// busy host's slow rounds make before the one the test waits for.
 func (c *armLog) awaitRetrying(t *testing.T, what string, ok func(armed, live map[time.Duration]int) bool) {
 	t.Helper()
-	const retryCeiling = 300 * time.Millisecond // the agent's retry_max, and some
+	c.awaitDriving(t, what, ok, 300*time.Millisecond)
+}
+
+// awaitDriving waits until ok holds of the log, checking it whenever a
+// timer is armed, and advances the clock past each live timer shorter
+// than below once per arming.
+func (c *armLog) awaitDriving(t *testing.T, what string, ok func(armed, live map[time.Duration]int) bool, below time.Duration) {
+	t.Helper()
 	driven := map[time.Duration]int{}
 	deadline := time.After(5 * time.Second)
 	for {
@@ -63,7 +55,7 @@ func (c *armLog) awaitRetrying(t *testing.T, what string, ok func(armed, live ma
 		done := ok(c.armed, c.live)
 		var retry time.Duration
 		for d, n := range c.armed {
-			if d < retryCeiling && n > driven[d] && c.live[d] > 0 {
+			if d < below && n > driven[d] && c.live[d] > 0 {
 				retry = d
 			}
 		}
