@@ -36,6 +36,9 @@ func (m *master) probeShards(runCtx context.Context) {
 	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
 	m.mu.Unlock()
 	m.gateShards(ctx, list)
+	if m.reload.Swap(false) {
+		m.loadScripts(runCtx)
+	}
 	if check {
 		m.checkShards(ctx, list)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,46 @@ func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
 	}
 	if len(seen) != len(keys) {
 		t.Fatalf("%d of %d holds in a call", len(seen), len(keys))
+	}
+}
+
+// TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut: the nodes of a
+// cluster master know no script, and the probe's gate gets one shard's
+// answer only after the probe's deadline (its primary holds every script:
+// CLIENT PAUSE WRITE): the others' NOSCRIPT came in time, but the loads
+// that followed it inside the gate had no deadline left. The probe still
+// leaves every script in every node's cache: else each next probe met
+// NOSCRIPT again on a loaded host, where that answer alone took most of
+// the probe's budget, and the shards stayed down while every node
+// answered.
+func TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	c, err := New(clusterConfig(t, clusters, time.Second, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.masters[0]
+	ctx := context.Background()
+	m.connect(ctx)
+	t.Cleanup(m.close)
+	late := clusters[0].Shards()[0].Primary
+	budget := max(4*c.cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()) // probeShards'
+	if _, err := late.Do("CLIENT", "PAUSE", strconv.Itoa(int((2 * budget).Milliseconds())), "WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	m.probe(ctx)
+	for _, sh := range m.status().Shards {
+		if sh.Address == late.Addr && sh.State != StateDown {
+			t.Fatalf("shard %s, paused past the probe's deadline: %+v, want down", late.Addr, sh)
+		}
+	}
+	for _, sh := range clusters[0].Shards() {
+		for _, s := range allScripts {
+			known, err := sh.Primary.Array("SCRIPT", "EXISTS", s.sharded.sha)
+			if err != nil || len(known) != 1 || known[0] != "1" {
+				t.Errorf("after the probe, %s does not know a script a cluster master runs (%v %v)", sh.Primary.Addr, known, err)
+				break
+			}
+		}
 	}
 }
