@@ -36,6 +36,9 @@ func (m *master) probeShards(runCtx context.Context) {
 	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
 	m.mu.Unlock()
 	m.gateShards(ctx, list)
+	if m.reload.Swap(false) {
+		m.loadScripts(runCtx)
+	}
 	if check {
 		m.checkShards(ctx, list)
 	}
@@ -138,20 +141,38 @@ func (m *master) sweepSlots(runCtx context.Context) {
 // none, another server's run_id than its shard's first slot's, a
 // quarantine not yet found over, tails pending, other settings. failed
 // counts the slots it could not read.
+//
+// It leaves out the slots of the shards this probe found down: their calls
+// would wait out the sweep's deadline (a shard that does not answer) or
+// run the gate on every one of them (the probe did not learn the shard's
+// run_id, so each slot looks served by another server), and the sweep runs
+// inside the probe, which meanwhile probes none of the master's shards: a
+// shard found down by one late answer (a cold connection on a loaded host)
+// stayed down for that whole sweep, seconds, though it answered again at
+// once. They are read when the shard is found up again: its first marker
+// is then another than the down shard's none, so the probe sweeps (see
+// update).
 func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
 	const chunk = 1024
 	c := m.conn(laneHealth)
 	if c == nil {
 		return nil, numSlots
 	}
-	runs := m.shards.runs()
-	for lo := 0; lo < numSlots; lo += chunk {
-		cmds := make(rueidis.Commands, 0, chunk)
-		for slot := lo; slot < min(lo+chunk, numSlots); slot++ {
+	runs, down := m.shards.runs()
+	slots := make([]int, 0, numSlots)
+	for slot := range numSlots {
+		if !down[slot] {
+			slots = append(slots, slot)
+		}
+	}
+	for lo := 0; lo < len(slots); lo += chunk {
+		part := slots[lo:min(lo+chunk, len(slots))]
+		cmds := make(rueidis.Commands, 0, len(part))
+		for _, slot := range part {
 			cmds = append(cmds, c.B().Hmget().Key(m.cluster.slotMarkerKey(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
 		}
 		for i, r := range c.DoMulti(ctx, cmds...) {
-			slot := lo + i
+			slot := part[i]
 			f, err := r.ToArray()
 			if err != nil || len(f) != 5 {
 				failed++
@@ -171,17 +192,18 @@ func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
 }
 
 // runs is, per slot, the run_id its shard's first slot's marker records,
-// as the probe last saw it ("" where none).
-func (s *shardSet) runs() []string {
+// as the probe last saw it ("" where none), and whether the probe last
+// found its shard down.
+func (s *shardSet) runs() (runs []string, down []bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]string, numSlots)
+	runs, down = make([]string, numSlots), make([]bool, numSlots)
 	for slot, i := range s.owner {
 		if i >= 0 {
-			out[slot] = s.list[i].run
+			runs[slot], down[slot] = s.list[i].run, s.list[i].state == StateDown
 		}
 	}
-	return out
+	return runs, down
 }
 
 // settleSlotTails is settleTails for a cluster master: each of the

@@ -212,6 +212,7 @@ func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys,
 	s = s.sharded
 	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
+		sh.m.reload.Store(true)
 		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	sh.noteReply(slot, r)
@@ -257,7 +258,9 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	if slices.ContainsFunc(results, func(r rueidis.RedisResult) bool { return noScript(r.Error()) }) {
 		// A node that does not know the script (new, restarted, promoted:
 		// each node has its own cache): load it on every node once, rather
-		// than send its source with each of the calls again.
+		// than send its source with each of the calls again; and the
+		// probe loads every script, with a deadline of its own.
+		sh.m.reload.Store(true)
 		sh.load(ctx, c, v)
 		var redo rueidis.Commands
 		var redone []int
@@ -283,6 +286,54 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 		sh.noteReply(slots[i], r)
 	}
 	return out
+}
+
+// loadScripts puts every script a cluster master runs in the script cache
+// of each of its nodes (primaries and replicas: each has its own cache), as
+// standalone.loadScripts does on one server, with a deadline of its own.
+// The probe does it after a connect and after a call met NOSCRIPT (a node
+// new, restarted or promoted). Without it the nodes learnt a script only
+// by the load that follows a NOSCRIPT inside the call that met it, within
+// what was left of that call's deadline: the probe's gate met NOSCRIPT on
+// every shard at first, and on a loaded host that answer alone could take
+// most of the probe's budget, so the loads were never sent, and every next
+// probe met NOSCRIPT again: the shards stayed down (timed out) as long as
+// the host was that slow, though every node answered.
+func (m sharded) loadScripts(runCtx context.Context) {
+	c := m.conn(laneHealth)
+	if c == nil {
+		return
+	}
+	var srcs []string
+	seen := map[*script]bool{}
+	for _, s := range allScripts {
+		if v := s.sharded; !seen[v] {
+			seen[v] = true
+			srcs = append(srcs, v.src)
+		}
+	}
+	// A stop does not wait for a node that does not answer (see
+	// standalone.loadScripts); the nodes are loaded side by side.
+	ctx, cancel := context.WithTimeout(runCtx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
+	for addr, node := range c.Nodes() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmds := make(rueidis.Commands, len(srcs))
+			for i, src := range srcs {
+				cmds[i] = node.B().ScriptLoad().Script(src).Build()
+			}
+			for _, r := range node.DoMulti(ctx, cmds...) {
+				if err := r.Error(); err != nil {
+					m.log.Debug("script load failed on a node; a NOSCRIPT there loads them again", "node", addr, "error", err)
+					return
+				}
+			}
+		}()
+	}
+	unlessStopped(runCtx, func() struct{} { wg.Wait(); return struct{}{} }, func(struct{}) {})
 }
 
 // load puts s in the script cache of every node of the cluster client c.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,98 @@ func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
 	}
 	if len(seen) != len(keys) {
 		t.Fatalf("%d of %d holds in a call", len(seen), len(keys))
+	}
+}
+
+// TestClusterSweepReadsNoSlotOfAShardFoundDown: a probe that found a shard
+// down (its gate got no answer in time, as a cold connection on a loaded
+// host may) and sweeps reads none of that shard's slots, and every other
+// shard's. The sweep runs inside the probe: reading them cost the sweep's
+// whole deadline on a shard that does not answer, or the gate on each of
+// its slots on one that answered late (the probe learned no run_id for
+// them), seconds during which no probe ran, so the shard stayed down
+// though it answered again at once.
+func TestClusterSweepReadsNoSlotOfAShardFoundDown(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	c, err := New(clusterConfig(t, clusters, time.Second, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.masters[0]
+	ctx := context.Background()
+	m.connect(ctx)
+	t.Cleanup(m.close)
+	// The probe's steps up to its sweep (see probeShards), the gate on
+	// the last shard having failed as a late answer leaves it.
+	list, topo, err := m.readTopology(ctx)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("topology: %d shards, %v", len(list), err)
+	}
+	m.gateShards(ctx, list)
+	downAddr := clusters[0].Shards()[2].Primary.Addr
+	for _, sh := range list {
+		if sh.addr == downAddr {
+			*sh = shard{addr: sh.addr, slots: sh.slots, state: StateDown, err: context.DeadlineExceeded}
+		} else if sh.state != StateUp {
+			t.Fatalf("shard %s: %v %v, want up", sh.addr, sh.state, sh.err)
+		}
+	}
+	if !m.shards.update(list, topo) {
+		t.Fatal("the first view of the shards asks for no sweep")
+	}
+	before := map[string]int{}
+	for _, sh := range clusters[0].Shards() {
+		before[sh.Primary.Addr] = commandCalls(t, sh.Primary, "hmget")
+	}
+	m.sweepSlots(ctx)
+	for _, sh := range clusters[0].Shards() {
+		read := commandCalls(t, sh.Primary, "hmget") - before[sh.Primary.Addr]
+		switch {
+		case sh.Primary.Addr == downAddr && read != 0:
+			t.Errorf("the sweep read shard %s, which the probe found down (%d HMGETs, by itself and its scripts)", downAddr, read)
+		case sh.Primary.Addr != downAddr && read == 0:
+			t.Errorf("the sweep read no slot of shard %s, which is up", sh.Primary.Addr)
+		}
+	}
+}
+
+// TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut: the nodes of a
+// cluster master know no script, and the probe's gate gets one shard's
+// answer only after the probe's deadline (its primary holds every script:
+// CLIENT PAUSE WRITE): the others' NOSCRIPT came in time, but the loads
+// that followed it inside the gate had no deadline left. The probe still
+// leaves every script in every node's cache: else each next probe met
+// NOSCRIPT again on a loaded host, where that answer alone took most of
+// the probe's budget, and the shards stayed down while every node
+// answered.
+func TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut(t *testing.T) {
+	clusters := startClusters(t, 1, 3)
+	c, err := New(clusterConfig(t, clusters, time.Second, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.masters[0]
+	ctx := context.Background()
+	m.connect(ctx)
+	t.Cleanup(m.close)
+	late := clusters[0].Shards()[0].Primary
+	budget := max(4*c.cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()) // probeShards'
+	if _, err := late.Do("CLIENT", "PAUSE", strconv.Itoa(int((2 * budget).Milliseconds())), "WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	m.probe(ctx)
+	for _, sh := range m.status().Shards {
+		if sh.Address == late.Addr && sh.State != StateDown {
+			t.Fatalf("shard %s, paused past the probe's deadline: %+v, want down", late.Addr, sh)
+		}
+	}
+	for _, sh := range clusters[0].Shards() {
+		for _, s := range allScripts {
+			known, err := sh.Primary.Array("SCRIPT", "EXISTS", s.sharded.sha)
+			if err != nil || len(known) != 1 || known[0] != "1" {
+				t.Errorf("after the probe, %s does not know a script a cluster master runs (%v %v)", sh.Primary.Addr, known, err)
+				break
+			}
+		}
 	}
 }

@@ -89,10 +89,6 @@ func (m sharded) runMulti(ctx context.Context, c rueidis.Client, s *script, call
 // shardSet.noteReply).
 func (m sharded) quarantined(time.Duration) {}
 
-// loadScripts: a cluster's nodes learn the scripts by the EVAL after a
-// NOSCRIPT.
-func (m sharded) loadScripts(context.Context) {}
-
 func (m sharded) horizon(ctx context.Context, l lane) horizon { return m.clusterHorizon(ctx, l) }
 
 func (m sharded) markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult {
