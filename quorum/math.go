@@ -132,9 +132,12 @@ func Patience(waited, late, step, budget time.Duration, trusted int) time.Durati
 // Trusted says whether a round waits on for a master that has not
 // answered it (see Patience): the probe does not doubt it, and it was heard
 // from (since, or else as if at, the round's start) less than three of its
-// timeouts ago.
-func Trusted(doubted bool, silent, timeout time.Duration) bool {
-	return !doubted && silent < 3*timeout
+// timeouts ago, not counting the time the round itself stood stalled (its
+// timers fired that much late): answers cannot be read, nor a master
+// heard, while the agent does not run, and a starved agent (a host busy
+// beyond its cores) took every master for silent and answered NO_QUORUM.
+func Trusted(doubted bool, silent, stalled, timeout time.Duration) bool {
+	return !doubted && silent-stalled < 3*timeout
 }
 
 // SettleFence is how a won acquire settles its fence (see settleFence):

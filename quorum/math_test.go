@@ -189,15 +189,18 @@ func TestTrusted(t *testing.T) {
 		name    string
 		doubted bool
 		silent  time.Duration
+		stalled time.Duration
 		want    bool
 	}{
-		{"heard from lately and not doubted: trusted", false, 100 * ms, true},
-		{"silent three timeouts: paused or dead, as far as a round cares", false, 150 * ms, false},
-		{"doubted by the probe: not trusted however lately heard", true, 0, false},
+		{"heard from lately and not doubted: trusted", false, 100 * ms, 0, true},
+		{"silent three timeouts: paused or dead, as far as a round cares", false, 150 * ms, 0, false},
+		{"silent three timeouts of which the round stood stalled one: trusted", false, 150 * ms, 50 * ms, true},
+		{"silent four timeouts of which the round stood stalled one: not trusted", false, 200 * ms, 50 * ms, false},
+		{"doubted by the probe: not trusted however lately heard", true, 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Trusted(tt.doubted, tt.silent, 50*ms); got != tt.want {
+			if got := Trusted(tt.doubted, tt.silent, tt.stalled, 50*ms); got != tt.want {
 				t.Fatalf("Trusted = %v, want %v", got, tt.want)
 			}
 		})

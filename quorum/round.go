@@ -315,7 +315,8 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 	start := time.Now()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	due := wait // when the deadline is set to fire, after start
+	due := wait               // when the deadline is set to fire, after start
+	var stalled time.Duration // how much later than due the deadline fired, in all
 	answered := make([]bool, len(c.masters))
 	got := 0
 	for ; got < r.sent; got++ {
@@ -326,7 +327,8 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 		for !ok {
 			now := time.Now()
 			waited := now.Sub(start)
-			if p := Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now)); p > 0 {
+			stalled += max(waited-due, 0)
+			if p := Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, stalled)); p > 0 {
 				due = p
 				deadline.Reset(p - waited)
 				a, ok = next(answers, deadline)
@@ -362,11 +364,12 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 }
 
 // trusted counts the masters of to that have not answered a round that
-// started at start and that it still waits for at now (see Trusted).
-func (c *Cluster) trusted(to []int, answered []bool, start, now time.Time) int {
+// started at start, stood stalled that long, and still waits for them at
+// now (see Trusted).
+func (c *Cluster) trusted(to []int, answered []bool, start, now time.Time, stalled time.Duration) int {
 	n := 0
 	for _, i := range to {
-		if m := c.masters[i]; !answered[i] && Trusted(m.doubted(), now.Sub(m.heardSince(start)), m.timeout()) {
+		if m := c.masters[i]; !answered[i] && Trusted(m.doubted(), now.Sub(m.heardSince(start)), stalled, m.timeout()) {
 			n++
 		}
 	}
