@@ -85,7 +85,7 @@ func (c *cache) changed() {
 func (a *Agent) cacheOn() bool { return a.cfg.Lock.CacheLinger > 0 }
 
 // cacheBlock is how many fences each block a cache reserves holds. The
-// hybrid clock of the fence counters (see quorum's acquireSrc) holds while
+// hybrid clock of the fence counters (see quorum/lua/acquire.lua) holds while
 // B fences take more than B µs: a further block is reserved only once less
 // than a quarter of the current one is left, each lending being a
 // client's round trip.
