@@ -251,7 +251,7 @@ func (a *Agent) afterLost(h *hold, loss renewal.Loss, told uint64) {
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) bool { return h.sess.out.awaitWritten(told, until) })
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.out.awaitWritten(told, until) })
 }
 
 // loseFoundLocked tells the client LOST of h, one of s's holds, if the
@@ -288,7 +288,7 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 // as soon as early returns, which it does by the deadline at the latest
 // (it is given the deadline's timer). A stopping agent leaves the hold to
 // expire.
-func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time) bool) {
+func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time)) {
 	go func() {
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
 			t := a.clock.NewTimer(d)

@@ -268,8 +268,12 @@ func (o *outbox) queued() int {
 // returns when there are none left.
 func (o *outbox) write() {
 	var buf []byte
+	sent := 0 // lines the last write took, counted under the next lock
 	for {
 		o.mu.Lock()
+		if sent > 0 {
+			o.wroteLocked(sent)
+		}
 		n := 0
 		buf = buf[:0]
 		for n < len(o.lines) && len(buf) < 64<<10 {
@@ -304,9 +308,7 @@ func (o *outbox) write() {
 			o.writeDone()
 			return
 		}
-		o.mu.Lock()
-		o.wroteLocked(n)
-		o.mu.Unlock()
+		sent = n
 	}
 }
 
