@@ -309,15 +309,8 @@ func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
 // them), seconds during which no probe ran, so the shard stayed down
 // though it answered again at once.
 func TestClusterSweepReadsNoSlotOfAShardFoundDown(t *testing.T) {
-	clusters := startClusters(t, 1, 3)
-	c, err := New(clusterConfig(t, clusters, time.Second, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := c.masters[0]
+	clusters, _, m := connectedClusterMaster(t)
 	ctx := context.Background()
-	m.connect(ctx)
-	t.Cleanup(m.close)
 	// The probe's steps up to its sweep (see probeShards), the gate on
 	// the last shard having failed as a late answer leaves it.
 	list, topo, err := m.readTopology(ctx)
@@ -362,15 +355,8 @@ func TestClusterSweepReadsNoSlotOfAShardFoundDown(t *testing.T) {
 // the probe's budget, and the shards stayed down while every node
 // answered.
 func TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut(t *testing.T) {
-	clusters := startClusters(t, 1, 3)
-	c, err := New(clusterConfig(t, clusters, time.Second, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := c.masters[0]
+	clusters, c, m := connectedClusterMaster(t)
 	ctx := context.Background()
-	m.connect(ctx)
-	t.Cleanup(m.close)
 	late := clusters[0].Shards()[0].Primary
 	budget := max(4*c.cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()) // probeShards'
 	if _, err := late.Do("CLIENT", "PAUSE", strconv.Itoa(int((2 * budget).Milliseconds())), "WRITE"); err != nil {
@@ -391,4 +377,19 @@ func TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut(t *testing.T) {
 			}
 		}
 	}
+}
+
+// connectedClusterMaster is a Cluster over one Redis Cluster of three
+// shards, and its master, connected: no probe has run yet.
+func connectedClusterMaster(t *testing.T) ([]*redistest.Cluster, *Cluster, *master) {
+	t.Helper()
+	clusters := startClusters(t, 1, 3)
+	c, err := New(clusterConfig(t, clusters, time.Second, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.masters[0]
+	m.connect(context.Background())
+	t.Cleanup(m.close)
+	return clusters, c, m
 }
