@@ -435,6 +435,9 @@ func (r *contending) subscribe() {
 // contender.next decides after it.
 func (r *contending) attempt(w *waiter) {
 	a, q := r.a, r.q
+	if !q.beginAttempt(w) {
+		return // withdrawn since the loop read the head
+	}
 	holder := a.holderID(w.sess.id, w.req.Owner)
 	g, ref, err := a.cluster.Acquire(r.ctx, r.request(w, holder))
 	next, act := r.state.next(outcomeOf(ref, err), r.facts(w))
@@ -445,9 +448,11 @@ func (r *contending) attempt(w *waiter) {
 	if act.noted {
 		q.roundDone(act.noQuorum)
 	}
-	switch act.kind {
-	case grantHead:
+	if act.kind == grantHead {
 		a.grant(q, w, holder, g)
+	}
+	q.endAttempt(w)
+	switch act.kind {
 	case answerHead:
 		a.finish(q, w, result{err: act.answer})
 	case enterQueue:

@@ -242,7 +242,7 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 	case cancelled:
 		s.withdrawCancelled(w, multi)
 	case closing && w != nil && w.done == nil && s.a.withdraw(w):
-		w.end(result{err: s.endedBy()})
+		w.endWithdrawn(result{err: s.endedBy()})
 	}
 }
 
@@ -431,6 +431,6 @@ func (s *session) withdrawCancelled(w *waiter, multi context.CancelCauseFunc) {
 	case multi != nil:
 		multi(errCancelled)
 	case w != nil && s.a.withdraw(w):
-		w.end(result{err: errCancelled})
+		w.endWithdrawn(result{err: errCancelled})
 	}
 }

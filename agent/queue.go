@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -116,6 +117,29 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 	return true
 }
 
+// beginAttempt marks a round for w in flight, unless w left the queue
+// meanwhile (then no round may be made for it: its answer is not held
+// back for one). Only the contender calls it.
+func (q *queue) beginAttempt(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.state != queued {
+		return false
+	}
+	w.attempt = make(chan struct{})
+	return true
+}
+
+// endAttempt says w's round is settled: an answer held back for it (see
+// waiter.endWithdrawn) goes out.
+func (q *queue) endAttempt(w *waiter) {
+	q.mu.Lock()
+	settled := w.attempt
+	w.attempt = nil
+	q.mu.Unlock()
+	close(settled)
+}
+
 // enqueue puts w at the back of its name's queue, starting the name's
 // contender if it has none, and arms its wait= timer. A wait=0 LOCK behind
 // other local waiters is not queued but busy (the caller ends it): the name
@@ -190,10 +214,11 @@ func (a *Agent) backoff(fails int) time.Duration {
 	return a.retryPolicy().after(fails, rand.Float64())
 }
 
-// grant hands a won name to w, or gives it back if w went away meanwhile.
+// grant hands a won name to w, or gives it back if w went away meanwhile:
+// at once, since w's answer waits for it (see waiter.endWithdrawn).
 func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 	if !q.remove(w, granted) {
-		a.releaseAsync(q.name, holder)
+		a.release(context.Background(), q.name, holder, false)
 		return
 	}
 	defer a.leave(w) // once the hold is in place

@@ -53,6 +53,10 @@ type waiter struct {
 	// toldWanted is when the agents that hold its name were last told
 	// that it waits (see tellWanted). Only its name's contender uses it.
 	toldWanted time.Time
+	// attempt, while the contender has a round in flight for w, is closed
+	// once that round is settled: a win handed to w, or given back in the
+	// masters if w was withdrawn meanwhile. Guarded by the queue's mu.
+	attempt chan struct{}
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's
@@ -88,8 +92,29 @@ func (w *waiter) end(r result) {
 // expire ends w's wait when its wait= ran out, unless it ended already.
 func (a *Agent) expire(w *waiter) {
 	if a.withdraw(w) {
-		w.end(w.q.timedOut(w))
+		w.endWithdrawn(w.q.timedOut(w))
 	}
+}
+
+// endWithdrawn ends w, just withdrawn, with r once no round the
+// contender has in flight for it can still win: a round that wins for a
+// withdrawn waiter gives the name back (see grant), and until it has, the
+// name is held in the masters for a LOCK whose client was told CANCELLED
+// or BUSY. A client that then reads WHO, or an election's Leader, would
+// find a holder nobody is (etcd's Campaign, cancelled, leaves nothing
+// held either).
+func (w *waiter) endWithdrawn(r result) {
+	w.q.mu.Lock()
+	settled := w.attempt
+	w.q.mu.Unlock()
+	if settled == nil {
+		w.end(r)
+		return
+	}
+	go func() {
+		<-settled
+		w.end(r)
+	}()
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
@@ -237,7 +262,7 @@ func (s *session) finishClaim(stop context.Context, w *waiter) result {
 	case r = <-w.done:
 	case <-stop.Done():
 		if s.a.withdraw(w) {
-			w.end(result{err: stopped(stop)})
+			w.endWithdrawn(result{err: stopped(stop)})
 		}
 		r = <-w.done
 	}

@@ -411,7 +411,7 @@ func (s *session) bye(reason string) {
 		}
 		for _, w := range waits {
 			if s.a.withdraw(w) {
-				w.end(result{err: errAgentStopping})
+				w.endWithdrawn(result{err: errAgentStopping})
 			}
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
@@ -461,7 +461,7 @@ func (s *session) close() {
 	s.mu.Unlock()
 	for _, w := range waits {
 		if s.a.withdraw(w) {
-			w.end(result{err: s.endedBy()})
+			w.endWithdrawn(result{err: s.endedBy()})
 		}
 	}
 	s.a.releaseAll(holds)
