@@ -80,7 +80,7 @@ func (s *script) fallback() *script {
 // the head of its own file.
 var (
 	acquireScript     = register(3, "gate", "queue", "fences", "tails", "record", "acquire")
-	acquireLeanScript = register(3, "gate", "queue", "fences", "tails", "record", "acquire_lean", "acquire") // see AcquireRequest.lean
+	acquireLeanScript = register(3, "gate", "fences", "record", "acquire_lean", "queue", "tails", "acquire") // see AcquireRequest.lean
 	renewScript       = register(0, "gate", "tails", "renew")
 	repairScript      = register(3, "gate", "tails", "repair")
 	releaseScript     = register(-1, "release")
