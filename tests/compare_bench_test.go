@@ -208,7 +208,7 @@ func benchSerial(b *testing.B, all []*contender, name namer) {
 				samples[i] = append(samples[i], time.Since(start))
 				cycles[i]++
 			}
-			spent[i] = spent[i].add(readMasterLoad(b, all[i].masters).since(before))
+			spent[i] = spent[i].add(readMasterLoad(b, all[i].masters).since(before, all[i].masters))
 		}
 	}
 	for i, c := range all {
@@ -225,16 +225,22 @@ func benchSerial(b *testing.B, all []*contender, name namer) {
 
 // masterLoad is what the masters ran, as their own INFO says: Redis calls
 // (INFO commandstats, where a script's call and every command it runs each
-// count: a RedLock's script costs its calls inside) and CPU (INFO cpu,
-// used_cpu_sys + used_cpu_user: the server's threads, its networking in
-// the kernel included), all the masters summed. The benchmark's own
-// commands are left out of the calls (see readCost), and the time of
-// every INFO out of the CPU: the agents' probes send INFO too, but on a
+// count: a RedLock's script costs its calls inside; INFO stats'
+// total_commands_processed counts them too), CPU (INFO cpu, used_cpu_sys +
+// used_cpu_user: the server's threads, its networking in the kernel
+// included), and reads (INFO stats' total_reads_processed: each a wake-up
+// of the server to read what a client sent, a request or a pipeline of
+// them), all the masters summed. The benchmark's own commands are left out
+// of the calls (see readCost) and its INFOs out of the reads, and the time
+// of every INFO out of the CPU: the agents' probes send INFO too, but on a
 // timer, not per cycle.
 type masterLoad struct {
-	calls int64
-	cpu   time.Duration
+	calls, reads int64
+	cpu          time.Duration
 }
+
+// masterLoadInfos is how many INFOs readMasterLoad sends each master.
+const masterLoadInfos = 3
 
 // readMasterLoad reads ms; the zero masterLoad for none.
 func readMasterLoad(b *testing.B, ms costMasters) masterLoad {
@@ -252,16 +258,24 @@ func readMasterLoad(b *testing.B, ms costMasters) masterLoad {
 			}
 			load.cpu += time.Duration(s * float64(time.Second))
 		}
+		reads, err := strconv.ParseInt(m.info(b, "stats")["total_reads_processed"], 10, 64)
+		if err != nil {
+			b.Fatalf("INFO stats total_reads_processed: %v", err)
+		}
+		load.reads += reads
 	}
 	return load
 }
 
-func (l masterLoad) since(before masterLoad) masterLoad {
-	return masterLoad{calls: l.calls - before.calls, cpu: l.cpu - before.cpu}
+// since is what ran from before to l, the INFOs that read it left out of
+// its reads.
+func (l masterLoad) since(before masterLoad, ms costMasters) masterLoad {
+	own := int64(masterLoadInfos * len(ms))
+	return masterLoad{calls: l.calls - before.calls, reads: l.reads - before.reads - own, cpu: l.cpu - before.cpu}
 }
 
 func (l masterLoad) add(more masterLoad) masterLoad {
-	return masterLoad{calls: l.calls + more.calls, cpu: l.cpu + more.cpu}
+	return masterLoad{calls: l.calls + more.calls, reads: l.reads + more.reads, cpu: l.cpu + more.cpu}
 }
 
 // report reports l over cycles LOCK+UNLOCK cycles.
@@ -270,5 +284,6 @@ func (l masterLoad) report(b *testing.B, cycles int) {
 		return
 	}
 	b.ReportMetric(float64(l.calls)/float64(cycles), "redis-calls/cycle")
+	b.ReportMetric(float64(l.reads)/float64(cycles), "reads/cycle")
 	b.ReportMetric(float64(l.cpu.Microseconds())/float64(cycles), "masters-cpu-µs/cycle")
 }
