@@ -9,11 +9,11 @@
 -- calls such a grant needs: one EXISTS that tells which of the name's keys
 -- are there, the gate, the fence (without reading a counter known to be
 -- missing), and the record (a lock's 6 fields: see record.lua) and the set
--- with their leases. Every other name falls through
--- to acquire.lua's body, which follows this file in the script: nothing
--- here has been written then. The libraries only that body uses (queue.lua,
--- tails.lua) come after this file, so that a fresh name's grant does not
--- make their functions.
+-- with their leases. Every other name falls through to acquire.lua's body,
+-- which follows this file in the script: nothing here has been written
+-- then. The libraries only that body uses (queue.lua, tails.lua) come
+-- after this file, so that a fresh name's grant does not make their
+-- functions.
 --
 -- The EXISTS names each key as often as its weight, so that its count
 -- reads as a sum of weights (EXISTS counts a key named twice twice): 1
