@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,8 +49,8 @@ func TestWhichRequestsAreLean(t *testing.T) {
 // what one master runs for a LOCK+UNLOCK cycle of a fresh name: the lean
 // script and the release, 14 calls, counting the scripts' own (the
 // general script took 17); and reads the record the lean script left, a
-// lock's 6 fields (the general script wrote 10), which WHO reads as the
-// exclusive or shared lock it is.
+// lock's 6 fields (the general script wrote 10), leased as the set is,
+// which WHO reads as the exclusive or shared lock it is.
 func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := testConfig(t, servers, time.Second, true)
@@ -101,6 +102,12 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 			}
 			if slices.Sort(fields); !slices.Equal(fields, tc.fields) {
 				t.Errorf("the record has %v, want %v", fields, tc.fields)
+			}
+			for _, key := range []string{record, c.setKey(name)} { // leased as the grant's lease
+				reply, err := servers[0].Do("PTTL", key)
+				if ttl, _ := strconv.Atoi(reply); err != nil || ttl <= 0 || ttl > 5000 {
+					t.Errorf("PTTL %s = %s %v, want the lease's 5000 ms or less", key, reply, err)
+				}
 			}
 			who, err := c.Who(ctx, name)
 			if err != nil || len(who) != 1 || who[0].Record.Claim != (Claim{Mode: tc.claim.mode(), Limit: 1}) || who[0].Record.Fence != g.Fence {
