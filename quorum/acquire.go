@@ -33,6 +33,27 @@ type AcquireRequest struct {
 // block is how many fences req's grant reserves.
 func (req AcquireRequest) block() int64 { return int64(max(req.FenceBlock, 1)) }
 
+// lean says req is the most common request, a plain exclusive or shared
+// lock (no semaphore, queue entry, fence block, tail or value), which the
+// lean script serves (see lua/acquire_lean.lua): a fresh name costs each
+// master a few calls, not the general script's dozen.
+func (req AcquireRequest) lean() bool {
+	return req.Claim.limit() == 1 && req.Entry == nil && req.block() == 1 && !req.Tail.Any() && req.Who.Value == ""
+}
+
+// leanArgs is how many arguments the lean script takes: acquire.lua's
+// first 13, up to the since of its who-info; the rest it leaves absent.
+const leanArgs = 13
+
+// acquireCall is the acquire script for req, with its keys and arguments.
+func (c *Cluster) acquireCall(req AcquireRequest) (s *script, keys, args []string) {
+	keys, args = c.acquireArgs(req)
+	if req.lean() {
+		return acquireLeanScript, keys, args[:leanArgs]
+	}
+	return acquireScript, keys, args
+}
+
 // Grant is a won acquire.
 type Grant struct {
 	Fence int64
@@ -105,10 +126,10 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refu
 		return Grant{}, nil, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
 	}
 	answers := &acquireAnswers{c: c, fences: make([]int64, len(c.masters)), slots: make([]int, len(c.masters))}
-	keys, args := c.acquireArgs(req)
+	s, keys, args := c.acquireCall(req)
 	var g Grant
 	var refusal *Refusal
-	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: acquireScript, keys: keys, args: args, early: true, budget: req.Lease / 4,
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: s, keys: keys, args: args, early: true, budget: req.Lease / 4,
 		judge: answers.judge, decide: func(r *round) { g, refusal = c.decideAcquire(ctx, req, answers, r) }})
 	if never != nil {
 		return Grant{}, never, nil

@@ -67,7 +67,10 @@ func BenchmarkRenew100k(b *testing.B) {
 // BenchmarkScriptCost reports what one master spends running the hot
 // scripts of a serial LOCK+UNLOCK of one name (a new holder each time, as the
 // agent makes): the acquire and release scripts, beside what a minimal
-// RedLock client's SET NX PX and compare-and-delete cost the same master.
+// RedLock client's SET NX PX and compare-and-delete cost the same master;
+// and the acquire of a fresh name each time, by the general script
+// (fresh-acquire-µs) and by the lean one a plain lock runs
+// (fresh-lean-µs: see AcquireRequest.lean).
 // The figures are the master's own (INFO commandstats), so the load of the
 // benchmark's process does not move them, but the host's does: compare
 // within one run.
@@ -85,7 +88,7 @@ func BenchmarkScriptCost(b *testing.B) {
 		return st["evalsha"], st["set"]
 	}
 	cad := rueidis.NewLuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-	var acquire, release, setNX, compareDelete float64
+	var acquire, release, setNX, compareDelete, freshAcquire, freshLean float64
 	b.ResetTimer()
 	for i := range b.N {
 		holder := "h" + strconv.Itoa(i)
@@ -110,9 +113,31 @@ func BenchmarkScriptCost(b *testing.B) {
 		}
 		e4, _ := usec()
 		acquire, release, setNX, compareDelete = acquire+e1-e0, release+e2-e1, setNX+s3-s2, compareDelete+e4-e3
+		for _, lean := range []bool{false, true} {
+			req.Name = "fresh/" + strconv.Itoa(i)
+			s, keys, args := acquireScript, []string(nil), []string(nil)
+			if lean {
+				req.Name = "lean/" + strconv.Itoa(i)
+				s, keys, args = c.acquireCall(req)
+			} else {
+				keys, args = c.acquireArgs(req)
+			}
+			e0, _ := usec()
+			if r, err := m.eval(ctx, s, keys, args).AsIntSlice(); err != nil || r[0] != 1 {
+				b.Fatalf("acquire: %v %v", r, err)
+			}
+			e1, _ := usec()
+			if lean {
+				freshLean += e1 - e0
+			} else {
+				freshAcquire += e1 - e0
+			}
+		}
 	}
 	n := float64(b.N)
 	b.ReportMetric(acquire/n, "acquire-µs")
+	b.ReportMetric(freshAcquire/n, "fresh-acquire-µs")
+	b.ReportMetric(freshLean/n, "fresh-lean-µs")
 	b.ReportMetric(release/n, "release-µs")
 	b.ReportMetric(setNX/n, "setnx-µs")
 	b.ReportMetric(compareDelete/n, "cad-µs")

@@ -76,10 +76,14 @@ func (r Record) fields() []string {
 		strconv.FormatInt(r.Who.SinceMilli, 10), r.Who.Value}
 }
 
-// recordOf reads a record from its fields in recordFields order.
+// recordOf reads a record from its fields in recordFields order. A field
+// only some kinds use is written only by them (see lua/record.lua): a
+// missing mode is Exclusive, a missing limit 1.
 func recordOf(f []string) Record {
 	num := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
-	return Record{Claim: Claim{Mode: Mode(f[0]), Limit: int(num(1)), Slot: int(num(2))}, Fence: num(3),
+	claim := Claim{Mode: Mode(f[0]), Limit: int(num(1)), Slot: int(num(2))}
+	claim.Mode, claim.Limit = claim.mode(), claim.limit()
+	return Record{Claim: claim, Fence: num(3),
 		Who: Who{Agent: f[4], PID: int(num(5)), UID: int(num(6)), Owner: f[7], SinceMilli: num(8), Value: f[9]}}
 }
 

@@ -210,6 +210,7 @@ func New(cfg Config) (*Cluster, error) {
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
 		m.acquires = batcher{m: m, many: acquireManyScript}
+		m.leanAcquires = batcher{m: m, many: acquireLeanManyScript}
 		m.releases = batcher{m: m, many: releaseManyScript, land: true}
 		m.t = standalone{m}
 		if len(mc.Cluster) > 0 {

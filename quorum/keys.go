@@ -5,8 +5,10 @@ package quorum
 // a script's keys are in one slot of a master that is a Redis Cluster:
 //
 //	P{name}            set of holder ids that may hold the name
-//	P{name}:h:HOLDER   one per holder: a hash of its claim (mode, limit, slot),
-//	                   fence, who-info (agent, pid, uid, owner, since) and value; PX = its lease
+//	P{name}:h:HOLDER   one per holder: a hash of its fence, who-info (agent, pid,
+//	                   uid, owner, since), and the fields of its kind that are
+//	                   not their defaults (mode when shared, limit and slot for
+//	                   a semaphore, value: see lua/record.lua); PX = its lease
 //	P{name}:h:HOLDER!  a revoked hold's record, and HOLDER! its set member (see lua/revoke.lua)
 //	P{name}:fence      the fence counter; never expires
 //	P{name}:released:HOLDER  tombstone of a release that found no key (see lua/release.lua)

@@ -129,9 +129,9 @@ type master struct {
 
 	connected chan struct{} // closed once client is set
 
-	// acquires and releases batch the rounds' calls of the hot scripts
-	// (see batch.go).
-	acquires, releases batcher
+	// acquires, leanAcquires and releases batch the rounds' calls of the
+	// hot scripts (see batch.go).
+	acquires, leanAcquires, releases batcher
 
 	// shards is, for a master that is a Redis Cluster, its view of its
 	// shards (see shards.go); nil for a standalone master.
@@ -149,6 +149,8 @@ func (m *master) batcherFor(s *script) *batcher {
 	switch s {
 	case acquireScript:
 		return &m.acquires
+	case acquireLeanScript:
+		return &m.leanAcquires
 	case releaseScript:
 		return &m.releases
 	}

@@ -36,11 +36,12 @@ func (c *Cluster) modelCall(i int, s *script, keys, args []string, mayPlant bool
 }
 
 // ModelAcquire is the acquire script's call on master i for req, as Acquire
-// sends it from an agent that may plant (see MayPlant) or not. For the
-// model checker only.
+// sends it from an agent that may plant (see MayPlant) or not: the lean
+// script for a lean request (see AcquireRequest.lean). For the model
+// checker only.
 func (c *Cluster) ModelAcquire(i int, req AcquireRequest, mayPlant bool) ScriptCall {
-	keys, args := c.acquireArgs(req)
-	return c.modelCall(i, acquireScript, keys, args, mayPlant)
+	s, keys, args := c.acquireCall(req)
+	return c.modelCall(i, s, keys, args, mayPlant)
 }
 
 // ModelRenew is the renew script's call on master i for holds, as the

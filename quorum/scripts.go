@@ -79,20 +79,22 @@ func (s *script) fallback() *script {
 // master.loadScripts). What each script takes and returns is written at
 // the head of its own file.
 var (
-	acquireScript    = register(3, "gate", "queue", "fences", "tails", "acquire")
-	renewScript      = register(0, "gate", "tails", "renew")
-	repairScript     = register(3, "gate", "tails", "repair")
-	releaseScript    = register(-1, "release")
-	raiseFenceScript = register(-1, "raise_fence")
-	reserveScript    = register(1, "gate", "fences", "reserve")
-	downgradeScript  = register(-1, "downgrade")
-	retagScript      = register(-1, "retag")
-	whoScript        = register(-1, "tails", "who", "holders")
+	acquireScript     = register(3, "gate", "queue", "fences", "tails", "record", "acquire")
+	acquireLeanScript = register(3, "gate", "fences", "record", "acquire_lean", "queue", "tails", "acquire") // see AcquireRequest.lean
+	renewScript       = register(0, "gate", "tails", "renew")
+	repairScript      = register(3, "gate", "tails", "repair")
+	releaseScript     = register(-1, "release")
+	raiseFenceScript  = register(-1, "raise_fence")
+	reserveScript     = register(1, "gate", "fences", "reserve")
+	downgradeScript   = register(-1, "downgrade")
+	retagScript       = register(-1, "retag")
+	whoScript         = register(-1, "tails", "who", "holders")
 
-	// The batches (see batch.go): acquire.lua's and release.lua's bodies run
-	// once per item. The gate's epoch argument is the first item's.
-	acquireManyScript = registerSrc(3, join("gate", "queue", "fences", "tails", "acquire_many")+batch("acquire", 7, 18))
-	releaseManyScript = registerSrc(-1, batch("release", 2, 4))
+	// The batches (see batch.go): the acquire scripts' and release.lua's
+	// bodies run once per item. The gate's epoch argument is the first item's.
+	acquireManyScript     = registerSrc(3, join("gate", "queue", "fences", "tails", "record", "acquire_many")+batch(7, 18, "acquire"))
+	acquireLeanManyScript = registerSrc(3, join("gate", "queue", "fences", "tails", "record", "acquire_many")+batch(7, leanArgs, "acquire_lean", "acquire"))
+	releaseManyScript     = registerSrc(-1, batch(2, 4, "release"))
 
 	// The epoch marker (see gate.lua).
 	markerScript      = register(0, "gate", "marker")
@@ -154,11 +156,11 @@ func join(files ...string) string {
 	return b.String()
 }
 
-// batch is the script that runs the body of lua/NAME.lua once per item of
-// a batch of nk keys and na arguments each: lua/batch.lua, a template,
-// filled in.
-func batch(name string, nk, na int) string {
-	return fmt.Sprintf(luaText("batch"), nk, na, luaText(name))
+// batch is the script that runs the body of the files named (lua/NAME.lua,
+// in order) once per item of a batch of nk keys and na arguments each:
+// lua/batch.lua, a template, filled in.
+func batch(nk, na int, files ...string) string {
+	return fmt.Sprintf(luaText("batch"), nk, na, join(files...))
 }
 
 // luaText is the text that lua/NAME.lua sends: a newline, then the file

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,6 +66,10 @@ const compareLock = `  lease = "15s"
 func BenchmarkCompare(b *testing.B) {
 	servers := redistest.Start(b, 3)
 	all := []*contender{newFloor(b, servers), newRedsync(b, servers), newProcAgents(b, servers), newInprocAgents(b, servers)}
+	masters := newCostMasters(b, servers)
+	for _, c := range all {
+		c.masters = masters
+	}
 	each := func(scenario string, bench func(*testing.B, *contender)) {
 		b.Run(scenario, func(b *testing.B) { runEach(b, all, bench) })
 	}
@@ -191,23 +196,94 @@ func benchSerial(b *testing.B, all []*contender, name namer) {
 	}
 	samples := make([][]time.Duration, len(all))
 	refused := make([]int, len(all))
+	spent := make([]masterLoad, len(all)) // what each one's blocks cost the masters
 	for range b.N {
 		end := time.Now().Add(time.Duration(len(all)) * compareWindow)
 		for turn := 0; turn < compareMaxCycles/serialBlock && time.Now().Before(end); turn++ {
 			i := turn % len(all)
+			before := readMasterLoad(b, all[i].masters)
 			for range serialBlock {
 				start := time.Now()
 				refused[i] += lockCycle(b, clients[i], name(cycles[i]))
 				samples[i] = append(samples[i], time.Since(start))
 				cycles[i]++
 			}
+			spent[i] = spent[i].add(readMasterLoad(b, all[i].masters).since(before, all[i].masters))
 		}
 	}
 	for i, c := range all {
 		b.Run(c.name, func(b *testing.B) {
 			report(b, "", samples[i])
 			b.ReportMetric(float64(refused[i]), "refused")
+			if c.masters != nil {
+				spent[i].report(b, len(samples[i]))
+			}
 			b.ReportMetric(0, "ns/op") // the window, not a figure
 		})
 	}
+}
+
+// masterLoad is what the masters ran, as their own INFO says: Redis calls
+// (INFO commandstats, where a script's call and every command it runs each
+// count: a RedLock's script costs its calls inside; INFO stats'
+// total_commands_processed counts them too), CPU (INFO cpu, used_cpu_sys +
+// used_cpu_user: the server's threads, its networking in the kernel
+// included), and reads (INFO stats' total_reads_processed: each a wake-up
+// of the server to read what a client sent, a request or a pipeline of
+// them), all the masters summed. The benchmark's own commands are left out
+// of the calls (see readCost) and its INFOs out of the reads, and the time
+// of every INFO out of the CPU: the agents' probes send INFO too, but on a
+// timer, not per cycle.
+type masterLoad struct {
+	calls, reads int64
+	cpu          time.Duration
+}
+
+// masterLoadInfos is how many INFOs readMasterLoad sends each master.
+const masterLoadInfos = 3
+
+// readMasterLoad reads ms; the zero masterLoad for none.
+func readMasterLoad(b *testing.B, ms costMasters) masterLoad {
+	if ms == nil {
+		return masterLoad{}
+	}
+	r := readCost(b, ms, nil)
+	load := masterLoad{calls: r.redisCalls(), cpu: -time.Duration(r.calls["info"].usec) * time.Microsecond}
+	for _, m := range ms {
+		f := m.info(b, "cpu")
+		for _, field := range []string{"used_cpu_sys", "used_cpu_user"} {
+			s, err := strconv.ParseFloat(f[field], 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", field, err)
+			}
+			load.cpu += time.Duration(s * float64(time.Second))
+		}
+		reads, err := strconv.ParseInt(m.info(b, "stats")["total_reads_processed"], 10, 64)
+		if err != nil {
+			b.Fatalf("INFO stats total_reads_processed: %v", err)
+		}
+		load.reads += reads
+	}
+	return load
+}
+
+// since is what ran from before to l, the INFOs that read it left out of
+// its reads.
+func (l masterLoad) since(before masterLoad, ms costMasters) masterLoad {
+	own := int64(masterLoadInfos * len(ms))
+	return masterLoad{calls: l.calls - before.calls, reads: l.reads - before.reads - own, cpu: l.cpu - before.cpu}
+}
+
+func (l masterLoad) add(more masterLoad) masterLoad {
+	return masterLoad{calls: l.calls + more.calls, reads: l.reads + more.reads, cpu: l.cpu + more.cpu}
+}
+
+// report reports l over cycles LOCK+UNLOCK cycles.
+func (l masterLoad) report(b *testing.B, cycles int) {
+	if cycles == 0 {
+		return
+	}
+	b.ReportMetric(float64(l.calls)/float64(cycles), "redis-calls/cycle")
+	b.ReportMetric(float64(l.reads)/float64(cycles), "reads/cycle")
+	b.ReportMetric(float64(l.cpu.Microseconds())/float64(cycles), "masters-cpu-µs/cycle")
 }

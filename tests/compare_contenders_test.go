@@ -52,6 +52,10 @@ type contender struct {
 	// parked returns once a LOCK sent to group's agent is waiting in it;
 	// nil when the contender cannot tell (its waiters poll).
 	parked func(b *testing.B, group int)
+	// masters are the servers its clients' locks land on, read for what a
+	// cycle costs them (see masterLoad); nil for a contender over masters
+	// of its own (a Redis Cluster's), which are not read.
+	masters costMasters
 }
 
 // Polling clients (the floor and redsync) back off between attempts for a

@@ -90,17 +90,21 @@ func TestModelHoldsItsInvariants(t *testing.T) {
 // TestModelFindsTheCounterexampleWithAProtectionOff switches each
 // protection off in turn and asserts that the checker finds a run that
 // breaks an invariant, and prints it; then checks the same world with the
-// protection on to the same depth and finds none.
+// protection on to the same depth and finds none. The protections every
+// acquire has are switched off under each acquire script: the lean one
+// (a plain lock's) and the general one (the same lock with a value);
+// those of the lean script's own shortcuts under it alone.
 func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
 	twoAgents := func(a0, a1 Agent) World {
 		return World{Agents: []Agent{a0, a1}, Attempts: 1, Wipes: 1, Depth: 7}
 	}
 	safe := newAgent(1, lease)
-	cases := []struct {
+	type protection struct {
 		name     string
 		off, on  World
 		protects string
-	}{{
+	}
+	cases := []protection{{
 		name:     "the epoch gate off: a master that lost its data votes at once",
 		off:      patched(twoAgents(safe, safe), GateOff),
 		on:       twoAgents(safe, safe),
@@ -121,7 +125,26 @@ func TestModelFindsTheCounterexampleWithAProtectionOff(t *testing.T) {
 		on:       twoAgents(newAgent(1, longLease), safe),
 		protects: "believe",
 	}}
+	var all []protection
 	for _, tc := range cases {
+		lean, general := tc, tc
+		lean.name = "lean script: " + tc.name
+		general.name = "general script: " + tc.name
+		general.off.Values, general.on.Values = true, true
+		all = append(all, lean, general)
+	}
+	all = append(all, protection{
+		name:     "lean script: its fresh-name shortcut taken with holders there",
+		off:      patched(twoAgents(safe, safe), LeanHoldersOff),
+		on:       twoAgents(safe, safe),
+		protects: "believe",
+	}, protection{
+		name:     "lean script: its shortcut takes a fence counter that is there as missing",
+		off:      patched(twoAgents(safe, safe), LeanCounterOff),
+		on:       twoAgents(safe, safe),
+		protects: "fence",
+	})
+	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Check(tc.off)
 			if err != nil {

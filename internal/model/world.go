@@ -38,6 +38,12 @@ type World struct {
 	// which its agent hands to its other clients in turn without asking
 	// the masters (lock cohorting: see agent/cohort.go).
 	Block int
+	// Values makes the clients attach a value to their holds. A plain lock
+	// (Limit and Block at most 1) is otherwise a lean request, which the
+	// masters serve with the lean acquire script (quorum/lua/acquire_lean.lua);
+	// a value makes it one for the general script (acquire.lua), as a
+	// semaphore and a block are.
+	Values bool
 	// Attempts bounds each client's acquire attempts.
 	Attempts int
 	// Wipes bounds the master restarts (empty) and FLUSHALLs in a run;
@@ -66,6 +72,7 @@ type agentModel struct {
 	cluster *quorum.Cluster
 	limit   int // the world's Limit
 	block   int // the world's Block (at least 1)
+	value   string
 	index   int // in World.Agents
 	first   int // index of its first client in state.clients
 }
@@ -89,7 +96,11 @@ func newAgents(w World) ([]agentModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, agentModel{Agent: a, cluster: c, limit: w.Limit, block: max(w.Block, 1), index: i, first: first})
+		value := ""
+		if w.Values {
+			value = fmt.Sprintf("v%d", i)
+		}
+		out = append(out, agentModel{Agent: a, cluster: c, limit: w.Limit, block: max(w.Block, 1), value: value, index: i, first: first})
 		first += a.Clients
 	}
 	return out, nil
@@ -102,11 +113,11 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 	switch m.kind {
 	case acquireCall:
 		return c.ModelAcquire(m.master, quorum.AcquireRequest{Name: name, Holder: m.holder, Lease: a.Lease, Claim: quorum.Claim{Limit: a.limit}, FenceBlock: a.block,
-			Who: who(m)}, m.mayPlant)
+			Who: a.who(m)}, m.mayPlant)
 	case renewCall:
 		return c.ModelRenew(m.master, a.Lease, []quorum.RenewKey{{Name: name, Holder: m.holder}}, m.mayPlant)
 	case repairCall:
-		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence + int64(a.block) - 1, Who: who(m)}
+		record := quorum.Record{Claim: quorum.Claim{Limit: a.limit, Slot: m.slot}, Fence: m.fence, Top: m.fence + int64(a.block) - 1, Who: a.who(m)}
 		return c.ModelRepair(m.master, a.Lease, quorum.RenewKey{Name: name, Holder: m.holder, Record: record}, m.mayPlant)
 	case writeBackCall, raiseCall:
 		return c.ModelRaiseFence(m.master, name, m.holder, m.fence, int64(a.block))
@@ -116,7 +127,9 @@ func (a *agentModel) call(m message) quorum.ScriptCall {
 }
 
 // who is what the holds of m's client record of it.
-func who(m message) quorum.Who { return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client} }
+func (a *agentModel) who(m message) quorum.Who {
+	return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client, Value: a.value}
+}
 
 // gateSignature is the epoch gate's Lua signature (see quorum/lua/gate.lua),
 // which GateOff and SettingsCheckOff patch.
@@ -138,18 +151,54 @@ func SettingsCheckOff(src string) string {
 	return patchLine(src, gateSignature, "  if recorded ~= settings then\n", "  if false then\n")
 }
 
+// fencesSignature is take_fences's Lua signature (see quorum/lua/fences.lua).
+const fencesSignature = "take_fences(key, floor, block, there)"
+
 // FenceFloorOff is a Patch that switches the fence counter's floor off: a
 // counter that a master lost starts again from the master's clock in whole
 // seconds, but no longer above the floor its epoch marker records.
 func FenceFloorOff(src string) string {
-	return patchFunction(src, "take_fences(key, floor, block)", "floor = 0")
+	return patchFunction(src, fencesSignature, "floor = 0")
 }
 
 // BlockReservationOff is a Patch that switches fence blocks off on the
 // masters: a grant that asks for a block of fences takes one, so the
 // counter no longer counts past the fences its agent hands on.
 func BlockReservationOff(src string) string {
-	return patchFunction(src, "take_fences(key, floor, block)", "block = 1")
+	return patchFunction(src, fencesSignature, "block = 1")
+}
+
+// leanFresh is the lean acquire script's test of a fresh name (see
+// quorum/lua/acquire_lean.lua): no holder set, queue or tombstone.
+const leanFresh = "if lean_seen < 4 then\n"
+
+// LeanHoldersOff is a Patch that makes the lean acquire script grant a
+// name as fresh whatever keys it has: it no longer looks for holders
+// (nor a queue, nor a tombstone) before its shortcut. Other scripts are
+// left as they were.
+func LeanHoldersOff(src string) string {
+	return patchLean(src, leanFresh, "if true then\n")
+}
+
+// LeanCounterOff is a Patch that makes the lean acquire script's shortcut
+// take the fence counter as missing whatever it finds: it no longer reads
+// it, and a name's next fence restarts from the master's clock in whole
+// seconds (above the floor still).
+func LeanCounterOff(src string) string {
+	return patchLean(src, "lean_seen % 2 == 1)", "false)")
+}
+
+// patchLean replaces old with new in the lean acquire script; other
+// scripts are left as they were. It fails loudly, as patchFunction does,
+// if the lean script no longer has old.
+func patchLean(src, old, new string) string {
+	if !strings.Contains(src, "local lean_seen = ") {
+		return src
+	}
+	if !strings.Contains(src, old) {
+		panic("model: the lean acquire script changed: no " + strings.TrimSpace(old))
+	}
+	return strings.Replace(src, old, new, 1)
 }
 
 // patchFunction puts first in the body of the Lua function signature, in a

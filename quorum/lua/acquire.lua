@@ -9,7 +9,10 @@
 -- observed mark. ARGV: holder, lease ms, holder key prefix, epoch,
 -- quarantine ms, mode, limit, slot (0: any), agent, pid, uid, owner, since,
 -- the claim's queue entry (”: none), fence block (absent: 1), the hold's
--- delay ms and min_hold ms (absent or 0: none; see tails.lua), value.
+-- delay ms and min_hold ms (absent or 0: none; see tails.lua), value; each
+-- from the entry on may be absent, as in acquire_lean.lua's calls, which
+-- run this body for a name that is not fresh. The record holds the fence,
+-- the who-info and only the fields of the claim's kind (see record.lua).
 -- A grant of an observed name (the mark exists: see Cluster.MarkObserved)
 -- marks its record's fence awaiting its agent's word (settled is
 -- awaitingAgent: see awaitingAgent) and returns {1, fence, slot, 1}; the
@@ -111,8 +114,7 @@ if queued then
   if qwait >= 0 then return {0, qwait, 0} end
 end
 local fence = string.format('%d', take_fences(KEYS[2], floor, math.max(tonumber(ARGV[15] or '1') or 1, 1)))
-redis.call('HSET', KEYS[3], 'mode', mode, 'limit', ARGV[7], 'slot', slot, 'fence', fence,
-  'agent', ARGV[9], 'pid', ARGV[10], 'uid', ARGV[11], 'owner', ARGV[12], 'since', ARGV[13], 'value', ARGV[18] or '')
+write_record(KEYS[3], ARGV, fence, slot)
 local px = tail_grant(KEYS[4], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0)
 redis.call('PEXPIRE', KEYS[3], px)
 redis.call('SADD', KEYS[1], ARGV[1])
