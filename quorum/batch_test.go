@@ -261,6 +261,7 @@ return 1`
 // for has the lower fence, no round fails on a malformed reply, and once
 // every hold was released none is left on any master.
 func TestBatchedRoundsUnderFaults(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	servers := redistest.Start(t, 3)
 	const lease = time.Second
 	cfg := testConfig(t, servers, lease+200*time.Millisecond, true)

@@ -205,6 +205,7 @@ func TestAcquireEveryFailureMask(t *testing.T) {
 // masters drift apart, and the write-back keeps every token strictly greater
 // than the one before.
 func TestFencesGrowAcrossShiftingMajorities(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()

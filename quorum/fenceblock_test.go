@@ -80,6 +80,7 @@ func TestAFenceBlockIsReservedOnTheMasters(t *testing.T) {
 // that some masters counted behind raises them to the end of its block, so
 // the next grant, through another majority, counts past every fence of it.
 func TestFenceBlocksGrowAcrossShiftingMajorities(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	ctx := context.Background()

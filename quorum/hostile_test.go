@@ -74,6 +74,7 @@ func TestHostileRepairResurrectsAReleasedHold(t *testing.T) {
 // than two at once, never two on one slot, and a grant answered before another was asked for
 // has the lower fence.
 func TestHostileSemaphoreUnderFaults(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	servers := redistest.Start(t, 3)
 	const lease = 400 * time.Millisecond
 	c := newCluster(t, servers, lease+100*time.Millisecond)

@@ -81,6 +81,7 @@ func startClusters(t testing.TB, n, shards int) []*redistest.Cluster {
 }
 
 func TestClusterMastersGrantReleaseAndFence(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters := startClusters(t, 3, 3)
 	c := startCluster(t, clusterConfig(t, clusters, time.Second, true))
 	ctx := context.Background()
@@ -157,6 +158,7 @@ func TestShardSetForgetsSlotsNoShardServes(t *testing.T) {
 // the others'; a name in another shard is granted meanwhile, one in the
 // emptied shard refused at once.
 func TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters := startClusters(t, 1, 3)
 	// A quarantine that outlasts the test on a loaded host: it costs no
 	// wait, as nothing waits for it to end.
@@ -195,6 +197,7 @@ func TestClusterShardRestartedEmptyQuarantinesItsSlotsOnly(t *testing.T) {
 // the shard is unsafe and a name in its slots is refused at once, and a
 // name in another shard is granted.
 func TestClusterShardUnsafeRefusesItsSlotsOnly(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters := startClusters(t, 1, 3)
 	cfg := clusterConfig(t, clusters, time.Second, true)
 	cfg.SafetyInterval = 50 * time.Millisecond
@@ -235,6 +238,7 @@ func TestClusterShardUnsafeRefusesItsSlotsOnly(t *testing.T) {
 // (who), as a quarantined standalone master is skipped by every round
 // that votes: its "no holder" is what it forgot, not what it knows.
 func TestClusterQuarantinedSlotDoesNotAnswerReads(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters := startClusters(t, 1, 3)
 	c := startCluster(t, clusterConfig(t, clusters, time.Minute, true))
 	emptied := clusters[0].Shards()[0]
@@ -309,6 +313,7 @@ func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
 // them), seconds during which no probe ran, so the shard stayed down
 // though it answered again at once.
 func TestClusterSweepReadsNoSlotOfAShardFoundDown(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters, _, m := connectedClusterMaster(t)
 	ctx := context.Background()
 	// The probe's steps up to its sweep (see probeShards), the gate on
@@ -355,6 +360,7 @@ func TestClusterSweepReadsNoSlotOfAShardFoundDown(t *testing.T) {
 // the probe's budget, and the shards stayed down while every node
 // answered.
 func TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters, c, m := connectedClusterMaster(t)
 	ctx := context.Background()
 	late := clusters[0].Shards()[0].Primary

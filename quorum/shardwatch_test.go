@@ -45,6 +45,7 @@ func startClusterMasters(t *testing.T, cfg Config) *Cluster {
 // has one shard subscriber. A wanted message goes the same way. Closed
 // watches leave no shard channel subscribed.
 func TestShardWatchWakesBySSubscribe(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters, watcher, releaser := shardWatchAgents(t)
 	ctx := context.Background()
 	for _, cl := range clusters {
@@ -89,6 +90,7 @@ func TestShardWatchWakesBySSubscribe(t *testing.T) {
 // faults quarantine the slot for longer than the test: noting a quarantine
 // wakes every watch, once, so each check waits until the watcher noted it.
 func TestShardWatchFollowsTheSlot(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	clusters := startClusters(t, 3, 2)
 	cfg := clusterConfig(t, clusters, time.Minute, true)
 	watcher, releaser := startClusterMasters(t, cfg), startClusterMasters(t, cfg)

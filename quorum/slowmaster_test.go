@@ -26,6 +26,7 @@ import (
 // once every master is back no hold outlives its release (the lease is long,
 // so an expiry cannot hide a leak).
 func TestPausedMastersNeitherOverlapNorLeakHolds(t *testing.T) {
+	t.Parallel() // waits out faults and quarantines; judges no latency
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	const lease = 30 * time.Second
