@@ -257,6 +257,7 @@ func TestAccessRulesCanChangeWhileSessionsAreOpen(t *testing.T) {
 // lowered max_holds_per_session the next LOCK, and an idle_timeout turned
 // on closes a session that was opened without one.
 func TestLimitsCanChangeWhileSessionsAreOpen(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, time.Second)
 	a := agenttest.Start(t, cfg)

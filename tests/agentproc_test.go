@@ -274,6 +274,7 @@ func TestProcAgentsShareTheirMasters(t *testing.T) {
 // grow by what it does: 64 MiB touched (and peakRSSBytes with them), CPU
 // spent spinning.
 func TestProcReadersFollowTheProcess(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	pid := os.Getpid()
 	before := rssBytes(t, pid)
 	block := make([]byte, 64<<20)

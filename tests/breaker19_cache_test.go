@@ -46,6 +46,7 @@ func TestBreaker19AnAgentWithoutCachingTakesACachedName(t *testing.T) {
 // REVOKE of a lent name tells its client LOST before the operator's agent
 // grants it, with a higher fence.
 func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	a, b, _ := twoAgents(t, 3*time.Second)
 	ca, operator, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	first := cacheIt(t, ca, "LOCK rv19")

@@ -64,6 +64,7 @@ func readFile(t *testing.T, path string) string {
 // --shared general lock, then each subtest's flags on exec, in order, each
 // with its exit status and what it writes to the common output.
 func TestExecFlockCases(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	a, _, _ := twoAgents(t, 3*time.Second)
 	sock := a.Config.Socket.Path
 	out := filepath.Join(t.TempDir(), "output")

@@ -134,6 +134,7 @@ func TestGoClientLockAllWithTTL(t *testing.T) {
 // lock_all, sync and asyncio, on one agent while a client of another agent
 // over the same real masters holds and watches the names.
 func TestPythonLockAllAgainstRealMasters(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	a, b, _ := twoAgents(t, 3*time.Second)
 	cmd := exec.Command("python3", "tests/testdata/python_lock_all.py")
 	cmd.Dir = ".."

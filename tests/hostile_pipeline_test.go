@@ -165,6 +165,7 @@ func checkStorm(t *testing.T, reqs []pipeReq, got map[string]pipeReply) {
 // connection takes the names now and then: every request is answered
 // once, as the lines in order say, and nothing is left held.
 func TestHostilePipelineStorm(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 2*time.Second)
 	cfg.Limits.MaxHoldsPerSession = 100000

@@ -73,6 +73,7 @@ func hasLines(body string, want []string) bool {
 // GET /metrics on the configured address, with the masters' states and the
 // grants its clients got, and stops serving when it stops.
 func TestBinaryServesMetrics(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	addr := freeAddr(t)
 	cmd, logs, _, sock, servers := binaryAgent(t, fmt.Sprintf("telemetry { prometheus_listen = %q }\n", addr))
 	url := "http://" + addr + "/metrics"

@@ -221,6 +221,7 @@ func awaitGrants(t *testing.T, h *history.History, name string, n int) {
 // whether the link resets, swallows everything, swallows the requests, or
 // swallows the replies (the renewals land, the agent never hears).
 func TestMinorityHolderLostFirst(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	for _, mode := range []faultproxy.Mode{faultproxy.BlackHole, faultproxy.Cut, faultproxy.BlackHoleToServer, faultproxy.BlackHoleToClient} {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newPartitionCluster(t, time.Second, time.Second)

@@ -212,6 +212,7 @@ func holdFair(t *testing.T, c *agenttest.Conn, ch <-chan agenttest.Reply, who in
 // the quarantine and after it most local grants are hand-overs (told apart
 // by their fences: see mastersGrants), and the other agent is granted too.
 func TestCohortRunUnderDataLoss(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	for _, loss := range []dataLoss{
 		{name: "a master restarts empty", lose: restartEmpty(0)},
 		{name: "a master is flushed", lose: flush(0)},

@@ -76,6 +76,7 @@ func waitForLog(t *testing.T, logs *syncBuffer, want string) {
 // a restart, and keeps the running config when the file is invalid. Holds
 // are untouched throughout.
 func TestBinarySIGHUPReloadsTheConfig(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	cmd, logs, cfgPath, sock, servers := binaryAgent(t, "")
 	c := agenttest.Dial(t, sock)
 	c.AwaitMasters("up", 3)
@@ -113,6 +114,7 @@ func TestBinarySIGHUPReloadsTheConfig(t *testing.T) {
 // TestBinarySIGINTReleasesEverything: SIGINT stops the agent as SIGTERM
 // does: holders are told, every hold is released, the socket is removed.
 func TestBinarySIGINTReleasesEverything(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	cmd, logs, _, sock, servers := binaryAgent(t, "")
 	c := agenttest.Dial(t, sock)
 	c.AwaitMasters("up", 3)
@@ -172,6 +174,7 @@ func TestBinaryDevModeSurvivesSIGHUP(t *testing.T) {
 // is gone (`run -dev 2>&1 | tee`, and the terminal closed), the agent's next
 // log line must not kill it (SIGPIPE) before it has released its holds.
 func TestBinaryOutlivesItsLogReader(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	servers := redistest.Start(t, 3)
 	dir := shortTempDir(t)
 	sock := filepath.Join(dir, "agent.sock")

@@ -14,6 +14,7 @@ import (
 // `lock-agent status` and the log; neither suggests bootstrapping it (they
 // used to: "(a new deployment: lock-agent bootstrap)").
 func TestBinaryAdviceForAMasterThatLostItsData(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	_, logs, _, sock, servers := binaryAgent(t, "")
 	c := agenttest.Dial(t, sock)
 	c.AwaitMasters("up", 3)

@@ -408,6 +408,7 @@ func activationSocket(t *testing.T, path string) *os.File {
 // fd 3 instead of making its own, leaves its mode and file alone, and a
 // client that connects while no agent runs is served by the next one.
 func TestSystemdSocketActivation(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	bin := binary(t)
 	notify := newSDNotify(t)
 	sock := filepath.Join(shortTempDir(t), "agent.sock")

@@ -210,6 +210,7 @@ func TestMinHoldAcrossAgents(t *testing.T) {
 // TestTailsAndRevokeWithAMasterPaused: with one master of three paused, a
 // delay still holds on the two left (a majority), and REVOKE still works.
 func TestTailsAndRevokeWithAMasterPaused(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	a, b, servers := twoAgents(t, 3*time.Second)
 	holder, other := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	if r := holder.Do("LOCK tail/paused delay=2s"); r.Kind != "OK" {

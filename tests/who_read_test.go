@@ -20,6 +20,7 @@ import (
 // the missing master as one without the record). After the UNLOCK, whose
 // release lands on masters 0 and 1, the same read shows no holder.
 func TestAWhoThatHearsTwoMastersShowsAHolderOneOfThemRecords(t *testing.T) {
+	t.Parallel() // its own masters and agents; judges no latency
 	c := newPartitionCluster(t, 3*time.Second, 3*time.Second)
 	c.awaitHealed()
 	a := agenttest.Dial(t, c.agents[0].Config.Socket.Path)
