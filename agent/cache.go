@@ -60,7 +60,7 @@ type cache struct {
 	holder           *hold     // the local holder it is lent to; nil while cached
 	idleSince        time.Time // when its last holder let go
 	wanted           bool      // another agent said it waits: lent to no one more
-	ended            bool      // given up: out of Agent.caches
+	ended            bool      // given up: out of its name
 	reserving        bool      // a Reserve is under way
 	reserveFailed    bool
 	retag            bool          // the holder changed since the record was sent
@@ -142,7 +142,7 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	}
 	name := h.rh.Name
 	a.mu.Lock()
-	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) &&
+	try := a.cacheOn() && h.cache == nil && a.cacheLocked(name) == nil && (h.cohort == nil || !h.cohort.wanted) &&
 		!a.shared.has(name, a.clock.Now()) && a.mayCacheLocked(h)
 	a.mu.Unlock()
 	if !try {
@@ -161,7 +161,7 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.caches[name] != nil || !a.mayCacheLocked(h) { // a local LOCK came meanwhile: it goes to the masters
+	if a.cacheLocked(name) != nil || !a.mayCacheLocked(h) { // a local LOCK came meanwhile: it goes to the masters
 		return false
 	}
 	c := a.newCacheLocked(h)
@@ -172,7 +172,7 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 
 // waitsLocked says whether a local request waits for name. Agent.mu is held.
 func (a *Agent) waitsLocked(name string) bool {
-	q := a.queues[name]
+	q := a.queueLocked(name)
 	if q == nil {
 		return false
 	}
@@ -187,11 +187,11 @@ func (a *Agent) waitsLocked(name string) bool {
 func (a *Agent) newCacheLocked(h *hold) *cache {
 	c := &cache{name: h.rh.Name, rh: h.rh, mode: h.mode, record: h.rh.Record, next: h.fence + 1,
 		top: h.rh.Record.Top, wake: make(chan struct{}, 1)}
-	if co := h.cohort; co != nil && a.cohorts[co.name] == co {
-		delete(a.cohorts, co.name)
+	if co := h.cohort; co != nil && a.cohortLocked(co.name) == co {
+		a.endRunLocked(co)
 		c.record, c.next, c.top, c.spare = co.record, co.next, co.top, co.spare
 	}
-	a.caches[c.name] = c
+	a.nameLocked(c.name).cache = c
 	go a.keepCache(c)
 	return c
 }
@@ -209,7 +209,7 @@ func (s *session) lendCachedLocked(l protocol.Lock, lend bool) (r result, ok boo
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.caches[l.Names[0]]
+	c := a.cacheLocked(l.Names[0])
 	if c == nil || c.holder != nil || a.stopping {
 		return r, false, nil
 	}
@@ -250,15 +250,16 @@ func (a *Agent) giveUpLocked(c *cache) <-chan struct{} {
 	return done
 }
 
-// endCacheLocked takes c out of the agent's caches: it lends to no one
+// endCacheLocked takes c out of its name: it lends to no one
 // more, and its keeper stops. Agent.mu is held.
 func (a *Agent) endCacheLocked(c *cache) {
 	if c.ended {
 		return
 	}
 	c.ended = true
-	if a.caches[c.name] == c {
-		delete(a.caches, c.name)
+	if n := a.names[c.name]; n != nil && n.cache == c {
+		n.cache = nil
+		a.tidyLocked(n)
 	}
 	signal(c.wake)
 }
@@ -278,7 +279,7 @@ func (a *Agent) dropCacheLocked(h *hold) {
 // says whether rh was a cache's.
 func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 	a.mu.Lock()
-	c := a.caches[rh.Name]
+	c := a.cacheLocked(rh.Name)
 	mine := c != nil && c.rh == rh && c.holder == nil
 	if mine {
 		a.endCacheLocked(c)
@@ -300,7 +301,11 @@ func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 func (a *Agent) releaseCaches() {
 	a.mu.Lock()
 	var keys []quorum.RenewKey
-	for _, c := range a.caches {
+	for _, n := range a.names {
+		c := n.cache
+		if c == nil {
+			continue
+		}
 		if c.holder == nil {
 			keys = append(keys, quorum.RenewKey{Name: c.name, Holder: c.rh.Holder})
 			a.watchdog.Remove(c.rh)
@@ -320,7 +325,7 @@ func (a *Agent) cachesName(name string) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.caches[name] != nil
+	return a.cacheLocked(name) != nil
 }
 
 // ownView is r, holder's record of name as the masters showed it,
@@ -332,9 +337,9 @@ func (a *Agent) cachesName(name string) bool {
 func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c := a.caches[name]; c != nil && c.rh.Holder == holder {
+	if c := a.cacheLocked(name); c != nil && c.rh.Holder == holder {
 		r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
-	} else if c := a.cohorts[name]; c != nil && c.rh.Holder == holder && holderOf(c.rh) != nil {
+	} else if c := a.cohortLocked(name); c != nil && c.rh.Holder == holder && holderOf(c.rh) != nil {
 		// A local holder has it: not cached, whatever mark the masters
 		// still carry (a cache turned into a run unmarks them in the
 		// background: a WHO in between showed the holder as cached, n=0).
@@ -415,10 +420,10 @@ const (
 func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c := a.caches[name]; c != nil && uint64(c.record.Fence) == fence {
+	if c := a.cacheLocked(name); c != nil && uint64(c.record.Fence) == fence {
 		return c.holder != nil, true
 	}
-	if c := a.cohorts[name]; c != nil && holderOf(c.rh) != nil && fence <= uint64(c.record.Fence) {
+	if c := a.cohortLocked(name); c != nil && holderOf(c.rh) != nil && fence <= uint64(c.record.Fence) {
 		return fence == uint64(c.record.Fence), true
 	}
 	return false, false

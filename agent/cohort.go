@@ -140,13 +140,13 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 // later (reserveRun) or a cache's (runFromCacheLocked). Agent.mu is held.
 func (a *Agent) beginRunLocked(h *hold, c *cohort) {
 	c.started = a.clock.Now()
-	if q := a.queues[c.name]; q != nil {
+	if q := a.queueLocked(c.name); q != nil {
 		q.mu.Lock()
 		c.wanted = c.started.Sub(q.wantedAt) < wantedFor
 		q.mu.Unlock()
 	}
 	h.cohort = c
-	a.cohorts[c.name] = c
+	a.nameLocked(c.name).cohort = c
 }
 
 // retagLocked has c's current holder written into its record on the
@@ -166,14 +166,14 @@ func (a *Agent) retagLocked(c *cohort) {
 // hand-over (quorum.Cluster.HandOver). Agent.mu is held.
 func (a *Agent) endCohortLocked(h *hold) (handOver bool) {
 	c := h.cohort
-	if c == nil || a.cohorts[c.name] != c {
+	if c == nil || a.cohortLocked(c.name) != c {
 		return false
 	}
-	delete(a.cohorts, c.name)
+	a.endRunLocked(c)
 	if !c.wanted {
 		return false
 	}
-	if q := a.queues[c.name]; q != nil {
+	if q := a.queueLocked(c.name); q != nil {
 		q.mu.Lock()
 		q.yieldUntil = a.clock.Now().Add(a.cohortYield())
 		q.mu.Unlock()
@@ -186,8 +186,8 @@ func (a *Agent) endCohortLocked(h *hold) (handOver bool) {
 // made it shared). Its release is then a real one.
 func (a *Agent) leaveCohort(h *hold) {
 	a.mu.Lock()
-	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
-		delete(a.cohorts, c.name)
+	if c := h.cohort; c != nil && a.cohortLocked(c.name) == c {
+		a.endRunLocked(c)
 	}
 	h.cacheable = false // nor may it be cached for one
 	h.lateFailed = true // nor start one later
@@ -205,10 +205,10 @@ func (a *Agent) leaveCohort(h *hold) {
 func (a *Agent) lateRun(q *queue, w *waiter) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.cohorts[q.name] != nil {
+	if a.cohortLocked(q.name) != nil {
 		return true
 	}
-	h := a.locked[q.name]
+	h := a.exclusiveLocked(q.name)
 	switch {
 	case !a.cohortOn() || a.stopping || h == nil || h.cohort != nil || h.lateFailed:
 		return false
@@ -235,7 +235,7 @@ func (a *Agent) lateRun(q *queue, w *waiter) bool {
 // counts on cohortBlock. Agent.mu is held.
 func (a *Agent) runFromCacheLocked(h *hold) bool {
 	c := h.cache
-	if c.holder != h || c.ended || c.wanted || c.mode != protocol.Exclusive || a.caches[c.name] != c || c.next > c.top {
+	if c.holder != h || c.ended || c.wanted || c.mode != protocol.Exclusive || a.cacheLocked(c.name) != c || c.next > c.top {
 		return false
 	}
 	a.endCacheLocked(c)
@@ -258,14 +258,14 @@ func (a *Agent) reserveRun(h *hold) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	h.reserving = false
-	if q := a.queues[name]; q != nil {
+	if q := a.queueLocked(name); q != nil {
 		defer q.poke()
 	}
 	if err != nil {
 		h.lateFailed = true
 		return
 	}
-	if holderOf(h.rh) != h || h.cohort != nil || a.cohorts[name] != nil || a.stopping {
+	if holderOf(h.rh) != h || h.cohort != nil || a.cohortLocked(name) != nil || a.stopping {
 		return
 	}
 	var record quorum.Record
@@ -289,7 +289,7 @@ func (a *Agent) cohortWanted(q *queue) {
 	q.mu.Lock()
 	q.wantedAt = a.clock.Now()
 	q.mu.Unlock()
-	if c := a.cohorts[q.name]; c != nil {
+	if c := a.cohortLocked(q.name); c != nil {
 		c.wanted = true
 		c.spare = 0 // at most cohort_max_handoffs more hand-overs from here
 	}
@@ -332,7 +332,7 @@ func (a *Agent) cohortHead(name string) *waiter {
 
 // cohortHeadLocked is cohortHead with Agent.mu held.
 func (a *Agent) cohortHeadLocked(name string) *waiter {
-	q := a.queues[name]
+	q := a.queueLocked(name)
 	if q == nil {
 		return nil
 	}
@@ -371,7 +371,7 @@ func (a *Agent) passTo(h *hold, c *cohort, w *waiter) (result, passResult) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.stopping || holderOf(h.rh) != h || a.cohorts[c.name] != c || !a.mayPassLocked(c) {
+	if a.stopping || holderOf(h.rh) != h || a.cohortLocked(c.name) != c || !a.mayPassLocked(c) {
 		return result{}, refused
 	}
 	validity, ok := a.watchdog.Validity(h.rh)
@@ -457,7 +457,7 @@ func (a *Agent) refill(c *cohort) {
 		c.refillFailed = true
 		return
 	}
-	if a.cohorts[c.name] != c || c.wanted {
+	if a.cohortLocked(c.name) != c || c.wanted {
 		return
 	}
 	c.spare = first

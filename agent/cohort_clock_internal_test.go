@@ -73,10 +73,10 @@ func TestAQueueStandsBackAfterARunAnotherAgentWaitedFor(t *testing.T) {
 	for _, wanted := range []bool{true, false} {
 		clock := quorum.NewFakeClock(time.Unix(1000, 0))
 		a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
-			cohorts: map[string]*cohort{}, queues: map[string]*queue{}}
+			names: map[string]*name{}}
 		c := &cohort{name: "n", wanted: wanted}
 		q := &queue{name: "n"}
-		a.cohorts["n"], a.queues["n"] = c, q
+		a.names["n"] = &name{key: "n", cohort: c, queue: q}
 		if handOver := a.endCohortLocked(&hold{cohort: c}); handOver != wanted {
 			t.Fatalf("wanted=%v: hand-over %v", wanted, handOver)
 		}

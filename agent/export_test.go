@@ -75,7 +75,7 @@ func OpenSessions(a *Agent) int {
 // cohort.go). It says false if name has no queue.
 func StandBack(a *Agent, name string, until time.Time) bool {
 	a.mu.Lock()
-	q := a.queues[name]
+	q := a.queueLocked(name)
 	a.mu.Unlock()
 	if q == nil {
 		return false
@@ -84,4 +84,11 @@ func StandBack(a *Agent, name string, until time.Time) bool {
 	defer q.mu.Unlock()
 	q.yieldUntil = until
 	return true
+}
+
+// Names is how many names a keeps a record of (see name.go).
+func Names(a *Agent) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.names)
 }

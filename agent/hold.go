@@ -74,7 +74,7 @@ func holderOf(rh *renewal.Hold) *hold {
 func (a *Agent) startHoldLocked(h *hold) {
 	h.rh.Owner = h
 	if h.limit == 1 && h.mode == protocol.Exclusive {
-		a.locked[h.rh.Name] = h
+		a.nameLocked(h.rh.Name).locked = h
 	}
 	a.held++
 	a.metrics.holdStarted(h)
@@ -85,8 +85,9 @@ func (a *Agent) startHoldLocked(h *hold) {
 // go, or passed on. Agent.mu is held.
 func (a *Agent) endHoldLocked(h *hold) {
 	h.rh.Owner = nil
-	if a.locked[h.rh.Name] == h {
-		delete(a.locked, h.rh.Name)
+	if n := a.names[h.rh.Name]; n != nil && n.locked == h {
+		n.locked = nil
+		a.tidyLocked(n)
 	}
 	a.held--
 	a.metrics.holdEnded(h)
@@ -340,12 +341,7 @@ func (a *Agent) release(ctx context.Context, name, holder string, handOver bool)
 	if _, err := release(ctx, name, holder); err != nil {
 		a.log.Warn("release reached no master; the lease will expire", "name", name, "error", err)
 	}
-	a.mu.Lock()
-	q := a.queues[name]
-	a.mu.Unlock()
-	if q != nil {
-		q.poke()
-	}
+	a.pokeQueue(name)
 }
 
 func (a *Agent) releaseAsync(name, holder string) {
@@ -377,12 +373,7 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	}
 	a.cluster.ReleaseMany(context.Background(), keys)
 	for _, k := range keys {
-		a.mu.Lock()
-		q := a.queues[k.Name]
-		a.mu.Unlock()
-		if q != nil {
-			q.poke()
-		}
+		a.pokeQueue(k.Name)
 	}
 }
 

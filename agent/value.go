@@ -83,7 +83,7 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 	if c := h.cache; c != nil && c.holder == h {
 		c.record.Who.Value = value
 	}
-	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
+	if c := h.cohort; c != nil && a.cohortLocked(c.name) == c {
 		c.record.Who.Value = value
 		a.retagLocked(c)
 	}
