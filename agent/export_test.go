@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -86,9 +87,21 @@ func StandBack(a *Agent, name string, until time.Time) bool {
 	return true
 }
 
-// Names is how many names a keeps a record of (see name.go).
-func Names(a *Agent) int {
+// Names is the names a keeps a record of (see name.go), each with the
+// parts of its record that are set.
+func Names(a *Agent) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.names)
+	var names []string
+	for key, n := range a.names {
+		parts := []string{key + ":"}
+		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "cohort": n.cohort != nil,
+			"cache": n.cache != nil, "wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
+			if set {
+				parts = append(parts, part)
+			}
+		}
+		names = append(names, strings.Join(parts, " "))
+	}
+	return names
 }
