@@ -210,11 +210,11 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		}
 		afterLost = s.loseFoundLocked(h) // the new hold's grant comes after its LOST
 	}
-	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
+	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
-	if _, dup := s.waits[tag]; dup || (!many && s.multis[tag] != nil) {
+	if w, multi := s.lockLocked(tag); w != nil || (!many && multi != nil) {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
@@ -234,7 +234,8 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 	if r := s.releasing[name]; r != nil && w.after == nil {
 		w.after = r.done
 	}
-	s.waits[tag] = w
+	s.pendingLocked(tag).wait = w
+	s.waiting++
 	s.mu.Unlock()
 	busy, err := a.enqueue(w)
 	if err != nil {
@@ -293,9 +294,9 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 	s.spawn(tag, func() error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
-		delete(s.multis, tag)   // before the answer: the client may reuse the tag
+		s.endMultiLocked(tag)   // before the answer: the client may reuse the tag
 		var ended chan struct{} // closed once: a multi-lock sent after bye finds none
-		if len(s.multis) == 0 {
+		if s.multis == 0 {
 			ended, s.multisEnded = s.multisEnded, nil
 		}
 		s.mu.Unlock()
@@ -318,16 +319,14 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 func (s *session) startMulti(tag string, n int, cancel context.CancelCauseFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.waits[tag]; dup || s.multis[tag] != nil {
+	if w, multi := s.lockLocked(tag); w != nil || multi != nil {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	if held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession; held+n > lim {
+	if held, lim := len(s.holds)+s.waiting, s.a.limits().MaxHoldsPerSession; held+n > lim {
 		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+n, lim)
 	}
-	if s.multis == nil {
-		s.multis = map[string]context.CancelCauseFunc{}
-	}
-	s.multis[tag] = cancel
+	s.pendingLocked(tag).multi = cancel
+	s.multis++
 	return nil
 }
 
@@ -438,7 +437,7 @@ func grantManyLine(tag string, rs []result) []byte {
 	return l.Bytes()
 }
 
-// forgetWait takes w out of the session's waits, if it is still there.
+// forgetWait takes w out of its LOCK's record, if it is still there.
 func (s *session) forgetWait(w *waiter) {
 	s.mu.Lock()
 	s.dropWaitLocked(w)
@@ -446,8 +445,10 @@ func (s *session) forgetWait(w *waiter) {
 }
 
 func (s *session) dropWaitLocked(w *waiter) {
-	if s.waits[w.tag] == w {
-		delete(s.waits, w.tag)
+	if p := s.locks[w.tag]; p != nil && p.wait == w {
+		p.wait = nil
+		s.waiting--
+		s.tidyLockLocked(w.tag, p)
 	}
 }
 
@@ -486,7 +487,7 @@ func (s *session) cancelWait(req *protocol.Request) error {
 		return err
 	}
 	s.mu.Lock()
-	w, multi := s.waits[tag], s.multis[tag]
+	w, multi := s.lockLocked(tag)
 	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
 	if pending {
 		w, multi = nil, nil
