@@ -13,7 +13,7 @@ import (
 // retagEvery: the cached mark (quorum.Cluster.MarkCached), the lent
 // holder (Retag), and a further block of fences when a quarter of the
 // last is left (Reserve).
-func (a *Agent) keepCache(c *cache) {
+func (a *Agent) keepCache(c *lending) {
 	ctx := a.runCtx
 	watch := a.cluster.Watch(ctx, c.name)
 	defer watch.Close()
@@ -28,7 +28,7 @@ func (a *Agent) keepCache(c *cache) {
 			return
 		}
 		if st.reserve { // first: a LOCK that finds no fences left gives the cache up
-			a.reserveCache(c)
+			a.reserve(c)
 			continue
 		}
 		if wait := k.due(a.clock.Now()); wait == 0 && k.pending(st) {
@@ -71,7 +71,7 @@ type cacheState struct {
 	linger  time.Duration // left of its linger while no client holds it (0: lent)
 }
 
-func (a *Agent) cacheState(c *cache, marked bool) cacheState {
+func (a *Agent) cacheState(c *lending, marked bool) cacheState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := cacheState{ended: c.ended, mark: c.holder == nil, retag: c.retag}
@@ -116,7 +116,7 @@ func (k keeper) timeout(now time.Time, st cacheState) time.Duration {
 
 // write sends the masters what changed of c: its lent holder first (a
 // retag), then its mark.
-func (k *keeper) write(a *Agent, c *cache, st cacheState) {
+func (k *keeper) write(a *Agent, c *lending, st cacheState) {
 	k.written = a.clock.Now()
 	if st.retag {
 		// The record as it is now, read where the flag is cleared: a
@@ -138,31 +138,11 @@ func (k *keeper) write(a *Agent, c *cache, st cacheState) {
 	}
 }
 
-// reserveCache reserves a further block of fences for c on the masters,
-// which becomes its spare, and the end of the record's block, which the
-// watchdog writes back to a master that lost the record.
-func (a *Agent) reserveCache(c *cache) {
-	first, err := a.cluster.Reserve(a.runCtx, c.name, c.rh.Holder, cacheBlock)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c.reserving = false
-	if err != nil {
-		c.reserveFailed = true // lent on until its block is used up, then given up
-		return
-	}
-	if c.ended {
-		return
-	}
-	c.spare = first
-	c.record.Top = first + cacheBlock - 1
-	a.watchdog.SetRecord(c.rh, c.record)
-}
-
 // cacheWanted gives c up at once if no client holds it: another agent
 // waits for the name. A lent one is lent to no one more, and the waiting
 // agents hear that a client holds it (quorum.Cluster.Held): a wait=0 try
 // answers BUSY then, rather than wait for a release.
-func (a *Agent) cacheWanted(c *cache) {
+func (a *Agent) cacheWanted(c *lending) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c.wanted = true
@@ -177,7 +157,7 @@ func (a *Agent) cacheWanted(c *cache) {
 }
 
 // cacheLingered gives c up if it lingered cache_linger with no holder.
-func (a *Agent) cacheLingered(c *cache) {
+func (a *Agent) cacheLingered(c *lending) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c.holder == nil && !c.ended && a.clock.Now().Sub(c.idleSince) >= a.cfg.Lock.CacheLinger {

@@ -95,8 +95,8 @@ func Names(a *Agent) []string {
 	var names []string
 	for key, n := range a.names {
 		parts := []string{key + ":"}
-		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "cohort": n.cohort != nil,
-			"cache": n.cache != nil, "wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
+		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "lent": n.lent != nil,
+			"wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
 			if set {
 				parts = append(parts, part)
 			}

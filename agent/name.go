@@ -3,7 +3,7 @@ package agent
 // One record per name. Everything this agent knows of one name lives in its
 // name record, in Agent.names: the live exclusive lock it holds of it, the
 // waiters it queues for it, the record it lends to its local holders (a run
-// or a cache), the notify=wanted holds that hear of other agents' waiters,
+// or a linger: see lend.go), the notify=wanted holds that hear of other agents' waiters,
 // its waiting record on the masters, and the sessions that observe it. A
 // record is made by the first of these that needs one (nameLocked) and
 // retired by the last to let go (tidyLocked): a name used once leaves
@@ -29,11 +29,9 @@ type name struct {
 	// one a local waiter may be passed (see lateRun). startHoldLocked and
 	// endHoldLocked alone keep it.
 	locked *hold
-	// cohort is the run of local holders the name is passed among (see
-	// cohort.go), cache the record kept past its last local holder (see
-	// cache.go); nil when none.
-	cohort *cohort
-	cache  *cache
+	// lent is the record this agent lends to its local holders of the
+	// name, a run or a linger (see lend.go); nil when none.
+	lent *lending
 	// wanted is the notify=wanted holds of the name (see wanted.go).
 	wanted *wantedName
 	// waitRec is the name's waiting record on the masters (see waiting.go).
@@ -44,7 +42,7 @@ type name struct {
 
 // empty says whether n holds nothing: it may be retired.
 func (n *name) empty() bool {
-	return n.queue == nil && n.locked == nil && n.cohort == nil && n.cache == nil &&
+	return n.queue == nil && n.locked == nil && n.lent == nil &&
 		n.wanted == nil && n.waitRec == nil && n.observation == nil
 }
 
@@ -75,18 +73,27 @@ func (a *Agent) queueLocked(key string) *queue {
 	return nil
 }
 
-// cohortLocked is key's run of local holders, nil if none. Agent.mu is held.
-func (a *Agent) cohortLocked(key string) *cohort {
+// lentLocked is the record key lends its local holders, nil if none.
+// Agent.mu is held.
+func (a *Agent) lentLocked(key string) *lending {
 	if n := a.names[key]; n != nil {
-		return n.cohort
+		return n.lent
 	}
 	return nil
 }
 
-// cacheLocked is key's cache, nil if none. Agent.mu is held.
-func (a *Agent) cacheLocked(key string) *cache {
-	if n := a.names[key]; n != nil {
-		return n.cache
+// runLocked is key's run of local holders, nil if none. Agent.mu is held.
+func (a *Agent) runLocked(key string) *lending {
+	if l := a.lentLocked(key); l != nil && l.policy == lendRun {
+		return l
+	}
+	return nil
+}
+
+// cacheLocked is key's cache (a linger), nil if none. Agent.mu is held.
+func (a *Agent) cacheLocked(key string) *lending {
+	if l := a.lentLocked(key); l != nil && l.policy == lendLinger {
+		return l
 	}
 	return nil
 }
@@ -105,14 +112,6 @@ func (a *Agent) exclusiveLocked(key string) *hold {
 		return n.locked
 	}
 	return nil
-}
-
-// endRunLocked takes c out of its name: the run is over. Agent.mu is held.
-func (a *Agent) endRunLocked(c *cohort) {
-	if n := a.names[c.name]; n != nil && n.cohort == c {
-		n.cohort = nil
-		a.tidyLocked(n)
-	}
 }
 
 // wantedLocked is key's notify=wanted holds, nil if none. Agent.mu is held.

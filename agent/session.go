@@ -71,8 +71,8 @@ type session struct {
 	//     under it, and under it take the locks below.
 	//  2. Agent.mu: the sessions, and Agent.names, the one record per name
 	//     (name.go) with all that hangs from it: the live exclusive lock, the
-	//     queue's place, the run or the cache (with their reserving and
-	//     refilling flags), the notify=wanted holds, the waiting record, the
+	//     queue's place, the lending, a run or a cache (lend.go, with its
+	//     reserving flag), the notify=wanted holds, the waiting record, the
 	//     observation and each session's observing (observe.go); the live
 	//     holders of the watchdog's records (renewal.Hold.Owner) and their
 	//     count.
