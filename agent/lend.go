@@ -52,14 +52,13 @@ import (
 // later grant gets.
 //
 // Kinds (lendable). A record is lent only to a LOCK of the mode it was
-// granted with, and kept by the watchdog with no end: not a semaphore
-// (limit=), a ttl= hold, fair=true, nor one with delay= or min_hold= (their
-// records say more than who holds them: a slot, an end, a queue place, a
-// tail, and a record lent on would have to carry or undo it). A run lends
-// exclusive locks only; a linger shared ones too, but neither value= (the
-// record carries it) nor notify=wanted (whose holder hears of waiters that
-// a cached record keeps out). Nor is a multi-lock's name lent a cached
-// record, nor its hold cached.
+// granted with, kept by the watchdog with no end: not to a semaphore
+// (limit=), a ttl= hold, fair=true, nor one with delay= or min_hold=. Their
+// records say more than who holds them (a slot, a queue place, a tail) and
+// a record lent on would have to carry or undo it. A run passes exclusive
+// locks only, value= and notify=wanted ones too (the hand-over writes the
+// new holder's value: see value.go); a linger lends shared locks too, but
+// not holds with value= or notify=wanted, nor a multi-lock's names.
 //
 // Other agents. An agent whose attempt finds a lent record in its way says
 // so on the name's channel (quorum.Cluster.Wanted); the lending agent,
