@@ -223,19 +223,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, nil
 	}
-	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
-		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
-	if many {
-		w.done = make(chan result, 1)
-	} else {
-		s.reqs.Add(1) // until end answers it: a closing session waits for that
-	}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
-	if r := s.releasing[name]; r != nil && w.after == nil {
-		w.after = r.done
-	}
-	s.pendingLocked(tag).wait = w
-	s.waiting++
+	w = s.newWaiterLocked(tag, l, many, after)
 	s.mu.Unlock()
 	busy, err := a.enqueue(w)
 	if err != nil {
@@ -251,6 +239,29 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
 	}
 	return w, r, nil
+}
+
+// newWaiterLocked is the wait of the LOCK tag of l's one name, noted as its
+// wait (see pendingLock); after, if not nil, is closed once a release it
+// must wait for landed. A wait of a multi-lock (many) is answered on its
+// done channel; any other is counted in s.reqs until it is answered. s.mu
+// is held.
+func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after <-chan struct{}) *waiter {
+	a, name := s.a, l.Names[0]
+	w := &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
+		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
+	if many {
+		w.done = make(chan result, 1)
+	} else {
+		s.reqs.Add(1) // until end answers it: a closing session waits for that
+	}
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
+	if r := s.releasing[name]; r != nil && w.after == nil {
+		w.after = r.done
+	}
+	s.pendingLocked(tag).wait = w
+	s.waiting++
+	return w
 }
 
 // finishClaim awaits the result of w, a wait of a multi-lock, or withdraws
