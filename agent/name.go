@@ -2,12 +2,12 @@ package agent
 
 // One record per name. Everything this agent knows of one name lives in its
 // name record, in Agent.names: the live exclusive lock it holds of it, the
-// waiters it queues for it, the record it lends to its local holders (a run
-// or a linger: see lend.go), the notify=wanted holds that hear of other agents' waiters,
-// its waiting record on the masters, and the sessions that observe it. A
-// record is made by the first of these that needs one (nameLocked) and
-// retired by the last to let go (tidyLocked): a name used once leaves
-// nothing behind.
+// waiters it queues for it, the record it lends to its local holders (a
+// run or a linger: see lend.go), the notify=wanted holds that hear of other
+// agents' waiters, its waiting record on the masters, and the sessions that
+// observe it. A record is made by the first of these that needs one
+// (nameLocked) and retired by the last to let go (tidyLocked): a name used
+// once leaves nothing behind.
 //
 // What is not here, and why:
 //   - A hold is its session's (session.holds, by name and owner): the name
