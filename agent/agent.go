@@ -63,7 +63,7 @@ type Agent struct {
 	nextSession uint64
 	// names is what this agent knows of each name it has any state of:
 	// its one record per name (see name.go).
-	names map[string]*name
+	names map[string]*nameRecord
 	// waiters counts the LOCKs waiting in any queue, for max_waiters and
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
 	// adds a waiter, remove takes it out (queue.go).
@@ -90,7 +90,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clock = quorum.RealClock{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, names: map[string]*name{},
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, names: map[string]*nameRecord{},
 		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
 		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),
 		metrics:  newMetrics(cfg.Masters)}

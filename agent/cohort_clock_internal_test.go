@@ -73,10 +73,10 @@ func TestAQueueStandsBackAfterARunAnotherAgentWaitedFor(t *testing.T) {
 	for _, wanted := range []bool{true, false} {
 		clock := quorum.NewFakeClock(time.Unix(1000, 0))
 		a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
-			names: map[string]*name{}}
+			names: map[string]*nameRecord{}}
 		c := &lending{policy: lendRun, name: "n", wanted: wanted}
 		q := &queue{name: "n"}
-		a.names["n"] = &name{key: "n", lent: c, queue: q}
+		a.names["n"] = &nameRecord{key: "n", lent: c, queue: q}
 		if handOver := a.endCohortLocked(&hold{lent: c}); handOver != wanted {
 			t.Fatalf("wanted=%v: hand-over %v", wanted, handOver)
 		}

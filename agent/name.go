@@ -18,9 +18,9 @@ package agent
 //     history of names that have no state left here, kept for a window: a
 //     record retired when empty cannot hold them.
 
-// name is what this agent knows of one name. Its fields are guarded by
+// nameRecord is what this agent knows of one name. Its fields are guarded by
 // Agent.mu; each part has locks of its own besides (the queue's mu, ...).
-type name struct {
+type nameRecord struct {
 	key string
 	// queue is this agent's waiters for the name in arrival order, nil when
 	// none wait; its contender retires it (see Agent.head).
@@ -41,17 +41,17 @@ type name struct {
 }
 
 // empty says whether n holds nothing: it may be retired.
-func (n *name) empty() bool {
+func (n *nameRecord) empty() bool {
 	return n.queue == nil && n.locked == nil && n.lent == nil &&
 		n.wanted == nil && n.waitRec == nil && n.observation == nil
 }
 
 // nameLocked is key's record, made if the agent had none. The caller puts
 // something in it (or calls tidyLocked). Agent.mu is held.
-func (a *Agent) nameLocked(key string) *name {
+func (a *Agent) nameLocked(key string) *nameRecord {
 	n := a.names[key]
 	if n == nil {
-		n = &name{key: key}
+		n = &nameRecord{key: key}
 		a.names[key] = n
 	}
 	return n
@@ -59,7 +59,7 @@ func (a *Agent) nameLocked(key string) *name {
 
 // tidyLocked retires n once it holds nothing; every part of a record that
 // lets go calls it. Agent.mu is held.
-func (a *Agent) tidyLocked(n *name) {
+func (a *Agent) tidyLocked(n *nameRecord) {
 	if n.empty() && a.names[n.key] == n {
 		delete(a.names, n.key)
 	}
