@@ -61,27 +61,16 @@ type Agent struct {
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64
-	queues      map[string]*queue
+	// names is what this agent knows of each name it has any state of:
+	// its one record per name (see name.go).
+	names map[string]*nameRecord
 	// waiters counts the LOCKs waiting in any queue, for max_waiters and
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
 	// adds a waiter, remove takes it out (queue.go).
 	waiters atomic.Int64
-	cohorts map[string]*cohort // names held in a run of local holders: see cohort.go
-	// locked is the live exclusive lock this agent holds of each name, the
-	// one a local waiter may be passed (see lateRun). startHoldLocked and
-	// endHoldLocked alone keep it.
-	locked map[string]*hold
-	caches map[string]*cache // names whose records outlive their last local holder: see cache.go
 	// shared are the names other agents wanted lately, and released the
 	// names this agent released to the masters lately: see cache.go.
 	shared, released *recentNames
-	wanted           map[string]*wantedName // names with notify=wanted holds: see wanted.go
-	// waitRecs are the names whose waiters this agent records on the
-	// masters: see waiting.go.
-	waitRecs map[string]*waitRecord
-	// observations are the names this agent's sessions observe (see
-	// observe.go); nil until the first.
-	observations map[string]*observation
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
 	held       int
@@ -101,8 +90,7 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clock = quorum.RealClock{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, queues: map[string]*queue{},
-		cohorts: map[string]*cohort{}, locked: map[string]*hold{}, caches: map[string]*cache{}, wanted: map[string]*wantedName{}, waitRecs: map[string]*waitRecord{},
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, names: map[string]*nameRecord{},
 		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
 		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),
 		metrics:  newMetrics(cfg.Masters)}

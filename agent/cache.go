@@ -10,15 +10,14 @@ import (
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// Lock caching. When the last local holder of a name lets go and no local
-// request waits for it, the agent keeps the hold's record in the masters
-// for up to lock.cache_linger, renewed by the watchdog like any hold: the
-// name is cached. A local LOCK of it meanwhile is answered from the agent,
-// with no round on the masters: the record is lent to it, with the next
-// fence of a block reserved on the masters (quorum.Cluster.Reserve), and
-// comes back to the cache when it lets go. A record no client holds is
-// marked cached on the masters (quorum.Cluster.MarkCached), after the
-// UNLOCK was answered; a lent one is unmarked after the LOCK was answered.
+// Lock caching: the lending policy that lingers (see lend.go, which says
+// why it is safe). When the last local holder of a name lets go and no
+// local request waits for it, the agent keeps the hold's record in the
+// masters for up to lock.cache_linger: the name is cached. A local LOCK of
+// it meanwhile is lent the record (lendCachedLocked), which comes back to
+// the cache when it lets go (giveBack). A record no client holds is marked
+// cached on the masters (quorum.Cluster.MarkCached), after the UNLOCK was
+// answered; a lent one is unmarked after the LOCK was answered.
 //
 // Another agent that finds only cached records in its way says so on the
 // name's channel (quorum.Cluster.Wanted), and waits, a bounded time, for
@@ -26,60 +25,6 @@ import (
 // name up at once if no client holds it, and lends it to no one after.
 // A name a client holds answers BUSY as before, or after the bounded wait
 // while its mark is late.
-//
-// Safety. Exclusion: the record stays on the masters from the grant that
-// made it until the agent releases it, and the agent lends it to one local
-// holder at a time, under Agent.mu, and only while the watchdog knows it
-// valid for half a lease or more (as a cohort passes a name on), so a new
-// holder never starts on a record about to be lost. Another agent is
-// granted the name only once the record is released, which the agent does
-// only while nobody holds it. Fences: a fence is lent only from a block
-// that a majority reserved while the record was there (the grant's own,
-// or Reserve's), so it is above every fence any agent was granted before
-// and below every fence a later grant gets. A record the watchdog finds
-// lost ends the cache without a word (no client holds it); the next LOCK
-// goes to the masters.
-//
-// Kinds. Exclusive and shared locks kept by the watchdog cache; a record
-// is lent only to a LOCK of the mode it was granted with. Semaphores
-// (limit=), ttl= holds, fair=true, multi-name LOCKs, and holds with delay=,
-// min_hold=, value= or notify=wanted do not: their records say more than
-// who holds them (a tail, a value, a queue place, a slot) and a record
-// lent on would have to carry or undo it.
-
-// cache is a name whose record this agent keeps in the masters past its
-// last local holder. Its fields are guarded by Agent.mu.
-type cache struct {
-	name   string
-	rh     *renewal.Hold // the record, renewed by the watchdog
-	mode   protocol.Mode // the record's claim: a LOCK of another mode is not lent it
-	record quorum.Record // as the masters should hold it (see retag)
-	// next and top are the fences left of its block; spare is the first
-	// fence of a further reserved block (0: none).
-	next, top, spare int64
-	holder           *hold     // the local holder it is lent to; nil while cached
-	idleSince        time.Time // when its last holder let go
-	wanted           bool      // another agent said it waits: lent to no one more
-	ended            bool      // given up: out of Agent.caches
-	reserving        bool      // a Reserve is under way
-	reserveFailed    bool
-	retag            bool          // the holder changed since the record was sent
-	wake             chan struct{} // the keeper looks at it again
-	// writing says the keeper sleeps only until it may write again (less
-	// than retagEvery), and then reads what changed: a lending or a
-	// return need not wake it.
-	writing bool
-}
-
-// changed wakes c's keeper after a lending or a return, unless it wakes
-// soon anyway to write what changed: a name lent and returned in a tight
-// loop costs its keeper a wake-up per write, not two per cycle. Agent.mu
-// is held.
-func (c *cache) changed() {
-	if !c.writing {
-		signal(c.wake)
-	}
-}
 
 // cacheOn says whether lock caching is configured.
 func (a *Agent) cacheOn() bool { return a.cfg.Lock.CacheLinger > 0 }
@@ -96,23 +41,31 @@ const cacheBlock = 128
 // a block: few, since most grants are never lent on.
 const cacheGrantBlock = 16
 
-// cacheable says whether l's hold may be cached, and lent a cached record.
-func cacheable(l protocol.Lock) bool {
-	return limitOf(l) == 1 && l.TTL == 0 && !l.Fair && !tailOf(l).Any() && l.Value == "" && !l.NotifyWanted
-}
-
-// cacheHold gives the record lent to h, which h's session has just let go
-// (h is out of the session's holds), back to its cache, at once: the
-// keeper marks it cached in the background. It says whether it did; if
-// not, the caller releases h.
-func (a *Agent) cacheHold(h *hold) bool {
-	if h.cache == nil {
+// giveBack passes the record lent to h, which h's session has just let go
+// (h is out of the session's holds), on without a round on the masters: to
+// the head of the name's queue, in a run (see passOn), or back to its cache
+// (see cacheHold). It says whether it did; if not, the caller releases h.
+func (a *Agent) giveBack(h *hold) bool {
+	a.mu.Lock()
+	l := h.lent
+	a.mu.Unlock()
+	if l == nil {
 		return false
 	}
+	if l.policy == lendRun {
+		return a.passOn(h, l)
+	}
+	return a.cacheHold(h)
+}
+
+// cacheHold gives the record lent to h, which h's session has just let go,
+// back to its cache, at once: the keeper marks it cached in the
+// background. It says whether it did.
+func (a *Agent) cacheHold(h *hold) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := h.cache
-	if !a.mayCacheLocked(h) || c.wanted || c.ended {
+	c := h.lent
+	if c == nil || c.policy != lendLinger || !a.mayCacheLocked(h) || c.wanted || c.ended {
 		return false
 	}
 	a.endHoldLocked(h)
@@ -128,8 +81,8 @@ func (a *Agent) mayCacheLocked(h *hold) bool {
 	if !h.cacheable || a.stopping || holderOf(h.rh) != h || a.waitsLocked(h.rh.Name) {
 		return false
 	}
-	v, ok := a.watchdog.Validity(h.rh)
-	return ok && v >= a.cfg.Lock.Lease/2
+	_, valid := a.lendValidity(h.rh)
+	return valid
 }
 
 // cacheOrRelease ends h, which its session has just let go and no cache
@@ -142,7 +95,8 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	}
 	name := h.rh.Name
 	a.mu.Lock()
-	try := a.cacheOn() && h.cache == nil && a.caches[name] == nil && (h.cohort == nil || !h.cohort.wanted) &&
+	lent := h.lent // not a cache's (those are given back), nor a run's another agent waits for
+	try := a.cacheOn() && (lent == nil || lent.policy == lendRun && !lent.wanted) && a.cacheLocked(name) == nil &&
 		!a.shared.has(name, a.clock.Now()) && a.mayCacheLocked(h)
 	a.mu.Unlock()
 	if !try {
@@ -161,10 +115,13 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.caches[name] != nil || !a.mayCacheLocked(h) { // a local LOCK came meanwhile: it goes to the masters
+	if a.cacheLocked(name) != nil || !a.mayCacheLocked(h) { // a local LOCK came meanwhile: it goes to the masters
 		return false
 	}
 	c := a.newCacheLocked(h)
+	if c == nil {
+		return false
+	}
 	a.endHoldLocked(h)
 	c.holder, c.idleSince = nil, a.clock.Now()
 	return true
@@ -172,7 +129,7 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 
 // waitsLocked says whether a local request waits for name. Agent.mu is held.
 func (a *Agent) waitsLocked(name string) bool {
-	q := a.queues[name]
+	q := a.queueLocked(name)
 	if q == nil {
 		return false
 	}
@@ -182,16 +139,18 @@ func (a *Agent) waitsLocked(name string) bool {
 }
 
 // newCacheLocked makes h's record the name's cache, with the fences left
-// of its block (a cohort's, if h is the last of a run), and starts its
-// keeper. Agent.mu is held.
-func (a *Agent) newCacheLocked(h *hold) *cache {
-	c := &cache{name: h.rh.Name, rh: h.rh, mode: h.mode, record: h.rh.Record, next: h.fence + 1,
-		top: h.rh.Record.Top, wake: make(chan struct{}, 1)}
-	if co := h.cohort; co != nil && a.cohorts[co.name] == co {
-		delete(a.cohorts, co.name)
-		c.record, c.next, c.top, c.spare = co.record, co.next, co.top, co.spare
+// of its block (a run's, if h is the last of one), and starts its keeper;
+// nil if the name lends another record. Agent.mu is held.
+func (a *Agent) newCacheLocked(h *hold) *lending {
+	c := &lending{policy: lendLinger, name: h.rh.Name, rh: h.rh, mode: h.mode, record: h.rh.Record, next: h.fence + 1,
+		top: h.rh.Record.Top, block: cacheBlock, wake: make(chan struct{}, 1)}
+	if run := h.lent; run != nil && run.policy == lendRun && a.lendsLocked(run) {
+		a.stopLendingLocked(run)
+		c.record, c.next, c.top, c.spare = run.record, run.next, run.top, run.spare
 	}
-	a.caches[c.name] = c
+	if !a.startLendingLocked(c) {
+		return nil
+	}
 	go a.keepCache(c)
 	return c
 }
@@ -209,36 +168,24 @@ func (s *session) lendCachedLocked(l protocol.Lock, lend bool) (r result, ok boo
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.caches[l.Names[0]]
+	c := a.cacheLocked(l.Names[0])
 	if c == nil || c.holder != nil || a.stopping {
 		return r, false, nil
 	}
-	validity, live := a.watchdog.Validity(c.rh)
-	if c.next > c.top && c.spare > 0 {
-		c.next, c.top, c.spare = c.spare, c.spare+cacheBlock-1, 0
-	}
-	if !lend || !cacheable(l) || l.Mode != c.mode || c.wanted || !live || validity < a.cfg.Lock.Lease/2 || c.next > c.top {
+	validity, valid := a.lendValidity(c.rh)
+	if !lend || !lendable(l, lendLinger) || l.Mode != c.mode || c.wanted || !valid || c.next > c.top && c.spare == 0 {
 		return r, false, a.giveUpLocked(c)
 	}
-	h := &hold{rh: c.rh, sess: s, owner: l.Owner, fence: c.next, acquired: []protocol.Mode{l.Mode}, mode: l.Mode,
-		limit: 1, granted: time.Now(), gaugeMode: l.Mode, cache: c, cacheable: true}
-	c.next++
-	c.holder = h
-	a.startHoldLocked(h)
-	s.holds[holdKey{c.name, l.Owner}] = h
-	c.record.Fence = h.fence
-	c.record.Who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, SinceMilli: time.Now().UnixMilli()}
-	a.watchdog.SetRecord(c.rh, c.record) // a master that lacks it gets it back with the new holder's fence
-	c.retag = true
-	c.changed()
+	who := quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
+	c.holder = a.lendLocked(c, s, l, who)
 	a.metrics.cachedGrant()
-	return h.snapshot(validity), true, nil
+	return c.holder.snapshot(validity), true, nil
 }
 
 // giveUpLocked ends c and releases its record in the masters, in the
 // background, and returns a channel closed once the release landed.
 // Agent.mu is held; c has no holder.
-func (a *Agent) giveUpLocked(c *cache) <-chan struct{} {
+func (a *Agent) giveUpLocked(c *lending) <-chan struct{} {
 	done := make(chan struct{})
 	a.endCacheLocked(c)
 	a.metrics.cacheGivenUp()
@@ -250,24 +197,22 @@ func (a *Agent) giveUpLocked(c *cache) <-chan struct{} {
 	return done
 }
 
-// endCacheLocked takes c out of the agent's caches: it lends to no one
+// endCacheLocked takes c out of its name: it lends to no one
 // more, and its keeper stops. Agent.mu is held.
-func (a *Agent) endCacheLocked(c *cache) {
+func (a *Agent) endCacheLocked(c *lending) {
 	if c.ended {
 		return
 	}
 	c.ended = true
-	if a.caches[c.name] == c {
-		delete(a.caches, c.name)
-	}
+	a.stopLendingLocked(c)
 	signal(c.wake)
 }
 
 // dropCacheLocked ends h's cache, if h was lent one: h's record is being
 // released or was lost. Agent.mu is held.
 func (a *Agent) dropCacheLocked(h *hold) {
-	if h.cache != nil {
-		a.endCacheLocked(h.cache)
+	if c := h.lent; c != nil && c.policy == lendLinger {
+		a.endCacheLocked(c)
 	}
 }
 
@@ -278,7 +223,7 @@ func (a *Agent) dropCacheLocked(h *hold) {
 // says whether rh was a cache's.
 func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 	a.mu.Lock()
-	c := a.caches[rh.Name]
+	c := a.cacheLocked(rh.Name)
 	mine := c != nil && c.rh == rh && c.holder == nil
 	if mine {
 		a.endCacheLocked(c)
@@ -300,7 +245,11 @@ func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 func (a *Agent) releaseCaches() {
 	a.mu.Lock()
 	var keys []quorum.RenewKey
-	for _, c := range a.caches {
+	for _, n := range a.names {
+		c := n.lent
+		if c == nil || c.policy != lendLinger {
+			continue
+		}
 		if c.holder == nil {
 			keys = append(keys, quorum.RenewKey{Name: c.name, Holder: c.rh.Holder})
 			a.watchdog.Remove(c.rh)
@@ -320,27 +269,170 @@ func (a *Agent) cachesName(name string) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.caches[name] != nil
+	return a.cacheLocked(name) != nil
 }
 
-// ownView is r, holder's record of name as the masters showed it,
-// corrected by what this agent knows, if the record is one it keeps: its
-// cache's, or a run's that it passes among its holders (see cohort.go).
-// The masters learn that it was lent, came back or was passed on only
-// after the client was answered (a retag), and this agent's WHO must show
-// its own client's LOCK or UNLOCK that came before it.
-func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
+// keepCache is c's keeper, for as long as c lives: it listens on the
+// name's channel for other agents that wait (and then gives c up if no
+// client holds it), gives c up when it lingered cache_linger with no
+// holder, and tells the masters what changed, at most once per
+// retagEvery: the cached mark (quorum.Cluster.MarkCached), the lent
+// holder (Retag), and a further block of fences when a quarter of the
+// last is left (Reserve).
+func (a *Agent) keepCache(c *lending) {
+	ctx := a.runCtx
+	watch := a.cluster.Watch(ctx, c.name)
+	defer watch.Close()
+	a.awaitSubscribed(watch)
+	// CacheOrRelease marked it. The first write asks the masters whether
+	// an acquire found it in its way meanwhile: that try's word came
+	// before the keeper listened.
+	k := keeper{marked: true, check: true}
+	for {
+		st := a.cacheState(c, k.marked)
+		if st.ended || ctx.Err() != nil {
+			return
+		}
+		if st.reserve { // first: a LOCK that finds no fences left gives the cache up
+			a.reserve(c)
+			continue
+		}
+		if wait := k.due(a.clock.Now()); wait == 0 && k.pending(st) {
+			k.write(a, c, st)
+			continue
+		}
+		t := a.clock.NewTimer(k.timeout(a.clock.Now(), st))
+		select {
+		case <-watch.Wanted():
+			watch.Wants() // what they want does not matter: any waiter ends a cache
+			a.cacheWanted(c)
+		case <-c.wake:
+		case <-t.C():
+			a.cacheLingered(c)
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// awaitSubscribed waits, at most 4×master_timeout, for a master to
+// confirm w: the cached mark, which makes other agents say that they
+// wait, goes out only once the keeper can hear them.
+func (a *Agent) awaitSubscribed(w *quorum.Watch) {
+	t := a.clock.NewTimer(4 * a.cfg.Lock.MasterTimeout)
+	defer t.Stop()
+	select {
+	case <-w.Recheck():
+	case <-t.C():
+	case <-a.runCtx.Done():
+	}
+}
+
+// cacheState is what the keeper must do for a cache, read under Agent.mu.
+type cacheState struct {
+	ended   bool
+	mark    bool          // the masters should hold it as cached: no client holds it
+	retag   bool          // the record names another holder than the masters were sent
+	reserve bool          // a further block is due
+	linger  time.Duration // left of its linger while no client holds it (0: lent)
+}
+
+func (a *Agent) cacheState(c *lending, marked bool) cacheState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c := a.caches[name]; c != nil && c.rh.Holder == holder {
-		r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, c.holder == nil
-	} else if c := a.cohorts[name]; c != nil && c.rh.Holder == holder && holderOf(c.rh) != nil {
-		// A local holder has it: not cached, whatever mark the masters
-		// still carry (a cache turned into a run unmarks them in the
-		// background: a WHO in between showed the holder as cached, n=0).
-		r.Fence, r.Who, r.Cached = c.record.Fence, c.record.Who, false
+	st := cacheState{ended: c.ended, mark: c.holder == nil, retag: c.retag}
+	c.writing = st.mark != marked || st.retag // see keeper.timeout
+	if c.holder == nil {
+		st.linger = max(c.idleSince.Add(a.cfg.Lock.CacheLinger).Sub(a.clock.Now()), time.Nanosecond)
 	}
-	return r
+	st.reserve = !c.reserving && !c.reserveFailed && c.spare == 0 && !c.wanted && c.top-c.next < cacheBlock/4
+	if st.reserve {
+		c.reserving = true
+	}
+	return st
+}
+
+// keeper is what c's keeper remembers of what it told the masters.
+type keeper struct {
+	marked  bool      // the mark last sent
+	check   bool      // the mark is to be sent even if unchanged (see write)
+	written time.Time // when it last wrote to the masters
+}
+
+// pending says whether the keeper has something to write.
+func (k keeper) pending(st cacheState) bool { return st.mark != k.marked || st.retag || k.check }
+
+// due is how long before the keeper may write to the masters again.
+func (k keeper) due(now time.Time) time.Duration {
+	return max(k.written.Add(retagEvery).Sub(now), 0)
+}
+
+// timeout is how long the keeper may sleep: until its linger ends, or
+// until a pending write is due.
+func (k keeper) timeout(now time.Time, st cacheState) time.Duration {
+	d := time.Hour
+	if st.linger > 0 {
+		d = st.linger
+	}
+	if k.pending(st) {
+		d = min(d, max(k.due(now), time.Nanosecond))
+	}
+	return d
+}
+
+// write sends the masters what changed of c: its lent holder first (a
+// retag), then its mark.
+func (k *keeper) write(a *Agent, c *lending, st cacheState) {
+	k.written = a.clock.Now()
+	if st.retag {
+		// The record as it is now, read where the flag is cleared: a
+		// holder lent it since st was read sets the flag again after.
+		a.mu.Lock()
+		record := c.record
+		c.retag = false
+		a.mu.Unlock()
+		a.cluster.Retag(a.runCtx, c.name, c.rh.Holder, record)
+	}
+	if st.mark != k.marked || k.check {
+		// A master that records the name wanted (an acquire found it in
+		// its way) says another agent waits, whose word may be lost.
+		_, wanted := a.cluster.MarkCached(a.runCtx, c.name, c.rh.Holder, st.mark)
+		k.marked, k.check = st.mark, false
+		if wanted {
+			a.cacheWanted(c)
+		}
+	}
+}
+
+// cacheWanted gives c up at once if no client holds it: another agent
+// waits for the name. A lent one is lent to no one more, and the waiting
+// agents hear that a client holds it (quorum.Cluster.Held): a wait=0 try
+// answers BUSY then, rather than wait for a release.
+func (a *Agent) cacheWanted(c *lending) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c.wanted = true
+	a.shared.note(c.name, a.clock.Now())
+	switch {
+	case c.ended:
+	case c.holder == nil:
+		a.giveUpLocked(c)
+	default:
+		a.cluster.Held(c.name)
+	}
+}
+
+// cacheLingered gives c up if it lingered cache_linger with no holder.
+func (a *Agent) cacheLingered(c *lending) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c.holder == nil && !c.ended && a.clock.Now().Sub(c.idleSince) >= a.cfg.Lock.CacheLinger {
+		a.endCacheLocked(c)
+		go func() {
+			a.watchdog.Remove(c.rh)
+			a.release(a.runCtx, c.name, c.rh.Holder, false)
+		}()
+	}
 }
 
 // Names other agents want too. A name that another agent took from this
@@ -404,22 +496,3 @@ const (
 	maxShared   = 4096
 	maxReleased = 1 << 16
 )
-
-// ownCheck answers CHECK of fence on name from what this agent knows
-// (mine), if fence is of a record it keeps: its cache's record's fence is
-// current while it is lent; in a run it passes among its holders (see
-// cohort.go), its current holder's fence is current, and every earlier
-// fence of the name is not (no other agent holds it meanwhile). The
-// masters learn that a record was lent, came back or was passed on only
-// after the client was answered.
-func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c := a.caches[name]; c != nil && uint64(c.record.Fence) == fence {
-		return c.holder != nil, true
-	}
-	if c := a.cohorts[name]; c != nil && holderOf(c.rh) != nil && fence <= uint64(c.record.Fence) {
-		return fence == uint64(c.record.Fence), true
-	}
-	return false, false
-}

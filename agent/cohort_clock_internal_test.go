@@ -15,37 +15,37 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	// A block is 9 fences (cohort_max_handoffs 8, and the grant's own):
 	// this run got 1..9 and handed out 1 and 2.
-	fresh := cohort{next: 3, top: 9, started: t0}
+	fresh := lending{policy: lendRun, next: 3, top: 9, block: 9, started: t0}
 	cases := []struct {
 		name      string
-		run       func(c *cohort)
+		run       func(c *lending)
 		age       time.Duration
 		mayPass   bool
 		refillDue bool
 	}{
 		{name: "a fresh run with fences left passes the name on and reserves nothing yet", age: 0, mayPass: true},
 		{name: "a run a quarter into its block reserves a further one while younger than refillFor",
-			run: func(c *cohort) { c.next = 4 }, age: refillFor - time.Millisecond, mayPass: true, refillDue: true},
+			run: func(c *lending) { c.next = 4 }, age: refillFor - time.Millisecond, mayPass: true, refillDue: true},
 		{name: "a run a quarter into its block reserves nothing once refillFor has passed",
-			run: func(c *cohort) { c.next = 4 }, age: refillFor, mayPass: true},
+			run: func(c *lending) { c.next = 4 }, age: refillFor, mayPass: true},
 		{name: "a run that has a reservation under way does not start another",
-			run: func(c *cohort) { c.next, c.refilling = 4, true }, mayPass: true},
+			run: func(c *lending) { c.next, c.reserving = 4, true }, mayPass: true},
 		{name: "a run whose reservation failed does not try again",
-			run: func(c *cohort) { c.next, c.refillFailed = 4, true }, mayPass: true},
+			run: func(c *lending) { c.next, c.reserveFailed = 4, true }, mayPass: true},
 		{name: "a run another agent waits for reserves nothing",
-			run: func(c *cohort) { c.next, c.wanted = 4, true }, mayPass: true},
+			run: func(c *lending) { c.next, c.wanted = 4, true }, mayPass: true},
 		{name: "a run another agent waits for passes the name on until cohort_max_hold from its grant",
-			run: func(c *cohort) { c.wanted = true }, age: maxHold - time.Millisecond, mayPass: true},
+			run: func(c *lending) { c.wanted = true }, age: maxHold - time.Millisecond, mayPass: true},
 		{name: "a run another agent waits for ends at cohort_max_hold from its grant",
-			run: func(c *cohort) { c.wanted = true }, age: maxHold},
+			run: func(c *lending) { c.wanted = true }, age: maxHold},
 		{name: "a run no other agent waits for goes on past cohort_max_hold",
 			age: 10 * maxHold, mayPass: true},
 		{name: "a run whose block is used up goes on with its spare while younger than refillFor",
-			run: func(c *cohort) { c.next, c.spare = 10, 100 }, age: refillFor - time.Millisecond, mayPass: true},
+			run: func(c *lending) { c.next, c.spare = 10, 100 }, age: refillFor - time.Millisecond, mayPass: true},
 		{name: "a run whose block is used up ends once refillFor has passed, spare or not",
-			run: func(c *cohort) { c.next, c.spare = 10, 100 }, age: refillFor},
+			run: func(c *lending) { c.next, c.spare = 10, 100 }, age: refillFor},
 		{name: "a run whose block is used up with no spare passes no more, whatever reservation is due",
-			run: func(c *cohort) { c.next = 10 }, refillDue: true},
+			run: func(c *lending) { c.next = 10 }, refillDue: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,11 +73,11 @@ func TestAQueueStandsBackAfterARunAnotherAgentWaitedFor(t *testing.T) {
 	for _, wanted := range []bool{true, false} {
 		clock := quorum.NewFakeClock(time.Unix(1000, 0))
 		a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
-			cohorts: map[string]*cohort{}, queues: map[string]*queue{}}
-		c := &cohort{name: "n", wanted: wanted}
+			names: map[string]*nameRecord{}}
+		c := &lending{policy: lendRun, name: "n", wanted: wanted}
 		q := &queue{name: "n"}
-		a.cohorts["n"], a.queues["n"] = c, q
-		if handOver := a.endCohortLocked(&hold{cohort: c}); handOver != wanted {
+		a.names["n"] = &nameRecord{key: "n", lent: c, queue: q}
+		if handOver := a.endCohortLocked(&hold{lent: c}); handOver != wanted {
 			t.Fatalf("wanted=%v: hand-over %v", wanted, handOver)
 		}
 		want := time.Duration(0)

@@ -362,7 +362,7 @@ func (r *contending) ready(w *waiter) bool {
 	case ctx.Err() != nil:
 		a.finish(q, w, result{err: errAgentStopping})
 		return false
-	case cohortable(w.req) && a.lateRun(q, w): // a run, or one being made
+	case lendable(w.req, lendRun) && a.lateRun(q, w): // a run, or one being made
 		r.awaitCohort(w)
 		return false
 	}

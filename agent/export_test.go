@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ func OpenSessions(a *Agent) int {
 // cohort.go). It says false if name has no queue.
 func StandBack(a *Agent, name string, until time.Time) bool {
 	a.mu.Lock()
-	q := a.queues[name]
+	q := a.queueLocked(name)
 	a.mu.Unlock()
 	if q == nil {
 		return false
@@ -84,4 +85,23 @@ func StandBack(a *Agent, name string, until time.Time) bool {
 	defer q.mu.Unlock()
 	q.yieldUntil = until
 	return true
+}
+
+// Names is the names a keeps a record of (see name.go), each with the
+// parts of its record that are set.
+func Names(a *Agent) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var names []string
+	for key, n := range a.names {
+		parts := []string{key + ":"}
+		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "lent": n.lent != nil,
+			"wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
+			if set {
+				parts = append(parts, part)
+			}
+		}
+		names = append(names, strings.Join(parts, " "))
+	}
+	return names
 }

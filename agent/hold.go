@@ -17,9 +17,9 @@ import (
 // the hold while it is live (guarded by Agent.mu: see holderOf). acquired,
 // mode and the session's map are guarded by the session's mu.
 type hold struct {
-	// rh is the name, holder id, and, for a ttl= hold, its end. Holds of
-	// one run of local holders share it (see cohort.go); its Owner is the
-	// current one.
+	// rh is the name, holder id, and, for a ttl= hold, its end. The holds
+	// a record is lent to share it (see lend.go); its Owner is the current
+	// one.
 	rh    *renewal.Hold
 	sess  *session
 	owner string
@@ -35,23 +35,22 @@ type hold struct {
 	// gaugeMode is the mode the holds gauge counts it under; guarded by
 	// Agent.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
-	// cohort is the run of local holders this hold is part of (see
-	// cohort.go), or nil; set when the hold is made, or when a local
-	// waiter came after its grant (see lateRun), under Agent.mu, and not
-	// changed after. Holds of one run share rh.
-	cohort *cohort
+	// lent is the lending this hold is part of (see lend.go), or nil: the
+	// cache or the run that lent it its record, or the run its own record
+	// started when a local waiter came after its grant (see lateRun), or
+	// took over from its cache. Set under Agent.mu, when the hold is made
+	// or becomes a run's first holder.
+	lent *lending
 	// notifyWanted says its LOCK asked for WANTED pushes (notify=wanted;
 	// see wanted.go), set when the hold is made; wanted spaces them,
 	// guarded by the session's mu.
 	notifyWanted bool
 	wanted       wantedLimit
-	// cache is the cached record this hold was lent (see cache.go), or
-	// nil; set when the hold is made. cacheable says its record may be
-	// cached when it ends: its LOCK was of a kind that caches, and no
-	// EXTEND or downgrade changed it since; guarded by Agent.mu.
-	cache     *cache
+	// cacheable says its record may be cached when it ends: its LOCK was of
+	// a kind that caches, and no EXTEND or downgrade changed it since, nor
+	// a run took its cache over; guarded by Agent.mu.
 	cacheable bool
-	// cohortable says its LOCK may be part of a run (see cohortable);
+	// cohortable says its LOCK may be part of a run (see lendable);
 	// reserving that a run's block is being reserved for it (see
 	// lateRun), lateFailed that one failed or it changed since (EXTEND,
 	// a downgrade). Guarded by Agent.mu.
@@ -74,7 +73,7 @@ func holderOf(rh *renewal.Hold) *hold {
 func (a *Agent) startHoldLocked(h *hold) {
 	h.rh.Owner = h
 	if h.limit == 1 && h.mode == protocol.Exclusive {
-		a.locked[h.rh.Name] = h
+		a.nameLocked(h.rh.Name).locked = h
 	}
 	a.held++
 	a.metrics.holdStarted(h)
@@ -85,8 +84,9 @@ func (a *Agent) startHoldLocked(h *hold) {
 // go, or passed on. Agent.mu is held.
 func (a *Agent) endHoldLocked(h *hold) {
 	h.rh.Owner = nil
-	if a.locked[h.rh.Name] == h {
-		delete(a.locked, h.rh.Name)
+	if n := a.names[h.rh.Name]; n != nil && n.locked == h {
+		n.locked = nil
+		a.tidyLocked(n)
 	}
 	a.held--
 	a.metrics.holdEnded(h)
@@ -151,8 +151,8 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 	}
 	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
-		notifyWanted: w.req.NotifyWanted, cacheable: cacheable(w.req) && w.done == nil && w.reused, // not a multi-lock's; its name used again
-		cohortable: cohortable(w.req)}
+		notifyWanted: w.req.NotifyWanted, cacheable: lendable(w.req, lendLinger) && w.done == nil && w.reused, // not a multi-lock's; its name used again
+		cohortable: lendable(w.req, lendRun)}
 	if w.req.TTL > 0 {
 		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
 	}
@@ -340,12 +340,7 @@ func (a *Agent) release(ctx context.Context, name, holder string, handOver bool)
 	if _, err := release(ctx, name, holder); err != nil {
 		a.log.Warn("release reached no master; the lease will expire", "name", name, "error", err)
 	}
-	a.mu.Lock()
-	q := a.queues[name]
-	a.mu.Unlock()
-	if q != nil {
-		q.poke()
-	}
+	a.pokeQueue(name)
 }
 
 func (a *Agent) releaseAsync(name, holder string) {
@@ -377,12 +372,7 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	}
 	a.cluster.ReleaseMany(context.Background(), keys)
 	for _, k := range keys {
-		a.mu.Lock()
-		q := a.queues[k.Name]
-		a.mu.Unlock()
-		if q != nil {
-			q.poke()
-		}
+		a.pokeQueue(k.Name)
 	}
 }
 
@@ -439,8 +429,9 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 }
 
 // undone is what is left to do of an UNLOCK once the session let go of
-// the hold: a downgrade in the masters, or the release of h's name, which
-// may go to a local waiter (see cohort.go) or be released in the masters.
+// the hold: a downgrade in the masters, or the release of h's name, whose
+// lent record may go on to a local waiter or back to its cache (see
+// lend.go), or else is released in the masters.
 type undone struct {
 	h         *hold
 	downgrade bool
@@ -450,10 +441,10 @@ type undone struct {
 	rollback bool
 }
 
-// now does what needs no master, at once: it passes the name to a local
-// waiter if it may. It says whether that was all.
+// now does what needs no master, at once: it gives a lent record back (see
+// giveBack) if it may. It says whether that was all.
 func (d *undone) now(s *session) bool {
-	if d.downgrade || !s.a.handOff(d.h) && !s.a.cacheHold(d.h) {
+	if d.downgrade || !s.a.giveBack(d.h) {
 		return false
 	}
 	s.releaseDone(d.h.rh.Name, d.rel)

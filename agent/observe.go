@@ -162,7 +162,10 @@ func (a *Agent) unobserveLocked(s *session, o *observation) {
 	delete(o.joining, s)
 	a.metrics.Observers.Dec()
 	if len(o.sessions) == 0 && len(o.joining) == 0 {
-		delete(a.observations, o.name)
+		if n := a.names[o.name]; n != nil && n.observation == o {
+			n.observation = nil
+			a.tidyLocked(n)
+		}
 		o.stop()
 	}
 }
@@ -170,16 +173,14 @@ func (a *Agent) unobserveLocked(s *session, o *observation) {
 // observationLocked returns the agent's observation of name, started if
 // there was none. Agent.mu is held.
 func (a *Agent) observationLocked(name string) *observation {
-	if o := a.observations[name]; o != nil {
+	n := a.nameLocked(name)
+	if o := n.observation; o != nil {
 		return o
 	}
 	ctx, stop := context.WithCancel(a.runCtx)
 	o := &observation{name: name, sessions: map[*session]struct{}{}, joining: map[*session]uint64{},
 		poke: make(chan struct{}, 1), stop: stop}
-	if a.observations == nil {
-		a.observations = map[string]*observation{}
-	}
-	a.observations[name] = o
+	n.observation = o
 	w := a.cluster.Watch(ctx, name)
 	go a.observeLoop(ctx, o, w)
 	return o

@@ -25,14 +25,14 @@ type turn struct {
 	done chan struct{} // closed when it is finished
 	keys []holdKey
 	seq  uint64 // its place in the session's order of arrival
-	// tag, for a LOCK, is its tag: the session's lockTurns has it under it
-	// until its answer is about to be queued.
+	// tag, for a LOCK, is its tag: its pendingLock has it until its
+	// answer is about to be queued.
 	tag  string
 	lock bool
 	// A LOCK is started when it begins to take effect, in its own
 	// goroutine if it waited for its turn, and applied once it has joined
 	// its queue or was answered (see applyLock). In between, its waiter
-	// may be in the session's waits but not yet in its queue, where CANCEL
+	// may be in its pendingLock but not yet in its queue, where CANCEL
 	// and the session's end cannot withdraw it: they set cancelled, or
 	// closing, and applyLock withdraws it once it is applied.
 	started, applied, cancelled bool
@@ -40,6 +40,85 @@ type turn struct {
 	// finished as soon as it is, so a request behind it waits for nothing
 	// the client has not seen answered (see admitBehindLocked).
 	answered bool
+}
+
+// pendingLock is one unanswered LOCK of the session, under its tag: what
+// CANCEL, the session's end and the limits look at. Each part is set where
+// it starts and cleared where it ends, and the record goes with the last
+// (tidyLockLocked). Guarded by the session's mu.
+type pendingLock struct {
+	// turn is the LOCK's turn (see turn) until its answer is about to be
+	// queued (see lockAnswering).
+	turn *turn
+	// wait is its wait in its name's queue (for a multi-lock, the wait of
+	// the name it claims now), from the claim until its end is answered.
+	wait *waiter
+	// multi ends a multi-lock's goroutine (CANCEL, the agent stopping),
+	// until it has answered.
+	multi context.CancelCauseFunc
+}
+
+// pendingLocked is the record of the LOCK tag, made if there was none.
+// s.mu is held.
+func (s *session) pendingLocked(tag string) *pendingLock {
+	p := s.locks[tag]
+	if p == nil {
+		if s.locks == nil {
+			s.locks = map[string]*pendingLock{}
+		}
+		p = &pendingLock{}
+		s.locks[tag] = p
+	}
+	return p
+}
+
+// tidyLockLocked drops p, the record of the LOCK tag, once nothing is left
+// of it. s.mu is held.
+func (s *session) tidyLockLocked(tag string, p *pendingLock) {
+	if p.turn == nil && p.wait == nil && p.multi == nil && s.locks[tag] == p {
+		delete(s.locks, tag)
+	}
+}
+
+// lockLocked is the wait and the multi-lock's cancel of the LOCK tag, nil
+// if it has none. s.mu is held.
+func (s *session) lockLocked(tag string) (*waiter, context.CancelCauseFunc) {
+	if p := s.locks[tag]; p != nil {
+		return p.wait, p.multi
+	}
+	return nil, nil
+}
+
+// lockTurnLocked is the turn of the LOCK tag, nil if it has none. s.mu is
+// held.
+func (s *session) lockTurnLocked(tag string) *turn {
+	if p := s.locks[tag]; p != nil {
+		return p.turn
+	}
+	return nil
+}
+
+// endMultiLocked notes that the multi-lock tag has ended. s.mu is held.
+func (s *session) endMultiLocked(tag string) {
+	if p := s.locks[tag]; p != nil && p.multi != nil {
+		p.multi = nil
+		s.multis--
+		s.tidyLockLocked(tag, p)
+	}
+}
+
+// waitsToEndLocked is the waits that a closing session, or a stopping
+// agent, ends itself: a multi-lock's goroutine withdraws its own (see
+// finishClaim), as a LOCK joining its queue in its own goroutine does (see
+// applyLock). s.mu is held.
+func (s *session) waitsToEndLocked() []*waiter {
+	waits := make([]*waiter, 0, s.waiting)
+	for tag, p := range s.locks {
+		if w := p.wait; w != nil && w.done == nil && !s.joiningLocked(tag) {
+			waits = append(waits, w)
+		}
+	}
+	return waits
 }
 
 // priorLocked is what a request on keys must wait for: the last unfinished
@@ -65,10 +144,7 @@ func (s *session) takeTurnLocked(t *turn) {
 		s.turns[k] = t
 	}
 	if t.lock {
-		if s.lockTurns == nil {
-			s.lockTurns = map[string]*turn{}
-		}
-		s.lockTurns[t.tag] = t
+		s.pendingLocked(t.tag).turn = t
 	}
 }
 
@@ -108,7 +184,7 @@ func (s *session) finishLocked(t *turn) {
 func (s *session) lockAnswering(tag string) *turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.lockTurns[tag]
+	t := s.lockTurnLocked(tag)
 	if t != nil {
 		t.answered = true
 		s.untagLocked(t)
@@ -126,8 +202,9 @@ func (s *session) answerLock(tag string, line []byte) {
 }
 
 func (s *session) untagLocked(t *turn) {
-	if t.lock && s.lockTurns[t.tag] == t {
-		delete(s.lockTurns, t.tag)
+	if p := s.locks[t.tag]; t.lock && p != nil && p.turn == t {
+		p.turn = nil
+		s.tidyLockLocked(t.tag, p)
 	}
 }
 
@@ -155,7 +232,7 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 	}
 	t := &turn{done: make(chan struct{}), keys: keysOf(l.Names, l.Owner), tag: req.Tag, lock: true}
 	s.mu.Lock()
-	if s.lockTurns[req.Tag] != nil {
+	if s.lockTurnLocked(req.Tag) != nil {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", req.Tag)
 	}
@@ -190,7 +267,7 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 // for nothing the client can see. s.mu is held.
 func (s *session) admitBehindLocked(prior []*turn) error {
 	lim := s.a.limits().MaxHoldsPerSession
-	if len(s.holds)+len(s.waits)+s.behind >= lim && !allAnswered(prior) {
+	if len(s.holds)+s.waiting+s.behind >= lim && !allAnswered(prior) {
 		return protocol.Errorf(protocol.ErrLimit, "session holds, waits for or has requests waiting for their turn on %d names (max_holds_per_session)", lim)
 	}
 	s.behind++
@@ -232,7 +309,7 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 	s.mu.Lock()
 	t.applied = true
 	cancelled, closing := t.cancelled, s.closing
-	w, multi := s.waits[tag], s.multis[tag]
+	w, multi := s.lockLocked(tag)
 	s.mu.Unlock()
 	switch {
 	case err != nil:
@@ -258,7 +335,7 @@ func (s *session) endedBy() error {
 // joiningLocked says whether the LOCK tag is joining its queue in its own
 // goroutine, which withdraws it if need be (see applyLock). s.mu is held.
 func (s *session) joiningLocked(tag string) bool {
-	t := s.lockTurns[tag]
+	t := s.lockTurnLocked(tag)
 	return t != nil && t.started && !t.applied
 }
 
@@ -269,7 +346,7 @@ func (s *session) joiningLocked(tag string) bool {
 // wait for the ones before it; one joining its queue is withdrawn by
 // applyLock. s.mu is held.
 func (s *session) cancelPendingLocked(tag string) (pending, answer bool) {
-	t := s.lockTurns[tag]
+	t := s.lockTurnLocked(tag)
 	if t == nil || t.applied {
 		return false, false
 	}
@@ -419,7 +496,7 @@ func (s *session) whoAfter(tag, name string, prior []*turn) {
 // its queue, now that it has.
 func (s *session) cancelTag(tag string) {
 	s.mu.Lock()
-	w, multi := s.waits[tag], s.multis[tag]
+	w, multi := s.lockLocked(tag)
 	s.mu.Unlock()
 	s.withdrawCancelled(w, multi)
 }

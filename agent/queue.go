@@ -153,12 +153,12 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
 		return false, protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
 	}
-	name := w.req.Names[0]
-	q := a.queues[name]
+	n := a.nameLocked(w.req.Names[0])
+	q := n.queue
 	start := q == nil
 	if start {
-		q = &queue{name: name, changed: make(chan struct{}, 1), count: &a.waiters, metrics: a.metrics}
-		a.queues[name] = q
+		q = &queue{name: n.key, changed: make(chan struct{}, 1), count: &a.waiters, metrics: a.metrics}
+		n.queue = q
 	}
 	q.mu.Lock()
 	if w.req.Wait == 0 && len(q.waiters) > 0 {
@@ -202,7 +202,10 @@ func (a *Agent) head(q *queue) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.waiters) == 0 {
-		delete(a.queues, q.name)
+		if n := a.names[q.name]; n != nil && n.queue == q {
+			n.queue = nil
+			a.tidyLocked(n)
+		}
 		return nil
 	}
 	return q.waiters[0]

@@ -210,11 +210,11 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		}
 		afterLost = s.loseFoundLocked(h) // the new hold's grant comes after its LOST
 	}
-	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+len(s.waits) >= lim {
+	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
-	if _, dup := s.waits[tag]; dup || (!many && s.multis[tag] != nil) {
+	if w, multi := s.lockLocked(tag); w != nil || (!many && multi != nil) {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
@@ -223,18 +223,7 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, nil
 	}
-	w = &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
-		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
-	if many {
-		w.done = make(chan result, 1)
-	} else {
-		s.reqs.Add(1) // until end answers it: a closing session waits for that
-	}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
-	if r := s.releasing[name]; r != nil && w.after == nil {
-		w.after = r.done
-	}
-	s.waits[tag] = w
+	w = s.newWaiterLocked(tag, l, many, after)
 	s.mu.Unlock()
 	busy, err := a.enqueue(w)
 	if err != nil {
@@ -250,6 +239,29 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
 	}
 	return w, r, nil
+}
+
+// newWaiterLocked is the wait of the LOCK tag of l's one name, noted as its
+// wait (see pendingLock); after, if not nil, is closed once a release it
+// must wait for landed. A wait of a multi-lock (many) is answered on its
+// done channel; any other is counted in s.reqs until it is answered. s.mu
+// is held.
+func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after <-chan struct{}) *waiter {
+	a, name := s.a, l.Names[0]
+	w := &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
+		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
+	if many {
+		w.done = make(chan result, 1)
+	} else {
+		s.reqs.Add(1) // until end answers it: a closing session waits for that
+	}
+	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
+	if r := s.releasing[name]; r != nil && w.after == nil {
+		w.after = r.done
+	}
+	s.pendingLocked(tag).wait = w
+	s.waiting++
+	return w
 }
 
 // finishClaim awaits the result of w, a wait of a multi-lock, or withdraws
@@ -293,9 +305,9 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 	s.spawn(tag, func() error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
-		delete(s.multis, tag)   // before the answer: the client may reuse the tag
+		s.endMultiLocked(tag)   // before the answer: the client may reuse the tag
 		var ended chan struct{} // closed once: a multi-lock sent after bye finds none
-		if len(s.multis) == 0 {
+		if s.multis == 0 {
 			ended, s.multisEnded = s.multisEnded, nil
 		}
 		s.mu.Unlock()
@@ -318,16 +330,14 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 func (s *session) startMulti(tag string, n int, cancel context.CancelCauseFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.waits[tag]; dup || s.multis[tag] != nil {
+	if w, multi := s.lockLocked(tag); w != nil || multi != nil {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	if held, lim := len(s.holds)+len(s.waits), s.a.limits().MaxHoldsPerSession; held+n > lim {
+	if held, lim := len(s.holds)+s.waiting, s.a.limits().MaxHoldsPerSession; held+n > lim {
 		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+n, lim)
 	}
-	if s.multis == nil {
-		s.multis = map[string]context.CancelCauseFunc{}
-	}
-	s.multis[tag] = cancel
+	s.pendingLocked(tag).multi = cancel
+	s.multis++
 	return nil
 }
 
@@ -438,7 +448,7 @@ func grantManyLine(tag string, rs []result) []byte {
 	return l.Bytes()
 }
 
-// forgetWait takes w out of the session's waits, if it is still there.
+// forgetWait takes w out of its LOCK's record, if it is still there.
 func (s *session) forgetWait(w *waiter) {
 	s.mu.Lock()
 	s.dropWaitLocked(w)
@@ -446,8 +456,10 @@ func (s *session) forgetWait(w *waiter) {
 }
 
 func (s *session) dropWaitLocked(w *waiter) {
-	if s.waits[w.tag] == w {
-		delete(s.waits, w.tag)
+	if p := s.locks[w.tag]; p != nil && p.wait == w {
+		p.wait = nil
+		s.waiting--
+		s.tidyLockLocked(w.tag, p)
 	}
 }
 
@@ -486,7 +498,7 @@ func (s *session) cancelWait(req *protocol.Request) error {
 		return err
 	}
 	s.mu.Lock()
-	w, multi := s.waits[tag], s.multis[tag]
+	w, multi := s.lockLocked(tag)
 	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
 	if pending {
 		w, multi = nil, nil

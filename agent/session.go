@@ -47,8 +47,16 @@ type session struct {
 	peer     acl.Peer
 
 	// The lock order, every mutex of agent and renewal, outermost first. A
-	// goroutine that holds one takes only the ones after it. A build with
+	// goroutine that holds one takes only the ones below it. A build with
 	// the lockorder tag checks it (internal/lockorder, which lists it too).
+	//
+	//	turn                       one request on a hold, in line order (not a mutex)
+	//	└ session.mu               one session: its holds, its unanswered LOCKs
+	//	  └ Agent.mu               the sessions, and every name's record (name.go)
+	//	    └ queue.mu             one name's waiters
+	//	      └ Watchdog.mu        the watched records (renewal)
+	//	        └ outbox.mu        one session's lines for its client
+	//	leaves, under any of them: recentNames.mu, quorum's mutexes
 	//
 	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
 	//     request on a hold holds one from its line's dispatch until it is
@@ -57,15 +65,17 @@ type session struct {
 	//     releases to land) with no mutex held, and turns are taken in line
 	//     order, so none waits for one taken after it. Its fields are
 	//     guarded by session.mu.
-	//  1. session.mu (this one): the session's holds, waits and multi-locks.
+	//  1. session.mu (this one): the session's holds, and its unanswered
+	//     LOCKs (pendingLock: each one's turn, wait and multi-lock).
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below.
-	//  2. Agent.mu: the sessions, the queues, the cohorts, the caches
-	//     (cache.go, with their reserving and refilling flags), the live holders
-	//     of the watchdog's records (renewal.Hold.Owner) and their count,
-	//     the notify=wanted holds by name (wanted.go), the names whose
-	//     waiters are recorded (waiting.go), the observations and each
-	//     session's observing (observe.go).
+	//  2. Agent.mu: the sessions, and Agent.names, the one record per name
+	//     (name.go) with all that hangs from it: the live exclusive lock, the
+	//     queue's place, the lending, a run or a cache (lend.go, with its
+	//     reserving flag), the notify=wanted holds, the waiting record, the
+	//     observation and each session's observing (observe.go); the live
+	//     holders of the watchdog's records (renewal.Hold.Owner) and their
+	//     count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
@@ -83,22 +93,25 @@ type session struct {
 	// FakeClock's) may be taken under these and take none of them: quorum
 	// never calls back into the agent with one held (a FakeClock runs an
 	// AfterFunc's function within Advance, with its own mutex let go).
-	mu     sessionMutex
-	idle   quorum.Timer // the idle_timeout check; nil until there is one (see armIdle)
-	holds  map[holdKey]*hold
-	waits  map[string]*waiter                 // by tag, for CANCEL
-	multis map[string]context.CancelCauseFunc // multi-locks under way, by tag, for CANCEL
+	mu    sessionMutex
+	idle  quorum.Timer // the idle_timeout check; nil until there is one (see armIdle)
+	holds map[holdKey]*hold
+	// locks is the session's unanswered LOCKs, by tag: one record each,
+	// its turn, its wait and, for a multi-lock, its goroutine's cancel (see
+	// pendingLock). waiting counts those with a wait, multis those that are
+	// multi-locks; kept by the functions that set and clear them alone.
+	locks   map[string]*pendingLock
+	waiting int
+	multis  int
 	// multisEnded, while the agent stops, is closed when the last multi-lock
 	// under way has answered (see bye).
 	multisEnded chan struct{}
 	releasing   map[string]*release // names being released in the masters; nil when none
 	// turns is the last unfinished request on each hold that later
-	// requests on it wait for, lockTurns the unanswered LOCKs by tag, and
-	// behind the requests waiting for their turn (see order.go);
-	// turnsEnded, while the agent stops, is closed when turns empties
-	// (see bye).
+	// requests on it wait for, and behind the requests waiting for their
+	// turn (see order.go); turnsEnded, while the agent stops, is closed
+	// when turns empties (see bye).
 	turns      map[holdKey]*turn
-	lockTurns  map[string]*turn
 	turnSeq    uint64 // the last turn's seq
 	turnsEnded chan struct{}
 	behind     int
@@ -149,7 +162,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		return
 	}
 	a.nextSession++
-	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}, waits: map[string]*waiter{}}
+	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if err := s.out.init(conn, s.log); err != nil {
 		a.mu.Unlock()
@@ -308,11 +321,8 @@ func (s *session) shrinkLocked() {
 	if len(s.turns) == 0 {
 		s.turns = nil // takeTurnLocked makes it again
 	}
-	if len(s.lockTurns) == 0 {
-		s.lockTurns = nil
-	}
-	if len(s.waits) == 0 {
-		s.waits = map[string]*waiter{}
+	if len(s.locks) == 0 {
+		s.locks = nil // pendingLocked makes it again
 	}
 }
 
@@ -324,7 +334,7 @@ func (s *session) checkIdle() {
 	s.mu.Lock()
 	limit := s.a.limits().IdleTimeout
 	quiet := s.a.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
-	busy := len(s.holds) > 0 || len(s.waits) > 0 || len(s.turns) > 0 || s.inflight > 0
+	busy := len(s.holds) > 0 || s.waiting > 0 || len(s.turns) > 0 || s.inflight > 0
 	idle := false
 	switch {
 	case s.closing, limit <= 0: // a SIGHUP turned it off
@@ -384,21 +394,16 @@ func (s *session) bye(reason string) {
 		for _, h := range s.holds {
 			holds = append(holds, h)
 		}
-		waits := make([]*waiter, 0, len(s.waits))
-		for _, w := range s.waits {
-			// A multi-lock's goroutine withdraws its own (see finishClaim),
-			// as a LOCK joining its queue in its own goroutine does.
-			if w.done == nil && !s.joiningLocked(w.tag) {
-				waits = append(waits, w)
-			}
-		}
+		waits := s.waitsToEndLocked()
 		var multisEnded chan struct{}
-		if len(s.multis) > 0 {
+		if s.multis > 0 {
 			s.multisEnded = make(chan struct{})
 			multisEnded = s.multisEnded
 		}
-		for _, cancel := range s.multis {
-			cancel(errAgentStopping)
+		for _, p := range s.locks {
+			if p.multi != nil {
+				p.multi(errAgentStopping)
+			}
 		}
 		var turnsEnded chan struct{}
 		if len(s.turns) > 0 {
@@ -450,14 +455,7 @@ func (s *session) close() {
 	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
 	s.holds = map[holdKey]*hold{}
-	waits := make([]*waiter, 0, len(s.waits))
-	for _, w := range s.waits {
-		// A multi-lock's goroutine withdraws its own (see finishClaim),
-		// as a LOCK joining its queue in its own goroutine does.
-		if w.done == nil && !s.joiningLocked(w.tag) {
-			waits = append(waits, w)
-		}
-	}
+	waits := s.waitsToEndLocked()
 	s.mu.Unlock()
 	for _, w := range waits {
 		if s.a.withdraw(w) {

@@ -6,13 +6,16 @@ import (
 )
 
 // inFlight runs n requests on s at once, each deleting its own entry of
-// s.turns, s.lockTurns and s.waits (as its turn and wait end) before it
-// returns, and waits for all of them.
+// s.turns and s.locks (as its turn and wait end) before it returns, and
+// waits for all of them.
 func inFlight(s *session, n int) {
 	s.mu.Lock()
 	for i := range n {
 		key := holdKey{name: string(rune('a' + i%26)), owner: string(rune('0' + i))}
-		s.turns[key], s.lockTurns[key.owner+key.name], s.waits[key.owner+key.name] = &turn{}, &turn{}, &waiter{}
+		s.turns[key] = &turn{}
+		p := s.pendingLocked(key.owner + key.name)
+		p.turn, p.wait = &turn{tag: key.owner + key.name, lock: true}, &waiter{tag: key.owner + key.name}
+		s.waiting++
 	}
 	s.mu.Unlock()
 	var started sync.WaitGroup
@@ -25,8 +28,9 @@ func inFlight(s *session, n int) {
 			<-release
 			s.mu.Lock()
 			delete(s.turns, key)
-			delete(s.lockTurns, key.owner+key.name)
-			delete(s.waits, key.owner+key.name)
+			p := s.locks[key.owner+key.name]
+			s.untagLocked(p.turn)
+			s.dropWaitLocked(p.wait)
 			s.mu.Unlock()
 			return nil
 		})
@@ -46,15 +50,15 @@ func TestABurstsEmptiedMapsAreDroppedAndOrdinaryOnesKept(t *testing.T) {
 		{"requests below a burst keep their maps (no allocation per request)", burstInflight, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &session{turns: map[holdKey]*turn{}, lockTurns: map[string]*turn{}, waits: map[string]*waiter{}}
+			s := &session{turns: map[holdKey]*turn{}, locks: map[string]*pendingLock{}}
 			inFlight(s, tc.inFlight)
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if dropped := s.turns == nil && s.lockTurns == nil; dropped != tc.dropped {
-				t.Fatalf("turns and lockTurns dropped: %v, want %v", dropped, tc.dropped)
+			if dropped := s.turns == nil && s.locks == nil; dropped != tc.dropped {
+				t.Fatalf("turns and locks dropped: %v, want %v", dropped, tc.dropped)
 			}
-			if s.waits == nil || len(s.waits) != 0 || s.burst {
-				t.Fatalf("waits %v, burst %v: want an empty map and no burst", s.waits, s.burst)
+			if len(s.locks) != 0 || s.waiting != 0 || s.burst {
+				t.Fatalf("locks %v, waiting %d, burst %v: want none and no burst", s.locks, s.waiting, s.burst)
 			}
 		})
 	}

@@ -50,10 +50,7 @@ func (a *Agent) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver b
 
 // pokeQueue lets name's local waiters try at once.
 func (a *Agent) pokeQueue(name string) {
-	a.mu.Lock()
-	q := a.queues[name]
-	a.mu.Unlock()
-	if q != nil {
+	if q := a.queueOf(name); q != nil {
 		q.poke()
 	}
 }

@@ -80,12 +80,13 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 		return false
 	}
 	h.cacheable = false // a record with a value is not cached (see cache.go)
-	if c := h.cache; c != nil && c.holder == h {
-		c.record.Who.Value = value
-	}
-	if c := h.cohort; c != nil && a.cohorts[c.name] == c {
-		c.record.Who.Value = value
-		a.retagLocked(c)
+	switch l := h.lent; {
+	case l == nil:
+	case l.policy == lendLinger && l.holder == h:
+		l.record.Who.Value = value
+	case l.policy == lendRun && a.lendsLocked(l):
+		l.record.Who.Value = value
+		a.retagLocked(l)
 	}
 	return true
 }

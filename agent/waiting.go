@@ -43,13 +43,17 @@ type waitCount struct {
 func (a *Agent) startsWaiting(q *queue) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	rec := a.waitRecs[q.name]
+	n := a.names[q.name] // q's: not retired while its contender runs
+	if n == nil {
+		return
+	}
+	rec := n.waitRec
 	if rec == nil {
 		if a.runCtx == nil || a.runCtx.Err() != nil {
 			return
 		}
 		rec = &waitRecord{name: q.name, kick: make(chan struct{}, 1)}
-		a.waitRecs[q.name] = rec
+		n.waitRec = rec
 		go a.recordWaiting(rec)
 	}
 	q.mu.Lock()
@@ -60,7 +64,7 @@ func (a *Agent) startsWaiting(q *queue) {
 
 // waitingNowLocked is what name's record should say. Agent.mu is held.
 func (a *Agent) waitingNowLocked(name string) waitCount {
-	q := a.queues[name]
+	q := a.queueLocked(name)
 	if q == nil {
 		return waitCount{}
 	}
@@ -81,7 +85,10 @@ func (a *Agent) recordWaiting(rec *waitRecord) {
 		a.mu.Lock()
 		want := a.waitingNowLocked(rec.name)
 		if want.count == 0 && written.count == 0 {
-			delete(a.waitRecs, rec.name)
+			if n := a.names[rec.name]; n != nil && n.waitRec == rec {
+				n.waitRec = nil
+				a.tidyLocked(n)
+			}
 			a.mu.Unlock()
 			return
 		}

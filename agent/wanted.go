@@ -69,12 +69,19 @@ func (a *Agent) noteWantedLocked(h *hold, live bool) {
 		return
 	}
 	name := h.rh.Name
-	n := a.wanted[name]
+	rec := a.names[name]
+	if live && rec == nil {
+		rec = a.nameLocked(name)
+	}
+	if rec == nil {
+		return
+	}
+	n := rec.wanted
 	switch {
 	case live && n == nil:
 		ctx, stop := context.WithCancel(a.runCtx)
 		n = &wantedName{others: map[string]heardWant{}, stop: stop}
-		a.wanted[name] = n
+		rec.wanted = n
 		go a.hearWanted(ctx, name, n)
 		fallthrough
 	case live:
@@ -83,7 +90,8 @@ func (a *Agent) noteWantedLocked(h *hold, live bool) {
 		n.holds = slices.DeleteFunc(n.holds, func(o *hold) bool { return o == h })
 		if len(n.holds) == 0 {
 			n.stop()
-			delete(a.wanted, name)
+			rec.wanted = nil
+			a.tidyLocked(rec)
 		}
 	}
 }
@@ -155,7 +163,7 @@ func (a *Agent) waiterWants(w *waiter, refused bool) {
 		return
 	}
 	a.mu.Lock()
-	notify := a.wanted[w.req.Names[0]] != nil
+	notify := a.wantedLocked(w.req.Names[0]) != nil
 	a.mu.Unlock()
 	if notify {
 		a.pushWanted(w.req.Names[0], wanter{shared: w.req.Mode == protocol.Shared, limit: limitOf(w.req)})
@@ -217,7 +225,7 @@ func (wr wanter) waitsFor(h *hold) bool {
 func (a *Agent) pushWanted(name string, wr wanter) {
 	now := a.clock.Now()
 	a.mu.Lock()
-	n := a.wanted[name]
+	n := a.wantedLocked(name)
 	if n == nil {
 		a.mu.Unlock()
 		return
@@ -241,7 +249,7 @@ func (a *Agent) pushWanted(name string, wr wanter) {
 // forgets the older ones); at least 1. Agent.mu is held.
 func (a *Agent) waitingKnownLocked(name string, n *wantedName, now time.Time) int {
 	waiting := 0
-	if q := a.queues[name]; q != nil {
+	if q := a.queueLocked(name); q != nil {
 		q.mu.Lock()
 		waiting = len(q.waiters)
 		q.mu.Unlock()
