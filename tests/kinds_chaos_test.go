@@ -109,14 +109,16 @@ func kindsUnderFaults(t *testing.T, faults masterFaults, name string, clients in
 func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop time.Time, rng *rand.Rand), run time.Duration, name string, clients int, lock func(client int, rng *rand.Rand) string) []kindHold {
 	seen := watchOf(t, a, b)
 	stop := time.Now().Add(run)
-	// Past stop the clients go on, with every master up, until they have
-	// 20 grants (a busy host may not give them so many under chaos): a
-	// name the faults wedged gets none by then.
-	const enough = 20
-	var grants atomic.Int64
+	// Past stop the clients go on, with every master up, until the name
+	// was granted again a few times: a name the faults wedged is granted
+	// no more. How many grants the chaos itself gave is the host's speed
+	// (a busy host gives few), not the product's: counting those against a
+	// threshold failed beside the rest of the suite with 18 and 19 of 20.
+	const enough = 3
+	var grants, after atomic.Int64
 	giveUp := stop.Add(10 * time.Second)
 	more := func() bool {
-		return time.Now().Before(stop) || grants.Load() < enough && time.Now().Before(giveUp)
+		return time.Now().Before(stop) || after.Load() < enough && time.Now().Before(giveUp)
 	}
 	var chaos sync.WaitGroup
 	chaos.Add(1)
@@ -151,6 +153,9 @@ func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop 
 				}
 				h := kindHold{start: time.Now(), fence: r.Int("fence"), who: i, shared: strings.Contains(line, "mode=shared"), slot: r.Fields["slot"]}
 				grants.Add(1)
+				if h.start.After(stop) {
+					after.Add(1)
+				}
 				select {
 				case p := <-c.Pushes():
 					h.end, h.lost = time.Now(), true
@@ -181,8 +186,8 @@ func kindsWhile(t *testing.T, a, b *agenttest.Agent, fail func(seen watch, stop 
 	wg.Wait()
 	chaos.Wait()
 	sort.Slice(held, func(i, j int) bool { return held[i].start.Before(held[j].start) })
-	if len(held) < enough {
-		t.Fatalf("only %d grants, under chaos and for 10s after it: the name is wedged", len(held))
+	if after.Load() == 0 {
+		t.Fatalf("no grant in the 10s after the chaos ended (%d under it): the name is wedged", grants.Load())
 	}
 	return held
 }
