@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/faultproxy"
@@ -31,23 +30,11 @@ func TestAWaitThatEndsWhileItsRoundWinsLeavesNothingHeld(t *testing.T) {
 	// A round waits three of a master's timeouts for its answer: long
 	// enough here that it is still in flight when the wait ends. (The
 	// masters record the setting: both agents have it.)
-	config := func(id string) agent.Config {
-		cfg := agenttest.Config(t, servers, 20*time.Second)
-		cfg.AgentID = id
-		cfg.Lock.MasterTimeout = time.Second
-		return cfg
-	}
-	direct, slow := config("host-0"), config("host-1")
-	var links []*faultproxy.Proxy
-	for m, s := range servers {
-		p, err := faultproxy.New(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		links = append(links, p)
-		slow.Masters[m].Address = p.Addr
-	}
+	direct := agenttest.Config(t, servers, 20*time.Second)
+	direct.AgentID = "host-0"
+	direct.Lock.MasterTimeout = time.Second
+	slow, links := proxiedConfig(t, servers, 20*time.Second)
+	slow.Lock.MasterTimeout = time.Second
 	pass := func() {
 		for _, l := range links {
 			l.SetMode(faultproxy.Pass)
