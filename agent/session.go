@@ -157,7 +157,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	}
 	if refuse != nil {
 		a.mu.Unlock()
-		conn.Write(protocol.ErrorLine(protocol.NoTag, refuse))
+		conn.Write(protocol.Failed{Tag: protocol.NoTag, Err: refuse}.Bytes())
 		conn.Close()
 		return
 	}
@@ -180,6 +180,9 @@ func (a *Agent) open(conn *net.UnixConn) {
 	go s.serve()
 }
 
+// errLineTooLong answers a line over protocol.MaxLine, before BYE.
+var errLineTooLong = protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)
+
 // serve reads request lines until the connection ends, then releases
 // everything the session holds.
 func (s *session) serve() {
@@ -189,7 +192,7 @@ func (s *session) serve() {
 		s.out.awaitRoom()
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
+			s.send(protocol.Failed{Tag: protocol.NoTag, Err: errLineTooLong}.Bytes())
 			s.bye("protocol")
 			return
 		}
@@ -201,7 +204,7 @@ func (s *session) serve() {
 		}
 		line = bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
 		if len(line) > protocol.MaxLine {
-			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
+			s.send(protocol.Failed{Tag: protocol.NoTag, Err: errLineTooLong}.Bytes())
 			s.bye("protocol")
 			return
 		}
@@ -223,21 +226,21 @@ func (s *session) dispatch(line string) (quit bool) {
 		return false
 	}
 	if err != nil {
-		s.send(protocol.ErrorLine(req.Tag, err))
+		s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 		return false
 	}
 	if req.Verb == protocol.VerbQuit {
 		if err := req.NoArgs(); err != nil {
-			s.send(protocol.ErrorLine(req.Tag, err))
+			s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 			return false
 		}
 		// close releases the holds, then closes the connection: a client
 		// that sees it close knows they are released.
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+		s.send(protocol.Done{Tag: req.Tag}.Bytes())
 		return true
 	}
 	if err := s.answer(req); err != nil {
-		s.send(protocol.ErrorLine(req.Tag, err))
+		s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 	}
 	return false
 }
@@ -250,7 +253,7 @@ func (s *session) answer(req *protocol.Request) error {
 		if err := req.NoArgs(); err != nil {
 			return err
 		}
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+		s.send(protocol.Done{Tag: req.Tag}.Bytes())
 		return nil
 	case protocol.VerbLock:
 		return s.lockInTurn(req)
@@ -290,7 +293,7 @@ func (s *session) spawn(tag string, f func() error) {
 	go func() {
 		defer s.reqs.Done()
 		if err := f(); err != nil {
-			s.send(protocol.ErrorLine(tag, err))
+			s.send(protocol.Failed{Tag: tag, Err: err}.Bytes())
 		}
 		s.mu.Lock()
 		s.inflight--
@@ -421,7 +424,7 @@ func (s *session) bye(reason string) {
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
 	}
-	s.push(protocol.Push("BYE").Str("reason", reason).Bytes())
+	s.push(protocol.Bye{Reason: reason}.Bytes())
 	s.out.flushAndClose()
 }
 
@@ -488,8 +491,7 @@ func (s *session) hello(req *protocol.Request) error {
 	if h.Client != "" {
 		s.log.Debug("hello", "client", h.Client)
 	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("proto", protocol.Version).Str("agent", Version).
-		Int("session", int64(s.id)).Int("masters", int64(s.a.cluster.Size())).Int("quorum", int64(s.a.cluster.Quorum())).Bytes())
+	s.send(protocol.Welcome{Tag: req.Tag, Agent: Version, Session: s.id, Masters: s.a.cluster.Size(), Quorum: s.a.cluster.Quorum()}.Bytes())
 	return nil
 }
 
@@ -501,11 +503,10 @@ func (s *session) status(req *protocol.Request) error {
 		s.send(statusLine(req.Tag, m).Bytes())
 	}
 	c := s.a.counts()
-	end := protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
-		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).
-		Int("tolerates", int64(s.a.tolerates())).Int("lock_delay", s.a.cfg.Lock.LockDelay.Milliseconds()).
-		Str("settings", ClusterSettings(s.a.cfg.Lock).String())
-	s.send(settingsProblem(end, s.a.cluster.SettingsProblem()).Bytes())
+	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.a.cfg.AgentID, Sessions: c.Sessions,
+		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.a.cluster.Quorum(), Tolerates: s.a.tolerates(),
+		LockDelay: s.a.cfg.Lock.LockDelay, Settings: ClusterSettings(s.a.cfg.Lock).String(),
+		SettingsDiffer: settingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
 	return nil
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -28,22 +27,20 @@ func ClusterSettings(l LockConfig) quorum.Settings {
 // statusLine is STATUS's DATA line of master m: its state, why it does not
 // vote (reason, one word; quarantine_left), the settings its marker records,
 // and a Redis Cluster's shards (see withShards).
-func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
-	l := protocol.Reply(tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
+func statusLine(tag string, m quorum.MasterStatus) protocol.Master {
+	l := protocol.Master{Tag: tag, Name: m.Name, Address: m.Address, State: string(m.State), Settings: m.Settings, Shards: shardValues(m.Shards)}
 	switch {
 	case m.State == quorum.StateQuarantined && m.Unplanted:
-		l.Str("reason", "no_marker_yet").Str("data", dataWord(m.Data))
+		l.Reason, l.Data = "no_marker_yet", dataWord(m.Data)
 	case m.State == quorum.StateQuarantined:
-		l.Int("quarantine_left", m.QuarantineLeft.Milliseconds()).Str("reason", "new_or_lost_its_data").Str("data", dataWord(m.Data))
+		l.QuarantineLeft, l.HasQuarantineLeft = m.QuarantineLeft, true
+		l.Reason, l.Data = "new_or_lost_its_data", dataWord(m.Data)
 	case m.State == quorum.StateSettings:
-		l.Str("reason", "records_other_settings")
+		l.Reason = "records_other_settings"
 	case m.State == quorum.StateUnsafe, m.State == quorum.StateDown:
-		l.Str("reason", wordOf(m.Err))
+		l.Reason = wordOf(m.Err)
 	}
-	if m.Settings != "" {
-		l.Str("settings", m.Settings)
-	}
-	return withShards(l, m.Shards)
+	return l
 }
 
 // dataWord is STATUS's data= of a quarantined master: new, lost or unknown
@@ -55,17 +52,17 @@ func dataWord(d quorum.Data) string {
 	return string(d)
 }
 
-// settingsProblem adds to STATUS's final line, while a majority of masters
+// settingsDiffer is STATUS's settings_differ while a majority of masters
 // records other settings than the agent's (problem, see
-// quorum.Cluster.SettingsProblem), settings_differ: the names of the
-// settings that differ, comma-separated, as ERR SETTINGS names them.
-func settingsProblem(end *protocol.Line, problem error) *protocol.Line {
+// quorum.Cluster.SettingsProblem): the names of the settings that differ,
+// as ERR SETTINGS names them; nil (no field) when there is no problem.
+func settingsDiffer(problem error) []string {
 	if problem == nil {
-		return end
+		return nil
 	}
-	var names []string
+	names := []string{}
 	for _, d := range quorum.SettingsDiffOf(problem) {
 		names = append(names, d.Name)
 	}
-	return end.Str("settings_differ", strings.Join(names, ","))
+	return names
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestStatusLineSaysWhyAMasterDoesNotVote(t *testing.T) {
 			"1 DATA master=a address=h:1 state=down reason=timed_out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := statusLine("1", tc.m).String(); got != tc.want {
+			if got := strings.TrimSuffix(string(statusLine("1", tc.m).Bytes()), "\n"); got != tc.want {
 				t.Errorf("statusLine =\n  %s\nwant\n  %s", got, tc.want)
 			}
 		})

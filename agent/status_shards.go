@@ -4,23 +4,22 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
-// withShards adds to STATUS's DATA line l of a master that is a Redis
-// Cluster one shard= field per shard, after every other field: a client
-// that does not know the field skips it, and reads the master as before.
-// Each value is the shard's own fields, as settings= writes its own:
-// address=A;slots=S;state=ST, then quarantined_slots=N;quarantine_left=MS
-// while some of its slots sit out a quarantine, and reason=WORD when it
-// does not vote and says why. A standalone master has no shards, and its
-// line is unchanged.
-func withShards(l *protocol.Line, shards []quorum.ShardStatus) *protocol.Line {
+// shardValues are the shard= values of STATUS's DATA line of a master that
+// is a Redis Cluster, one per shard (protocol.Master writes them after every
+// other field). Each value is the shard's own fields, as settings= writes
+// its own: address=A;slots=S;state=ST, then quarantined_slots=N;
+// quarantine_left=MS while some of its slots sit out a quarantine, and
+// reason=WORD when it does not vote and says why. A standalone master has
+// no shards, and its line is unchanged.
+func shardValues(shards []quorum.ShardStatus) []string {
+	var values []string
 	for _, s := range shards {
-		l.Str("shard", shardValue(s))
+		values = append(values, shardValue(s))
 	}
-	return l
+	return values
 }
 
 // shardValue is one shard's shard= value.
