@@ -228,7 +228,7 @@ func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
 	// (it looks under s.mu) answers NOT_HELD after the client heard why.
 	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
 	s.a.metrics.lost(loss.Reason) // counted before the client can hear of it
-	return s.out.push(lostLine(h, loss))
+	return s.out.Push(lostLine(h, loss))
 }
 
 // afterLost logs h's loss and ends it in the masters (see lose); told is
@@ -249,7 +249,7 @@ func (a *Agent) afterLost(h *hold, loss renewal.Loss, told uint64) {
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.out.awaitWritten(told, until) })
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.out.AwaitWritten(told, until) })
 }
 
 // loseFoundLocked tells the client LOST of h, one of s's holds, if the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/acl"
+	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -36,7 +37,7 @@ type session struct {
 	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
 	cancel context.CancelCauseFunc
 	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
-	out    outbox
+	out    *outbox.Outbox
 
 	// lastRequest is when the last request line arrived (UnixNano).
 	lastRequest atomic.Int64
@@ -46,16 +47,17 @@ type session struct {
 	peerOnce sync.Once
 	peer     acl.Peer
 
-	// The lock order, every mutex of agent and renewal, outermost first. A
-	// goroutine that holds one takes only the ones below it. A build with
-	// the lockorder tag checks it (internal/lockorder, which lists it too).
+	// The lock order, every mutex of agent, agent/outbox and renewal,
+	// outermost first. A goroutine that holds one takes only the ones below
+	// it. A build with the lockorder tag checks it (internal/lockorder,
+	// which lists it too).
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
 	//	  └ Agent.mu               the sessions, and every name's record (name.go)
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
-	//	        └ outbox.mu        one session's lines for its client
+	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
 	//	leaves, under any of them: recentNames.mu, quorum's mutexes
 	//
 	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
@@ -79,7 +81,8 @@ type session struct {
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
-	//  5. outbox.mu: the session's lines for the client, taken last of all.
+	//  5. Outbox.mu (agent/outbox): the session's lines for the client,
+	//     taken last of all.
 	//     Nothing is sent (send may wait for room) with another lock held,
 	//     and a push or a reply, which never wait, may be queued under the
 	//     locks above: a LOST under session.mu, so that it comes before any
@@ -164,7 +167,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	a.nextSession++
 	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
-	if err := s.out.init(conn, s.log); err != nil {
+	if s.out, err = outbox.New(conn, s.log); err != nil {
 		a.mu.Unlock()
 		conn.Close()
 		return
@@ -189,7 +192,7 @@ func (s *session) serve() {
 	defer s.close()
 	r := bufio.NewReaderSize(s.conn, protocol.MaxLine+2)
 	for {
-		s.out.awaitRoom()
+		s.out.AwaitRoom()
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			s.send(protocol.Failed{Tag: protocol.NoTag, Err: errLineTooLong}.Bytes())
@@ -376,9 +379,9 @@ func (s *session) armIdle() {
 }
 
 // send, reply and push queue a line for the client: see outbox.
-func (s *session) send(line []byte)  { s.out.send(line) }
-func (s *session) reply(line []byte) { s.out.reply(line) }
-func (s *session) push(line []byte)  { s.out.push(line) }
+func (s *session) send(line []byte)  { s.out.Send(line) }
+func (s *session) reply(line []byte) { s.out.Reply(line) }
+func (s *session) push(line []byte)  { s.out.Push(line) }
 
 // byeWait bounds how long a stopping agent waits for a session's
 // multi-locks to answer SHUTTING_DOWN before it says BYE.
@@ -425,7 +428,7 @@ func (s *session) bye(reason string) {
 		s.awaitAnswers(multisEnded, turnsEnded)
 	}
 	s.push(protocol.Bye{Reason: reason}.Bytes())
-	s.out.flushAndClose()
+	s.out.FlushAndClose()
 }
 
 // awaitAnswers waits, at most byeWait, until each of ended (nil if there
@@ -466,7 +469,7 @@ func (s *session) close() {
 		}
 	}
 	s.a.releaseAll(holds)
-	s.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	s.conn.SetWriteDeadline(time.Now().Add(outbox.CloseFlush))
 	s.reqs.Wait()
 	s.a.mu.Lock()
 	delete(s.a.sessions, s.id)
@@ -474,8 +477,8 @@ func (s *session) close() {
 		delete(s.a.uidSessions, s.cred.UID)
 	}
 	s.a.mu.Unlock()
-	s.out.flushAndClose()
-	<-s.out.closed()
+	s.out.FlushAndClose()
+	<-s.out.Closed()
 	s.log.Debug("closed", "released", len(holds))
 	s.a.sessionsWG.Done()
 }
