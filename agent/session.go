@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
+	"github.com/lock-agent/lock-agent/agent/status"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -503,22 +503,12 @@ func (s *session) status(req *protocol.Request) error {
 		return err
 	}
 	for _, m := range s.a.cluster.Status() {
-		s.send(statusLine(req.Tag, m).Bytes())
+		s.send(status.Master(req.Tag, m).Bytes())
 	}
 	c := s.a.counts()
 	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.a.cfg.AgentID, Sessions: c.Sessions,
 		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.a.cluster.Quorum(), Tolerates: s.a.tolerates(),
 		LockDelay: s.a.cfg.Lock.LockDelay, Settings: ClusterSettings(s.a.cfg.Lock).String(),
-		SettingsDiffer: settingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
+		SettingsDiffer: status.SettingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
 	return nil
-}
-
-// wordOf makes free text one protocol value: no spaces, no '='.
-func wordOf(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == ' ' || r == '=' {
-			return '_'
-		}
-		return r
-	}, s)
 }
