@@ -66,6 +66,8 @@ func TestRepliesAreFormattedAsTheProtocolSays(t *testing.T) {
 			"11 DATA master=dev1 address=127.0.0.1:40439 state=up settings=" + settings},
 		{"STATUS's master that is down", Master{Tag: "3", Name: "a", Address: "127.0.0.1:48157", State: "down", Reason: "timed_out", Settings: settings},
 			"3 DATA master=a address=127.0.0.1:48157 state=down reason=timed_out settings=" + settings},
+		{"STATUS's master that is down for no reason it can word says so, empty", Master{Tag: "3", Name: "a", Address: "h:1", State: "down"},
+			"3 DATA master=a address=h:1 state=down reason="},
 		{"STATUS's quarantined master", Master{Tag: "1", Name: "a", Address: "127.0.0.1:48157", State: "quarantined",
 			QuarantineLeft: 15250 * time.Millisecond, HasQuarantineLeft: true, Reason: "new_or_lost_its_data", Data: "lost", Settings: settings},
 			"1 DATA master=a address=127.0.0.1:48157 state=quarantined quarantine_left=15250 reason=new_or_lost_its_data data=lost settings=" + settings},
