@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/memory"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
@@ -138,7 +139,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
 	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
-	trimmer := newMemoryTrimmer(a.log.Named("memory"))
+	trimmer := memory.NewTrimmer(a.log.Named("memory"))
 	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run} {
 		back.Add(1)
 		go func() {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 )
 
@@ -42,7 +43,7 @@ func Wedge(t interface{ Cleanup(func()) }, loop string) (parked <-chan struct{},
 
 // OutQueue is how many lines a session queues for its writer before it
 // stops reading the client's requests.
-const OutQueue = outQueue
+const OutQueue = outbox.Queue
 
 // QueuedLines is the most lines any session of a has waiting for its writer.
 func QueuedLines(a *Agent) int {
@@ -50,7 +51,7 @@ func QueuedLines(a *Agent) int {
 	defer a.mu.Unlock()
 	most := 0
 	for _, s := range a.sessions {
-		most = max(most, s.out.queued())
+		most = max(most, s.out.Queued())
 	}
 	return most
 }
@@ -62,11 +63,9 @@ func OpenSessions(a *Agent) int {
 	defer a.mu.Unlock()
 	open := 0
 	for _, s := range a.sessions {
-		s.out.mu.Lock()
-		if !s.out.closing && !s.out.done {
+		if s.out.Open() {
 			open++
 		}
-		s.out.mu.Unlock()
 	}
 	return open
 }

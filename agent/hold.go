@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -230,7 +228,7 @@ func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
 	// (it looks under s.mu) answers NOT_HELD after the client heard why.
 	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
 	s.a.metrics.lost(loss.Reason) // counted before the client can hear of it
-	return s.out.push(lostLine(h, loss))
+	return s.out.Push(lostLine(h, loss))
 }
 
 // afterLost logs h's loss and ends it in the masters (see lose); told is
@@ -251,7 +249,7 @@ func (a *Agent) afterLost(h *hold, loss renewal.Loss, told uint64) {
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.out.awaitWritten(told, until) })
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.out.AwaitWritten(told, until) })
 }
 
 // loseFoundLocked tells the client LOST of h, one of s's holds, if the
@@ -402,18 +400,18 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
 		}
 	}
-	counts := make([]string, len(u.Names))
+	counts := make([]int, len(u.Names))
 	var left []*undone
 	for i, name := range u.Names {
 		count, d := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
-		counts[i] = strconv.Itoa(count)
+		counts[i] = count
 		if d != nil {
 			left = append(left, d)
 		}
 	}
 	s.mu.Unlock()
 	left = slices.DeleteFunc(left, func(d *undone) bool { return d.now(s) })
-	reply := protocol.Reply(tag, protocol.KindOK).Str("count", strings.Join(counts, ",")).Bytes()
+	reply := protocol.Released{Tag: tag, Counts: counts}.Bytes()
 	if len(left) == 0 {
 		s.send(reply)
 		return nil
@@ -557,7 +555,7 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 		}
 		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
 	}
-	s.send(protocol.Reply(tag, protocol.KindOK).Int("validity", validity.Milliseconds()).Bytes())
+	s.send(protocol.Extended{Tag: tag, Validity: validity}.Bytes())
 	return nil
 }
 
@@ -569,17 +567,13 @@ func (s *session) listHolds(req *protocol.Request) error {
 	var lines [][]byte
 	for _, h := range s.holds {
 		v, _ := s.a.watchdog.Validity(h.rh)
-		l := protocol.Reply(req.Tag, protocol.KindData).Str("name", h.rh.Name).Str("owner", h.owner).
-			Int("fence", h.fence).Int("count", int64(h.count())).Str("mode", string(h.mode)).Int("validity", v.Milliseconds())
-		if h.limit > 1 {
-			l.Int("limit", int64(h.limit)).Int("slot", int64(h.slot))
-		}
-		lines = append(lines, l.Bytes())
+		lines = append(lines, protocol.HoldInfo{Tag: req.Tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
+			Count: h.count(), Mode: string(h.mode), Validity: v, Limit: h.limit, Slot: h.slot}.Bytes())
 	}
 	s.mu.Unlock()
 	for _, l := range lines {
 		s.send(l)
 	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("n", int64(len(lines))).Bytes())
+	s.send(protocol.Counted{Tag: req.Tag, N: len(lines)}.Bytes())
 	return nil
 }

@@ -11,5 +11,4 @@ type (
 	sessionMutex = sync.Mutex
 	agentMutex   = sync.Mutex
 	queueMutex   = sync.Mutex
-	outboxMutex  = sync.Mutex
 )

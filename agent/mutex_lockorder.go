@@ -8,5 +8,4 @@ type (
 	sessionMutex = lockorder.Mutex[lockorder.Session]
 	agentMutex   = lockorder.Mutex[lockorder.Agent]
 	queueMutex   = lockorder.Mutex[lockorder.Queue]
-	outboxMutex  = lockorder.Mutex[lockorder.Outbox]
 )

@@ -74,10 +74,7 @@ type leaderState struct {
 }
 
 func (l leaderState) line(name string) []byte {
-	if !l.held {
-		return protocol.Push("LEADER").Word(name).Word("none").Bytes()
-	}
-	return protocol.Push("LEADER").Word(name).Int("fence", l.fence).Str("value", l.value).Str("agent", l.agent).Bytes()
+	return protocol.Leader{Name: name, Held: l.held, Fence: l.fence, Value: l.value, Agent: l.agent}.Bytes()
 }
 
 // leaderPush decides whether read, a fresh read of a name's leader, is
@@ -122,7 +119,7 @@ func (s *session) observe(req *protocol.Request) error {
 	}
 	delete(o.sessions, s)
 	o.joining[s] = o.reads
-	s.reply(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	s.reply(protocol.Done{Tag: req.Tag}.Bytes())
 	select {
 	case o.poke <- struct{}{}:
 	default:
@@ -141,7 +138,7 @@ func (s *session) unobserve(req *protocol.Request) error {
 		s.a.unobserveLocked(s, o)
 	}
 	s.a.mu.Unlock()
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	s.send(protocol.Done{Tag: req.Tag}.Bytes())
 	return nil
 }
 

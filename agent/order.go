@@ -314,7 +314,7 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 	switch {
 	case err != nil:
 		s.lockAnswering(tag)
-		s.send(protocol.ErrorLine(tag, err))
+		s.send(protocol.Failed{Tag: tag, Err: err}.Bytes())
 		s.finish(t)
 	case cancelled:
 		s.withdrawCancelled(w, multi)
@@ -380,7 +380,7 @@ func (s *session) inTurn(tag string, keys []holdKey, apply func() error) error {
 		defer s.reqs.Done()
 		s.awaitTurn(prior)
 		if err := apply(); err != nil {
-			s.send(protocol.ErrorLine(tag, err))
+			s.send(protocol.Failed{Tag: tag, Err: err}.Bytes())
 		}
 		s.finish(t)
 	}()
@@ -488,7 +488,7 @@ func (s *session) whoAfter(tag, name string, prior []*turn) {
 		err = s.whoReply(tag, name)
 	}
 	if err != nil {
-		s.send(protocol.ErrorLine(tag, err))
+		s.send(protocol.Failed{Tag: tag, Err: err}.Bytes())
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,9 +80,9 @@ func (w *waiter) end(r result) {
 	case r.err == nil:
 		s.reply(grantLine(w.tag, r))
 	case errors.Is(r.err, quorum.ErrBusy):
-		s.reply(protocol.Reply(w.tag, protocol.KindBusy).Bytes())
+		s.reply(protocol.Busy{Tag: w.tag}.Bytes())
 	default:
-		s.reply(protocol.ErrorLine(w.tag, r.err))
+		s.reply(protocol.Failed{Tag: w.tag, Err: r.err}.Bytes())
 	}
 	s.finish(t) // after the reply: a request behind it on the hold answers after it
 	s.reqs.Done()
@@ -313,7 +312,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		s.mu.Unlock()
 		cancel(nil)
 		if err != nil {
-			reply = protocol.ErrorLine(tag, err)
+			reply = protocol.Failed{Tag: tag, Err: err}.Bytes()
 		}
 		s.answerLock(tag, reply)
 		if ended != nil { // the agent is stopping: bye waits for this answer
@@ -366,7 +365,7 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 		if err != nil {
 			s.rollback(claimed, l.Owner)
 			if errors.Is(err, quorum.ErrBusy) {
-				return protocol.Reply(tag, protocol.KindBusy).Bytes(), nil
+				return protocol.Busy{Tag: tag}.Bytes(), nil
 			}
 			return nil, err
 		}
@@ -434,18 +433,13 @@ func (s *session) rollback(names []string, owner string) {
 // grantManyLine answers a multi-lock: fences, counts (and slots) in the
 // order the names were given, and the smallest validity.
 func grantManyLine(tag string, rs []result) []byte {
-	fences, counts, slots := make([]string, len(rs)), make([]string, len(rs)), make([]string, len(rs))
-	validity := rs[0].validity
+	g := protocol.GrantedAll{Tag: tag, Fences: make([]int64, len(rs)), Validity: rs[0].validity,
+		Counts: make([]int, len(rs)), Slots: make([]int, len(rs)), Limit: rs[0].limit}
 	for i, r := range rs {
-		fences[i], counts[i], slots[i] = strconv.FormatInt(r.fence, 10), strconv.Itoa(r.count), strconv.Itoa(r.slot)
-		validity = min(validity, r.validity)
+		g.Fences[i], g.Counts[i], g.Slots[i] = r.fence, r.count, r.slot
+		g.Validity = min(g.Validity, r.validity)
 	}
-	l := protocol.Reply(tag, protocol.KindOK).Str("fence", strings.Join(fences, ",")).Int("validity", validity.Milliseconds()).
-		Str("count", strings.Join(counts, ","))
-	if rs[0].limit > 1 {
-		l.Str("slot", strings.Join(slots, ","))
-	}
-	return l.Bytes()
+	return g.Bytes()
 }
 
 // forgetWait takes w out of its LOCK's record, if it is still there.
@@ -485,11 +479,7 @@ var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
 var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 
 func grantLine(tag string, r result) []byte {
-	l := protocol.Reply(tag, protocol.KindOK).Int("fence", r.fence).Int("validity", r.validity.Milliseconds()).Int("count", int64(r.count))
-	if r.limit > 1 {
-		l.Int("slot", int64(r.slot))
-	}
-	return l.Bytes()
+	return protocol.Granted{Tag: tag, Fence: r.fence, Validity: r.validity, Count: r.count, Limit: r.limit, Slot: r.slot}.Bytes()
 }
 
 func (s *session) cancelWait(req *protocol.Request) error {
@@ -504,9 +494,9 @@ func (s *session) cancelWait(req *protocol.Request) error {
 		w, multi = nil, nil
 	}
 	s.mu.Unlock()
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+	s.send(protocol.Done{Tag: req.Tag}.Bytes())
 	if answer {
-		s.send(protocol.ErrorLine(tag, errCancelled))
+		s.send(protocol.Failed{Tag: tag, Err: errCancelled}.Bytes())
 	}
 	s.withdrawCancelled(w, multi)
 	return nil
@@ -537,30 +527,18 @@ func (s *session) whoReply(tag, name string) error {
 			cached = append(cached, r.Who.Agent)
 			continue
 		}
-		l := protocol.Reply(tag, protocol.KindData).Str("agent", r.Who.Agent).Int("pid", int64(r.Who.PID)).
-			Int("uid", int64(r.Who.UID)).Str("owner", r.Who.Owner).Str("mode", string(r.Claim.Mode)).
-			Int("fence", r.Fence).Int("since", r.Who.SinceMilli)
-		if r.Claim.Limit > 1 {
-			l.Int("limit", int64(r.Claim.Limit)).Int("slot", int64(r.Claim.Slot))
-		}
-		if r.Who.Value != "" {
-			l.Str("value", r.Who.Value)
-		}
-		s.send(l.Bytes())
+		s.send(protocol.Holder{Tag: tag, Agent: r.Who.Agent, PID: r.Who.PID, UID: r.Who.UID, Owner: r.Who.Owner,
+			Mode: string(r.Claim.Mode), Fence: r.Fence, Since: r.Who.SinceMilli, Limit: r.Claim.Limit,
+			Slot: r.Claim.Slot, Value: r.Who.Value}.Bytes())
 	}
 	s.whoDelayed(tag, name)
-	end := protocol.Reply(tag, protocol.KindOK).Int("n", int64(len(holders)-len(cached)))
-	if len(cached) > 0 {
-		end.Str("cached", strings.Join(cached, ","))
-	}
+	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
 	// Who waits is a round of its own too (see waiting.go).
-	if waiting, ok := s.whoWaiting(tag, name); ok {
-		end.Int("waiting", int64(waiting))
-	}
+	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
-	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil && queued > 0 {
-		end.Int("queued", int64(queued))
+	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil {
+		end.Queued = queued
 	}
 	s.send(end.Bytes())
 	return nil

@@ -7,14 +7,15 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/acl"
+	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
+	"github.com/lock-agent/lock-agent/agent/status"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -36,7 +37,7 @@ type session struct {
 	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
 	cancel context.CancelCauseFunc
 	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
-	out    outbox
+	out    *outbox.Outbox
 
 	// lastRequest is when the last request line arrived (UnixNano).
 	lastRequest atomic.Int64
@@ -46,16 +47,17 @@ type session struct {
 	peerOnce sync.Once
 	peer     acl.Peer
 
-	// The lock order, every mutex of agent and renewal, outermost first. A
-	// goroutine that holds one takes only the ones below it. A build with
-	// the lockorder tag checks it (internal/lockorder, which lists it too).
+	// The lock order, every mutex of agent, agent/outbox and renewal,
+	// outermost first. A goroutine that holds one takes only the ones below
+	// it. A build with the lockorder tag checks it (internal/lockorder,
+	// which lists it too).
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
 	//	  └ Agent.mu               the sessions, and every name's record (name.go)
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
-	//	        └ outbox.mu        one session's lines for its client
+	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
 	//	leaves, under any of them: recentNames.mu, quorum's mutexes
 	//
 	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
@@ -79,7 +81,8 @@ type session struct {
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
-	//  5. outbox.mu: the session's lines for the client, taken last of all.
+	//  5. Outbox.mu (agent/outbox): the session's lines for the client,
+	//     taken last of all.
 	//     Nothing is sent (send may wait for room) with another lock held,
 	//     and a push or a reply, which never wait, may be queued under the
 	//     locks above: a LOST under session.mu, so that it comes before any
@@ -157,14 +160,14 @@ func (a *Agent) open(conn *net.UnixConn) {
 	}
 	if refuse != nil {
 		a.mu.Unlock()
-		conn.Write(protocol.ErrorLine(protocol.NoTag, refuse))
+		conn.Write(protocol.Failed{Tag: protocol.NoTag, Err: refuse}.Bytes())
 		conn.Close()
 		return
 	}
 	a.nextSession++
 	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
-	if err := s.out.init(conn, s.log); err != nil {
+	if s.out, err = outbox.New(conn, s.log); err != nil {
 		a.mu.Unlock()
 		conn.Close()
 		return
@@ -180,16 +183,19 @@ func (a *Agent) open(conn *net.UnixConn) {
 	go s.serve()
 }
 
+// errLineTooLong answers a line over protocol.MaxLine, before BYE.
+var errLineTooLong = protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)
+
 // serve reads request lines until the connection ends, then releases
 // everything the session holds.
 func (s *session) serve() {
 	defer s.close()
 	r := bufio.NewReaderSize(s.conn, protocol.MaxLine+2)
 	for {
-		s.out.awaitRoom()
+		s.out.AwaitRoom()
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
+			s.send(protocol.Failed{Tag: protocol.NoTag, Err: errLineTooLong}.Bytes())
 			s.bye("protocol")
 			return
 		}
@@ -201,7 +207,7 @@ func (s *session) serve() {
 		}
 		line = bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
 		if len(line) > protocol.MaxLine {
-			s.send(protocol.ErrorLine(protocol.NoTag, protocol.Errorf(protocol.ErrBadRequest, "line too long (max %d bytes)", protocol.MaxLine)))
+			s.send(protocol.Failed{Tag: protocol.NoTag, Err: errLineTooLong}.Bytes())
 			s.bye("protocol")
 			return
 		}
@@ -223,21 +229,21 @@ func (s *session) dispatch(line string) (quit bool) {
 		return false
 	}
 	if err != nil {
-		s.send(protocol.ErrorLine(req.Tag, err))
+		s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 		return false
 	}
 	if req.Verb == protocol.VerbQuit {
 		if err := req.NoArgs(); err != nil {
-			s.send(protocol.ErrorLine(req.Tag, err))
+			s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 			return false
 		}
 		// close releases the holds, then closes the connection: a client
 		// that sees it close knows they are released.
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+		s.send(protocol.Done{Tag: req.Tag}.Bytes())
 		return true
 	}
 	if err := s.answer(req); err != nil {
-		s.send(protocol.ErrorLine(req.Tag, err))
+		s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 	}
 	return false
 }
@@ -250,7 +256,7 @@ func (s *session) answer(req *protocol.Request) error {
 		if err := req.NoArgs(); err != nil {
 			return err
 		}
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Bytes())
+		s.send(protocol.Done{Tag: req.Tag}.Bytes())
 		return nil
 	case protocol.VerbLock:
 		return s.lockInTurn(req)
@@ -290,7 +296,7 @@ func (s *session) spawn(tag string, f func() error) {
 	go func() {
 		defer s.reqs.Done()
 		if err := f(); err != nil {
-			s.send(protocol.ErrorLine(tag, err))
+			s.send(protocol.Failed{Tag: tag, Err: err}.Bytes())
 		}
 		s.mu.Lock()
 		s.inflight--
@@ -373,9 +379,9 @@ func (s *session) armIdle() {
 }
 
 // send, reply and push queue a line for the client: see outbox.
-func (s *session) send(line []byte)  { s.out.send(line) }
-func (s *session) reply(line []byte) { s.out.reply(line) }
-func (s *session) push(line []byte)  { s.out.push(line) }
+func (s *session) send(line []byte)  { s.out.Send(line) }
+func (s *session) reply(line []byte) { s.out.Reply(line) }
+func (s *session) push(line []byte)  { s.out.Push(line) }
 
 // byeWait bounds how long a stopping agent waits for a session's
 // multi-locks to answer SHUTTING_DOWN before it says BYE.
@@ -421,8 +427,8 @@ func (s *session) bye(reason string) {
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
 	}
-	s.push(protocol.Push("BYE").Str("reason", reason).Bytes())
-	s.out.flushAndClose()
+	s.push(protocol.Bye{Reason: reason}.Bytes())
+	s.out.FlushAndClose()
 }
 
 // awaitAnswers waits, at most byeWait, until each of ended (nil if there
@@ -463,7 +469,7 @@ func (s *session) close() {
 		}
 	}
 	s.a.releaseAll(holds)
-	s.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	s.conn.SetWriteDeadline(time.Now().Add(outbox.CloseFlush))
 	s.reqs.Wait()
 	s.a.mu.Lock()
 	delete(s.a.sessions, s.id)
@@ -471,8 +477,8 @@ func (s *session) close() {
 		delete(s.a.uidSessions, s.cred.UID)
 	}
 	s.a.mu.Unlock()
-	s.out.flushAndClose()
-	<-s.out.closed()
+	s.out.FlushAndClose()
+	<-s.out.Closed()
 	s.log.Debug("closed", "released", len(holds))
 	s.a.sessionsWG.Done()
 }
@@ -488,8 +494,7 @@ func (s *session) hello(req *protocol.Request) error {
 	if h.Client != "" {
 		s.log.Debug("hello", "client", h.Client)
 	}
-	s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("proto", protocol.Version).Str("agent", Version).
-		Int("session", int64(s.id)).Int("masters", int64(s.a.cluster.Size())).Int("quorum", int64(s.a.cluster.Quorum())).Bytes())
+	s.send(protocol.Welcome{Tag: req.Tag, Agent: Version, Session: s.id, Masters: s.a.cluster.Size(), Quorum: s.a.cluster.Quorum()}.Bytes())
 	return nil
 }
 
@@ -498,23 +503,12 @@ func (s *session) status(req *protocol.Request) error {
 		return err
 	}
 	for _, m := range s.a.cluster.Status() {
-		s.send(statusLine(req.Tag, m).Bytes())
+		s.send(status.Master(req.Tag, m).Bytes())
 	}
 	c := s.a.counts()
-	end := protocol.Reply(req.Tag, protocol.KindOK).Str("agent", Version).Str("id", s.a.cfg.AgentID).Int("sessions", int64(c.Sessions)).
-		Int("holds", int64(c.Holds)).Int("waiters", int64(c.Waiters)).Int("quorum", int64(s.a.cluster.Quorum())).
-		Int("tolerates", int64(s.a.tolerates())).Int("lock_delay", s.a.cfg.Lock.LockDelay.Milliseconds()).
-		Str("settings", ClusterSettings(s.a.cfg.Lock).String())
-	s.send(settingsProblem(end, s.a.cluster.SettingsProblem()).Bytes())
+	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.a.cfg.AgentID, Sessions: c.Sessions,
+		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.a.cluster.Quorum(), Tolerates: s.a.tolerates(),
+		LockDelay: s.a.cfg.Lock.LockDelay, Settings: ClusterSettings(s.a.cfg.Lock).String(),
+		SettingsDiffer: status.SettingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
 	return nil
-}
-
-// wordOf makes free text one protocol value: no spaces, no '='.
-func wordOf(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == ' ' || r == '=' {
-			return '_'
-		}
-		return r
-	}, s)
 }

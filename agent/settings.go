@@ -2,9 +2,7 @@ package agent
 
 import (
 	"strconv"
-	"strings"
 
-	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -23,49 +21,4 @@ func ClusterSettings(l LockConfig) quorum.Settings {
 		{Name: "cohort_hold", Value: l.CohortMaxHold.String()},
 		{Name: "cohort_handoffs", Value: strconv.Itoa(l.CohortMaxHandoffs)},
 	}
-}
-
-// statusLine is STATUS's DATA line of master m: its state, why it does not
-// vote (reason, one word; quarantine_left), the settings its marker records,
-// and a Redis Cluster's shards (see withShards).
-func statusLine(tag string, m quorum.MasterStatus) *protocol.Line {
-	l := protocol.Reply(tag, protocol.KindData).Str("master", m.Name).Str("address", m.Address).Str("state", string(m.State))
-	switch {
-	case m.State == quorum.StateQuarantined && m.Unplanted:
-		l.Str("reason", "no_marker_yet").Str("data", dataWord(m.Data))
-	case m.State == quorum.StateQuarantined:
-		l.Int("quarantine_left", m.QuarantineLeft.Milliseconds()).Str("reason", "new_or_lost_its_data").Str("data", dataWord(m.Data))
-	case m.State == quorum.StateSettings:
-		l.Str("reason", "records_other_settings")
-	case m.State == quorum.StateUnsafe, m.State == quorum.StateDown:
-		l.Str("reason", wordOf(m.Err))
-	}
-	if m.Settings != "" {
-		l.Str("settings", m.Settings)
-	}
-	return withShards(l, m.Shards)
-}
-
-// dataWord is STATUS's data= of a quarantined master: new, lost or unknown
-// (see quorum.ClassifyData).
-func dataWord(d quorum.Data) string {
-	if d == quorum.DataNone {
-		return string(quorum.DataUnknown)
-	}
-	return string(d)
-}
-
-// settingsProblem adds to STATUS's final line, while a majority of masters
-// records other settings than the agent's (problem, see
-// quorum.Cluster.SettingsProblem), settings_differ: the names of the
-// settings that differ, comma-separated, as ERR SETTINGS names them.
-func settingsProblem(end *protocol.Line, problem error) *protocol.Line {
-	if problem == nil {
-		return end
-	}
-	var names []string
-	for _, d := range quorum.SettingsDiffOf(problem) {
-		names = append(names, d.Name)
-	}
-	return end.Str("settings_differ", strings.Join(names, ","))
 }

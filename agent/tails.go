@@ -125,7 +125,7 @@ func (s *session) revoke(req *protocol.Request) error {
 			return quorumError(err)
 		}
 		s.log.Info("revoked", "name", v.Name, "agent", v.Agent, "reason", v.Reason, "holds", n)
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Int("n", int64(n)).Bytes())
+		s.send(protocol.Counted{Tag: req.Tag, N: n}.Bytes())
 		return nil
 	})
 	return nil
@@ -153,6 +153,6 @@ func (s *session) allowRevoke(name string) error {
 // name stands on a majority.
 func (s *session) whoDelayed(tag, name string) {
 	if until, err := s.a.cluster.DelayedUntil(s.ctx, name); err == nil && until > 0 {
-		s.send(protocol.Reply(tag, protocol.KindData).Int("delayed_until", until).Bytes())
+		s.send(protocol.Delayed{Tag: tag, Until: until}.Bytes())
 	}
 }

@@ -41,7 +41,7 @@ func (s *session) setInTurn(req *protocol.Request) error {
 			s.awaitTurn(prior)
 		}
 		if err := s.setValue(req.Tag, st); err != nil {
-			s.send(protocol.ErrorLine(req.Tag, err))
+			s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
 		}
 		s.finish(t) // after the answer: a request behind it answers after it
 		return nil
@@ -64,7 +64,7 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 	if err := s.a.cluster.SetValue(s.ctx, st.Name, h.rh.Holder, st.Value); err != nil {
 		return quorumError(err)
 	}
-	s.send(protocol.Reply(tag, protocol.KindOK).Bytes())
+	s.send(protocol.Done{Tag: tag}.Bytes())
 	return nil
 }
 
@@ -111,15 +111,8 @@ func (s *session) check(req *protocol.Request) error {
 				return quorumError(err)
 			}
 		}
-		s.send(protocol.Reply(req.Tag, protocol.KindOK).Str("current", boolWord(current)).Bytes())
+		s.send(protocol.Checked{Tag: req.Tag, Current: current}.Bytes())
 		return nil
 	})
 	return nil
-}
-
-func boolWord(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }

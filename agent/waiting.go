@@ -182,8 +182,7 @@ func (s *session) whoWaiting(tag, name string) (int, bool) {
 	total := 0
 	for _, w := range ws {
 		total += w.Count
-		s.send(protocol.Reply(tag, protocol.KindData).Word("waiting").Str("agent", w.Agent).
-			Int("count", int64(w.Count)).Int("since", w.SinceMilli).Bytes())
+		s.send(protocol.Waiting{Tag: tag, Agent: w.Agent, Count: w.Count, Since: w.SinceMilli}.Bytes())
 	}
 	return total, true
 }

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"strconv"
-	"strings"
 )
 
 // Reply kinds: the word after the tag.
@@ -13,34 +12,35 @@ const (
 	KindData = "DATA"
 )
 
-// Line builds one reply or push line. The zero value is unusable; start with
-// Reply or Push. Values must not contain spaces or newlines: callers pass
-// names, numbers and words the agent itself validated.
-type Line struct {
+// line builds one reply or push line, for the typed lines of replies.go
+// and push.go only. The zero value is unusable; start with reply or push.
+// Values must not contain spaces or newlines: callers pass names, numbers
+// and words the agent itself validated.
+type line struct {
 	b []byte
 }
 
-// Reply starts a line "TAG KIND".
-func Reply(tag, kind string) *Line {
-	l := &Line{b: make([]byte, 0, 64)}
+// reply starts a line "TAG KIND".
+func reply(tag, kind string) *line {
+	l := &line{b: make([]byte, 0, 64)}
 	l.b = append(l.b, tag...)
 	l.b = append(l.b, ' ')
 	l.b = append(l.b, kind...)
 	return l
 }
 
-// Push starts an unsolicited line "* KIND".
-func Push(kind string) *Line { return Reply("*", kind) }
+// push starts an unsolicited line "* KIND".
+func push(kind string) *line { return reply("*", kind) }
 
 // Word appends " w".
-func (l *Line) Word(w string) *Line {
+func (l *line) Word(w string) *line {
 	l.b = append(l.b, ' ')
 	l.b = append(l.b, w...)
 	return l
 }
 
 // Str appends " key=value".
-func (l *Line) Str(key, value string) *Line {
+func (l *line) Str(key, value string) *line {
 	l.b = append(l.b, ' ')
 	l.b = append(l.b, key...)
 	l.b = append(l.b, '=')
@@ -49,7 +49,7 @@ func (l *Line) Str(key, value string) *Line {
 }
 
 // Int appends " key=n".
-func (l *Line) Int(key string, n int64) *Line {
+func (l *line) Int(key string, n int64) *line {
 	l.b = append(l.b, ' ')
 	l.b = append(l.b, key...)
 	l.b = append(l.b, '=')
@@ -58,22 +58,7 @@ func (l *Line) Int(key string, n int64) *Line {
 }
 
 // Bytes returns the line with its LF.
-func (l *Line) Bytes() []byte { return append(l.b, '\n') }
+func (l *line) Bytes() []byte { return append(l.b, '\n') }
 
 // String returns the line without its LF.
-func (l *Line) String() string { return string(l.b) }
-
-// ErrorLine formats "TAG ERR CODE text" for err.
-func ErrorLine(tag string, err error) []byte {
-	msg := strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, message(err))
-	l := Reply(tag, KindErr).Word(string(CodeOf(err)))
-	if msg != "" {
-		l.Word(msg)
-	}
-	return l.Bytes()
-}
+func (l *line) String() string { return string(l.b) }

@@ -167,17 +167,17 @@ func TestParseOtherVerbs(t *testing.T) {
 }
 
 func TestFormat(t *testing.T) {
-	got := Reply("2", KindOK).Int("fence", 42).Int("validity", 15000).Int("count", 1).String()
+	got := reply("2", KindOK).Int("fence", 42).Int("validity", 15000).Int("count", 1).String()
 	if got != "2 OK fence=42 validity=15000 count=1" {
 		t.Fatalf("got %q", got)
 	}
-	if got := string(ErrorLine("3", Errorf(ErrNotHeld, "a is not held\nby you"))); got != "3 ERR NOT_HELD a is not held by you\n" {
+	if got := string(Failed{Tag: "3", Err: Errorf(ErrNotHeld, "a is not held\nby you")}.Bytes()); got != "3 ERR NOT_HELD a is not held by you\n" {
 		t.Fatalf("got %q", got)
 	}
-	if got := string(ErrorLine("3", errors.New("boom"))); got != "3 ERR INTERNAL boom\n" {
+	if got := string(Failed{Tag: "3", Err: errors.New("boom")}.Bytes()); got != "3 ERR INTERNAL boom\n" {
 		t.Fatalf("got %q", got)
 	}
-	if got := Push("LOST").Word("a").Str("reason", "quorum").String(); got != "* LOST a reason=quorum" {
+	if got := push("LOST").Word("a").Str("reason", "quorum").String(); got != "* LOST a reason=quorum" {
 		t.Fatalf("got %q", got)
 	}
 }

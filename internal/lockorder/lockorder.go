@@ -2,13 +2,13 @@
 // In a build with the lockorder tag (`go test -race -tags lockorder ...`),
 // Mutex records which mutexes each goroutine holds and panics when one is
 // taken while a mutex of the same or a later rank is held; it also counts
-// acquisitions, by rank. Without the tag the agent and the watchdog use
-// sync.Mutex itself and this package is not linked.
+// acquisitions, by rank. Without the tag the agent, its outbox and the
+// watchdog use sync.Mutex itself and this package is not linked.
 //
 // The order, outermost first (it is written out, with why, at the agent's
 // session.mu):
 //
-//	session.mu → Agent.mu → queue.mu → Watchdog.mu → outbox.mu
+//	session.mu → Agent.mu → queue.mu → Watchdog.mu → Outbox.mu (agent/outbox)
 package lockorder
 
 // A Rank places a mutex in the lock order: one of the types below.
@@ -22,11 +22,11 @@ type (
 	Agent    struct{} // agent: Agent.mu
 	Queue    struct{} // agent: queue.mu
 	Watchdog struct{} // renewal: Watchdog.mu
-	Outbox   struct{} // agent: outbox.mu, taken last of all
+	Outbox   struct{} // agent/outbox: Outbox.mu, taken last of all
 )
 
 func (Session) rank() (int, string)  { return 1, "session.mu" }
 func (Agent) rank() (int, string)    { return 2, "Agent.mu" }
 func (Queue) rank() (int, string)    { return 3, "queue.mu" }
 func (Watchdog) rank() (int, string) { return 4, "Watchdog.mu" }
-func (Outbox) rank() (int, string)   { return 5, "outbox.mu" }
+func (Outbox) rank() (int, string)   { return 5, "Outbox.mu" }

@@ -1,4 +1,4 @@
-package agent
+package memory
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 func TestMemoryTrimmerTrimsOnlyOnceABurstIsOver(t *testing.T) {
-	m := newMemoryTrimmer(hclog.NewNullLogger())
+	m := NewTrimmer(hclog.NewNullLogger())
 	const mib = 1 << 20
 	for _, c := range []struct {
 		name                       string
@@ -53,7 +53,7 @@ func TestMemoryTrimmerReturnsABurstsMemory(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		newMemoryTrimmer(hclog.NewNullLogger()).Run(ctx)
+		NewTrimmer(hclog.NewNullLogger()).Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
 	// One write per page makes it resident, not just mapped, and keeps the

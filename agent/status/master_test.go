@@ -1,6 +1,7 @@
-package agent
+package status
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,8 +35,8 @@ func TestStatusLineSaysWhyAMasterDoesNotVote(t *testing.T) {
 			"1 DATA master=a address=h:1 state=down reason=timed_out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := statusLine("1", tc.m).String(); got != tc.want {
-				t.Errorf("statusLine =\n  %s\nwant\n  %s", got, tc.want)
+			if got := strings.TrimSuffix(string(Master("1", tc.m).Bytes()), "\n"); got != tc.want {
+				t.Errorf("Master =\n  %s\nwant\n  %s", got, tc.want)
 			}
 		})
 	}

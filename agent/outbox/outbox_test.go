@@ -1,4 +1,4 @@
-package agent
+package outbox
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 
 // outboxPair is an outbox writing to one end of a Unix socket, and the
 // client's end, which reads only when the test says so.
-func outboxPair(t *testing.T) (*outbox, net.Conn) {
+func outboxPair(t *testing.T) (*Outbox, net.Conn) {
 	t.Helper()
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "s"), Net: "unix"})
 	if err != nil {
@@ -32,26 +32,26 @@ func outboxPair(t *testing.T) (*outbox, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &outbox{}
-	if err := o.init(conn, hclog.NewNullLogger()); err != nil {
+	o, err := New(conn, hclog.NewNullLogger())
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		o.flushAndClose()
+		o.FlushAndClose()
 		conn.Close()
-		<-o.closed() // its writer has returned
+		<-o.Closed() // its writer has returned
 	})
 	return o, client
 }
 
-// fill has o queue outQueue lines or more while the client reads nothing,
+// fill has o queue Queue lines or more while the client reads nothing,
 // and returns the lines it queued.
-func fill(o *outbox) [][]byte {
+func fill(o *Outbox) [][]byte {
 	pad := strings.Repeat("x", 1000)
 	var lines [][]byte
-	for i := 0; o.queued() < outQueue; i++ {
+	for i := 0; o.Queued() < Queue; i++ {
 		line := fmt.Appendf(nil, "%d OK %s\n", i, pad)
-		o.reply(line)
+		o.Reply(line)
 		lines = append(lines, line)
 	}
 	return lines
@@ -88,7 +88,7 @@ func TestReplyNeverWaitsForTheClient(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for _, l := range lines {
-			o.reply(l)
+			o.Reply(l)
 		}
 		close(done)
 	}()
@@ -105,7 +105,7 @@ func TestReplyNeverWaitsForTheClient(t *testing.T) {
 func TestAFirstLineIsWrittenByItsSender(t *testing.T) {
 	o, client := outboxPair(t)
 	line := []byte("1 OK\n")
-	o.send(line)
+	o.Send(line)
 	o.mu.Lock()
 	writing, queued := o.writing, len(o.lines)
 	o.mu.Unlock()
@@ -124,7 +124,7 @@ func TestSendWaitsWhileTheQueueIsFull(t *testing.T) {
 	last := []byte("last OK\n")
 	sent := make(chan struct{})
 	go func() {
-		o.send(last)
+		o.Send(last)
 		close(sent)
 	}()
 	for waiting := false; !waiting; { // until send waits for room (see awaitRoomLocked)
@@ -149,7 +149,7 @@ func TestPushClosesASessionThatDoesNotRead(t *testing.T) {
 	fill(o)
 	pushed := make(chan struct{})
 	go func() {
-		o.push([]byte("* LOST x reason=quorum\n"))
+		o.Push([]byte("* LOST x reason=quorum\n"))
 		close(pushed)
 	}()
 	select {
@@ -158,7 +158,7 @@ func TestPushClosesASessionThatDoesNotRead(t *testing.T) {
 		t.Fatal("push waited for a client that reads nothing")
 	}
 	select {
-	case <-o.closed():
+	case <-o.Closed():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the connection is still open for writing")
 	}
@@ -176,31 +176,31 @@ func TestPushClosesASessionThatDoesNotRead(t *testing.T) {
 func TestAwaitWrittenIsTheSocketTakingTheLine(t *testing.T) {
 	o, client := outboxPair(t)
 	never := make(chan time.Time)
-	if seq := o.push([]byte("* LOST a\n")); !o.awaitWritten(seq, never) {
+	if seq := o.Push([]byte("* LOST a\n")); !o.AwaitWritten(seq, never) {
 		t.Fatal("a line the socket took at once is not written")
 	}
 	expectLines(t, client, [][]byte{[]byte("* LOST a\n")})
 
 	lines := clog(o)
 	lost := []byte("* LOST b\n")
-	seq := o.push(lost)
+	seq := o.Push(lost)
 	gaveUp := make(chan time.Time, 1)
 	gaveUp <- time.Time{}
-	if o.awaitWritten(seq, gaveUp) {
+	if o.AwaitWritten(seq, gaveUp) {
 		t.Fatal("a line queued behind a client that reads nothing is written")
 	}
 	written := make(chan bool, 1)
-	go func() { written <- o.awaitWritten(seq, never) }()
+	go func() { written <- o.AwaitWritten(seq, never) }()
 	expectLines(t, client, append(lines, lost))
 	if !<-written {
 		t.Fatal("a line the client read is not written")
 	}
 
 	clog(o)
-	seq = o.push(lost)
-	go func() { written <- o.awaitWritten(seq, never) }()
+	seq = o.Push(lost)
+	go func() { written <- o.AwaitWritten(seq, never) }()
 	o.conn.Close()
-	o.reply([]byte("1 OK\n")) // the writer meets the closed connection
+	o.Reply([]byte("1 OK\n")) // the writer meets the closed connection
 	if <-written {
 		t.Fatal("a line of a closed connection is written")
 	}
@@ -208,12 +208,12 @@ func TestAwaitWrittenIsTheSocketTakingTheLine(t *testing.T) {
 
 // clog has o queue lines while the client reads nothing until some wait
 // for the writer (the socket's buffer is full), and returns them.
-func clog(o *outbox) [][]byte {
+func clog(o *Outbox) [][]byte {
 	pad := strings.Repeat("x", 1000)
 	var lines [][]byte
-	for i := 0; o.queued() < 10; i++ {
+	for i := 0; o.Queued() < 10; i++ {
 		line := fmt.Appendf(nil, "%d OK %s\n", i, pad)
-		o.reply(line)
+		o.Reply(line)
 		lines = append(lines, line)
 	}
 	return lines

@@ -1,4 +1,6 @@
-package agent
+// Package memory gives the heap a burst of requests left behind back to
+// the OS once the agent is quiet again.
+package memory
 
 import (
 	"context"
@@ -9,7 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// memoryTrimmer gives the memory a burst left behind back to the OS once
+// Trimmer gives the memory a burst left behind back to the OS once
 // the agent is quiet again. Go keeps freed heap, and the stacks of
 // finished goroutines, resident for reuse until a GC cycle lowers its heap
 // goal and its scavenger releases what is above it; but an agent that
@@ -26,7 +28,7 @@ import (
 // Under steady load it never trims: the agent is never quiet, and its GC
 // cycles keep the heap goal near twice what is live. A trim costs one GC
 // cycle per Burst bytes allocated, which is no more than the GC runs anyway.
-type memoryTrimmer struct {
+type Trimmer struct {
 	Interval time.Duration // how often it looks; default 250ms
 	Burst    uint64        // default 64 MiB
 	Quiet    uint64        // default 8 MiB
@@ -35,13 +37,15 @@ type memoryTrimmer struct {
 
 const allocsMetric = "/gc/heap/allocs:bytes"
 
-func newMemoryTrimmer(log hclog.Logger) *memoryTrimmer {
-	return &memoryTrimmer{Interval: 250 * time.Millisecond, Burst: 64 << 20, Quiet: 8 << 20, log: log}
+// NewTrimmer is a Trimmer with the defaults: a look every 250ms, a burst
+// of 64 MiB, quiet under 8 MiB.
+func NewTrimmer(log hclog.Logger) *Trimmer {
+	return &Trimmer{Interval: 250 * time.Millisecond, Burst: 64 << 20, Quiet: 8 << 20, log: log}
 }
 
 // Run trims until ctx ends. Its ticks are the host's time, not the
 // agent's clock: they pace a look at the runtime, not a lease.
-func (m *memoryTrimmer) Run(ctx context.Context) error {
+func (m *Trimmer) Run(ctx context.Context) error {
 	tick := time.NewTicker(m.Interval)
 	defer tick.Stop()
 	sample := []runtimemetrics.Sample{{Name: allocsMetric}}
@@ -74,6 +78,6 @@ func (m *memoryTrimmer) Run(ctx context.Context) error {
 // a row, not one: a burst's requests may all be waiting for the masters
 // for a moment, and a trim then would cost a GC of the burst's whole heap
 // in the middle of it.
-func (m *memoryTrimmer) due(trimmed, before, last, now uint64) bool {
+func (m *Trimmer) due(trimmed, before, last, now uint64) bool {
 	return now-trimmed >= m.Burst && now-last < m.Quiet && last-before < m.Quiet
 }

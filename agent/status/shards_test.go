@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"strings"
@@ -42,9 +42,9 @@ func TestStatusLineShowsEachShardOfAClusterMaster(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := quorum.MasterStatus{Name: "a", Address: "cluster@10.0.0.1:7000,10.0.0.2:7000", State: quorum.StateUp, Settings: "lease=15s;drift=0.01", Shards: tc.shards}
-			got := statusLine("1", m).String()
+			got := strings.TrimSuffix(string(Master("1", m).Bytes()), "\n")
 			if got != master+tc.want {
-				t.Fatalf("statusLine =\n  %s\nwant\n  %s", got, master+tc.want)
+				t.Fatalf("Master =\n  %s\nwant\n  %s", got, master+tc.want)
 			}
 			if strings.ContainsAny(strings.TrimPrefix(got, master), "\n\t") || strings.Count(got, " ") != strings.Count(master, " ")+len(tc.shards) {
 				t.Errorf("a shard is not one word: %q", got)

@@ -1,4 +1,7 @@
-package agent
+// Package outbox holds a session's lines waiting for its connection: replies
+// that wait while the client reads slowly, answers and pushes that never
+// wait, and a writer goroutine only while there is something to write.
+package outbox
 
 import (
 	"net"
@@ -8,34 +11,34 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// outQueue is how many lines may wait for the writer. Replies beyond it
+// Queue is how many lines may wait for the writer. Replies beyond it
 // wait (the agent stops reading that client's requests: backpressure);
 // an unsolicited push beyond it closes the session, since a client that
 // cannot be told its lock is lost must not go on holding anything.
-const outQueue = 4096
+const Queue = 4096
 
-// closeFlush bounds how long a closing session's last lines may take to
+// CloseFlush bounds how long a closing session's last lines may take to
 // write: a client that stopped reading cannot hold up its own cleanup.
-const closeFlush = 2 * time.Second
+const CloseFlush = 2 * time.Second
 
-// outbox is a session's lines waiting for the connection. A writer
+// Outbox is a session's lines waiting for the connection. A writer
 // goroutine runs only while there is something to write: an idle session
 // costs neither a goroutine nor a buffer for it. Its three ways in differ
 // in what they do when the client reads slowly:
-//   - send (a reply on the request path) waits while the queue is full;
-//   - reply (the answer of a request another goroutine finished) never waits;
-//   - push (an unsolicited line) never waits, and closes the connection
+//   - Send (a reply on the request path) waits while the queue is full;
+//   - Reply (the answer of a request another goroutine finished) never waits;
+//   - Push (an unsolicited line) never waits, and closes the connection
 //     instead when the queue is full.
 //
 // A line that finds nothing queued and no writer running is written at
 // once, in the caller's goroutine, as far as the socket takes it without
 // waiting (see writeNowLocked).
-type outbox struct {
+type Outbox struct {
 	conn *net.UnixConn
 	raw  syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	log  hclog.Logger
 
-	mu      outboxMutex // taken last of all: see the lock order at session.mu
+	mu      mutex // taken last of all: see the lock order at agent's session.mu
 	lines   [][]byte
 	writing bool          // a writer goroutine is running
 	closing bool          // close the connection once every line is written
@@ -50,19 +53,18 @@ type outbox struct {
 	wrote          chan struct{}
 }
 
-// init readies o to write to conn.
-func (o *outbox) init(conn *net.UnixConn, log hclog.Logger) error {
+// New is an outbox writing to conn.
+func New(conn *net.UnixConn, log hclog.Logger) (*Outbox, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	o.conn, o.raw, o.log, o.dead = conn, raw, log, make(chan struct{})
-	return nil
+	return &Outbox{conn: conn, raw: raw, log: log, dead: make(chan struct{})}, nil
 }
 
-// send queues a reply line for the writer, waiting while the queue is
+// Send queues a reply line for the writer, waiting while the queue is
 // full. It must not be called with the session's mu held.
-func (o *outbox) send(line []byte) {
+func (o *Outbox) Send(line []byte) {
 	o.mu.Lock()
 	if o.writeNowLocked(line) {
 		return
@@ -72,20 +74,20 @@ func (o *outbox) send(line []byte) {
 	o.mu.Unlock()
 }
 
-// awaitRoom waits while the queue is full before the next request is read.
-// The answers of waits (reply) never wait, and a wait ends as soon as its
+// AwaitRoom waits while the queue is full before the next request is read.
+// The answers of waits (Reply) never wait, and a wait ends as soon as its
 // answer is queued: without this, a client that reads nothing could have
 // the agent queue answers without bound, one LOCK ... wait=0 after another.
-func (o *outbox) awaitRoom() {
+func (o *Outbox) AwaitRoom() {
 	o.mu.Lock()
 	o.awaitRoomLocked()
 	o.mu.Unlock()
 }
 
 // awaitRoomLocked waits until the queue has room or the connection is
-// closed for writing. o.mu is held, and let go while it waits.
-func (o *outbox) awaitRoomLocked() {
-	for len(o.lines) >= outQueue && !o.done {
+// Closed for writing. o.mu is held, and let go while it waits.
+func (o *Outbox) awaitRoomLocked() {
+	for len(o.lines) >= Queue && !o.done {
 		if o.room == nil {
 			o.room = make(chan struct{})
 		}
@@ -96,13 +98,13 @@ func (o *outbox) awaitRoomLocked() {
 	}
 }
 
-// reply queues the answer of a request that another goroutine finished (a
+// Reply queues the answer of a request that another goroutine finished (a
 // waiting LOCK granted by its name's contender, or ended by its timer),
 // without ever waiting: that goroutine serves other sessions too. The lines
-// it may add beyond outQueue are bounded by the session's waits
+// it may add beyond Queue are bounded by the session's waits
 // (max_holds_per_session): no request is read while the queue is full (see
-// awaitRoom).
-func (o *outbox) reply(line []byte) {
+// AwaitRoom).
+func (o *Outbox) Reply(line []byte) {
 	o.mu.Lock()
 	if o.writeNowLocked(line) {
 		return
@@ -111,19 +113,19 @@ func (o *outbox) reply(line []byte) {
 	o.mu.Unlock()
 }
 
-// push sends an unsolicited line without ever waiting: it is called from
+// Push sends an unsolicited line without ever waiting: it is called from
 // the watchdog and the shutdown path, which serve every session. A session
 // whose queue is full is closed instead. It returns the line's number, for
-// awaitWritten.
-func (o *outbox) push(line []byte) (seq uint64) {
+// AwaitWritten.
+func (o *Outbox) Push(line []byte) (seq uint64) {
 	o.mu.Lock()
 	seq = o.taken + 1
 	if o.writeNowLocked(line) {
 		return seq
 	}
-	if len(o.lines) >= outQueue && !o.done {
+	if len(o.lines) >= Queue && !o.done {
 		o.mu.Unlock()
-		o.log.Warn("client is not reading; closing the session", "queued", outQueue)
+		o.log.Warn("client is not reading; closing the session", "queued", Queue)
 		o.conn.Close()
 		return seq
 	}
@@ -132,11 +134,11 @@ func (o *outbox) push(line []byte) (seq uint64) {
 	return seq
 }
 
-// awaitWritten waits until the socket took line seq (see push) whole, the
+// AwaitWritten waits until the socket took line seq (see Push) whole, the
 // connection is closed for writing, or until: it says whether the line was
 // written. A LOST line that the client's socket took is the client's to
 // read, whatever its process is doing; one still queued is not.
-func (o *outbox) awaitWritten(seq uint64, until <-chan time.Time) bool {
+func (o *Outbox) AwaitWritten(seq uint64, until <-chan time.Time) bool {
 	o.mu.Lock()
 	for o.written < seq && !o.done {
 		if o.wrote == nil {
@@ -158,7 +160,7 @@ func (o *outbox) awaitWritten(seq uint64, until <-chan time.Time) bool {
 }
 
 // wroteLocked counts n more lines written whole. o.mu is held.
-func (o *outbox) wroteLocked(n int) {
+func (o *Outbox) wroteLocked(n int) {
 	o.written += uint64(n)
 	if o.wrote != nil {
 		close(o.wrote)
@@ -171,7 +173,7 @@ func (o *outbox) wroteLocked(n int) {
 // the socket does not take at once is left to a writer, so the caller never
 // waits for the client. It says whether it took line; it lets o.mu go if it
 // did, and keeps it held if not.
-func (o *outbox) writeNowLocked(line []byte) bool {
+func (o *Outbox) writeNowLocked(line []byte) bool {
 	if o.writing || o.done || len(o.lines) > 0 {
 		return false
 	}
@@ -201,7 +203,7 @@ func (o *outbox) writeNowLocked(line []byte) bool {
 
 // writeNow writes what the socket takes of b without waiting for it to take
 // more: n < len(b) when its buffer is full.
-func (o *outbox) writeNow(b []byte) (n int, err error) {
+func (o *Outbox) writeNow(b []byte) (n int, err error) {
 	cerr := o.raw.Write(func(fd uintptr) bool {
 		for n < len(b) {
 			m, werr := syscall.Write(int(fd), b[n:])
@@ -226,7 +228,7 @@ func (o *outbox) writeNow(b []byte) (n int, err error) {
 }
 
 // queueLocked adds a line and makes sure a writer runs. o.mu is held.
-func (o *outbox) queueLocked(line []byte) {
+func (o *Outbox) queueLocked(line []byte) {
 	if o.done {
 		return
 	}
@@ -238,27 +240,27 @@ func (o *outbox) queueLocked(line []byte) {
 	}
 }
 
-// flushAndClose has the writer write what is queued, then close the
-// connection; a client that does not read gets closeFlush to take it.
-func (o *outbox) flushAndClose() {
+// FlushAndClose has the writer write what is queued, then close the
+// connection; a client that does not read gets CloseFlush to take it.
+func (o *Outbox) FlushAndClose() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.done || o.closing {
 		return
 	}
 	o.closing = true
-	o.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	o.conn.SetWriteDeadline(time.Now().Add(CloseFlush))
 	if !o.writing {
 		o.writing = true
 		go o.write()
 	}
 }
 
-// closed is closed once the connection is closed for writing.
-func (o *outbox) closed() <-chan struct{} { return o.dead }
+// Closed is closed once the connection is closed for writing.
+func (o *Outbox) Closed() <-chan struct{} { return o.dead }
 
-// queued is how many lines wait for the writer.
-func (o *outbox) queued() int {
+// Queued is how many lines wait for the writer.
+func (o *Outbox) Queued() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.lines)
@@ -266,7 +268,7 @@ func (o *outbox) queued() int {
 
 // write sends queued lines, as many per system call as are waiting, and
 // returns when there are none left.
-func (o *outbox) write() {
+func (o *Outbox) write() {
 	var buf []byte
 	sent := 0 // lines the last write took, counted under the next lock
 	for {
@@ -313,7 +315,7 @@ func (o *outbox) write() {
 }
 
 // writeDone marks the connection closed for writing: later lines are dropped.
-func (o *outbox) writeDone() {
+func (o *Outbox) writeDone() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.writing = false
@@ -327,4 +329,12 @@ func (o *outbox) writeDone() {
 		o.room = nil
 	}
 	close(o.dead)
+}
+
+// Open says whether o neither closes nor is closed: no FlushAndClose yet,
+// and the connection still takes lines.
+func (o *Outbox) Open() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.closing && !o.done
 }

@@ -1,0 +1,9 @@
+package outbox
+
+import (
+	"testing"
+
+	"github.com/lock-agent/lock-agent/internal/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.Main(m) }
