@@ -59,10 +59,13 @@ func TestLeaderPushLagWithAMasterPaused(t *testing.T) {
 	slices.Sort(lags)
 	p50, p99 := lags[len(lags)/2], lags[len(lags)*99/100]
 	t.Logf("leader push lag with a master paused over %d changes: p50 %v, p99 %v, max %v", len(lags), p50, p99, lags[len(lags)-1])
-	// As TestLeaderPushLag: 10ms is the target, the bound is for a loaded
-	// host under the race detector; a push behind a renewal of the mark
-	// waited up to 4×master_timeout (600ms here).
-	if p99 > 100*time.Millisecond {
+	// 10ms is the target. The bound is what this test tells apart: a push
+	// behind a renewal of the mark waits up to 4×master_timeout (600ms
+	// here), and some of the 100 changes fall during one, so p99 lands
+	// near 600ms; half of that is the host's share. (100ms, the bound of
+	// TestLeaderPushLag with every master up, was passed at 123ms beside
+	// two CPU hogs and the suite's other parts.)
+	if p99 > 300*time.Millisecond {
 		t.Fatalf("p99 lag %v with a master paused", p99)
 	}
 	obs.checkOrder("observer")
