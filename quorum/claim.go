@@ -108,8 +108,9 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 	need := readQuorum(c.quorum, len(c.masters)-len(read.answers))
 	for _, v := range read.votes {
 		if v.count >= need {
-			r := v.first
-			r.Fence, r.Who.Value, r.Cached = v.majorityFence(need), v.value(), v.isCached()
+			fence := v.majorityFence(need)
+			r := v.recordAt(fence)
+			r.Fence, r.Who.Value, r.Cached = fence, v.value(), v.isCached()
 			out = append(out, Holder{ID: v.id, Record: r})
 		}
 	}
@@ -118,11 +119,15 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 
 // holderVotes is what the masters of a who round recorded of one holder.
 type holderVotes struct {
-	id     string
-	first  Record // as the first master to answer recorded it
-	count  int    // how many masters record it
-	fences map[int64]int
-	values map[string]int
+	id    string
+	first Record // as the first master to answer recorded it
+	// byFence is each fence's record as the first master to answer with
+	// that fence recorded it: a retag that missed a master leaves it the
+	// old holder's who beside the old fence.
+	byFence map[int64]Record
+	count   int // how many masters record it
+	fences  map[int64]int
+	values  map[string]int
 	// settled is the highest fence a master's record marks settled (see
 	// lua/raise_fence.lua) while it still carries it: the term's fence, final.
 	// 0 if none does.
@@ -131,6 +136,27 @@ type holderVotes struct {
 	// that the grant stood (see awaitingAgent).
 	awaiting int
 	cached   int // how many masters record it cached
+}
+
+// note counts one master's record of the holder.
+func (v *holderVotes) note(rec Record) {
+	v.count++
+	v.fences[rec.Fence]++
+	if _, ok := v.byFence[rec.Fence]; !ok {
+		v.byFence[rec.Fence] = rec
+	}
+	v.values[rec.Who.Value]++
+}
+
+// recordAt is the record of a master that records fence, else the first
+// answer's: a holder's who is shown with the fence it was written with,
+// not beside another's (a WHO that read first a master a retag missed
+// showed the new fence with the previous holder's who).
+func (v *holderVotes) recordAt(fence int64) Record {
+	if r, ok := v.byFence[fence]; ok {
+		return r
+	}
+	return v.first
 }
 
 // majorityFence is the highest fence that at least quorum of the masters
@@ -211,19 +237,17 @@ func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enoug
 			rec := recordOf(f)
 			v := byID[id]
 			if v == nil {
-				v = &holderVotes{id: id, first: rec, fences: map[int64]int{}, values: map[string]int{}}
+				v = &holderVotes{id: id, first: rec, byFence: map[int64]Record{}, fences: map[int64]int{}, values: map[string]int{}}
 				byID[id] = v
 				read.votes = append(read.votes, v)
 			}
-			v.count++
-			v.fences[rec.Fence]++
+			v.note(rec)
 			switch settled, _ := strconv.ParseInt(f[len(recordFields)], 10, 64); {
 			case settled != 0 && settled == rec.Fence:
 				v.settled = max(v.settled, settled)
 			case f[len(recordFields)] == awaitingAgent:
 				v.awaiting++
 			}
-			v.values[rec.Who.Value]++
 			if mark, _ := vals[j+width-1].ToString(); mark == "1" {
 				v.cached++
 			}

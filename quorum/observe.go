@@ -162,7 +162,7 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 		if !ok {
 			return Holder{}, false, &UnsettledError{Holder: v.id}
 		}
-		r := v.first
+		r := v.recordAt(fence)
 		r.Fence, r.Who.Value = fence, v.value()
 		holders = append(holders, Holder{ID: v.id, Record: r})
 	}
