@@ -162,13 +162,17 @@ func SettleFence(fences []int64) (fence int64, atFence int, behind []int) {
 
 // CheckOutcome decides a CHECK of n masters with quorum q, yes of which
 // record the fence and failed of which did not answer: current when yes
-// reaches q; not current when the answers (at least q of them) leave no
-// majority; unknown (known false) when too few answered.
+// reaches q; not current when the masters that did not answer could not
+// make a majority of it with those that did (yes + failed < q); unknown
+// (known false) otherwise. It said not current once q masters answered,
+// whatever they said: with one of three silent, one yes and one no, the
+// silent one may be the second of a current holder's majority (a CHECK
+// of a fence just granted, beside the suite's other parts, said false).
 func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 	switch {
 	case yes >= q:
 		return true, true
-	case n-failed >= q:
+	case yes+failed < q:
 		return false, true
 	}
 	return false, false
