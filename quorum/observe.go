@@ -162,12 +162,28 @@ func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error)
 		if !ok {
 			return Holder{}, false, &UnsettledError{Holder: v.id}
 		}
+		value, ok := v.settledValue(c.quorum, lenient)
+		if !ok {
+			return Holder{}, false, &UnsettledError{Holder: v.id}
+		}
 		r := v.recordAt(fence)
-		r.Fence, r.Who.Value = fence, v.value()
+		r.Fence, r.Who.Value = fence, value
 		holders = append(holders, Holder{ID: v.id, Record: r})
 	}
 	h, ok := LeaderOf(holders)
 	return h, ok, nil
+}
+
+// settledValue is v's value once as many masters as a quorum record it:
+// a SET (a proclaim) is answered once a quorum has it, so the value a
+// quorum of the answers records is the last one answered. Two answers that
+// differ (a master the SET has not reached yet beside one it has) tell
+// nothing; the first's was pushed to observers as a change, the previous
+// value after the new one (the asyncio client's campaign test, beside two
+// CPU hogs). With lenient, the value most of them record will do.
+func (v *holderVotes) settledValue(quorum int, lenient bool) (string, bool) {
+	best := v.value()
+	return best, lenient || v.values[best] >= quorum
 }
 
 // settled is v's settled fence, if it is (see Leader), with unheard

@@ -31,3 +31,35 @@ func TestWhoShowsTheHolderWrittenWithItsFence(t *testing.T) {
 		})
 	}
 }
+
+// TestALeaderValueIsTheOneAQuorumRecords: a proclaim's SET is answered
+// once a quorum has it; a read whose answers differ on the value (one
+// master the SET has not reached) does not know the leader's value yet,
+// and an observer must not be pushed the old one after the new.
+func TestALeaderValueIsTheOneAQuorumRecords(t *testing.T) {
+	rec := func(value string) Record { return Record{Fence: 5, Who: Who{Owner: "h", Value: value}} }
+	for _, tc := range []struct {
+		name    string
+		answers []Record
+		lenient bool
+		want    string
+		ok      bool
+	}{
+		{"all three agree", []Record{rec("b"), rec("b"), rec("b")}, false, "b", true},
+		{"the SET reached two of three", []Record{rec("a"), rec("b"), rec("b")}, false, "b", true},
+		{"two answers that differ", []Record{rec("a"), rec("b")}, false, "", false},
+		{"two answers that differ, lenient", []Record{rec("a"), rec("b")}, true, "a", true},
+		{"two answers that agree", []Record{rec("b"), rec("b")}, false, "b", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &holderVotes{first: tc.answers[0], byFence: map[int64]Record{}, fences: map[int64]int{}, values: map[string]int{}}
+			for _, r := range tc.answers {
+				v.note(r)
+			}
+			got, ok := v.settledValue(2, tc.lenient)
+			if ok != tc.ok || ok && got != tc.want {
+				t.Fatalf("settledValue = %q %v, want %q %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
