@@ -29,15 +29,20 @@ func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, servers := twoAgents(t, time.Second)
 			holder, other := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+			holders := agenttest.Dial(t, a.Config.Socket.Path) // the holder's agent, as it sees its masters
 			if r := holder.Do("LOCK br/tail " + tc.lock); r.Kind != "OK" {
 				t.Fatal(r.Line)
 			}
 			for _, i := range []int{0, 1} {
 				servers[i].Restart()
 				// It sits out the hold's tail-to-be (see quorum/gate.go),
-				// then the watchdog re-creates the hold there.
+				// then the watchdog re-creates the hold there, once the
+				// holder's agent sees it up (each agent probes for itself:
+				// beside two CPU hogs, the other saw it first, and 5s
+				// from then was passed).
 				other.AwaitMasters("quarantined", 1)
 				other.AwaitMastersWithin(15*time.Second, "up", 3)
+				holders.AwaitMastersWithin(15*time.Second, "up", 3)
 				lockagenttest.Eventually(t, 5*time.Second, func() bool { return servers[i].Keys("lock-agent:{br/tail}:h:*") == 1 },
 					"the watchdog never re-created the hold on the master that restarted empty")
 			}
