@@ -126,18 +126,20 @@ func (q *queue) beginAttempt(w *waiter) bool {
 	if w.state != queued {
 		return false
 	}
-	w.attempt = make(chan struct{})
+	w.attempting = true
 	return true
 }
 
 // endAttempt says w's round is settled: an answer held back for it (see
-// waiter.endWithdrawn) goes out.
+// waiter.endWithdrawn) goes out now.
 func (q *queue) endAttempt(w *waiter) {
 	q.mu.Lock()
-	settled := w.attempt
-	w.attempt = nil
+	held := w.held
+	w.attempting, w.held = false, nil
 	q.mu.Unlock()
-	close(settled)
+	if held != nil {
+		w.end(*held)
+	}
 }
 
 // enqueue puts w at the back of its name's queue, starting the name's

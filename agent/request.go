@@ -52,10 +52,12 @@ type waiter struct {
 	// toldWanted is when the agents that hold its name were last told
 	// that it waits (see tellWanted). Only its name's contender uses it.
 	toldWanted time.Time
-	// attempt, while the contender has a round in flight for w, is closed
-	// once that round is settled: a win handed to w, or given back in the
-	// masters if w was withdrawn meanwhile. Guarded by the queue's mu.
-	attempt chan struct{}
+	// attempting says the contender has a round in flight for w; held is
+	// the answer of a withdrawal that came meanwhile, which the contender
+	// sends once the round is settled (a win given back in the masters
+	// first: see endWithdrawn). Guarded by the queue's mu.
+	attempting bool
+	held       *result
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's
@@ -104,16 +106,13 @@ func (a *Agent) expire(w *waiter) {
 // held either).
 func (w *waiter) endWithdrawn(r result) {
 	w.q.mu.Lock()
-	settled := w.attempt
-	w.q.mu.Unlock()
-	if settled == nil {
-		w.end(r)
+	if w.attempting {
+		w.held = &r // the contender sends it (see queue.endAttempt)
+		w.q.mu.Unlock()
 		return
 	}
-	go func() {
-		<-settled
-		w.end(r)
-	}()
+	w.q.mu.Unlock()
+	w.end(r)
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
