@@ -77,16 +77,17 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 			var calls map[string]int
 			var seen []string
 			// A grant whose masters' clocks straddle a whole second gives
-			// them different first fences, and a write-back to the lower:
-			// then tried again, on another fresh name.
-			for try := range 3 {
-				calls, seen = cycleCalls(t, c, servers[0], claimReq(fmt.Sprintf("fresh-%s-%d", tc.name, try), "h", tc.claim))
-				if calls["EVALSHA"] <= 2 {
+			// them different first fences, and a write-back to the lower;
+			// and a master the warm-up cycle did not reach runs its first
+			// script as EVAL: then tried again, on another fresh name.
+			for try := range 4 {
+				calls, seen = cycleCalls(t, c, servers, claimReq(fmt.Sprintf("fresh-%s-%d", tc.name, try), "h", tc.claim))
+				if calls["EVALSHA"] <= 2 && calls["EVAL"] == 0 {
 					break
 				}
 			}
 			if !maps.Equal(calls, want) {
-				t.Errorf("m0 ran %v for a cycle, want %v:\n%s", calls, want, strings.Join(seen, "\n"))
+				t.Errorf("a master ran %v for a cycle, want %v:\n%s", calls, want, strings.Join(seen, "\n"))
 			}
 
 			name := "read-" + tc.name
@@ -95,8 +96,8 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			record := c.holderKey(name, "h")
-			awaitField(t, servers[0], record, "fence") // the third master may answer after the grant
-			fields, err := servers[0].Array("HKEYS", record)
+			m := awaitField(t, servers, record, "fence") // a majority holds it, perhaps not yet all
+			fields, err := m.Array("HKEYS", record)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +105,7 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 				t.Errorf("the record has %v, want %v", fields, tc.fields)
 			}
 			for _, key := range []string{record, c.setKey(name)} { // leased as the grant's lease
-				reply, err := servers[0].Do("PTTL", key)
+				reply, err := m.Do("PTTL", key)
 				if ttl, _ := strconv.Atoi(reply); err != nil || ttl <= 0 || ttl > 5000 {
 					t.Errorf("PTTL %s = %s %v, want the lease's 5000 ms or less", key, reply, err)
 				}
@@ -118,30 +119,48 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 	}
 }
 
-// cycleCalls acquires and releases r on c, and returns the commands m ran
-// for it, by name, from the MONITOR of m (the scripts and the commands
-// they ran; nothing else runs scripts on m meanwhile), and as it showed them.
-func cycleCalls(t *testing.T, c *Cluster, m *redistest.Server, r AcquireRequest) (map[string]int, []string) {
+// cycleCalls acquires and releases r on c, and returns the commands one
+// master ran for it, by name, from its MONITOR (the scripts and the
+// commands they ran; nothing else runs scripts meanwhile), and as it
+// showed them; a script is r's if a key of r's name is among its
+// arguments. The master is the first whose release published: the grant
+// needs a majority only, so a third master may see its acquire cancelled
+// or arrive after the release's tombstone, and never hold the name.
+func cycleCalls(t *testing.T, c *Cluster, servers []*redistest.Server, r AcquireRequest) (map[string]int, []string) {
 	t.Helper()
 	var mu sync.Mutex
-	calls := map[string]int{}
-	var seen []string
+	calls := make([]map[string]int, len(servers))
+	seen := make([][]string, len(servers))
+	chosen := -1
 	released := make(chan struct{})
-	m.Monitor(func(cmd redistest.Command) bool {
-		verb := strings.ToUpper(cmd.Args[0])
-		if !cmd.Script && !strings.HasPrefix(verb, "EVAL") {
+	for i, m := range servers {
+		calls[i] = map[string]int{}
+		ours := false // whether the last script called was for r's name
+		m.Monitor(func(cmd redistest.Command) bool {
+			verb := strings.ToUpper(cmd.Args[0])
+			mu.Lock()
+			defer mu.Unlock()
+			if chosen >= 0 {
+				return false
+			}
+			if !cmd.Script && strings.HasPrefix(verb, "EVAL") {
+				// An earlier cycle's round lands on its last master
+				// in the background: its scripts are not counted.
+				ours = slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.Contains(a, "{"+r.Name+"}") })
+			}
+			if !ours || !cmd.Script && !strings.HasPrefix(verb, "EVAL") {
+				return true
+			}
+			calls[i][verb]++
+			seen[i] = append(seen[i], strings.Join(cmd.Args, " "))
+			if verb == "PUBLISH" { // the release's last
+				chosen = i
+				close(released)
+				return false
+			}
 			return true
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		calls[verb]++
-		seen = append(seen, strings.Join(cmd.Args, " "))
-		if verb == "PUBLISH" { // the release's last
-			close(released)
-			return false
-		}
-		return true
-	})
+		})
+	}
 	ctx := context.Background()
 	if _, err := acquire(ctx, c, r); err != nil {
 		t.Fatal(err)
@@ -152,23 +171,26 @@ func cycleCalls(t *testing.T, c *Cluster, m *redistest.Server, r AcquireRequest)
 	select {
 	case <-released:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the release never published on m0")
+		t.Fatal("the release never published on any master")
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return calls, seen
+	return calls[chosen], seen[chosen]
 }
 
-// awaitField waits until s's hash key has field.
-func awaitField(t *testing.T, s *redistest.Server, key, field string) {
+// awaitField waits until one of servers has field in its hash key, and
+// returns that server.
+func awaitField(t *testing.T, servers []*redistest.Server, key, field string) *redistest.Server {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if n, err := s.Do("HEXISTS", key, field); err == nil && n == "1" {
-			return
+		for _, s := range servers {
+			if n, err := s.Do("HEXISTS", key, field); err == nil && n == "1" {
+				return s
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s has no %s", key, field)
+			t.Fatalf("no master has %s in %s", field, key)
 		}
 		time.Sleep(5 * time.Millisecond) // polled: a master sends no event
 	}
