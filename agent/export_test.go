@@ -104,3 +104,19 @@ func Names(a *Agent) []string {
 	}
 	return names
 }
+
+// Lending is how a lends name to its local holders now: "run" (a run
+// while local waiters queue), "linger" (a cache after the last holder),
+// or "" (it lends nothing). A test waits on it, not on which goroutines
+// run: the binary's goroutines include those of other tests' agents.
+func Lending(a *Agent, name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.runLocked(name) != nil:
+		return "run"
+	case a.cacheLocked(name) != nil:
+		return "linger"
+	}
+	return ""
+}
