@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -270,29 +271,84 @@ func TestProcAgentsShareTheirMasters(t *testing.T) {
 	}
 }
 
-// TestProcReadersFollowTheProcess: rssBytes and cpuTime of this process
-// grow by what it does: 64 MiB touched (and peakRSSBytes with them), CPU
-// spent spinning.
+// TestProcReadersFollowTheProcess: rssBytes and cpuTime of a process grow
+// by what it does: 64 MiB touched (and peakRSSBytes with them), CPU spent
+// spinning. The process is a child of its own (this binary, see
+// procChild): this one's size moves with what the tests beside it free.
 func TestProcReadersFollowTheProcess(t *testing.T) {
-	t.Parallel() // its own masters and agents; judges no latency
-	pid := os.Getpid()
-	before := rssBytes(t, pid)
-	block := make([]byte, 64<<20)
-	for i := range block {
-		block[i] = byte(i)
+	t.Parallel() // its own process; judges no latency
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), procChildEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out := bufio.NewReader(stdout)
+	step := func(say, want string) {
+		t.Helper()
+		if say != "" {
+			if _, err := fmt.Fprintln(stdin, say); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if line, err := out.ReadString('\n'); err != nil || line != want+"\n" {
+			t.Fatalf("the child said %q %v, want %q", line, err, want)
+		}
+	}
+	pid := cmd.Process.Pid
+	step("", "ready")
+	before := rssBytes(t, pid)
+	step("touch", "touched")
 	if grew := rssBytes(t, pid) - before; grew < 32<<20 {
 		t.Errorf("VmRSS grew by %d bytes after touching 64 MiB", grew)
 	}
 	if peak := peakRSSBytes(t, pid); peak < before+32<<20 {
 		t.Errorf("VmHWM %d bytes after touching 64 MiB over a VmRSS of %d", peak, before)
 	}
-	runtime.KeepAlive(block)
 	cpu0 := cpuTime(t, pid)
+	step("spin", "spinning")
 	deadline := time.Now().Add(10 * time.Second)
 	for cpuTime(t, pid)-cpu0 < 100*time.Millisecond {
 		if time.Now().After(deadline) {
 			t.Fatalf("CPU time did not grow by 100ms in 10s of spinning")
 		}
+		time.Sleep(10 * time.Millisecond) // polled: /proc sends no event
 	}
+}
+
+// procChildEnv makes this binary the child of TestProcReadersFollowTheProcess.
+const procChildEnv = "LOCK_AGENT_PROC_CHILD"
+
+// procChild says "ready"; on "touch" touches 64 MiB and says "touched";
+// on "spin" says "spinning" and spins until its stdin closes or it is killed.
+func procChild() {
+	in := bufio.NewScanner(os.Stdin)
+	fmt.Println("ready")
+	var block []byte
+	for in.Scan() {
+		switch in.Text() {
+		case "touch":
+			block = make([]byte, 64<<20)
+			for i := range block {
+				block[i] = byte(i)
+			}
+			fmt.Println("touched")
+		case "spin":
+			fmt.Println("spinning")
+			go func() {
+				for {
+					block[0]++
+				}
+			}()
+		}
+	}
+	runtime.KeepAlive(block)
 }

@@ -39,6 +39,10 @@ func TestMain(m *testing.M) {
 		relay(path) // a candidate of the election tests
 		return
 	}
+	if os.Getenv(procChildEnv) != "" {
+		procChild() // TestProcReadersFollowTheProcess's process
+		return
+	}
 	flag.Parse()
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", "4")
