@@ -73,7 +73,7 @@ type Refusal struct {
 	Busy        int           // masters that answered that others hold the name
 	Needed      int           // the quorum
 	HeldLimit   int           // for ErrConflict: the limit the name is held with (1: a lock)
-	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
+	RetryAfter  time.Duration // for ErrBusy: how long until a majority may have the name free (see FreeOnMajorityIn; 0: no busy answer)
 	BestSlot    int           // the slot most masters granted: the one to ask for next
 	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
 	// OnlyCached says, for ErrBusy, that on some busy master only records
@@ -140,17 +140,17 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refu
 // acquireAnswers is what the masters answered an acquire round, as its
 // judge reads them.
 type acquireAnswers struct {
-	c          *Cluster
-	fences     []int64 // > 0 where granted
-	slots      []int   // the slot granted there
-	busyOn     []int   // masters that answered held: their counters may lag
-	awaiting   bool    // a master's record awaits the mark (see awaitingAgent)
-	conflicts  int     // masters that hold the name for another kind of claim
-	readers    int     // busy answers where only shared holders block
-	cached     int     // busy answers where only cached records block
-	kept       int     // busy answers where only records caching agents keep block
-	heldLimit  int     // the limit of the last conflict
-	retryAfter time.Duration
+	c         *Cluster
+	fences    []int64         // > 0 where granted
+	slots     []int           // the slot granted there
+	busyOn    []int           // masters that answered held: their counters may lag
+	awaiting  bool            // a master's record awaits the mark (see awaitingAgent)
+	conflicts int             // masters that hold the name for another kind of claim
+	readers   int             // busy answers where only shared holders block
+	cached    int             // busy answers where only cached records block
+	kept      int             // busy answers where only records caching agents keep block
+	heldLimit int             // the limit of the last conflict
+	waits     []time.Duration // what each busy master answered is left of its holders (see FreeOnMajorityIn)
 }
 
 // judge reads master a.i's answer to the acquire script.
@@ -174,7 +174,7 @@ func (x *acquireAnswers) judge(a answer) (int, bool, error) {
 		return 0, false, err
 	}
 	x.busyOn = append(x.busyOn, a.i)
-	x.retryAfter = max(x.retryAfter, time.Duration(vals[1])*time.Millisecond)
+	x.waits = append(x.waits, time.Duration(vals[1])*time.Millisecond)
 	if len(vals) >= 3 && vals[2] == 1 {
 		x.readers++
 	}
@@ -202,8 +202,9 @@ func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acqu
 	n := len(c.masters)
 	busy := len(x.busyOn) + x.conflicts
 	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
+	unread := n - r.yes() - busy - r.failed // answers a decided round did not wait for
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
-		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
+		RetryAfter: FreeOnMajorityIn(x.waits, r.yes()+unread, c.quorum), BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
 		OnlyCached: x.cached > 0, OnlyKept: x.kept > 0, Masters: r.errs, Size: n}
 	switch {
 	case outcome == Won:

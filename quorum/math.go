@@ -24,6 +24,26 @@ func OnMajority[T cmp.Ordered](values []T, quorum int) T {
 	return sorted[len(sorted)-quorum]
 }
 
+// FreeOnMajorityIn is how long until a majority of the masters may have a
+// name free, from a refused round's answers: free masters that answered
+// free (they granted, and are given back) or whose answers the round,
+// decided without them, did not read; and the remaining waits the busy
+// ones answered (a lease, or a tail). Masters that failed are not counted
+// on. When that cannot make a majority free, it is the longest wait (the
+// zero value with none): the time by which every holder seen is gone. A
+// waiter parks this long unless a release message wakes it first, and the
+// end of a lease or a tail sends none: parking longer leaves the name idle.
+func FreeOnMajorityIn(waits []time.Duration, free, quorum int) time.Duration {
+	if len(waits) == 0 {
+		return 0
+	}
+	sorted := slices.Sorted(slices.Values(waits))
+	if need := quorum - free; need >= 1 && need <= len(sorted) {
+		return sorted[need-1]
+	}
+	return sorted[len(sorted)-1]
+}
+
 // Validity is how long a lease is known to hold after the operation that set
 // it started: lease − elapsed − lease×driftFactor − 2 ms. It is negative when
 // the lease is already unsafe to rely on.

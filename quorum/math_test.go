@@ -385,3 +385,39 @@ func TestMayPlantAndReplant(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeOnMajorityIn: a waiter parks until a majority may have the name
+// free, not until the last holder seen is gone: a hold that ended into a
+// short tail on two masters of three, while the third (not reached yet by
+// the end) still counts the whole lease, is free in the tail's time.
+func TestFreeOnMajorityIn(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name         string
+		waits        []time.Duration
+		free, quorum int
+		want         time.Duration
+	}{
+		{"no busy answer", nil, 0, 2, 0},
+		{"held on all three: the second lease to end", ms(2900, 3000, 2950), 0, 2, 2950 * time.Millisecond},
+		{"a tail on two, a lease on the third", ms(800, 3000, 790), 0, 2, 800 * time.Millisecond},
+		{"one master free: the first busy one to end", ms(3000, 500), 1, 2, 500 * time.Millisecond},
+		{"one answer of three (two silent): its wait", ms(700), 0, 2, 700 * time.Millisecond},
+		{"five masters, two free", ms(100, 900, 400), 2, 3, 100 * time.Millisecond},
+		{"five masters, none free", ms(100, 900, 400, 50, 200), 0, 3, 200 * time.Millisecond},
+		{"free masters already a majority (a lost slot): the longest", ms(300, 100), 2, 2, 300 * time.Millisecond},
+		{"two busy answers read, the third not waited for: the sooner", ms(6800, 800), 1, 2, 800 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FreeOnMajorityIn(tc.waits, tc.free, tc.quorum); got != tc.want {
+				t.Errorf("FreeOnMajorityIn(%v, %d, %d) = %v, want %v", tc.waits, tc.free, tc.quorum, got, tc.want)
+			}
+		})
+	}
+}

@@ -160,6 +160,31 @@ func TestLockDelayAfterLost(t *testing.T) {
 	}
 }
 
+// TestADelayOnAMajorityIsWaitedOutAlone: a hold ends while its agent's
+// link to one master is cut, so its end makes a tail of the delay on the
+// other two, and the third keeps the live record for what is left of its
+// lease. Another agent's waiter is granted the name once the tails run
+// out (a majority free), not once the third master's lease does: a tail's
+// expiry sends no message, so the waiter parks until the answers say a
+// majority may be free (quorum.FreeOnMajorityIn), not the longest wait.
+func TestADelayOnAMajorityIsWaitedOutAlone(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	const lease, delay = 6 * time.Second, 800 * time.Millisecond
+	cfg, links := proxiedConfig(t, servers, lease)
+	a, b := agenttest.Start(t, cfg), agenttest.Start(t, agenttest.Config(t, servers, lease))
+	holder, other := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
+	if r := holder.Do("LOCK tail/maj delay=800ms"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	links[2].SetMode(faultproxy.Cut)
+	holder.Close() // an unclean end: the delay
+	end := time.Now()
+	expectDelay(t, other, "tail/maj", end, delay)
+	if n := servers[2].Keys(cfg.Lock.KeyPrefix + "{tail/maj}:h:*"); n != 1 {
+		t.Errorf("the third master has %d records of the name, want the live one it kept", n) // else the test showed nothing
+	}
+}
+
 // proxiedConfig is an agent config whose links to servers go through
 // proxies a test can cut.
 func proxiedConfig(t *testing.T, servers []*redistest.Server, lease time.Duration) (cfg agent.Config, links []*faultproxy.Proxy) {
