@@ -7,6 +7,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // TestTTLHoldsEndOnTheAgentsClock: a ttl= hold is pushed LOST
@@ -77,7 +78,7 @@ func TestTTLHoldsEndOnTheAgentsClock(t *testing.T) {
 // an event armed shows in TimerArmed, and none for a while means the
 // agent is idle (a watchdog that armed its expiry after the move would
 // see the end only at the next one).
-func advance(clock *quorum.FakeClock, d time.Duration) {
+func advance(clock *clock.Fake, d time.Duration) {
 	for quiet := false; !quiet; {
 		select {
 		case <-clock.TimerArmed():

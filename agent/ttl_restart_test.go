@@ -10,6 +10,7 @@ import (
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // TestAnHourLongTTLHoldOutlivesAMasterRestart: a ttl=1h hold (longer than
@@ -19,7 +20,7 @@ import (
 // ttl, and the hold ends with LOST reason=expired exactly at its ttl on
 // the agent's clock.
 func TestAnHourLongTTLHoldOutlivesAMasterRestart(t *testing.T) {
-	clock := quorum.NewFakeClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	const lease = 30 * time.Minute
 	a, servers := start(t, func(c *agent.Config) {
 		c.Lock.Lease, c.Lock.MaxTTL, c.Clock = lease, time.Minute, clock

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // Config configures a Cluster. Zero durations take the defaults noted.
@@ -56,7 +57,7 @@ type Config struct {
 	AdmitTimeout time.Duration
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
-	Clock      Clock        // default RealClock
+	Clock      clock.Clock  // default clock.Real
 	Logger     hclog.Logger // default a null logger
 	// Observer hears of each master's latency, quarantines and fence
 	// write-backs, for metrics; default NopObserver.
@@ -73,7 +74,7 @@ type Config struct {
 // connect.
 type Cluster struct {
 	cfg     Config
-	clock   Clock
+	clock   clock.Clock
 	masters []*master
 	quorum  int
 	isDone  atomic.Bool
@@ -192,7 +193,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.InstanceID = randomID()
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // Reason says why a hold ended without its client asking.
@@ -224,7 +225,7 @@ type Config struct {
 	// hold is no longer watched when it is called: Remove returns false for
 	// it from then on. Its Owner tells the caller whose it was.
 	OnLost func(*Hold, Loss)
-	Clock  quorum.Clock // default quorum.RealClock
+	Clock  clock.Clock // default clock.Real
 	Logger hclog.Logger
 }
 
@@ -243,7 +244,7 @@ type Watchdog struct {
 // New returns a Watchdog; Run makes it work.
 func New(cfg Config) *Watchdog {
 	if cfg.Clock == nil {
-		cfg.Clock = quorum.RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -425,7 +426,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Watchdog) armExpiry(t quorum.Timer) {
+func (w *Watchdog) armExpiry(t clock.Timer) {
 	w.mu.Lock()
 	var next time.Time
 	if len(w.byExpiry) > 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // scriptedRenewer answers every renewal with what the test last set, and
@@ -50,7 +51,7 @@ type lostEvent struct {
 
 type harness struct {
 	t       *testing.T
-	clock   *quorum.FakeClock
+	clock   *clock.Fake
 	renewer *scriptedRenewer
 	w       *Watchdog
 	lost    chan lostEvent
@@ -65,7 +66,7 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with renewer as the masters, or the
 // harness's scripted renewer if it is nil.
 func newHarnessWith(t *testing.T, renewer Renewer) *harness {
-	h := &harness{t: t, clock: quorum.NewFakeClock(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
+	h := &harness{t: t, clock: clock.NewFake(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
 		lost: make(chan lostEvent, 100)}
 	if renewer == nil {
 		renewer = h.renewer
