@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
@@ -18,7 +19,7 @@ import (
 // The lease is an hour (see startOnFakeClock), so every end here comes
 // before a renewal is due.
 func TestTTLHoldsEndOnTheAgentsClock(t *testing.T) {
-	leaseValidity := quorum.Validity(time.Hour, 0, 0.01).Milliseconds()
+	leaseValidity := rules.Validity(time.Hour, 0, 0.01).Milliseconds()
 	for _, tc := range []struct {
 		name     string
 		lock     string

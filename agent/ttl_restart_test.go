@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
@@ -44,7 +45,7 @@ func TestAnHourLongTTLHoldOutlivesAMasterRestart(t *testing.T) {
 	// Renewals every lease/3 keep the hold on the two other masters: each
 	// moves its validity to a lease's from now, or to its end if sooner
 	// (HOLDS shows it).
-	renewed := quorum.Validity(lease, 0, a.Config.Lock.DriftFactor)
+	renewed := rules.Validity(lease, 0, a.Config.Lock.DriftFactor)
 	for elapsed := lease / 3; elapsed < time.Hour; elapsed += lease / 3 {
 		advance(clock, lease/3)
 		want := min(time.Hour-elapsed, renewed).Milliseconds()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // AcquireRequest asks for one name for one holder.
@@ -201,12 +203,12 @@ func awaits(vals []int64) bool { return len(vals) == 4 && vals[3] == 1 }
 func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round) (Grant, *Refusal) {
 	n := len(c.masters)
 	busy := len(x.busyOn) + x.conflicts
-	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
+	outcome, slot := rules.DecideSlots(n, r.granted, busy+r.failed)
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
 		RetryAfter: x.retryAfter, BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
 		OnlyCached: x.cached > 0, OnlyKept: x.kept > 0, Masters: r.errs, Size: n}
 	switch {
-	case outcome == Won:
+	case outcome == rules.Won:
 		g, err := c.complete(ctx, req, x, r, slot)
 		if err == nil {
 			return g, nil
@@ -260,7 +262,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	// gets it then.
 	late := &lateAnswers{c: c, req: req, x: x, record: record, fence: fence, slot: slot}
 	r.late = late.answer
-	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
+	validity := rules.Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
 	switch {
 	case err != nil:
 		return Grant{}, err
@@ -282,7 +284,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	if req.Tail.MinHold > 0 {
 		rec.MinUntil = c.clock.Now().Add(req.Tail.MinHold)
 	}
-	return Grant{Fence: fence, Slot: slot, Record: rec, Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+	return Grant{Fence: fence, Slot: slot, Record: rec, Deadline: r.start.Add(rules.Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 }
 
 // lateAnswers follows the answers of a grant's round that come after
@@ -345,7 +347,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 // one, counts past it), with the record fixed to carry it. With a majority
 // in step, as when uncontended, nothing is waited for.
 func (c *Cluster) settleFence(ctx context.Context, name, record string, block int64, fences []int64) (int64, error) {
-	fence, atFence, behind := SettleFence(fences)
+	fence, atFence, behind := rules.SettleFence(fences)
 	if atFence >= c.quorum {
 		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
 			c.raiseFence(name, record, fence, block, behind, false)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // Mode is how a claim shares a name.
@@ -105,7 +107,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 		return nil, err
 	}
 	var out []Holder
-	need := readQuorum(c.quorum, len(c.masters)-len(read.answers))
+	need := rules.ReadQuorum(c.quorum, len(c.masters)-len(read.answers))
 	for _, v := range read.votes {
 		if v.count >= need {
 			fence := v.majorityFence(need)
@@ -172,7 +174,7 @@ func (v *holderVotes) majorityFence(quorum int) int64 {
 			fences = append(fences, f)
 		}
 	}
-	return OnMajority(fences, quorum)
+	return rules.OnMajority(fences, quorum)
 }
 
 // isCached says most masters that record the holder record it cached (see

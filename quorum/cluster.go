@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/quorum/clock"
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // Config configures a Cluster. Zero durations take the defaults noted.
@@ -201,7 +202,7 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
+	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: rules.Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
 		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
 
@@ -76,26 +77,26 @@ func (m *master) lengthenQuarantine(gateArg string) string {
 // markerCounts are MarkerCounts of what this agent's probes last saw of
 // each master's marker. Read without a lock on every gate call.
 func (c *Cluster) markerCounts() (ours, others, probed int) {
-	var room [8]MarkerView // no allocation for a cluster of up to 8 masters
+	var room [8]rules.MarkerView // no allocation for a cluster of up to 8 masters
 	views := room[:0]
 	for _, m := range c.masters {
-		views = append(views, MarkerView(m.view.Load()))
+		views = append(views, rules.MarkerView(m.view.Load()))
 	}
-	return MarkerCounts(views)
+	return rules.MarkerCounts(views)
 }
 
 // mayPlant says whether this agent may plant a marker on a master that has
 // none (see MayPlant), as its probes last saw the markers.
 func (c *Cluster) mayPlant() bool {
 	ours, others, probed := c.markerCounts()
-	return MayPlant(ours, others, probed, c.quorum)
+	return rules.MayPlant(ours, others, probed, c.quorum)
 }
 
 // replant says whether this agent's probe plants anew a marker recording
 // other settings (see Replant), as its probes last saw the markers.
 func (c *Cluster) replant() bool {
 	ours, _, _ := c.markerCounts()
-	return Replant(ours, c.quorum)
+	return rules.Replant(ours, c.quorum)
 }
 
 // gate runs the epoch gate on the probe's connection and returns what it
@@ -240,14 +241,14 @@ func (m *master) noteMarker(mk markerReply) {
 // ErrUnplanted, or nil), recorded the settings the marker records after the
 // probe, ours the agent's (in their canonical form). A marker the probe
 // planted anew records ours, with no refusal.
-func ClassifyMarker(refusal error, recorded, ours string) MarkerView {
+func ClassifyMarker(refusal error, recorded, ours string) rules.MarkerView {
 	switch {
 	case refusal == nil && recorded == ours:
-		return ViewOurs
+		return rules.ViewOurs
 	case errors.Is(refusal, ErrSettings):
-		return ViewOther
+		return rules.ViewOther
 	}
-	return ViewNone
+	return rules.ViewNone
 }
 
 // gateShards runs the probe's gate (lua/marker.lua) on each shard's first slot.
@@ -332,23 +333,23 @@ var errHorizonReply = errors.New("unexpected horizon reply")
 // horizon asks m for its tail horizon on connection l: the probe's for the
 // master it probes, the rounds' for the others (their own probes use
 // theirs).
-func (m standalone) horizon(ctx context.Context, l lane) horizon {
+func (m standalone) horizon(ctx context.Context, l lane) rules.Horizon {
 	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil))
 }
 
 // readHorizon reads a lua/horizon.lua reply.
-func readHorizon(r rueidis.RedisResult) horizon {
+func readHorizon(r rueidis.RedisResult) rules.Horizon {
 	vals, err := r.ToArray()
 	if err != nil || len(vals) != 3 {
-		return horizon{}
+		return rules.Horizon{}
 	}
 	epoch, err1 := vals[0].ToString()
 	lost, err2 := vals[1].AsInt64()
 	left, err3 := vals[2].AsInt64()
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return horizon{}
+		return rules.Horizon{}
 	}
-	return horizon{answered: true, epoch: epoch, lost: lost == 1, left: time.Duration(left) * time.Millisecond}
+	return rules.Horizon{Answered: true, Epoch: epoch, Lost: lost == 1, Left: time.Duration(left) * time.Millisecond}
 }
 
 // settleTails is the probe's part in the tail horizon (see above): if m is
@@ -364,24 +365,24 @@ func (m *master) settleTails(ctx context.Context) {
 		return
 	}
 	own := m.horizon(ctx, laneHealth)
-	if own.answered && !own.lost {
-		m.noteSettled(own.epoch) // planted before tails were pending, or settled by another agent
+	if own.Answered && !own.Lost {
+		m.noteSettled(own.Epoch) // planted before tails were pending, or settled by another agent
 	}
-	if !own.answered || !own.lost || own.epoch == "" {
+	if !own.Answered || !own.Lost || own.Epoch == "" {
 		return
 	}
 	others := c.otherHorizons(ctx, m.index)
-	left, settle, complete := settleHorizon(len(c.masters), others)
+	left, settle, complete := rules.SettleHorizon(len(c.masters), others)
 	if !settle {
 		return
 	}
 	ms := left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond
 	quarantine, err := m.evalOn(ctx, laneHealth, settleTailsScript, []string{c.markerKey()},
-		[]string{own.epoch, strconv.FormatInt(ms.Milliseconds(), 10)}).AsInt64()
+		[]string{own.Epoch, strconv.FormatInt(ms.Milliseconds(), 10)}).AsInt64()
 	if err != nil || quarantine < 0 {
 		return
 	}
-	m.noteSettled(own.epoch)
+	m.noteSettled(own.Epoch)
 	m.quarantined(time.Duration(quarantine) * time.Millisecond)
 	if !complete {
 		m.log.Warn("master lost its data while too many others did too: its tails may end early", "quarantine_ms", quarantine)
@@ -398,9 +399,9 @@ func (m *master) noteSettled(epoch string) {
 }
 
 // otherHorizons asks every master but skip for its horizon, at once.
-func (c *Cluster) otherHorizons(ctx context.Context, skip int) []horizon {
-	out := make([]horizon, 0, len(c.masters)-1)
-	answers := make(chan horizon, len(c.masters))
+func (c *Cluster) otherHorizons(ctx context.Context, skip int) []rules.Horizon {
+	out := make([]rules.Horizon, 0, len(c.masters)-1)
+	answers := make(chan rules.Horizon, len(c.masters))
 	for i, m := range c.masters {
 		if i != skip {
 			go func() { answers <- m.horizon(ctx, laneRounds) }()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // TestAQuarantineOutlastsTheTailsTheOthersKeep: a master that restarts
@@ -89,12 +90,12 @@ func TestClassifyMarker(t *testing.T) {
 		name     string
 		refusal  error
 		recorded string
-		want     MarkerView
+		want     rules.MarkerView
 	}{
-		{"a marker recording our settings", nil, "lease=1s", ViewOurs},
-		{"a marker recording none", nil, "", ViewNone},
-		{"a master with no marker we may plant", ErrUnplanted, "", ViewNone},
-		{"a marker recording others", &SettingsError{Recorded: Settings{{"lease", "2s"}}}, "lease=2s", ViewOther},
+		{"a marker recording our settings", nil, "lease=1s", rules.ViewOurs},
+		{"a marker recording none", nil, "", rules.ViewNone},
+		{"a master with no marker we may plant", ErrUnplanted, "", rules.ViewNone},
+		{"a marker recording others", &SettingsError{Recorded: Settings{{"lease", "2s"}}}, "lease=2s", rules.ViewOther},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
 
@@ -103,7 +104,7 @@ type master struct {
 	// rtt estimates this master's answer times (see RTT), from the answers
 	// rounds read: see Cluster.roundTimeout.
 	rttMu sync.Mutex
-	rtt   RTT
+	rtt   rules.RTT
 	// heard is when the master last answered anything: ns since
 	// monoEpoch, on the monotonic clock.
 	heard atomic.Int64

@@ -3,6 +3,8 @@ package quorum
 import (
 	"strconv"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // This file is the narrow surface that the protocol's model checker
@@ -10,7 +12,7 @@ import (
 // one master, built by the functions the agent itself uses, so that a change
 // to a script or to its arguments reaches the model in one place. Nothing
 // here talks to a master; the agent does not call it. The pure rules the
-// model decides with (DecideSlots, SettleFence) are math.go's, which the
+// model decides with (DecideSlots, SettleFence) are quorum/rules', which the
 // agent uses too.
 
 // ScriptCall is one script call as a Cluster would send it to one master:
@@ -103,10 +105,10 @@ func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
 // lua/marker.lua): recorded is the settings the marker records, refusal the
 // reply's refusal word and what follows. ok is false for a reply the probe
 // counts as a failed probe, which leaves the view as it was.
-func (c *Cluster) ModelProbeView(recorded, refusal string) (view MarkerView, ok bool) {
+func (c *Cluster) ModelProbeView(recorded, refusal string) (view rules.MarkerView, ok bool) {
 	mk := markerReply{recorded: recorded}
 	if err := mk.readRefusal(refusal, c.cfg.Settings, nil); err != nil {
-		return ViewUnknown, false
+		return rules.ViewUnknown, false
 	}
 	return ClassifyMarker(mk.refusal, mk.recorded, c.settings), true
 }

@@ -3,6 +3,8 @@ package quorum
 import (
 	"testing"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // TestModelCallsCarryTheModelsPlantDecision checks that the model hooks
@@ -45,14 +47,14 @@ func TestModelProbeView(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		recorded, refusal string
-		want              MarkerView
+		want              rules.MarkerView
 		ok                bool
 	}{
-		{"lease=300ms", "", ViewOurs, true},
-		{"lease=300ms", "REPLANTED lease=1s", ViewOurs, true},
-		{"lease=1s", "SETTINGS lease=1s", ViewOther, true},
-		{"", "UNPLANTED", ViewNone, true},
-		{"", "ERR something else", ViewUnknown, false},
+		{"lease=300ms", "", rules.ViewOurs, true},
+		{"lease=300ms", "REPLANTED lease=1s", rules.ViewOurs, true},
+		{"lease=1s", "SETTINGS lease=1s", rules.ViewOther, true},
+		{"", "UNPLANTED", rules.ViewNone, true},
+		{"", "ERR something else", rules.ViewUnknown, false},
 	} {
 		got, ok := c.ModelProbeView(tc.recorded, tc.refusal)
 		if got != tc.want || ok != tc.ok {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // A hold's value, its fence check and the leader of a name, as leader
@@ -71,7 +73,7 @@ func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, er
 	if never != nil {
 		return false, never.Err()
 	}
-	current, known := CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
+	current, known := rules.CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
 	if !known {
 		return false, c.noQuorumErr(r)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // Entry is one waiter's place in a name's queue in the masters: a fair=true
@@ -139,5 +141,5 @@ func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
 	if err := c.majorityErr(r, never); err != nil {
 		return 0, err
 	}
-	return OnMajority(counts, c.quorum), nil
+	return rules.OnMajority(counts, c.quorum), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
 
@@ -16,7 +17,7 @@ import (
 //   - fan-out: one call per master (the hot scripts batched: see batch.go),
 //     each allowed the round's budget;
 //   - collection: answers are read until the outcome is certain, decided by
-//     the pure functions of math.go; a master silent past the masters'
+//     the pure functions of quorum/rules; a master silent past the masters'
 //     timeout (roundTimeout) is waited for, a timeout at a time, to the
 //     round's budget while the probe trusts it (see Patience): a slow master
 //     is not a dead one;
@@ -328,7 +329,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 			now := time.Now()
 			waited := now.Sub(start)
 			stalled += max(waited-due, 0)
-			if p := Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, stalled)); p > 0 {
+			if p := rules.Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, stalled)); p > 0 {
 				due = p
 				deadline.Reset(p - waited)
 				a, ok = next(answers, deadline)
@@ -369,7 +370,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 func (c *Cluster) trusted(to []int, answered []bool, start, now time.Time, stalled time.Duration) int {
 	n := 0
 	for _, i := range to {
-		if m := c.masters[i]; !answered[i] && Trusted(m.doubted(), now.Sub(m.heardSince(start)), stalled, m.timeout()) {
+		if m := c.masters[i]; !answered[i] && rules.Trusted(m.doubted(), now.Sub(m.heardSince(start)), stalled, m.timeout()) {
 			n++
 		}
 	}
@@ -388,8 +389,8 @@ func (c *Cluster) decided(spec roundSpec, r *round, refused int) bool {
 	case spec.land:
 		return r.yes() >= c.quorum
 	}
-	o, _ := DecideSlots(len(c.masters), r.granted, r.failed+refused)
-	return o != Pending
+	o, _ := rules.DecideSlots(len(c.masters), r.granted, r.failed+refused)
+	return o != rules.Pending
 }
 
 // errUnanswered stands for the n masters that did not answer a round that

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
 
@@ -211,20 +212,20 @@ func (s *shardSet) runs() (runs []string, down []bool) {
 // masters keep.
 func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	c := m.cluster
-	own := make([]horizon, numSlots)
+	own := make([]rules.Horizon, numSlots)
 	for i, r := range m.someSlots(ctx, laneHealth, horizonScript, quarantined, func(int) []string { return nil }) {
 		own[quarantined[i]] = readHorizon(r)
 	}
 	var pending []int
 	for _, slot := range quarantined {
-		if h := own[slot]; h.answered && h.lost && h.epoch != "" {
+		if h := own[slot]; h.Answered && h.Lost && h.Epoch != "" {
 			pending = append(pending, slot)
 		}
 	}
 	if len(pending) == 0 {
 		return
 	}
-	left, settle, complete := settleHorizon(len(c.masters), c.otherHorizons(ctx, m.index))
+	left, settle, complete := rules.SettleHorizon(len(c.masters), c.otherHorizons(ctx, m.index))
 	if !settle {
 		m.shards.sweep.Store(true) // again at the next sweep
 		return
@@ -236,7 +237,7 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	}
 	calls := make([]call, len(pending))
 	for i, slot := range pending {
-		calls[i] = call{keys: []string{c.slotMarkerKey(slot)}, args: []string{own[slot].epoch, ms}}
+		calls[i] = call{keys: []string{c.slotMarkerKey(slot)}, args: []string{own[slot].Epoch, ms}}
 	}
 	for i, r := range m.shards.evalEach(ctx, conn, settleTailsScript, calls, false) {
 		if q, err := r.AsInt64(); err == nil && q >= 0 {
@@ -247,8 +248,8 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 }
 
 // slotHorizons asks every slot's marker for its tail horizon.
-func (m *master) slotHorizons(ctx context.Context, l lane) []horizon {
-	out := make([]horizon, numSlots)
+func (m *master) slotHorizons(ctx context.Context, l lane) []rules.Horizon {
+	out := make([]rules.Horizon, numSlots)
 	for slot, r := range m.everySlot(ctx, l, horizonScript, func(int) []string { return nil }) {
 		out[slot] = readHorizon(r)
 	}
@@ -258,14 +259,14 @@ func (m *master) slotHorizons(ctx context.Context, l lane) []horizon {
 // clusterHorizon is a cluster master's tail horizon as another master's
 // settling asks it: the latest of its slots', lost if any slot lost its
 // data and is not settled.
-func (m *master) clusterHorizon(ctx context.Context, l lane) horizon {
-	all := horizon{answered: true}
+func (m *master) clusterHorizon(ctx context.Context, l lane) rules.Horizon {
+	all := rules.Horizon{Answered: true}
 	for _, h := range m.slotHorizons(ctx, l) {
-		if !h.answered {
-			return horizon{}
+		if !h.Answered {
+			return rules.Horizon{}
 		}
-		all.lost = all.lost || h.lost
-		all.left = max(all.left, h.left)
+		all.Lost = all.Lost || h.Lost
+		all.Left = max(all.Left, h.Left)
 	}
 	return all
 }
@@ -302,20 +303,20 @@ func (m *master) checkShards(ctx context.Context, list []*shard) {
 // markers: ours when every shard's records this agent's settings, other
 // when one records others.
 func (m *master) noteShardMarkers(list []*shard) {
-	view, recorded := ViewOurs, ""
+	view, recorded := rules.ViewOurs, ""
 	var refusal error
 	for _, sh := range list {
 		switch {
-		case sh.view == ViewOther:
-			view, refusal, recorded = ViewOther, sh.err, sh.recorded
-		case sh.view == ViewNone && view == ViewOurs:
-			view, recorded = ViewNone, sh.recorded
+		case sh.view == rules.ViewOther:
+			view, refusal, recorded = rules.ViewOther, sh.err, sh.recorded
+		case sh.view == rules.ViewNone && view == rules.ViewOurs:
+			view, recorded = rules.ViewNone, sh.recorded
 		case recorded == "":
 			recorded = sh.recorded
 		}
 	}
 	if len(list) == 0 {
-		view = ViewNone
+		view = rules.ViewNone
 	}
 	m.view.Store(int32(view))
 	m.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
 
@@ -94,7 +95,7 @@ type shard struct {
 	epoch, run string // of its first slot's marker
 	unsafe     error
 	checked    bool // unsafe is this probe's verdict, not the last one's
-	view       MarkerView
+	view       rules.MarkerView
 	recorded   string
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // Tail is what keeps a name unavailable after its hold ended (see
@@ -72,7 +74,7 @@ func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) 
 		return 0, err
 	}
 	slices.Sort(ends)
-	return ends[len(ends)-readQuorum(c.quorum, len(c.masters)-len(ends))], nil // the latest end a majority may have
+	return ends[len(ends)-rules.ReadQuorum(c.quorum, len(c.masters)-len(ends))], nil // the latest end a majority may have
 }
 
 // revokePrefix starts a revocation's message on the revocations channel:

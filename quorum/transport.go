@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
 
@@ -27,7 +28,7 @@ type transport interface {
 	// loadScripts puts every script in the server's cache.
 	loadScripts(runCtx context.Context)
 	// horizon is the master's tail horizon, asked on connection l.
-	horizon(ctx context.Context, l lane) horizon
+	horizon(ctx context.Context, l lane) rules.Horizon
 	// markerReplies runs s with args on the master's marker, or markers.
 	markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult
 	// settingsMarker is the marker whose settings are the master's.
@@ -89,7 +90,7 @@ func (m sharded) runMulti(ctx context.Context, c rueidis.Client, s *script, call
 // shardSet.noteReply).
 func (m sharded) quarantined(time.Duration) {}
 
-func (m sharded) horizon(ctx context.Context, l lane) horizon { return m.clusterHorizon(ctx, l) }
+func (m sharded) horizon(ctx context.Context, l lane) rules.Horizon { return m.clusterHorizon(ctx, l) }
 
 func (m sharded) markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult {
 	return m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
@@ -121,10 +122,10 @@ func (m sharded) perSlot() bool                              { return true }
 
 // The master's methods that hand on to its transport.
 
-func (m *master) probe(runCtx context.Context)                  { m.t.probe(runCtx) }
-func (m *master) quarantined(left time.Duration)                { m.t.quarantined(left) }
-func (m *master) loadScripts(runCtx context.Context)            { m.t.loadScripts(runCtx) }
-func (m *master) horizon(ctx context.Context, l lane) horizon   { return m.t.horizon(ctx, l) }
-func (m *master) subscribeLoop(ctx context.Context)             { m.t.subscribeLoop(ctx) }
-func (m *master) subscribe(ctx context.Context, ch string) bool { return m.t.subscribe(ctx, ch) }
-func (m *master) unsubscribe(ctx context.Context, ch string)    { m.t.unsubscribe(ctx, ch) }
+func (m *master) probe(runCtx context.Context)                      { m.t.probe(runCtx) }
+func (m *master) quarantined(left time.Duration)                    { m.t.quarantined(left) }
+func (m *master) loadScripts(runCtx context.Context)                { m.t.loadScripts(runCtx) }
+func (m *master) horizon(ctx context.Context, l lane) rules.Horizon { return m.t.horizon(ctx, l) }
+func (m *master) subscribeLoop(ctx context.Context)                 { m.t.subscribeLoop(ctx) }
+func (m *master) subscribe(ctx context.Context, ch string) bool     { return m.t.subscribe(ctx, ch) }
+func (m *master) unsubscribe(ctx context.Context, ch string)        { m.t.unsubscribe(ctx, ch) }

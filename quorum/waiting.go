@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // Waiting records (coordination.md §5: WHO lists who waits). Each agent
@@ -104,7 +106,7 @@ func mergeWaiting(seen map[string][]Waiting, quorum int) []Waiting {
 			counts[i] = w.Count
 			merged.SinceMilli = min(merged.SinceMilli, w.SinceMilli)
 		}
-		merged.Count = OnMajority(counts, quorum)
+		merged.Count = rules.OnMajority(counts, quorum)
 		out = append(out, merged)
 	}
 	return out

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
@@ -252,7 +254,7 @@ func New(cfg Config) *Watchdog {
 	if cfg.MinLead <= 0 {
 		cfg.MinLead = 10 * time.Millisecond
 	}
-	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), changed: make(chan struct{}, 1)}
+	return &Watchdog{cfg: cfg, quorum: rules.Majority(cfg.Masters), changed: make(chan struct{}, 1)}
 }
 
 // Interval is how often watchdog holds are renewed: lease/3.
@@ -521,7 +523,7 @@ func (w *Watchdog) apply(r round) {
 		if !w.watched(h) {
 			continue
 		}
-		deadline := r.start.Add(quorum.Validity(r.leases[i], 0, w.cfg.DriftFactor))
+		deadline := r.start.Add(rules.Validity(r.leases[i], 0, w.cfg.DriftFactor))
 		res := r.res[i]
 		switch {
 		case res.OK >= w.quorum && deadline.After(now):
