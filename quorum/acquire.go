@@ -249,7 +249,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 			gaveBack = true
 		}
 	}
-	record := c.holderKey(req.Name, req.Holder)
+	record := c.keys.Holder(req.Name, req.Holder)
 	fence, err := c.settleFence(ctx, req.Name, record, req.block(), x.fences)
 	if err == nil && len(x.busyOn) > 0 {
 		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn, false)
@@ -324,13 +324,13 @@ func (l *lateAnswers) answer(a answer) {
 
 // acquireArgs are the acquire script's keys and arguments for req.
 func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
-	keys = []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
-		c.queueKey(req.Name), c.deadlinesKey(req.Name), c.observedKey(req.Name)}
+	keys = []string{c.keys.Set(req.Name), c.keys.Fence(req.Name), c.keys.Holder(req.Name, req.Holder), c.keys.Marker(),
+		c.keys.Queue(req.Name), c.keys.Deadlines(req.Name), c.keys.Observed(req.Name)}
 	entry := ""
 	if req.Entry != nil {
 		entry = req.Entry.Member()
 	}
-	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
+	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.keys.HolderPrefix(req.Name)}, c.gateArgs()...)
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
 		strconv.FormatInt(req.block(), 10))
@@ -414,15 +414,15 @@ func (c *Cluster) markSettled(name, record string, fence, block int64, fences []
 // the end of fence's block, and the record (a holder key; "": none) to carry
 // fence, with mark marked settled.
 func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64, mark bool) (keys, args []string) {
-	keys = []string{c.fenceKey(name)}
+	keys = []string{c.keys.Fence(name)}
 	args = []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
 	if record != "" {
-		keys = append(keys, record, c.observedKey(name))
+		keys = append(keys, record, c.keys.Observed(name))
 		flag := "0"
 		if mark {
 			flag = "1"
 		}
-		args = append(args, c.channel(name), flag)
+		args = append(args, c.keys.Channel(name), flag)
 	}
 	return keys, args
 }
@@ -461,7 +461,7 @@ func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (
 	if c.closed() {
 		return 0, ErrClosed
 	}
-	keys := []string{c.setKey(name), c.fenceKey(name), c.holderKey(name, holder), c.markerKey()}
+	keys := []string{c.keys.Set(name), c.keys.Fence(name), c.keys.Holder(name, holder), c.keys.Marker()}
 	args := append(append([]string{holder}, c.gateArgs()...), strconv.Itoa(block))
 	fences := make([]int64, len(c.masters)) // > 0 where reserved
 	var fence int64

@@ -37,8 +37,8 @@ func BenchmarkRenew100k(b *testing.B) {
 		for lo := 0; lo < holds; lo += 10_000 {
 			var cmds rueidis.Commands
 			for _, k := range keys[lo : lo+10_000] {
-				cmds = append(cmds, cl.B().Set().Key(c.holderKey(k.Name, k.Holder)).Value("x").Px(time.Minute).Build(),
-					cl.B().Sadd().Key(c.setKey(k.Name)).Member(k.Holder).Build())
+				cmds = append(cmds, cl.B().Set().Key(c.keys.Holder(k.Name, k.Holder)).Value("x").Px(time.Minute).Build(),
+					cl.B().Sadd().Key(c.keys.Set(k.Name)).Member(k.Holder).Build())
 			}
 			for _, r := range cl.DoMulti(ctx, cmds...) {
 				if err := r.Error(); err != nil {
@@ -264,7 +264,7 @@ func nodeCPU(ctx context.Context, b *testing.B, c rueidis.Client, do func()) flo
 // its fallback), by EVALSHA, or EVAL when the node does not know it.
 func evalNoInfo(ctx context.Context, c *Cluster, m *master, req AcquireRequest) rueidis.RedisResult {
 	keys, args := c.acquireArgs(req)
-	_, keys = c.callSlot(keys)
+	_, keys = c.keys.CallSlot(keys)
 	args = m.gateArgs(acquireScript, args)
 	cl := m.getClient()
 	r := cl.Do(ctx, cl.B().Evalsha().Sha1(acquireScript.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())

@@ -58,7 +58,7 @@ func TestAWriteBackNeverLowersARecordsFence(t *testing.T) {
 	ctx := context.Background()
 	plantClaim(servers[0], "wb", "h", Claim{})
 	servers[0].Do("HSET", "t:{wb}:h:h", "fence", "12", "settled", "12") // retagged to 12
-	keys, args := c.raiseFenceArgs("wb", c.holderKey("wb", "h"), 10, 4, true)
+	keys, args := c.raiseFenceArgs("wb", c.keys.Holder("wb", "h"), 10, 4, true)
 	if err := c.masters[0].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
 		t.Fatal(err)
 	}

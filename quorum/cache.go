@@ -48,7 +48,7 @@ func (c *Cluster) CacheOrRelease(ctx context.Context, name, holder string) (kept
 		return false, ErrClosed
 	}
 	keys, args := c.releaseArgs(name, holder, name)
-	keys = append(keys, c.waitingKey(name), c.waitingDeadlinesKey(name), c.queueKey(name))
+	keys = append(keys, c.keys.Waiting(name), c.keys.WaitingDeadlines(name), c.keys.Queue(name))
 	args = append(args, c.cfg.InstanceID)
 	var cached, released int
 	c.vote(ctx, roundSpec{op: OpRelease, script: cacheOrReleaseScript, keys: keys, args: args, land: true,
@@ -103,8 +103,8 @@ func (c *Cluster) markCached(ctx context.Context, name, holder string, args ...s
 	if c.closed() {
 		return 0, false
 	}
-	keys := []string{c.holderKey(name, holder), c.observedKey(name)}
-	args = slices.Insert(args, 1, c.channel(name))
+	keys := []string{c.keys.Holder(name, holder), c.keys.Observed(name)}
+	args = slices.Insert(args, 1, c.keys.Channel(name))
 	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: cachedScript, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()

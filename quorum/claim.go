@@ -214,9 +214,9 @@ type masterView struct {
 func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enough func(holdersRead) bool) (holdersRead, error) {
 	var read holdersRead
 	byID := map[string]*holderVotes{}
-	spec := roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true}
+	spec := roundSpec{op: OpWho, script: whoScript, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true}
 	if next {
-		spec.script, spec.keys = leaderScript, append(spec.keys, c.fenceKey(name), c.markerKey())
+		spec.script, spec.keys = leaderScript, append(spec.keys, c.keys.Fence(name), c.keys.Marker())
 	}
 	spec.judge = func(a answer) (int, bool, error) {
 		vals, err := a.res.ToArray()
@@ -283,7 +283,7 @@ func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int 
 		return 0
 	}
 	f := r.fields() // recordFields order: fence is 3, who-info and value 4..9
-	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, append(append([]string{f[3]}, f[4:]...), c.channel(name))
+	keys, args := []string{c.keys.Holder(name, holder), c.keys.Observed(name)}, append(append([]string{f[3]}, f[4:]...), c.keys.Channel(name))
 	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: retagScript, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()

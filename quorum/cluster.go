@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/quorum/clock"
+	"github.com/lock-agent/lock-agent/quorum/keyspace"
 	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
@@ -75,6 +76,7 @@ type Config struct {
 // connect.
 type Cluster struct {
 	cfg     Config
+	keys    keyspace.Prefix // cfg.KeyPrefix: every key and channel it uses (see package keyspace)
 	clock   clock.Clock
 	masters []*master
 	quorum  int
@@ -202,7 +204,7 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: rules.Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
+	c := &Cluster{cfg: cfg, keys: keyspace.Prefix(cfg.KeyPrefix), clock: cfg.Clock, quorum: rules.Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
 		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {

@@ -348,7 +348,7 @@ func TestWatchesWhoseSubscribeFailedAreSubscribedAgain(t *testing.T) {
 	cfg := testConfig(t, servers, time.Second, true)
 	c := startCluster(t, cfg)
 	subscribed := func(name string) bool {
-		n, _ := servers[0].Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel(name))
+		n, _ := servers[0].Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.keys.Channel(name))
 		return n == "1"
 	}
 	servers[0].Pause()

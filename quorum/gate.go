@@ -114,7 +114,7 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	}
 	answer := make(chan rueidis.RedisResult, 1)
 	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.markerKey()}, append(args, replant))
+		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.keys.Marker()}, append(args, replant))
 	}()
 	var r rueidis.RedisResult
 	select {
@@ -257,7 +257,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 	c := m.cluster
 	args := c.gateArgs()
 	for i, sh := range list {
-		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
+		calls[i] = call{keys: []string{c.keys.SlotMarker(sh.slots[0])}, args: append(args[:2:2], "0")}
 	}
 	conn := m.conn(laneHealth)
 	if conn == nil { // closed: the agent stops
@@ -334,7 +334,7 @@ var errHorizonReply = errors.New("unexpected horizon reply")
 // master it probes, the rounds' for the others (their own probes use
 // theirs).
 func (m standalone) horizon(ctx context.Context, l lane) rules.Horizon {
-	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil))
+	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.keys.Marker()}, nil))
 }
 
 // readHorizon reads a lua/horizon.lua reply.
@@ -377,7 +377,7 @@ func (m *master) settleTails(ctx context.Context) {
 		return
 	}
 	ms := left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond
-	quarantine, err := m.evalOn(ctx, laneHealth, settleTailsScript, []string{c.markerKey()},
+	quarantine, err := m.evalOn(ctx, laneHealth, settleTailsScript, []string{c.keys.Marker()},
 		[]string{own.Epoch, strconv.FormatInt(ms.Milliseconds(), 10)}).AsInt64()
 	if err != nil || quarantine < 0 {
 		return

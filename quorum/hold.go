@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
 	"github.com/redis/rueidis"
 )
 
@@ -24,8 +25,8 @@ func (c *Cluster) releaseOn(name, holder string, i int) {
 // releaseArgs are the release script's keys and arguments; message is the
 // release message: the name for a release, c.giveBack or c.handover.
 func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string) {
-	return []string{c.setKey(name), c.holderKey(name, holder)},
-		[]string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
+	return []string{c.keys.Set(name), c.keys.Holder(name, holder)},
+		[]string{holder, c.keys.Channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 }
 
 // releaseAsync gives back a failed round's partial grants in the background.
@@ -148,7 +149,7 @@ type RenewResult struct {
 // wakes the name's waiters anywhere. Until it succeeds the hold stays
 // exclusive: more than it needs, never less.
 func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
-	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: downgradeScript, keys: []string{c.holderKey(name, holder)}, args: []string{c.channel(name), name},
+	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: downgradeScript, keys: []string{c.keys.Holder(name, holder)}, args: []string{c.keys.Channel(name), name},
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err
@@ -163,7 +164,7 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 // its own lease (lease where it has none).
 func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
 	keys = make([]string, 0, 1+2*len(holds))
-	keys = append(keys, c.markerKey())
+	keys = append(keys, c.keys.Marker())
 	args = make([]string, 0, 2+2*len(holds))
 	args = append(args, c.gateArgs()...)
 	var lastLease time.Duration
@@ -177,16 +178,16 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 			lastLease, lastMS = l, strconv.FormatInt(l.Milliseconds(), 10)
 		}
 		if h.Entry {
-			keys = append(keys, c.queueKey(h.Name), c.deadlinesKey(h.Name))
+			keys = append(keys, c.keys.Queue(h.Name), c.keys.Deadlines(h.Name))
 			args = append(args, h.Holder, "q"+lastMS)
 			continue
 		}
 		if h.Waiting {
-			keys = append(keys, c.waitingDeadlinesKey(h.Name), c.waitingKey(h.Name))
+			keys = append(keys, c.keys.WaitingDeadlines(h.Name), c.keys.Waiting(h.Name))
 			args = append(args, h.Holder, "w"+lastMS)
 			continue
 		}
-		keys = append(keys, c.setKey(h.Name)) // the script makes the holder key
+		keys = append(keys, c.keys.Set(h.Name)) // the script makes the holder key
 		ms := lastMS
 		if h.Tail {
 			ms = "t" + ms
@@ -319,7 +320,7 @@ func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool)
 	for i := range order {
 		order[i] = i
 		if perSlot {
-			slots[i] = slotOf(c.setKey(keys[i].Name))
+			slots[i] = hashslot.Of(c.keys.Set(keys[i].Name))
 		}
 	}
 	if perSlot {
@@ -349,10 +350,10 @@ func (c *Cluster) repairCall(ms string, k RenewKey) call {
 	if k.Lease > 0 {
 		ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
 	}
-	args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
+	args := append([]string{k.Holder, ms, c.keys.HolderPrefix(k.Name)}, c.gateArgs()...)
 	args = append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10))
 	return call{
-		keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
+		keys: []string{c.keys.Set(k.Name), c.keys.Fence(k.Name), c.keys.Holder(k.Name, k.Holder), c.keys.Marker()},
 		args: append(args, c.tailLeft(k.Record)...),
 	}
 }

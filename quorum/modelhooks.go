@@ -76,7 +76,7 @@ func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
 // carry fence, as a won acquire sends it to the masters behind its fence
 // (see settleFence). For the model checker only.
 func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64) ScriptCall {
-	keys, args := c.raiseFenceArgs(name, c.holderKey(name, holder), fence, block, false)
+	keys, args := c.raiseFenceArgs(name, c.keys.Holder(name, holder), fence, block, false)
 	return c.modelCall(i, raiseFenceScript, keys, args, false)
 }
 
@@ -84,7 +84,7 @@ func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64
 // quarantine, recording this agent's settings, on a new master (see
 // BootstrapSettings). For the model checker only.
 func (c *Cluster) ModelBootstrap(i int) ScriptCall {
-	return c.modelCall(i, bootstrapScript, []string{c.markerKey()}, []string{"bootstrap:model", c.settings}, false)
+	return c.modelCall(i, bootstrapScript, []string{c.keys.Marker()}, []string{"bootstrap:model", c.settings}, false)
 }
 
 // ModelProbe is the health probe's call on master i (the gate, which plants
@@ -98,7 +98,7 @@ func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
 		flag = "1"
 	}
 	args := append(c.gateArgs(), flag)
-	return c.modelCall(i, markerScript, []string{c.markerKey()}, args, mayPlant)
+	return c.modelCall(i, markerScript, []string{c.keys.Marker()}, args, mayPlant)
 }
 
 // ModelProbeView is what an agent's probe makes of the probe's reply (see

@@ -44,8 +44,8 @@ func (c *Cluster) SetValue(ctx context.Context, name, holder, value string) erro
 	if c.closed() {
 		return ErrClosed
 	}
-	r, never := c.vote(ctx, roundSpec{op: OpSet, script: setValueScript, keys: []string{c.holderKey(name, holder)},
-		args: []string{value, c.channel(name)}, land: true,
+	r, never := c.vote(ctx, roundSpec{op: OpSet, script: setValueScript, keys: []string{c.keys.Holder(name, holder)},
+		args: []string{value, c.keys.Channel(name)}, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err
@@ -64,8 +64,8 @@ func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, er
 	if c.closed() {
 		return false, ErrClosed
 	}
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: checkScript, keys: []string{c.setKey(name)},
-		args: []string{c.holderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: checkScript, keys: []string{c.keys.Set(name)},
+		args: []string{c.keys.HolderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err
@@ -89,7 +89,7 @@ func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Dura
 	if c.closed() {
 		return 0
 	}
-	key := c.observedKey(name)
+	key := c.keys.Observed(name)
 	var n atomic.Int32
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {
 		if cl := m.conn(laneRounds); cl != nil && cl.Do(ctx, cl.B().Set().Key(key).Value("1").Px(lease).Build()).Error() == nil {

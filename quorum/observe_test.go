@@ -84,13 +84,13 @@ func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
 	// The grant returned once a majority had it; a SET before it reaches
 	// the last master finds no holder there, and the late grant then
 	// leaves "one" on it.
-	awaitOnEveryMaster(t, servers, c.holderKey("v", "h1"))
+	awaitOnEveryMaster(t, servers, c.keys.Holder("v", "h1"))
 	if err := c.SetValue(ctx, "v", "h1", "two"); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range servers { // SET returns once a majority has it: the last may get it just after
 		var v string
-		lockagenttest.Eventually(t, 2*time.Second, func() bool { v, _ = s.Do("HGET", c.holderKey("v", "h1"), "value"); return v == "two" },
+		lockagenttest.Eventually(t, 2*time.Second, func() bool { v, _ = s.Do("HGET", c.keys.Holder("v", "h1"), "value"); return v == "two" },
 			"master %d: value %q", i, &v)
 	}
 	if err := c.SetValue(ctx, "v", "nobody", "x"); err == nil {
@@ -161,7 +161,7 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	ctx := context.Background()
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
-	sub := subscribe(t, servers[0], c.channel("o"))
+	sub := subscribe(t, servers[0], c.keys.Channel("o"))
 	c.MarkObserved(ctx, "o", 5*time.Second)
 	g, err := acquire(ctx, c, req("o", "h1"))
 	if err != nil {
@@ -182,7 +182,7 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	if m := sub.next(); m != leaderMessage {
 		t.Fatalf("retag: %q", m)
 	}
-	quiet := subscribe(t, servers[0], c.channel("u"))
+	quiet := subscribe(t, servers[0], c.keys.Channel("u"))
 	if _, err := acquire(ctx, c, req("u", "h2")); err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func awaitSubscribed(t testing.TB, c *Cluster, servers []*redistest.Server, name
 	t.Helper()
 	for i, s := range servers {
 		lockagenttest.Eventually(t, 5*time.Second, func() bool {
-			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel(name))
+			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.keys.Channel(name))
 			return n == "1"
 		}, "master %d: never subscribed to %s", i, name)
 	}

@@ -48,8 +48,8 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 		members[i] = e.Member()
 	}
 	ms := strconv.FormatInt(heartbeat.Milliseconds(), 10)
-	keys := []string{c.queueKey(name), c.ticketKey(name), c.markerKey()}
-	args := append(append(c.gateArgs(), c.leftPrefix(name)), members...)
+	keys := []string{c.keys.Queue(name), c.keys.Ticket(name), c.keys.Marker()}
+	args := append(append(c.gateArgs(), c.keys.LeftPrefix(name)), members...)
 	tickets := make([]int64, len(entries))
 	var err error
 	_, never := c.vote(ctx, roundSpec{op: OpEnqueue, script: enqueueScript, keys: keys, args: args,
@@ -91,8 +91,8 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 // settleTickets writes the tickets (a ticket below 0: the entry left,
 // its ticket becomes 0) to every master, and fails unless a majority took them.
 func (c *Cluster) settleTickets(ctx context.Context, name string, ms string, members []string, tickets []int64) error {
-	keys := []string{c.queueKey(name), c.deadlinesKey(name), c.ticketKey(name)}
-	settle := []string{ms, c.leftPrefix(name)}
+	keys := []string{c.keys.Queue(name), c.keys.Deadlines(name), c.keys.Ticket(name)}
+	settle := []string{ms, c.keys.LeftPrefix(name)}
 	for j, t := range tickets {
 		if t < 0 {
 			tickets[j] = 0
@@ -117,11 +117,11 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 	if len(entries) == 0 {
 		return
 	}
-	args := []string{c.channel(name), name, c.leftPrefix(name), strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
+	args := []string{c.keys.Channel(name), name, c.keys.LeftPrefix(name), strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 	for _, e := range entries {
 		args = append(args, e.Member())
 	}
-	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.queueKey(name), c.deadlinesKey(name)}, args)
+	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.keys.Queue(name), c.keys.Deadlines(name)}, args)
 }
 
 // QueueLen returns how many live entries name's queue has on a majority:
@@ -130,7 +130,7 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 // returned (see Enqueue).
 func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
 	var counts []int
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: queueLenScript, keys: []string{c.deadlinesKey(name)},
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: queueLenScript, keys: []string{c.keys.Deadlines(name)},
 		judge: func(a answer) (int, bool, error) {
 			n, err := a.res.AsInt64()
 			if err == nil {

@@ -400,7 +400,7 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 	}
 	c.Release(ctx, "e", "h0")
 	for _, s := range servers {
-		if _, err := s.Do("DEL", c.markerKey()); err != nil { // as if every master came back from a stale snapshot
+		if _, err := s.Do("DEL", c.keys.Marker()); err != nil { // as if every master came back from a stale snapshot
 			t.Fatal(err)
 		}
 	}
@@ -411,11 +411,11 @@ func TestAQuarantineEndsOnce(t *testing.T) {
 	}, "no grant after the quarantine: %v", &last)
 	noted := 0
 	for i, s := range servers {
-		until, err := s.Do("HGET", c.markerKey(), "until")
+		until, err := s.Do("HGET", c.keys.Marker(), "until")
 		if err != nil {
 			t.Fatal(err)
 		}
-		floor, err := s.Do("HGET", c.markerKey(), "floor")
+		floor, err := s.Do("HGET", c.keys.Marker(), "floor")
 		if err != nil {
 			t.Fatal(err)
 		}

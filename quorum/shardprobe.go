@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
 	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
@@ -157,11 +158,11 @@ func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
 	const chunk = 1024
 	c := m.conn(laneHealth)
 	if c == nil {
-		return nil, numSlots
+		return nil, hashslot.Count
 	}
 	runs, down := m.shards.runs()
-	slots := make([]int, 0, numSlots)
-	for slot := range numSlots {
+	slots := make([]int, 0, hashslot.Count)
+	for slot := range hashslot.Count {
 		if !down[slot] {
 			slots = append(slots, slot)
 		}
@@ -170,7 +171,7 @@ func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
 		part := slots[lo:min(lo+chunk, len(slots))]
 		cmds := make(rueidis.Commands, 0, len(part))
 		for _, slot := range part {
-			cmds = append(cmds, c.B().Hmget().Key(m.cluster.slotMarkerKey(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
+			cmds = append(cmds, c.B().Hmget().Key(m.cluster.keys.SlotMarker(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
 		}
 		for i, r := range c.DoMulti(ctx, cmds...) {
 			slot := part[i]
@@ -198,7 +199,7 @@ func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
 func (s *shardSet) runs() (runs []string, down []bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	runs, down = make([]string, numSlots), make([]bool, numSlots)
+	runs, down = make([]string, hashslot.Count), make([]bool, hashslot.Count)
 	for slot, i := range s.owner {
 		if i >= 0 {
 			runs[slot], down[slot] = s.list[i].run, s.list[i].state == StateDown
@@ -212,7 +213,7 @@ func (s *shardSet) runs() (runs []string, down []bool) {
 // masters keep.
 func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	c := m.cluster
-	own := make([]rules.Horizon, numSlots)
+	own := make([]rules.Horizon, hashslot.Count)
 	for i, r := range m.someSlots(ctx, laneHealth, horizonScript, quarantined, func(int) []string { return nil }) {
 		own[quarantined[i]] = readHorizon(r)
 	}
@@ -237,7 +238,7 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	}
 	calls := make([]call, len(pending))
 	for i, slot := range pending {
-		calls[i] = call{keys: []string{c.slotMarkerKey(slot)}, args: []string{own[slot].Epoch, ms}}
+		calls[i] = call{keys: []string{c.keys.SlotMarker(slot)}, args: []string{own[slot].Epoch, ms}}
 	}
 	for i, r := range m.shards.evalEach(ctx, conn, settleTailsScript, calls, false) {
 		if q, err := r.AsInt64(); err == nil && q >= 0 {
@@ -249,7 +250,7 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 
 // slotHorizons asks every slot's marker for its tail horizon.
 func (m *master) slotHorizons(ctx context.Context, l lane) []rules.Horizon {
-	out := make([]rules.Horizon, numSlots)
+	out := make([]rules.Horizon, hashslot.Count)
 	for slot, r := range m.everySlot(ctx, l, horizonScript, func(int) []string { return nil }) {
 		out[slot] = readHorizon(r)
 	}
@@ -363,7 +364,7 @@ func (s *shardSet) status() []ShardStatus {
 	defer s.mu.RUnlock()
 	out := make([]ShardStatus, len(s.list))
 	for i, sh := range s.list {
-		st := ShardStatus{Address: sh.addr, Slots: slotRanges(sh.slots), State: sh.state}
+		st := ShardStatus{Address: sh.addr, Slots: hashslot.Ranges(sh.slots), State: sh.state}
 		if sh.unsafe != nil {
 			st.State = StateUnsafe
 			st.Err = describe(sh.unsafe)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
 	"github.com/lock-agent/lock-agent/quorum/rules"
 	"github.com/redis/rueidis"
 )
@@ -22,7 +23,7 @@ import (
 // MOVED and ASK (the command did not run there; it is sent once to the
 // slot's owner). What is per master on a standalone one is per hash slot
 // on such a master, because a script may only touch the keys of one slot
-// (see slots.go):
+// (see package hashslot):
 //
 //   - Each slot has its own epoch marker, planted and gated as a standalone
 //     master's is, by every script that votes on a name of that slot. A
@@ -72,11 +73,11 @@ type shardSet struct {
 
 	mu    sync.RWMutex
 	list  []*shard
-	topo  string          // the slots as last read, to see them change
-	owner [numSlots]int16 // each slot's shard in list; -1 for none
+	topo  string                // the slots as last read, to see them change
+	owner [hashslot.Count]int16 // each slot's shard in list; -1 for none
 	// until is, per slot, when its quarantine ends (Unix ns of the
 	// cluster's clock); 0 for none known.
-	until [numSlots]int64
+	until [hashslot.Count]int64
 
 	// sweep asks the next probe to read every slot's marker; swept is when
 	// one last did.
@@ -201,7 +202,7 @@ func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
 // eval runs s on client c, a cluster master's connection: on the keys'
 // slot, with its slot marker, the gate reading the run_id (see above).
 func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
-	slot, keys := sh.m.cluster.callSlot(keys)
+	slot, keys := sh.m.cluster.keys.CallSlot(keys)
 	if slot < 0 {
 		return rueidis.NewErrorResult(errNoSlot)
 	}
@@ -236,7 +237,7 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 	v := s.sharded
 	for i, k := range calls {
 		var keys []string
-		slots[i], keys = sh.m.cluster.callSlot(k.keys)
+		slots[i], keys = sh.m.cluster.keys.CallSlot(k.keys)
 		if slots[i] < 0 {
 			out[i] = rueidis.NewErrorResult(errNoSlot)
 			continue
@@ -350,7 +351,7 @@ func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *script) {
 // its one key and args(slot) as its arguments, pipelined, and returns the
 // replies by slot.
 func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slot int) []string) []rueidis.RedisResult {
-	slots := make([]int, numSlots)
+	slots := make([]int, hashslot.Count)
 	for i := range slots {
 		slots[i] = i
 	}
@@ -368,7 +369,7 @@ func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, 
 		chunk := slots[lo:min(lo+slotChunk, len(slots))]
 		calls := make([]call, len(chunk))
 		for i, slot := range chunk {
-			calls[i] = call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)}
+			calls[i] = call{keys: []string{m.cluster.keys.SlotMarker(slot)}, args: args(slot)}
 		}
 		if c == nil || ctx.Err() != nil {
 			for range chunk {
@@ -431,7 +432,7 @@ func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
 	}
 	slices.SortFunc(list, func(a, b *shard) int { return a.slots[0] - b.slots[0] })
 	for _, sh := range list {
-		fmt.Fprintf(&topo, "%s=%s;", sh.addr, slotRanges(sh.slots))
+		fmt.Fprintf(&topo, "%s=%s;", sh.addr, hashslot.Ranges(sh.slots))
 	}
 	return list, topo.String(), nil
 }
@@ -448,7 +449,7 @@ func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	first, err1 := e[0].AsInt64()
 	last, err2 := e[1].AsInt64()
 	node, err3 := e[2].ToArray()
-	if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 || first < 0 || last >= numSlots || first > last {
+	if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 || first < 0 || last >= hashslot.Count || first > last {
 		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
 	}
 	ip, _ := node[0].ToString()

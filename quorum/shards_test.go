@@ -11,32 +11,8 @@ import (
 
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
 )
-
-func TestSlotOfMatchesRedis(t *testing.T) {
-	for _, key := range []string{"", "a", "foo", "t:{a}:h:h1", "t:{a}", "{}x", "x{}y{z}", "{user1000}.following", "123456789"} {
-		if got, want := slotOf(key), redistest.SlotOf(key); got != want {
-			t.Errorf("slotOf(%q) = %d, redis says %d", key, got, want)
-		}
-	}
-	tags := slotTags()
-	for slot, tag := range tags {
-		if slotOf("t:epoch{"+tag+"}") != slot {
-			t.Fatalf("slot %d: tag %q is in slot %d", slot, tag, slotOf(tag))
-		}
-	}
-}
-
-func TestSlotRanges(t *testing.T) {
-	for _, tc := range []struct {
-		slots []int
-		want  string
-	}{{nil, ""}, {[]int{0}, "0"}, {[]int{0, 1, 2, 5, 7, 8}, "0-2,5,7-8"}} {
-		if got := slotRanges(tc.slots); got != tc.want {
-			t.Errorf("slotRanges(%v) = %q, want %q", tc.slots, got, tc.want)
-		}
-	}
-}
 
 // clusterConfig is a configuration of one master per cluster, bootstrapped
 // when fresh.
@@ -66,7 +42,7 @@ func awaitGone(t *testing.T, clusters []*redistest.Cluster, key string) {
 	lockagenttest.Eventually(t, 5*time.Second, func() bool {
 		n = 0
 		for _, cl := range clusters {
-			n += cl.Owner(slotOf(key)).Primary.Keys(key)
+			n += cl.Owner(hashslot.Of(key)).Primary.Keys(key)
 		}
 		return n == 0
 	}, "%d clusters still have %s", &n, key)
@@ -101,7 +77,7 @@ func TestClusterMastersGrantReleaseAndFence(t *testing.T) {
 		if _, err := c.Release(ctx, name, h1); err != nil {
 			t.Fatalf("%s release: %v", name, err)
 		}
-		awaitGone(t, clusters, c.holderKey(name, h1)) // the release lands on the last master just after
+		awaitGone(t, clusters, c.keys.Holder(name, h1)) // the release lands on the last master just after
 		g2, _, err := acquireWithRetries(ctx, c, func(try int) AcquireRequest { return req(name, fmt.Sprintf("h3-%d", try)) })
 		if err != nil || g2.Fence <= g.Fence {
 			t.Fatalf("%s: fence %d after %d: %v", name, g2.Fence, g.Fence, err)
@@ -138,7 +114,7 @@ func TestShardSetForgetsSlotsNoShardServes(t *testing.T) {
 	s := c.masters[0].shards
 	a := &shard{addr: "a:1", slots: slotsFrom(0, 5000), state: StateUp}
 	b := &shard{addr: "b:1", slots: slotsFrom(5001, 10000), state: StateUp}
-	down := &shard{addr: "c:1", slots: slotsFrom(10001, numSlots-1), state: StateDown}
+	down := &shard{addr: "c:1", slots: slotsFrom(10001, hashslot.Count-1), state: StateDown}
 	s.update([]*shard{a, b, down}, "a,b,c")
 	if err := s.slotErr(6000); err != nil {
 		t.Fatalf("slot 6000 of the up shard b: %v", err)
@@ -253,7 +229,7 @@ func TestClusterQuarantinedSlotDoesNotAnswerReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusters[0].RestartEmpty(emptied)
-	slot := slotOf(c.setKey(name))
+	slot := hashslot.Of(c.keys.Set(name))
 	var shards []ShardStatus
 	lockagenttest.Eventually(t, 20*time.Second, func() bool {
 		shards = c.Status()[0].Shards
@@ -286,7 +262,7 @@ func TestRenewalsAreCutPerSlotForClusterMastersOnly(t *testing.T) {
 	for k, call := range cut.calls {
 		slot := -1
 		for _, key := range call.keys[1:] { // the marker first
-			if s := slotOf(key); slot >= 0 && s != slot {
+			if s := hashslot.Of(key); slot >= 0 && s != slot {
 				t.Fatalf("call %d spans slots %d and %d", k, slot, s)
 			} else {
 				slot = s

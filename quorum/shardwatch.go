@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
 	"github.com/redis/rueidis"
 )
 
@@ -147,7 +148,7 @@ func (s *shardSubs) unplaceMoved(ctx context.Context) map[string]struct{} {
 	carried := map[string]struct{}{}
 	for _, sc := range s.conns {
 		for ch := range sc.chans {
-			if s.m.shards.ownerOf(slotOf(ch)) == sc.addr && s.m.cluster.watched(ch) {
+			if s.m.shards.ownerOf(hashslot.Of(ch)) == sc.addr && s.m.cluster.watched(ch) {
 				carried[ch] = struct{}{}
 				continue
 			}
@@ -169,7 +170,7 @@ func (s *shardSubs) subscribe(ctx context.Context, ch string) bool {
 }
 
 func (s *shardSubs) subscribeLocked(ctx context.Context, ch string) bool {
-	addr := s.m.shards.ownerOf(slotOf(ch))
+	addr := s.m.shards.ownerOf(hashslot.Of(ch))
 	sc := s.open(addr)
 	if sc == nil {
 		s.dirty.Store(true) // the slot's owner is not known or not reached yet

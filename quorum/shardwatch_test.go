@@ -52,7 +52,7 @@ func TestShardWatchWakesBySSubscribe(t *testing.T) {
 		eachPrimary(t, cl, func(s *redistest.Server) { s.Do("CONFIG", "RESETSTAT") })
 	}
 	const name = "ssub"
-	ch := watcher.channel(name)
+	ch := watcher.keys.Channel(name)
 	w := watcher.Watch(ctx, name)
 	defer w.Close()
 	awaitShardSubscribed(t, clusters, ch)
@@ -96,7 +96,7 @@ func TestShardWatchFollowsTheSlot(t *testing.T) {
 	watcher, releaser := startClusterMasters(t, cfg), startClusterMasters(t, cfg)
 	ctx := context.Background()
 	const name = "follow"
-	ch := watcher.channel(name)
+	ch := watcher.keys.Channel(name)
 	slot := redistest.SlotOf(ch)
 	w := watcher.Watch(ctx, name)
 	defer w.Close()

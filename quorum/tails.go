@@ -36,7 +36,7 @@ func (t Tail) args() []string {
 // (whichever is longer). It says whether a majority keeps a tail.
 func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (bool, error) {
 	keys, args := c.releaseArgs(name, holder, name)
-	keys = append(keys, c.markerKey())
+	keys = append(keys, c.keys.Marker())
 	args = append(args, "0")
 	if clean {
 		args[len(args)-1] = "1"
@@ -62,7 +62,7 @@ func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (boo
 // end that the answers do not rule out as a majority's (see readQuorum).
 func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) {
 	var ends []int64
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: delayedScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true,
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: delayedScript, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			if err == nil {
@@ -84,7 +84,7 @@ const revokePrefix = "revoke "
 // WatchRevocations subscribes to revocations, which Config.OnRevoke hears,
 // until the watch is closed.
 func (c *Cluster) WatchRevocations(ctx context.Context) *Watch {
-	return c.watchChannel(ctx, c.revocations())
+	return c.watchChannel(ctx, c.keys.Revocations())
 }
 
 // onRevoke hands a revocation's message to Config.OnRevoke.
@@ -125,7 +125,7 @@ func (c *Cluster) Revoke(ctx context.Context, name, agent, reason string) (int, 
 	defer watch.Close()
 	c.eachMaster(ctx, func(ctx context.Context, m *master) {
 		for _, h := range holders {
-			m.publish(ctx, c.revocations(), revocation(h, reason))
+			m.publish(ctx, c.keys.Revocations(), revocation(h, reason))
 		}
 	})
 	for {
@@ -154,8 +154,8 @@ const revokePoll = 100 * time.Millisecond
 func (c *Cluster) revokeRound(ctx context.Context, name, agent string) ([]string, error) {
 	counts := map[string]int{}
 	var order []string
-	r, never := c.vote(ctx, roundSpec{op: OpRelease, script: revokeScript, keys: []string{c.setKey(name)},
-		args: []string{c.holderPrefix(name), agent, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}, whole: true,
+	r, never := c.vote(ctx, roundSpec{op: OpRelease, script: revokeScript, keys: []string{c.keys.Set(name)},
+		args: []string{c.keys.HolderPrefix(name), agent, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsStrSlice()
 			for _, h := range vals {
@@ -176,7 +176,7 @@ func (c *Cluster) revokeRound(ctx context.Context, name, agent string) ([]string
 func (c *Cluster) revokedLive(ctx context.Context, name string, holders []string) (int, error) {
 	keys := make([]string, len(holders))
 	for i, h := range holders {
-		keys[i] = c.revokedKey(name, h)
+		keys[i] = c.keys.Revoked(name, h)
 	}
 	ended := make([]int, len(holders))
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: revokedLiveScript, keys: keys, whole: true,

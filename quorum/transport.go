@@ -55,10 +55,10 @@ type transport interface {
 type standalone struct{ *master }
 
 func (m standalone) markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult {
-	return []rueidis.RedisResult{m.eval(ctx, s, []string{m.cluster.markerKey()}, args)}
+	return []rueidis.RedisResult{m.eval(ctx, s, []string{m.cluster.keys.Marker()}, args)}
 }
 
-func (m standalone) settingsMarker() string { return m.cluster.markerKey() }
+func (m standalone) settingsMarker() string { return m.cluster.keys.Marker() }
 
 // voteErr: a standalone master that may not vote is left out of the round
 // (see Cluster.voters).
@@ -98,12 +98,12 @@ func (m sharded) markerReplies(ctx context.Context, s *script, args []string) []
 
 // settingsMarker: every slot's records the same, but for a slot
 // quarantined meanwhile.
-func (m sharded) settingsMarker() string { return m.cluster.slotMarkerKey(0) }
+func (m sharded) settingsMarker() string { return m.cluster.keys.SlotMarker(0) }
 
 // voteErr: a quarantined slot's answer is left out of every round, as
 // voters leaves out a standalone master (see slotVoteErr).
 func (m sharded) voteErr(spec roundSpec) error {
-	slot, _ := m.cluster.callSlot(spec.keys)
+	slot, _ := m.cluster.keys.CallSlot(spec.keys)
 	return m.shards.slotErr(slot)
 }
 

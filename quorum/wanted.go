@@ -54,7 +54,7 @@ func (c *Cluster) Wanted(name string, want Want) {
 	if c.closed() {
 		return
 	}
-	ch, message := c.channel(name), want.message(c.cfg.InstanceID)
+	ch, message := c.keys.Channel(name), want.message(c.cfg.InstanceID)
 	c.goBackground(func() {
 		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
 			m.publish(ctx, ch, message)
@@ -102,7 +102,7 @@ func (c *Cluster) Held(name string) {
 	if c.closed() {
 		return
 	}
-	ch, message := c.channel(name), heldPrefix+c.cfg.InstanceID
+	ch, message := c.keys.Channel(name), heldPrefix+c.cfg.InstanceID
 	c.goBackground(func() {
 		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
 			m.publish(ctx, ch, message)

@@ -55,7 +55,7 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	return c.watchChannel(ctx, c.channel(name))
+	return c.watchChannel(ctx, c.keys.Channel(name))
 }
 
 func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
