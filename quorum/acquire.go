@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // AcquireRequest asks for one name for one holder.
@@ -23,11 +24,11 @@ type AcquireRequest struct {
 	// has one: it may then pass the entries behind it. Without one it may
 	// pass no conflicting entry.
 	Entry *Entry
-	// FenceBlock is how many fences the grant reserves (see lua/acquire.lua):
+	// FenceBlock is how many fences the grant reserves (see scripts/lua/acquire.lua):
 	// the grant's fence and the FenceBlock-1 after it, which the caller may
 	// hand to later holders of the same hold. 0 or 1: one.
 	FenceBlock int
-	// Tail keeps the name unavailable after the hold ends (see lua/tails.lua);
+	// Tail keeps the name unavailable after the hold ends (see scripts/lua/tails.lua);
 	// the zero Tail: not at all.
 	Tail Tail
 }
@@ -37,23 +38,19 @@ func (req AcquireRequest) block() int64 { return int64(max(req.FenceBlock, 1)) }
 
 // lean says req is the most common request, a plain exclusive or shared
 // lock (no semaphore, queue entry, fence block, tail or value), which the
-// lean script serves (see lua/acquire_lean.lua): a fresh name costs each
+// lean script serves (see scripts/lua/acquire_lean.lua): a fresh name costs each
 // master a few calls, not the general script's dozen.
 func (req AcquireRequest) lean() bool {
 	return req.Claim.limit() == 1 && req.Entry == nil && req.block() == 1 && !req.Tail.Any() && req.Who.Value == ""
 }
 
-// leanArgs is how many arguments the lean script takes: acquire.lua's
-// first 13, up to the since of its who-info; the rest it leaves absent.
-const leanArgs = 13
-
 // acquireCall is the acquire script for req, with its keys and arguments.
-func (c *Cluster) acquireCall(req AcquireRequest) (s *script, keys, args []string) {
+func (c *Cluster) acquireCall(req AcquireRequest) (s *scripts.Script, keys, args []string) {
 	keys, args = c.acquireArgs(req)
 	if req.lean() {
-		return acquireLeanScript, keys, args[:leanArgs]
+		return scripts.AcquireLean, keys, args[:scripts.LeanArgs]
 	}
-	return acquireScript, keys, args
+	return scripts.Acquire, keys, args
 }
 
 // Grant is a won acquire.
@@ -340,7 +337,7 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 
 // settleFence makes the grant's fence strictly greater than every earlier
 // grant's: the token is the highest counter among the granting majority, and
-// it (with the end of its block: see lua/acquire.lua; every master granted the
+// it (with the end of its block: see scripts/lua/acquire.lua; every master granted the
 // same block size, so the highest fence ends the highest block) is written
 // back to every granting master behind it before the grant is
 // answered (so that the majority of the next grant, which must overlap this
@@ -362,7 +359,7 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 	results := make(chan error, len(behind))
 	for _, i := range behind {
 		go func() {
-			_, err := c.masters[i].eval(opCtx, raiseFenceScript, keys, args).AsInt64()
+			_, err := c.masters[i].eval(opCtx, scripts.RaiseFence, keys, args).AsInt64()
 			results <- err
 		}()
 	}
@@ -410,7 +407,7 @@ func (c *Cluster) markSettled(name, record string, fence, block int64, fences []
 	c.writeFence(name, record, fence, block, granted, true)
 }
 
-// raiseFenceArgs are lua/raise_fence.lua's keys and arguments: name's counter to
+// raiseFenceArgs are scripts/lua/raise_fence.lua's keys and arguments: name's counter to
 // the end of fence's block, and the record (a holder key; "": none) to carry
 // fence, with mark marked settled.
 func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64, mark bool) (keys, args []string) {
@@ -442,7 +439,7 @@ func (c *Cluster) writeFence(name, record string, fence, block int64, to []int, 
 		c.goBackground(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 			defer cancel()
-			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
+			c.masters[i].eval(ctx, scripts.RaiseFence, keys, args)
 		})
 	}
 }
@@ -466,7 +463,7 @@ func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (
 	fences := make([]int64, len(c.masters)) // > 0 where reserved
 	var fence int64
 	var err error
-	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: reserveScript, keys: keys, args: args, early: true,
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: scripts.Reserve, keys: keys, args: args, early: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsIntSlice()
 			switch {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -16,12 +17,12 @@ import (
 // round's call is made at once, alone, while the master has fewer than
 // batchSenders calls of that script in flight, and otherwise waits for one
 // to come back and goes with every item that waited meanwhile, in one call
-// of the batch script (see lua/batch.lua). One round alone pays for none of it.
+// of the batch script (see scripts/lua/batch.lua). One round alone pays for none of it.
 //
 // Batching changes no outcome: a batch runs its items in order, each as its
 // own call would, and an item's reply is its own. Items of one round's
 // masters still travel independently, and the rounds' order on a master
-// was never relied on (see lua/release.lua: tombstones make a release that
+// was never relied on (see scripts/lua/release.lua: tombstones make a release that
 // overtakes its acquire win).
 
 const (
@@ -54,7 +55,7 @@ type batchItem struct {
 // batcher gathers a master's items of one script into batches.
 type batcher struct {
 	m    *master
-	many *script // the batch variant of the script
+	many *scripts.Script // the batch variant of the script
 	// land is set for a script whose calls must land however late (a
 	// release: see Release). Its items are sent however long they waited,
 	// each with its whole timeout from then, as a call of its own written

@@ -19,6 +19,7 @@ import (
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/quorum/keyspace"
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Config configures a Cluster. Zero durations take the defaults noted.
@@ -213,9 +214,9 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
-		m.acquires = batcher{m: m, many: acquireManyScript}
-		m.leanAcquires = batcher{m: m, many: acquireLeanManyScript}
-		m.releases = batcher{m: m, many: releaseManyScript, land: true}
+		m.acquires = batcher{m: m, many: scripts.AcquireMany}
+		m.leanAcquires = batcher{m: m, many: scripts.AcquireLeanMany}
+		m.releases = batcher{m: m, many: scripts.ReleaseMany, land: true}
 		m.t = standalone{m}
 		if len(mc.Cluster) > 0 {
 			m.shards = newShardSet(m)

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
 // A master may be a primary with replicas that a Sentinel (or an operator)
 // promotes when the primary fails. A promoted replica has its own run_id
 // and its primary's copy of the marker, so the gate meets it as a server
-// that may have missed the last grants (see lua/gate.lua): it sits out a
+// that may have missed the last grants (see scripts/lua/gate.lua): it sits out a
 // quarantine. What the run_id cannot catch is a split brain: an old
 // primary that still takes writes from an agent that still reaches it,
 // while other agents already use the promoted one. Redis bounds that with
@@ -93,7 +94,7 @@ func (m *master) dialed(l lane) {
 }
 
 // uncheckedRun says whether a call of s on lane l must read the server's
-// run_id (run s's fallback, which does: see script.afterRestart), and
+// run_id (run s's fallback, which does: see scripts.Script.AfterRestart), and
 // returns the lane's connection count to record once one did. It must
 // when s runs the gate and the lane made a connection since a call last
 // read it. A promoted replica answers EVALSHA with NOSCRIPT, so its first
@@ -104,8 +105,8 @@ func (m *master) dialed(l lane) {
 // (A connection is counted when it is dialed, a moment before the client
 // sends on it: a call that reads the run_id on the old one in between is
 // taken for a check of the new one.)
-func (m *master) uncheckedRun(l lane, s *script) (gen uint64, unchecked bool) {
-	if s.afterRestart == nil {
+func (m *master) uncheckedRun(l lane, s *scripts.Script) (gen uint64, unchecked bool) {
+	if s.AfterRestart == nil {
 		return 0, false
 	}
 	gen = m.dials[l].Load()

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
 // The epoch gate, the agent's side. Every script that votes runs the gate
-// first (lua/gate.lua, where the rule is written): it refuses the vote of
+// first (scripts/lua/gate.lua, where the rule is written): it refuses the vote of
 // a master that lost its data until a quarantine has passed, or of one
 // whose marker records other settings. This file holds all that the agent
 // does about it: the arguments each voting call carries (its epoch, the
@@ -21,7 +22,7 @@ import (
 // probe's gate and how its reply and refusals are read, and how long a
 // quarantine lasts: the tail horizon, at the end.
 
-// gateArgs are the gate's two arguments (see lua/gate.lua): an epoch to plant on
+// gateArgs are the gate's two arguments (see scripts/lua/gate.lua): an epoch to plant on
 // a master that has none (each master's call appends the run_id it
 // verified: see master.gateArgs), and the gate argument (see gateArg), with
 // whether this agent may plant as its probes decide it (see mayPlant).
@@ -42,10 +43,10 @@ func (c *Cluster) gateArg(mayPlant bool) string {
 
 // gateArgs are args with, for a script that runs the gate, the run_id this
 // master was verified with appended to the epoch argument (see
-// script.gateArg), and the quarantine in the gate argument after it
+// scripts.Script.GateArg), and the quarantine in the gate argument after it
 // lengthened by the master's failover margin (see lengthenQuarantine).
-func (m *master) gateArgs(s *script, args []string) []string {
-	if s.gateArg < 0 || s.gateArg >= len(args) {
+func (m *master) gateArgs(s *scripts.Script, args []string) []string {
+	if s.GateArg < 0 || s.GateArg >= len(args) {
 		return args
 	}
 	run := ""
@@ -54,9 +55,9 @@ func (m *master) gateArgs(s *script, args []string) []string {
 	}
 	out := make([]string, len(args))
 	copy(out, args)
-	out[s.gateArg] += ";" + run
-	if s.gateArg+1 < len(out) {
-		out[s.gateArg+1] = m.lengthenQuarantine(out[s.gateArg+1])
+	out[s.GateArg] += ";" + run
+	if s.GateArg+1 < len(out) {
+		out[s.GateArg+1] = m.lengthenQuarantine(out[s.GateArg+1])
 	}
 	return out
 }
@@ -114,7 +115,7 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	}
 	answer := make(chan rueidis.RedisResult, 1)
 	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.keys.Marker()}, append(args, replant))
+		answer <- m.evalOn(ctx, laneHealth, scripts.Marker.Fallback(), []string{c.keys.Marker()}, append(args, replant))
 	}()
 	var r rueidis.RedisResult
 	select {
@@ -129,7 +130,7 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	return mk, err
 }
 
-// readMarker reads a lua/marker.lua reply.
+// readMarker reads a scripts/lua/marker.lua reply.
 func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	vals, err := r.ToArray()
 	if err != nil {
@@ -148,10 +149,10 @@ func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	return mk, mk.readRefusal(refusal, ours, err)
 }
 
-// markerReply is what the probe's gate found (see lua/marker.lua).
+// markerReply is what the probe's gate found (see scripts/lua/marker.lua).
 type markerReply struct {
 	epoch, run, recorded string
-	how                  string // how the marker came to be (see lua/marker.lua)
+	how                  string // how the marker came to be (see scripts/lua/marker.lua)
 	left                 int64  // ms of quarantine left
 	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
 	refusal error
@@ -160,7 +161,7 @@ type markerReply struct {
 	replanted *string
 }
 
-// readRefusal reads the probe's refusal word (see lua/marker.lua) into mk, and
+// readRefusal reads the probe's refusal word (see scripts/lua/marker.lua) into mk, and
 // returns the probe's error: err, or a refusal that is a master's error.
 func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) error {
 	word, rest, _ := strings.Cut(refusal, " ")
@@ -179,7 +180,7 @@ func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) err
 }
 
 // gateRefusal turns a gate's refusal (an error reply the gate raises: see
-// lua/gate.lua) into our error: a *SettingsError, ErrUnplanted, or err as it
+// scripts/lua/gate.lua) into our error: a *SettingsError, ErrUnplanted, or err as it
 // was. Redis may add words after the gate's ("script: ..."), so only the
 // first two words are read.
 func gateRefusal(err error, ours Settings) error {
@@ -191,9 +192,9 @@ func gateRefusal(err error, ours Settings) error {
 	return err
 }
 
-// gateWord reads the gate's refusal (see lua/gate.lua) from its text:
+// gateWord reads the gate's refusal (see scripts/lua/gate.lua) from its text:
 // "SETTINGS <recorded>" or "UNPLANTED"; nil for any other text. Scripts'
-// errors and the probe's refusal word (see lua/marker.lua) both carry it.
+// errors and the probe's refusal word (see scripts/lua/marker.lua) both carry it.
 func gateWord(text string, ours Settings) error {
 	word, rest, _ := strings.Cut(text, " ")
 	switch word {
@@ -236,7 +237,7 @@ func (m *master) noteMarker(mk markerReply) {
 	}
 }
 
-// ClassifyMarker is what a probe saw of a master's marker (see lua/marker.lua):
+// ClassifyMarker is what a probe saw of a master's marker (see scripts/lua/marker.lua):
 // refusal is the gate's refusal as the probe reads it (a *SettingsError,
 // ErrUnplanted, or nil), recorded the settings the marker records after the
 // probe, ours the agent's (in their canonical form). A marker the probe
@@ -251,7 +252,7 @@ func ClassifyMarker(refusal error, recorded, ours string) rules.MarkerView {
 	return rules.ViewNone
 }
 
-// gateShards runs the probe's gate (lua/marker.lua) on each shard's first slot.
+// gateShards runs the probe's gate (scripts/lua/marker.lua) on each shard's first slot.
 func (m *master) gateShards(ctx context.Context, list []*shard) {
 	calls := make([]call, len(list))
 	c := m.cluster
@@ -266,7 +267,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 		}
 		return
 	}
-	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
+	for i, r := range m.shards.evalEach(ctx, conn, scripts.Marker, calls, false) {
 		mk, err := readMarker(r, c.cfg.Settings)
 		sh := list[i]
 		if err != nil {
@@ -284,7 +285,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 //
 // A master's quarantine is one lease because every record older than that
 // is renewed, and so re-created by the watchdog's repair, by an agent that
-// is alive. A tail (see lua/tails.lua) is renewed by nobody: its hold is over,
+// is alive. A tail (see scripts/lua/tails.lua) is renewed by nobody: its hold is over,
 // and its agent is often the one that died. So a master that restarted
 // empty and votes again after one lease lacks every tail it had; if a
 // second master then restarts empty, the two grant the name while the
@@ -302,10 +303,10 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 //
 // A marker the gate plants (the master lost its data) says tails=pending.
 // The health probe of any agent that finds a master quarantined and pending
-// asks the other masters for their horizons (lua/horizon.lua: the horizon, or
+// asks the other masters for their horizons (scripts/lua/horizon.lua: the horizon, or
 // the quarantine left, whichever is later: a quarantined master stands for
 // every record it forgot until then) and lengthens the quarantine to the
-// latest (lua/settle_tails.lua), which clears pending. It needs the answers of
+// latest (scripts/lua/settle_tails.lua), which clears pending. It needs the answers of
 // enough masters that are not pending themselves to meet every majority of
 // the others (see settleHorizon): a tail stood on a majority, so on all of
 // it but the lost master, and one of those answers. Meanwhile the master is
@@ -334,10 +335,10 @@ var errHorizonReply = errors.New("unexpected horizon reply")
 // master it probes, the rounds' for the others (their own probes use
 // theirs).
 func (m standalone) horizon(ctx context.Context, l lane) rules.Horizon {
-	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.keys.Marker()}, nil))
+	return readHorizon(m.evalOn(ctx, l, scripts.Horizon, []string{m.cluster.keys.Marker()}, nil))
 }
 
-// readHorizon reads a lua/horizon.lua reply.
+// readHorizon reads a scripts/lua/horizon.lua reply.
 func readHorizon(r rueidis.RedisResult) rules.Horizon {
 	vals, err := r.ToArray()
 	if err != nil || len(vals) != 3 {
@@ -377,7 +378,7 @@ func (m *master) settleTails(ctx context.Context) {
 		return
 	}
 	ms := left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond
-	quarantine, err := m.evalOn(ctx, laneHealth, settleTailsScript, []string{c.keys.Marker()},
+	quarantine, err := m.evalOn(ctx, laneHealth, scripts.SettleTails, []string{c.keys.Marker()},
 		[]string{own.Epoch, strconv.FormatInt(ms.Milliseconds(), 10)}).AsInt64()
 	if err != nil || quarantine < 0 {
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/hashslot"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -18,7 +19,7 @@ func (c *Cluster) releaseOn(name, holder string, i int) {
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 		defer cancel()
-		c.masters[i].eval(ctx, releaseScript, keys, args)
+		c.masters[i].eval(ctx, scripts.Release, keys, args)
 	})
 }
 
@@ -65,7 +66,7 @@ func (c *Cluster) HandOver(ctx context.Context, name, holder string) (int, error
 func (c *Cluster) release(ctx context.Context, name, holder, message string) (int, error) {
 	keys, args := c.releaseArgs(name, holder, message)
 	held := 0
-	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: releaseScript, keys: keys, args: args, land: true,
+	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: scripts.Release, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			held += int(v)
@@ -80,7 +81,7 @@ func (c *Cluster) release(ctx context.Context, name, holder, message string) (in
 // everywhere runs a script that must not be dropped (a write-back, a
 // removal) as a round that lands (see roundSpec.land), as Release does,
 // and returns how many masters answered without error in time.
-func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string) int {
+func (c *Cluster) everywhere(ctx context.Context, op Op, s *scripts.Script, keys, args []string) int {
 	r, _ := c.vote(ctx, roundSpec{op: op, script: s, keys: keys, args: args, land: true})
 	return r.yes()
 }
@@ -115,7 +116,7 @@ func (c *Cluster) ReleaseMany(ctx context.Context, holds []RenewKey) {
 		go func() {
 			defer wg.Done()
 			for lo := 0; lo < len(calls) && opCtx.Err() == nil; lo += releaseChunk {
-				m.evalMulti(opCtx, releaseScript, calls[lo:min(lo+releaseChunk, len(calls))])
+				m.evalMulti(opCtx, scripts.Release, calls[lo:min(lo+releaseChunk, len(calls))])
 			}
 		}()
 	}
@@ -134,7 +135,7 @@ type RenewKey struct {
 	Record  Record        // the Grant's; a zero Record is never re-created
 	Lease   time.Duration // the lease to set; 0: Renew's lease
 	// Tail says the hold was granted with a Tail: its renewal keeps it
-	// (see lua/tails.lua).
+	// (see scripts/lua/tails.lua).
 	Tail bool
 }
 
@@ -149,7 +150,7 @@ type RenewResult struct {
 // wakes the name's waiters anywhere. Until it succeeds the hold stays
 // exclusive: more than it needs, never less.
 func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
-	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: downgradeScript, keys: []string{c.keys.Holder(name, holder)}, args: []string{c.keys.Channel(name), name},
+	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: scripts.Downgrade, keys: []string{c.keys.Holder(name, holder)}, args: []string{c.keys.Channel(name), name},
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err
@@ -277,7 +278,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 				last = renewChunkEnd(holds, first)
 				chunk := calls[first:last]
 				start := time.Now() // latency, not lease logic: see timedEval
-				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
+				res := c.masters[i].evalMulti(roundCtx, scripts.Renew, chunk)
 				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
 				mu.Lock()
 				for b, r := range res {
@@ -392,7 +393,7 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := c.masters[i].evalMulti(opCtx, repairScript, calls)
+			res := c.masters[i].evalMulti(opCtx, scripts.Repair, calls)
 			mu.Lock()
 			defer mu.Unlock()
 			for j, r := range res {

@@ -58,7 +58,7 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 	c := startCluster(t, cfg)
 	ctx := context.Background()
 	// The first call of a script on a master may be its EVAL (see
-	// script.afterRestart): a cycle before the counted ones.
+	// scripts.Script.AfterRestart): a cycle before the counted ones.
 	if _, err := acquire(ctx, c, req("warm", "h")); err != nil {
 		t.Fatal(err)
 	}

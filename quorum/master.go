@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -24,7 +25,7 @@ type MasterConfig struct {
 	TLS      *tls.Config // nil for plain TCP
 	// AllowReplicas accepts a master that has replicas attached, unchecked:
 	// the operator says none of them is ever promoted (they are for
-	// backups). A promoted one is still caught by its run_id (see lua/gate.lua),
+	// backups). A promoted one is still caught by its run_id (see scripts/lua/gate.lua),
 	// but nothing bounds a split brain. See ReplicaLag for replicas that
 	// may be promoted.
 	AllowReplicas bool
@@ -143,16 +144,16 @@ type master struct {
 }
 
 // batcherFor is the batcher of s's calls, nil if s is not batched.
-func (m *master) batcherFor(s *script) *batcher {
+func (m *master) batcherFor(s *scripts.Script) *batcher {
 	if m.t.perSlot() { // a batch of names spans slots
 		return nil
 	}
 	switch s {
-	case acquireScript:
+	case scripts.Acquire:
 		return &m.acquires
-	case acquireLeanScript:
+	case scripts.AcquireLean:
 		return &m.leanAcquires
-	case releaseScript:
+	case scripts.Release:
 		return &m.releases
 	}
 	return nil
@@ -443,9 +444,9 @@ func (m standalone) loadScripts(runCtx context.Context) {
 	// Cluster.Run): the call runs to its deadline whatever runCtx says.
 	ctx, cancel := context.WithTimeout(runCtx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
 	defer cancel()
-	cmds := make(rueidis.Commands, len(allScripts))
-	for i, s := range allScripts {
-		cmds[i] = c.B().ScriptLoad().Script(s.src).Build()
+	cmds := make(rueidis.Commands, len(scripts.All))
+	for i, s := range scripts.All {
+		cmds[i] = c.B().ScriptLoad().Script(s.Src).Build()
 	}
 	results, ok := unlessStopped(runCtx, func() []rueidis.RedisResult { return c.DoMulti(ctx, cmds...) }, func([]rueidis.RedisResult) {})
 	if !ok {
@@ -529,13 +530,13 @@ func (m *master) probeFailed(err error) {
 }
 
 // eval runs s on the rounds' connection: see evalOn.
-func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueidis.RedisResult {
+func (m *master) eval(ctx context.Context, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	return m.evalOn(ctx, laneRounds, s, keys, args)
 }
 
 // evalOn runs s on the connection l by EVALSHA, running its fallback by
-// EVAL when the master does not know it (see script.afterRestart).
-func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []string) rueidis.RedisResult {
+// EVAL when the master does not know it (see scripts.Script.AfterRestart).
+func (m *master) evalOn(ctx context.Context, l lane, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	c := m.conn(l)
 	if c == nil {
 		return rueidis.NewErrorResult(ErrNotConnected)
@@ -546,17 +547,17 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 // run runs s on c, the master's connection l, with keys and args (its
 // gate's arguments completed): by EVALSHA, or EVAL when the master does
 // not know it or the lane must read the run_id (see uncheckedRun).
-func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
+func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
-		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		r := c.Do(ctx, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		m.checkedRun(l, gen, r)
 		m.hear(r)
 		return r
 	}
-	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	r := c.Do(ctx, c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
 		m.reload.Store(true)
-		r = c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		r = c.Do(ctx, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	m.hear(r)
 	return r
@@ -564,7 +565,7 @@ func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *script
 
 // evalMulti runs one script over many key sets in one pipelined round trip
 // on the bulk connection.
-func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueidis.RedisResult {
+func (m *master) evalMulti(ctx context.Context, s *scripts.Script, calls []call) []rueidis.RedisResult {
 	c := m.conn(laneBulk)
 	if c == nil {
 		out := make([]rueidis.RedisResult, len(calls))
@@ -577,16 +578,16 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 }
 
 // runMulti runs s once per call on c, the bulk connection, pipelined.
-func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
+func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
 	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
 	gen, unchecked := m.uncheckedRun(laneBulk, s)
 	for i, k := range calls {
 		args[i] = m.gateArgs(s, k.args)
 		if unchecked {
-			cmds[i] = c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+			cmds[i] = c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
 		} else {
-			cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
+			cmds[i] = c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
 		}
 	}
 	out := c.DoMulti(ctx, cmds...)
@@ -607,7 +608,7 @@ func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *script, c
 		cmds = cmds[:0]
 		for _, i := range redo {
 			k := calls[i]
-			cmds = append(cmds, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build())
+			cmds = append(cmds, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build())
 		}
 		for j, r := range c.DoMulti(ctx, cmds...) {
 			out[redo[j]] = r

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // This file is the narrow surface that the protocol's model checker
@@ -18,7 +19,7 @@ import (
 // ScriptCall is one script call as a Cluster would send it to one master:
 // the Lua source that EVAL runs and its KEYS and ARGV. Src is the variant
 // whose gate reads the server's run_id (what a master that restarted runs:
-// see script.afterRestart), so the model needs no script cache.
+// see scripts.Script.AfterRestart), so the model needs no script cache.
 type ScriptCall struct {
 	Src        string
 	Keys, Args []string
@@ -30,11 +31,11 @@ type ScriptCall struct {
 // with mayPlant: the model agent's decision (MayPlant over what its probes
 // saw, which is part of the model's state), not the Cluster's (which never
 // probes).
-func (c *Cluster) modelCall(i int, s *script, keys, args []string, mayPlant bool) ScriptCall {
-	if s.gateArg >= 0 {
-		args[s.gateArg+1] = c.gateArg(mayPlant)
+func (c *Cluster) modelCall(i int, s *scripts.Script, keys, args []string, mayPlant bool) ScriptCall {
+	if s.GateArg >= 0 {
+		args[s.GateArg+1] = c.gateArg(mayPlant)
 	}
-	return ScriptCall{Src: s.fallback().src, Keys: keys, Args: c.masters[i].gateArgs(s, args)}
+	return ScriptCall{Src: s.Fallback().Src, Keys: keys, Args: c.masters[i].gateArgs(s, args)}
 }
 
 // ModelAcquire is the acquire script's call on master i for req, as Acquire
@@ -51,7 +52,7 @@ func (c *Cluster) ModelAcquire(i int, req AcquireRequest, mayPlant bool) ScriptC
 // not. For the model checker only.
 func (c *Cluster) ModelRenew(i int, lease time.Duration, holds []RenewKey, mayPlant bool) ScriptCall {
 	keys, args := c.renewArgs(lease, holds)
-	return c.modelCall(i, renewScript, keys, args, mayPlant)
+	return c.modelCall(i, scripts.Renew, keys, args, mayPlant)
 }
 
 // ModelRepair is the repair script's call on master i that re-creates
@@ -61,14 +62,14 @@ func (c *Cluster) ModelRenew(i int, lease time.Duration, holds []RenewKey, mayPl
 // only.
 func (c *Cluster) ModelRepair(i int, lease time.Duration, hold RenewKey, mayPlant bool) ScriptCall {
 	k := c.repairCall(strconv.FormatInt(lease.Milliseconds(), 10), hold)
-	return c.modelCall(i, repairScript, k.keys, k.args, mayPlant)
+	return c.modelCall(i, scripts.Repair, k.keys, k.args, mayPlant)
 }
 
 // ModelRelease is the release script's call on master i that gives back
 // holder's hold of name, as Release sends it. For the model checker only.
 func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
 	keys, args := c.releaseArgs(name, holder, name)
-	return c.modelCall(i, releaseScript, keys, args, false)
+	return c.modelCall(i, scripts.Release, keys, args, false)
 }
 
 // ModelRaiseFence is the fence write-back's call on master i: name's
@@ -77,14 +78,14 @@ func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
 // (see settleFence). For the model checker only.
 func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64) ScriptCall {
 	keys, args := c.raiseFenceArgs(name, c.keys.Holder(name, holder), fence, block, false)
-	return c.modelCall(i, raiseFenceScript, keys, args, false)
+	return c.modelCall(i, scripts.RaiseFence, keys, args, false)
 }
 
 // ModelBootstrap is the call that plants an epoch marker with no
 // quarantine, recording this agent's settings, on a new master (see
 // BootstrapSettings). For the model checker only.
 func (c *Cluster) ModelBootstrap(i int) ScriptCall {
-	return c.modelCall(i, bootstrapScript, []string{c.keys.Marker()}, []string{"bootstrap:model", c.settings}, false)
+	return c.modelCall(i, scripts.Bootstrap, []string{c.keys.Marker()}, []string{"bootstrap:model", c.settings}, false)
 }
 
 // ModelProbe is the health probe's call on master i (the gate, which plants
@@ -98,11 +99,11 @@ func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
 		flag = "1"
 	}
 	args := append(c.gateArgs(), flag)
-	return c.modelCall(i, markerScript, []string{c.keys.Marker()}, args, mayPlant)
+	return c.modelCall(i, scripts.Marker, []string{c.keys.Marker()}, args, mayPlant)
 }
 
 // ModelProbeView is what an agent's probe makes of the probe's reply (see
-// lua/marker.lua): recorded is the settings the marker records, refusal the
+// scripts/lua/marker.lua): recorded is the settings the marker records, refusal the
 // reply's refusal word and what follows. ok is false for a reply the probe
 // counts as a failed probe, which leaves the view as it was.
 func (c *Cluster) ModelProbeView(recorded, refusal string) (view rules.MarkerView, ok bool) {

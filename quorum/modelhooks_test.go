@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // TestModelCallsCarryTheModelsPlantDecision checks that the model hooks
@@ -24,10 +25,10 @@ func TestModelCallsCarryTheModelsPlantDecision(t *testing.T) {
 			call    ScriptCall
 			gateArg int
 		}{
-			"acquire": {c.ModelAcquire(0, req, view), acquireScript.gateArg},
-			"renew":   {c.ModelRenew(0, time.Second, []RenewKey{{Name: "n", Holder: "h"}}, view), renewScript.gateArg},
-			"repair":  {c.ModelRepair(0, time.Second, RenewKey{Name: "n", Holder: "h"}, view), repairScript.gateArg},
-			"probe":   {c.ModelProbe(0, view, false), markerScript.gateArg},
+			"acquire": {c.ModelAcquire(0, req, view), scripts.Acquire.GateArg},
+			"renew":   {c.ModelRenew(0, time.Second, []RenewKey{{Name: "n", Holder: "h"}}, view), scripts.Renew.GateArg},
+			"repair":  {c.ModelRepair(0, time.Second, RenewKey{Name: "n", Holder: "h"}, view), scripts.Repair.GateArg},
+			"probe":   {c.ModelProbe(0, view, false), scripts.Marker.GateArg},
 		}
 		for name, k := range calls {
 			if got := k.call.Args[k.gateArg+1]; got != want {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // A hold's value, its fence check and the leader of a name, as leader
@@ -21,7 +22,7 @@ import (
 
 // awaitingAgent is what a record's settled field holds from its grant of
 // an observed name until the granting agent marks the grant's fence
-// settled there (see lua/acquire.lua, markSettled): the masters run a grant
+// settled there (see scripts/lua/acquire.lua, markSettled): the masters run a grant
 // before its agent decides it, and the agent may yet give it back (it lost
 // the round to a master that granted after its deadline, a fence
 // write-back failed, or it read the answers after the validity was used
@@ -44,7 +45,7 @@ func (c *Cluster) SetValue(ctx context.Context, name, holder, value string) erro
 	if c.closed() {
 		return ErrClosed
 	}
-	r, never := c.vote(ctx, roundSpec{op: OpSet, script: setValueScript, keys: []string{c.keys.Holder(name, holder)},
+	r, never := c.vote(ctx, roundSpec{op: OpSet, script: scripts.SetValue, keys: []string{c.keys.Holder(name, holder)},
 		args: []string{value, c.keys.Channel(name)}, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
@@ -64,7 +65,7 @@ func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, er
 	if c.closed() {
 		return false, ErrClosed
 	}
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: checkScript, keys: []string{c.keys.Set(name)},
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Check, keys: []string{c.keys.Set(name)},
 		args: []string{c.keys.HolderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
@@ -81,7 +82,7 @@ func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, er
 }
 
 // MarkObserved marks name observed on every master for lease (a key with
-// that PX, see lua/acquire.lua), so that a grant of it awaits its agent's
+// that PX, see scripts/lua/acquire.lua), so that a grant of it awaits its agent's
 // mark, which publishes leaderMessage (see awaitingAgent). The observing
 // agent renews it well within lease while it observes, and lets it expire
 // after. It returns on how many masters the mark landed.

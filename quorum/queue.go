@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Entry is one waiter's place in a name's queue in the masters: a fair=true
 // LOCK that has to wait, or an exclusive one that only shared holders block
 // (so that readers arriving after it cannot starve it). A claim with an
 // entry may pass no conflicting live entry ahead of it; a claim without one
-// may pass none at all (see lua/queue.lua).
+// may pass none at all (see scripts/lua/queue.lua).
 type Entry struct {
 	// ID is unique across agents and waits: the agent's id and a counter.
 	// Equal tickets order by it.
@@ -52,7 +53,7 @@ func (c *Cluster) Enqueue(ctx context.Context, name string, entries []Entry, hea
 	args := append(append(c.gateArgs(), c.keys.LeftPrefix(name)), members...)
 	tickets := make([]int64, len(entries))
 	var err error
-	_, never := c.vote(ctx, roundSpec{op: OpEnqueue, script: enqueueScript, keys: keys, args: args,
+	_, never := c.vote(ctx, roundSpec{op: OpEnqueue, script: scripts.Enqueue, keys: keys, args: args,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsIntSlice()
 			switch {
@@ -103,7 +104,7 @@ func (c *Cluster) settleTickets(ctx context.Context, name string, ms string, mem
 	if len(settle) == 2 {
 		return nil
 	}
-	if ok := c.everywhere(ctx, OpEnqueue, settleScript, keys, settle); ok < c.quorum {
+	if ok := c.everywhere(ctx, OpEnqueue, scripts.Settle, keys, settle); ok < c.quorum {
 		return &RoundError{Kind: ErrNoQuorum, Yes: ok, Needed: c.quorum}
 	}
 	return nil
@@ -121,7 +122,7 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 	for _, e := range entries {
 		args = append(args, e.Member())
 	}
-	c.everywhere(ctx, OpDequeue, dequeueScript, []string{c.keys.Queue(name), c.keys.Deadlines(name)}, args)
+	c.everywhere(ctx, OpDequeue, scripts.Dequeue, []string{c.keys.Queue(name), c.keys.Deadlines(name)}, args)
 }
 
 // QueueLen returns how many live entries name's queue has on a majority:
@@ -130,7 +131,7 @@ func (c *Cluster) Dequeue(ctx context.Context, name string, entries []Entry) {
 // returned (see Enqueue).
 func (c *Cluster) QueueLen(ctx context.Context, name string) (int, error) {
 	var counts []int
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: queueLenScript, keys: []string{c.keys.Deadlines(name)},
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.QueueLen, keys: []string{c.keys.Deadlines(name)},
 		judge: func(a answer) (int, bool, error) {
 			n, err := a.res.AsInt64()
 			if err == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -29,7 +30,7 @@ import (
 // roundSpec is what a round sends and how it reads the answers.
 type roundSpec struct {
 	op         Op
-	script     *script
+	script     *scripts.Script
 	keys, args []string
 	// judge reads one master's answer: the slot it granted (0 for a lock)
 	// and whether it agreed, or the master's failure. nil: an answer that
@@ -220,7 +221,7 @@ func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (answers
 // calls may wait for a batch instead (see batch.go), so it must be called
 // in a goroutine of its own that may end before the reply: answered is
 // then called by the goroutine that sends the batch.
-func (c *Cluster) call(ctx context.Context, i int, op Op, s *script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
+func (c *Cluster) call(ctx context.Context, i int, op Op, s *scripts.Script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
 	b := c.masters[i].batcherFor(s)
 	start := time.Now()
 	if b != nil && b.wait(&batchItem{keys: keys, args: args, deadline: deadline, timeout: deadline.Sub(start), done: func(r rueidis.RedisResult) {
@@ -272,7 +273,7 @@ func (c *Cluster) budget(ctx context.Context, spec roundSpec) time.Duration {
 
 // timedEval is master i's eval, timed for the Observer. Latency is not
 // lease logic: it reads the monotonic clock, not the Cluster's Clock.
-func (c *Cluster) timedEval(ctx context.Context, op Op, i int, s *script, keys, args []string) rueidis.RedisResult {
+func (c *Cluster) timedEval(ctx context.Context, op Op, i int, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	start := time.Now()
 	r := c.masters[i].eval(ctx, s, keys, args)
 	c.cfg.Observer.MasterOp(i, op, time.Since(start))

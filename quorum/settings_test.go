@@ -10,6 +10,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 var (
@@ -56,7 +57,7 @@ func marker(t *testing.T, s *redistest.Server) map[string]string {
 // refusal as the rounds read it, nil if the master voted.
 func gateAcquire(c *Cluster, m *master, holder string) error {
 	keys, args := c.acquireArgs(req("k", holder))
-	_, err := m.eval(context.Background(), acquireScript, keys, args).AsIntSlice()
+	_, err := m.eval(context.Background(), scripts.Acquire, keys, args).AsIntSlice()
 	return gateRefusal(err, c.cfg.Settings)
 }
 

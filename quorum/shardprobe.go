@@ -8,6 +8,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/quorum/hashslot"
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -103,7 +104,7 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	m.shards.swept = c.clock.Now()
 	suspect, failed := m.suspectSlots(ctx)
 	args := c.gateArgs()
-	replies := m.someSlots(ctx, laneHealth, markerScript, suspect, func(int) []string { return append(args[:2:2], "0") })
+	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(args[:2:2], "0") })
 	var lost []int
 	fresh, unrecorded := false, 0
 	for i, r := range replies {
@@ -214,7 +215,7 @@ func (s *shardSet) runs() (runs []string, down []bool) {
 func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	c := m.cluster
 	own := make([]rules.Horizon, hashslot.Count)
-	for i, r := range m.someSlots(ctx, laneHealth, horizonScript, quarantined, func(int) []string { return nil }) {
+	for i, r := range m.someSlots(ctx, laneHealth, scripts.Horizon, quarantined, func(int) []string { return nil }) {
 		own[quarantined[i]] = readHorizon(r)
 	}
 	var pending []int
@@ -240,7 +241,7 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	for i, slot := range pending {
 		calls[i] = call{keys: []string{c.keys.SlotMarker(slot)}, args: []string{own[slot].Epoch, ms}}
 	}
-	for i, r := range m.shards.evalEach(ctx, conn, settleTailsScript, calls, false) {
+	for i, r := range m.shards.evalEach(ctx, conn, scripts.SettleTails, calls, false) {
 		if q, err := r.AsInt64(); err == nil && q >= 0 {
 			m.shards.quarantined(pending[i], time.Duration(q)*time.Millisecond)
 		}
@@ -251,7 +252,7 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 // slotHorizons asks every slot's marker for its tail horizon.
 func (m *master) slotHorizons(ctx context.Context, l lane) []rules.Horizon {
 	out := make([]rules.Horizon, hashslot.Count)
-	for slot, r := range m.everySlot(ctx, l, horizonScript, func(int) []string { return nil }) {
+	for slot, r := range m.everySlot(ctx, l, scripts.Horizon, func(int) []string { return nil }) {
 		out[slot] = readHorizon(r)
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/quorum/hashslot"
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -32,7 +33,7 @@ import (
 //     vote on.
 //   - Every gate on such a master reads the server's run_id (the variant
 //     of the scripts that a standalone master runs only on a new
-//     connection: see script.afterRestart). A slot's marker records the
+//     connection: see scripts.Script.AfterRestart). A slot's marker records the
 //     run_id of the server that planted it, so a slot now served by
 //     another server (a promoted replica that may have missed the last
 //     grants, a restart from a snapshot, a slot migrated with its keys) is
@@ -57,7 +58,7 @@ import (
 //     lacks, so it is answered TRYAGAIN until the slot has moved; a read
 //     (WHO) may miss a moved holder, as a master that lost it would.
 //   - The probe never plants a cluster's marker anew for settings (the
-//     replant of lua/marker.lua, see Cluster.replant): a slot recording other
+//     replant of scripts/lua/marker.lua, see Cluster.replant): a slot recording other
 //     settings keeps refusing until the settings command writes it.
 //
 // Release messages go by SPUBLISH, to the shard of the channel's slot,
@@ -201,40 +202,40 @@ func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
 
 // eval runs s on client c, a cluster master's connection: on the keys'
 // slot, with its slot marker, the gate reading the run_id (see above).
-func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
+func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	slot, keys := sh.m.cluster.keys.CallSlot(keys)
 	if slot < 0 {
 		return rueidis.NewErrorResult(errNoSlot)
 	}
-	if s.gateArg >= 0 {
+	if s.GateArg >= 0 {
 		if err := sh.slotErr(slot); err != nil {
 			return rueidis.NewErrorResult(err)
 		}
 	}
-	s = s.sharded
-	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	s = s.Sharded
+	r := c.Do(ctx, c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
 		sh.m.reload.Store(true)
-		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		r = c.Do(ctx, c.B().Eval().Script(s.Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	sh.noteReply(slot, r)
 	return r
 }
 
 // evalMulti is eval of many calls, pipelined per shard.
-func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
+func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
 	return sh.evalEach(ctx, c, s, calls, true)
 }
 
 // evalEach is evalMulti; the probe's calls, which find out whether a shard
 // is down or a slot quarantined, do not check first (check false).
-func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, calls []call, check bool) []rueidis.RedisResult {
+func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call, check bool) []rueidis.RedisResult {
 	out := make([]rueidis.RedisResult, len(calls))
 	slots := make([]int, len(calls))
 	var cmds rueidis.Commands
 	var sent []int
 	var made []call // the calls as sent, for a NOSCRIPT's EVAL below
-	v := s.sharded
+	v := s.Sharded
 	for i, k := range calls {
 		var keys []string
 		slots[i], keys = sh.m.cluster.keys.CallSlot(k.keys)
@@ -242,14 +243,14 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 			out[i] = rueidis.NewErrorResult(errNoSlot)
 			continue
 		}
-		if check && s.gateArg >= 0 {
+		if check && s.GateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
 				out[i] = rueidis.NewErrorResult(err)
 				continue
 			}
 		}
 		args := sh.m.gateArgs(s, k.args)
-		cmds = append(cmds, c.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		cmds = append(cmds, c.B().Evalsha().Sha1(v.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		made = append(made, call{keys: keys, args: args})
 		sent = append(sent, i)
 	}
@@ -269,14 +270,14 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 		for j, r := range results {
 			if noScript(r.Error()) { // a command is spent once sent: built anew
 				k := made[j]
-				redo = append(redo, c.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+				redo = append(redo, c.B().Evalsha().Sha1(v.SHA).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
 				redone = append(redone, j)
 			}
 		}
 		for n, r := range c.DoMulti(ctx, redo...) {
 			if noScript(r.Error()) { // a node the client had not met
 				k := made[redone[n]]
-				r = c.Do(ctx, c.B().Eval().Script(v.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+				r = c.Do(ctx, c.B().Eval().Script(v.Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
 			}
 			results[redone[n]] = r
 		}
@@ -307,11 +308,11 @@ func (m sharded) loadScripts(runCtx context.Context) {
 		return
 	}
 	var srcs []string
-	seen := map[*script]bool{}
-	for _, s := range allScripts {
-		if v := s.sharded; !seen[v] {
+	seen := map[*scripts.Script]bool{}
+	for _, s := range scripts.All {
+		if v := s.Sharded; !seen[v] {
 			seen[v] = true
-			srcs = append(srcs, v.src)
+			srcs = append(srcs, v.Src)
 		}
 	}
 	// A stop does not wait for a node that does not answer (see
@@ -339,9 +340,9 @@ func (m sharded) loadScripts(runCtx context.Context) {
 }
 
 // load puts s in the script cache of every node of the cluster client c.
-func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *script) {
+func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *scripts.Script) {
 	for addr, node := range c.Nodes() {
-		if err := node.Do(ctx, node.B().ScriptLoad().Script(s.src).Build()).Error(); err != nil {
+		if err := node.Do(ctx, node.B().ScriptLoad().Script(s.Src).Build()).Error(); err != nil {
 			sh.m.log.Debug("script load failed on a node", "node", addr, "error", err)
 		}
 	}
@@ -350,7 +351,7 @@ func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *script) {
 // everySlot runs s once per slot on the lane l, with the slot's marker as
 // its one key and args(slot) as its arguments, pipelined, and returns the
 // replies by slot.
-func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slot int) []string) []rueidis.RedisResult {
+func (m *master) everySlot(ctx context.Context, l lane, s *scripts.Script, args func(slot int) []string) []rueidis.RedisResult {
 	slots := make([]int, hashslot.Count)
 	for i := range slots {
 		slots[i] = i
@@ -361,7 +362,7 @@ func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slo
 // someSlots is everySlot for slots only; the replies are in their order.
 // They go slotChunk at a time: a node that takes long over a huge batch
 // (a loaded host) is taken for a dead connection by the client.
-func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
+func (m *master) someSlots(ctx context.Context, l lane, s *scripts.Script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
 	const slotChunk = 1024
 	c := m.conn(l)
 	out := make([]rueidis.RedisResult, 0, len(slots))

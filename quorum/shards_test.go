@@ -12,6 +12,7 @@ import (
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"github.com/lock-agent/lock-agent/quorum/hashslot"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // clusterConfig is a configuration of one master per cluster, bootstrapped
@@ -351,8 +352,8 @@ func TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut(t *testing.T) {
 		}
 	}
 	for _, sh := range clusters[0].Shards() {
-		for _, s := range allScripts {
-			known, err := sh.Primary.Array("SCRIPT", "EXISTS", s.sharded.sha)
+		for _, s := range scripts.All {
+			known, err := sh.Primary.Array("SCRIPT", "EXISTS", s.Sharded.SHA)
 			if err != nil || len(known) != 1 || known[0] != "1" {
 				t.Errorf("after the probe, %s does not know a script a cluster master runs (%v %v)", sh.Primary.Addr, known, err)
 				break

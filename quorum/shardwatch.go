@@ -13,7 +13,7 @@ import (
 // A cluster master's side of the watches (see shards.go). A Redis Cluster
 // delivers a PUBLISH on every node, over the cluster bus: a cost on every
 // node at every release. So on such a master the scripts publish with
-// SPUBLISH (script.sharded), which reaches only the subscribers on the
+// SPUBLISH (scripts.Script.Sharded), which reaches only the subscribers on the
 // shard that serves the channel's slot, and the master keeps one pub/sub
 // connection per shard primary, subscribed (SSUBSCRIBE) to the watched
 // channels of that shard's slots. A channel must follow its slot: when the

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Tail is what keeps a name unavailable after its hold ended (see
-// lua/tails.lua). The zero Tail is none: such a hold costs nothing more.
+// scripts/lua/tails.lua). The zero Tail is none: such a hold costs nothing more.
 type Tail struct {
 	// Delay is how long the name stays unavailable to everyone after the
 	// hold ends uncleanly (delay=): its agent died, its session closed
@@ -42,7 +43,7 @@ func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (boo
 		args[len(args)-1] = "1"
 	}
 	tails := 0
-	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: endScript, keys: keys, args: args, land: true,
+	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: scripts.End, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			if v == 2 {
@@ -56,13 +57,13 @@ func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (boo
 	return tails >= c.quorum, nil
 }
 
-// DelayedUntil returns when the tail of name ends (see lua/tails.lua) as a
+// DelayedUntil returns when the tail of name ends (see scripts/lua/tails.lua) as a
 // majority of the voting masters have it, in Unix ms of their clocks, or 0
 // while no majority has one; with masters that did not answer, the latest
 // end that the answers do not rule out as a majority's (see readQuorum).
 func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) {
 	var ends []int64
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: delayedScript, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true,
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Delayed, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			if err == nil {
@@ -111,7 +112,7 @@ func parseRevocation(message string) (holder, reason string, ok bool) {
 
 // Revoke revokes the holds of name (those of agent, if not ""): on a
 // majority each becomes unrenewable while it still blocks the name (see
-// lua/revoke.lua), its agent is told on the revocations channel, and Revoke
+// scripts/lua/revoke.lua), its agent is told on the revocations channel, and Revoke
 // waits, until ctx ends, for each to be ended on a majority (its agent
 // released it, or it expired: a revoked record cannot outlive its lease).
 // It returns how many holds a majority revoked. ErrNoQuorum when no
@@ -149,12 +150,12 @@ func (c *Cluster) Revoke(ctx context.Context, name, agent, reason string) (int, 
 // message says so: a record whose agent does not answer expires silently.
 const revokePoll = 100 * time.Millisecond
 
-// revokeRound runs lua/revoke.lua on the masters and returns the holders that a
+// revokeRound runs scripts/lua/revoke.lua on the masters and returns the holders that a
 // majority revoked.
 func (c *Cluster) revokeRound(ctx context.Context, name, agent string) ([]string, error) {
 	counts := map[string]int{}
 	var order []string
-	r, never := c.vote(ctx, roundSpec{op: OpRelease, script: revokeScript, keys: []string{c.keys.Set(name)},
+	r, never := c.vote(ctx, roundSpec{op: OpRelease, script: scripts.Revoke, keys: []string{c.keys.Set(name)},
 		args: []string{c.keys.HolderPrefix(name), agent, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsStrSlice()
@@ -179,7 +180,7 @@ func (c *Cluster) revokedLive(ctx context.Context, name string, holders []string
 		keys[i] = c.keys.Revoked(name, h)
 	}
 	ended := make([]int, len(holders))
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: revokedLiveScript, keys: keys, whole: true,
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.RevokedLive, keys: keys, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsIntSlice()
 			if err == nil && len(vals) != len(holders) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -20,8 +21,8 @@ type transport interface {
 	// run runs s on c, the master's connection l (args with the gate's
 	// arguments completed); runMulti runs s once per call on c, the bulk
 	// connection.
-	run(ctx context.Context, l lane, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult
-	runMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult
+	run(ctx context.Context, l lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult
+	runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult
 	// quarantined records that a vote answered the master is quarantined
 	// for left more.
 	quarantined(left time.Duration)
@@ -30,7 +31,7 @@ type transport interface {
 	// horizon is the master's tail horizon, asked on connection l.
 	horizon(ctx context.Context, l lane) rules.Horizon
 	// markerReplies runs s with args on the master's marker, or markers.
-	markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult
+	markerReplies(ctx context.Context, s *scripts.Script, args []string) []rueidis.RedisResult
 	// settingsMarker is the marker whose settings are the master's.
 	settingsMarker() string
 	// voteErr says why a call of spec may not count as a vote (nil if it may).
@@ -54,7 +55,7 @@ type transport interface {
 // written beside the concept they serve (master.go, gate.go, watch.go).
 type standalone struct{ *master }
 
-func (m standalone) markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult {
+func (m standalone) markerReplies(ctx context.Context, s *scripts.Script, args []string) []rueidis.RedisResult {
 	return []rueidis.RedisResult{m.eval(ctx, s, []string{m.cluster.keys.Marker()}, args)}
 }
 
@@ -76,13 +77,13 @@ type sharded struct{ *master }
 
 func (m sharded) probe(runCtx context.Context) { m.probeShards(runCtx) }
 
-func (m sharded) run(ctx context.Context, _ lane, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
+func (m sharded) run(ctx context.Context, _ lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	r := m.shards.eval(ctx, c, s, keys, args)
 	m.hear(r)
 	return r
 }
 
-func (m sharded) runMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
+func (m sharded) runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
 	return m.shards.evalMulti(ctx, c, s, calls)
 }
 
@@ -92,7 +93,7 @@ func (m sharded) quarantined(time.Duration) {}
 
 func (m sharded) horizon(ctx context.Context, l lane) rules.Horizon { return m.clusterHorizon(ctx, l) }
 
-func (m sharded) markerReplies(ctx context.Context, s *script, args []string) []rueidis.RedisResult {
+func (m sharded) markerReplies(ctx context.Context, s *scripts.Script, args []string) []rueidis.RedisResult {
 	return m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Waiting records (coordination.md §5: WHO lists who waits). Each agent
@@ -49,7 +50,7 @@ func (c *Cluster) SetWaiting(ctx context.Context, name string, count int, sinceM
 	}
 	args := []string{c.cfg.InstanceID, strconv.Itoa(max(count, 0)), strconv.FormatInt(sinceMilli, 10),
 		strconv.FormatInt(max(heartbeat.Milliseconds(), 1), 10)}
-	return c.everywhere(ctx, OpWho, setWaitingScript, []string{c.keys.Waiting(name), c.keys.WaitingDeadlines(name)}, args)
+	return c.everywhere(ctx, OpWho, scripts.SetWaiting, []string{c.keys.Waiting(name), c.keys.WaitingDeadlines(name)}, args)
 }
 
 // WaitingFor returns the agents' waiting records of name that a majority
@@ -57,7 +58,7 @@ func (c *Cluster) SetWaiting(ctx context.Context, name string, count int, sinceM
 // majority has at least (see OnMajority), and the earliest since.
 func (c *Cluster) WaitingFor(ctx context.Context, name string) ([]Waiting, error) {
 	seen := map[string][]Waiting{} // by instance, one per master that has it
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: waitingScript, keys: []string{c.keys.Waiting(name), c.keys.WaitingDeadlines(name)}, whole: true,
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Waiting, keys: []string{c.keys.Waiting(name), c.keys.WaitingDeadlines(name)}, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsStrSlice()
 			if err != nil {

@@ -187,7 +187,7 @@ func (c *Cluster) onMessage(channel, message string) {
 
 // wantedPrefix starts the message of Wanted, heldPrefix that of Held,
 // handoverPrefix that of HandOver; leaderMessage is what a grant of an observed name and a SET
-// publish (written into lua/acquire.lua and lua/set_value.lua too). No name has a
+// publish (written into scripts/lua/acquire.lua and scripts/lua/set_value.lua too). No name has a
 // space, so none of them is a release message (a name).
 const (
 	wantedPrefix   = "wanted "

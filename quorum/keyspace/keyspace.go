@@ -6,23 +6,23 @@
 //	P{name}:h:HOLDER   one per holder: a hash of its fence, who-info (agent, pid,
 //	                   uid, owner, since), and the fields of its kind that are
 //	                   not their defaults (mode when shared, limit and slot for
-//	                   a semaphore, value: see lua/record.lua); PX = its lease
-//	P{name}:h:HOLDER!  a revoked hold's record, and HOLDER! its set member (see lua/revoke.lua)
+//	                   a semaphore, value: see scripts/lua/record.lua); PX = its lease
+//	P{name}:h:HOLDER!  a revoked hold's record, and HOLDER! its set member (see scripts/lua/revoke.lua)
 //	P{name}:fence      the fence counter; never expires
-//	P{name}:released:HOLDER  tombstone of a release that found no key (see lua/release.lua)
+//	P{name}:released:HOLDER  tombstone of a release that found no key (see scripts/lua/release.lua)
 //	P{name}:q          the name's queue (fair=true, and writers that readers
 //	                   block): a sorted set of entries "ID|mode|limit" scored
 //	                   by their settled ticket; ties order by ID (an
 //	                   entry is written only once its ticket is settled)
 //	P{name}:qd         each entry's heartbeat deadline (ms, master clock)
 //	P{name}:qseq       the ticket counter; never expires
-//	P{name}:qx:ENTRY   tombstone of an entry that left (see lua/dequeue.lua)
+//	P{name}:qx:ENTRY   tombstone of an entry that left (see scripts/lua/dequeue.lua)
 //	P{name}:obs        set while some agent observes the name (OBSERVE); PX =
 //	                   a lease, renewed by that agent: a grant then says so
 //	                   on the name's channel (see leaderMessage)
 //	P{name}:w, :wd     each agent's waiting record and its deadline (see quorum/waiters.go)
 //	Pepoch             the master's epoch marker: a hash {epoch, until, floor,
-//	                   run, settings, how} (see lua/gate.lua; how is "plant" on a
+//	                   run, settings, how} (see scripts/lua/gate.lua; how is "plant" on a
 //	                   master that had none, "restart" over another server's,
 //	                   "change" by the settings command, none by bootstrap)
 //	Pepoch{TAG}        on a master that is a Redis Cluster, the marker of the

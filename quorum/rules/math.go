@@ -194,7 +194,7 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 // master) may be shown too.
 func ReadQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
 
-// Horizon is one master's answer to lua/horizon.lua.
+// Horizon is one master's answer to scripts/lua/horizon.lua.
 type Horizon struct {
 	Answered bool
 	Epoch    string
@@ -280,7 +280,7 @@ func MayPlant(ours, others, probed, quorum int) bool {
 }
 
 // Replant says whether an agent's probe plants anew a marker recording
-// other settings (see lua/marker.lua): when it knows that a majority (quorum)
+// other settings (see scripts/lua/marker.lua): when it knows that a majority (quorum)
 // records its own, ours being how many its probes saw.
 func Replant(ours, quorum int) bool {
 	return ours >= quorum
