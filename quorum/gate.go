@@ -331,13 +331,6 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 // errHorizonReply is a horizon reply of the wrong shape.
 var errHorizonReply = errors.New("unexpected horizon reply")
 
-// horizon asks m for its tail horizon on connection l: the probe's for the
-// master it probes, the rounds' for the others (their own probes use
-// theirs).
-func (m standalone) horizon(ctx context.Context, l lane) rules.Horizon {
-	return readHorizon(m.evalOn(ctx, l, scripts.Horizon, []string{m.cluster.keys.Marker()}, nil))
-}
-
 // readHorizon reads a scripts/lua/horizon.lua reply.
 func readHorizon(r rueidis.RedisResult) rules.Horizon {
 	vals, err := r.ToArray()

@@ -31,7 +31,7 @@ type MasterConfig struct {
 	AllowReplicas bool
 	// Sentinels, when set, are the Sentinels ("host:port") asked which
 	// server is the primary of MasterSet, instead of Address; the client
-	// follows a failover (see failover.go). SentinelUsername and
+	// follows a failover (see standalone.go). SentinelUsername and
 	// SentinelPassword authenticate to the Sentinels.
 	Sentinels                          []string
 	MasterSet                          string
@@ -139,9 +139,61 @@ type master struct {
 	// shards (see shards.go); nil for a standalone master.
 	shards *shardSet
 	// t is how the master reaches its server or servers: standalone or
-	// sharded (see transport.go). Set once, in New.
+	// sharded (see transport, below). Set once, in New.
 	t transport
 }
+
+// transport is how a master reaches its server or servers, behind one
+// interface as redsync's Pool is: standalone, one server (perhaps found
+// through its Sentinels), and sharded, a Redis Cluster whose keys, markers
+// and quarantines are one per hash slot (see standalone.go and
+// shards.go). A master holds one, set in New; its methods of the same
+// names (probe, quarantined, ...) hand on to it.
+type transport interface {
+	// probe checks the server(s) and runs the probe's gate.
+	probe(runCtx context.Context)
+	// run runs s on c, the master's connection l (args with the gate's
+	// arguments completed); runMulti runs s once per call on c, the bulk
+	// connection.
+	run(ctx context.Context, l lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult
+	runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult
+	// quarantined records that a vote answered the master is quarantined
+	// for left more.
+	quarantined(left time.Duration)
+	// loadScripts puts every script in the server's cache.
+	loadScripts(runCtx context.Context)
+	// horizon is the master's tail horizon, asked on connection l.
+	horizon(ctx context.Context, l lane) rules.Horizon
+	// markerReplies runs s with args on the master's marker, or markers.
+	markerReplies(ctx context.Context, s *scripts.Script, args []string) []rueidis.RedisResult
+	// settingsMarker is the marker whose settings are the master's.
+	settingsMarker() string
+	// voteErr says why a call of spec may not count as a vote (nil if it may).
+	voteErr(spec roundSpec) error
+	// publishOn publishes message on channel from outside a script, on c.
+	publishOn(ctx context.Context, c rueidis.Client, channel, message string)
+	// subscribeLoop, subscribe and unsubscribe keep the master's side of
+	// the watches (see watch.go).
+	subscribeLoop(ctx context.Context)
+	subscribe(ctx context.Context, ch string) bool
+	unsubscribe(ctx context.Context, ch string)
+	// shardStatus is the master's shards for STATUS (none when standalone).
+	shardStatus() []ShardStatus
+	// perSlot says whether a call's keys must share a hash slot: batches of
+	// names are not sent to such a master, renewals are cut per slot (see
+	// renewCalls), and its marker facts are per slot, not the master's.
+	perSlot() bool
+}
+
+// The master's methods that hand on to its transport.
+
+func (m *master) probe(runCtx context.Context)                      { m.t.probe(runCtx) }
+func (m *master) quarantined(left time.Duration)                    { m.t.quarantined(left) }
+func (m *master) loadScripts(runCtx context.Context)                { m.t.loadScripts(runCtx) }
+func (m *master) horizon(ctx context.Context, l lane) rules.Horizon { return m.t.horizon(ctx, l) }
+func (m *master) subscribeLoop(ctx context.Context)                 { m.t.subscribeLoop(ctx) }
+func (m *master) subscribe(ctx context.Context, ch string) bool     { return m.t.subscribe(ctx, ch) }
+func (m *master) unsubscribe(ctx context.Context, ch string)        { m.t.unsubscribe(ctx, ch) }
 
 // batcherFor is the batcher of s's calls, nil if s is not batched.
 func (m *master) batcherFor(s *scripts.Script) *batcher {
@@ -228,24 +280,6 @@ func (m *master) voteErr() error {
 		return &MasterError{m.cfg.Name, ErrQuarantined}
 	}
 	return nil
-}
-
-// quarantined records that the master answered it is quarantined for left
-// more: it is skipped until then, and its holds are gone, so waiters may
-// now win elsewhere.
-func (m standalone) quarantined(left time.Duration) {
-	until := m.cluster.clock.Now().Add(left)
-	m.mu.Lock()
-	fresh := !m.cluster.clock.Now().Before(m.quarantine)
-	if until.After(m.quarantine) {
-		m.quarantine = until
-	}
-	down := m.state == StateDown // only the probe brings a master back from down
-	m.mu.Unlock()
-	if fresh && !down {
-		m.setState(StateQuarantined, ErrQuarantined)
-		m.cluster.wakeAll()
-	}
 }
 
 func (m *master) status() MasterStatus {
@@ -431,88 +465,6 @@ func (m *master) conn(l lane) rueidis.Client {
 	return m.client
 }
 
-// loadScripts puts every script in the master's cache, so that EVALSHA does
-// not answer NOSCRIPT and get re-sent behind commands issued after it.
-// (Should that still happen, after a restart that kept the data, release
-// tombstones keep it harmless.)
-func (m standalone) loadScripts(runCtx context.Context) {
-	c := m.getClient()
-	if c == nil {
-		return
-	}
-	// A stop does not wait for a master that does not answer (see
-	// Cluster.Run): the call runs to its deadline whatever runCtx says.
-	ctx, cancel := context.WithTimeout(runCtx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
-	defer cancel()
-	cmds := make(rueidis.Commands, len(scripts.All))
-	for i, s := range scripts.All {
-		cmds[i] = c.B().ScriptLoad().Script(s.Src).Build()
-	}
-	results, ok := unlessStopped(runCtx, func() []rueidis.RedisResult { return c.DoMulti(ctx, cmds...) }, func([]rueidis.RedisResult) {})
-	if !ok {
-		return
-	}
-	for _, r := range results {
-		if err := r.Error(); err != nil {
-			m.log.Debug("script load failed; EVALSHA will fall back to EVAL", "error", err)
-			return
-		}
-	}
-}
-
-// probe checks the master answers within a master_timeout (twice), runs the
-// epoch gate (which plants a quarantined marker on a master that lost its
-// data, and checks the settings it records), and now and then checks that
-// the master is configured safely.
-func (m standalone) probe(runCtx context.Context) {
-	cfg := &m.cluster.cfg
-	// Generous: a busy master (or a busy agent) is not a dead one, and
-	// rounds decide without a hung master before it is marked down. A
-	// master whose answers have been slow gets four of its timeouts; a
-	// paused one's estimate stays what it was before it fell silent.
-	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()))
-	defer cancel()
-	mk, err := m.gate(ctx)
-	if err != nil {
-		m.probeFailed(err)
-		return
-	}
-	now := m.cluster.clock.Now()
-	m.mu.Lock()
-	m.failures = 0
-	lostData := m.epoch != "" && mk.epoch != m.epoch
-	m.epoch = mk.epoch
-	m.noteMarkerFactsLocked(mk, lostData)
-	if until := now.Add(time.Duration(mk.left) * time.Millisecond); until.After(m.quarantine) || mk.left == 0 {
-		m.quarantine = until
-	}
-	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
-	m.mu.Unlock()
-	m.noteMarker(mk)
-	if lostData {
-		m.log.Warn("master lost its data (its epoch changed); its holds are gone", "epoch", mk.epoch)
-		m.cluster.wakeAll()
-	}
-	if lostData || m.reload.Swap(false) {
-		m.loadScripts(runCtx)
-	}
-	if check {
-		if unsafe, ok := m.checkSafety(ctx); ok {
-			m.mu.Lock()
-			m.unsafe, m.checked = unsafe, now
-			m.mu.Unlock()
-		}
-	}
-	m.mu.RLock()
-	unsafe := m.unsafe
-	m.mu.RUnlock()
-	m.setState(probedState(unsafe, mk))
-	m.cluster.noteSettings()
-	if mk.left > 0 {
-		m.settleTails(ctx)
-	}
-}
-
 // probeFailed counts a failed probe: one slow answer on a loaded host is
 // not an outage, two in a row are. Operations time out on their own
 // meanwhile. A probe cancelled because the cluster stops counts nothing.
@@ -544,25 +496,6 @@ func (m *master) evalOn(ctx context.Context, l lane, s *scripts.Script, keys, ar
 	return m.t.run(ctx, l, c, s, keys, m.gateArgs(s, args))
 }
 
-// run runs s on c, the master's connection l, with keys and args (its
-// gate's arguments completed): by EVALSHA, or EVAL when the master does
-// not know it or the lane must read the run_id (see uncheckedRun).
-func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult {
-	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
-		r := c.Do(ctx, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-		m.checkedRun(l, gen, r)
-		m.hear(r)
-		return r
-	}
-	r := c.Do(ctx, c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	if noScript(r.Error()) {
-		m.reload.Store(true)
-		r = c.Do(ctx, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	}
-	m.hear(r)
-	return r
-}
-
 // evalMulti runs one script over many key sets in one pipelined round trip
 // on the bulk connection.
 func (m *master) evalMulti(ctx context.Context, s *scripts.Script, calls []call) []rueidis.RedisResult {
@@ -575,46 +508,6 @@ func (m *master) evalMulti(ctx context.Context, s *scripts.Script, calls []call)
 		return out
 	}
 	return m.t.runMulti(ctx, c, s, calls)
-}
-
-// runMulti runs s once per call on c, the bulk connection, pipelined.
-func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
-	args := make([][]string, len(calls))
-	cmds := make(rueidis.Commands, len(calls))
-	gen, unchecked := m.uncheckedRun(laneBulk, s)
-	for i, k := range calls {
-		args[i] = m.gateArgs(s, k.args)
-		if unchecked {
-			cmds[i] = c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
-		} else {
-			cmds[i] = c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
-		}
-	}
-	out := c.DoMulti(ctx, cmds...)
-	if len(out) > 0 {
-		m.hear(out[len(out)-1])
-	}
-	if unchecked {
-		m.checkedRun(laneBulk, gen, out...)
-	}
-	var redo []int
-	for i, r := range out {
-		if noScript(r.Error()) {
-			redo = append(redo, i)
-		}
-	}
-	if len(redo) > 0 {
-		m.reload.Store(true)
-		cmds = cmds[:0]
-		for _, i := range redo {
-			k := calls[i]
-			cmds = append(cmds, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build())
-		}
-		for j, r := range c.DoMulti(ctx, cmds...) {
-			out[redo[j]] = r
-		}
-	}
-	return out
 }
 
 type call struct {

@@ -54,7 +54,7 @@ func (m *master) checkSafetyOn(ctx context.Context, c rueidis.Client) (unsafe er
 
 // replicaPolicy is what a master's configuration says of its replicas:
 // allow accepts them unchecked (AllowReplicas), lag > 0 accepts replicas
-// that may be promoted, under a guard (see failover.go).
+// that may be promoted, under a guard (see standalone.go).
 type replicaPolicy struct {
 	allow bool
 	lag   time.Duration

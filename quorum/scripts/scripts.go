@@ -28,7 +28,7 @@ type Script struct {
 	AfterRestart *Script
 	// Sharded is the variant a master that is a Redis Cluster runs: its
 	// fallback (see shards.go), publishing with SPUBLISH, which reaches
-	// only the shard of the channel's slot (see shardwatch.go).
+	// only the shard of the channel's slot (see quorum/shards.go).
 	Sharded *Script
 }
 
