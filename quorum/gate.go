@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,10 @@ import (
 // run_id this agent verified, the quarantine, whether it may plant), the
 // decision to plant or re-plant a marker from what the probes saw, the
 // probe's gate and how its reply and refusals are read, and how long a
-// quarantine lasts: the tail horizon, at the end.
+// quarantine lasts: the tail horizon. Then what the agent tells of why a
+// quarantined master holds nothing (Data), and the other thing that keeps a
+// master from voting: a configuration that may forget holds (UnsafeError).
+// A Redis Cluster master's gate per slot is in shards.go.
 
 // gateArgs are the gate's two arguments (see scripts/lua/gate.lua): an epoch to plant on
 // a master that has none (each master's call appends the run_id it
@@ -406,3 +410,254 @@ func (c *Cluster) otherHorizons(ctx context.Context, skip int) []rules.Horizon {
 	}
 	return out
 }
+
+// A quarantined master holds nothing: it is new, or it lost its data
+// (restarted empty, flushed, restored from a snapshot, replaced). The
+// advice differs, and one of the two is dangerous to give for the other:
+// `lock-agent bootstrap` spares a new deployment its first quarantine,
+// but a master that lost its data and is bootstrapped votes at once, and
+// can grant a name that a forgotten hold still protects. So an agent says
+// "new" only when it is sure of it, as far as the masters can say: every
+// master of the deployment was met with no marker (each marker was
+// planted on a master that had none, or there is none yet) and none ever
+// voted. It says "lost" when it knows the deployment served: it saw this
+// master or another with an earlier epoch, or saw a master vote (a marker
+// whose quarantine was over, or a bootstrap's). Otherwise it cannot tell,
+// and says so; the advice is then the safe one (wait).
+
+// Data is what an agent can tell of why a quarantined master holds nothing.
+type Data string
+
+// The Data an agent tells.
+const (
+	DataNone    Data = ""        // not quarantined
+	DataNew     Data = "new"     // a new deployment: no master had a marker, none voted
+	DataLost    Data = "lost"    // it lost its data, or is new to a deployment that served
+	DataUnknown Data = "unknown" // new, or lost its data: the agent cannot tell
+	DataChanged Data = "changed" // the settings command quarantined it (how=change): it kept its data
+)
+
+// MarkerFacts is what an agent's probes saw of one master's marker, for
+// ClassifyData.
+type MarkerFacts struct {
+	// Probed: a probe of this agent's read its marker (or found none).
+	Probed bool
+	// EpochChanged: the agent saw it with another epoch (or a marker,
+	// where it now has none) since it last voted.
+	EpochChanged bool
+	// Fresh: it has no marker, or one the gate planted on it while it had
+	// none (how=plant).
+	Fresh bool
+	// Changed: its marker was last written by the settings command
+	// (how=change), whose quarantine lets the holds of the old settings end.
+	Changed bool
+}
+
+// MasterData is what an agent tells of one quarantined master (self),
+// deployment being ClassifyData's answer: a master the settings command
+// quarantined kept its data, whatever the deployment's story.
+func MasterData(self MarkerFacts, deployment Data) Data {
+	if self.Changed {
+		return DataChanged
+	}
+	return deployment
+}
+
+// ClassifyData says what an agent knows of why a quarantined master holds
+// nothing, from what its probes saw of every master of the deployment
+// (masters) and whether it ever saw one of them vote (established). It is
+// the same for every quarantined master: it is the deployment's story.
+func ClassifyData(masters []MarkerFacts, established bool) Data {
+	if established {
+		return DataLost
+	}
+	for _, f := range masters {
+		if f.EpochChanged {
+			return DataLost
+		}
+	}
+	for _, f := range masters {
+		if !f.Probed || !f.Fresh {
+			return DataUnknown
+		}
+	}
+	return DataNew
+}
+
+// data is MasterData of each of c's masters, as the probes last saw their
+// markers. A master that is a Redis Cluster has a marker per slot: the
+// agent does not tell, for it or for the others, and says DataUnknown
+// unless it knows that the deployment served.
+func (c *Cluster) data() []Data {
+	facts := make([]MarkerFacts, len(c.masters))
+	for i, m := range c.masters {
+		m.mu.RLock()
+		facts[i] = MarkerFacts{Probed: m.probed && !m.t.perSlot(), EpochChanged: m.epochChanged, Fresh: m.fresh, Changed: m.changed}
+		m.mu.RUnlock()
+	}
+	deployment := ClassifyData(facts, c.established.Load())
+	out := make([]Data, len(facts))
+	for i, f := range facts {
+		out[i] = MasterData(f, deployment)
+	}
+	return out
+}
+
+// noteMarkerFacts records, after a probe that answered mk, what
+// ClassifyData needs of this master; lostData says the probe found another
+// epoch than the last one seen. A master that votes again is no longer
+// "changed", and shows that the deployment serves. m.mu is held.
+func (m *master) noteMarkerFactsLocked(mk markerReply, lostData bool) {
+	m.probed = true
+	m.fresh = errors.Is(mk.refusal, ErrUnplanted) || mk.how == "plant"
+	m.changed = mk.how == "change"
+	if lostData {
+		m.epochChanged = true
+	}
+	if mk.left == 0 && mk.refusal == nil {
+		m.epochChanged = false
+		m.cluster.established.Store(true)
+	}
+}
+
+// Advice is what to do about a quarantined master, given what the agent
+// can tell (d): the only advice that is safe whatever happened. Only a new
+// deployment is told of lock-agent bootstrap (for the next one: the markers
+// planted now make it do nothing); a master that lost its data, or that
+// may have, is to be waited out, never bootstrapped.
+func (d Data) Advice() string {
+	switch d {
+	case DataNew:
+		return "a new deployment (no master had a marker; none has voted yet): wait; next time, lock-agent bootstrap before the first agent starts spares this wait"
+	case DataLost:
+		return "it lost its data (restarted empty, flushed or restored) or joined a deployment that served: wait, every hold it may have forgotten must end first; never lock-agent bootstrap it"
+	case DataChanged:
+		return "the cluster's settings were changed (lock-agent settings): wait, every hold granted under the old ones must end first; never lock-agent bootstrap it"
+	}
+	return "new or lost its data (this agent cannot tell): wait; never lock-agent bootstrap a master that may have served locks"
+}
+
+// UnsafeError says why a master may forget holds, and so must not vote.
+type UnsafeError struct {
+	// Reason is one word-like token, e.g. "role:slave",
+	// "connected_slaves:1", "maxmemory_policy:allkeys-lru".
+	Reason string
+}
+
+func (e *UnsafeError) Error() string { return "unsafe master: " + e.Reason }
+
+// Unwrap makes an UnsafeError match ErrUnsafe.
+func (e *UnsafeError) Unwrap() error { return ErrUnsafe }
+
+// checkSafety reads the master's INFO and returns why it is unsafe, nil if
+// it is safe, and ok false when it could not tell (a timeout on a busy
+// master says nothing about its configuration: the last verdict stands).
+// A master that refuses INFO cannot be checked, and is unsafe.
+func (m *master) checkSafety(ctx context.Context) (unsafe error, ok bool) {
+	c := m.conn(laneHealth)
+	if c == nil {
+		return nil, false
+	}
+	return m.checkSafetyOn(ctx, c)
+}
+
+// checkSafetyOn is checkSafety on the server c: the master, or a shard's
+// primary.
+func (m *master) checkSafetyOn(ctx context.Context, c rueidis.Client) (unsafe error, ok bool) {
+	info, err := c.Do(ctx, c.B().Info().Build()).ToString()
+	if _, refused := rueidis.IsRedisErr(err); refused {
+		return &UnsafeError{Reason: "info-refused:" + token(describe(err))}, true
+	}
+	if err != nil {
+		return nil, false
+	}
+	fields := infoFields(info)
+	policy := replicaPolicy{allow: m.cfg.AllowReplicas, lag: m.cfg.replicaLag()}
+	if unsafe := unsafeInfo(fields, policy); unsafe != nil || !policy.promotable(fields) {
+		return unsafe, true
+	}
+	return m.checkReplicaGuard(ctx, c, fields, policy)
+}
+
+// replicaPolicy is what a master's configuration says of its replicas:
+// allow accepts them unchecked (AllowReplicas), lag > 0 accepts replicas
+// that may be promoted, under a guard (see standalone.go).
+type replicaPolicy struct {
+	allow bool
+	lag   time.Duration
+}
+
+// promotable says whether the master has replicas that may be promoted,
+// which its configuration must then guard against a split brain.
+func (p replicaPolicy) promotable(fields map[string]string) bool {
+	n, _ := strconv.Atoi(fields["connected_slaves"])
+	return n > 0 && !p.allow && p.lag > 0
+}
+
+// infoFields are INFO's "key:value" lines as a map.
+func infoFields(info string) map[string]string {
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}
+
+// unsafeInfo judges a master by its INFO fields. A master is unsafe when it
+// is a replica (its data is whatever its master sent, and it refuses
+// writes); when replicas are attached (a failover would promote one that
+// missed the last grants), unless the policy allows them, or accepts
+// promotable ones and the primary refuses writes without them
+// (min-replicas-to-write and min-replicas-max-lag both set: INFO then
+// reports min_slaves_good_slaves); or when its maxmemory policy may evict
+// keys (an evicted holder key is a second holder; an evicted fence counter
+// repeats fences). Fields a server does not report are not judged.
+func unsafeInfo(fields map[string]string, policy replicaPolicy) error {
+	if role, ok := fields["role"]; ok && role != "master" {
+		return &UnsafeError{Reason: "role:" + role}
+	}
+	if n, _ := strconv.Atoi(fields["connected_slaves"]); n > 0 && !policy.allow {
+		_, guarded := fields["min_slaves_good_slaves"]
+		switch {
+		case policy.lag == 0:
+			return &UnsafeError{Reason: fmt.Sprintf("connected_slaves:%d", n)}
+		case !guarded:
+			return &UnsafeError{Reason: fmt.Sprintf("connected_slaves:%d-without-min-replicas-to-write", n)}
+		}
+	}
+	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" {
+		return &UnsafeError{Reason: "maxmemory_policy:" + p}
+	}
+	return nil
+}
+
+// checkReplicaGuard reads the primary's min-replicas settings, when it lets
+// CONFIG GET be run, and returns why they do not bound a split brain: every
+// replica must acknowledge (one left out may be the one promoted, while
+// the old primary goes on with the others), within the master's
+// ReplicaLag (the failover margin counts on it). A primary that refuses
+// CONFIG is judged by its INFO alone.
+func (m *master) checkReplicaGuard(ctx context.Context, c rueidis.Client, fields map[string]string, policy replicaPolicy) (error, bool) {
+	vals, err := c.Do(ctx, c.B().ConfigGet().Parameter("min-replicas-to-write", "min-replicas-max-lag").Build()).AsStrMap()
+	if _, refused := rueidis.IsRedisErr(err); refused {
+		return nil, true
+	}
+	if err != nil {
+		return nil, false
+	}
+	replicas, _ := strconv.Atoi(fields["connected_slaves"])
+	toWrite, _ := strconv.Atoi(vals["min-replicas-to-write"])
+	maxLag, _ := strconv.Atoi(vals["min-replicas-max-lag"])
+	switch {
+	case toWrite < replicas:
+		return &UnsafeError{Reason: fmt.Sprintf("min-replicas-to-write:%d<connected_slaves:%d", toWrite, replicas)}, true
+	case time.Duration(maxLag)*time.Second > policy.lag:
+		return &UnsafeError{Reason: fmt.Sprintf("min-replicas-max-lag:%d>max_replica_lag:%s", maxLag, policy.lag)}, true
+	}
+	return nil, true
+}
+
+// token makes s one word: spaces become dashes.
+func token(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), " ", "-") }
