@@ -48,7 +48,7 @@ var (
 	// until an agent that may plants it.
 	ErrUnplanted = errors.New("quorum: master has no marker this agent may plant")
 	// ErrOverloaded: a round waited its whole admission budget for a slot,
-	// or a master has batchQueueMax calls waiting already (see batch.go).
+	// or a master has batchQueueMax calls waiting already (see master.go).
 	ErrOverloaded = errors.New("quorum: overloaded")
 )
 
@@ -142,7 +142,7 @@ func (e *RoundError) Unwrap() []error { return append([]error{e.Kind}, e.Masters
 // QuarantineReason is why a quarantined master does not vote, in the
 // agent's words for STATUS and the log.
 // It never suggests lock-agent bootstrap: a master that lost its data and
-// is bootstrapped votes at once (see data.go); Advice says more once the
+// is bootstrapped votes at once (see gate.go); Advice says more once the
 // agent can tell which it is.
 const QuarantineReason = "new or lost its data; quarantined until every hold it may have forgotten has ended"
 

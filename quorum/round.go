@@ -15,7 +15,7 @@ import (
 // quorum operation is one (see vote). Its steps:
 //   - admission: it waits its turn among the rounds in flight (MaxRounds);
 //   - voters: it goes to the masters that may vote now, the rest count as failed;
-//   - fan-out: one call per master (the hot scripts batched: see batch.go),
+//   - fan-out: one call per master (the hot scripts batched: see master.go),
 //     each allowed the round's budget;
 //   - collection: answers are read until the outcome is certain, decided by
 //     the pure functions of quorum/rules; a master silent past the masters'
@@ -218,7 +218,7 @@ func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (answers
 }
 
 // call runs s on master i and hands answered its reply. The hot scripts'
-// calls may wait for a batch instead (see batch.go), so it must be called
+// calls may wait for a batch instead (see batcher, master.go), so it must be called
 // in a goroutine of its own that may end before the reply: answered is
 // then called by the goroutine that sends the batch.
 func (c *Cluster) call(ctx context.Context, i int, op Op, s *scripts.Script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
