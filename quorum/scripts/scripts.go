@@ -93,7 +93,7 @@ var (
 	Retag       = register(-1, "retag")
 	Who         = register(-1, "tails", "who", "holders")
 
-	// The batches (see quorum/batch.go): the acquire scripts' and release.lua's
+	// The batches (see quorum/master.go, batcher): the acquire scripts' and release.lua's
 	// bodies run once per item. The gate's epoch argument is the first item's.
 	AcquireMany     = registerSrc(3, join("gate", "queue", "fences", "tails", "record", "acquire_many")+batch(7, 18, "acquire"))
 	AcquireLeanMany = registerSrc(3, join("gate", "queue", "fences", "tails", "record", "acquire_many")+batch(7, LeanArgs, "acquire_lean", "acquire"))
@@ -106,24 +106,24 @@ var (
 	Horizon     = register(-1, "horizon")
 	SettleTails = register(-1, "settle_tails")
 
-	// The queue (see queue.go).
+	// The queue (see quorum/waiters.go).
 	Enqueue  = register(0, "gate", "enqueue")
 	Settle   = register(-1, "settle")
 	Dequeue  = register(-1, "dequeue")
 	QueueLen = register(-1, "queue_len")
 
-	// Tails (see tails.go).
+	// Tails (see quorum/hold.go).
 	End         = register(-1, "tails", "end")
 	Revoke      = register(-1, "tails", "revoke")
 	RevokedLive = register(-1, "tails", "revoked_live")
 	Delayed     = register(-1, "tails", "delayed")
 
-	// Observers and leaders (see observe.go).
+	// Observers and leaders (see quorum/watch.go).
 	SetValue = register(-1, "set_value")
 	Check    = register(-1, "tails", "check")
 	Leader   = register(-1, "tails", "leader", "holders")
 
-	// Waiting records and caches (see waiting.go, cache.go).
+	// Waiting records and caches (see quorum/waiters.go, quorum/cache.go).
 	SetWaiting     = register(-1, "set_waiting")
 	Waiting        = register(-1, "waiting")
 	Cached         = register(-1, "cached")
