@@ -65,51 +65,6 @@ type Grant struct {
 	Deadline time.Time
 }
 
-// Refusal is what the masters answered a round that did not win the name.
-type Refusal struct {
-	Kind        error         // ErrBusy, ErrNoQuorum, ErrConflict or ErrSettings
-	Yes         int           // masters that granted (a split vote when > 0)
-	Busy        int           // masters that answered that others hold the name
-	Needed      int           // the quorum
-	HeldLimit   int           // for ErrConflict: the limit the name is held with (1: a lock)
-	RetryAfter  time.Duration // for ErrBusy: the longest remaining lease among the busy answers (0: none)
-	BestSlot    int           // the slot most masters granted: the one to ask for next
-	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
-	// OnlyCached says, for ErrBusy, that on some busy master only records
-	// their agents keep cached (no client holds them) were in the claim's
-	// way: saying so (Wanted) makes those agents give the name up. Some, not
-	// all: a mark lands on each master in its own time (see MarkCached),
-	// and a give-back of an earlier failed attempt may still be in the
-	// way on another; a name a client holds shows no mark but in the
-	// moments after its cache lent it.
-	OnlyCached bool
-	// OnlyKept says, for ErrBusy, that on some busy master only records
-	// that caching agents keep (see CacheOrRelease) were in the claim's
-	// way, marked cached or not: lent to a client of that agent, or back
-	// in its cache with the mark not yet written. The agent answers a
-	// Wanted at once: it releases a record no client holds, and says Held
-	// of one a client does. Like OnlyCached, some, not all.
-	OnlyKept bool
-	Masters  []error // each failed master's error
-	Size     int     // how many masters the cluster has
-}
-
-// Err is the refusal as an error for the edge (the wire code mapping):
-// errors.Is(r.Err(), ErrBusy) etc. A nil refusal is a nil error.
-func (r *Refusal) Err() error {
-	if r == nil {
-		return nil
-	}
-	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit, Size: r.Size}
-}
-
-// noQuorum is a refusal of a round that never reached a majority for
-// causes: of ErrSettings when masters that record other settings alone
-// ruled one out.
-func (c *Cluster) noQuorum(causes []error) *Refusal {
-	return &Refusal{Kind: c.failedKind(causes), Needed: c.quorum, Masters: causes, Size: len(c.masters)}
-}
-
 // Acquire tries once to win req.Name on a majority. It returns as soon as the
 // outcome is certain. On failure it releases whatever it won, and returns
 // what the masters answered: a Refusal of ErrBusy when they answered that

@@ -74,6 +74,21 @@ func (e *NoAnswerError) Error() string {
 // Unwrap makes a NoAnswerError a deadline that passed.
 func (e *NoAnswerError) Unwrap() error { return context.DeadlineExceeded }
 
+// UnsafeError says why a master may forget holds, and so must not vote.
+type UnsafeError struct {
+	// Reason is one word-like token, e.g. "role:slave",
+	// "connected_slaves:1", "maxmemory_policy:allkeys-lru".
+	Reason string
+}
+
+func (e *UnsafeError) Error() string { return "unsafe master: " + e.Reason }
+
+// Unwrap makes an UnsafeError match ErrUnsafe.
+func (e *UnsafeError) Unwrap() error { return ErrUnsafe }
+
+// token makes s one word: spaces become dashes.
+func token(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), " ", "-") }
+
 // UnsettledError is ErrUnsettled of one holder (see Cluster.Leader): a
 // reader that finds the same holder unsettled for long may take it at the
 // fence its majority records (lenient), one that finds another holder

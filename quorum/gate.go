@@ -537,18 +537,6 @@ func (d Data) Advice() string {
 	return "new or lost its data (this agent cannot tell): wait; never lock-agent bootstrap a master that may have served locks"
 }
 
-// UnsafeError says why a master may forget holds, and so must not vote.
-type UnsafeError struct {
-	// Reason is one word-like token, e.g. "role:slave",
-	// "connected_slaves:1", "maxmemory_policy:allkeys-lru".
-	Reason string
-}
-
-func (e *UnsafeError) Error() string { return "unsafe master: " + e.Reason }
-
-// Unwrap makes an UnsafeError match ErrUnsafe.
-func (e *UnsafeError) Unwrap() error { return ErrUnsafe }
-
 // checkSafety reads the master's INFO and returns why it is unsafe, nil if
 // it is safe, and ok false when it could not tell (a timeout on a busy
 // master says nothing about its configuration: the last verdict stands).
@@ -658,6 +646,3 @@ func (m *master) checkReplicaGuard(ctx context.Context, c rueidis.Client, fields
 	}
 	return nil, true
 }
-
-// token makes s one word: spaces become dashes.
-func token(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), " ", "-") }
