@@ -23,6 +23,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
@@ -47,7 +48,7 @@ type Agent struct {
 	cfg      Config // as at start; what a SIGHUP changes is in live
 	live     atomic.Pointer[live]
 	log      hclog.Logger
-	clock    quorum.Clock
+	clock    clock.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
 	metrics  *metrics
@@ -86,11 +87,11 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = quorum.RealClock{}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
 	}
-	a := &Agent{cfg: cfg, log: log, clock: clock, instance: randomHex(4), ready: make(chan struct{}),
+	a := &Agent{cfg: cfg, log: log, clock: clk, instance: randomHex(4), ready: make(chan struct{}),
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, names: map[string]*nameRecord{},
 		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
 		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),

@@ -30,7 +30,7 @@ import (
 func (a *Agent) cacheOn() bool { return a.cfg.Lock.CacheLinger > 0 }
 
 // cacheBlock is how many fences each block a cache reserves holds. The
-// hybrid clock of the fence counters (see quorum/lua/acquire.lua) holds while
+// hybrid clock of the fence counters (see quorum/scripts/lua/acquire.lua) holds while
 // B fences take more than B µs: a further block is reserved only once less
 // than a quarter of the current one is left, each lending being a
 // client's round trip.

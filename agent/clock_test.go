@@ -7,15 +7,15 @@ import (
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // startOnFakeClock starts an agent over three real masters whose time (back-off,
 // wait=, idle_timeout, leases) moves only when the test advances clock. The
 // lease is an hour, so that no renewal falls due in the minutes a test moves
 // the clock by.
-func startOnFakeClock(t *testing.T, mutate func(*agent.Config)) (*agenttest.Agent, *quorum.FakeClock) {
-	clock := quorum.NewFakeClock(time.Now())
+func startOnFakeClock(t *testing.T, mutate func(*agent.Config)) (*agenttest.Agent, *clock.Fake) {
+	clock := clock.NewFake(time.Now())
 	a, _ := start(t, func(c *agent.Config) {
 		c.Lock.Lease = time.Hour
 		c.Lock.MaxTTL = time.Hour
@@ -33,7 +33,7 @@ func TestAWaitRunsOutAsBusyOnTheAgentsClock(t *testing.T) {
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	_, ch := c.Send("LOCK w wait=10m") // a real timer would not end it in this test
 	c.AwaitWaiters(1)
-	// The wait= timer runs within Advance (see quorum.FakeClock.AfterFunc):
+	// The wait= timer runs within Advance (see clock.Fake.AfterFunc):
 	// had it been due, its BUSY would be queued before the PING's reply.
 	clock.Advance(10*time.Minute - time.Millisecond)
 	c.Do("PING")
@@ -57,7 +57,7 @@ func TestAWaitRunsOutAsBusyOnTheAgentsClock(t *testing.T) {
 // that request. An idle check that runs late (the test does not wait for
 // them) still closes a session no sooner than idle_timeout after its last
 // request, and never one with a hold or a wait. The checks run within
-// Advance (see quorum.FakeClock.AfterFunc), so when it returns every
+// Advance (see clock.Fake.AfterFunc), so when it returns every
 // session one closed has been told BYE, and the others are seen open.
 func TestIdleSessionsAreClosedOnTheAgentsClock(t *testing.T) {
 	const idle = time.Minute

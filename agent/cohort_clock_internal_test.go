@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // TestACohortRunsTimingIsOnTheAgentsClock decides, on a fake clock, whether
@@ -49,7 +49,7 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := quorum.NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			clock.Advance(tc.age)
 			a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: maxHold}}}
 			c := fresh
@@ -71,7 +71,7 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 // clock; a run no other agent waited for leaves it free to try at once.
 func TestAQueueStandsBackAfterARunAnotherAgentWaitedFor(t *testing.T) {
 	for _, wanted := range []bool{true, false} {
-		clock := quorum.NewFakeClock(time.Unix(1000, 0))
+		clock := clock.NewFake(time.Unix(1000, 0))
 		a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
 			names: map[string]*nameRecord{}}
 		c := &lending{policy: lendRun, name: "n", wanted: wanted}

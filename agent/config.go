@@ -8,6 +8,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/agent/acl"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // Config is the agent's validated configuration. Start from Default or Dev;
@@ -29,8 +30,8 @@ type Config struct {
 	// Clock is the agent's time: back-off, wait= timers, cohort timing,
 	// idle_timeout, and the leases' validity and renewal. nil (the default,
 	// and what a config file gives) is the real clock; tests set a
-	// quorum.FakeClock.
-	Clock quorum.Clock
+	// clock.Fake.
+	Clock clock.Clock
 }
 
 // SocketConfig is where and how the agent listens.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -80,7 +82,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 		return
 	}
 	q.enterFails = 0
-	deadline := start.Add(quorum.Validity(lease, 0, a.cfg.Lock.DriftFactor))
+	deadline := start.Add(rules.Validity(lease, 0, a.cfg.Lock.DriftFactor))
 	var gone []quorum.Entry
 	q.mu.Lock()
 	for i, w := range ws {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
@@ -25,7 +26,7 @@ type waiter struct {
 	// answered by whoever ends its wait (see end).
 	done chan result
 	// timer ends the wait when wait= runs out; set under the queue's mu.
-	timer quorum.Timer
+	timer clock.Timer
 	// after, if not nil, is closed once this session's release of the name
 	// landed: the contender tries the masters for w only then.
 	after <-chan struct{}

@@ -17,7 +17,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/status"
 	"github.com/lock-agent/lock-agent/protocol"
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
@@ -93,11 +93,11 @@ type session struct {
 	// any of these and takes none, so lockorder does not track it.
 	//
 	// quorum's mutexes (the masters' connections, subscriptions, a
-	// FakeClock's) may be taken under these and take none of them: quorum
-	// never calls back into the agent with one held (a FakeClock runs an
+	// clock.Fake's) may be taken under these and take none of them: quorum
+	// never calls back into the agent with one held (a clock.Fake runs an
 	// AfterFunc's function within Advance, with its own mutex let go).
 	mu    sessionMutex
-	idle  quorum.Timer // the idle_timeout check; nil until there is one (see armIdle)
+	idle  clock.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds map[holdKey]*hold
 	// locks is the session's unanswered LOCKs, by tag: one record each,
 	// its turn, its wait and, for a multi-lock, its goroutine's cancel (see

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // TestTTLHoldsEndOnTheAgentsClock: a ttl= hold is pushed LOST
@@ -17,7 +19,7 @@ import (
 // The lease is an hour (see startOnFakeClock), so every end here comes
 // before a renewal is due.
 func TestTTLHoldsEndOnTheAgentsClock(t *testing.T) {
-	leaseValidity := quorum.Validity(time.Hour, 0, 0.01).Milliseconds()
+	leaseValidity := rules.Validity(time.Hour, 0, 0.01).Milliseconds()
 	for _, tc := range []struct {
 		name     string
 		lock     string
@@ -77,7 +79,7 @@ func TestTTLHoldsEndOnTheAgentsClock(t *testing.T) {
 // an event armed shows in TimerArmed, and none for a while means the
 // agent is idle (a watchdog that armed its expiry after the move would
 // see the end only at the next one).
-func advance(clock *quorum.FakeClock, d time.Duration) {
+func advance(clock *clock.Fake, d time.Duration) {
 	for quiet := false; !quiet; {
 		select {
 		case <-clock.TimerArmed():

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // TestAnHourLongTTLHoldOutlivesAMasterRestart: a ttl=1h hold (longer than
@@ -19,7 +21,7 @@ import (
 // ttl, and the hold ends with LOST reason=expired exactly at its ttl on
 // the agent's clock.
 func TestAnHourLongTTLHoldOutlivesAMasterRestart(t *testing.T) {
-	clock := quorum.NewFakeClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	const lease = 30 * time.Minute
 	a, servers := start(t, func(c *agent.Config) {
 		c.Lock.Lease, c.Lock.MaxTTL, c.Clock = lease, time.Minute, clock
@@ -43,7 +45,7 @@ func TestAnHourLongTTLHoldOutlivesAMasterRestart(t *testing.T) {
 	// Renewals every lease/3 keep the hold on the two other masters: each
 	// moves its validity to a lease's from now, or to its end if sooner
 	// (HOLDS shows it).
-	renewed := quorum.Validity(lease, 0, a.Config.Lock.DriftFactor)
+	renewed := rules.Validity(lease, 0, a.Config.Lock.DriftFactor)
 	for elapsed := lease / 3; elapsed < time.Hour; elapsed += lease / 3 {
 		advance(clock, lease/3)
 		want := min(time.Hour-elapsed, renewed).Milliseconds()

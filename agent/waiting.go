@@ -4,8 +4,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/protocol"
-	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
@@ -142,7 +143,7 @@ func (a *Agent) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) 
 		// and written anew (see waitingLost).
 		key := a.cluster.WaitingKey(rec.name)
 		rh = &renewal.Hold{Name: rec.name, Holder: key.Holder, Kind: renewal.KindWaiting, Lease: lease, Owner: rec}
-		a.watchdog.Add(rh, start.Add(quorum.Validity(lease, 0, a.cfg.Lock.DriftFactor)))
+		a.watchdog.Add(rh, start.Add(rules.Validity(lease, 0, a.cfg.Lock.DriftFactor)))
 	}
 	return rh
 }

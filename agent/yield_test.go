@@ -9,24 +9,24 @@ import (
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
-// armLog is a FakeClock that counts the timers armed for each duration,
+// armLog is a clock.Fake that counts the timers armed for each duration,
 // and those of them not stopped yet.
 type armLog struct {
-	*quorum.FakeClock
+	*clock.Fake
 	mu    sync.Mutex
 	armed map[time.Duration]int
 	live  map[time.Duration]int
 }
 
-func (c *armLog) NewTimer(d time.Duration) quorum.Timer {
+func (c *armLog) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
 	c.armed[d]++
 	c.live[d]++
 	c.mu.Unlock()
-	return &loggedTimer{Timer: c.FakeClock.NewTimer(d), log: c, d: d} // then TimerArmed signals
+	return &loggedTimer{Timer: c.Fake.NewTimer(d), log: c, d: d} // then TimerArmed signals
 }
 
 // await waits until ok holds of the log, checking it whenever a timer is armed.
@@ -81,7 +81,7 @@ func (c *armLog) awaitDriving(t *testing.T, what string, ok func(armed, live map
 // loggedTimer is a timer of an armLog. Only Stop is used on the timers
 // this test looks for.
 type loggedTimer struct {
-	quorum.Timer
+	clock.Timer
 	log *armLog
 	d   time.Duration
 }
@@ -105,7 +105,7 @@ func TestAContenderStandingBackWaitsOnTheAgentsClock(t *testing.T) {
 	// Durations no other timer has. The other agent's hold outlasts the
 	// lease, so the contender parks for the lease (see contender.busy).
 	const yield, lease = 7*time.Minute + 13*time.Millisecond, 1234 * time.Millisecond
-	clock := &armLog{FakeClock: quorum.NewFakeClock(time.Now()), armed: map[time.Duration]int{}, live: map[time.Duration]int{}}
+	clock := &armLog{Fake: clock.NewFake(time.Now()), armed: map[time.Duration]int{}, live: map[time.Duration]int{}}
 	a, servers := start(t, func(c *agent.Config) {
 		c.Lock.Lease, c.Lock.MaxTTL = lease, time.Hour
 		c.Clock = clock

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // AcquireRequest asks for one name for one holder.
@@ -21,11 +24,11 @@ type AcquireRequest struct {
 	// has one: it may then pass the entries behind it. Without one it may
 	// pass no conflicting entry.
 	Entry *Entry
-	// FenceBlock is how many fences the grant reserves (see lua/acquire.lua):
+	// FenceBlock is how many fences the grant reserves (see scripts/lua/acquire.lua):
 	// the grant's fence and the FenceBlock-1 after it, which the caller may
 	// hand to later holders of the same hold. 0 or 1: one.
 	FenceBlock int
-	// Tail keeps the name unavailable after the hold ends (see lua/tails.lua);
+	// Tail keeps the name unavailable after the hold ends (see scripts/lua/tails.lua);
 	// the zero Tail: not at all.
 	Tail Tail
 }
@@ -35,23 +38,19 @@ func (req AcquireRequest) block() int64 { return int64(max(req.FenceBlock, 1)) }
 
 // lean says req is the most common request, a plain exclusive or shared
 // lock (no semaphore, queue entry, fence block, tail or value), which the
-// lean script serves (see lua/acquire_lean.lua): a fresh name costs each
+// lean script serves (see scripts/lua/acquire_lean.lua): a fresh name costs each
 // master a few calls, not the general script's dozen.
 func (req AcquireRequest) lean() bool {
 	return req.Claim.limit() == 1 && req.Entry == nil && req.block() == 1 && !req.Tail.Any() && req.Who.Value == ""
 }
 
-// leanArgs is how many arguments the lean script takes: acquire.lua's
-// first 13, up to the since of its who-info; the rest it leaves absent.
-const leanArgs = 13
-
 // acquireCall is the acquire script for req, with its keys and arguments.
-func (c *Cluster) acquireCall(req AcquireRequest) (s *script, keys, args []string) {
+func (c *Cluster) acquireCall(req AcquireRequest) (s *scripts.Script, keys, args []string) {
 	keys, args = c.acquireArgs(req)
 	if req.lean() {
-		return acquireLeanScript, keys, args[:leanArgs]
+		return scripts.AcquireLean, keys, args[:scripts.LeanArgs]
 	}
-	return acquireScript, keys, args
+	return scripts.Acquire, keys, args
 }
 
 // Grant is a won acquire.
@@ -64,51 +63,6 @@ type Grant struct {
 	// Deadline is when the hold stops being known valid unless renewed:
 	// the round's start + lease − drift.
 	Deadline time.Time
-}
-
-// Refusal is what the masters answered a round that did not win the name.
-type Refusal struct {
-	Kind        error         // ErrBusy, ErrNoQuorum, ErrConflict or ErrSettings
-	Yes         int           // masters that granted (a split vote when > 0)
-	Busy        int           // masters that answered that others hold the name
-	Needed      int           // the quorum
-	HeldLimit   int           // for ErrConflict: the limit the name is held with (1: a lock)
-	RetryAfter  time.Duration // for ErrBusy: how long until a majority may have the name free (see FreeOnMajorityIn; 0: no busy answer)
-	BestSlot    int           // the slot most masters granted: the one to ask for next
-	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
-	// OnlyCached says, for ErrBusy, that on some busy master only records
-	// their agents keep cached (no client holds them) were in the claim's
-	// way: saying so (Wanted) makes those agents give the name up. Some, not
-	// all: a mark lands on each master in its own time (see MarkCached),
-	// and a give-back of an earlier failed attempt may still be in the
-	// way on another; a name a client holds shows no mark but in the
-	// moments after its cache lent it.
-	OnlyCached bool
-	// OnlyKept says, for ErrBusy, that on some busy master only records
-	// that caching agents keep (see CacheOrRelease) were in the claim's
-	// way, marked cached or not: lent to a client of that agent, or back
-	// in its cache with the mark not yet written. The agent answers a
-	// Wanted at once: it releases a record no client holds, and says Held
-	// of one a client does. Like OnlyCached, some, not all.
-	OnlyKept bool
-	Masters  []error // each failed master's error
-	Size     int     // how many masters the cluster has
-}
-
-// Err is the refusal as an error for the edge (the wire code mapping):
-// errors.Is(r.Err(), ErrBusy) etc. A nil refusal is a nil error.
-func (r *Refusal) Err() error {
-	if r == nil {
-		return nil
-	}
-	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit, Size: r.Size}
-}
-
-// noQuorum is a refusal of a round that never reached a majority for
-// causes: of ErrSettings when masters that record other settings alone
-// ruled one out.
-func (c *Cluster) noQuorum(causes []error) *Refusal {
-	return &Refusal{Kind: c.failedKind(causes), Needed: c.quorum, Masters: causes, Size: len(c.masters)}
 }
 
 // Acquire tries once to win req.Name on a majority. It returns as soon as the
@@ -201,13 +155,13 @@ func awaits(vals []int64) bool { return len(vals) == 4 && vals[3] == 1 }
 func (c *Cluster) decideAcquire(ctx context.Context, req AcquireRequest, x *acquireAnswers, r *round) (Grant, *Refusal) {
 	n := len(c.masters)
 	busy := len(x.busyOn) + x.conflicts
-	outcome, slot := DecideSlots(n, r.granted, busy+r.failed)
+	outcome, slot := rules.DecideSlots(n, r.granted, busy+r.failed)
 	unread := n - r.yes() - busy - r.failed // answers a decided round did not wait for
 	refusal := &Refusal{Kind: ErrNoQuorum, Yes: r.yes(), Busy: len(x.busyOn), Needed: c.quorum, HeldLimit: x.heldLimit,
-		RetryAfter: FreeOnMajorityIn(x.waits, r.yes()+unread, c.quorum), BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
+		RetryAfter: rules.FreeOnMajorityIn(x.waits, r.yes()+unread, c.quorum), BestSlot: slot, OnlyReaders: x.readers > 0 && x.readers == len(x.busyOn),
 		OnlyCached: x.cached > 0, OnlyKept: x.kept > 0, Masters: r.errs, Size: n}
 	switch {
-	case outcome == Won:
+	case outcome == rules.Won:
 		g, err := c.complete(ctx, req, x, r, slot)
 		if err == nil {
 			return g, nil
@@ -248,7 +202,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 			gaveBack = true
 		}
 	}
-	record := c.holderKey(req.Name, req.Holder)
+	record := c.keys.Holder(req.Name, req.Holder)
 	fence, err := c.settleFence(ctx, req.Name, record, req.block(), x.fences)
 	if err == nil && len(x.busyOn) > 0 {
 		c.raiseFence(req.Name, record, fence, req.block(), x.busyOn, false)
@@ -261,7 +215,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	// gets it then.
 	late := &lateAnswers{c: c, req: req, x: x, record: record, fence: fence, slot: slot}
 	r.late = late.answer
-	validity := Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
+	validity := rules.Validity(req.Lease, c.clock.Now().Sub(r.start), c.cfg.DriftFactor)
 	switch {
 	case err != nil:
 		return Grant{}, err
@@ -283,7 +237,7 @@ func (c *Cluster) complete(ctx context.Context, req AcquireRequest, x *acquireAn
 	if req.Tail.MinHold > 0 {
 		rec.MinUntil = c.clock.Now().Add(req.Tail.MinHold)
 	}
-	return Grant{Fence: fence, Slot: slot, Record: rec, Deadline: r.start.Add(Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
+	return Grant{Fence: fence, Slot: slot, Record: rec, Deadline: r.start.Add(rules.Validity(req.Lease, 0, c.cfg.DriftFactor))}, nil
 }
 
 // lateAnswers follows the answers of a grant's round that come after
@@ -323,13 +277,13 @@ func (l *lateAnswers) answer(a answer) {
 
 // acquireArgs are the acquire script's keys and arguments for req.
 func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
-	keys = []string{c.setKey(req.Name), c.fenceKey(req.Name), c.holderKey(req.Name, req.Holder), c.markerKey(),
-		c.queueKey(req.Name), c.deadlinesKey(req.Name), c.observedKey(req.Name)}
+	keys = []string{c.keys.Set(req.Name), c.keys.Fence(req.Name), c.keys.Holder(req.Name, req.Holder), c.keys.Marker(),
+		c.keys.Queue(req.Name), c.keys.Deadlines(req.Name), c.keys.Observed(req.Name)}
 	entry := ""
 	if req.Entry != nil {
 		entry = req.Entry.Member()
 	}
-	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.holderPrefix(req.Name)}, c.gateArgs()...)
+	args = append([]string{req.Holder, strconv.FormatInt(req.Lease.Milliseconds(), 10), c.keys.HolderPrefix(req.Name)}, c.gateArgs()...)
 	args = append(args, string(req.Claim.mode()), strconv.Itoa(req.Claim.limit()), strconv.Itoa(req.Claim.Slot),
 		req.Who.Agent, strconv.Itoa(req.Who.PID), strconv.Itoa(req.Who.UID), req.Who.Owner, strconv.FormatInt(req.Who.SinceMilli, 10), entry,
 		strconv.FormatInt(req.block(), 10))
@@ -339,14 +293,14 @@ func (c *Cluster) acquireArgs(req AcquireRequest) (keys, args []string) {
 
 // settleFence makes the grant's fence strictly greater than every earlier
 // grant's: the token is the highest counter among the granting majority, and
-// it (with the end of its block: see lua/acquire.lua; every master granted the
+// it (with the end of its block: see scripts/lua/acquire.lua; every master granted the
 // same block size, so the highest fence ends the highest block) is written
 // back to every granting master behind it before the grant is
 // answered (so that the majority of the next grant, which must overlap this
 // one, counts past it), with the record fixed to carry it. With a majority
 // in step, as when uncontended, nothing is waited for.
 func (c *Cluster) settleFence(ctx context.Context, name, record string, block int64, fences []int64) (int64, error) {
-	fence, atFence, behind := SettleFence(fences)
+	fence, atFence, behind := rules.SettleFence(fences)
 	if atFence >= c.quorum {
 		if len(behind) > 0 { // a majority is in step: the rest need not hold up the grant
 			c.raiseFence(name, record, fence, block, behind, false)
@@ -361,7 +315,7 @@ func (c *Cluster) settleFence(ctx context.Context, name, record string, block in
 	results := make(chan error, len(behind))
 	for _, i := range behind {
 		go func() {
-			_, err := c.masters[i].eval(opCtx, raiseFenceScript, keys, args).AsInt64()
+			_, err := c.masters[i].eval(opCtx, scripts.RaiseFence, keys, args).AsInt64()
 			results <- err
 		}()
 	}
@@ -409,19 +363,19 @@ func (c *Cluster) markSettled(name, record string, fence, block int64, fences []
 	c.writeFence(name, record, fence, block, granted, true)
 }
 
-// raiseFenceArgs are lua/raise_fence.lua's keys and arguments: name's counter to
+// raiseFenceArgs are scripts/lua/raise_fence.lua's keys and arguments: name's counter to
 // the end of fence's block, and the record (a holder key; "": none) to carry
 // fence, with mark marked settled.
 func (c *Cluster) raiseFenceArgs(name, record string, fence, block int64, mark bool) (keys, args []string) {
-	keys = []string{c.fenceKey(name)}
+	keys = []string{c.keys.Fence(name)}
 	args = []string{strconv.FormatInt(fence, 10), strconv.FormatInt(fence+block-1, 10)}
 	if record != "" {
-		keys = append(keys, record, c.observedKey(name))
+		keys = append(keys, record, c.keys.Observed(name))
 		flag := "0"
 		if mark {
 			flag = "1"
 		}
-		args = append(args, c.channel(name), flag)
+		args = append(args, c.keys.Channel(name), flag)
 	}
 	return keys, args
 }
@@ -441,7 +395,7 @@ func (c *Cluster) writeFence(name, record string, fence, block int64, to []int, 
 		c.goBackground(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 			defer cancel()
-			c.masters[i].eval(ctx, raiseFenceScript, keys, args)
+			c.masters[i].eval(ctx, scripts.RaiseFence, keys, args)
 		})
 	}
 }
@@ -460,12 +414,12 @@ func (c *Cluster) Reserve(ctx context.Context, name, holder string, block int) (
 	if c.closed() {
 		return 0, ErrClosed
 	}
-	keys := []string{c.setKey(name), c.fenceKey(name), c.holderKey(name, holder), c.markerKey()}
+	keys := []string{c.keys.Set(name), c.keys.Fence(name), c.keys.Holder(name, holder), c.keys.Marker()}
 	args := append(append([]string{holder}, c.gateArgs()...), strconv.Itoa(block))
 	fences := make([]int64, len(c.masters)) // > 0 where reserved
 	var fence int64
 	var err error
-	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: reserveScript, keys: keys, args: args, early: true,
+	_, never := c.vote(ctx, roundSpec{op: OpAcquire, script: scripts.Reserve, keys: keys, args: args, early: true,
 		judge: func(a answer) (int, bool, error) {
 			vals, err := a.res.AsIntSlice()
 			switch {

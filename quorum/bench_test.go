@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -37,8 +38,8 @@ func BenchmarkRenew100k(b *testing.B) {
 		for lo := 0; lo < holds; lo += 10_000 {
 			var cmds rueidis.Commands
 			for _, k := range keys[lo : lo+10_000] {
-				cmds = append(cmds, cl.B().Set().Key(c.holderKey(k.Name, k.Holder)).Value("x").Px(time.Minute).Build(),
-					cl.B().Sadd().Key(c.setKey(k.Name)).Member(k.Holder).Build())
+				cmds = append(cmds, cl.B().Set().Key(c.keys.Holder(k.Name, k.Holder)).Value("x").Px(time.Minute).Build(),
+					cl.B().Sadd().Key(c.keys.Set(k.Name)).Member(k.Holder).Build())
 			}
 			for _, r := range cl.DoMulti(ctx, cmds...) {
 				if err := r.Error(); err != nil {
@@ -95,12 +96,12 @@ func BenchmarkScriptCost(b *testing.B) {
 		req := AcquireRequest{Name: "serial", Holder: holder, Lease: 15 * time.Second, Who: Who{Agent: "a", PID: 4242, UID: 1000, SinceMilli: time.Now().UnixMilli()}}
 		keys, args := c.acquireArgs(req)
 		e0, _ := usec()
-		if r, err := m.eval(ctx, acquireScript, keys, args).AsIntSlice(); err != nil || r[0] != 1 {
+		if r, err := m.eval(ctx, scripts.Acquire, keys, args).AsIntSlice(); err != nil || r[0] != 1 {
 			b.Fatalf("acquire: %v %v", r, err)
 		}
 		e1, _ := usec()
 		keys, args = c.releaseArgs(req.Name, holder, req.Name)
-		if err := m.eval(ctx, releaseScript, keys, args).Error(); err != nil {
+		if err := m.eval(ctx, scripts.Release, keys, args).Error(); err != nil {
 			b.Fatal(err)
 		}
 		e2, s2 := usec()
@@ -115,7 +116,7 @@ func BenchmarkScriptCost(b *testing.B) {
 		acquire, release, setNX, compareDelete = acquire+e1-e0, release+e2-e1, setNX+s3-s2, compareDelete+e4-e3
 		for _, lean := range []bool{false, true} {
 			req.Name = "fresh/" + strconv.Itoa(i)
-			s, keys, args := acquireScript, []string(nil), []string(nil)
+			s, keys, args := scripts.Acquire, []string(nil), []string(nil)
 			if lean {
 				req.Name = "lean/" + strconv.Itoa(i)
 				s, keys, args = c.acquireCall(req)
@@ -190,7 +191,7 @@ func BenchmarkScriptCostCluster(b *testing.B) {
 		req := AcquireRequest{Name: "serial", Holder: "h" + strconv.Itoa(i), Lease: 15 * time.Second, Who: Who{Agent: "a", PID: 4242, UID: 1000, SinceMilli: time.Now().UnixMilli()}}
 		keys, args := c.acquireArgs(req)
 		s0 := commandUsec(ctx, b, cl)
-		benchAcquire(b, m.eval(ctx, acquireScript, keys, args))
+		benchAcquire(b, m.eval(ctx, scripts.Acquire, keys, args))
 		s1 := commandUsec(ctx, b, cl)
 		benchRelease(ctx, b, c, req)
 		s2 := commandUsec(ctx, b, cl)
@@ -222,7 +223,7 @@ func BenchmarkScriptCostCluster(b *testing.B) {
 		for i := range b.N {
 			round(i, func(req AcquireRequest) rueidis.RedisResult {
 				keys, args := c.acquireArgs(req)
-				return m.eval(ctx, acquireScript, keys, args)
+				return m.eval(ctx, scripts.Acquire, keys, args)
 			})
 		}
 	})
@@ -260,16 +261,16 @@ func nodeCPU(ctx context.Context, b *testing.B, c rueidis.Client, do func()) flo
 }
 
 // evalNoInfo runs req's acquire on m, a cluster master, as evalOn would
-// but with the gate that does not read INFO (acquireScript itself, not
+// but with the gate that does not read INFO (scripts.Acquire itself, not
 // its fallback), by EVALSHA, or EVAL when the node does not know it.
 func evalNoInfo(ctx context.Context, c *Cluster, m *master, req AcquireRequest) rueidis.RedisResult {
 	keys, args := c.acquireArgs(req)
-	_, keys = c.callSlot(keys)
-	args = m.gateArgs(acquireScript, args)
+	_, keys = c.keys.CallSlot(keys)
+	args = m.gateArgs(scripts.Acquire, args)
 	cl := m.getClient()
-	r := cl.Do(ctx, cl.B().Evalsha().Sha1(acquireScript.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	r := cl.Do(ctx, cl.B().Evalsha().Sha1(scripts.Acquire.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
-		r = cl.Do(ctx, cl.B().Eval().Script(acquireScript.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		r = cl.Do(ctx, cl.B().Eval().Script(scripts.Acquire.Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	return r
 }
@@ -284,7 +285,7 @@ func benchAcquire(b *testing.B, r rueidis.RedisResult) {
 // benchRelease releases req's name on the master.
 func benchRelease(ctx context.Context, b *testing.B, c *Cluster, req AcquireRequest) {
 	keys, args := c.releaseArgs(req.Name, req.Holder, req.Name)
-	if err := c.masters[0].eval(ctx, releaseScript, keys, args).Error(); err != nil {
+	if err := c.masters[0].eval(ctx, scripts.Release, keys, args).Error(); err != nil {
 		b.Fatal(err)
 	}
 }

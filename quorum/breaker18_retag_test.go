@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // TestBreaker18RetagReturnsPastAPausedMasterAndNeverGoesBack: with a
@@ -58,8 +59,8 @@ func TestAWriteBackNeverLowersARecordsFence(t *testing.T) {
 	ctx := context.Background()
 	plantClaim(servers[0], "wb", "h", Claim{})
 	servers[0].Do("HSET", "t:{wb}:h:h", "fence", "12", "settled", "12") // retagged to 12
-	keys, args := c.raiseFenceArgs("wb", c.holderKey("wb", "h"), 10, 4, true)
-	if err := c.masters[0].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
+	keys, args := c.raiseFenceArgs("wb", c.keys.Holder("wb", "h"), 10, 4, true)
+	if err := c.masters[0].eval(ctx, scripts.RaiseFence, keys, args).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := servers[0].Do("HGET", "t:{wb}:h:h", "fence"); f != "12" {
@@ -70,14 +71,14 @@ func TestAWriteBackNeverLowersARecordsFence(t *testing.T) {
 	}
 	plantClaim(servers[2], "wb", "h", Claim{})
 	servers[2].Do("HSET", "t:{wb}:h:h", "fence", "11") // its own, from running the grant late
-	if err := c.masters[2].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
+	if err := c.masters[2].eval(ctx, scripts.RaiseFence, keys, args).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := servers[2].Do("HGET", "t:{wb}:h:h", "fence"); f != "10" {
 		t.Fatalf("a write-back of fence 10 left a master's own later fence at %q", f)
 	}
 	plantClaim(servers[1], "wb", "h", Claim{}) // fence 1: behind the grant
-	if err := c.masters[1].eval(ctx, raiseFenceScript, keys, args).Error(); err != nil {
+	if err := c.masters[1].eval(ctx, scripts.RaiseFence, keys, args).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := servers[1].Do("HGET", "t:{wb}:h:h", "fence"); f != "10" {

@@ -3,6 +3,8 @@ package quorum
 import (
 	"context"
 	"slices"
+
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Lock caching. An agent may keep a hold's record in the masters after its
@@ -48,10 +50,10 @@ func (c *Cluster) CacheOrRelease(ctx context.Context, name, holder string) (kept
 		return false, ErrClosed
 	}
 	keys, args := c.releaseArgs(name, holder, name)
-	keys = append(keys, c.waitingKey(name), c.waitingDeadlinesKey(name), c.queueKey(name))
+	keys = append(keys, c.keys.Waiting(name), c.keys.WaitingDeadlines(name), c.keys.Queue(name))
 	args = append(args, c.cfg.InstanceID)
 	var cached, released int
-	c.vote(ctx, roundSpec{op: OpRelease, script: cacheOrReleaseScript, keys: keys, args: args, land: true,
+	c.vote(ctx, roundSpec{op: OpRelease, script: scripts.CacheOrRelease, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			switch {
@@ -103,9 +105,9 @@ func (c *Cluster) markCached(ctx context.Context, name, holder string, args ...s
 	if c.closed() {
 		return 0, false
 	}
-	keys := []string{c.holderKey(name, holder), c.observedKey(name)}
-	args = slices.Insert(args, 1, c.channel(name))
-	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: cachedScript, keys: keys, args: args, land: true,
+	keys := []string{c.keys.Holder(name, holder), c.keys.Observed(name)}
+	args = slices.Insert(args, 1, c.keys.Channel(name))
+	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: scripts.Cached, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			wanted = wanted || err == nil && v == 2

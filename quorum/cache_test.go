@@ -65,7 +65,7 @@ func TestAKeptRecordSaysSoWhetherMarkedCachedOrNot(t *testing.T) {
 	// suite's other parts). It is awaited on every master.
 	for _, s := range servers {
 		lockagenttest.Eventually(t, 5*time.Second, func() bool {
-			v, _ := s.Do("HGET", c.holderKey("k", "h2"), "kept")
+			v, _ := s.Do("HGET", c.keys.Holder("k", "h2"), "kept")
 			return v != "1"
 		}, "%s still marks the record kept", s.Addr)
 	}

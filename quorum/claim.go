@@ -4,6 +4,9 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Mode is how a claim shares a name.
@@ -46,6 +49,10 @@ type Who struct {
 	Value string
 }
 
+// recordFields are the fields of a holder's record hash, in the order the
+// scripts take and return them.
+var recordFields = []string{"mode", "limit", "slot", "fence", "agent", "pid", "uid", "owner", "since", "value"}
+
 // Record is a hold as the masters keep it: a hash with its own PX lease.
 type Record struct {
 	Claim Claim
@@ -59,7 +66,7 @@ type Record struct {
 	// its MinHold on the agent's clock, counted from when the grant
 	// completed (no earlier than on any master): a master that re-creates
 	// the record gives it the tail with what is left of the MinHold, so
-	// that the tail outlives masters that lost it (see lua/repair.lua). Neither
+	// that the tail outlives masters that lost it (see scripts/lua/repair.lua). Neither
 	// is one of the hash's fields.
 	Tail     Tail
 	MinUntil time.Time
@@ -77,7 +84,7 @@ func (r Record) fields() []string {
 }
 
 // recordOf reads a record from its fields in recordFields order. A field
-// only some kinds use is written only by them (see lua/record.lua): a
+// only some kinds use is written only by them (see scripts/lua/record.lua): a
 // missing mode is Exclusive, a missing limit 1.
 func recordOf(f []string) Record {
 	num := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
@@ -105,7 +112,7 @@ func (c *Cluster) Who(ctx context.Context, name string) ([]Holder, error) {
 		return nil, err
 	}
 	var out []Holder
-	need := readQuorum(c.quorum, len(c.masters)-len(read.answers))
+	need := rules.ReadQuorum(c.quorum, len(c.masters)-len(read.answers))
 	for _, v := range read.votes {
 		if v.count >= need {
 			fence := v.majorityFence(need)
@@ -129,7 +136,7 @@ type holderVotes struct {
 	fences  map[int64]int
 	values  map[string]int
 	// settled is the highest fence a master's record marks settled (see
-	// lua/raise_fence.lua) while it still carries it: the term's fence, final.
+	// scripts/lua/raise_fence.lua) while it still carries it: the term's fence, final.
 	// 0 if none does.
 	settled int64
 	// awaiting is how many masters record it awaiting its agent's word
@@ -172,7 +179,7 @@ func (v *holderVotes) majorityFence(quorum int) int64 {
 			fences = append(fences, f)
 		}
 	}
-	return OnMajority(fences, quorum)
+	return rules.OnMajority(fences, quorum)
 }
 
 // isCached says most masters that record the holder record it cached (see
@@ -205,16 +212,16 @@ type masterView struct {
 	next    int64
 }
 
-// readHolders runs a who round on name (with next, lua/leader.lua's: each
+// readHolders runs a who round on name (with next, scripts/lua/leader.lua's: each
 // master's next fence too). It reads every answer that comes in time,
 // unless enough (if not nil) says that the answers so far decide what the
 // caller wants.
 func (c *Cluster) readHolders(ctx context.Context, name string, next bool, enough func(holdersRead) bool) (holdersRead, error) {
 	var read holdersRead
 	byID := map[string]*holderVotes{}
-	spec := roundSpec{op: OpWho, script: whoScript, keys: []string{c.setKey(name)}, args: []string{c.holderPrefix(name)}, whole: true}
+	spec := roundSpec{op: OpWho, script: scripts.Who, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true}
 	if next {
-		spec.script, spec.keys = leaderScript, append(spec.keys, c.fenceKey(name), c.markerKey())
+		spec.script, spec.keys = scripts.Leader, append(spec.keys, c.keys.Fence(name), c.keys.Marker())
 	}
 	spec.judge = func(a answer) (int, bool, error) {
 		vals, err := a.res.ToArray()
@@ -281,8 +288,8 @@ func (c *Cluster) Retag(ctx context.Context, name, holder string, r Record) int 
 		return 0
 	}
 	f := r.fields() // recordFields order: fence is 3, who-info and value 4..9
-	keys, args := []string{c.holderKey(name, holder), c.observedKey(name)}, append(append([]string{f[3]}, f[4:]...), c.channel(name))
-	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: retagScript, keys: keys, args: args, land: true,
+	keys, args := []string{c.keys.Holder(name, holder), c.keys.Observed(name)}, append(append([]string{f[3]}, f[4:]...), c.keys.Channel(name))
+	res, _ := c.vote(ctx, roundSpec{op: OpSet, script: scripts.Retag, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err

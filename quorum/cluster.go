@@ -2,6 +2,28 @@
 // Lua scripts that acquire, renew, release and read a name on one master; a
 // parallel fan-out with a per-master deadline; the validity math; fencing
 // tokens that grow across agents; and the release channels that wake waiters.
+//
+// A file per concept:
+//
+//	cluster.go     the Cluster: Config, New, Run, status; the model's hooks
+//	round.go       the round: one script on every master, answers to an outcome
+//	acquire.go     Acquire (the claim scripts' caller), fence write-back, Reserve
+//	claim.go       claims, records, holders: Who, Retag
+//	hold.go        a hold's life after its grant: renew, repair, release, tails, revoke
+//	cache.go       keeping a record in the masters after its last local holder
+//	waiters.go     who waits in the masters: the fair queue and waiting records
+//	watch.go       a name's channel: Watch, wants, the leader, values, fence checks
+//	gate.go        the epoch/quarantine gate, the tail horizon, a master's data and safety
+//	settings.go    the settings a marker records; bootstrap and change
+//	master.go      one master: its connections, the transport interface, batches
+//	standalone.go  the transport of a master that is one server (and its Sentinels)
+//	shards.go      the transport of a master that is a Redis Cluster
+//	errors.go      the errors callers test for
+//
+// and packages beside it: rules (the pure rules: majorities, validity,
+// fences, the tail horizon), scripts (the Lua files and their registry),
+// keyspace (every key and channel name), hashslot (Redis Cluster slots) and
+// clock (the time source of lease logic).
 package quorum
 
 import (
@@ -10,12 +32,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/quorum/clock"
+	"github.com/lock-agent/lock-agent/quorum/keyspace"
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Config configures a Cluster. Zero durations take the defaults noted.
@@ -56,7 +83,7 @@ type Config struct {
 	AdmitTimeout time.Duration
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
-	Clock      Clock        // default RealClock
+	Clock      clock.Clock  // default clock.Real
 	Logger     hclog.Logger // default a null logger
 	// Observer hears of each master's latency, quarantines and fence
 	// write-backs, for metrics; default NopObserver.
@@ -73,7 +100,8 @@ type Config struct {
 // connect.
 type Cluster struct {
 	cfg     Config
-	clock   Clock
+	keys    keyspace.Prefix // cfg.KeyPrefix: every key and channel it uses (see package keyspace)
+	clock   clock.Clock
 	masters []*master
 	quorum  int
 	isDone  atomic.Bool
@@ -192,7 +220,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.InstanceID = randomID()
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -200,7 +228,7 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	c := &Cluster{cfg: cfg, clock: cfg.Clock, quorum: Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
+	c := &Cluster{cfg: cfg, keys: keyspace.Prefix(cfg.KeyPrefix), clock: cfg.Clock, quorum: rules.Majority(len(cfg.Masters)), watches: map[string]*watchSet{},
 		rounds: make(chan struct{}, cfg.MaxRounds), giveBack: "give-back " + cfg.InstanceID,
 		handover: handoverPrefix + cfg.InstanceID, settings: cfg.Settings.String()}
 	for i, mc := range cfg.Masters {
@@ -209,9 +237,9 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		m := &master{cfg: mc, index: i, cluster: c, state: StateDown, lastErr: ErrNotConnected, connected: make(chan struct{}),
 			log: cfg.Logger.Named("master").With("master", mc.Name)}
-		m.acquires = batcher{m: m, many: acquireManyScript}
-		m.leanAcquires = batcher{m: m, many: acquireLeanManyScript}
-		m.releases = batcher{m: m, many: releaseManyScript, land: true}
+		m.acquires = batcher{m: m, many: scripts.AcquireMany}
+		m.leanAcquires = batcher{m: m, many: scripts.AcquireLeanMany}
+		m.releases = batcher{m: m, many: scripts.ReleaseMany, land: true}
 		m.t = standalone{m}
 		if len(mc.Cluster) > 0 {
 			m.shards = newShardSet(m)
@@ -314,4 +342,110 @@ func randomID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// The Model* hooks below are the narrow surface that the protocol's model checker
+// (internal/model) reads: the scripts and the arguments a Cluster sends to
+// one master, built by the functions the agent itself uses, so that a change
+// to a script or to its arguments reaches the model in one place. Nothing
+// here talks to a master; the agent does not call it. The pure rules the
+// model decides with (DecideSlots, SettleFence) are quorum/rules', which the
+// agent uses too.
+
+// ScriptCall is one script call as a Cluster would send it to one master:
+// the Lua source that EVAL runs and its KEYS and ARGV. Src is the variant
+// whose gate reads the server's run_id (what a master that restarted runs:
+// see scripts.Script.AfterRestart), so the model needs no script cache.
+type ScriptCall struct {
+	Src        string
+	Keys, Args []string
+}
+
+// modelCall is s's call on master i with keys and args, its gate's epoch
+// argument completed as master i's calls carry it, and, for a script that
+// runs the gate, its gate argument (which follows the epoch argument) made
+// with mayPlant: the model agent's decision (MayPlant over what its probes
+// saw, which is part of the model's state), not the Cluster's (which never
+// probes).
+func (c *Cluster) modelCall(i int, s *scripts.Script, keys, args []string, mayPlant bool) ScriptCall {
+	if s.GateArg >= 0 {
+		args[s.GateArg+1] = c.gateArg(mayPlant)
+	}
+	return ScriptCall{Src: s.Fallback().Src, Keys: keys, Args: c.masters[i].gateArgs(s, args)}
+}
+
+// ModelAcquire is the acquire script's call on master i for req, as Acquire
+// sends it from an agent that may plant (see MayPlant) or not: the lean
+// script for a lean request (see AcquireRequest.lean). For the model
+// checker only.
+func (c *Cluster) ModelAcquire(i int, req AcquireRequest, mayPlant bool) ScriptCall {
+	s, keys, args := c.acquireCall(req)
+	return c.modelCall(i, s, keys, args, mayPlant)
+}
+
+// ModelRenew is the renew script's call on master i for holds, as the
+// watchdog's Renew sends it (one batch) from an agent that may plant or
+// not. For the model checker only.
+func (c *Cluster) ModelRenew(i int, lease time.Duration, holds []RenewKey, mayPlant bool) ScriptCall {
+	keys, args := c.renewArgs(lease, holds)
+	return c.modelCall(i, scripts.Renew, keys, args, mayPlant)
+}
+
+// ModelRepair is the repair script's call on master i that re-creates
+// hold (its Record as the Grant gave it) with lease, as the watchdog's Renew
+// sends it to a master that answered the hold is gone while a majority
+// renewed it, from an agent that may plant or not. For the model checker
+// only.
+func (c *Cluster) ModelRepair(i int, lease time.Duration, hold RenewKey, mayPlant bool) ScriptCall {
+	k := c.repairCall(strconv.FormatInt(lease.Milliseconds(), 10), hold)
+	return c.modelCall(i, scripts.Repair, k.keys, k.args, mayPlant)
+}
+
+// ModelRelease is the release script's call on master i that gives back
+// holder's hold of name, as Release sends it. For the model checker only.
+func (c *Cluster) ModelRelease(i int, name, holder string) ScriptCall {
+	keys, args := c.releaseArgs(name, holder, name)
+	return c.modelCall(i, scripts.Release, keys, args, false)
+}
+
+// ModelRaiseFence is the fence write-back's call on master i: name's
+// counter raised to the end of fence's block, and holder's record made to
+// carry fence, as a won acquire sends it to the masters behind its fence
+// (see settleFence). For the model checker only.
+func (c *Cluster) ModelRaiseFence(i int, name, holder string, fence, block int64) ScriptCall {
+	keys, args := c.raiseFenceArgs(name, c.keys.Holder(name, holder), fence, block, false)
+	return c.modelCall(i, scripts.RaiseFence, keys, args, false)
+}
+
+// ModelBootstrap is the call that plants an epoch marker with no
+// quarantine, recording this agent's settings, on a new master (see
+// BootstrapSettings). For the model checker only.
+func (c *Cluster) ModelBootstrap(i int) ScriptCall {
+	return c.modelCall(i, scripts.Bootstrap, []string{c.keys.Marker()}, []string{"bootstrap:model", c.settings}, false)
+}
+
+// ModelProbe is the health probe's call on master i (the gate, which plants
+// a quarantined marker on a master that has none, and re-plants one that
+// records other settings), as the probe sends it from an agent whose probes
+// saw the markers as mayPlant and replant say (see MayPlant, Replant). For
+// the model checker only.
+func (c *Cluster) ModelProbe(i int, mayPlant, replant bool) ScriptCall {
+	flag := "0"
+	if replant {
+		flag = "1"
+	}
+	args := append(c.gateArgs(), flag)
+	return c.modelCall(i, scripts.Marker, []string{c.keys.Marker()}, args, mayPlant)
+}
+
+// ModelProbeView is what an agent's probe makes of the probe's reply (see
+// scripts/lua/marker.lua): recorded is the settings the marker records, refusal the
+// reply's refusal word and what follows. ok is false for a reply the probe
+// counts as a failed probe, which leaves the view as it was.
+func (c *Cluster) ModelProbeView(recorded, refusal string) (view rules.MarkerView, ok bool) {
+	mk := markerReply{recorded: recorded}
+	if err := mk.readRefusal(refusal, c.cfg.Settings, nil); err != nil {
+		return rules.ViewUnknown, false
+	}
+	return ClassifyMarker(mk.refusal, mk.recorded, c.settings), true
 }

@@ -48,7 +48,7 @@ var (
 	// until an agent that may plants it.
 	ErrUnplanted = errors.New("quorum: master has no marker this agent may plant")
 	// ErrOverloaded: a round waited its whole admission budget for a slot,
-	// or a master has batchQueueMax calls waiting already (see batch.go).
+	// or a master has batchQueueMax calls waiting already (see master.go).
 	ErrOverloaded = errors.New("quorum: overloaded")
 )
 
@@ -73,6 +73,21 @@ func (e *NoAnswerError) Error() string {
 
 // Unwrap makes a NoAnswerError a deadline that passed.
 func (e *NoAnswerError) Unwrap() error { return context.DeadlineExceeded }
+
+// UnsafeError says why a master may forget holds, and so must not vote.
+type UnsafeError struct {
+	// Reason is one word-like token, e.g. "role:slave",
+	// "connected_slaves:1", "maxmemory_policy:allkeys-lru".
+	Reason string
+}
+
+func (e *UnsafeError) Error() string { return "unsafe master: " + e.Reason }
+
+// Unwrap makes an UnsafeError match ErrUnsafe.
+func (e *UnsafeError) Unwrap() error { return ErrUnsafe }
+
+// token makes s one word: spaces become dashes.
+func token(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), " ", "-") }
 
 // UnsettledError is ErrUnsettled of one holder (see Cluster.Leader): a
 // reader that finds the same holder unsettled for long may take it at the
@@ -142,7 +157,7 @@ func (e *RoundError) Unwrap() []error { return append([]error{e.Kind}, e.Masters
 // QuarantineReason is why a quarantined master does not vote, in the
 // agent's words for STATUS and the log.
 // It never suggests lock-agent bootstrap: a master that lost its data and
-// is bootstrapped votes at once (see data.go); Advice says more once the
+// is bootstrapped votes at once (see gate.go); Advice says more once the
 // agent can tell which it is.
 const QuarantineReason = "new or lost its data; quarantined until every hold it may have forgotten has ended"
 

@@ -3,24 +3,30 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
 // The epoch gate, the agent's side. Every script that votes runs the gate
-// first (lua/gate.lua, where the rule is written): it refuses the vote of
+// first (scripts/lua/gate.lua, where the rule is written): it refuses the vote of
 // a master that lost its data until a quarantine has passed, or of one
 // whose marker records other settings. This file holds all that the agent
 // does about it: the arguments each voting call carries (its epoch, the
 // run_id this agent verified, the quarantine, whether it may plant), the
 // decision to plant or re-plant a marker from what the probes saw, the
 // probe's gate and how its reply and refusals are read, and how long a
-// quarantine lasts: the tail horizon, at the end.
+// quarantine lasts: the tail horizon. Then what the agent tells of why a
+// quarantined master holds nothing (Data), and the other thing that keeps a
+// master from voting: a configuration that may forget holds (UnsafeError).
+// A Redis Cluster master's gate per slot is in shards.go.
 
-// gateArgs are the gate's two arguments (see lua/gate.lua): an epoch to plant on
+// gateArgs are the gate's two arguments (see scripts/lua/gate.lua): an epoch to plant on
 // a master that has none (each master's call appends the run_id it
 // verified: see master.gateArgs), and the gate argument (see gateArg), with
 // whether this agent may plant as its probes decide it (see mayPlant).
@@ -41,10 +47,10 @@ func (c *Cluster) gateArg(mayPlant bool) string {
 
 // gateArgs are args with, for a script that runs the gate, the run_id this
 // master was verified with appended to the epoch argument (see
-// script.gateArg), and the quarantine in the gate argument after it
+// scripts.Script.GateArg), and the quarantine in the gate argument after it
 // lengthened by the master's failover margin (see lengthenQuarantine).
-func (m *master) gateArgs(s *script, args []string) []string {
-	if s.gateArg < 0 || s.gateArg >= len(args) {
+func (m *master) gateArgs(s *scripts.Script, args []string) []string {
+	if s.GateArg < 0 || s.GateArg >= len(args) {
 		return args
 	}
 	run := ""
@@ -53,9 +59,9 @@ func (m *master) gateArgs(s *script, args []string) []string {
 	}
 	out := make([]string, len(args))
 	copy(out, args)
-	out[s.gateArg] += ";" + run
-	if s.gateArg+1 < len(out) {
-		out[s.gateArg+1] = m.lengthenQuarantine(out[s.gateArg+1])
+	out[s.GateArg] += ";" + run
+	if s.GateArg+1 < len(out) {
+		out[s.GateArg+1] = m.lengthenQuarantine(out[s.GateArg+1])
 	}
 	return out
 }
@@ -76,26 +82,26 @@ func (m *master) lengthenQuarantine(gateArg string) string {
 // markerCounts are MarkerCounts of what this agent's probes last saw of
 // each master's marker. Read without a lock on every gate call.
 func (c *Cluster) markerCounts() (ours, others, probed int) {
-	var room [8]MarkerView // no allocation for a cluster of up to 8 masters
+	var room [8]rules.MarkerView // no allocation for a cluster of up to 8 masters
 	views := room[:0]
 	for _, m := range c.masters {
-		views = append(views, MarkerView(m.view.Load()))
+		views = append(views, rules.MarkerView(m.view.Load()))
 	}
-	return MarkerCounts(views)
+	return rules.MarkerCounts(views)
 }
 
 // mayPlant says whether this agent may plant a marker on a master that has
 // none (see MayPlant), as its probes last saw the markers.
 func (c *Cluster) mayPlant() bool {
 	ours, others, probed := c.markerCounts()
-	return MayPlant(ours, others, probed, c.quorum)
+	return rules.MayPlant(ours, others, probed, c.quorum)
 }
 
 // replant says whether this agent's probe plants anew a marker recording
 // other settings (see Replant), as its probes last saw the markers.
 func (c *Cluster) replant() bool {
 	ours, _, _ := c.markerCounts()
-	return Replant(ours, c.quorum)
+	return rules.Replant(ours, c.quorum)
 }
 
 // gate runs the epoch gate on the probe's connection and returns what it
@@ -113,7 +119,7 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	}
 	answer := make(chan rueidis.RedisResult, 1)
 	go func() {
-		answer <- m.evalOn(ctx, laneHealth, markerScript.fallback(), []string{c.markerKey()}, append(args, replant))
+		answer <- m.evalOn(ctx, laneHealth, scripts.Marker.Fallback(), []string{c.keys.Marker()}, append(args, replant))
 	}()
 	var r rueidis.RedisResult
 	select {
@@ -128,7 +134,7 @@ func (m *master) gate(ctx context.Context) (markerReply, error) {
 	return mk, err
 }
 
-// readMarker reads a lua/marker.lua reply.
+// readMarker reads a scripts/lua/marker.lua reply.
 func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	vals, err := r.ToArray()
 	if err != nil {
@@ -147,10 +153,10 @@ func readMarker(r rueidis.RedisResult, ours Settings) (markerReply, error) {
 	return mk, mk.readRefusal(refusal, ours, err)
 }
 
-// markerReply is what the probe's gate found (see lua/marker.lua).
+// markerReply is what the probe's gate found (see scripts/lua/marker.lua).
 type markerReply struct {
 	epoch, run, recorded string
-	how                  string // how the marker came to be (see lua/marker.lua)
+	how                  string // how the marker came to be (see scripts/lua/marker.lua)
 	left                 int64  // ms of quarantine left
 	// refusal is the gate's refusal: a *SettingsError, ErrUnplanted, or nil.
 	refusal error
@@ -159,7 +165,7 @@ type markerReply struct {
 	replanted *string
 }
 
-// readRefusal reads the probe's refusal word (see lua/marker.lua) into mk, and
+// readRefusal reads the probe's refusal word (see scripts/lua/marker.lua) into mk, and
 // returns the probe's error: err, or a refusal that is a master's error.
 func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) error {
 	word, rest, _ := strings.Cut(refusal, " ")
@@ -178,7 +184,7 @@ func (mk *markerReply) readRefusal(refusal string, ours Settings, err error) err
 }
 
 // gateRefusal turns a gate's refusal (an error reply the gate raises: see
-// lua/gate.lua) into our error: a *SettingsError, ErrUnplanted, or err as it
+// scripts/lua/gate.lua) into our error: a *SettingsError, ErrUnplanted, or err as it
 // was. Redis may add words after the gate's ("script: ..."), so only the
 // first two words are read.
 func gateRefusal(err error, ours Settings) error {
@@ -190,9 +196,9 @@ func gateRefusal(err error, ours Settings) error {
 	return err
 }
 
-// gateWord reads the gate's refusal (see lua/gate.lua) from its text:
+// gateWord reads the gate's refusal (see scripts/lua/gate.lua) from its text:
 // "SETTINGS <recorded>" or "UNPLANTED"; nil for any other text. Scripts'
-// errors and the probe's refusal word (see lua/marker.lua) both carry it.
+// errors and the probe's refusal word (see scripts/lua/marker.lua) both carry it.
 func gateWord(text string, ours Settings) error {
 	word, rest, _ := strings.Cut(text, " ")
 	switch word {
@@ -235,28 +241,28 @@ func (m *master) noteMarker(mk markerReply) {
 	}
 }
 
-// ClassifyMarker is what a probe saw of a master's marker (see lua/marker.lua):
+// ClassifyMarker is what a probe saw of a master's marker (see scripts/lua/marker.lua):
 // refusal is the gate's refusal as the probe reads it (a *SettingsError,
 // ErrUnplanted, or nil), recorded the settings the marker records after the
 // probe, ours the agent's (in their canonical form). A marker the probe
 // planted anew records ours, with no refusal.
-func ClassifyMarker(refusal error, recorded, ours string) MarkerView {
+func ClassifyMarker(refusal error, recorded, ours string) rules.MarkerView {
 	switch {
 	case refusal == nil && recorded == ours:
-		return ViewOurs
+		return rules.ViewOurs
 	case errors.Is(refusal, ErrSettings):
-		return ViewOther
+		return rules.ViewOther
 	}
-	return ViewNone
+	return rules.ViewNone
 }
 
-// gateShards runs the probe's gate (lua/marker.lua) on each shard's first slot.
+// gateShards runs the probe's gate (scripts/lua/marker.lua) on each shard's first slot.
 func (m *master) gateShards(ctx context.Context, list []*shard) {
 	calls := make([]call, len(list))
 	c := m.cluster
 	args := c.gateArgs()
 	for i, sh := range list {
-		calls[i] = call{keys: []string{c.slotMarkerKey(sh.slots[0])}, args: append(args[:2:2], "0")}
+		calls[i] = call{keys: []string{c.keys.SlotMarker(sh.slots[0])}, args: append(args[:2:2], "0")}
 	}
 	conn := m.conn(laneHealth)
 	if conn == nil { // closed: the agent stops
@@ -265,7 +271,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 		}
 		return
 	}
-	for i, r := range m.shards.evalEach(ctx, conn, markerScript, calls, false) {
+	for i, r := range m.shards.evalEach(ctx, conn, scripts.Marker, calls, false) {
 		mk, err := readMarker(r, c.cfg.Settings)
 		sh := list[i]
 		if err != nil {
@@ -283,7 +289,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 //
 // A master's quarantine is one lease because every record older than that
 // is renewed, and so re-created by the watchdog's repair, by an agent that
-// is alive. A tail (see lua/tails.lua) is renewed by nobody: its hold is over,
+// is alive. A tail (see scripts/lua/tails.lua) is renewed by nobody: its hold is over,
 // and its agent is often the one that died. So a master that restarted
 // empty and votes again after one lease lacks every tail it had; if a
 // second master then restarts empty, the two grant the name while the
@@ -301,10 +307,10 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 //
 // A marker the gate plants (the master lost its data) says tails=pending.
 // The health probe of any agent that finds a master quarantined and pending
-// asks the other masters for their horizons (lua/horizon.lua: the horizon, or
+// asks the other masters for their horizons (scripts/lua/horizon.lua: the horizon, or
 // the quarantine left, whichever is later: a quarantined master stands for
 // every record it forgot until then) and lengthens the quarantine to the
-// latest (lua/settle_tails.lua), which clears pending. It needs the answers of
+// latest (scripts/lua/settle_tails.lua), which clears pending. It needs the answers of
 // enough masters that are not pending themselves to meet every majority of
 // the others (see settleHorizon): a tail stood on a majority, so on all of
 // it but the lost master, and one of those answers. Meanwhile the master is
@@ -329,26 +335,19 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 // errHorizonReply is a horizon reply of the wrong shape.
 var errHorizonReply = errors.New("unexpected horizon reply")
 
-// horizon asks m for its tail horizon on connection l: the probe's for the
-// master it probes, the rounds' for the others (their own probes use
-// theirs).
-func (m standalone) horizon(ctx context.Context, l lane) horizon {
-	return readHorizon(m.evalOn(ctx, l, horizonScript, []string{m.cluster.markerKey()}, nil))
-}
-
-// readHorizon reads a lua/horizon.lua reply.
-func readHorizon(r rueidis.RedisResult) horizon {
+// readHorizon reads a scripts/lua/horizon.lua reply.
+func readHorizon(r rueidis.RedisResult) rules.Horizon {
 	vals, err := r.ToArray()
 	if err != nil || len(vals) != 3 {
-		return horizon{}
+		return rules.Horizon{}
 	}
 	epoch, err1 := vals[0].ToString()
 	lost, err2 := vals[1].AsInt64()
 	left, err3 := vals[2].AsInt64()
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return horizon{}
+		return rules.Horizon{}
 	}
-	return horizon{answered: true, epoch: epoch, lost: lost == 1, left: time.Duration(left) * time.Millisecond}
+	return rules.Horizon{Answered: true, Epoch: epoch, Lost: lost == 1, Left: time.Duration(left) * time.Millisecond}
 }
 
 // settleTails is the probe's part in the tail horizon (see above): if m is
@@ -364,24 +363,24 @@ func (m *master) settleTails(ctx context.Context) {
 		return
 	}
 	own := m.horizon(ctx, laneHealth)
-	if own.answered && !own.lost {
-		m.noteSettled(own.epoch) // planted before tails were pending, or settled by another agent
+	if own.Answered && !own.Lost {
+		m.noteSettled(own.Epoch) // planted before tails were pending, or settled by another agent
 	}
-	if !own.answered || !own.lost || own.epoch == "" {
+	if !own.Answered || !own.Lost || own.Epoch == "" {
 		return
 	}
 	others := c.otherHorizons(ctx, m.index)
-	left, settle, complete := settleHorizon(len(c.masters), others)
+	left, settle, complete := rules.SettleHorizon(len(c.masters), others)
 	if !settle {
 		return
 	}
 	ms := left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond
-	quarantine, err := m.evalOn(ctx, laneHealth, settleTailsScript, []string{c.markerKey()},
-		[]string{own.epoch, strconv.FormatInt(ms.Milliseconds(), 10)}).AsInt64()
+	quarantine, err := m.evalOn(ctx, laneHealth, scripts.SettleTails, []string{c.keys.Marker()},
+		[]string{own.Epoch, strconv.FormatInt(ms.Milliseconds(), 10)}).AsInt64()
 	if err != nil || quarantine < 0 {
 		return
 	}
-	m.noteSettled(own.epoch)
+	m.noteSettled(own.Epoch)
 	m.quarantined(time.Duration(quarantine) * time.Millisecond)
 	if !complete {
 		m.log.Warn("master lost its data while too many others did too: its tails may end early", "quarantine_ms", quarantine)
@@ -398,9 +397,9 @@ func (m *master) noteSettled(epoch string) {
 }
 
 // otherHorizons asks every master but skip for its horizon, at once.
-func (c *Cluster) otherHorizons(ctx context.Context, skip int) []horizon {
-	out := make([]horizon, 0, len(c.masters)-1)
-	answers := make(chan horizon, len(c.masters))
+func (c *Cluster) otherHorizons(ctx context.Context, skip int) []rules.Horizon {
+	out := make([]rules.Horizon, 0, len(c.masters)-1)
+	answers := make(chan rules.Horizon, len(c.masters))
 	for i, m := range c.masters {
 		if i != skip {
 			go func() { answers <- m.horizon(ctx, laneRounds) }()
@@ -410,4 +409,240 @@ func (c *Cluster) otherHorizons(ctx context.Context, skip int) []horizon {
 		out = append(out, <-answers)
 	}
 	return out
+}
+
+// A quarantined master holds nothing: it is new, or it lost its data
+// (restarted empty, flushed, restored from a snapshot, replaced). The
+// advice differs, and one of the two is dangerous to give for the other:
+// `lock-agent bootstrap` spares a new deployment its first quarantine,
+// but a master that lost its data and is bootstrapped votes at once, and
+// can grant a name that a forgotten hold still protects. So an agent says
+// "new" only when it is sure of it, as far as the masters can say: every
+// master of the deployment was met with no marker (each marker was
+// planted on a master that had none, or there is none yet) and none ever
+// voted. It says "lost" when it knows the deployment served: it saw this
+// master or another with an earlier epoch, or saw a master vote (a marker
+// whose quarantine was over, or a bootstrap's). Otherwise it cannot tell,
+// and says so; the advice is then the safe one (wait).
+
+// Data is what an agent can tell of why a quarantined master holds nothing.
+type Data string
+
+// The Data an agent tells.
+const (
+	DataNone    Data = ""        // not quarantined
+	DataNew     Data = "new"     // a new deployment: no master had a marker, none voted
+	DataLost    Data = "lost"    // it lost its data, or is new to a deployment that served
+	DataUnknown Data = "unknown" // new, or lost its data: the agent cannot tell
+	DataChanged Data = "changed" // the settings command quarantined it (how=change): it kept its data
+)
+
+// MarkerFacts is what an agent's probes saw of one master's marker, for
+// ClassifyData.
+type MarkerFacts struct {
+	// Probed: a probe of this agent's read its marker (or found none).
+	Probed bool
+	// EpochChanged: the agent saw it with another epoch (or a marker,
+	// where it now has none) since it last voted.
+	EpochChanged bool
+	// Fresh: it has no marker, or one the gate planted on it while it had
+	// none (how=plant).
+	Fresh bool
+	// Changed: its marker was last written by the settings command
+	// (how=change), whose quarantine lets the holds of the old settings end.
+	Changed bool
+}
+
+// MasterData is what an agent tells of one quarantined master (self),
+// deployment being ClassifyData's answer: a master the settings command
+// quarantined kept its data, whatever the deployment's story.
+func MasterData(self MarkerFacts, deployment Data) Data {
+	if self.Changed {
+		return DataChanged
+	}
+	return deployment
+}
+
+// ClassifyData says what an agent knows of why a quarantined master holds
+// nothing, from what its probes saw of every master of the deployment
+// (masters) and whether it ever saw one of them vote (established). It is
+// the same for every quarantined master: it is the deployment's story.
+func ClassifyData(masters []MarkerFacts, established bool) Data {
+	if established {
+		return DataLost
+	}
+	for _, f := range masters {
+		if f.EpochChanged {
+			return DataLost
+		}
+	}
+	for _, f := range masters {
+		if !f.Probed || !f.Fresh {
+			return DataUnknown
+		}
+	}
+	return DataNew
+}
+
+// data is MasterData of each of c's masters, as the probes last saw their
+// markers. A master that is a Redis Cluster has a marker per slot: the
+// agent does not tell, for it or for the others, and says DataUnknown
+// unless it knows that the deployment served.
+func (c *Cluster) data() []Data {
+	facts := make([]MarkerFacts, len(c.masters))
+	for i, m := range c.masters {
+		m.mu.RLock()
+		facts[i] = MarkerFacts{Probed: m.probed && !m.t.perSlot(), EpochChanged: m.epochChanged, Fresh: m.fresh, Changed: m.changed}
+		m.mu.RUnlock()
+	}
+	deployment := ClassifyData(facts, c.established.Load())
+	out := make([]Data, len(facts))
+	for i, f := range facts {
+		out[i] = MasterData(f, deployment)
+	}
+	return out
+}
+
+// noteMarkerFacts records, after a probe that answered mk, what
+// ClassifyData needs of this master; lostData says the probe found another
+// epoch than the last one seen. A master that votes again is no longer
+// "changed", and shows that the deployment serves. m.mu is held.
+func (m *master) noteMarkerFactsLocked(mk markerReply, lostData bool) {
+	m.probed = true
+	m.fresh = errors.Is(mk.refusal, ErrUnplanted) || mk.how == "plant"
+	m.changed = mk.how == "change"
+	if lostData {
+		m.epochChanged = true
+	}
+	if mk.left == 0 && mk.refusal == nil {
+		m.epochChanged = false
+		m.cluster.established.Store(true)
+	}
+}
+
+// Advice is what to do about a quarantined master, given what the agent
+// can tell (d): the only advice that is safe whatever happened. Only a new
+// deployment is told of lock-agent bootstrap (for the next one: the markers
+// planted now make it do nothing); a master that lost its data, or that
+// may have, is to be waited out, never bootstrapped.
+func (d Data) Advice() string {
+	switch d {
+	case DataNew:
+		return "a new deployment (no master had a marker; none has voted yet): wait; next time, lock-agent bootstrap before the first agent starts spares this wait"
+	case DataLost:
+		return "it lost its data (restarted empty, flushed or restored) or joined a deployment that served: wait, every hold it may have forgotten must end first; never lock-agent bootstrap it"
+	case DataChanged:
+		return "the cluster's settings were changed (lock-agent settings): wait, every hold granted under the old ones must end first; never lock-agent bootstrap it"
+	}
+	return "new or lost its data (this agent cannot tell): wait; never lock-agent bootstrap a master that may have served locks"
+}
+
+// checkSafety reads the master's INFO and returns why it is unsafe, nil if
+// it is safe, and ok false when it could not tell (a timeout on a busy
+// master says nothing about its configuration: the last verdict stands).
+// A master that refuses INFO cannot be checked, and is unsafe.
+func (m *master) checkSafety(ctx context.Context) (unsafe error, ok bool) {
+	c := m.conn(laneHealth)
+	if c == nil {
+		return nil, false
+	}
+	return m.checkSafetyOn(ctx, c)
+}
+
+// checkSafetyOn is checkSafety on the server c: the master, or a shard's
+// primary.
+func (m *master) checkSafetyOn(ctx context.Context, c rueidis.Client) (unsafe error, ok bool) {
+	info, err := c.Do(ctx, c.B().Info().Build()).ToString()
+	if _, refused := rueidis.IsRedisErr(err); refused {
+		return &UnsafeError{Reason: "info-refused:" + token(describe(err))}, true
+	}
+	if err != nil {
+		return nil, false
+	}
+	fields := infoFields(info)
+	policy := replicaPolicy{allow: m.cfg.AllowReplicas, lag: m.cfg.replicaLag()}
+	if unsafe := unsafeInfo(fields, policy); unsafe != nil || !policy.promotable(fields) {
+		return unsafe, true
+	}
+	return m.checkReplicaGuard(ctx, c, fields, policy)
+}
+
+// replicaPolicy is what a master's configuration says of its replicas:
+// allow accepts them unchecked (AllowReplicas), lag > 0 accepts replicas
+// that may be promoted, under a guard (see standalone.go).
+type replicaPolicy struct {
+	allow bool
+	lag   time.Duration
+}
+
+// promotable says whether the master has replicas that may be promoted,
+// which its configuration must then guard against a split brain.
+func (p replicaPolicy) promotable(fields map[string]string) bool {
+	n, _ := strconv.Atoi(fields["connected_slaves"])
+	return n > 0 && !p.allow && p.lag > 0
+}
+
+// infoFields are INFO's "key:value" lines as a map.
+func infoFields(info string) map[string]string {
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}
+
+// unsafeInfo judges a master by its INFO fields. A master is unsafe when it
+// is a replica (its data is whatever its master sent, and it refuses
+// writes); when replicas are attached (a failover would promote one that
+// missed the last grants), unless the policy allows them, or accepts
+// promotable ones and the primary refuses writes without them
+// (min-replicas-to-write and min-replicas-max-lag both set: INFO then
+// reports min_slaves_good_slaves); or when its maxmemory policy may evict
+// keys (an evicted holder key is a second holder; an evicted fence counter
+// repeats fences). Fields a server does not report are not judged.
+func unsafeInfo(fields map[string]string, policy replicaPolicy) error {
+	if role, ok := fields["role"]; ok && role != "master" {
+		return &UnsafeError{Reason: "role:" + role}
+	}
+	if n, _ := strconv.Atoi(fields["connected_slaves"]); n > 0 && !policy.allow {
+		_, guarded := fields["min_slaves_good_slaves"]
+		switch {
+		case policy.lag == 0:
+			return &UnsafeError{Reason: fmt.Sprintf("connected_slaves:%d", n)}
+		case !guarded:
+			return &UnsafeError{Reason: fmt.Sprintf("connected_slaves:%d-without-min-replicas-to-write", n)}
+		}
+	}
+	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" {
+		return &UnsafeError{Reason: "maxmemory_policy:" + p}
+	}
+	return nil
+}
+
+// checkReplicaGuard reads the primary's min-replicas settings, when it lets
+// CONFIG GET be run, and returns why they do not bound a split brain: every
+// replica must acknowledge (one left out may be the one promoted, while
+// the old primary goes on with the others), within the master's
+// ReplicaLag (the failover margin counts on it). A primary that refuses
+// CONFIG is judged by its INFO alone.
+func (m *master) checkReplicaGuard(ctx context.Context, c rueidis.Client, fields map[string]string, policy replicaPolicy) (error, bool) {
+	vals, err := c.Do(ctx, c.B().ConfigGet().Parameter("min-replicas-to-write", "min-replicas-max-lag").Build()).AsStrMap()
+	if _, refused := rueidis.IsRedisErr(err); refused {
+		return nil, true
+	}
+	if err != nil {
+		return nil, false
+	}
+	replicas, _ := strconv.Atoi(fields["connected_slaves"])
+	toWrite, _ := strconv.Atoi(vals["min-replicas-to-write"])
+	maxLag, _ := strconv.Atoi(vals["min-replicas-max-lag"])
+	switch {
+	case toWrite < replicas:
+		return &UnsafeError{Reason: fmt.Sprintf("min-replicas-to-write:%d<connected_slaves:%d", toWrite, replicas)}, true
+	case time.Duration(maxLag)*time.Second > policy.lag:
+		return &UnsafeError{Reason: fmt.Sprintf("min-replicas-max-lag:%d>max_replica_lag:%s", maxLag, policy.lag)}, true
+	}
+	return nil, true
 }

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -17,15 +21,15 @@ func (c *Cluster) releaseOn(name, holder string, i int) {
 	c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(20*c.cfg.MasterTimeout, time.Second))
 		defer cancel()
-		c.masters[i].eval(ctx, releaseScript, keys, args)
+		c.masters[i].eval(ctx, scripts.Release, keys, args)
 	})
 }
 
 // releaseArgs are the release script's keys and arguments; message is the
 // release message: the name for a release, c.giveBack or c.handover.
 func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string) {
-	return []string{c.setKey(name), c.holderKey(name, holder)},
-		[]string{holder, c.channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
+	return []string{c.keys.Set(name), c.keys.Holder(name, holder)},
+		[]string{holder, c.keys.Channel(name), message, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}
 }
 
 // releaseAsync gives back a failed round's partial grants in the background.
@@ -64,7 +68,7 @@ func (c *Cluster) HandOver(ctx context.Context, name, holder string) (int, error
 func (c *Cluster) release(ctx context.Context, name, holder, message string) (int, error) {
 	keys, args := c.releaseArgs(name, holder, message)
 	held := 0
-	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: releaseScript, keys: keys, args: args, land: true,
+	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: scripts.Release, keys: keys, args: args, land: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			held += int(v)
@@ -79,7 +83,7 @@ func (c *Cluster) release(ctx context.Context, name, holder, message string) (in
 // everywhere runs a script that must not be dropped (a write-back, a
 // removal) as a round that lands (see roundSpec.land), as Release does,
 // and returns how many masters answered without error in time.
-func (c *Cluster) everywhere(ctx context.Context, op Op, s *script, keys, args []string) int {
+func (c *Cluster) everywhere(ctx context.Context, op Op, s *scripts.Script, keys, args []string) int {
 	r, _ := c.vote(ctx, roundSpec{op: op, script: s, keys: keys, args: args, land: true})
 	return r.yes()
 }
@@ -114,7 +118,7 @@ func (c *Cluster) ReleaseMany(ctx context.Context, holds []RenewKey) {
 		go func() {
 			defer wg.Done()
 			for lo := 0; lo < len(calls) && opCtx.Err() == nil; lo += releaseChunk {
-				m.evalMulti(opCtx, releaseScript, calls[lo:min(lo+releaseChunk, len(calls))])
+				m.evalMulti(opCtx, scripts.Release, calls[lo:min(lo+releaseChunk, len(calls))])
 			}
 		}()
 	}
@@ -127,13 +131,13 @@ type RenewKey struct {
 	// Entry marks a queue entry's heartbeat: Holder is then the entry's
 	// Member, and Record is zero.
 	Entry bool
-	// Waiting marks this agent's waiting record of Name (see waiting.go):
+	// Waiting marks this agent's waiting record of Name (see waiters.go):
 	// Holder is then the agent's instance, and Record is zero.
 	Waiting bool
 	Record  Record        // the Grant's; a zero Record is never re-created
 	Lease   time.Duration // the lease to set; 0: Renew's lease
 	// Tail says the hold was granted with a Tail: its renewal keeps it
-	// (see lua/tails.lua).
+	// (see scripts/lua/tails.lua).
 	Tail bool
 }
 
@@ -148,7 +152,7 @@ type RenewResult struct {
 // wakes the name's waiters anywhere. Until it succeeds the hold stays
 // exclusive: more than it needs, never less.
 func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
-	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: downgradeScript, keys: []string{c.holderKey(name, holder)}, args: []string{c.channel(name), name},
+	r, never := c.vote(ctx, roundSpec{op: OpDowngrade, script: scripts.Downgrade, keys: []string{c.keys.Holder(name, holder)}, args: []string{c.keys.Channel(name), name},
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
 			return 0, err == nil && v == 1, err
@@ -163,7 +167,7 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 // its own lease (lease where it has none).
 func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
 	keys = make([]string, 0, 1+2*len(holds))
-	keys = append(keys, c.markerKey())
+	keys = append(keys, c.keys.Marker())
 	args = make([]string, 0, 2+2*len(holds))
 	args = append(args, c.gateArgs()...)
 	var lastLease time.Duration
@@ -177,16 +181,16 @@ func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args [
 			lastLease, lastMS = l, strconv.FormatInt(l.Milliseconds(), 10)
 		}
 		if h.Entry {
-			keys = append(keys, c.queueKey(h.Name), c.deadlinesKey(h.Name))
+			keys = append(keys, c.keys.Queue(h.Name), c.keys.Deadlines(h.Name))
 			args = append(args, h.Holder, "q"+lastMS)
 			continue
 		}
 		if h.Waiting {
-			keys = append(keys, c.waitingDeadlinesKey(h.Name), c.waitingKey(h.Name))
+			keys = append(keys, c.keys.WaitingDeadlines(h.Name), c.keys.Waiting(h.Name))
 			args = append(args, h.Holder, "w"+lastMS)
 			continue
 		}
-		keys = append(keys, c.setKey(h.Name)) // the script makes the holder key
+		keys = append(keys, c.keys.Set(h.Name)) // the script makes the holder key
 		ms := lastMS
 		if h.Tail {
 			ms = "t" + ms
@@ -276,7 +280,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 				last = renewChunkEnd(holds, first)
 				chunk := calls[first:last]
 				start := time.Now() // latency, not lease logic: see timedEval
-				res := c.masters[i].evalMulti(roundCtx, renewScript, chunk)
+				res := c.masters[i].evalMulti(roundCtx, scripts.Renew, chunk)
 				c.cfg.Observer.MasterOp(i, OpRenew, time.Since(start))
 				mu.Lock()
 				for b, r := range res {
@@ -319,7 +323,7 @@ func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool)
 	for i := range order {
 		order[i] = i
 		if perSlot {
-			slots[i] = slotOf(c.setKey(keys[i].Name))
+			slots[i] = hashslot.Of(c.keys.Set(keys[i].Name))
 		}
 	}
 	if perSlot {
@@ -349,10 +353,10 @@ func (c *Cluster) repairCall(ms string, k RenewKey) call {
 	if k.Lease > 0 {
 		ms = strconv.FormatInt(k.Lease.Milliseconds(), 10)
 	}
-	args := append([]string{k.Holder, ms, c.holderPrefix(k.Name)}, c.gateArgs()...)
+	args := append([]string{k.Holder, ms, c.keys.HolderPrefix(k.Name)}, c.gateArgs()...)
 	args = append(append(args, k.Record.fields()...), strconv.FormatInt(max(k.Record.Top, k.Record.Fence), 10))
 	return call{
-		keys: []string{c.setKey(k.Name), c.fenceKey(k.Name), c.holderKey(k.Name, k.Holder), c.markerKey()},
+		keys: []string{c.keys.Set(k.Name), c.keys.Fence(k.Name), c.keys.Holder(k.Name, k.Holder), c.keys.Marker()},
 		args: append(args, c.tailLeft(k.Record)...),
 	}
 }
@@ -391,7 +395,7 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := c.masters[i].evalMulti(opCtx, repairScript, calls)
+			res := c.masters[i].evalMulti(opCtx, scripts.Repair, calls)
 			mu.Lock()
 			defer mu.Unlock()
 			for j, r := range res {
@@ -407,4 +411,197 @@ func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewK
 			c.cfg.Logger.Debug("hold re-created on masters that lacked it", "name", keys[i].Name, "masters", r.Repaired)
 		}
 	}
+}
+
+// Tail is what keeps a name unavailable after its hold ended (see
+// scripts/lua/tails.lua). The zero Tail is none: such a hold costs nothing more.
+type Tail struct {
+	// Delay is how long the name stays unavailable to everyone after the
+	// hold ends uncleanly (delay=): its agent died, its session closed
+	// without UNLOCK, it was lost or revoked.
+	Delay time.Duration
+	// MinHold is how long after the grant the name stays unavailable,
+	// however the hold ends (min_hold=).
+	MinHold time.Duration
+}
+
+// Any says whether t keeps the name after the hold at all.
+func (t Tail) Any() bool { return t.Delay > 0 || t.MinHold > 0 }
+
+func (t Tail) args() []string {
+	return []string{strconv.FormatInt(t.Delay.Milliseconds(), 10), strconv.FormatInt(t.MinHold.Milliseconds(), 10)}
+}
+
+// End ends holder's hold of name, which has a Tail, on every connected
+// master, as Release does one without: the name then stays unavailable
+// for what is left of its min_hold, or its delay if clean is false
+// (whichever is longer). It says whether a majority keeps a tail.
+func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (bool, error) {
+	keys, args := c.releaseArgs(name, holder, name)
+	keys = append(keys, c.keys.Marker())
+	args = append(args, "0")
+	if clean {
+		args[len(args)-1] = "1"
+	}
+	tails := 0
+	r, _ := c.vote(ctx, roundSpec{op: OpRelease, script: scripts.End, keys: keys, args: args, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			if v == 2 {
+				tails++
+			}
+			return 0, err == nil, err
+		}})
+	if r.yes() == 0 {
+		return false, &RoundError{Kind: ErrNoQuorum, Needed: c.quorum, Masters: r.errs}
+	}
+	return tails >= c.quorum, nil
+}
+
+// DelayedUntil returns when the tail of name ends (see scripts/lua/tails.lua) as a
+// majority of the voting masters have it, in Unix ms of their clocks, or 0
+// while no majority has one; with masters that did not answer, the latest
+// end that the answers do not rule out as a majority's (see readQuorum).
+func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) {
+	var ends []int64
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Delayed, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			if err == nil {
+				ends = append(ends, v)
+			}
+			return 0, err == nil, err
+		}})
+	if err := c.majorityErr(r, never); err != nil {
+		return 0, err
+	}
+	slices.Sort(ends)
+	return ends[len(ends)-rules.ReadQuorum(c.quorum, len(c.masters)-len(ends))], nil // the latest end a majority may have
+}
+
+// revokePrefix starts a revocation's message on the revocations channel:
+// "revoke HOLDER REASON".
+const revokePrefix = "revoke "
+
+// WatchRevocations subscribes to revocations, which Config.OnRevoke hears,
+// until the watch is closed.
+func (c *Cluster) WatchRevocations(ctx context.Context) *Watch {
+	return c.watchChannel(ctx, c.keys.Revocations())
+}
+
+// onRevoke hands a revocation's message to Config.OnRevoke.
+func (c *Cluster) onRevoke(message string) {
+	if holder, reason, ok := parseRevocation(message); ok && c.cfg.OnRevoke != nil {
+		c.cfg.OnRevoke(holder, reason)
+	}
+}
+
+// revocation is the message of the revocation of holder's hold for reason.
+func revocation(holder, reason string) string { return revokePrefix + holder + " " + reason }
+
+// parseRevocation reads a revocation's message. The reason is the last
+// word and the holder id all before it: quorum does not rule out a space
+// in a holder id (the agent's ids have none: agent.id may not).
+func parseRevocation(message string) (holder, reason string, ok bool) {
+	rest, ok := strings.CutPrefix(message, revokePrefix)
+	i := strings.LastIndexByte(rest, ' ')
+	if !ok || i <= 0 || i == len(rest)-1 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
+}
+
+// Revoke revokes the holds of name (those of agent, if not ""): on a
+// majority each becomes unrenewable while it still blocks the name (see
+// scripts/lua/revoke.lua), its agent is told on the revocations channel, and Revoke
+// waits, until ctx ends, for each to be ended on a majority (its agent
+// released it, or it expired: a revoked record cannot outlive its lease).
+// It returns how many holds a majority revoked. ErrNoQuorum when no
+// majority answered; ctx's error when one was not ended in time.
+func (c *Cluster) Revoke(ctx context.Context, name, agent, reason string) (int, error) {
+	holders, err := c.revokeRound(ctx, name, agent)
+	if err != nil || len(holders) == 0 {
+		return 0, err
+	}
+	watch := c.Watch(ctx, name) // the agents' ends publish on it
+	defer watch.Close()
+	c.eachMaster(ctx, func(ctx context.Context, m *master) {
+		for _, h := range holders {
+			m.publish(ctx, c.keys.Revocations(), revocation(h, reason))
+		}
+	})
+	for {
+		live, err := c.revokedLive(ctx, name, holders)
+		if err == nil && live == 0 {
+			return len(holders), nil
+		}
+		t := c.clock.NewTimer(revokePoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return len(holders), ctx.Err()
+		case <-watch.C():
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// revokePoll is how often Revoke looks whether revoked holds ended when no
+// message says so: a record whose agent does not answer expires silently.
+const revokePoll = 100 * time.Millisecond
+
+// revokeRound runs scripts/lua/revoke.lua on the masters and returns the holders that a
+// majority revoked.
+func (c *Cluster) revokeRound(ctx context.Context, name, agent string) ([]string, error) {
+	counts := map[string]int{}
+	var order []string
+	r, never := c.vote(ctx, roundSpec{op: OpRelease, script: scripts.Revoke, keys: []string{c.keys.Set(name)},
+		args: []string{c.keys.HolderPrefix(name), agent, strconv.FormatInt(c.cfg.Tombstone.Milliseconds(), 10)}, whole: true,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := a.res.AsStrSlice()
+			for _, h := range vals {
+				if counts[h]++; counts[h] == 1 {
+					order = append(order, h)
+				}
+			}
+			return 0, err == nil, err
+		}})
+	if err := c.majorityErr(r, never); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(order, func(h string) bool { return counts[h] < c.quorum }), nil
+}
+
+// revokedLive counts the holders whose revoked record a majority of the
+// voting masters do not yet know ended.
+func (c *Cluster) revokedLive(ctx context.Context, name string, holders []string) (int, error) {
+	keys := make([]string, len(holders))
+	for i, h := range holders {
+		keys[i] = c.keys.Revoked(name, h)
+	}
+	ended := make([]int, len(holders))
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.RevokedLive, keys: keys, whole: true,
+		judge: func(a answer) (int, bool, error) {
+			vals, err := a.res.AsIntSlice()
+			if err == nil && len(vals) != len(holders) {
+				err = errors.New("unexpected reply")
+			}
+			for i, v := range vals {
+				if err == nil && v == 0 {
+					ended[i]++
+				}
+			}
+			return 0, err == nil, err
+		}})
+	if err := c.majorityErr(r, never); err != nil {
+		return 0, err
+	}
+	live := 0
+	for _, n := range ended {
+		if n < c.quorum {
+			live++
+		}
+	}
+	return live, nil
 }

@@ -58,7 +58,7 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 	c := startCluster(t, cfg)
 	ctx := context.Background()
 	// The first call of a script on a master may be its EVAL (see
-	// script.afterRestart): a cycle before the counted ones.
+	// scripts.Script.AfterRestart): a cycle before the counted ones.
 	if _, err := acquire(ctx, c, req("warm", "h")); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			record := c.holderKey(name, "h")
+			record := c.keys.Holder(name, "h")
 			m := awaitField(t, servers, record, "fence") // a majority holds it, perhaps not yet all
 			fields, err := m.Array("HKEYS", record)
 			if err != nil {
@@ -104,7 +104,7 @@ func TestALeanLockOfAFreshNameCostsAMasterFourteenCalls(t *testing.T) {
 			if slices.Sort(fields); !slices.Equal(fields, tc.fields) {
 				t.Errorf("the record has %v, want %v", fields, tc.fields)
 			}
-			for _, key := range []string{record, c.setKey(name)} { // leased as the grant's lease
+			for _, key := range []string{record, c.keys.Set(name)} { // leased as the grant's lease
 				reply, err := m.Do("PTTL", key)
 				if ttl, _ := strconv.Atoi(reply); err != nil || ttl <= 0 || ttl > 5000 {
 					t.Errorf("PTTL %s = %s %v, want the lease's 5000 ms or less", key, reply, err)

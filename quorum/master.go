@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -23,13 +25,13 @@ type MasterConfig struct {
 	TLS      *tls.Config // nil for plain TCP
 	// AllowReplicas accepts a master that has replicas attached, unchecked:
 	// the operator says none of them is ever promoted (they are for
-	// backups). A promoted one is still caught by its run_id (see lua/gate.lua),
+	// backups). A promoted one is still caught by its run_id (see scripts/lua/gate.lua),
 	// but nothing bounds a split brain. See ReplicaLag for replicas that
 	// may be promoted.
 	AllowReplicas bool
 	// Sentinels, when set, are the Sentinels ("host:port") asked which
 	// server is the primary of MasterSet, instead of Address; the client
-	// follows a failover (see failover.go). SentinelUsername and
+	// follows a failover (see standalone.go). SentinelUsername and
 	// SentinelPassword authenticate to the Sentinels.
 	Sentinels                          []string
 	MasterSet                          string
@@ -103,7 +105,7 @@ type master struct {
 	// rtt estimates this master's answer times (see RTT), from the answers
 	// rounds read: see Cluster.roundTimeout.
 	rttMu sync.Mutex
-	rtt   RTT
+	rtt   rules.RTT
 	// heard is when the master last answered anything: ns since
 	// monoEpoch, on the monotonic clock.
 	heard atomic.Int64
@@ -130,28 +132,80 @@ type master struct {
 	connected chan struct{} // closed once client is set
 
 	// acquires, leanAcquires and releases batch the rounds' calls of the
-	// hot scripts (see batch.go).
+	// hot scripts (see batcher, below).
 	acquires, leanAcquires, releases batcher
 
 	// shards is, for a master that is a Redis Cluster, its view of its
 	// shards (see shards.go); nil for a standalone master.
 	shards *shardSet
 	// t is how the master reaches its server or servers: standalone or
-	// sharded (see transport.go). Set once, in New.
+	// sharded (see transport, below). Set once, in New.
 	t transport
 }
 
+// transport is how a master reaches its server or servers, behind one
+// interface as redsync's Pool is: standalone, one server (perhaps found
+// through its Sentinels), and sharded, a Redis Cluster whose keys, markers
+// and quarantines are one per hash slot (see standalone.go and
+// shards.go). A master holds one, set in New; its methods of the same
+// names (probe, quarantined, ...) hand on to it.
+type transport interface {
+	// probe checks the server(s) and runs the probe's gate.
+	probe(runCtx context.Context)
+	// run runs s on c, the master's connection l (args with the gate's
+	// arguments completed); runMulti runs s once per call on c, the bulk
+	// connection.
+	run(ctx context.Context, l lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult
+	runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult
+	// quarantined records that a vote answered the master is quarantined
+	// for left more.
+	quarantined(left time.Duration)
+	// loadScripts puts every script in the server's cache.
+	loadScripts(runCtx context.Context)
+	// horizon is the master's tail horizon, asked on connection l.
+	horizon(ctx context.Context, l lane) rules.Horizon
+	// markerReplies runs s with args on the master's marker, or markers.
+	markerReplies(ctx context.Context, s *scripts.Script, args []string) []rueidis.RedisResult
+	// settingsMarker is the marker whose settings are the master's.
+	settingsMarker() string
+	// voteErr says why a call of spec may not count as a vote (nil if it may).
+	voteErr(spec roundSpec) error
+	// publishOn publishes message on channel from outside a script, on c.
+	publishOn(ctx context.Context, c rueidis.Client, channel, message string)
+	// subscribeLoop, subscribe and unsubscribe keep the master's side of
+	// the watches (see watch.go).
+	subscribeLoop(ctx context.Context)
+	subscribe(ctx context.Context, ch string) bool
+	unsubscribe(ctx context.Context, ch string)
+	// shardStatus is the master's shards for STATUS (none when standalone).
+	shardStatus() []ShardStatus
+	// perSlot says whether a call's keys must share a hash slot: batches of
+	// names are not sent to such a master, renewals are cut per slot (see
+	// renewCalls), and its marker facts are per slot, not the master's.
+	perSlot() bool
+}
+
+// The master's methods that hand on to its transport.
+
+func (m *master) probe(runCtx context.Context)                      { m.t.probe(runCtx) }
+func (m *master) quarantined(left time.Duration)                    { m.t.quarantined(left) }
+func (m *master) loadScripts(runCtx context.Context)                { m.t.loadScripts(runCtx) }
+func (m *master) horizon(ctx context.Context, l lane) rules.Horizon { return m.t.horizon(ctx, l) }
+func (m *master) subscribeLoop(ctx context.Context)                 { m.t.subscribeLoop(ctx) }
+func (m *master) subscribe(ctx context.Context, ch string) bool     { return m.t.subscribe(ctx, ch) }
+func (m *master) unsubscribe(ctx context.Context, ch string)        { m.t.unsubscribe(ctx, ch) }
+
 // batcherFor is the batcher of s's calls, nil if s is not batched.
-func (m *master) batcherFor(s *script) *batcher {
+func (m *master) batcherFor(s *scripts.Script) *batcher {
 	if m.t.perSlot() { // a batch of names spans slots
 		return nil
 	}
 	switch s {
-	case acquireScript:
+	case scripts.Acquire:
 		return &m.acquires
-	case acquireLeanScript:
+	case scripts.AcquireLean:
 		return &m.leanAcquires
-	case releaseScript:
+	case scripts.Release:
 		return &m.releases
 	}
 	return nil
@@ -226,24 +280,6 @@ func (m *master) voteErr() error {
 		return &MasterError{m.cfg.Name, ErrQuarantined}
 	}
 	return nil
-}
-
-// quarantined records that the master answered it is quarantined for left
-// more: it is skipped until then, and its holds are gone, so waiters may
-// now win elsewhere.
-func (m standalone) quarantined(left time.Duration) {
-	until := m.cluster.clock.Now().Add(left)
-	m.mu.Lock()
-	fresh := !m.cluster.clock.Now().Before(m.quarantine)
-	if until.After(m.quarantine) {
-		m.quarantine = until
-	}
-	down := m.state == StateDown // only the probe brings a master back from down
-	m.mu.Unlock()
-	if fresh && !down {
-		m.setState(StateQuarantined, ErrQuarantined)
-		m.cluster.wakeAll()
-	}
 }
 
 func (m *master) status() MasterStatus {
@@ -429,88 +465,6 @@ func (m *master) conn(l lane) rueidis.Client {
 	return m.client
 }
 
-// loadScripts puts every script in the master's cache, so that EVALSHA does
-// not answer NOSCRIPT and get re-sent behind commands issued after it.
-// (Should that still happen, after a restart that kept the data, release
-// tombstones keep it harmless.)
-func (m standalone) loadScripts(runCtx context.Context) {
-	c := m.getClient()
-	if c == nil {
-		return
-	}
-	// A stop does not wait for a master that does not answer (see
-	// Cluster.Run): the call runs to its deadline whatever runCtx says.
-	ctx, cancel := context.WithTimeout(runCtx, max(20*m.cluster.cfg.MasterTimeout, time.Second))
-	defer cancel()
-	cmds := make(rueidis.Commands, len(allScripts))
-	for i, s := range allScripts {
-		cmds[i] = c.B().ScriptLoad().Script(s.src).Build()
-	}
-	results, ok := unlessStopped(runCtx, func() []rueidis.RedisResult { return c.DoMulti(ctx, cmds...) }, func([]rueidis.RedisResult) {})
-	if !ok {
-		return
-	}
-	for _, r := range results {
-		if err := r.Error(); err != nil {
-			m.log.Debug("script load failed; EVALSHA will fall back to EVAL", "error", err)
-			return
-		}
-	}
-}
-
-// probe checks the master answers within a master_timeout (twice), runs the
-// epoch gate (which plants a quarantined marker on a master that lost its
-// data, and checks the settings it records), and now and then checks that
-// the master is configured safely.
-func (m standalone) probe(runCtx context.Context) {
-	cfg := &m.cluster.cfg
-	// Generous: a busy master (or a busy agent) is not a dead one, and
-	// rounds decide without a hung master before it is marked down. A
-	// master whose answers have been slow gets four of its timeouts; a
-	// paused one's estimate stays what it was before it fell silent.
-	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()))
-	defer cancel()
-	mk, err := m.gate(ctx)
-	if err != nil {
-		m.probeFailed(err)
-		return
-	}
-	now := m.cluster.clock.Now()
-	m.mu.Lock()
-	m.failures = 0
-	lostData := m.epoch != "" && mk.epoch != m.epoch
-	m.epoch = mk.epoch
-	m.noteMarkerFactsLocked(mk, lostData)
-	if until := now.Add(time.Duration(mk.left) * time.Millisecond); until.After(m.quarantine) || mk.left == 0 {
-		m.quarantine = until
-	}
-	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
-	m.mu.Unlock()
-	m.noteMarker(mk)
-	if lostData {
-		m.log.Warn("master lost its data (its epoch changed); its holds are gone", "epoch", mk.epoch)
-		m.cluster.wakeAll()
-	}
-	if lostData || m.reload.Swap(false) {
-		m.loadScripts(runCtx)
-	}
-	if check {
-		if unsafe, ok := m.checkSafety(ctx); ok {
-			m.mu.Lock()
-			m.unsafe, m.checked = unsafe, now
-			m.mu.Unlock()
-		}
-	}
-	m.mu.RLock()
-	unsafe := m.unsafe
-	m.mu.RUnlock()
-	m.setState(probedState(unsafe, mk))
-	m.cluster.noteSettings()
-	if mk.left > 0 {
-		m.settleTails(ctx)
-	}
-}
-
 // probeFailed counts a failed probe: one slow answer on a loaded host is
 // not an outage, two in a row are. Operations time out on their own
 // meanwhile. A probe cancelled because the cluster stops counts nothing.
@@ -528,13 +482,13 @@ func (m *master) probeFailed(err error) {
 }
 
 // eval runs s on the rounds' connection: see evalOn.
-func (m *master) eval(ctx context.Context, s *script, keys, args []string) rueidis.RedisResult {
+func (m *master) eval(ctx context.Context, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	return m.evalOn(ctx, laneRounds, s, keys, args)
 }
 
 // evalOn runs s on the connection l by EVALSHA, running its fallback by
-// EVAL when the master does not know it (see script.afterRestart).
-func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []string) rueidis.RedisResult {
+// EVAL when the master does not know it (see scripts.Script.AfterRestart).
+func (m *master) evalOn(ctx context.Context, l lane, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	c := m.conn(l)
 	if c == nil {
 		return rueidis.NewErrorResult(ErrNotConnected)
@@ -542,28 +496,9 @@ func (m *master) evalOn(ctx context.Context, l lane, s *script, keys, args []str
 	return m.t.run(ctx, l, c, s, keys, m.gateArgs(s, args))
 }
 
-// run runs s on c, the master's connection l, with keys and args (its
-// gate's arguments completed): by EVALSHA, or EVAL when the master does
-// not know it or the lane must read the run_id (see uncheckedRun).
-func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
-	if gen, unchecked := m.uncheckedRun(l, s); unchecked {
-		r := c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-		m.checkedRun(l, gen, r)
-		m.hear(r)
-		return r
-	}
-	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	if noScript(r.Error()) {
-		m.reload.Store(true)
-		r = c.Do(ctx, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	}
-	m.hear(r)
-	return r
-}
-
 // evalMulti runs one script over many key sets in one pipelined round trip
 // on the bulk connection.
-func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueidis.RedisResult {
+func (m *master) evalMulti(ctx context.Context, s *scripts.Script, calls []call) []rueidis.RedisResult {
 	c := m.conn(laneBulk)
 	if c == nil {
 		out := make([]rueidis.RedisResult, len(calls))
@@ -573,46 +508,6 @@ func (m *master) evalMulti(ctx context.Context, s *script, calls []call) []rueid
 		return out
 	}
 	return m.t.runMulti(ctx, c, s, calls)
-}
-
-// runMulti runs s once per call on c, the bulk connection, pipelined.
-func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
-	args := make([][]string, len(calls))
-	cmds := make(rueidis.Commands, len(calls))
-	gen, unchecked := m.uncheckedRun(laneBulk, s)
-	for i, k := range calls {
-		args[i] = m.gateArgs(s, k.args)
-		if unchecked {
-			cmds[i] = c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
-		} else {
-			cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
-		}
-	}
-	out := c.DoMulti(ctx, cmds...)
-	if len(out) > 0 {
-		m.hear(out[len(out)-1])
-	}
-	if unchecked {
-		m.checkedRun(laneBulk, gen, out...)
-	}
-	var redo []int
-	for i, r := range out {
-		if noScript(r.Error()) {
-			redo = append(redo, i)
-		}
-	}
-	if len(redo) > 0 {
-		m.reload.Store(true)
-		cmds = cmds[:0]
-		for _, i := range redo {
-			k := calls[i]
-			cmds = append(cmds, c.B().Eval().Script(s.fallback().src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build())
-		}
-		for j, r := range c.DoMulti(ctx, cmds...) {
-			out[redo[j]] = r
-		}
-	}
-	return out
 }
 
 type call struct {
@@ -665,5 +560,195 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// Batches. A round sends a script to every master; many rounds at once
+// (many clients on many names, a burst) would each cost a master a script
+// call, and the agent a command, a goroutine and mostly a write per master.
+// So the hot scripts (acquire, release) go through a batcher per master: a
+// round's call is made at once, alone, while the master has fewer than
+// batchSenders calls of that script in flight, and otherwise waits for one
+// to come back and goes with every item that waited meanwhile, in one call
+// of the batch script (see scripts/lua/batch.lua). One round alone pays for none of it.
+//
+// Batching changes no outcome: a batch runs its items in order, each as its
+// own call would, and an item's reply is its own. Items of one round's
+// masters still travel independently, and the rounds' order on a master
+// was never relied on (see scripts/lua/release.lua: tombstones make a release that
+// overtakes its acquire win).
+
+const (
+	// batchSenders is how many calls of one script a master has in
+	// flight before rounds wait for a batch: enough that one slow answer
+	// (the third master's, which a round no longer waits for) does not
+	// make the next serial round wait, and that the master stays busy
+	// while a batch's reply travels.
+	batchSenders = 4
+	// batchMax bounds the items of one call, and so how long one script
+	// keeps the master from everything else.
+	batchMax = 64
+	// batchQueueMax bounds the items waiting for one master, which grow
+	// while it hangs (a hung master is answered 64 items per call per
+	// deadline). Beyond it an item fails at once, as a master that does not
+	// answer: an acquire is a lost vote; a release leaves the hold to
+	// expire with its lease there, as any release that cannot reach a
+	// master does.
+	batchQueueMax = 1 << 16
+)
+
+// batchItem is one round's script call on one master, waiting for a batch.
+type batchItem struct {
+	keys, args []string
+	deadline   time.Time                 // when its caller stops waiting
+	timeout    time.Duration             // how long it had when it was queued
+	done       func(rueidis.RedisResult) // called once, by a sender; nil once called
+}
+
+// batcher gathers a master's items of one script into batches.
+type batcher struct {
+	m    *master
+	many *scripts.Script // the batch variant of the script
+	// land is set for a script whose calls must land however late (a
+	// release: see Release). Its items are sent however long they waited,
+	// each with its whole timeout from then, as a call of its own written
+	// to a hung master lands when the master answers again; one past its
+	// deadline is answered then, as that call would be, so that callers do
+	// not pile up behind a hung master.
+	land bool
+	mu   sync.Mutex
+	// queue holds the items waiting for a sender; inflight counts the
+	// calls of the script in flight (alone or batches). The first answered
+	// items of the queue were answered at their deadline already (see
+	// expireLocked): they wait only to be sent, for a batcher that lands.
+	queue    []*batchItem
+	answered int
+	inflight int
+}
+
+// wait queues it if the master has batchSenders calls of the script in
+// flight already: a sender then answers it (or wait itself, at once, if
+// batchQueueMax items wait already). Else it counts a call that the caller
+// makes at once, alone, and must end with done.
+func (b *batcher) wait(it *batchItem) (answered bool) {
+	b.mu.Lock()
+	switch {
+	case b.inflight < batchSenders:
+		b.inflight++
+		b.mu.Unlock()
+		return false
+	case len(b.queue) >= batchQueueMax:
+		b.mu.Unlock()
+		it.done(rueidis.NewErrorResult(ErrOverloaded))
+		return true
+	}
+	b.queue = append(b.queue, it)
+	expired := b.expireLocked(time.Now())
+	b.mu.Unlock()
+	for _, done := range expired {
+		done(rueidis.NewErrorResult(context.DeadlineExceeded))
+	}
+	return true
+}
+
+// expireLocked takes the callbacks of the items at the front of the queue
+// whose deadline passed, for the caller to answer once b.mu is let go: a
+// caller behind a hung master hears about when its deadline passes (the
+// next call queued after it looks), not only when a sender reaches its
+// item. Such an item leaves the queue, unless the batcher lands its items
+// (it is then sent all the same). Items come in deadline order, but for
+// rounds of other timeouts: one of those is answered when a sender
+// reaches it. b.mu is held.
+func (b *batcher) expireLocked(now time.Time) []func(rueidis.RedisResult) {
+	var expired []func(rueidis.RedisResult)
+	for b.answered < len(b.queue) && !now.Before(b.queue[b.answered].deadline) {
+		it := b.queue[b.answered]
+		expired = append(expired, it.done)
+		it.done = nil
+		b.answered++
+	}
+	if !b.land && b.answered > 0 {
+		rest := copy(b.queue, b.queue[b.answered:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.answered = 0
+	}
+	return expired
+}
+
+// done ends a call the caller made alone: its goroutine then sends, as
+// batches, the items that waited meanwhile, until none is left.
+func (b *batcher) done() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), batchMax)
+		if n == 0 {
+			b.inflight--
+			b.mu.Unlock()
+			return
+		}
+		batch := make([]*batchItem, n)
+		copy(batch, b.queue)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.answered = max(b.answered-n, 0)
+		b.mu.Unlock()
+		b.run(batch)
+	}
+}
+
+// errBatchReply is a batch reply that does not answer every item.
+var errBatchReply = errors.New("batch reply has the wrong number of items")
+
+// run sends one batch and hands each item its reply. An item whose
+// caller gave up meanwhile is not sent (it could only be undone), unless
+// the batcher's items must land.
+func (b *batcher) run(batch []*batchItem) {
+	now := time.Now()
+	live := batch[:0]
+	var deadline time.Time
+	for _, it := range batch {
+		itemDeadline := it.deadline
+		if !now.Before(itemDeadline) {
+			if it.done != nil { // not answered in the queue already (see expireLocked)
+				it.done(rueidis.NewErrorResult(context.DeadlineExceeded))
+				it.done = nil
+			}
+			if !b.land {
+				continue
+			}
+		}
+		if b.land {
+			itemDeadline = now.Add(it.timeout)
+		}
+		live = append(live, it)
+		if itemDeadline.After(deadline) {
+			deadline = itemDeadline
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(live)*len(live[0].keys))
+	args := make([]string, 0, len(live)*len(live[0].args))
+	for _, it := range live {
+		keys = append(keys, it.keys...)
+		args = append(args, it.args...)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	vals, err := b.m.evalOn(ctx, laneRounds, b.many, keys, args).ToArray()
+	cancel()
+	if err == nil && len(vals) != len(live) {
+		err = errBatchReply
+	}
+	for i, it := range live {
+		switch {
+		case it.done == nil: // answered at its deadline
+		case err != nil:
+			it.done(rueidis.NewErrorResult(err))
+		default:
+			it.done(rueidis.NewResult(vals[i], nil))
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // stallClock is the real clock until the masters have run a grant
@@ -17,7 +18,7 @@ import (
 // reading waits while during runs, so that no other goroutine of the
 // cluster reads the clock in between.
 type stallClock struct {
-	RealClock
+	clock.Real
 	mu      sync.Mutex
 	granted func() bool // nil: not armed, or fired
 	during  func()

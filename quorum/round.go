@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -13,10 +15,10 @@ import (
 // quorum operation is one (see vote). Its steps:
 //   - admission: it waits its turn among the rounds in flight (MaxRounds);
 //   - voters: it goes to the masters that may vote now, the rest count as failed;
-//   - fan-out: one call per master (the hot scripts batched: see batch.go),
+//   - fan-out: one call per master (the hot scripts batched: see master.go),
 //     each allowed the round's budget;
 //   - collection: answers are read until the outcome is certain, decided by
-//     the pure functions of math.go; a master silent past the masters'
+//     the pure functions of quorum/rules; a master silent past the masters'
 //     timeout (roundTimeout) is waited for, a timeout at a time, to the
 //     round's budget while the probe trusts it (see Patience): a slow master
 //     is not a dead one;
@@ -28,7 +30,7 @@ import (
 // roundSpec is what a round sends and how it reads the answers.
 type roundSpec struct {
 	op         Op
-	script     *script
+	script     *scripts.Script
 	keys, args []string
 	// judge reads one master's answer: the slot it granted (0 for a lock)
 	// and whether it agreed, or the master's failure. nil: an answer that
@@ -78,6 +80,51 @@ func (r *round) yes() int {
 		yes += g
 	}
 	return yes
+}
+
+// Refusal is what the masters answered a round that did not win the name.
+type Refusal struct {
+	Kind        error         // ErrBusy, ErrNoQuorum, ErrConflict or ErrSettings
+	Yes         int           // masters that granted (a split vote when > 0)
+	Busy        int           // masters that answered that others hold the name
+	Needed      int           // the quorum
+	HeldLimit   int           // for ErrConflict: the limit the name is held with (1: a lock)
+	RetryAfter  time.Duration // for ErrBusy: how long until a majority may have the name free (see rules.FreeOnMajorityIn; 0: no busy answer)
+	BestSlot    int           // the slot most masters granted: the one to ask for next
+	OnlyReaders bool          // for ErrBusy: only shared holders kept an exclusive claim out
+	// OnlyCached says, for ErrBusy, that on some busy master only records
+	// their agents keep cached (no client holds them) were in the claim's
+	// way: saying so (Wanted) makes those agents give the name up. Some, not
+	// all: a mark lands on each master in its own time (see MarkCached),
+	// and a give-back of an earlier failed attempt may still be in the
+	// way on another; a name a client holds shows no mark but in the
+	// moments after its cache lent it.
+	OnlyCached bool
+	// OnlyKept says, for ErrBusy, that on some busy master only records
+	// that caching agents keep (see CacheOrRelease) were in the claim's
+	// way, marked cached or not: lent to a client of that agent, or back
+	// in its cache with the mark not yet written. The agent answers a
+	// Wanted at once: it releases a record no client holds, and says Held
+	// of one a client does. Like OnlyCached, some, not all.
+	OnlyKept bool
+	Masters  []error // each failed master's error
+	Size     int     // how many masters the cluster has
+}
+
+// Err is the refusal as an error for the edge (the wire code mapping):
+// errors.Is(r.Err(), ErrBusy) etc. A nil refusal is a nil error.
+func (r *Refusal) Err() error {
+	if r == nil {
+		return nil
+	}
+	return &RoundError{Kind: r.Kind, Yes: r.Yes, Needed: r.Needed, Masters: r.Masters, HeldLimit: r.HeldLimit, Size: r.Size}
+}
+
+// noQuorum is a refusal of a round that never reached a majority for
+// causes: of ErrSettings when masters that record other settings alone
+// ruled one out.
+func (c *Cluster) noQuorum(causes []error) *Refusal {
+	return &Refusal{Kind: c.failedKind(causes), Needed: c.quorum, Masters: causes, Size: len(c.masters)}
 }
 
 // noQuorumErr is the error of a round that missed a majority: of
@@ -216,10 +263,10 @@ func (c *Cluster) fanout(ctx context.Context, spec roundSpec, to []int) (answers
 }
 
 // call runs s on master i and hands answered its reply. The hot scripts'
-// calls may wait for a batch instead (see batch.go), so it must be called
+// calls may wait for a batch instead (see batcher, master.go), so it must be called
 // in a goroutine of its own that may end before the reply: answered is
 // then called by the goroutine that sends the batch.
-func (c *Cluster) call(ctx context.Context, i int, op Op, s *script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
+func (c *Cluster) call(ctx context.Context, i int, op Op, s *scripts.Script, deadline time.Time, keys, args []string, answered func(rueidis.RedisResult)) {
 	b := c.masters[i].batcherFor(s)
 	start := time.Now()
 	if b != nil && b.wait(&batchItem{keys: keys, args: args, deadline: deadline, timeout: deadline.Sub(start), done: func(r rueidis.RedisResult) {
@@ -271,7 +318,7 @@ func (c *Cluster) budget(ctx context.Context, spec roundSpec) time.Duration {
 
 // timedEval is master i's eval, timed for the Observer. Latency is not
 // lease logic: it reads the monotonic clock, not the Cluster's Clock.
-func (c *Cluster) timedEval(ctx context.Context, op Op, i int, s *script, keys, args []string) rueidis.RedisResult {
+func (c *Cluster) timedEval(ctx context.Context, op Op, i int, s *scripts.Script, keys, args []string) rueidis.RedisResult {
 	start := time.Now()
 	r := c.masters[i].eval(ctx, s, keys, args)
 	c.cfg.Observer.MasterOp(i, op, time.Since(start))
@@ -328,7 +375,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 			now := time.Now()
 			waited := now.Sub(start)
 			stalled += max(waited-due, 0)
-			if p := Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, stalled)); p > 0 {
+			if p := rules.Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, stalled)); p > 0 {
 				due = p
 				deadline.Reset(p - waited)
 				a, ok = next(answers, deadline)
@@ -369,7 +416,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 func (c *Cluster) trusted(to []int, answered []bool, start, now time.Time, stalled time.Duration) int {
 	n := 0
 	for _, i := range to {
-		if m := c.masters[i]; !answered[i] && Trusted(m.doubted(), now.Sub(m.heardSince(start)), stalled, m.timeout()) {
+		if m := c.masters[i]; !answered[i] && rules.Trusted(m.doubted(), now.Sub(m.heardSince(start)), stalled, m.timeout()) {
 			n++
 		}
 	}
@@ -388,8 +435,8 @@ func (c *Cluster) decided(spec roundSpec, r *round, refused int) bool {
 	case spec.land:
 		return r.yes() >= c.quorum
 	}
-	o, _ := DecideSlots(len(c.masters), r.granted, r.failed+refused)
-	return o != Pending
+	o, _ := rules.DecideSlots(len(c.masters), r.granted, r.failed+refused)
+	return o != rules.Pending
 }
 
 // errUnanswered stands for the n masters that did not answer a round that

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
 // Settings are the settings that the safety of a cluster's agents depends
 // on (the lease, the drift allowance, the quarantine they imply, the cohort
 // bounds: the agent chooses them, see agent.ClusterSettings). Every master's
-// epoch marker records them (see lua/gate.lua), and a master votes only for an
+// epoch marker records them (see scripts/lua/gate.lua), and a master votes only for an
 // agent whose settings it records: two agents that would overlap with
 // different leases or quarantines never count each other's masters. They
 // are an ordered list, written to and read from the masters by this package
@@ -231,7 +232,7 @@ func (c *Cluster) settingsKind(errs []error) bool {
 }
 
 // Bootstrap is BootstrapSettings recording no settings: the first agent
-// that may records its own (see lua/gate.lua).
+// that may records its own (see scripts/lua/gate.lua).
 func Bootstrap(ctx context.Context, keyPrefix string, masters []MasterConfig) ([]string, error) {
 	return BootstrapSettings(ctx, keyPrefix, nil, masters)
 }
@@ -247,7 +248,7 @@ func BootstrapSettings(ctx context.Context, keyPrefix string, settings Settings,
 	var planted []string
 	err := eachAdmin(keyPrefix, settings, masters, func(c *Cluster, m *master) error {
 		epoch := "bootstrap:" + randomID()
-		plantedHere, err := m.eachMarker(ctx, bootstrapScript, func(r rueidis.RedisResult) (bool, error) {
+		plantedHere, err := m.eachMarker(ctx, scripts.Bootstrap, func(r rueidis.RedisResult) (bool, error) {
 			v, err := r.AsInt64()
 			return v > 0, err
 		}, epoch, c.settings)
@@ -289,21 +290,21 @@ func ReadSettings(ctx context.Context, keyPrefix string, masters []MasterConfig)
 
 // ChangeSettings records settings in every one of masters' markers, with a
 // quarantine of quarantine from now (or longer, where one ends later): see
-// lua/change.lua. It is the settings command, the safe way to change a setting
+// scripts/lua/change.lua. It is the settings command, the safe way to change a setting
 // on a running cluster: during the quarantine no agent grants (the old
 // agents' renewals are refused, so their holds are lost, and their records
 // expire within one old lease); agents restarted with the new settings vote
 // once it ends. quarantine must be at least the old settings' and the new
 // ones' quarantine. It returns the names of the masters it changed; a
 // master it could not reach keeps the old settings, and agents with the new
-// ones plant it anew once they are a majority (see lua/marker.lua).
+// ones plant it anew once they are a majority (see scripts/lua/marker.lua).
 func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, quarantine time.Duration, masters []MasterConfig) ([]string, error) {
 	if len(settings) == 0 {
 		return nil, errors.New("quorum: no settings to record")
 	}
 	var changed []string
 	err := eachAdmin(keyPrefix, settings, masters, func(c *Cluster, m *master) error {
-		_, err := m.eachMarker(ctx, changeScript, func(r rueidis.RedisResult) (bool, error) { return true, r.Error() },
+		_, err := m.eachMarker(ctx, scripts.Change, func(r rueidis.RedisResult) (bool, error) { return true, r.Error() },
 			"change:"+randomID(), c.settings, strconv.FormatInt(quarantine.Milliseconds(), 10))
 		if err == nil {
 			changed = append(changed, m.cfg.Name)
@@ -316,7 +317,7 @@ func ChangeSettings(ctx context.Context, keyPrefix string, settings Settings, qu
 // eachMarker runs s with args on the master's marker, or on every slot's
 // marker of a master that is a Redis Cluster, and reads each reply with
 // read: it says whether any reply read true, and joins the errors.
-func (m *master) eachMarker(ctx context.Context, s *script, read func(rueidis.RedisResult) (bool, error), args ...string) (some bool, err error) {
+func (m *master) eachMarker(ctx context.Context, s *scripts.Script, read func(rueidis.RedisResult) (bool, error), args ...string) (some bool, err error) {
 	replies := m.t.markerReplies(ctx, s, args)
 	var errs []error
 	for _, r := range replies {

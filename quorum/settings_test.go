@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 var (
@@ -20,7 +22,7 @@ var (
 // which only master 0 is a real server: the others exist only in what this
 // agent believes the markers record (views), which decides whether it may
 // plant (see mayPlant) and re-plant (see replant).
-func gateMaster(t *testing.T, server *redistest.Server, views ...MarkerView) (*Cluster, *master) {
+func gateMaster(t *testing.T, server *redistest.Server, views ...rules.MarkerView) (*Cluster, *master) {
 	t.Helper()
 	cfg := Config{KeyPrefix: "g:", DriftFactor: 0.01, MasterTimeout: 200 * time.Millisecond, Quarantine: 3100 * time.Millisecond,
 		Settings: ourSettings, Masters: []MasterConfig{{Name: "m0", Address: server.Addr}, {Name: "m1", Address: "127.0.0.1:1"}, {Name: "m2", Address: "127.0.0.1:1"}}}
@@ -55,7 +57,7 @@ func marker(t *testing.T, s *redistest.Server) map[string]string {
 // refusal as the rounds read it, nil if the master voted.
 func gateAcquire(c *Cluster, m *master, holder string) error {
 	keys, args := c.acquireArgs(req("k", holder))
-	_, err := m.eval(context.Background(), acquireScript, keys, args).AsIntSlice()
+	_, err := m.eval(context.Background(), scripts.Acquire, keys, args).AsIntSlice()
 	return gateRefusal(err, c.cfg.Settings)
 }
 
@@ -78,8 +80,8 @@ func TestGateSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func()
-		views []MarkerView // of masters 0..2, as this agent's probes saw them
-		probe bool         // run the probe (which may re-plant), not a vote
+		views []rules.MarkerView // of masters 0..2, as this agent's probes saw them
+		probe bool               // run the probe (which may re-plant), not a vote
 		// want: the refusal (nil: a vote), and what the marker then records.
 		want         error
 		wantSettings string
@@ -87,36 +89,36 @@ func TestGateSettings(t *testing.T) {
 		quarantined  bool // the marker's quarantine runs (until > 0)
 	}{
 		{name: "a master with no marker gets one recording our settings when a majority records them",
-			setup: func() {}, views: []MarkerView{ViewNone, ViewOurs, ViewOurs}, probe: true,
+			setup: func() {}, views: []rules.MarkerView{rules.ViewNone, rules.ViewOurs, rules.ViewOurs}, probe: true,
 			wantSettings: ourSettings.String(), wantHow: "plant", quarantined: true},
 		{name: "a master with no marker gets one when a majority was probed and none records other settings (a new cluster)",
-			setup: func() {}, views: []MarkerView{ViewNone, ViewNone, ViewUnknown}, probe: true,
+			setup: func() {}, views: []rules.MarkerView{rules.ViewNone, rules.ViewNone, rules.ViewUnknown}, probe: true,
 			wantSettings: ourSettings.String(), wantHow: "plant", quarantined: true},
 		{name: "a master with no marker refuses a vote, and is not planted, while the agent does not know a majority",
-			setup: func() {}, views: []MarkerView{ViewNone, ViewUnknown, ViewUnknown},
+			setup: func() {}, views: []rules.MarkerView{rules.ViewNone, rules.ViewUnknown, rules.ViewUnknown},
 			want: ErrUnplanted},
 		{name: "a master with no marker is not planted by an agent whom a master with other settings outvotes",
-			setup: func() {}, views: []MarkerView{ViewNone, ViewOther, ViewNone},
+			setup: func() {}, views: []rules.MarkerView{rules.ViewNone, rules.ViewOther, rules.ViewNone},
 			want: ErrUnplanted},
 		{name: "a marker that records no settings adopts ours, and votes",
-			setup: plantMarker("", ""), views: []MarkerView{ViewNone, ViewOurs, ViewOurs},
+			setup: plantMarker("", ""), views: []rules.MarkerView{rules.ViewNone, rules.ViewOurs, rules.ViewOurs},
 			wantSettings: ourSettings.String()},
 		{name: "a marker that records no settings votes for an agent that may not plant, and records none",
-			setup: plantMarker("", ""), views: []MarkerView{ViewNone, ViewOther, ViewOther}},
+			setup: plantMarker("", ""), views: []rules.MarkerView{rules.ViewNone, rules.ViewOther, rules.ViewOther}},
 		{name: "a marker that records our settings votes",
-			setup: plantMarker(ourSettings.String(), "plant"), views: []MarkerView{ViewOurs, ViewUnknown, ViewUnknown},
+			setup: plantMarker(ourSettings.String(), "plant"), views: []rules.MarkerView{rules.ViewOurs, rules.ViewUnknown, rules.ViewUnknown},
 			wantSettings: ourSettings.String(), wantHow: "plant"},
 		{name: "a marker that records other settings refuses the vote and is left as it is",
-			setup: plantMarker(otherSettings.String(), "plant"), views: []MarkerView{ViewOther, ViewOurs, ViewOurs},
+			setup: plantMarker(otherSettings.String(), "plant"), views: []rules.MarkerView{rules.ViewOther, rules.ViewOurs, rules.ViewOurs},
 			want: ErrSettings, wantSettings: otherSettings.String(), wantHow: "plant"},
 		{name: "the probe of an agent a majority agrees with plants anew a marker that records other settings",
-			setup: plantMarker(otherSettings.String(), "plant"), views: []MarkerView{ViewOther, ViewOurs, ViewOurs}, probe: true,
+			setup: plantMarker(otherSettings.String(), "plant"), views: []rules.MarkerView{rules.ViewOther, rules.ViewOurs, rules.ViewOurs}, probe: true,
 			wantSettings: ourSettings.String(), wantHow: "plant", quarantined: true},
 		{name: "the probe of an agent in a minority leaves another's marker as it is",
-			setup: plantMarker(otherSettings.String(), "plant"), views: []MarkerView{ViewOther, ViewOther, ViewOurs}, probe: true,
+			setup: plantMarker(otherSettings.String(), "plant"), views: []rules.MarkerView{rules.ViewOther, rules.ViewOther, rules.ViewOurs}, probe: true,
 			want: ErrSettings, wantSettings: otherSettings.String(), wantHow: "plant"},
 		{name: "a marker the settings command wrote is not planted anew, whatever the agent believes",
-			setup: plantMarker(otherSettings.String(), "change"), views: []MarkerView{ViewOther, ViewOurs, ViewOurs}, probe: true,
+			setup: plantMarker(otherSettings.String(), "change"), views: []rules.MarkerView{rules.ViewOther, rules.ViewOurs, rules.ViewOurs}, probe: true,
 			want: ErrSettings, wantSettings: otherSettings.String(), wantHow: "change"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

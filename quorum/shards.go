@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/hashslot"
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 	"github.com/redis/rueidis"
 )
 
@@ -21,7 +24,7 @@ import (
 // MOVED and ASK (the command did not run there; it is sent once to the
 // slot's owner). What is per master on a standalone one is per hash slot
 // on such a master, because a script may only touch the keys of one slot
-// (see slots.go):
+// (see package hashslot):
 //
 //   - Each slot has its own epoch marker, planted and gated as a standalone
 //     master's is, by every script that votes on a name of that slot. A
@@ -30,7 +33,7 @@ import (
 //     vote on.
 //   - Every gate on such a master reads the server's run_id (the variant
 //     of the scripts that a standalone master runs only on a new
-//     connection: see script.afterRestart). A slot's marker records the
+//     connection: see scripts.Script.AfterRestart). A slot's marker records the
 //     run_id of the server that planted it, so a slot now served by
 //     another server (a promoted replica that may have missed the last
 //     grants, a restart from a snapshot, a slot migrated with its keys) is
@@ -55,11 +58,60 @@ import (
 //     lacks, so it is answered TRYAGAIN until the slot has moved; a read
 //     (WHO) may miss a moved holder, as a master that lost it would.
 //   - The probe never plants a cluster's marker anew for settings (the
-//     replant of lua/marker.lua, see Cluster.replant): a slot recording other
+//     replant of scripts/lua/marker.lua, see Cluster.replant): a slot recording other
 //     settings keeps refusing until the settings command writes it.
 //
 // Release messages go by SPUBLISH, to the shard of the channel's slot,
-// where the agent subscribes (see shardwatch.go).
+// where the agent subscribes (see its side of the watches, below).
+
+// sharded is a master that is a Redis Cluster: the transport of this file.
+type sharded struct{ *master }
+
+func (m sharded) probe(runCtx context.Context) { m.probeShards(runCtx) }
+
+func (m sharded) run(ctx context.Context, _ lane, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult {
+	r := m.shards.eval(ctx, c, s, keys, args)
+	m.hear(r)
+	return r
+}
+
+func (m sharded) runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
+	return m.shards.evalMulti(ctx, c, s, calls)
+}
+
+// quarantined: a cluster master is quarantined per slot (see
+// shardSet.noteReply).
+func (m sharded) quarantined(time.Duration) {}
+
+func (m sharded) horizon(ctx context.Context, l lane) rules.Horizon { return m.clusterHorizon(ctx, l) }
+
+func (m sharded) markerReplies(ctx context.Context, s *scripts.Script, args []string) []rueidis.RedisResult {
+	return m.everySlot(ctx, laneRounds, s, func(int) []string { return args })
+}
+
+// settingsMarker: every slot's records the same, but for a slot
+// quarantined meanwhile.
+func (m sharded) settingsMarker() string { return m.cluster.keys.SlotMarker(0) }
+
+// voteErr: a quarantined slot's answer is left out of every round, as
+// voters leaves out a standalone master (see slotVoteErr).
+func (m sharded) voteErr(spec roundSpec) error {
+	slot, _ := m.cluster.keys.CallSlot(spec.keys)
+	return m.shards.slotErr(slot)
+}
+
+// publishOn publishes with SPUBLISH (see the watches below).
+func (m sharded) publishOn(ctx context.Context, c rueidis.Client, channel, message string) {
+	c.Do(ctx, c.B().Spublish().Channel(channel).Message(message).Build())
+}
+
+func (m sharded) subscribeLoop(ctx context.Context) { m.shards.subs.loop(ctx) }
+func (m sharded) subscribe(ctx context.Context, ch string) bool {
+	return m.shards.subs.subscribe(ctx, ch)
+}
+func (m sharded) unsubscribe(ctx context.Context, ch string) { m.shards.subs.unsubscribe(ctx, ch) }
+func (m sharded) shardStatus() []ShardStatus                 { return m.shards.status() }
+func (m sharded) perSlot() bool                              { return true }
 
 // errNoSlot: a call on a cluster master named no key of a name or slot,
 // only the generic marker (a programming error: see callSlot).
@@ -71,18 +123,18 @@ type shardSet struct {
 
 	mu    sync.RWMutex
 	list  []*shard
-	topo  string          // the slots as last read, to see them change
-	owner [numSlots]int16 // each slot's shard in list; -1 for none
+	topo  string                // the slots as last read, to see them change
+	owner [hashslot.Count]int16 // each slot's shard in list; -1 for none
 	// until is, per slot, when its quarantine ends (Unix ns of the
 	// cluster's clock); 0 for none known.
-	until [numSlots]int64
+	until [hashslot.Count]int64
 
 	// sweep asks the next probe to read every slot's marker; swept is when
 	// one last did.
 	sweep atomic.Bool
 	swept time.Time
 
-	subs *shardSubs // the watches' subscriptions (see shardwatch.go)
+	subs *shardSubs // the watches' subscriptions (see the watches, below)
 }
 
 // shard is one shard as the probe last saw it.
@@ -94,7 +146,7 @@ type shard struct {
 	epoch, run string // of its first slot's marker
 	unsafe     error
 	checked    bool // unsafe is this probe's verdict, not the last one's
-	view       MarkerView
+	view       rules.MarkerView
 	recorded   string
 }
 
@@ -199,55 +251,55 @@ func (s *shardSet) noteReply(slot int, r rueidis.RedisResult) {
 
 // eval runs s on client c, a cluster master's connection: on the keys'
 // slot, with its slot marker, the gate reading the run_id (see above).
-func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *script, keys, args []string) rueidis.RedisResult {
-	slot, keys := sh.m.cluster.callSlot(keys)
+func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *scripts.Script, keys, args []string) rueidis.RedisResult {
+	slot, keys := sh.m.cluster.keys.CallSlot(keys)
 	if slot < 0 {
 		return rueidis.NewErrorResult(errNoSlot)
 	}
-	if s.gateArg >= 0 {
+	if s.GateArg >= 0 {
 		if err := sh.slotErr(slot); err != nil {
 			return rueidis.NewErrorResult(err)
 		}
 	}
-	s = s.sharded
-	r := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	s = s.Sharded
+	r := c.Do(ctx, c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if noScript(r.Error()) {
 		sh.m.reload.Store(true)
-		r = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		r = c.Do(ctx, c.B().Eval().Script(s.Src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	sh.noteReply(slot, r)
 	return r
 }
 
 // evalMulti is eval of many calls, pipelined per shard.
-func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *script, calls []call) []rueidis.RedisResult {
+func (sh *shardSet) evalMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
 	return sh.evalEach(ctx, c, s, calls, true)
 }
 
 // evalEach is evalMulti; the probe's calls, which find out whether a shard
 // is down or a slot quarantined, do not check first (check false).
-func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, calls []call, check bool) []rueidis.RedisResult {
+func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call, check bool) []rueidis.RedisResult {
 	out := make([]rueidis.RedisResult, len(calls))
 	slots := make([]int, len(calls))
 	var cmds rueidis.Commands
 	var sent []int
 	var made []call // the calls as sent, for a NOSCRIPT's EVAL below
-	v := s.sharded
+	v := s.Sharded
 	for i, k := range calls {
 		var keys []string
-		slots[i], keys = sh.m.cluster.callSlot(k.keys)
+		slots[i], keys = sh.m.cluster.keys.CallSlot(k.keys)
 		if slots[i] < 0 {
 			out[i] = rueidis.NewErrorResult(errNoSlot)
 			continue
 		}
-		if check && s.gateArg >= 0 {
+		if check && s.GateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
 				out[i] = rueidis.NewErrorResult(err)
 				continue
 			}
 		}
 		args := sh.m.gateArgs(s, k.args)
-		cmds = append(cmds, c.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		cmds = append(cmds, c.B().Evalsha().Sha1(v.SHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		made = append(made, call{keys: keys, args: args})
 		sent = append(sent, i)
 	}
@@ -267,14 +319,14 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *script, c
 		for j, r := range results {
 			if noScript(r.Error()) { // a command is spent once sent: built anew
 				k := made[j]
-				redo = append(redo, c.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+				redo = append(redo, c.B().Evalsha().Sha1(v.SHA).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
 				redone = append(redone, j)
 			}
 		}
 		for n, r := range c.DoMulti(ctx, redo...) {
 			if noScript(r.Error()) { // a node the client had not met
 				k := made[redone[n]]
-				r = c.Do(ctx, c.B().Eval().Script(v.src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
+				r = c.Do(ctx, c.B().Eval().Script(v.Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(k.args...).Build())
 			}
 			results[redone[n]] = r
 		}
@@ -305,11 +357,11 @@ func (m sharded) loadScripts(runCtx context.Context) {
 		return
 	}
 	var srcs []string
-	seen := map[*script]bool{}
-	for _, s := range allScripts {
-		if v := s.sharded; !seen[v] {
+	seen := map[*scripts.Script]bool{}
+	for _, s := range scripts.All {
+		if v := s.Sharded; !seen[v] {
 			seen[v] = true
-			srcs = append(srcs, v.src)
+			srcs = append(srcs, v.Src)
 		}
 	}
 	// A stop does not wait for a node that does not answer (see
@@ -337,9 +389,9 @@ func (m sharded) loadScripts(runCtx context.Context) {
 }
 
 // load puts s in the script cache of every node of the cluster client c.
-func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *script) {
+func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *scripts.Script) {
 	for addr, node := range c.Nodes() {
-		if err := node.Do(ctx, node.B().ScriptLoad().Script(s.src).Build()).Error(); err != nil {
+		if err := node.Do(ctx, node.B().ScriptLoad().Script(s.Src).Build()).Error(); err != nil {
 			sh.m.log.Debug("script load failed on a node", "node", addr, "error", err)
 		}
 	}
@@ -348,8 +400,8 @@ func (sh *shardSet) load(ctx context.Context, c rueidis.Client, s *script) {
 // everySlot runs s once per slot on the lane l, with the slot's marker as
 // its one key and args(slot) as its arguments, pipelined, and returns the
 // replies by slot.
-func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slot int) []string) []rueidis.RedisResult {
-	slots := make([]int, numSlots)
+func (m *master) everySlot(ctx context.Context, l lane, s *scripts.Script, args func(slot int) []string) []rueidis.RedisResult {
+	slots := make([]int, hashslot.Count)
 	for i := range slots {
 		slots[i] = i
 	}
@@ -359,7 +411,7 @@ func (m *master) everySlot(ctx context.Context, l lane, s *script, args func(slo
 // someSlots is everySlot for slots only; the replies are in their order.
 // They go slotChunk at a time: a node that takes long over a huge batch
 // (a loaded host) is taken for a dead connection by the client.
-func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
+func (m *master) someSlots(ctx context.Context, l lane, s *scripts.Script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
 	const slotChunk = 1024
 	c := m.conn(l)
 	out := make([]rueidis.RedisResult, 0, len(slots))
@@ -367,7 +419,7 @@ func (m *master) someSlots(ctx context.Context, l lane, s *script, slots []int, 
 		chunk := slots[lo:min(lo+slotChunk, len(slots))]
 		calls := make([]call, len(chunk))
 		for i, slot := range chunk {
-			calls[i] = call{keys: []string{m.cluster.slotMarkerKey(slot)}, args: args(slot)}
+			calls[i] = call{keys: []string{m.cluster.keys.SlotMarker(slot)}, args: args(slot)}
 		}
 		if c == nil || ctx.Err() != nil {
 			for range chunk {
@@ -430,7 +482,7 @@ func (m *master) readTopology(ctx context.Context) ([]*shard, string, error) {
 	}
 	slices.SortFunc(list, func(a, b *shard) int { return a.slots[0] - b.slots[0] })
 	for _, sh := range list {
-		fmt.Fprintf(&topo, "%s=%s;", sh.addr, slotRanges(sh.slots))
+		fmt.Fprintf(&topo, "%s=%s;", sh.addr, hashslot.Ranges(sh.slots))
 	}
 	return list, topo.String(), nil
 }
@@ -447,7 +499,7 @@ func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 	first, err1 := e[0].AsInt64()
 	last, err2 := e[1].AsInt64()
 	node, err3 := e[2].ToArray()
-	if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 || first < 0 || last >= numSlots || first > last {
+	if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 || first < 0 || last >= hashslot.Count || first > last {
 		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
 	}
 	ip, _ := node[0].ToString()
@@ -456,4 +508,693 @@ func slotRange(r rueidis.RedisMessage) (addr string, lo, hi int, err error) {
 		return "", 0, 0, errors.New("unexpected CLUSTER SLOTS reply")
 	}
 	return net.JoinHostPort(ip, strconv.FormatInt(port, 10)), int(first), int(last), nil
+}
+
+// The probe of a master that is a Redis Cluster.
+
+// sweepEvery bounds how often a call that met a quarantined slot makes the
+// probe read every slot's marker.
+const sweepEvery = time.Second
+
+// probeShards is probe for a cluster master: it reads the slots, runs the
+// gate on each shard's first slot, checks each shard's configuration now
+// and then, reads every slot's marker when something changed, and sets the
+// master's state from its shards'.
+func (m *master) probeShards(runCtx context.Context) {
+	cfg := &m.cluster.cfg
+	// As generous as a standalone master's probe: four of the master's
+	// timeouts, which follow its answers (a busy host is not an outage).
+	ctx, cancel := context.WithTimeout(runCtx, max(4*cfg.MasterTimeout, 500*time.Millisecond, 4*m.timeout()))
+	defer cancel()
+	list, topo, err := m.readTopology(ctx)
+	if err != nil {
+		m.probeFailed(err)
+		return
+	}
+	now := m.cluster.clock.Now()
+	m.mu.Lock()
+	m.failures = 0
+	check := m.checked.IsZero() || now.Sub(m.checked) >= cfg.SafetyInterval
+	m.mu.Unlock()
+	m.gateShards(ctx, list)
+	if m.reload.Swap(false) {
+		m.loadScripts(runCtx)
+	}
+	if check {
+		m.checkShards(ctx, list)
+	}
+	changed := m.shards.update(list, topo)
+	m.noteShardMarkers(list)
+	m.setState(m.shards.state())
+	m.cluster.noteSettings()
+	if changed || (m.shards.sweep.Load() && now.Sub(m.shards.swept) >= sweepEvery) {
+		m.sweepSlots(runCtx)
+	}
+}
+
+// update takes the probe's view of the shards, keeping each one's last
+// configuration verdict unless it was checked again, and says
+// whether every slot's marker should be read: the slots moved, or a
+// shard's first marker is another than before (it lost its data, or is
+// served by another server).
+func (s *shardSet) update(list []*shard, topo string) (changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed = topo != s.topo
+	old := map[string]*shard{}
+	for _, sh := range s.list {
+		old[sh.addr] = sh
+	}
+	// A slot no shard serves now must not keep its old place in the list,
+	// which may be another shard's now.
+	for slot := range s.owner {
+		s.owner[slot] = -1
+	}
+	for i, sh := range list {
+		was := old[sh.addr]
+		switch {
+		case was == nil:
+			changed = true
+		case sh.state != StateDown && (sh.epoch != was.epoch || sh.run != was.run):
+			changed = true
+		}
+		if was != nil && !sh.checked {
+			sh.unsafe = was.unsafe
+		}
+		for _, slot := range sh.slots {
+			s.owner[slot] = int16(i)
+		}
+	}
+	s.list, s.topo = list, topo
+	return changed
+}
+
+// sweepSlots reads every slot's marker, runs the probe's gate on those that
+// may not vote as they are (planting where the agent may), notes each
+// slot's quarantine, and settles the tails of the slots that lost their
+// data. A slot it could not read (a shard busy or down) makes the next
+// probe sweep again.
+func (m *master) sweepSlots(runCtx context.Context) {
+	c := m.cluster
+	ctx, cancel := context.WithTimeout(runCtx, max(100*c.cfg.MasterTimeout, 5*time.Second))
+	defer cancel()
+	m.shards.sweep.Store(false)
+	m.shards.swept = c.clock.Now()
+	suspect, failed := m.suspectSlots(ctx)
+	args := c.gateArgs()
+	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(args[:2:2], "0") })
+	var lost []int
+	fresh, unrecorded := false, 0
+	for i, r := range replies {
+		mk, err := readMarker(r, c.cfg.Settings)
+		if err == nil && (errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "" && c.settings != "") {
+			unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
+		}
+		switch {
+		case err != nil:
+			failed++
+		case mk.left > 0:
+			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
+			lost = append(lost, suspect[i])
+		}
+	}
+	// Waiters are woken once, not per slot (a shard that restarted empty
+	// has thousands), and a slot found quarantined asks for no other
+	// sweep: this one read them all.
+	if fresh {
+		c.wakeAll()
+	}
+	if failed > 0 || unrecorded > 0 {
+		// Read again at a next probe: a slot it could not read, or whose
+		// marker this agent could not yet plant or record its settings in
+		// (before it knew a majority records them), which an agent with
+		// other settings must not be left to adopt first.
+		m.shards.sweep.Store(true)
+		m.log.Debug("sweeping again", "unread_slots", failed, "unrecorded_slots", unrecorded)
+	}
+	if len(lost) > 0 {
+		m.settleSlotTails(ctx, lost)
+	}
+}
+
+// suspectSlots reads every slot's marker (HMGET, cheap beside the gate,
+// which reads INFO) and returns the slots whose marker the gate must see:
+// none, another server's run_id than its shard's first slot's, a
+// quarantine not yet found over, tails pending, other settings. failed
+// counts the slots it could not read.
+//
+// It leaves out the slots of the shards this probe found down: their calls
+// would wait out the sweep's deadline (a shard that does not answer) or
+// run the gate on every one of them (the probe did not learn the shard's
+// run_id, so each slot looks served by another server), and the sweep runs
+// inside the probe, which meanwhile probes none of the master's shards: a
+// shard found down by one late answer (a cold connection on a loaded host)
+// stayed down for that whole sweep, seconds, though it answered again at
+// once. They are read when the shard is found up again: its first marker
+// is then another than the down shard's none, so the probe sweeps (see
+// update).
+func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
+	const chunk = 1024
+	c := m.conn(laneHealth)
+	if c == nil {
+		return nil, hashslot.Count
+	}
+	runs, down := m.shards.runs()
+	slots := make([]int, 0, hashslot.Count)
+	for slot := range hashslot.Count {
+		if !down[slot] {
+			slots = append(slots, slot)
+		}
+	}
+	for lo := 0; lo < len(slots); lo += chunk {
+		part := slots[lo:min(lo+chunk, len(slots))]
+		cmds := make(rueidis.Commands, 0, len(part))
+		for _, slot := range part {
+			cmds = append(cmds, c.B().Hmget().Key(m.cluster.keys.SlotMarker(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
+		}
+		for i, r := range c.DoMulti(ctx, cmds...) {
+			slot := part[i]
+			f, err := r.ToArray()
+			if err != nil || len(f) != 5 {
+				failed++
+				continue
+			}
+			epoch, _ := f[0].ToString()
+			run, _ := f[1].ToString()
+			until, _ := f[2].ToString()
+			tails, _ := f[3].ToString()
+			settings, _ := f[4].ToString()
+			if epoch == "" || run == "" || run != runs[slot] || (until != "0" && until != "") || tails == "pending" || settings != m.cluster.settings {
+				suspect = append(suspect, slot)
+			}
+		}
+	}
+	return suspect, failed
+}
+
+// runs is, per slot, the run_id its shard's first slot's marker records,
+// as the probe last saw it ("" where none), and whether the probe last
+// found its shard down.
+func (s *shardSet) runs() (runs []string, down []bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	runs, down = make([]string, hashslot.Count), make([]bool, hashslot.Count)
+	for slot, i := range s.owner {
+		if i >= 0 {
+			runs[slot], down[slot] = s.list[i].run, s.list[i].state == StateDown
+		}
+	}
+	return runs, down
+}
+
+// settleSlotTails is settleTails for a cluster master: each of the
+// quarantined slots that lost its data sits out the tails the other
+// masters keep.
+func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
+	c := m.cluster
+	own := make([]rules.Horizon, hashslot.Count)
+	for i, r := range m.someSlots(ctx, laneHealth, scripts.Horizon, quarantined, func(int) []string { return nil }) {
+		own[quarantined[i]] = readHorizon(r)
+	}
+	var pending []int
+	for _, slot := range quarantined {
+		if h := own[slot]; h.Answered && h.Lost && h.Epoch != "" {
+			pending = append(pending, slot)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	left, settle, complete := rules.SettleHorizon(len(c.masters), c.otherHorizons(ctx, m.index))
+	if !settle {
+		m.shards.sweep.Store(true) // again at the next sweep
+		return
+	}
+	ms := strconv.FormatInt((left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond).Milliseconds(), 10)
+	conn := m.conn(laneHealth)
+	if conn == nil {
+		return
+	}
+	calls := make([]call, len(pending))
+	for i, slot := range pending {
+		calls[i] = call{keys: []string{c.keys.SlotMarker(slot)}, args: []string{own[slot].Epoch, ms}}
+	}
+	for i, r := range m.shards.evalEach(ctx, conn, scripts.SettleTails, calls, false) {
+		if q, err := r.AsInt64(); err == nil && q >= 0 {
+			m.shards.quarantined(pending[i], time.Duration(q)*time.Millisecond)
+		}
+	}
+	m.log.Info("slots that lost their data sit out the tails the others keep", "slots", len(pending), "complete", complete)
+}
+
+// slotHorizons asks every slot's marker for its tail horizon.
+func (m *master) slotHorizons(ctx context.Context, l lane) []rules.Horizon {
+	out := make([]rules.Horizon, hashslot.Count)
+	for slot, r := range m.everySlot(ctx, l, scripts.Horizon, func(int) []string { return nil }) {
+		out[slot] = readHorizon(r)
+	}
+	return out
+}
+
+// clusterHorizon is a cluster master's tail horizon as another master's
+// settling asks it: the latest of its slots', lost if any slot lost its
+// data and is not settled.
+func (m *master) clusterHorizon(ctx context.Context, l lane) rules.Horizon {
+	all := rules.Horizon{Answered: true}
+	for _, h := range m.slotHorizons(ctx, l) {
+		if !h.Answered {
+			return rules.Horizon{}
+		}
+		all.Lost = all.Lost || h.Lost
+		all.Left = max(all.Left, h.Left)
+	}
+	return all
+}
+
+// checkShards checks each shard primary's configuration (see checkSafety).
+func (m *master) checkShards(ctx context.Context, list []*shard) {
+	c := m.conn(laneHealth)
+	if c == nil {
+		return
+	}
+	nodes := c.Nodes()
+	all := true
+	for _, sh := range list {
+		node, ok := nodes[sh.addr]
+		if !ok {
+			all = false
+			continue
+		}
+		unsafe, ok := m.checkSafetyOn(ctx, node)
+		if !ok {
+			all = false
+			continue
+		}
+		sh.unsafe, sh.checked = unsafe, true
+	}
+	if all {
+		m.mu.Lock()
+		m.checked = m.cluster.clock.Now()
+		m.mu.Unlock()
+	}
+}
+
+// noteShardMarkers sets the master's marker view from its shards' first
+// markers: ours when every shard's records this agent's settings, other
+// when one records others.
+func (m *master) noteShardMarkers(list []*shard) {
+	view, recorded := rules.ViewOurs, ""
+	var refusal error
+	for _, sh := range list {
+		switch {
+		case sh.view == rules.ViewOther:
+			view, refusal, recorded = rules.ViewOther, sh.err, sh.recorded
+		case sh.view == rules.ViewNone && view == rules.ViewOurs:
+			view, recorded = rules.ViewNone, sh.recorded
+		case recorded == "":
+			recorded = sh.recorded
+		}
+	}
+	if len(list) == 0 {
+		view = rules.ViewNone
+	}
+	m.view.Store(int32(view))
+	m.mu.Lock()
+	m.refusal, m.recorded = refusal, recorded
+	m.mu.Unlock()
+}
+
+// state is the master's state from its shards': down when all are, else
+// unsafe or recording other settings when all are, else up. A shard down,
+// unsafe or quarantined keeps its own slots from voting (see slotErr); one
+// that records other settings keeps the whole master from voting (see
+// noteShardMarkers: the master's refusal), as a standalone master that
+// records them does. Each shard's state shows in its status.
+func (s *shardSet) state() (State, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.list) == 0 {
+		return StateDown, errors.New("the cluster serves no slot")
+	}
+	counts := map[State]int{}
+	var errs []error
+	for _, sh := range s.list {
+		st := sh.state
+		if sh.unsafe != nil {
+			st = StateUnsafe
+			errs = append(errs, sh.unsafe)
+		} else if sh.err != nil {
+			errs = append(errs, sh.err)
+		}
+		counts[st]++
+	}
+	for _, st := range []State{StateDown, StateUnsafe, StateSettings} {
+		if counts[st] == len(s.list) {
+			return st, errs[0]
+		}
+	}
+	return StateUp, nil
+}
+
+// status is each shard's ShardStatus.
+func (s *shardSet) status() []ShardStatus {
+	now := s.m.cluster.clock.Now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ShardStatus, len(s.list))
+	for i, sh := range s.list {
+		st := ShardStatus{Address: sh.addr, Slots: hashslot.Ranges(sh.slots), State: sh.state}
+		if sh.unsafe != nil {
+			st.State = StateUnsafe
+			st.Err = describe(sh.unsafe)
+		} else if sh.err != nil {
+			st.Err = describe(sh.err)
+		}
+		var last int64
+		for _, slot := range sh.slots {
+			if u := s.until[slot]; u > now.UnixNano() {
+				st.QuarantinedSlots++
+				last = max(last, u)
+			}
+		}
+		if st.QuarantinedSlots > 0 {
+			st.QuarantineLeft = time.Duration(last - now.UnixNano())
+			if st.State == StateUp {
+				st.State = StateQuarantined
+			}
+		}
+		out[i] = st
+	}
+	return out
+}
+
+// A cluster master's side of the watches. A Redis Cluster
+// delivers a PUBLISH on every node, over the cluster bus: a cost on every
+// node at every release. So on such a master the scripts publish with
+// SPUBLISH (scripts.Script.Sharded), which reaches only the subscribers on the
+// shard that serves the channel's slot, and the master keeps one pub/sub
+// connection per shard primary, subscribed (SSUBSCRIBE) to the watched
+// channels of that shard's slots. A channel must follow its slot: when the
+// probe sees the slots move, or a server drops a channel (it does when the
+// slot leaves it), the channel is subscribed again at its slot's owner, and
+// its watches look again (Recheck): what was published meanwhile is lost.
+
+// shardSubs is a cluster master's shard subscriptions.
+type shardSubs struct {
+	m *master
+	// mu is held across a subscription's round trip, as master.subMu is,
+	// and guards conns and placed.
+	mu    sync.Mutex
+	conns map[string]*shardConn // by the primary's address
+	// placed is the probe's topology (shardSet.topo) the channels were
+	// last placed by.
+	placed  string
+	stopped bool // the master stops: no new connection
+	// dirty asks the loop to place the channels again although the
+	// topology did not change: a connection ended, a subscription failed,
+	// a server dropped a channel, or a channel's slot had no known owner.
+	// A failure of the loop's own waits for its next turn (a probe
+	// interval), so that a shard that is down is not dialled in a spin;
+	// what a connection reports wakes it at once (kick).
+	dirty atomic.Bool
+	kick  chan struct{}
+}
+
+// shardConn is one dedicated pub/sub connection to a shard primary.
+type shardConn struct {
+	addr  string
+	dc    rueidis.DedicatedClient
+	chans map[string]struct{} // subscribed and confirmed; guarded by shardSubs.mu
+	ended atomic.Bool
+	// closing says the agent closed it: its end is no news to report.
+	closing atomic.Bool
+
+	// dropped are the channels the server unsubscribed on its own (their
+	// slot moved), and ours counts the SUNSUBSCRIBEs sent whose answer
+	// (the same push) is yet to come: a stale one would drop the channel
+	// subscribed again since. Guarded by dropMu, not shardSubs.mu: the
+	// connection's hook writes them, and must not wait.
+	dropMu  sync.Mutex
+	dropped []string
+	ours    map[string]int
+}
+
+func newShardSubs(m *master) *shardSubs {
+	return &shardSubs{m: m, conns: map[string]*shardConn{}, kick: make(chan struct{}, 1)}
+}
+
+// loop places the watched channels on the shards until ctx ends: at once
+// when a connection says something changed, else at each probe interval
+// if the probe saw the slots move.
+func (s *shardSubs) loop(ctx context.Context) {
+	select {
+	case <-s.m.connected:
+	case <-ctx.Done():
+		return
+	}
+	defer s.closeAll()
+	for ctx.Err() == nil {
+		s.place(ctx)
+		// Paced with the probe, in real time as the probe is: not lease logic.
+		t := time.NewTimer(s.m.cluster.cfg.ProbeInterval)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-s.kick:
+		}
+		t.Stop()
+	}
+}
+
+// again asks the loop to place the channels again, at once.
+func (s *shardSubs) again() {
+	s.dirty.Store(true)
+	signal(s.kick)
+}
+
+// close closes sc on the agent's behalf.
+func (sc *shardConn) close() {
+	sc.closing.Store(true)
+	sc.dc.Close()
+}
+
+// place subscribes each watched channel at its slot's owner, moving those
+// whose slot moved, and confirms each one it subscribed (its watches look
+// again).
+func (s *shardSubs) place(ctx context.Context) {
+	topo, dirty := s.m.shards.topology(), s.dirty.Swap(false)
+	if topo == "" || (topo == s.placed && !dirty) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.placed = topo
+	s.forgetDropped()
+	carried := s.unplaceMoved(ctx)
+	for _, ch := range s.m.cluster.watchedChannels() {
+		if _, ok := carried[ch]; ok {
+			continue
+		}
+		if s.subscribeLocked(ctx, ch) {
+			s.m.cluster.confirm(ch)
+		}
+	}
+}
+
+// forgetDropped closes the connections that ended and takes from the
+// others the channels their server dropped.
+func (s *shardSubs) forgetDropped() {
+	for addr, sc := range s.conns {
+		if sc.ended.Load() {
+			sc.close()
+			delete(s.conns, addr)
+			continue
+		}
+		sc.dropMu.Lock()
+		for _, ch := range sc.dropped {
+			delete(sc.chans, ch)
+		}
+		sc.dropped = nil
+		sc.dropMu.Unlock()
+	}
+}
+
+// unplaceMoved unsubscribes, on each connection, the channels whose slot
+// another shard now serves or that no one watches any more, and returns
+// the channels left where they belong.
+func (s *shardSubs) unplaceMoved(ctx context.Context) map[string]struct{} {
+	carried := map[string]struct{}{}
+	for _, sc := range s.conns {
+		for ch := range sc.chans {
+			if s.m.shards.ownerOf(hashslot.Of(ch)) == sc.addr && s.m.cluster.watched(ch) {
+				carried[ch] = struct{}{}
+				continue
+			}
+			s.sunsubscribe(ctx, sc, ch)
+		}
+	}
+	return carried
+}
+
+// subscribe adds one channel at its slot's owner and says whether it was
+// confirmed; if not, the loop places it later and confirms it then.
+func (s *shardSubs) subscribe(ctx context.Context, ch string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.m.cluster.watched(ch) {
+		return false
+	}
+	return s.subscribeLocked(ctx, ch)
+}
+
+func (s *shardSubs) subscribeLocked(ctx context.Context, ch string) bool {
+	addr := s.m.shards.ownerOf(hashslot.Of(ch))
+	sc := s.open(addr)
+	if sc == nil {
+		s.dirty.Store(true) // the slot's owner is not known or not reached yet
+		return false
+	}
+	if _, ok := sc.chans[ch]; ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*s.m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	if err := sc.dc.Do(ctx, sc.dc.B().Ssubscribe().Channel(ch).Build()).Error(); err != nil {
+		s.m.log.Debug("shard subscribe failed: placing it again", "shard", addr, "channel", ch, "error", err)
+		s.failed(sc, err)
+		return false
+	}
+	sc.chans[ch] = struct{}{}
+	return true
+}
+
+// unsubscribe drops a channel that no watcher wants any more (see
+// master.unsubscribe).
+func (s *shardSubs) unsubscribe(ctx context.Context, ch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m.cluster.watched(ch) {
+		return
+	}
+	for _, sc := range s.conns {
+		if _, ok := sc.chans[ch]; ok {
+			s.sunsubscribe(ctx, sc, ch)
+		}
+	}
+}
+
+// sunsubscribe drops ch from sc. Its deadline counts from its turn (see
+// master.unsubscribe).
+func (s *shardSubs) sunsubscribe(ctx context.Context, sc *shardConn, ch string) {
+	delete(sc.chans, ch)
+	sc.dropMu.Lock()
+	sc.ours[ch]++
+	sc.dropMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.m.cluster.cfg.MasterTimeout)
+	defer cancel()
+	if err := sc.dc.Do(ctx, sc.dc.B().Sunsubscribe().Channel(ch).Build()).Error(); err != nil {
+		s.m.log.Debug("shard unsubscribe failed", "shard", sc.addr, "channel", ch, "error", err)
+		s.failed(sc, err)
+	}
+}
+
+// failed handles a subscription's error on sc: a server's refusal (MOVED:
+// the probe has not seen the slot move yet) is tried again by the loop;
+// any other error may leave the connection in an unknown state, so it is
+// made anew with the channels watched.
+func (s *shardSubs) failed(sc *shardConn, err error) {
+	if _, refused := rueidis.IsRedisErr(err); !refused {
+		sc.close()
+		delete(s.conns, sc.addr)
+	}
+	s.dirty.Store(true)
+}
+
+// open returns the live connection to the primary at addr, making it if
+// need be; nil if addr is "" or the client does not know the node yet.
+func (s *shardSubs) open(addr string) *shardConn {
+	if sc := s.conns[addr]; sc != nil && !sc.ended.Load() {
+		return sc
+	}
+	c := s.m.getClient()
+	if addr == "" || c == nil || s.stopped {
+		return nil
+	}
+	node, ok := c.Nodes()[addr]
+	if !ok {
+		return nil
+	}
+	dc, _ := node.Dedicate()
+	sc := &shardConn{addr: addr, dc: dc, chans: map[string]struct{}{}, ours: map[string]int{}}
+	wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage:      func(msg rueidis.PubSubMessage) { s.m.cluster.onMessage(msg.Channel, msg.Message) },
+		OnSubscription: func(sub rueidis.PubSubSubscription) { s.onSubscription(sc, sub) },
+	})
+	go func() {
+		err := <-wait
+		sc.ended.Store(true)
+		if !sc.closing.Load() {
+			s.m.log.Debug("shard subscriber ended", "shard", addr, "error", err)
+			s.again()
+		}
+	}()
+	s.conns[addr] = sc
+	return sc
+}
+
+// onSubscription notes a channel the server unsubscribed sc from on its
+// own.
+func (s *shardSubs) onSubscription(sc *shardConn, sub rueidis.PubSubSubscription) {
+	if sub.Kind != "sunsubscribe" {
+		return
+	}
+	sc.dropMu.Lock()
+	defer sc.dropMu.Unlock()
+	if sc.ours[sub.Channel] > 0 {
+		if sc.ours[sub.Channel]--; sc.ours[sub.Channel] == 0 {
+			delete(sc.ours, sub.Channel)
+		}
+		return
+	}
+	sc.dropped = append(sc.dropped, sub.Channel)
+	s.again()
+}
+
+// closeAll closes every connection as the master stops. Closing one may
+// wait up to a second for a paused server: not in the stop's way.
+func (s *shardSubs) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for addr, sc := range s.conns {
+		sc.closing.Store(true)
+		go sc.dc.Close()
+		delete(s.conns, addr)
+	}
+}
+
+// ownerOf is the address of the primary that serves slot as the probe last
+// saw it; "" if none is known.
+func (s *shardSet) ownerOf(slot int) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if i := s.owner[slot]; i >= 0 && int(i) < len(s.list) {
+		return s.list[i].addr
+	}
+	return ""
+}
+
+// topology is the slots as the probe last read them ("" before).
+func (s *shardSet) topology() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.topo
+}
+
+// publish publishes message on channel on m from outside a script: SPUBLISH
+// on a cluster master (see above), PUBLISH on a standalone one.
+func (m *master) publish(ctx context.Context, channel, message string) {
+	if c := m.conn(laneRounds); c != nil {
+		m.t.publishOn(ctx, c, channel, message)
+	}
 }

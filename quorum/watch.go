@@ -2,11 +2,15 @@ package quorum
 
 import (
 	"context"
-	"slices"
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/lock-agent/lock-agent/quorum/rules"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 // Watch is a subscription to the release messages of one name. C receives
@@ -55,7 +59,7 @@ func (w *Watch) Recheck() <-chan struct{} { return w.recheck }
 // master holds up nothing), and C receives when one is confirmed, since a
 // release before it would have been missed.
 func (c *Cluster) Watch(ctx context.Context, name string) *Watch {
-	return c.watchChannel(ctx, c.channel(name))
+	return c.watchChannel(ctx, c.keys.Channel(name))
 }
 
 func (c *Cluster) watchChannel(ctx context.Context, channel string) *Watch {
@@ -187,7 +191,7 @@ func (c *Cluster) onMessage(channel, message string) {
 
 // wantedPrefix starts the message of Wanted, heldPrefix that of Held,
 // handoverPrefix that of HandOver; leaderMessage is what a grant of an observed name and a SET
-// publish (written into lua/acquire.lua and lua/set_value.lua too). No name has a
+// publish (written into scripts/lua/acquire.lua and scripts/lua/set_value.lua too). No name has a
 // space, so none of them is a release message (a name).
 const (
 	wantedPrefix   = "wanted "
@@ -242,140 +246,338 @@ func (c *Cluster) watched(channel string) bool {
 	return len(c.watches[channel].all()) > 0
 }
 
-// A standalone master's side of the watches: one pub/sub connection with
-// every watched channel (a cluster master's: see shardwatch.go).
+// Want is what an agent whose waiter found a name held says on the name's
+// channel (see Cluster.Wanted): whether that waiter wants the name shared
+// (a shared holder is then not in its way), and how many requests for the
+// name wait on that agent. A holder's agent reads it from its Watch
+// (Watch.Wants) to tell holders that asked that they are wanted.
+type Want struct {
+	Shared bool
+	Count  int
+}
 
-// subscribeLoop keeps one dedicated pub/sub connection with every channel
-// that has watchers. Messages published while it was down are lost, so every
-// (re)subscription wakes every watcher to re-check.
-func (m standalone) subscribeLoop(ctx context.Context) {
-	for ctx.Err() == nil {
-		select {
-		case <-m.connected:
-		case <-ctx.Done():
-			return
+// message is want as instance says it: "wanted INSTANCE MODE COUNT".
+func (w Want) message(instance string) string {
+	mode := "exclusive"
+	if w.Shared {
+		mode = "shared"
+	}
+	return wantedPrefix + instance + " " + mode + " " + strconv.Itoa(max(w.Count, 1))
+}
+
+// parseWant reads a wanted message. One that names only its instance (an
+// agent from before Want) wants the name exclusively, with one waiter.
+func parseWant(message string) (instance string, w Want, ok bool) {
+	f := strings.Fields(strings.TrimPrefix(message, wantedPrefix))
+	if len(f) == 0 {
+		return "", w, false
+	}
+	w = Want{Count: 1}
+	if len(f) >= 3 {
+		w.Shared = f[1] == "shared"
+		if n, err := strconv.Atoi(f[2]); err == nil && n > 0 {
+			w.Count = n
 		}
-		c := m.getClient()
-		if c == nil {
-			return
-		}
-		dc, ok := unlessStopped(ctx, func() rueidis.DedicatedClient { dc, _ := c.Dedicate(); return dc }, func(dc rueidis.DedicatedClient) { dc.Close() })
-		if !ok {
-			return
-		}
-		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
-			OnMessage: func(msg rueidis.PubSubMessage) { m.cluster.onMessage(msg.Channel, msg.Message) },
+	}
+	return f[0], w, true
+}
+
+// Wanted tells the agents that hold name, if they watch the name, that
+// this agent has requests waiting for it, as want says: an agent that
+// passes a name among its local holders (see AcquireRequest.FenceBlock)
+// then gives it up within its bounds, and one whose holder asked to be
+// told (notify=wanted) tells it. It publishes on every connected master,
+// in the background, and returns at once; a message can be lost (a master
+// down, or the holder's subscription not yet made), so it is a hint,
+// never a fact to be safe by.
+func (c *Cluster) Wanted(name string, want Want) {
+	if c.closed() {
+		return
+	}
+	ch, message := c.keys.Channel(name), want.message(c.cfg.InstanceID)
+	c.goBackground(func() {
+		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
+			m.publish(ctx, ch, message)
 		})
-		m.subMu.Lock()
-		err := m.subscribeAll(ctx, dc)
-		if err == nil {
-			m.sub = dc
+	})
+}
+
+// heardWanted hands a wanted message of another agent to the name's
+// watches: not a release, it must not wake waiters, whose attempts would
+// fail and say so again. This agent's own messages are dropped.
+func (c *Cluster) heardWanted(channel, message string) {
+	instance, want, ok := parseWant(message)
+	if !ok || instance == c.cfg.InstanceID {
+		return
+	}
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel].all() {
+		if w.wants == nil {
+			w.wants = map[string]Want{}
 		}
-		m.subMu.Unlock()
-		if err == nil {
-			m.cluster.wakeAll()
-			select {
-			case err = <-wait:
-			case <-ctx.Done():
+		w.wants[instance] = want
+		signal(w.wanted)
+	}
+}
+
+// Wants returns what other agents said of their waiters (see Want) since
+// the last call, by agent instance, the latest of each; nil if nothing.
+// Watch.Wanted receives when there is something.
+func (w *Watch) Wants() map[string]Want {
+	w.c.watchMu.Lock()
+	defer w.c.watchMu.Unlock()
+	wants := w.wants
+	w.wants = nil
+	return wants
+}
+
+// Held tells the agents that wait for name that a client of this agent
+// holds it: a record they found in their way that this agent keeps as a
+// cache (see Refusal.OnlyKept) is lent, not free, so a wait=0 try need
+// not wait for its release. It publishes on every connected master, in
+// the background, and returns at once; like Wanted it is a hint: a try
+// that misses it answers BUSY after its bounded wait.
+func (c *Cluster) Held(name string) {
+	if c.closed() {
+		return
+	}
+	ch, message := c.keys.Channel(name), heldPrefix+c.cfg.InstanceID
+	c.goBackground(func() {
+		c.eachMaster(context.Background(), func(ctx context.Context, m *master) {
+			m.publish(ctx, ch, message)
+		})
+	})
+}
+
+// heardHeld signals the Held channel of the name's watches, but for this
+// agent's own messages.
+func (c *Cluster) heardHeld(channel, message string) {
+	if strings.TrimPrefix(message, heldPrefix) == c.cfg.InstanceID {
+		return
+	}
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watches[channel].all() {
+		signal(w.held)
+	}
+}
+
+// A hold's value, its fence check and the leader of a name, as leader
+// election uses them (../shared/coordination.md §1, §2, §5): SetValue
+// replaces a hold's value on a majority, Check asks whether a fence is a
+// current holder's, and Leader reads who holds a name now. An agent that
+// observes a name marks it (MarkObserved), so that a grant's record awaits
+// its agent's word that the grant stood (see awaitingAgent), whose mark
+// publishes leaderMessage, and reads Leader when its Watch's Leader
+// channel says so.
+
+// awaitingAgent is what a record's settled field holds from its grant of
+// an observed name until the granting agent marks the grant's fence
+// settled there (see scripts/lua/acquire.lua, markSettled): the masters run a grant
+// before its agent decides it, and the agent may yet give it back (it lost
+// the round to a master that granted after its deadline, a fence
+// write-back failed, or it read the answers after the validity was used
+// up). Records in step at one fence look settled all the same, and an
+// observer that took them as a term would name a leader that never was.
+// So a record awaiting its agent is a term only once some master marks it
+// settled. Only observed names pay for the mark: a write to the granting
+// masters, in the background, per grant.
+const awaitingAgent = "pending"
+
+// SetValue replaces the value of holder's hold of name on every master
+// that has it, and wakes the name's observers anywhere. Like a release it
+// goes to every connected master, down ones too, and lands in the
+// background on those that answer late (see roundSpec.land), so that a
+// paused master does not keep the old value. It returns nil once a
+// majority replaced it, else a RoundError of ErrNoQuorum: the value is
+// then the new one on some masters and the old one on others (Who reports
+// the one most of them have), until a SET lands.
+func (c *Cluster) SetValue(ctx context.Context, name, holder, value string) error {
+	if c.closed() {
+		return ErrClosed
+	}
+	r, never := c.vote(ctx, roundSpec{op: OpSet, script: scripts.SetValue, keys: []string{c.keys.Holder(name, holder)},
+		args: []string{value, c.keys.Channel(name)}, land: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	if err := c.majorityErr(r, never); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Check says whether fence is the fence of a current holder of name: true
+// when a majority of the masters (a quorum of them, at least, answered)
+// records a live holder with that fence, false when enough answered that
+// no majority can. It only reads.
+func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, error) {
+	if c.closed() {
+		return false, ErrClosed
+	}
+	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Check, keys: []string{c.keys.Set(name)},
+		args: []string{c.keys.HolderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
+		judge: func(a answer) (int, bool, error) {
+			v, err := a.res.AsInt64()
+			return 0, err == nil && v == 1, err
+		}})
+	if never != nil {
+		return false, never.Err()
+	}
+	current, known := rules.CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
+	if !known {
+		return false, c.noQuorumErr(r)
+	}
+	return current, nil
+}
+
+// MarkObserved marks name observed on every master for lease (a key with
+// that PX, see scripts/lua/acquire.lua), so that a grant of it awaits its agent's
+// mark, which publishes leaderMessage (see awaitingAgent). The observing
+// agent renews it well within lease while it observes, and lets it expire
+// after. It returns on how many masters the mark landed.
+func (c *Cluster) MarkObserved(ctx context.Context, name string, lease time.Duration) int {
+	if c.closed() {
+		return 0
+	}
+	key := c.keys.Observed(name)
+	var n atomic.Int32
+	c.eachMaster(ctx, func(ctx context.Context, m *master) {
+		if cl := m.conn(laneRounds); cl != nil && cl.Do(ctx, cl.B().Set().Key(key).Value("1").Px(lease).Build()).Error() == nil {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
+}
+
+// Leader returns the leader of name as a majority of the masters records
+// it (see LeaderOf), and false when nobody holds it: when no holder can be
+// on a majority, the masters that did not answer counted in. A holder that
+// the answers show on fewer than a majority, but that the masters that did
+// not answer could make a majority (one of its masters is paused), is
+// ErrUnsettled: "none" would be false while it holds. Unlike Who, it takes
+// a holder's fence F only once it is settled: a grant's record carries
+// its own master's fence until the grant's fence, the highest of the
+// granting majority's, is written back to them (see settleFence), so a
+// fence that a majority shows meanwhile may be a term that never was. F
+// is settled when a record marks it settled (the granting agent does once
+// the grant stood, if the name was observed or some master did not grant
+// it: see markSettled). A holder that a record shows awaiting that mark
+// (see awaitingAgent) is not settled until then, lenient or not. Else F is
+// settled when, every master having answered, every one that answered
+// with the holder records F and every one that answered without it (it
+// refused the grant, or has not run it yet) would give a grant no fence
+// above F. A master that did not answer may have granted a higher fence
+// that the grant took, so without a mark F is not settled then. While it
+// is not, Leader returns ErrUnsettled (an UnsettledError that names the
+// holder): read again shortly. With lenient, a fence that a majority
+// records will do: a master that missed a write-back (it was paused past
+// its deadline) keeps another fence in its record until the hold ends,
+// and a caller that found the holder unsettled for longer than a grant
+// can take takes the majority's.
+//
+// It waits for a slow master only while the answers so far do not decide
+// (a holder awaiting its agent's mark decides: an UnsettledError): a master
+// that stopped answering, not yet known down, must not hold up every read
+// for a round's deadline.
+func (c *Cluster) Leader(ctx context.Context, name string, lenient bool) (Holder, bool, error) {
+	read, err := c.readHolders(ctx, name, true, func(read holdersRead) bool {
+		_, _, err := c.leaderIn(read, lenient)
+		var u *UnsettledError
+		return len(read.answers) >= c.quorum && (err == nil || errors.As(err, &u) && u.Awaiting)
+	})
+	if err != nil {
+		return Holder{}, false, err
+	}
+	return c.leaderIn(read, lenient)
+}
+
+// leaderIn is the leader that read's answers show (see Leader).
+func (c *Cluster) leaderIn(read holdersRead, lenient bool) (Holder, bool, error) {
+	var holders []Holder
+	unheard := len(c.masters) - len(read.answers)
+	for _, v := range read.votes {
+		switch {
+		case v.count+unheard < c.quorum:
+			continue // not on a majority: no holder (any more, or yet)
+		case v.isCached():
+			continue // kept by its agent for a client to come: it leads nothing (see MarkCached)
+		case v.settled == 0 && v.awaiting > 0:
+			// Its grant may not stand: only its agent can tell, and its
+			// mark will publish. No answer still to come can tell.
+			return Holder{}, false, &UnsettledError{Holder: v.id, Awaiting: true}
+		case v.count < c.quorum:
+			// On a majority, perhaps: the masters that did not answer may
+			// hold it. Neither it nor "none" is known.
+			return Holder{}, false, &UnsettledError{Holder: v.id}
+		}
+		fence, ok := read.settled(v, c.quorum, unheard, lenient)
+		if !ok {
+			return Holder{}, false, &UnsettledError{Holder: v.id}
+		}
+		value, ok := v.settledValue(c.quorum, lenient)
+		if !ok {
+			return Holder{}, false, &UnsettledError{Holder: v.id}
+		}
+		r := v.recordAt(fence)
+		r.Fence, r.Who.Value = fence, value
+		holders = append(holders, Holder{ID: v.id, Record: r})
+	}
+	h, ok := LeaderOf(holders)
+	return h, ok, nil
+}
+
+// settledValue is v's value once as many masters as a quorum record it:
+// a SET (a proclaim) is answered once a quorum has it, so the value a
+// quorum of the answers records is the last one answered. Two answers that
+// differ (a master the SET has not reached yet beside one it has) tell
+// nothing; the first's was pushed to observers as a change, the previous
+// value after the new one (the asyncio client's campaign test, beside two
+// CPU hogs). With lenient, the value most of them record will do.
+func (v *holderVotes) settledValue(quorum int, lenient bool) (string, bool) {
+	best := v.value()
+	return best, lenient || v.values[best] >= quorum
+}
+
+// settled is v's settled fence, if it is (see Leader), with unheard
+// masters that did not answer.
+func (read holdersRead) settled(v *holderVotes, quorum, unheard int, lenient bool) (int64, bool) {
+	if v.settled != 0 {
+		return v.settled, true // its granting agent marked it
+	}
+	for f, n := range v.fences {
+		switch {
+		case lenient && n >= quorum:
+			return f, true
+		case unheard > 0 || n < v.count:
+			continue
+		}
+		for _, m := range read.answers {
+			if !m.holders[v.id] && m.next > f {
+				return 0, false
 			}
-			m.subMu.Lock()
-			m.sub = nil
-			m.subMu.Unlock()
 		}
-		// Closed, not handed back to the client's pool: that would
-		// UNSUBSCRIBE with no deadline, which hangs for as long as a paused
-		// master keeps the connection open. (The client's Close does not
-		// close a connection dedicated to a subscription either.) Closing
-		// waits up to a second for a paused master's answer to a PING, so
-		// it is done aside: a stop waits for this loop (see Cluster.Run),
-		// and a stop that came while it closed a failed connection took a
-		// second more (TestBinaryStopsWithin5sWithMastersPaused: 5.5s).
-		go dc.Close()
-		if ctx.Err() != nil {
-			return
+		return f, true
+	}
+	return 0, false
+}
+
+// LeaderOf picks the leader among a name's holders: the holder with the
+// lowest fence, which for a lock is its one holder, and for a name held
+// shared or as a semaphore the one that has held it longest (fences grow
+// with every grant, so the leader's fence never goes back while holders
+// come and go). False when there is none.
+func LeaderOf(holders []Holder) (Holder, bool) {
+	if len(holders) == 0 {
+		return Holder{}, false
+	}
+	best := holders[0]
+	for _, h := range holders[1:] {
+		if h.Record.Fence < best.Record.Fence {
+			best = h
 		}
-		m.log.Debug("subscriber reconnecting", "error", err)
-		if !sleepCtx(ctx, m.cluster.cfg.ProbeInterval) {
-			return
-		}
 	}
-}
-
-func (m *master) subscribeAll(ctx context.Context, dc rueidis.DedicatedClient) error {
-	chans := m.cluster.watchedChannels()
-	if len(chans) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 4*m.cluster.cfg.MasterTimeout)
-	defer cancel()
-	return dc.Do(ctx, dc.B().Subscribe().Channel(chans...).Build()).Error()
-}
-
-// subscribe adds one channel to a live subscription and says whether it
-// was confirmed; without one the next (re)subscription picks it up. The
-// subscriptions of many names made at once wait for each other here, so
-// each one's deadline (4 of the master's timeouts: see RTT) counts from its own turn, not from
-// the call. One that fails (the master did not confirm in time) ends the
-// subscription's connection: subscribeLoop makes a new one with every
-// channel watched, rather than leave this one without messages.
-func (m standalone) subscribe(ctx context.Context, ch string) bool {
-	m.subMu.Lock()
-	defer m.subMu.Unlock()
-	if m.sub == nil || !m.cluster.watched(ch) {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 4*m.timeout())
-	defer cancel()
-	if err := m.sub.Do(ctx, m.sub.B().Subscribe().Channel(ch).Build()).Error(); err != nil {
-		m.log.Debug("subscribe failed: subscribing again on a new connection", "channel", ch, "error", err)
-		m.dropSub()
-		return false
-	}
-	return true
-}
-
-// dropSub closes the subscription's connection, with subMu held: it fails
-// at once for the calls after this one, and subscribeLoop makes a new one.
-// The close itself (up to a second for a paused master: see subscribeLoop)
-// is done aside, not with subMu held, for subscribeLoop takes subMu when
-// the connection ends, and a stop waits for subscribeLoop.
-func (m *master) dropSub() {
-	sub := m.sub
-	go sub.Close()
-}
-
-// unsubscribe drops a channel that no watcher wants any more. The
-// unsubscriptions of many names closed at once wait for each other here:
-// the first to get its turn sends every one waiting, in one UNSUBSCRIBE.
-// One at a time, 6000 watches closed at once were still unsubscribing 5 to
-// 8 seconds later on a loaded host (each a round trip to every master, in
-// turn with the subscriptions), and past 10s under the whole suite:
-// TestClosedWatchesLeaveNoSubscription's "71 channels still subscribed".
-// Its deadline counts from its turn, as a subscription's does: one that
-// waited behind a burst of subscriptions past a deadline set before would
-// not be sent at all, and the channel would stay subscribed for the
-// connection's life (a message to this agent at every release of the name,
-// and memory on the master). One that fails makes the connection anew,
-// subscribed to the watched channels only.
-func (m standalone) unsubscribe(ctx context.Context, ch string) {
-	m.leavingMu.Lock()
-	m.leaving = append(m.leaving, ch)
-	m.leavingMu.Unlock()
-	m.subMu.Lock()
-	defer m.subMu.Unlock()
-	m.leavingMu.Lock()
-	leaving := m.leaving
-	m.leaving = nil
-	m.leavingMu.Unlock()
-	// A channel watched again since (a new Watch of the name) stays.
-	leaving = slices.DeleteFunc(leaving, m.cluster.watched)
-	if m.sub == nil || len(leaving) == 0 {
-		return // without a connection, the next one subscribes the watched channels only
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.timeout())
-	defer cancel()
-	if err := m.sub.Do(ctx, m.sub.B().Unsubscribe().Channel(leaving...).Build()).Error(); err != nil {
-		m.log.Debug("unsubscribe failed: subscribing again on a new connection", "channels", len(leaving), "error", err)
-		m.dropSub()
-	}
+	return best, true
 }

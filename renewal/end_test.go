@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -12,7 +14,7 @@ import (
 // renewed like any hold, each ends where its End (or, failing renewals, its
 // deadline) says, with the reason that says which, and SetEnd moves it.
 func TestTTLHoldEnds(t *testing.T) {
-	valid := quorum.Validity(lease, 0, 0.01) // a grant's deadline, from the start
+	valid := rules.Validity(lease, 0, 0.01) // a grant's deadline, from the start
 	lead := max(10*time.Millisecond, lease/50)
 	for _, tc := range []struct {
 		name     string
@@ -92,7 +94,7 @@ func TestATTLHoldIsReleasedAtItsEnd(t *testing.T) {
 		h := newHarness(t)
 		start := h.clock.Now()
 		ended := &Hold{Name: "ended", Holder: "x", End: start.Add(lease / 2)}
-		h.w.Add(ended, start.Add(quorum.Validity(lease, 0, 0.01)))
+		h.w.Add(ended, start.Add(rules.Validity(lease, 0, 0.01)))
 		h.run(lease / 2)
 		h.expectLoss(ended, ReasonExpired, start.Add(lease/2))
 		if d := h.w.Deadline(ended); d != ended.End {
@@ -100,7 +102,7 @@ func TestATTLHoldIsReleasedAtItsEnd(t *testing.T) {
 		}
 		h.renewer.set(quorum.RenewResult{OK: 1})
 		unrenewed := &Hold{Name: "unrenewed", Holder: "x", End: h.clock.Now().Add(10 * lease)}
-		deadline := h.clock.Now().Add(quorum.Validity(lease, 0, 0.01))
+		deadline := h.clock.Now().Add(rules.Validity(lease, 0, 0.01))
 		h.w.Add(unrenewed, deadline)
 		h.runTo(deadline.Add(-h.w.lead(unrenewed)))
 		h.expectLoss(unrenewed, ReasonQuorum, deadline)

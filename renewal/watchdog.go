@@ -14,8 +14,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // Reason says why a hold ended without its client asking.
@@ -224,7 +227,7 @@ type Config struct {
 	// hold is no longer watched when it is called: Remove returns false for
 	// it from then on. Its Owner tells the caller whose it was.
 	OnLost func(*Hold, Loss)
-	Clock  quorum.Clock // default quorum.RealClock
+	Clock  clock.Clock // default clock.Real
 	Logger hclog.Logger
 }
 
@@ -243,7 +246,7 @@ type Watchdog struct {
 // New returns a Watchdog; Run makes it work.
 func New(cfg Config) *Watchdog {
 	if cfg.Clock == nil {
-		cfg.Clock = quorum.RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -251,7 +254,7 @@ func New(cfg Config) *Watchdog {
 	if cfg.MinLead <= 0 {
 		cfg.MinLead = 10 * time.Millisecond
 	}
-	return &Watchdog{cfg: cfg, quorum: quorum.Majority(cfg.Masters), changed: make(chan struct{}, 1)}
+	return &Watchdog{cfg: cfg, quorum: rules.Majority(cfg.Masters), changed: make(chan struct{}, 1)}
 }
 
 // Interval is how often watchdog holds are renewed: lease/3.
@@ -425,7 +428,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Watchdog) armExpiry(t quorum.Timer) {
+func (w *Watchdog) armExpiry(t clock.Timer) {
 	w.mu.Lock()
 	var next time.Time
 	if len(w.byExpiry) > 0 {
@@ -520,7 +523,7 @@ func (w *Watchdog) apply(r round) {
 		if !w.watched(h) {
 			continue
 		}
-		deadline := r.start.Add(quorum.Validity(r.leases[i], 0, w.cfg.DriftFactor))
+		deadline := r.start.Add(rules.Validity(r.leases[i], 0, w.cfg.DriftFactor))
 		res := r.res[i]
 		switch {
 		case res.OK >= w.quorum && deadline.After(now):

@@ -9,7 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 )
 
 // scriptedRenewer answers every renewal with what the test last set, and
@@ -50,7 +53,7 @@ type lostEvent struct {
 
 type harness struct {
 	t       *testing.T
-	clock   *quorum.FakeClock
+	clock   *clock.Fake
 	renewer *scriptedRenewer
 	w       *Watchdog
 	lost    chan lostEvent
@@ -65,7 +68,7 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with renewer as the masters, or the
 // harness's scripted renewer if it is nil.
 func newHarnessWith(t *testing.T, renewer Renewer) *harness {
-	h := &harness{t: t, clock: quorum.NewFakeClock(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
+	h := &harness{t: t, clock: clock.NewFake(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
 		lost: make(chan lostEvent, 100)}
 	if renewer == nil {
 		renewer = h.renewer
@@ -150,7 +153,7 @@ func (h *harness) expectLoss(hold *Hold, reason Reason, notAfter time.Time) {
 func TestRenewedHoldLivesOnFarPastItsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		hold := h.add("a", false, rules.Validity(lease, 0, 0.01))
 		h.run(5 * lease)
 		h.expectNoLoss()
 		if v, ok := h.w.Validity(hold); !ok || v < lease/2 {
@@ -162,7 +165,7 @@ func TestRenewedHoldLivesOnFarPastItsLease(t *testing.T) {
 func TestRenewalsCarryTheRecordSetLast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		hold := h.add("a", false, rules.Validity(lease, 0, 0.01))
 		next := quorum.Record{Fence: 42, Top: 50, Who: quorum.Who{Owner: "next"}}
 		if !h.w.SetRecord(hold, next) {
 			t.Fatal("SetRecord of a watched hold failed")
@@ -202,7 +205,7 @@ func TestEachKindIsRenewedAsWhatItIsARecordOf(t *testing.T) {
 				h := newHarness(t)
 				hold := c.hold
 				hold.Name, hold.Holder = "k", "x"
-				h.w.Add(&hold, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+				h.w.Add(&hold, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
 				h.run(h.w.Interval())
 				h.renewer.mu.Lock()
 				defer h.renewer.mu.Unlock()
@@ -226,7 +229,7 @@ func TestHoldIsLostAtItsDeadlineWhenRenewalsMissQuorum(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		h.renewer.set(quorum.RenewResult{OK: 1})
-		valid := quorum.Validity(lease, 0, 0.01)
+		valid := rules.Validity(lease, 0, 0.01)
 		start := h.clock.Now()
 		hold := h.add("a", false, valid)
 		lead := h.w.lead(hold)
@@ -244,7 +247,7 @@ func TestRecoveringRenewalSavesTheHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		h.renewer.set(quorum.RenewResult{OK: 1})
-		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		hold := h.add("a", false, rules.Validity(lease, 0, 0.01))
 		h.run(lease / 2) // one round missed quorum
 		h.renewer.set(quorum.RenewResult{OK: 2})
 		h.run(3 * lease)
@@ -273,7 +276,7 @@ func TestHoldGoneOnAMajorityIsRevoked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		h.renewer.set(quorum.RenewResult{OK: 1, Gone: 2})
-		hold := h.add("a", false, quorum.Validity(lease, 0, 0.01))
+		hold := h.add("a", false, rules.Validity(lease, 0, 0.01))
 		h.run(lease / 2)
 		h.expectLoss(hold, ReasonRevoked, h.clock.Now())
 	})
@@ -296,7 +299,7 @@ func TestOneRoundRenewsEveryHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		for range 500 {
-			h.w.Add(&Hold{Name: "n", Holder: "x"}, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+			h.w.Add(&Hold{Name: "n", Holder: "x"}, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
 		}
 		h.run(h.w.Interval())
 		h.renewer.mu.Lock()
@@ -320,7 +323,7 @@ func TestManyTTLHoldsEndEachAtItsOwnTime(t *testing.T) {
 		var holds []*Hold
 		for i := range 300 {
 			hold := &Hold{Name: fmt.Sprintf("n%d", i), Holder: "x", End: start.Add(time.Duration(100+rng.IntN(2900)) * time.Millisecond)}
-			h.w.Add(hold, start.Add(quorum.Validity(lease, 0, 0.01)))
+			h.w.Add(hold, start.Add(rules.Validity(lease, 0, 0.01)))
 			holds = append(holds, hold)
 			end[hold] = hold.End
 		}
@@ -399,7 +402,7 @@ func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
 		holds := make([]*Hold, 2*roundSize+1)
 		for i := range holds {
 			holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
-			h.w.Add(holds[i], h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+			h.w.Add(holds[i], h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
 		}
 		h.settle()
 		// Removed while the first round is under way: its own round, later,
@@ -434,7 +437,7 @@ func TestManyHoldsAreRenewedInRoundsOfBoundedSize(t *testing.T) {
 // it before OnLost reaches it); a removed, a watched or a re-added hold is
 // not lost.
 func TestLostSaysWhyAHoldStoppedBeingWatched(t *testing.T) {
-	valid := quorum.Validity(lease, 0, 0.01)
+	valid := rules.Validity(lease, 0, 0.01)
 	cases := []struct {
 		name string
 		do   func(h *harness, hold *Hold)
@@ -500,7 +503,7 @@ func TestRoundsCutShortStillRenewEveryHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarnessWith(t, partialRenewer{part: 0.6})
 		for i := range 100 {
-			h.w.Add(&Hold{Name: fmt.Sprint("h", i), Holder: "x"}, h.clock.Now().Add(quorum.Validity(lease, 0, 0.01)))
+			h.w.Add(&Hold{Name: fmt.Sprint("h", i), Holder: "x"}, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
 		}
 		h.settle()
 		h.run(5 * lease)

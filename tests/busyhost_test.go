@@ -67,7 +67,7 @@ func (b *busyTally) add(verb string, r agenttest.Reply) {
 // request of 64 clients (LOCK wait=0 on reused and fresh names, SET, CHECK
 // from the other agent, WHO, UNLOCK) without one NO_QUORUM: the masters
 // are slow, not down (the round waits for late answers within its budget:
-// see quorum.Patience). Before, about one request in a few hundred was
+// see rules.Patience). Before, about one request in a few hundred was
 // refused NO_QUORUM "timed out" on such a host.
 func TestBusyHostIsNotNoQuorum(t *testing.T) {
 	t.Run("agents in their own processes", func(t *testing.T) {

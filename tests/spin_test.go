@@ -14,7 +14,7 @@ import (
 )
 
 // plantHolder records a foreign holder of name directly on s, as another
-// agent's acquire would (the key layout of quorum/keys.go), for a minute.
+// agent's acquire would (the key layout of quorum/keyspace), for a minute.
 func plantHolder(t *testing.T, s *redistest.Server, name string) {
 	t.Helper()
 	set := "lock-agent:{" + name + "}"

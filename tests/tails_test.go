@@ -166,7 +166,7 @@ func TestLockDelayAfterLost(t *testing.T) {
 // lease. Another agent's waiter is granted the name once the tails run
 // out (a majority free), not once the third master's lease does: a tail's
 // expiry sends no message, so the waiter parks until the answers say a
-// majority may be free (quorum.FreeOnMajorityIn), not the longest wait.
+// majority may be free (rules.FreeOnMajorityIn), not the longest wait.
 func TestADelayOnAMajorityIsWaitedOutAlone(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	const lease, delay = 6 * time.Second, 800 * time.Millisecond

@@ -18,7 +18,7 @@ import (
 
 // maxCohortHandoffs bounds lock.cohort_max_handoffs: a grant reserves
 // cohort_max_handoffs+1 fences, and the fence counter stays behind the
-// masters' clock in µs (see quorum/lua/acquire.lua) only while grants of a
+// masters' clock in µs (see quorum/scripts/lua/acquire.lua) only while grants of a
 // busy name are further apart than that many µs.
 const maxCohortHandoffs = 256
 

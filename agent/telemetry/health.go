@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
@@ -108,7 +108,7 @@ func (h *Health) OnLost(lost func(*renewal.Hold, renewal.Loss)) func(*renewal.Ho
 // ProbeWatchdog keeps one probe in the watchdog until ctx ends: a new one
 // every beat once the last was answered. An unanswered probe stays, so a
 // wedged watchdog is not also flooded with probes.
-func (h *Health) ProbeWatchdog(ctx context.Context, w *renewal.Watchdog, clock quorum.Clock) error {
+func (h *Health) ProbeWatchdog(ctx context.Context, w *renewal.Watchdog, clock clock.Clock) error {
 	t := time.NewTicker(h.Every)
 	defer t.Stop()
 	for {

@@ -25,6 +25,8 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/agent/config"
@@ -32,7 +34,6 @@ import (
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/internal/devmasters"
-	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/oklog/run"
 )
 
@@ -132,7 +133,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	n := len(cfg.Masters)
-	fmt.Fprintf(stdout, "%s: valid (%s, quorum %d, %s, socket %s)\n", *path, countOf(n, "master", "masters"), quorum.Majority(n), tolerance(n-quorum.Majority(n)), cfg.Socket.Path)
+	fmt.Fprintf(stdout, "%s: valid (%s, quorum %d, %s, socket %s)\n", *path, countOf(n, "master", "masters"), rules.Majority(n), tolerance(n-rules.Majority(n)), cfg.Socket.Path)
 	if note := mastersNote(n); note != "" {
 		fmt.Fprintln(stdout, note)
 	}

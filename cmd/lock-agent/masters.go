@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // tolerance says in words that t masters may fail while the agent still
@@ -19,13 +19,13 @@ func tolerance(t int) string {
 // less than it may seem to, or "" for an odd count over one.
 func mastersNote(n int) string {
 	switch {
-	case n-quorum.Majority(n) == 0:
+	case n-rules.Majority(n) == 0:
 		return fmt.Sprintf("note: %s no fault tolerance: with one down every LOCK gets NO_QUORUM and every hold is lost; "+
 			"one restarted empty sits out its quarantine (one lease + drift) and nothing is granted meanwhile. "+
 			"Three masters tolerate one failure, five two (docs/operations.md, \"How many masters\").", countOf(n, "master gives", "masters give"))
 	case n%2 == 0:
 		return fmt.Sprintf("note: %d masters tolerate no more failures than %d would (quorum %d): the even one buys nothing but another master to reach.",
-			n, n-1, quorum.Majority(n))
+			n, n-1, rules.Majority(n))
 	}
 	return ""
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -95,7 +97,7 @@ func applySettings(ctx context.Context, cfg agent.Config, want quorum.Settings, 
 	if err != nil {
 		printError(stderr, "settings", err)
 	}
-	if len(changed) < quorum.Majority(len(cfg.Masters)) {
+	if len(changed) < rules.Majority(len(cfg.Masters)) {
 		fmt.Fprintf(stderr, "lock-agent: only %d of %d masters changed: no settings have a majority now; run it again when the masters answer\n",
 			len(changed), len(cfg.Masters))
 		return exitFailure

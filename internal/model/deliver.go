@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/lock-agent/lock-agent/quorum/rules"
+
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
@@ -145,17 +147,17 @@ func (c *checker) decide(s *state, ci int) {
 				granted[r.slots[i]]++
 			}
 		}
-		switch outcome, slot := quorum.DecideSlots(masters, granted, count(r, refused)+count(r, failed)); outcome {
-		case quorum.Won:
+		switch outcome, slot := rules.DecideSlots(masters, granted, count(r, refused)+count(r, failed)); outcome {
+		case rules.Won:
 			c.complete(s, ci, slot)
-		case quorum.Lost:
+		case rules.Lost:
 			// Decide gives back whatever may have been granted: any yes,
 			// or any master that did not answer "held" (Cluster.decideAcquire).
 			c.fail(s, ci, count(r, yes) > 0 || count(r, refused) < masters)
 		}
 	case settling:
 		switch {
-		case r.atFence+count(r, yes) >= quorum.Majority(masters):
+		case r.atFence+count(r, yes) >= rules.Majority(masters):
 			c.settled(s, ci)
 		case !hasPending(r):
 			c.fail(s, ci, true)
@@ -167,7 +169,7 @@ func (c *checker) decide(s *state, ci int) {
 	}
 }
 
-// complete settles a won round's fence (quorum.SettleFence): the masters
+// complete settles a won round's fence (rules.SettleFence): the masters
 // behind it are brought up to it, and the grant waits for that when too few
 // granted the fence itself.
 func (c *checker) complete(s *state, ci int, slot int) {
@@ -179,14 +181,14 @@ func (c *checker) complete(s *state, ci int, slot int) {
 			s.send(c.message(s, ci, i, releaseCall, 0))
 		}
 	}
-	fence, atFence, behind := quorum.SettleFence(r.fences[:])
+	fence, atFence, behind := rules.SettleFence(r.fences[:])
 	cl.grantSeq, cl.fence, cl.slot, cl.start, cl.busyOn = r.seq, fence, slot, r.start, 0
 	for i, a := range r.answers {
 		if a == refused {
 			cl.busyOn |= 1 << i
 		}
 	}
-	if atFence >= quorum.Majority(masters) {
+	if atFence >= rules.Majority(masters) {
 		for _, i := range behind {
 			s.send(c.message(s, ci, i, raiseCall, fence))
 		}
@@ -219,14 +221,14 @@ func (c *checker) settled(s *state, ci int) {
 func (c *checker) finish(s *state, ci int) {
 	cl := &s.clients[ci]
 	a := c.agentOf(ci)
-	if quorum.Validity(a.Lease, ms(s.now-cl.start), a.DriftFactor) <= 0 {
+	if rules.Validity(a.Lease, ms(s.now-cl.start), a.DriftFactor) <= 0 {
 		c.fail(s, ci, true)
 		return
 	}
 	s.granted(cl.fence, cl.slot, "granted to "+c.clientName(ci))
 	cl.grantFence, cl.blockEnd = cl.fence, cl.fence+int64(a.block)-1
 	cl.phase = holding
-	cl.deadline = cl.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()
+	cl.deadline = cl.start + rules.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()
 	cl.renewAt = cl.start + a.Lease.Milliseconds()/3
 	cl.round.answers = [masters]answer{}
 }
@@ -248,7 +250,7 @@ func (c *checker) renewed(s *state, ci int) {
 	a := c.agentOf(ci)
 	r := &cl.round
 	cl.renewing = false
-	if count(r, yes) >= quorum.Majority(masters) {
+	if count(r, yes) >= rules.Majority(masters) {
 		for i, ans := range r.answers {
 			if ans == refused {
 				m := c.message(s, ci, i, repairCall, cl.grantFence)
@@ -258,11 +260,11 @@ func (c *checker) renewed(s *state, ci int) {
 		}
 	}
 	cl.renewAt = r.start + a.Lease.Milliseconds()/3
-	deadline := r.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()
+	deadline := r.start + rules.Validity(a.Lease, 0, a.DriftFactor).Milliseconds()
 	switch {
-	case count(r, yes) >= quorum.Majority(masters) && deadline > s.now:
+	case count(r, yes) >= rules.Majority(masters) && deadline > s.now:
 		cl.deadline = max(cl.deadline, deadline)
-	case count(r, refused) > masters-quorum.Majority(masters):
+	case count(r, refused) > masters-rules.Majority(masters):
 		c.fail(s, ci, true)
 	}
 	r.answers = [masters]answer{}
@@ -286,7 +288,7 @@ func (c *checker) nextInstant(s *state) int64 {
 				consider(cl.renewAt)
 			}
 		case acquiring, settling:
-			consider(cl.round.start + quorum.Validity(a.Lease, 0, a.DriftFactor).Milliseconds())
+			consider(cl.round.start + rules.Validity(a.Lease, 0, a.DriftFactor).Milliseconds())
 		}
 	}
 	for i, ks := range s.masters {

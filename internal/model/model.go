@@ -11,8 +11,8 @@
 // is set to the model's, with each key's PX kept relative to the model's
 // clock, so that leases expire and quarantines end as model time advances.
 // The scripts' source, KEYS and ARGV are built by the quorum package's own
-// functions (quorum/modelhooks.go), and the agents decide with its pure
-// functions: DecideSlots for an acquire round, SettleFence for the fence
+// functions (quorum/cluster.go, Model*), and the agents decide with the pure
+// rules of quorum/rules: DecideSlots for an acquire round, SettleFence for the fence
 // write-back, Validity for a grant's and a renewal's deadline, Majority,
 // and, from what each agent's probes last saw of each master's marker (part
 // of the model's state, not of the never-connected Cluster), MarkerCounts,

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/quorum/rules"
 )
 
 // ms is a model duration in ms as a time.Duration.
@@ -96,7 +96,7 @@ type message struct {
 	slot   int    // repair: the hold's slot
 	// mayPlant is, for a call that runs the gate (acquire, renew, repair),
 	// whether its agent might plant a marker when it sent it (see
-	// quorum.MayPlant): the agent builds the gate argument then.
+	// rules.MayPlant): the agent builds the gate argument then.
 	mayPlant bool
 }
 
@@ -126,15 +126,15 @@ type state struct {
 }
 
 // markerViews are one agent's views of the masters' markers.
-type markerViews [masters]quorum.MarkerView
+type markerViews [masters]rules.MarkerView
 
 // decisions are what an agent with views v decides, as a Cluster does:
 // whether it may plant a marker, and whether its probe re-plants one that
 // records other settings.
 func (v markerViews) decisions() (mayPlant, replant bool) {
-	ours, others, probed := quorum.MarkerCounts(v[:])
-	quorumSize := quorum.Majority(masters)
-	return quorum.MayPlant(ours, others, probed, quorumSize), quorum.Replant(ours, quorumSize)
+	ours, others, probed := rules.MarkerCounts(v[:])
+	quorumSize := rules.Majority(masters)
+	return rules.MayPlant(ours, others, probed, quorumSize), rules.Replant(ours, quorumSize)
 }
 
 // granted checks a grant of fence on slot against the slot's last grant

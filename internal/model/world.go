@@ -40,7 +40,7 @@ type World struct {
 	Block int
 	// Values makes the clients attach a value to their holds. A plain lock
 	// (Limit and Block at most 1) is otherwise a lean request, which the
-	// masters serve with the lean acquire script (quorum/lua/acquire_lean.lua);
+	// masters serve with the lean acquire script (quorum/scripts/lua/acquire_lean.lua);
 	// a value makes it one for the general script (acquire.lua), as a
 	// semaphore and a block are.
 	Values bool
@@ -131,7 +131,7 @@ func (a *agentModel) who(m message) quorum.Who {
 	return quorum.Who{Agent: fmt.Sprintf("a%d", m.agent), PID: m.client, Value: a.value}
 }
 
-// gateSignature is the epoch gate's Lua signature (see quorum/lua/gate.lua),
+// gateSignature is the epoch gate's Lua signature (see quorum/scripts/lua/gate.lua),
 // which GateOff and SettingsCheckOff patch.
 const gateSignature = "gate(marker, epocharg, gatearg)"
 
@@ -151,7 +151,7 @@ func SettingsCheckOff(src string) string {
 	return patchLine(src, gateSignature, "  if recorded ~= settings then\n", "  if false then\n")
 }
 
-// fencesSignature is take_fences's Lua signature (see quorum/lua/fences.lua).
+// fencesSignature is take_fences's Lua signature (see quorum/scripts/lua/fences.lua).
 const fencesSignature = "take_fences(key, floor, block, there)"
 
 // FenceFloorOff is a Patch that switches the fence counter's floor off: a
@@ -169,7 +169,7 @@ func BlockReservationOff(src string) string {
 }
 
 // leanFresh is the lean acquire script's test of a fresh name (see
-// quorum/lua/acquire_lean.lua): no holder set, queue or tombstone.
+// quorum/scripts/lua/acquire_lean.lua): no holder set, queue or tombstone.
 const leanFresh = "if lean_seen < 4 then\n"
 
 // LeanHoldersOff is a Patch that makes the lean acquire script grant a

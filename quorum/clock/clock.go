@@ -1,4 +1,6 @@
-package quorum
+// Package clock is the time source of lease logic: the real clock, and a fake
+// one that tests move by hand.
+package clock
 
 import (
 	"sort"
@@ -6,13 +8,13 @@ import (
 	"time"
 )
 
-// Clock is the time source of lease logic. Real code uses RealClock; tests use
-// a FakeClock so validity and renewal are tested without sleeping.
+// Clock is the time source of lease logic. Real code uses Real; tests use
+// a Fake so validity and renewal are tested without sleeping.
 type Clock interface {
 	Now() time.Time
 	NewTimer(d time.Duration) Timer
 	// AfterFunc calls f once the clock has moved on by d: in a goroutine
-	// of its own on the real clock, within Advance on a FakeClock. The
+	// of its own on the real clock, within Advance on a Fake. The
 	// Timer's C is not used.
 	AfterFunc(d time.Duration, f func()) Timer
 }
@@ -24,18 +26,18 @@ type Timer interface {
 	Reset(d time.Duration)
 }
 
-// RealClock is the system clock. Durations between its times use the
+// Real is the system clock. Durations between its times use the
 // monotonic reading, so wall-clock steps do not move leases.
-type RealClock struct{}
+type Real struct{}
 
 // Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
+func (Real) Now() time.Time { return time.Now() }
 
 // NewTimer returns a real timer.
-func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 // AfterFunc returns time.AfterFunc(d, f).
-func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTimer struct{ t *time.Timer }
 
@@ -43,36 +45,36 @@ func (r realTimer) C() <-chan time.Time   { return r.t.C }
 func (r realTimer) Stop() bool            { return r.t.Stop() }
 func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
 
-// FakeClock is a Clock that moves only when Advance is called. It is safe for
-// concurrent use. Its zero value is not usable; call NewFakeClock.
-type FakeClock struct {
+// Fake is a Clock that moves only when Advance is called. It is safe for
+// concurrent use. Its zero value is not usable; call NewFake.
+type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
 	added  chan struct{}
 }
 
-// NewFakeClock returns a FakeClock set to start.
-func NewFakeClock(start time.Time) *FakeClock {
-	return &FakeClock{now: start, added: make(chan struct{}, 1)}
+// NewFake returns a Fake set to start.
+func NewFake(start time.Time) *Fake {
+	return &Fake{now: start, added: make(chan struct{}, 1)}
 }
 
 // Now returns the fake time.
-func (f *FakeClock) Now() time.Time {
+func (f *Fake) Now() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.now
 }
 
 // NewTimer returns a timer that fires when the clock is advanced past d.
-func (f *FakeClock) NewTimer(d time.Duration) Timer {
+func (f *Fake) NewTimer(d time.Duration) Timer {
 	t := &fakeTimer{clock: f, c: make(chan time.Time, 1)}
 	t.Reset(d)
 	return t
 }
 
 // Advance moves the clock by d and fires every timer whose time has come, in order.
-func (f *FakeClock) Advance(d time.Duration) {
+func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	f.now = f.now.Add(d)
 	now := f.now
@@ -104,7 +106,7 @@ func (f *FakeClock) Advance(d time.Duration) {
 // past d, as time.AfterFunc does for the real clock; but f runs within
 // Advance, so when Advance returns every function due by then has run
 // (and one not due has not). Its C is never sent on.
-func (f *FakeClock) AfterFunc(d time.Duration, fn func()) Timer {
+func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
 	t := &fakeTimer{clock: f, c: make(chan time.Time, 1), f: fn}
 	t.Reset(d)
 	return t
@@ -112,7 +114,7 @@ func (f *FakeClock) AfterFunc(d time.Duration, fn func()) Timer {
 
 // Timers returns how many timers are armed: tests wait on it to know that
 // the code under test is parked before they advance the clock.
-func (f *FakeClock) Timers() int {
+func (f *Fake) Timers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.timers)
@@ -120,10 +122,10 @@ func (f *FakeClock) Timers() int {
 
 // TimerArmed returns a channel that receives (coalesced) whenever a timer is
 // armed.
-func (f *FakeClock) TimerArmed() <-chan struct{} { return f.added }
+func (f *Fake) TimerArmed() <-chan struct{} { return f.added }
 
 type fakeTimer struct {
-	clock *FakeClock
+	clock *Fake
 	c     chan time.Time
 	at    time.Time
 	f     func() // for AfterFunc; nil for NewTimer

@@ -5,7 +5,7 @@
 -- it is renewed only while the entry is queued (never re-added: it may have
 -- left meanwhile). A hold with a tail has the lease "t" and the ms (see
 -- tails.lua); other holds pay nothing for tails. An agent's waiting record
--- rides it too (see waiting.go): its keys are the deadlines and the records,
+-- rides it too (see quorum/waiters.go): its keys are the deadlines and the records,
 -- its holder id the agent's instance, its lease "w" and the ms; renewed only
 -- while it is there and its deadline has not passed (a lapsed one is gone),
 -- and both keys live at least as long.

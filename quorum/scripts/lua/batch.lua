@@ -3,7 +3,7 @@
 -- (%[3]s, as the function one(KEYS, ARGV)) once per item of a batch: the
 -- KEYS and ARGV of the script are the items' own, %[1]d and %[2]d of each,
 -- one after the other, and the reply is the items' replies in order. One
--- call of the master serves many rounds at once (see batch.go). Each item
+-- call of the master serves many rounds at once (see quorum/master.go, batcher). Each item
 -- runs under pcall, so that an item that fails (a key of the wrong type,
 -- say) fails alone, as it would in a call of its own.
 local function one(KEYS, ARGV)

@@ -84,13 +84,13 @@ func TestValueSetCheckAndLeaderOnRealMasters(t *testing.T) {
 	// The grant returned once a majority had it; a SET before it reaches
 	// the last master finds no holder there, and the late grant then
 	// leaves "one" on it.
-	awaitOnEveryMaster(t, servers, c.holderKey("v", "h1"))
+	awaitOnEveryMaster(t, servers, c.keys.Holder("v", "h1"))
 	if err := c.SetValue(ctx, "v", "h1", "two"); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range servers { // SET returns once a majority has it: the last may get it just after
 		var v string
-		lockagenttest.Eventually(t, 2*time.Second, func() bool { v, _ = s.Do("HGET", c.holderKey("v", "h1"), "value"); return v == "two" },
+		lockagenttest.Eventually(t, 2*time.Second, func() bool { v, _ = s.Do("HGET", c.keys.Holder("v", "h1"), "value"); return v == "two" },
 			"master %d: value %q", i, &v)
 	}
 	if err := c.SetValue(ctx, "v", "nobody", "x"); err == nil {
@@ -161,7 +161,7 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	ctx := context.Background()
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
-	sub := subscribe(t, servers[0], c.channel("o"))
+	sub := subscribe(t, servers[0], c.keys.Channel("o"))
 	c.MarkObserved(ctx, "o", 5*time.Second)
 	g, err := acquire(ctx, c, req("o", "h1"))
 	if err != nil {
@@ -182,7 +182,7 @@ func TestObservedNamesPublishLeaderChanged(t *testing.T) {
 	if m := sub.next(); m != leaderMessage {
 		t.Fatalf("retag: %q", m)
 	}
-	quiet := subscribe(t, servers[0], c.channel("u"))
+	quiet := subscribe(t, servers[0], c.keys.Channel("u"))
 	if _, err := acquire(ctx, c, req("u", "h2")); err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func awaitSubscribed(t testing.TB, c *Cluster, servers []*redistest.Server, name
 	t.Helper()
 	for i, s := range servers {
 		lockagenttest.Eventually(t, 5*time.Second, func() bool {
-			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.channel(name))
+			n, _ := s.Do("EVAL", "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])[2]", "0", c.keys.Channel(name))
 			return n == "1"
 		}, "master %d: never subscribed to %s", i, name)
 	}
@@ -531,5 +531,28 @@ func TestWatchesClosedTogetherUnsubscribeTogether(t *testing.T) {
 		} else {
 			t.Logf("master %d: %d UNSUBSCRIBEs for %d watches closed at once", i, calls, n)
 		}
+	}
+}
+
+func TestWantedMessagesReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, message string
+		instance      string
+		want          Want
+		ok            bool
+	}{
+		{"an exclusive want of two", Want{Count: 2}.message("a/1"), "a/1", Want{Count: 2}, true},
+		{"a shared want of one", Want{Shared: true, Count: 1}.message("b/2"), "b/2", Want{Shared: true, Count: 1}, true},
+		{"a count under one is said as one", Want{Count: 0}.message("c/3"), "c/3", Want{Count: 1}, true},
+		{"an agent from before Want names only itself: exclusive, one", "wanted old/9", "old/9", Want{Count: 1}, true},
+		{"a count that is not a number is one", "wanted x/1 shared lots", "x/1", Want{Shared: true, Count: 1}, true},
+		{"a message with no instance is no want", "wanted ", "", Want{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			instance, want, ok := parseWant(tc.message)
+			if instance != tc.instance || want != tc.want || ok != tc.ok {
+				t.Fatalf("parseWant(%q) = %q %+v %v, want %q %+v %v", tc.message, instance, want, ok, tc.instance, tc.want, tc.ok)
+			}
+		})
 	}
 }

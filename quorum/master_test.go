@@ -99,7 +99,7 @@ func TestABatchItemThatFailsFailsAlone(t *testing.T) {
 	cfg.MasterTimeout = 2 * time.Second
 	c := startCluster(t, cfg)
 	for _, s := range servers {
-		if _, err := s.Do("SET", c.setKey("broken"), "not a set"); err != nil {
+		if _, err := s.Do("SET", c.keys.Set("broken"), "not a set"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestABatchIsGatedLikeACallOfItsOwn(t *testing.T) {
 					t.Fatalf("the warm-up vote on m0: %v %v", vals, err)
 				}
 			}
-			marker := c.markerKey()
+			marker := c.keys.Marker()
 			if _, err := servers[0].Do("HSET", marker, "run", "0123456789abcdef"); err != nil {
 				t.Fatal(err)
 			}

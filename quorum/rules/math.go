@@ -1,4 +1,8 @@
-package quorum
+// Package rules holds the pure rules of RedLock over N masters, with no I/O:
+// majorities, validity, when a round is decided, patience and trust, the fence
+// a grant settles on, the tail horizon, and when an agent may plant a marker.
+// Each is table-tested in math_test.go.
+package rules
 
 import (
 	"cmp"
@@ -6,9 +10,9 @@ import (
 	"time"
 )
 
-// clockSlack is the fixed part of the drift allowance: RedLock's 2 ms for the
+// ClockSlack is the fixed part of the drift allowance: RedLock's 2 ms for the
 // granularity of expiry on the masters.
-const clockSlack = 2 * time.Millisecond
+const ClockSlack = 2 * time.Millisecond
 
 // Majority returns the quorum of n masters: more than half.
 func Majority(n int) int { return n/2 + 1 }
@@ -48,7 +52,7 @@ func FreeOnMajorityIn(waits []time.Duration, free, quorum int) time.Duration {
 // it started: lease − elapsed − lease×driftFactor − 2 ms. It is negative when
 // the lease is already unsafe to rely on.
 func Validity(lease, elapsed time.Duration, driftFactor float64) time.Duration {
-	drift := time.Duration(float64(lease)*driftFactor) + clockSlack
+	drift := time.Duration(float64(lease)*driftFactor) + ClockSlack
 	return lease - elapsed - drift
 }
 
@@ -198,7 +202,7 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 	return false, false
 }
 
-// readQuorum is how many of the masters that answered a read must
+// ReadQuorum is how many of the masters that answered a read must
 // record a thing for the read to show it, when unanswered masters were not
 // heard (down, or late: a read is answered at its deadline): a grant is
 // answered once a majority (quorum) records it, so a read must not miss
@@ -208,20 +212,20 @@ func CheckOutcome(n, q, yes, failed int) (current, known bool) {
 // It errs on the side of showing: with a master unheard, a record that
 // only a minority keeps for a moment (a release not yet landed on one
 // master) may be shown too.
-func readQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
+func ReadQuorum(quorum, unanswered int) int { return max(quorum-unanswered, 1) }
 
-// horizon is one master's answer to lua/horizon.lua.
-type horizon struct {
-	answered bool
-	epoch    string
-	// lost says it lost its data and was not settled: it knows nothing of
+// Horizon is one master's answer to scripts/lua/horizon.lua.
+type Horizon struct {
+	Answered bool
+	Epoch    string
+	// Lost says it lost its data and was not settled: it knows nothing of
 	// the tails it had.
-	lost bool
-	// left is how long until its tails and its quarantine have ended.
-	left time.Duration
+	Lost bool
+	// Left is how long until its tails and its quarantine have ended.
+	Left time.Duration
 }
 
-// settleHorizon decides, from the horizons of the other masters of n,
+// SettleHorizon decides, from the horizons of the other masters of n,
 // how long a pending master must sit out (the latest horizon) and whether
 // to settle now. A tail stood on a majority q of the n masters, so on at
 // least q−1 of the n−1 others (the pending master may have been one); the
@@ -230,17 +234,17 @@ type horizon struct {
 // answered but fewer kept their data (more than a minority lost it at
 // once: a fault a majority does not survive), it settles with what they
 // know, incomplete. Else it waits for the next probe.
-func settleHorizon(n int, others []horizon) (left time.Duration, settle, complete bool) {
+func SettleHorizon(n int, others []Horizon) (left time.Duration, settle, complete bool) {
 	need := min(n-Majority(n)+1, n-1)
 	kept, answered := 0, 0
 	for _, h := range others {
-		if !h.answered {
+		if !h.Answered {
 			continue
 		}
 		answered++
-		if !h.lost {
+		if !h.Lost {
 			kept++
-			left = max(left, h.left)
+			left = max(left, h.Left)
 		}
 	}
 	switch {
@@ -296,7 +300,7 @@ func MayPlant(ours, others, probed, quorum int) bool {
 }
 
 // Replant says whether an agent's probe plants anew a marker recording
-// other settings (see lua/marker.lua): when it knows that a majority (quorum)
+// other settings (see scripts/lua/marker.lua): when it knows that a majority (quorum)
 // records its own, ours being how many its probes saw.
 func Replant(ours, quorum int) bool {
 	return ours >= quorum

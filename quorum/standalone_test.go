@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/internal/redistest"
+	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
 
 func TestFailoverMargin(t *testing.T) {
@@ -34,7 +35,7 @@ func TestFailoverMargin(t *testing.T) {
 func TestGateArgsLengthenTheQuarantine(t *testing.T) {
 	m := &master{cfg: MasterConfig{Sentinels: []string{"h:2"}, MasterSet: "m"}}
 	args := []string{"holder", "1000", "prefix", "epoch", "1000 1 s"}
-	got := m.gateArgs(acquireScript, args)
+	got := m.gateArgs(scripts.Acquire, args)
 	if got[3] != "epoch;" || got[4] != "4100 1 s" || args[4] != "1000 1 s" {
 		t.Fatalf("got %q from %q", got, args)
 	}

@@ -1,4 +1,4 @@
-package quorum
+package rules
 
 import (
 	"math/bits"
@@ -67,26 +67,6 @@ func TestDecideEveryFailureMask(t *testing.T) {
 				t.Fatalf("n=%d mask=%b: decided %v, want %v", n, mask, decided, want)
 			}
 		}
-	}
-}
-
-func TestFakeClockFiresInOrder(t *testing.T) {
-	c := NewFakeClock(time.Unix(0, 0))
-	a := c.NewTimer(2 * time.Second)
-	b := c.NewTimer(time.Second)
-	c.Advance(1500 * time.Millisecond)
-	select {
-	case <-b.C():
-	default:
-		t.Fatal("1s timer did not fire at 1.5s")
-	}
-	select {
-	case <-a.C():
-		t.Fatal("2s timer fired at 1.5s")
-	default:
-	}
-	if a.Stop() != true || c.Timers() != 0 {
-		t.Fatal("Stop of an armed timer must report true and disarm it")
 	}
 }
 
@@ -317,7 +297,7 @@ func TestAReadNeverMissesARecordAMajorityHolds(t *testing.T) {
 					continue
 				}
 				seen := bits.OnesCount(uint(holds & answered))
-				shown := seen >= readQuorum(q, n-bits.OnesCount(uint(answered)))
+				shown := seen >= ReadQuorum(q, n-bits.OnesCount(uint(answered)))
 				majority := bits.OnesCount(uint(holds)) >= q
 				switch {
 				case majority && !shown:
@@ -331,30 +311,30 @@ func TestAReadNeverMissesARecordAMajorityHolds(t *testing.T) {
 }
 
 func TestSettleHorizon(t *testing.T) {
-	kept := func(left time.Duration) horizon { return horizon{answered: true, left: left} }
-	lost := horizon{answered: true, lost: true, left: time.Hour} // its left says nothing: it forgot
-	silent := horizon{}
+	kept := func(left time.Duration) Horizon { return Horizon{Answered: true, Left: left} }
+	lost := Horizon{Answered: true, Lost: true, Left: time.Hour} // its left says nothing: it forgot
+	silent := Horizon{}
 	for _, tc := range []struct {
 		name             string
 		n                int
-		others           []horizon
+		others           []Horizon
 		left             time.Duration
 		settle, complete bool
 	}{
-		{"of three, both others kept their data: the later horizon", 3, []horizon{kept(time.Second), kept(3 * time.Second)}, 3 * time.Second, true, true},
-		{"of three, one other is silent: wait, it may hold the only other copy of a tail", 3, []horizon{kept(time.Second), silent}, 0, false, false},
-		{"of three, the other lost its data too: settle with what the one left knows", 3, []horizon{kept(time.Second), lost}, time.Second, true, false},
-		{"of three, every master lost its data: nothing to wait for", 3, []horizon{lost, lost}, 0, true, false},
-		{"of five, three others that kept their data are enough", 5, []horizon{kept(time.Second), kept(2 * time.Second), silent, kept(0)}, 2 * time.Second, true, true},
-		{"of five, two that kept it and one lost: wait for the silent one", 5, []horizon{kept(time.Second), lost, silent, kept(0)}, 0, false, false},
-		{"of five, another lost its data too (a minority): the three left are enough", 5, []horizon{kept(time.Second), lost, kept(4 * time.Second), kept(0)}, 4 * time.Second, true, true},
-		{"of two, the other is needed", 2, []horizon{silent}, 0, false, false},
+		{"of three, both others kept their data: the later horizon", 3, []Horizon{kept(time.Second), kept(3 * time.Second)}, 3 * time.Second, true, true},
+		{"of three, one other is silent: wait, it may hold the only other copy of a tail", 3, []Horizon{kept(time.Second), silent}, 0, false, false},
+		{"of three, the other lost its data too: settle with what the one left knows", 3, []Horizon{kept(time.Second), lost}, time.Second, true, false},
+		{"of three, every master lost its data: nothing to wait for", 3, []Horizon{lost, lost}, 0, true, false},
+		{"of five, three others that kept their data are enough", 5, []Horizon{kept(time.Second), kept(2 * time.Second), silent, kept(0)}, 2 * time.Second, true, true},
+		{"of five, two that kept it and one lost: wait for the silent one", 5, []Horizon{kept(time.Second), lost, silent, kept(0)}, 0, false, false},
+		{"of five, another lost its data too (a minority): the three left are enough", 5, []Horizon{kept(time.Second), lost, kept(4 * time.Second), kept(0)}, 4 * time.Second, true, true},
+		{"of two, the other is needed", 2, []Horizon{silent}, 0, false, false},
 		{"of one, there is nobody to ask", 1, nil, 0, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			left, settle, complete := settleHorizon(tc.n, tc.others)
+			left, settle, complete := SettleHorizon(tc.n, tc.others)
 			if left != tc.left || settle != tc.settle || complete != tc.complete {
-				t.Errorf("settleHorizon = %v, %v, %v; want %v, %v, %v", left, settle, complete, tc.left, tc.settle, tc.complete)
+				t.Errorf("SettleHorizon = %v, %v, %v; want %v, %v, %v", left, settle, complete, tc.left, tc.settle, tc.complete)
 			}
 		})
 	}
