@@ -124,6 +124,7 @@ var (
 	setWaitingScript     = register(-1, "set_waiting")
 	waitingScript        = register(-1, "waiting")
 	cachedScript         = register(-1, "cached")
+	cacheNoteScript      = register(-1, "cache_note")
 	cacheOrReleaseScript = register(-1, "cache_or_release", "release")
 )
 
