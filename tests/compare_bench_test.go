@@ -19,8 +19,8 @@ package tests
 //     in the scenarios where names spread or agents meet.
 //
 // Scenarios come hot and cold where it matters to an agent that keeps
-// what it learned of a name: a name used again and again, and a fresh name
-// each cycle. Every scenario runs for a fixed window (or count), so the
+// what it learned of a name: a name used again and again (serial-64: a
+// service cycling through 64 job names), and a fresh name each cycle. Every scenario runs for a fixed window (or count), so the
 // whole run takes about four minutes:
 //
 //	go test ./tests -run '^$' -bench '^BenchmarkCompare$' -benchtime 1x -timeout 20m
@@ -85,6 +85,7 @@ func BenchmarkCompare(b *testing.B) {
 	b.Run("serial-fresh", func(b *testing.B) {
 		benchSerial(b, slices.Concat(all, newClusterContenders(b)), freshNames("serial-fresh"))
 	})
+	b.Run("serial-64", func(b *testing.B) { benchSerial(b, all, cyclingNames("serial-64", 64)) })
 	eachAndClusters("64-names", benchDistinct)
 	eachAndClusters("64-fresh", benchDistinctFresh)
 	each("16-one-name", benchOneName)
@@ -173,6 +174,12 @@ type namer func(cycle int) string
 
 // oneName is the hot case: the same name every cycle.
 func oneName(name string) namer { return func(int) string { return name } }
+
+// cyclingNames is a service cycling through its n job names: each name is
+// used again every n cycles.
+func cyclingNames(prefix string, n int) namer {
+	return func(cycle int) string { return fmt.Sprintf("%s/%d", prefix, cycle%n) }
+}
 
 // freshNames is the cold case: a name never used before every cycle.
 func freshNames(prefix string) namer {
