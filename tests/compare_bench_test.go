@@ -20,7 +20,8 @@ package tests
 //
 // Scenarios come hot and cold where it matters to an agent that keeps
 // what it learned of a name: a name used again and again (serial-64: a
-// service cycling through 64 job names), and a fresh name each cycle. Every scenario runs for a fixed window (or count), so the
+// service cycling through 64 job names; serial-64-work: the same with
+// 200µs of work after each cycle), and a fresh name each cycle. Every scenario runs for a fixed window (or count), so the
 // whole run takes about four minutes:
 //
 //	go test ./tests -run '^$' -bench '^BenchmarkCompare$' -benchtime 1x -timeout 20m
@@ -81,11 +82,12 @@ func BenchmarkCompare(b *testing.B) {
 			runEachCluster(b, bench)
 		})
 	}
-	b.Run("serial", func(b *testing.B) { benchSerial(b, slices.Concat(all, newClusterContenders(b)), oneName("serial")) })
+	b.Run("serial", func(b *testing.B) { benchSerial(b, slices.Concat(all, newClusterContenders(b)), oneName("serial"), 0) })
 	b.Run("serial-fresh", func(b *testing.B) {
-		benchSerial(b, slices.Concat(all, newClusterContenders(b)), freshNames("serial-fresh"))
+		benchSerial(b, slices.Concat(all, newClusterContenders(b)), freshNames("serial-fresh"), 0)
 	})
-	b.Run("serial-64", func(b *testing.B) { benchSerial(b, all, cyclingNames("serial-64", 64)) })
+	b.Run("serial-64", func(b *testing.B) { benchSerial(b, all, cyclingNames("serial-64", 64), 0) })
+	b.Run("serial-64-work", func(b *testing.B) { benchSerial(b, all, cyclingNames("serial-64-work", 64), serialWork) })
 	eachAndClusters("64-names", benchDistinct)
 	eachAndClusters("64-fresh", benchDistinctFresh)
 	each("16-one-name", benchOneName)
@@ -165,6 +167,17 @@ func lockCycle(b *testing.B, cl locker, name string) int {
 	return refused
 }
 
+// serialWork is the work between cycles of serial-64-work: a service that
+// does something with each lock, as the "reuse with work" case.
+const serialWork = 200 * time.Microsecond
+
+// spinFor keeps the CPU busy for d, as work between cycles does (a sleep
+// would leave the core to others and wake up late).
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
 // serialBlock is how many LOCK+UNLOCK cycles one contender runs in turn
 // in the serial scenario before the next one takes over.
 const serialBlock = 100
@@ -187,11 +200,13 @@ func freshNames(prefix string) namer {
 }
 
 // benchSerial: one client of each contender locking and unlocking a free
-// name, the names given by name: LOCK+UNLOCK latency. The contenders take
+// name, the names given by name: LOCK+UNLOCK latency, with work (a CPU
+// spin of that long, not timed) after each UNLOCK: a client that does
+// something between its cycles leaves the agent idle meanwhile. The contenders take
 // turns in short blocks over one window as many times as long as there
 // are contenders, not one window each: a slow spell of the host then falls
 // on all of them alike, and their ratio holds from run to run.
-func benchSerial(b *testing.B, all []*contender, name namer) {
+func benchSerial(b *testing.B, all []*contender, name namer, work time.Duration) {
 	clients := make([]locker, len(all))
 	cycles := make([]int, len(all))
 	for i, c := range all {
@@ -214,6 +229,7 @@ func benchSerial(b *testing.B, all []*contender, name namer) {
 				refused[i] += lockCycle(b, clients[i], name(cycles[i]))
 				samples[i] = append(samples[i], time.Since(start))
 				cycles[i]++
+				spinFor(work)
 			}
 			spent[i] = spent[i].add(readMasterLoad(b, all[i].masters).since(before, all[i].masters))
 		}
