@@ -62,6 +62,11 @@ func TestCheckOfAKeptRecordCountsFencesLentSinceItsNote(t *testing.T) {
 	note(f+2, false) // a late note never lowers the fence
 	check("late note", "k", f+2, false)
 	check("late note", "k", f+3, true)
+	// A note on its way when the cache became a run (Unkeep) leaves the
+	// run's record unmarked.
+	c.Unkeep(ctx, "k", "h")
+	note(f+5, true)
+	check("a late note after Unkeep", "k", f+5, true)
 	if _, err := c.Release(ctx, "k", "h"); err != nil {
 		t.Fatal(err)
 	}
