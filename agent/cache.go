@@ -155,6 +155,10 @@ func (a *Agent) newCacheLocked(h *hold) *lending {
 	if !a.startLendingLocked(c) {
 		return nil
 	}
+	if c.reserveDue() { // at once: a grant's few fences go fast in a tight loop
+		c.reserving = true
+		go a.reserve(c)
+	}
 	go a.keepCache(c)
 	return c
 }
@@ -279,8 +283,8 @@ func (a *Agent) cachesName(name string) bool {
 // keepCache is c's keeper, for as long as c lives: it listens on the
 // name's channel for other agents that wait (and then gives c up if no
 // client holds it), gives c up when it lingered cache_linger with no
-// holder, and reserves the first further block of fences (Reserve: later
-// ones are reserved by the lending that leaves a quarter of a block). It
+// holder, and reserves a further block of fences if one is due that the
+// cache's start and its lendings did not reserve (see reserveDue). It
 // is not woken by lendings and returns: it looks at c at least once per
 // cache_linger. What lendings change of the record is noted in batches
 // (noteCaches); the keeper makes only the first note.
