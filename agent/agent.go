@@ -73,6 +73,9 @@ type Agent struct {
 	// shared are the names other agents wanted lately, and released the
 	// names this agent released to the masters lately: see cache.go.
 	shared, released *recentNames
+	// toNote are the caches whose lendings changed what the masters should
+	// show of their records since the last batch (see noteCaches).
+	toNote []*lending
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
 	held       int
@@ -141,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var back sync.WaitGroup
 	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
 	trimmer := memory.NewTrimmer(a.log.Named("memory"))
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run} {
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.noteCaches} {
 		back.Add(1)
 		go func() {
 			defer back.Done()

@@ -15,9 +15,13 @@ import (
 // local request waits for it, the agent keeps the hold's record in the
 // masters for up to lock.cache_linger: the name is cached. A local LOCK of
 // it meanwhile is lent the record (lendCachedLocked), which comes back to
-// the cache when it lets go (giveBack). A record no client holds is marked
-// cached on the masters (quorum.Cluster.MarkCached), after the UNLOCK was
-// answered; a lent one is unmarked after the LOCK was answered.
+// the cache when it lets go (giveBack). Neither sends the masters a
+// command: the record there is marked cached when it is kept
+// (quorum.Cluster.CacheOrRelease), and what lendings change of it (its
+// current holder's fence and who-info, for WHO and CHECK on other agents,
+// and whether a client holds it, its cached mark) is noted for all of the
+// agent's caches together, at most once per renewal tick (noteCaches).
+// Other agents' WHO and CHECK are that much late: see docs/protocol.md.
 //
 // Another agent that finds only cached records in its way says so on the
 // name's channel (quorum.Cluster.Wanted), and waits, a bounded time, for
@@ -70,7 +74,7 @@ func (a *Agent) cacheHold(h *hold) bool {
 	}
 	a.endHoldLocked(h)
 	c.holder, c.idleSince = nil, a.clock.Now()
-	c.changed()
+	a.noteLaterLocked(c)
 	return true
 }
 
@@ -150,6 +154,10 @@ func (a *Agent) newCacheLocked(h *hold) *lending {
 	}
 	if !a.startLendingLocked(c) {
 		return nil
+	}
+	if c.reserveDue() { // at once: a grant's few fences go fast in a tight loop
+		c.reserving = true
+		go a.reserve(c)
 	}
 	go a.keepCache(c)
 	return c
@@ -275,21 +283,22 @@ func (a *Agent) cachesName(name string) bool {
 // keepCache is c's keeper, for as long as c lives: it listens on the
 // name's channel for other agents that wait (and then gives c up if no
 // client holds it), gives c up when it lingered cache_linger with no
-// holder, and tells the masters what changed, at most once per
-// retagEvery: the cached mark (quorum.Cluster.MarkCached), the lent
-// holder (Retag), and a further block of fences when a quarter of the
-// last is left (Reserve).
+// holder, and reserves a further block of fences if one is due that the
+// cache's start and its lendings did not reserve (see reserveDue). It
+// is not woken by lendings and returns: it looks at c at least once per
+// cache_linger. What lendings change of the record is noted in batches
+// (noteCaches); the keeper makes only the first note.
 func (a *Agent) keepCache(c *lending) {
 	ctx := a.runCtx
 	watch := a.cluster.Watch(ctx, c.name)
 	defer watch.Close()
 	a.awaitSubscribed(watch)
-	// CacheOrRelease marked it. The first write asks the masters whether
+	// CacheOrRelease marked it. The first note asks the masters whether
 	// an acquire found it in its way meanwhile: that try's word came
 	// before the keeper listened.
-	k := keeper{marked: true, check: true}
+	a.firstNote(c)
 	for {
-		st := a.cacheState(c, k.marked)
+		st := a.cacheState(c)
 		if st.ended || ctx.Err() != nil {
 			return
 		}
@@ -297,11 +306,7 @@ func (a *Agent) keepCache(c *lending) {
 			a.reserve(c)
 			continue
 		}
-		if wait := k.due(a.clock.Now()); wait == 0 && k.pending(st) {
-			k.write(a, c, st)
-			continue
-		}
-		t := a.clock.NewTimer(k.timeout(a.clock.Now(), st))
+		t := a.clock.NewTimer(st.linger)
 		select {
 		case <-watch.Wanted():
 			watch.Wants() // what they want does not matter: any waiter ends a cache
@@ -331,75 +336,106 @@ func (a *Agent) awaitSubscribed(w *quorum.Watch) {
 // cacheState is what the keeper must do for a cache, read under Agent.mu.
 type cacheState struct {
 	ended   bool
-	mark    bool          // the masters should hold it as cached: no client holds it
-	retag   bool          // the record names another holder than the masters were sent
 	reserve bool          // a further block is due
-	linger  time.Duration // left of its linger while no client holds it (0: lent)
+	linger  time.Duration // how long the keeper may sleep: what is left of the linger, or all of it while lent
 }
 
-func (a *Agent) cacheState(c *lending, marked bool) cacheState {
+func (a *Agent) cacheState(c *lending) cacheState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := cacheState{ended: c.ended, mark: c.holder == nil, retag: c.retag}
-	c.writing = st.mark != marked || st.retag // see keeper.timeout
+	st := cacheState{ended: c.ended, linger: a.cfg.Lock.CacheLinger}
 	if c.holder == nil {
 		st.linger = max(c.idleSince.Add(a.cfg.Lock.CacheLinger).Sub(a.clock.Now()), time.Nanosecond)
 	}
-	st.reserve = !c.reserving && !c.reserveFailed && c.spare == 0 && !c.wanted && c.top-c.next < cacheBlock/4
+	st.reserve = c.reserveDue()
 	if st.reserve {
 		c.reserving = true
 	}
 	return st
 }
 
-// keeper is what c's keeper remembers of what it told the masters.
-type keeper struct {
-	marked  bool      // the mark last sent
-	check   bool      // the mark is to be sent even if unchanged (see write)
-	written time.Time // when it last wrote to the masters
+// reserveDue says whether a linger should reserve a further block now:
+// less than a quarter of its block is left, none is spare or being
+// reserved, and no other agent waits. Agent.mu is held.
+func (l *lending) reserveDue() bool {
+	return !l.reserving && !l.reserveFailed && l.spare == 0 && !l.wanted && l.top-l.next < cacheBlock/4
 }
 
-// pending says whether the keeper has something to write.
-func (k keeper) pending(st cacheState) bool { return st.mark != k.marked || st.retag || k.check }
-
-// due is how long before the keeper may write to the masters again.
-func (k keeper) due(now time.Time) time.Duration {
-	return max(k.written.Add(retagEvery).Sub(now), 0)
+// noteLaterLocked has what changed of c (a lending or a return) noted in
+// the next batch (noteCaches). Agent.mu is held.
+func (a *Agent) noteLaterLocked(c *lending) {
+	if !c.toNote {
+		c.toNote = true
+		a.toNote = append(a.toNote, c)
+	}
 }
 
-// timeout is how long the keeper may sleep: until its linger ends, or
-// until a pending write is due.
-func (k keeper) timeout(now time.Time, st cacheState) time.Duration {
-	d := time.Hour
-	if st.linger > 0 {
-		d = st.linger
-	}
-	if k.pending(st) {
-		d = min(d, max(k.due(now), time.Nanosecond))
-	}
-	return d
+// noteLocked is c's note as it is now, and its pending changes are
+// cleared. Agent.mu is held.
+func (a *Agent) noteLocked(c *lending) quorum.CacheNote {
+	c.retag = false
+	return quorum.CacheNote{Name: c.name, Holder: c.rh.Holder, Record: c.record, Cached: c.holder == nil}
 }
 
-// write sends the masters what changed of c: its lent holder first (a
-// retag), then its mark.
-func (k *keeper) write(a *Agent, c *lending, st cacheState) {
-	k.written = a.clock.Now()
-	if st.retag {
-		// The record as it is now, read where the flag is cleared: a
-		// holder lent it since st was read sets the flag again after.
-		a.mu.Lock()
-		record := c.record
-		c.retag = false
-		a.mu.Unlock()
-		a.cluster.Retag(a.runCtx, c.name, c.rh.Holder, record)
+// firstNote is c's first note, made by its keeper once it listens, even
+// if nothing changed: the masters' answer says whether an acquire found
+// the record in its way before. The batches note c only after it.
+func (a *Agent) firstNote(c *lending) {
+	a.mu.Lock()
+	note := a.noteLocked(c)
+	a.mu.Unlock()
+	wanted := a.cluster.NoteCaches(a.runCtx, []quorum.CacheNote{note})
+	a.mu.Lock()
+	c.noted = true
+	a.mu.Unlock()
+	if wanted[0] {
+		a.cacheWanted(c)
 	}
-	if st.mark != k.marked || k.check {
-		// A master that records the name wanted (an acquire found it in
-		// its way) says another agent waits, whose word may be lost.
-		_, wanted := a.cluster.MarkCached(a.runCtx, c.name, c.rh.Holder, st.mark)
-		k.marked, k.check = st.mark, false
+}
+
+// noteCaches writes what lendings changed of this agent's caches (see the
+// top of this file), every renewal tick, all of them in one batch
+// (quorum.Cluster.NoteCaches): a tick in which no cache was lent or given
+// back writes nothing. It runs until ctx ends.
+func (a *Agent) noteCaches(ctx context.Context) error {
+	if !a.cacheOn() {
+		return nil
+	}
+	for {
+		t := a.clock.NewTimer(a.watchdog.Interval())
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		a.noteBatch(ctx)
+	}
+}
+
+// noteBatch notes what changed of this agent's caches since the last batch.
+func (a *Agent) noteBatch(ctx context.Context) {
+	a.mu.Lock()
+	pending := a.toNote
+	a.toNote = nil
+	var notes []quorum.CacheNote
+	var caches []*lending
+	for _, c := range pending {
+		switch {
+		case c.ended:
+			c.toNote = false
+		case !c.noted: // its keeper's first note is yet to come: the next batch
+			a.toNote = append(a.toNote, c)
+		default:
+			c.toNote = false
+			notes = append(notes, a.noteLocked(c))
+			caches = append(caches, c)
+		}
+	}
+	a.mu.Unlock()
+	for i, wanted := range a.cluster.NoteCaches(ctx, notes) {
 		if wanted {
-			a.cacheWanted(c)
+			a.cacheWanted(caches[i])
 		}
 	}
 }

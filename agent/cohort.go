@@ -164,7 +164,7 @@ func (a *Agent) lateRun(q *queue, w *waiter) bool {
 // came, so the record is passed on here instead of being kept for no one.
 // The cache ends (its keeper stops); the run takes its record, its
 // fences and its pending retag, and the masters are told the record is
-// not cached (the keeper's unmark may not have gone yet), nor kept: another
+// not cached (the cache's note of its lending may not have gone yet), nor kept: another
 // agent's wait=0 try that finds it answers BUSY at once. The cache's
 // spare block is not taken: it was reserved cacheBlock long, and a run
 // counts on cohortBlock. h is not cached after the run either: a cache

@@ -27,10 +27,15 @@ import (
 //
 // Either way the masters' record stays under its holder id, renewed by the
 // watchdog like any hold; each holder gets a hold of its own (count 1), and
-// the masters learn of the new holder only after the client was answered
-// (a retag), so WHO and CHECK on this agent correct what the masters show
-// (ownView, ownCheck). A lending that goes on reserves a further block of
-// fences before its block is used up (reserve).
+// the masters learn of the new holder only after the client was answered,
+// so WHO and CHECK on this agent correct what the masters show (ownView,
+// ownCheck). A run's new holder is written within retagEvery (a retag); a
+// linger's lendings and returns send the masters nothing: the agent notes
+// what changed of all its caches together, at most once per renewal tick
+// (noteCaches), and CHECK on another agent counts a fence above the noted
+// one of a cache's exclusive record as current (see quorum/lua/check.lua).
+// A lending that goes on reserves a further block of fences before its
+// block is used up (reserve).
 //
 // Safety. Exclusion: the record stays in the masters from the grant that
 // made it until the agent releases it, which it does only while no local
@@ -96,6 +101,9 @@ type lending struct {
 	// retag says the holder changed since the record was last sent to the
 	// masters.
 	retag bool
+	// A linger's: whether its keeper made the first note (until then the
+	// batch skips it: see keepCache), and whether it is in Agent.toNote.
+	noted, toNote bool
 
 	// A run's: when the masters granted it (cohort_max_hold and refillFor
 	// count from it), and whether retagLoop is sending its record.
@@ -103,14 +111,12 @@ type lending struct {
 	retagging bool
 
 	// A linger's: the local holder it is lent to (nil while cached), since
-	// when none holds it, whether it was given up (out of its name), its
-	// keeper's wake-up, and whether the keeper sleeps only until it may
-	// write again (see changed).
+	// when none holds it, whether it was given up (out of its name), and
+	// its keeper's wake-up (it ended).
 	holder    *hold
 	idleSince time.Time
 	ended     bool
 	wake      chan struct{}
-	writing   bool
 }
 
 // lendable says whether l, a LOCK of one name, may take part in a lending
@@ -197,6 +203,10 @@ func (a *Agent) lendLocked(l *lending, s *session, req protocol.Lock, who quorum
 		limit: 1, granted: time.Now(), gaugeMode: req.Mode, lent: l, notifyWanted: req.NotifyWanted,
 		cacheable: l.policy == lendLinger}
 	l.next++
+	if l.policy == lendLinger && l.reserveDue() {
+		l.reserving = true
+		go a.reserve(l)
+	}
 	a.startHoldLocked(h)
 	s.holds[holdKey{l.name, req.Owner}] = h
 	who.SinceMilli = time.Now().UnixMilli()
@@ -207,13 +217,13 @@ func (a *Agent) lendLocked(l *lending, s *session, req protocol.Lock, who quorum
 }
 
 // retagLocked has l's current holder written into its record on the
-// masters: by its keeper, for a linger (see keepCache); by retagLoop,
-// started if it is not running, for a run. Agent.mu is held.
+// masters: in the next batch of notes, for a linger (see noteCaches); by
+// retagLoop, started if it is not running, for a run. Agent.mu is held.
 func (a *Agent) retagLocked(l *lending) {
 	l.retag = true
 	switch {
 	case l.policy == lendLinger:
-		l.changed()
+		a.noteLaterLocked(l)
 	case !l.retagging:
 		l.retagging = true
 		go a.retagLoop(l)
@@ -245,16 +255,6 @@ func (a *Agent) retagLoop(run *lending) {
 		case <-ctx.Done():
 		}
 		t.Stop()
-	}
-}
-
-// changed wakes a linger's keeper after a lending or a return, unless it
-// wakes soon anyway to write what changed: a name lent and returned in a
-// tight loop costs its keeper a wake-up per write, not two per cycle.
-// Agent.mu is held.
-func (l *lending) changed() {
-	if !l.writing {
-		signal(l.wake)
 	}
 }
 
@@ -311,18 +311,20 @@ func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
 
 // ownCheck answers CHECK of fence on name from what this agent knows
 // (mine), if fence is of a record it lends: a cached record's fence is
-// current while it is lent; in a run, its current holder's fence is
-// current, and every earlier fence of the name is not (no other agent
-// holds it meanwhile). The masters learn that a record was lent, came back
-// or was passed on only after the client was answered.
+// current while it is lent; its current holder's fence is current, and,
+// for an exclusive record (a run's, or a cache's), every earlier fence of
+// the name is not (no other agent holds it meanwhile). The masters learn
+// that a record was lent, came back or was passed on only after the client
+// was answered (a cache's, only at its next note: they count every fence
+// above the noted one of a cache's exclusive record as current).
 func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lentLocked(name)
 	switch {
 	case l == nil:
-	case l.policy == lendLinger && uint64(l.record.Fence) == fence:
-		return l.holder != nil, true
+	case l.policy == lendLinger && (fence == uint64(l.record.Fence) || l.mode == protocol.Exclusive && fence < uint64(l.record.Fence)):
+		return fence == uint64(l.record.Fence) && l.holder != nil, true
 	case l.policy == lendRun && holderOf(l.rh) != nil && fence <= uint64(l.record.Fence):
 		return fence == uint64(l.record.Fence), true
 	}

@@ -95,7 +95,9 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 // current holder of NAME as a majority of the masters records it. A run
 // of local holders writes its current holder's fence to the masters within
 // retagEvery of a hand-over: until then the masters still record the one
-// before.
+// before. A cache's lendings reach the masters only at its agent's next
+// note (noteCaches): they count a fence above the noted one of a cache's
+// exclusive record as current. This agent answers for its own (ownCheck).
 func (s *session) check(req *protocol.Request) error {
 	c, err := protocol.ParseCheck(req)
 	if err != nil {

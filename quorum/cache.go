@@ -3,6 +3,8 @@ package quorum
 import (
 	"context"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/lock-agent/lock-agent/quorum/scripts"
 )
@@ -114,4 +116,67 @@ func (c *Cluster) markCached(ctx context.Context, name, holder string, args ...s
 			return 0, err == nil && v >= 1, err
 		}})
 	return res.yes(), wanted
+}
+
+// CacheNote is what a caching agent tells the masters of one record it
+// keeps as a cache (see NoteCaches).
+type CacheNote struct {
+	Name, Holder string
+	// Record carries the current holder's fence and who-info: the last
+	// local holder the record was lent to.
+	Record Record
+	// Cached says no client holds it now.
+	Cached bool
+}
+
+// NoteCaches writes, on every connected master that has the record, each
+// note's fence and who-info (never a lower fence than the record
+// carries) and its cached mark: what lendings of cached records changed
+// since the agent's last note. A lending itself sends the masters nothing
+// (see agent/cache.go); its agent notes all that changed of its caches
+// together, at most once per renewal tick, in one pipeline per master on
+// the bulk connection, as ReleaseMany releases. A master that misses a
+// note keeps the earlier one until the next. It returns when every master
+// answered or its deadline passed (as ReleaseMany's), and says for each
+// note whether a master records that an acquire found the record in its
+// way (wanted: see MarkCached).
+func (c *Cluster) NoteCaches(ctx context.Context, notes []CacheNote) (wanted []bool) {
+	wanted = make([]bool, len(notes))
+	if len(notes) == 0 || c.closed() {
+		return wanted
+	}
+	calls := make([]call, len(notes))
+	for i, n := range notes {
+		mark := "0"
+		if n.Cached {
+			mark = "1"
+		}
+		f := n.Record.fields() // recordFields order: fence is 3, who-info and value 4..9
+		calls[i] = call{keys: []string{c.keys.Holder(n.Name, n.Holder), c.keys.Observed(n.Name)},
+			args: append(append([]string{f[3]}, f[4:]...), c.keys.Channel(n.Name), mark)}
+	}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
+		max(20*c.cfg.MasterTimeout, time.Second)+time.Duration(len(notes))*10*time.Microsecond)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range c.masters {
+		if m.conn(laneBulk) == nil {
+			continue
+		}
+		wg.Go(func() {
+			for lo := 0; lo < len(calls) && opCtx.Err() == nil; lo += releaseChunk {
+				res := m.evalMulti(opCtx, scripts.CacheNote, calls[lo:min(lo+releaseChunk, len(calls))])
+				mu.Lock()
+				for i, r := range res {
+					if v, err := r.AsInt64(); err == nil && v == 2 {
+						wanted[lo+i] = true
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return wanted
 }

@@ -19,8 +19,9 @@ package tests
 //     in the scenarios where names spread or agents meet.
 //
 // Scenarios come hot and cold where it matters to an agent that keeps
-// what it learned of a name: a name used again and again, and a fresh name
-// each cycle. Every scenario runs for a fixed window (or count), so the
+// what it learned of a name: a name used again and again (serial-64: a
+// service cycling through 64 job names; serial-64-work: the same with
+// 200µs of work after each cycle), and a fresh name each cycle. Every scenario runs for a fixed window (or count), so the
 // whole run takes about four minutes:
 //
 //	go test ./tests -run '^$' -bench '^BenchmarkCompare$' -benchtime 1x -timeout 20m
@@ -81,10 +82,12 @@ func BenchmarkCompare(b *testing.B) {
 			runEachCluster(b, bench)
 		})
 	}
-	b.Run("serial", func(b *testing.B) { benchSerial(b, slices.Concat(all, newClusterContenders(b)), oneName("serial")) })
+	b.Run("serial", func(b *testing.B) { benchSerial(b, slices.Concat(all, newClusterContenders(b)), oneName("serial"), 0) })
 	b.Run("serial-fresh", func(b *testing.B) {
-		benchSerial(b, slices.Concat(all, newClusterContenders(b)), freshNames("serial-fresh"))
+		benchSerial(b, slices.Concat(all, newClusterContenders(b)), freshNames("serial-fresh"), 0)
 	})
+	b.Run("serial-64", func(b *testing.B) { benchSerial(b, all, cyclingNames("serial-64", 64), 0) })
+	b.Run("serial-64-work", func(b *testing.B) { benchSerial(b, all, cyclingNames("serial-64-work", 64), serialWork) })
 	eachAndClusters("64-names", benchDistinct)
 	eachAndClusters("64-fresh", benchDistinctFresh)
 	each("16-one-name", benchOneName)
@@ -164,6 +167,17 @@ func lockCycle(b *testing.B, cl locker, name string) int {
 	return refused
 }
 
+// serialWork is the work between cycles of serial-64-work: a service that
+// does something with each lock, as the "reuse with work" case.
+const serialWork = 200 * time.Microsecond
+
+// spinFor keeps the CPU busy for d, as work between cycles does (a sleep
+// would leave the core to others and wake up late).
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
 // serialBlock is how many LOCK+UNLOCK cycles one contender runs in turn
 // in the serial scenario before the next one takes over.
 const serialBlock = 100
@@ -174,17 +188,25 @@ type namer func(cycle int) string
 // oneName is the hot case: the same name every cycle.
 func oneName(name string) namer { return func(int) string { return name } }
 
+// cyclingNames is a service cycling through its n job names: each name is
+// used again every n cycles.
+func cyclingNames(prefix string, n int) namer {
+	return func(cycle int) string { return fmt.Sprintf("%s/%d", prefix, cycle%n) }
+}
+
 // freshNames is the cold case: a name never used before every cycle.
 func freshNames(prefix string) namer {
 	return func(cycle int) string { return fmt.Sprintf("%s/%d", prefix, cycle) }
 }
 
 // benchSerial: one client of each contender locking and unlocking a free
-// name, the names given by name: LOCK+UNLOCK latency. The contenders take
+// name, the names given by name: LOCK+UNLOCK latency, with work (a CPU
+// spin of that long, not timed) after each UNLOCK: a client that does
+// something between its cycles leaves the agent idle meanwhile. The contenders take
 // turns in short blocks over one window as many times as long as there
 // are contenders, not one window each: a slow spell of the host then falls
 // on all of them alike, and their ratio holds from run to run.
-func benchSerial(b *testing.B, all []*contender, name namer) {
+func benchSerial(b *testing.B, all []*contender, name namer, work time.Duration) {
 	clients := make([]locker, len(all))
 	cycles := make([]int, len(all))
 	for i, c := range all {
@@ -207,6 +229,7 @@ func benchSerial(b *testing.B, all []*contender, name namer) {
 				refused[i] += lockCycle(b, clients[i], name(cycles[i]))
 				samples[i] = append(samples[i], time.Since(start))
 				cycles[i]++
+				spinFor(work)
 			}
 			spent[i] = spent[i].add(readMasterLoad(b, all[i].masters).since(before, all[i].masters))
 		}

@@ -127,6 +127,7 @@ var (
 	SetWaiting     = register(-1, "set_waiting")
 	Waiting        = register(-1, "waiting")
 	Cached         = register(-1, "cached")
+	CacheNote      = register(-1, "cache_note")
 	CacheOrRelease = register(-1, "cache_or_release", "release")
 )
 

@@ -1,0 +1,235 @@
+package tests
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/redistest"
+)
+
+// namesCommands counts the commands each master is sent (not those its
+// scripts run) that name a key of any name starting with stem, from now
+// until the returned function is called, which returns the counts.
+func namesCommands(t *testing.T, servers []*redistest.Server, prefix, stem string) (stop func() []int) {
+	t.Helper()
+	const end = "lock-agent-test: end of count"
+	mark := prefix + "{" + stem
+	counts := make([]int, len(servers))
+	var mu sync.Mutex
+	var dones []<-chan struct{}
+	for i, s := range servers {
+		dones = append(dones, s.Monitor(func(c redistest.Command) bool {
+			if len(c.Args) == 2 && strings.EqualFold(c.Args[0], "echo") && c.Args[1] == end {
+				return false
+			}
+			if c.Script {
+				return true
+			}
+			for _, a := range c.Args[1:] {
+				if strings.Contains(a, mark) {
+					mu.Lock()
+					counts[i]++
+					mu.Unlock()
+					break
+				}
+			}
+			return true
+		}))
+	}
+	return func() []int {
+		for i, s := range servers {
+			if _, err := s.Do("ECHO", end); err != nil {
+				t.Fatal(err)
+			}
+			<-dones[i]
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return counts
+	}
+}
+
+// TestACachedLendingSendsTheMastersNothing: LOCK and UNLOCK of cached
+// names in a loop, on one name and on 64, send the masters no command of
+// their own: what the lendings changed is noted once per renewal tick for
+// all the names together, the watchdog renews them once per tick, and a
+// further block of fences is reserved once per ~96 lendings of a name.
+// Before, every lending made its cache's keeper rewrite the record's
+// holder and cached mark on every master (at most every 10ms per name).
+// It logs the masters' INFO commandstats per cycle, the agent's background
+// (health probes) included.
+func TestACachedLendingSendsTheMastersNothing(t *testing.T) {
+	for _, names := range []int{1, 64} {
+		t.Run(fmt.Sprintf("%d names", names), func(t *testing.T) {
+			const lease = 30 * time.Second // a renewal tick each 10s
+			servers := redistest.Start(t, 3)
+			cfg := agenttest.Config(t, servers, lease)
+			cfg.Lock.CacheLinger = lease // no cache lingers out while the test sets up 64
+			a := agenttest.Start(t, cfg)
+			c := agenttest.Dial(t, a.Config.Socket.Path)
+			stem := fmt.Sprintf("cyc%d/", names)
+			var all []string
+			for i := range names {
+				name := fmt.Sprintf("%s%d", stem, i)
+				all = append(all, name)
+				cacheIt(t, c, "LOCK "+name)
+			}
+			for _, name := range all {
+				awaitCachedWho(t, c, name, cfg.AgentID, 0)
+			}
+			cycles := 1000
+			if names > 1 {
+				cycles = 64 * 20
+			}
+			loop := func(cycles int) {
+				for i := range cycles {
+					name := all[i%names]
+					if r := c.Do("LOCK " + name); r.Kind != "OK" {
+						t.Fatalf("LOCK %s: %s", name, r.Line)
+					}
+					if r := c.Do("UNLOCK " + name); r.Kind != "OK" {
+						t.Fatalf("UNLOCK %s: %s", name, r.Line)
+					}
+				}
+			}
+			// A cache starts with the few fences its grant reserved
+			// (cacheGrantBlock), and a tight loop may use them up before its
+			// first further block is reserved: a cache given up then is
+			// granted and cached anew. Warm up past that.
+			loop(max(200, 2*names))
+			before, givenUp := metric(t, a, "lock_agent_cached_grants_total"), metric(t, a, "lock_agent_cache_give_ups_total")
+			stats := commandCalls(t, servers)
+			count := namesCommands(t, servers, cfg.Lock.KeyPrefix, stem)
+			start := time.Now()
+			loop(cycles)
+			took := time.Since(start)
+			counts := count()
+			calls := commandCalls(t, servers) - stats
+			// A cache whose further block of fences is late (a tight loop
+			// under -race on a loaded host lends the last quarter of a block
+			// in a few ms) is given up, and its next LOCK goes to the masters.
+			givenUp = metric(t, a, "lock_agent_cache_give_ups_total") - givenUp
+			lent := metric(t, a, "lock_agent_cached_grants_total") - before
+			if lent+givenUp < float64(cycles) {
+				t.Fatalf("%v of %d LOCKs were lent from a cache, %v caches given up", lent, cycles, givenUp)
+			}
+			// What the names may cost each master meanwhile: per tick that
+			// the loop spans, a note and a renewal per name; a reserve per
+			// ~96 lendings of a name; once per name, its keeper's first note
+			// and reserve, made as it starts (the loop may overtake them);
+			// and per cache given up, its release, the next grant, keeping
+			// it, and its keeper's start (a dozen, with the subscription).
+			ticks := int(took/(lease/3)) + 1
+			allowed := names*2*ticks + names*(cycles/names/96+2) + 12*int(givenUp)
+			for i, n := range counts {
+				if n > allowed {
+					t.Errorf("master %d was sent %d commands on the names in %d cached cycles of %d names (%v), want at most %d",
+						i, n, cycles, names, took, allowed)
+				}
+			}
+			t.Logf("%d cached cycles of %d names in %v (%v caches given up): %v commands on the names per master (at most %d allowed); "+
+				"INFO commandstats: %.3f calls per cycle over the 3 masters, scripts' calls and the agent's background included",
+				cycles, names, took, givenUp, counts, allowed, float64(calls)/float64(cycles))
+		})
+	}
+}
+
+// commandCalls is the sum of every command's calls in the servers' INFO
+// commandstats (a script's own calls counted).
+func commandCalls(t *testing.T, servers []*redistest.Server) int64 {
+	t.Helper()
+	var total int64
+	for _, s := range servers {
+		info, err := s.Info("commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			_, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || !strings.HasPrefix(line, "cmdstat_") {
+				continue
+			}
+			for _, kv := range strings.Split(stats, ",") {
+				if v, ok := strings.CutPrefix(kv, "calls="); ok {
+					var n int64
+					fmt.Sscan(v, &n)
+					total += n
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestWhoAndCheckOfACachedNameOnAnotherAgent: the masters learn what a
+// cache's lendings changed at its agent's next note, at most a renewal
+// tick (lease/3) later, so another agent's WHO and CHECK answer as
+// docs/protocol.md says: a fence lent since the last note is current at
+// once; once its holder let go it stays current until the next note, and
+// WHO shows the last noted holder until then; an earlier holder's fence is
+// not current once a later one is noted. The caching agent itself answers
+// for its own lendings at once.
+func TestWhoAndCheckOfACachedNameOnAnotherAgent(t *testing.T) {
+	const lease = 3 * time.Second
+	tick := lease / 3
+	a, b, _ := twoCachingAgents(t, lease, time.Minute) // no cache lingers out meanwhile
+	ca := agenttest.Dial(t, a.Config.Socket.Path)
+	cb := agenttest.Dial(t, b.Config.Socket.Path)
+	check := func(c *agenttest.Conn, fence int64) string {
+		t.Helper()
+		r := c.Do(fmt.Sprintf("CHECK fresh fence=%d", fence))
+		if r.Kind != "OK" {
+			t.Fatalf("CHECK fresh fence=%d: %s", fence, r.Line)
+		}
+		return r.Fields["current"]
+	}
+	// within waits until cond holds, at most a tick and a second for
+	// the masters' round, and says how long it took.
+	within := func(what string, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		if !pollFor(tick+time.Second, 5*time.Millisecond, cond) {
+			t.Fatalf("%s: not within a renewal tick (%v) and a second", what, tick)
+		}
+		return time.Since(start)
+	}
+	cacheIt(t, ca, "LOCK fresh")
+	awaitCachedWho(t, cb, "fresh", "host-a", 0)
+
+	first := ca.Do("LOCK fresh").Int("fence")
+	if got := check(cb, first); got != "true" {
+		t.Fatalf("another agent's CHECK of a fence just lent from a cache: current=%s, want true at once", got)
+	}
+	if got := check(ca, first); got != "true" {
+		t.Fatalf("the caching agent's CHECK of its holder's fence: current=%s", got)
+	}
+	whoLent := within("another agent's WHO names the lent holder", func() bool {
+		r := cb.Do("WHO fresh")
+		return r.Fields["cached"] == "" && len(r.Data) == 1 && r.Data[0]["fence"] == strconv.FormatInt(first, 10)
+	})
+	ca.Do("UNLOCK fresh")
+	if got := check(ca, first); got != "false" {
+		t.Fatalf("the caching agent's CHECK of a fence given back: current=%s, want false at once", got)
+	}
+	checkBack := within("another agent's CHECK of a fence given back is false", func() bool { return check(cb, first) == "false" })
+	awaitCachedWho(t, cb, "fresh", "host-a", 0) // the same note marked it cached
+
+	second := ca.Do("LOCK fresh").Int("fence")
+	if got := check(cb, second); got != "true" {
+		t.Fatalf("another agent's CHECK of the next fence lent: current=%s, want true at once", got)
+	}
+	if got := check(cb, first); got != "false" {
+		t.Fatalf("another agent's CHECK of a fence noted given back: current=%s", got)
+	}
+	if got := check(ca, first); got != "false" {
+		t.Fatalf("the caching agent's CHECK of an earlier holder's fence: current=%s", got)
+	}
+	ca.Do("UNLOCK fresh")
+	t.Logf("renewal tick %v: another agent's WHO named the lent holder after %v, its CHECK of the fence given back was false after %v",
+		tick, whoLent, checkBack)
+}
