@@ -107,7 +107,7 @@ func TestNoteCachesSaysWhichWereWanted(t *testing.T) {
 		t.Fatalf("wanted: %v, want [false true false]", got)
 	}
 	for _, s := range servers {
-		if n, _ := s.Do("EXISTS", c.holderKey("gone", "h")); n != "0" && n != "" {
+		if n, _ := s.Do("EXISTS", c.keys.Holder("gone", "h")); n != "0" && n != "" {
 			t.Fatalf("%s: a note made a record: %q", s.Addr, n)
 		}
 	}
