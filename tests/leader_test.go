@@ -435,15 +435,22 @@ func TestLeaderPushLag(t *testing.T) {
 	if !obs.await(5*time.Second, func(es []leaderEvent) bool { return len(es) == 1 }) {
 		t.Fatal("no first push")
 	}
+	// Each lag is counted without the time the host took from the process
+	// meanwhile (both agents are in it): a loaded host's stalls are not
+	// the agents' lag.
+	stalls := agenttest.MeasureStalls(t)
 	var lags []time.Duration
+	var stalled time.Duration
 	measure := func(line string, seen func([]leaderEvent) bool) agenttest.Reply {
-		start := time.Now()
+		start, before := time.Now(), stalls.Stalled()
 		r := actor.Do(line)
 		if !obs.await(5*time.Second, seen) {
 			t.Fatalf("%s: no push: %v", line, obs.snapshot())
 		}
 		es := obs.snapshot()
-		lags = append(lags, es[len(es)-1].at.Sub(start))
+		stall := stalls.Stalled() - before
+		stalled += stall
+		lags = append(lags, max(es[len(es)-1].at.Sub(start)-stall, 0))
 		return r
 	}
 	for i := range 100 {
@@ -457,7 +464,7 @@ func TestLeaderPushLag(t *testing.T) {
 	}
 	slices.Sort(lags)
 	p50, p99 := lags[len(lags)/2], lags[len(lags)*99/100]
-	t.Logf("leader push lag over %d changes: p50 %v, p99 %v, max %v", len(lags), p50, p99, lags[len(lags)-1])
+	t.Logf("leader push lag over %d changes: p50 %v, p99 %v, max %v (the process stood stalled %v in all)", len(lags), p50, p99, lags[len(lags)-1], stalled)
 	// The target is 10ms p99 (coordination.md §2); the bound asserted is
 	// looser, for a loaded host under the race detector.
 	if p99 > 100*time.Millisecond {
