@@ -22,6 +22,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
+	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -59,7 +60,7 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	mu          agentMutex // after session.mu: see the lock order there
+	mu          lockorder.Mutex[lockorder.Agent] // after session.mu: see the lock order there
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64

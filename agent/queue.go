@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -26,7 +27,7 @@ const (
 // (see contender.go).
 type queue struct {
 	name    string
-	mu      queueMutex
+	mu      lockorder.Mutex[lockorder.Queue]
 	waiters []*waiter
 	changed chan struct{}
 	count   *atomic.Int64 // the agent's count of waiters in all queues

@@ -16,6 +16,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/status"
+	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -96,7 +97,7 @@ type session struct {
 	// clock.Fake's) may be taken under these and take none of them: quorum
 	// never calls back into the agent with one held (a clock.Fake runs an
 	// AfterFunc's function within Advance, with its own mutex let go).
-	mu    sessionMutex
+	mu    lockorder.Mutex[lockorder.Session]
 	idle  clock.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds map[holdKey]*hold
 	// locks is the session's unanswered LOCKs, by tag: one record each,
