@@ -271,17 +271,6 @@ func (a *Agent) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
 
-// Quarantine is how long a master that lost its data sits out: one lease,
-// drift included, and the margins of a round. Every record on a master is
-// a lease that the watchdog renews (a ttl= hold's too, until its end), so
-// by then every hold the master voted for was either renewed on a majority
-// without it, or has ended: its validity, counted from its last renewal on
-// a majority, ran out, its holder told LOST a lead before. lock.max_ttl plays
-// no part, so agents with other max_ttls agree on it.
-func Quarantine(l LockConfig) time.Duration {
-	return l.Lease + time.Duration(float64(l.Lease)*l.DriftFactor) + 2*l.MasterTimeout + 10*time.Millisecond
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)

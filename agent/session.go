@@ -513,3 +513,19 @@ func (s *session) status(req *protocol.Request) error {
 		SettingsDiffer: status.SettingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
 	return nil
 }
+
+// allow checks a request against the rules in force now (a SIGHUP may
+// replace them). The peer's groups are looked up once per session, when a
+// rule first needs them.
+func (s *session) allow(verb string, names ...string) error {
+	rules := s.a.live.Load().acl
+	if rules == nil {
+		return nil
+	}
+	s.peerOnce.Do(func() { s.peer = acl.Resolve(s.cred.UID, s.cred.GID) })
+	err := rules.Allow(s.peer, verb, names...)
+	if err != nil {
+		s.log.Debug("denied", "reason", err)
+	}
+	return err
+}
