@@ -529,3 +529,27 @@ func (s *session) allow(verb string, names ...string) error {
 	}
 	return err
 }
+
+// allowRevoke says whether the peer may REVOKE name: a rule must name the
+// verb revoke (a rule without verbs does not grant it); without an acl
+// block, only uid 0 may.
+func (s *session) allowRevoke(name string) error {
+	if s.a.live.Load().acl == nil {
+		if s.cred.UID != 0 {
+			return protocol.Errorf(protocol.ErrDenied, "revoke is for uid 0 when there is no acl block; uid %d", s.cred.UID)
+		}
+		return nil
+	}
+	return s.allow("revoke", name)
+}
+
+// errSessionGone ends the waits of a closing session. The client may have
+// only shut its writing side, so it is still told.
+var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
+
+// errCancelled ends a wait that CANCEL withdrew.
+var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
+
+// errAgentStopping refuses new sessions and requests, and ends waits,
+// while the agent stops.
+var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")

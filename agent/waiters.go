@@ -722,18 +722,3 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
-
-// whoWaiting sends WHO's line of each agent's waiting record of name and
-// returns how many requests they count, or false if no majority answered.
-func (s *session) whoWaiting(tag, name string) (int, bool) {
-	ws, err := s.a.cluster.WaitingFor(s.ctx, name)
-	if err != nil {
-		return 0, false
-	}
-	total := 0
-	for _, w := range ws {
-		total += w.Count
-		s.send(protocol.Waiting{Tag: tag, Agent: w.Agent, Count: w.Count, Since: w.SinceMilli}.Bytes())
-	}
-	return total, true
-}

@@ -11,6 +11,11 @@ import (
 	"github.com/lock-agent/lock-agent/quorum"
 )
 
+// LOCK: its checks (ttl=, the kinds that go together), a re-entry answered
+// at once, a name lent from this agent's record, or else a wait in the
+// name's queue (waiters.go); a LOCK of several names (a multi-lock) claims
+// them one by one in its own goroutine, all or none; and its reply lines.
+
 func unsupported(l protocol.Lock) error {
 	switch {
 	case l.Mode == protocol.Shared && l.Limit > 1:
@@ -342,10 +347,6 @@ func (s *session) dropWaitLocked(w *waiter) {
 	}
 }
 
-// errSessionGone ends the waits of a closing session. The client may have
-// only shut its writing side, so it is still told.
-var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
-
 // stopped is why stop, a multi-lock's context, ended: CANCEL, the session
 // closing, or else the agent stopping.
 func stopped(stop context.Context) error {
@@ -356,91 +357,6 @@ func stopped(stop context.Context) error {
 	return errAgentStopping
 }
 
-// errCancelled ends a wait that CANCEL withdrew.
-var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
-
-// errAgentStopping refuses new sessions and requests, and ends waits,
-// while the agent stops.
-var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
-
 func grantLine(tag string, r result) []byte {
 	return protocol.Granted{Tag: tag, Fence: r.fence, Validity: r.validity, Count: r.count, Limit: r.limit, Slot: r.slot}.Bytes()
-}
-
-func (s *session) cancelWait(req *protocol.Request) error {
-	tag, err := protocol.ParseCancel(req)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	w, multi := s.lockLocked(tag)
-	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
-	if pending {
-		w, multi = nil, nil
-	}
-	s.mu.Unlock()
-	s.send(protocol.Done{Tag: req.Tag}.Bytes())
-	if answer {
-		s.send(protocol.Failed{Tag: tag, Err: errCancelled}.Bytes())
-	}
-	s.withdrawCancelled(w, multi)
-	return nil
-}
-
-func (s *session) who(req *protocol.Request) error {
-	name, err := protocol.ParseWho(req)
-	if err != nil {
-		return err
-	}
-	if err := s.allow("who", name); err != nil {
-		return err
-	}
-	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })
-	return nil
-}
-
-func (s *session) whoReply(tag, name string) error {
-	holders, err := s.a.cluster.Who(s.ctx, name)
-	if err != nil {
-		s.a.metrics.noQuorumAnswered("who")
-		return quorumError(err)
-	}
-	var cached []string
-	for _, h := range holders {
-		r := s.a.ownView(name, h.ID, h.Record)
-		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
-			cached = append(cached, r.Who.Agent)
-			continue
-		}
-		s.send(protocol.Holder{Tag: tag, Agent: r.Who.Agent, PID: r.Who.PID, UID: r.Who.UID, Owner: r.Who.Owner,
-			Mode: string(r.Claim.Mode), Fence: r.Fence, Since: r.Who.SinceMilli, Limit: r.Claim.Limit,
-			Slot: r.Claim.Slot, Value: r.Who.Value}.Bytes())
-	}
-	s.whoDelayed(tag, name)
-	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
-	// Who waits is a round of its own too (see waiting.go).
-	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
-	// The queue's length is a second round; a WHO without it still says
-	// who holds the name.
-	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil {
-		end.Queued = queued
-	}
-	s.send(end.Bytes())
-	return nil
-}
-
-// quorumError is the answer for err from a round of the masters: a closed
-// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
-// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
-// callers can still ask what it was.
-func quorumError(err error) error {
-	if errors.Is(err, quorum.ErrClosed) {
-		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
-	}
-	// Kind, not errors.Is: a round that missed a majority for other causes
-	// also wraps the refusals of masters that record other settings.
-	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
-		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
-	}
-	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
 }
