@@ -1,6 +1,43 @@
 // Package agent is lock-agent's daemon: the Unix socket server, the sessions
-// that tie holds to connections, and the per-name waiter queues. It composes
-// quorum (RedLock over the masters) and renewal (the watchdog).
+// that tie holds to connections, and the lock manager, which keeps what the
+// agent knows of each name (its holders, its waiters, the record it lends).
+// It composes quorum (RedLock over the masters) and renewal (the watchdog).
+//
+// A file per concept; the server's side (the wire, dispatch, the order of
+// replies, access checks), then the lock manager's:
+//
+//	agent.go      the Agent: New, Run, its stop; its health and metrics
+//	config.go     Config and its defaults, Quarantine, the settings every
+//	              master records, what a SIGHUP changes (SetLive)
+//
+//	session.go    one connection: read, dispatch, idle_timeout, BYE, close;
+//	              the access checks (allow)
+//	order.go      the order of a session's requests on a hold: turns, and
+//	              the LOCK, UNLOCK, EXTEND, SET and WHO that take them
+//	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock
+//	verbs.go      every other verb: UNLOCK, EXTEND, CANCEL, HOLDS, WHO,
+//	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE
+//
+//	name.go       one record per name: all the agent knows of a name
+//	waiters.go    who waits: a LOCK's wait, the name's queue, its entries
+//	              in the masters' fair queue, the waiting record WHO shows
+//	contender.go  the goroutine that tries the masters for a queue's head
+//	hold.go       a hold's life: grant, loss, release, tail, value
+//	lend.go       lending a record held in the masters to local holders,
+//	              the lease/2 rule, the safety essay; its two policies:
+//	cohort.go     a run, while local waiters queue
+//	cache.go      a linger, after the last local holder let go
+//	watch.go      a name's channel: WANTED pushes and LEADER to observers
+//
+// and packages beside it: outbox (a session's lines for its client), acl
+// (access rules), socket (the listener, peer credentials), status (STATUS
+// lines), telemetry (metrics, health), memory, systemd, and config (the
+// config file, which builds a Config).
+//
+// The two sides still share one receiver: a session keeps its holds and
+// calls into the Agent (withdraw, releaseAll, recordValue, ...), and the
+// manager calls back into sessions (install, reenterQueued, a waiter's end).
+// The lock order that keeps them straight is written at session.mu.
 package agent
 
 import (
@@ -72,7 +109,7 @@ type Agent struct {
 	names map[string]*nameRecord
 	// waiters counts the LOCKs waiting in any queue, for max_waiters and
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
-	// adds a waiter, remove takes it out (queue.go).
+	// adds a waiter, remove takes it out (waiters.go).
 	waiters atomic.Int64
 	// shared are the names other agents wanted lately, and released the
 	// names this agent released to the masters lately: see cache.go.

@@ -46,7 +46,7 @@ type hold struct {
 	// or becomes a run's first holder.
 	lent *lending
 	// notifyWanted says its LOCK asked for WANTED pushes (notify=wanted;
-	// see wanted.go), set when the hold is made; wanted spaces them,
+	// see watch.go), set when the hold is made; wanted spaces them,
 	// guarded by the session's mu.
 	notifyWanted bool
 	wanted       wantedLimit

@@ -76,7 +76,7 @@ type session struct {
 	//     (name.go) with all that hangs from it: the live exclusive lock, the
 	//     queue's place, the lending, a run or a cache (lend.go, with its
 	//     reserving flag), the notify=wanted holds, the waiting record, the
-	//     observation and each session's observing (observe.go); the live
+	//     observation and each session's observing (watch.go); the live
 	//     holders of the watchdog's records (renewal.Hold.Owner) and their
 	//     count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
@@ -132,7 +132,7 @@ type session struct {
 	// bye); whatever ends its waits from then on ends them SHUTTING_DOWN.
 	shutdown atomic.Bool
 	// observing is the names this session observes; guarded by Agent.mu
-	// (see observe.go).
+	// (see watch.go).
 	observing map[string]*observation
 }
 

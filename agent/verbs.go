@@ -170,7 +170,7 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	s.whoDelayed(tag, name)
 	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
-	// Who waits is a round of its own too (see waiting.go).
+	// Who waits is a round of its own too (see waiters.go).
 	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.

@@ -47,7 +47,7 @@ type waiter struct {
 	// the LOCK came: its hold may be cached when it lets go (see cache.go).
 	reused bool
 	// wantsEntry, entry and entryHold (guarded by the queue's mu) are its
-	// place in the name's queue in the masters: see fair.go.
+	// place in the name's queue in the masters: see enter.
 	wantsEntry bool
 	entry      *quorum.Entry
 	entryHold  *renewal.Hold // its heartbeat, which the watchdog renews
@@ -162,7 +162,7 @@ type queue struct {
 	noQuorum error
 	metrics  *metrics // keeps the waiters gauges in step with count
 	// wantEntries (guarded by mu) says a waiter wants an entry (see
-	// fair.go); enterAfter and enterFails, the contender's alone, back off
+	// enter); enterAfter and enterFails, the contender's alone, back off
 	// a failed round that makes them.
 	wantEntries bool
 	enterAfter  time.Time
@@ -174,7 +174,7 @@ type queue struct {
 	wantedAt time.Time
 	// contended says an attempt for a waiter found the name held: the
 	// waiters are recorded on the masters (rec) from then on (see
-	// waiting.go). Guarded by mu.
+	// startsWaiting). Guarded by mu.
 	contended bool
 	rec       *waitRecord
 }

@@ -132,7 +132,7 @@ func (a *Agent) hearWanted(ctx context.Context, name string, n *wantedName) {
 }
 
 // wantedOnRecords tells the notify=wanted holds of name that they are
-// wanted if another agent records waiters for it (see waiting.go): those
+// wanted if another agent records waiters for it (see waiters.go): those
 // may have started waiting, and said so, before the subscription was made
 // or a master confirmed it (which is when this runs), and would say it
 // again only at their next park. A record does not say whether its waiters want the
