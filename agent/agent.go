@@ -11,7 +11,7 @@
 //	              master records, what a SIGHUP changes (SetLive)
 //
 //	session.go    one connection: read, dispatch, idle_timeout, BYE, close;
-//	              the access checks (allow)
+//	              HELLO, PING, STATUS; the access checks (allow)
 //	order.go      the order of a session's requests on a hold: turns, and
 //	              the LOCK, UNLOCK, EXTEND, SET and WHO that take them
 //	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock
