@@ -1,6 +1,43 @@
 // Package agent is lock-agent's daemon: the Unix socket server, the sessions
-// that tie holds to connections, and the per-name waiter queues. It composes
-// quorum (RedLock over the masters) and renewal (the watchdog).
+// that tie holds to connections, and the lock manager, which keeps what the
+// agent knows of each name (its holders, its waiters, the record it lends).
+// It composes quorum (RedLock over the masters) and renewal (the watchdog).
+//
+// A file per concept; the server's side (the wire, dispatch, the order of
+// replies, access checks), then the lock manager's:
+//
+//	agent.go      the Agent: New, Run, its stop; its health and metrics
+//	config.go     Config and its defaults, Quarantine, the settings every
+//	              master records, what a SIGHUP changes (SetLive)
+//
+//	session.go    one connection: read, dispatch, idle_timeout, BYE, close;
+//	              HELLO, PING, STATUS; the access checks (allow)
+//	order.go      the order of a session's requests on a hold: turns, and
+//	              the LOCK, UNLOCK, EXTEND, SET and WHO that take them
+//	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock
+//	verbs.go      every other verb: UNLOCK, EXTEND, CANCEL, HOLDS, WHO,
+//	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE
+//
+//	name.go       one record per name: all the agent knows of a name
+//	waiters.go    who waits: a LOCK's wait, the name's queue, its entries
+//	              in the masters' fair queue, the waiting record WHO shows
+//	contender.go  the goroutine that tries the masters for a queue's head
+//	hold.go       a hold's life: grant, loss, release, tail, value
+//	lend.go       lending a record held in the masters to local holders,
+//	              the lease/2 rule, the safety essay; its two policies:
+//	cohort.go     a run, while local waiters queue
+//	cache.go      a linger, after the last local holder let go
+//	watch.go      a name's channel: WANTED pushes and LEADER to observers
+//
+// and packages beside it: outbox (a session's lines for its client), acl
+// (access rules), socket (the listener, peer credentials), status (STATUS
+// lines), telemetry (metrics, health), memory, systemd, and config (the
+// config file, which builds a Config).
+//
+// The two sides still share one receiver: a session keeps its holds and
+// calls into the Agent (withdraw, releaseAll, recordValue, ...), and the
+// manager calls back into sessions (install, reenterQueued, a waiter's end).
+// The lock order that keeps them straight is written at session.mu.
 package agent
 
 import (
@@ -11,6 +48,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -20,8 +58,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/memory"
 	"github.com/lock-agent/lock-agent/agent/socket"
+	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
+	"github.com/lock-agent/lock-agent/internal/lockorder"
+	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -59,7 +100,7 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	mu          agentMutex // after session.mu: see the lock order there
+	mu          lockorder.Mutex[lockorder.Agent] // after session.mu: see the lock order there
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64
@@ -68,7 +109,7 @@ type Agent struct {
 	names map[string]*nameRecord
 	// waiters counts the LOCKs waiting in any queue, for max_waiters and
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
-	// adds a waiter, remove takes it out (queue.go).
+	// adds a waiter, remove takes it out (waiters.go).
 	waiters atomic.Int64
 	// shared are the names other agents wanted lately, and released the
 	// names this agent released to the masters lately: see cache.go.
@@ -273,19 +314,72 @@ func (a *Agent) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
 
-// Quarantine is how long a master that lost its data sits out: one lease,
-// drift included, and the margins of a round. Every record on a master is
-// a lease that the watchdog renews (a ttl= hold's too, until its end), so
-// by then every hold the master voted for was either renewed on a majority
-// without it, or has ended: its validity, counted from its last renewal on
-// a majority, ran out, its holder told LOST a lead before. lock.max_ttl plays
-// no part, so agents with other max_ttls agree on it.
-func Quarantine(l LockConfig) time.Duration {
-	return l.Lease + time.Duration(float64(l.Lease)*l.DriftFactor) + 2*l.MasterTimeout + 10*time.Millisecond
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// How often each of the agent's loops proves it turns, and how long a loop
+// may stay silent before it counts as wedged (see telemetry.Health). These
+// are variables so tests can shorten them before New.
+var (
+	healthBeat  = time.Second
+	healthStale = 3 * time.Second
+)
+
+// metrics records the agent's records (waiters, holds) in telemetry's
+// series. The series themselves, their names and labels, are telemetry's.
+type metrics struct{ *telemetry.Metrics }
+
+func newMetrics(masters []quorum.MasterConfig) *metrics {
+	return &metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
+}
+
+func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
+
+// lockAnswered records the answer to a LOCK that went through a queue.
+func (m *metrics) lockAnswered(w *waiter, r result) {
+	m.LockAnswered(w.req.Mode, w.joined, r.count, r.err)
+}
+
+// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
+func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
+
+func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
+
+// holdDowngraded moves a hold from the exclusive holds to the shared ones.
+// Agent.mu is held.
+func (m *metrics) holdDowngraded(h *hold) {
+	m.HoldDowngraded(h.gaugeMode)
+	h.gaugeMode = protocol.Shared
+}
+
+func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
+
+func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
+
+func (m *metrics) cachedGrant()  { m.CachedGrants.Inc() }
+func (m *metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
+
+// MetricsHandler serves the agent's metrics in the Prometheus text format.
+// The agent keeps its metrics whether or not anything serves them.
+func (a *Agent) MetricsHandler() http.Handler { return a.metrics.Handler() }
+
+// Healthy returns nil if the agent's own loops (the accept loop, the
+// renewal watchdog) all proved they turn within the last few seconds, else
+// an error naming the ones that did not. It is what drives systemd's
+// WATCHDOG=1 pings.
+func (a *Agent) Healthy() error { return a.health.Check() }
+
+// Stats returns a snapshot of the masters' states and the agent's counts.
+func (a *Agent) Stats() systemd.Stats {
+	c := a.counts()
+	s := systemd.Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
+	for _, m := range a.cluster.Status() {
+		if m.State == quorum.StateUp {
+			s.MastersUp++
+		}
+	}
+	return s
 }

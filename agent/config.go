@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/lock-agent/lock-agent/agent/acl"
@@ -185,18 +186,52 @@ func (a *Agent) SetLive(cfg Config) {
 	}
 }
 
-// allow checks a request against the rules in force now (a SIGHUP may
-// replace them). The peer's groups are looked up once per session, when a
-// rule first needs them.
-func (s *session) allow(verb string, names ...string) error {
-	rules := s.a.live.Load().acl
-	if rules == nil {
-		return nil
+// Quarantine is how long a master that lost its data sits out: one lease,
+// drift included, and the margins of a round. Every record on a master is
+// a lease that the watchdog renews (a ttl= hold's too, until its end), so
+// by then every hold the master voted for was either renewed on a majority
+// without it, or has ended: its validity, counted from its last renewal on
+// a majority, ran out, its holder told LOST a lead before. lock.max_ttl plays
+// no part, so agents with other max_ttls agree on it.
+func Quarantine(l LockConfig) time.Duration {
+	return l.Lease + time.Duration(float64(l.Lease)*l.DriftFactor) + 2*l.MasterTimeout + 10*time.Millisecond
+}
+
+// ClusterSettings are the settings of l that the safety of every agent of
+// a cluster depends on, as every master records them (see quorum.Settings):
+// the lease and drift factor (validity), the quarantine they imply, and the
+// cohort bounds (the fence block a grant reserves). An agent whose settings
+// differ from those a majority of masters records grants nothing. The
+// key prefix is not among them: agents with another prefix use other keys,
+// another marker among them (see docs/operations.md).
+func ClusterSettings(l LockConfig) quorum.Settings {
+	return quorum.Settings{
+		{Name: "lease", Value: l.Lease.String()},
+		{Name: "drift", Value: strconv.FormatFloat(l.DriftFactor, 'g', -1, 64)},
+		{Name: "quarantine", Value: Quarantine(l).String()},
+		{Name: "cohort_hold", Value: l.CohortMaxHold.String()},
+		{Name: "cohort_handoffs", Value: strconv.Itoa(l.CohortMaxHandoffs)},
 	}
-	s.peerOnce.Do(func() { s.peer = acl.Resolve(s.cred.UID, s.cred.GID) })
-	err := rules.Allow(s.peer, verb, names...)
-	if err != nil {
-		s.log.Debug("denied", "reason", err)
+}
+
+// tolerates is how many masters may be down, or sit out a quarantine,
+// while the agent still grants: those beyond the quorum (n - (n/2+1)).
+// One master tolerates none, nor do two; an even count tolerates no more
+// than one master fewer would.
+func (a *Agent) tolerates() int { return a.cluster.Size() - a.cluster.Quorum() }
+
+// warnNoFaultTolerance says, at start, what an agent whose masters
+// tolerate no failure gives up: with its only master (or either of two)
+// down, every LOCK is answered NO_QUORUM and every hold is LOST; restarted
+// empty, that master sits out its quarantine (one lease + drift) before it
+// votes again, so for that long too the agent grants nothing. Holds stay
+// safe through such a restart only because of that quarantine.
+func (a *Agent) warnNoFaultTolerance() {
+	if a.tolerates() > 0 {
+		return
 	}
-	return err
+	a.log.Warn("these masters tolerate no failure: with one of them down every LOCK gets NO_QUORUM and every hold is lost; "+
+		"one restarted empty sits out its quarantine (one lease + drift), and the agent grants nothing meanwhile; "+
+		"use three masters to tolerate one failure, five for two",
+		"masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "quarantine", Quarantine(a.cfg.Lock))
 }

@@ -211,7 +211,7 @@ func (c contender) busy(r quorum.Refusal, f roundFacts, wasWoken bool) (contende
 	switch {
 	case !f.hasEntry && (f.fair || f.writer && r.OnlyReaders):
 		// A fair LOCK, or a writer only readers keep out, takes its
-		// place in the masters' queue, then tries again (see fair.go).
+		// place in the masters' queue, then tries again (see waiters.go).
 		heard.kind = enterQueue
 		return c, heard
 	case !f.watching:
@@ -497,7 +497,7 @@ func (r *contending) facts(w *waiter) roundFacts {
 
 // park tells an agent that passes the name among its local holders, or
 // whose holder asked to hear of waiters, that w (the head) and the waiters
-// behind it want the name here (see cohort.go, wanted.go), then waits for a release message, a
+// behind it want the name here (see cohort.go, watch.go), then waits for a release message, a
 // change in the queue, or the holder's lease to end (fallback).
 func (r *contending) park(w *waiter, fallback time.Duration) {
 	a, q := r.a, r.q
@@ -567,7 +567,7 @@ func (r *contending) awaitCached(w *waiter, act action) {
 
 // markEntry marks w, the head of q that the masters answered BUSY, as
 // wanting a place in the masters' queue: the next turn makes it (see
-// fair.go).
+// waiters.go).
 func (q *queue) markEntry(w *waiter) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

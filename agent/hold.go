@@ -3,12 +3,18 @@ package agent
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
 )
+
+// A hold's life in the agent: its grant (install), its loss (the
+// watchdog's word, or an operator's REVOKE), its end (an UNLOCK undone,
+// a release or a hand-over in the masters, the tail it may leave) and its
+// value.
 
 // hold is one name held by one session+owner. Its session's holds map is
 // its one record in the agent; the watchdog watches its rh, whose Owner is
@@ -40,7 +46,7 @@ type hold struct {
 	// or becomes a run's first holder.
 	lent *lending
 	// notifyWanted says its LOCK asked for WANTED pushes (notify=wanted;
-	// see wanted.go), set when the hold is made; wanted spaces them,
+	// see watch.go), set when the hold is made; wanted spaces them,
 	// guarded by the session's mu.
 	notifyWanted bool
 	wanted       wantedLimit
@@ -374,58 +380,6 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	}
 }
 
-// unlock drops the hold from the session at once, in the order of the
-// session's lines. A name passed to a local waiter is answered at once;
-// a release in the masters runs in its own goroutine and the reply comes
-// when it is done.
-func (s *session) unlock(tag string, u protocol.Unlock) error {
-	if err := s.allow("unlock", u.Names...); err != nil {
-		return err
-	}
-	// All or nothing: every name must be held (with an exclusive
-	// acquisition, for a downgrade) before anything is undone.
-	s.mu.Lock()
-	for i, name := range u.Names {
-		if slices.Contains(u.Names[:i], name) {
-			s.mu.Unlock()
-			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
-		}
-		h := s.holds[holdKey{name, u.Owner}]
-		if h == nil {
-			s.mu.Unlock()
-			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
-		}
-		if u.Mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
-			s.mu.Unlock()
-			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
-		}
-	}
-	counts := make([]int, len(u.Names))
-	var left []*undone
-	for i, name := range u.Names {
-		count, d := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
-		counts[i] = count
-		if d != nil {
-			left = append(left, d)
-		}
-	}
-	s.mu.Unlock()
-	left = slices.DeleteFunc(left, func(d *undone) bool { return d.now(s) })
-	reply := protocol.Released{Tag: tag, Counts: counts}.Bytes()
-	if len(left) == 0 {
-		s.send(reply)
-		return nil
-	}
-	s.spawn(tag, func() error {
-		for _, d := range left {
-			d.rest(s)
-		}
-		s.send(reply)
-		return nil
-	})
-	return nil
-}
-
 // undone is what is left to do of an UNLOCK once the session let go of
 // the hold: a downgrade in the masters, or the release of h's name, whose
 // lent record may go on to a local waiter or back to its cache (see
@@ -526,54 +480,122 @@ func (s *session) releaseDone(name string, r *release) {
 	}
 }
 
-// extend sets a new end of the hold, ttl from now, at once. No master is
-// asked: the hold's records are leases the watchdog renews until its end,
-// so moving the end (later or earlier) changes nothing on the masters, and
-// the reply's validity is the watchdog's (to the end, or to its deadline if
-// renewals fail before).
-func (s *session) extend(tag string, e protocol.Extend) error {
-	if err := s.allow("extend", e.Name); err != nil {
-		return err
+// Tails: a hold with delay= (or lock.lock_delay) or min_hold= keeps its
+// name unavailable after it ends (quorum.Tail). The masters keep the tail;
+// the agent says how each hold ended: an UNLOCK is clean, anything else
+// (the session closed, the hold was lost or revoked) is not.
+
+// withTails gives l the agent's lock.lock_delay when it gave no delay=.
+func (a *Agent) withTails(l protocol.Lock) protocol.Lock {
+	if l.Delay == protocol.NoDelay {
+		l.Delay = a.cfg.Lock.LockDelay
 	}
-	if err := s.a.checkTTL(e.TTL); err != nil {
-		return err
+	return l
+}
+
+// tailOf is the tail a LOCK asks for.
+func tailOf(l protocol.Lock) quorum.Tail {
+	return quorum.Tail{Delay: max(l.Delay, 0), MinHold: l.MinHold}
+}
+
+// endHold ends rh's record in the masters: a release for a hold without a
+// tail (a hand-over, if handOver: see cohort.go), else an end that leaves
+// its tail (see quorum.Cluster.End); clean says it was an UNLOCK. Then the
+// name's local waiters try at once.
+func (a *Agent) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver bool) {
+	if !rh.Tail {
+		a.release(ctx, rh.Name, rh.Holder, handOver)
+		return
 	}
-	s.mu.Lock()
-	h := s.holds[holdKey{e.Name, e.Owner}]
-	s.mu.Unlock()
-	if h == nil {
-		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
+	tail, err := a.cluster.End(ctx, rh.Name, rh.Holder, clean)
+	if err != nil {
+		a.log.Warn("end of a hold reached no master; its lease and delay will expire", "name", rh.Name, "error", err)
 	}
-	s.a.leaveCohort(h) // an end is this holder's, not the next one's
-	validity, ok := s.a.watchdog.SetEnd(h.rh, s.a.clock.Now().Add(e.TTL))
-	if !ok {
-		s.mu.Lock()
-		after := s.loseFoundLocked(h)
-		s.mu.Unlock()
-		if after != nil {
-			after()
+	if tail {
+		a.metrics.TailBegun()
+	}
+	a.pokeQueue(rh.Name)
+}
+
+// pokeQueue lets name's local waiters try at once.
+func (a *Agent) pokeQueue(name string) {
+	if q := a.queueOf(name); q != nil {
+		q.poke()
+	}
+}
+
+// endTailed ends holds with a tail that a closing session left (see
+// releaseAll), all at once: not clean.
+func (a *Agent) endTailed(holds []*renewal.Hold) {
+	var wg sync.WaitGroup
+	for _, rh := range holds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.endHold(context.Background(), rh, false, false)
+		}()
+	}
+	wg.Wait()
+}
+
+// onRevoke is the masters' word that REVOKE (on any agent) ended the hold
+// whose record is holder's: if it is one of this agent's, its client is
+// told LOST with the reason, then the hold ends (its delay applies). The
+// renewal would find it gone anyway, within a third of a lease. It is
+// called from a master's subscriber: it must not block.
+func (a *Agent) onRevoke(holder, reason string) {
+	go func() {
+		rh := a.findHold(holder)
+		if rh == nil || !a.watchdog.Revoke(rh, reason) {
+			return // not this agent's, or told already (every master delivers it)
 		}
-		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+		a.lose(rh, renewal.Revocation(reason))
+	}()
+}
+
+// findHold is the watched record of holder among the sessions' holds, or nil.
+func (a *Agent) findHold(holder string) *renewal.Hold {
+	sessions := a.openSessions()
+	for _, s := range sessions {
+		s.mu.Lock()
+		for _, h := range s.holds {
+			if h.rh.Holder == holder {
+				s.mu.Unlock()
+				return h.rh
+			}
+		}
+		s.mu.Unlock()
 	}
-	s.send(protocol.Extended{Tag: tag, Validity: validity}.Bytes())
 	return nil
 }
 
-func (s *session) listHolds(req *protocol.Request) error {
-	if err := req.NoArgs(); err != nil {
-		return err
+// A hold's value (LOCK value=, SET) and the fence check (CHECK): see
+// ../shared/coordination.md §1 and §5. The value lives in the holder's
+// record on the masters; the agent keeps it in the hold's record for the
+// watchdog (which re-creates the record where a master lacks it) and, for
+// a name passed among local holders, in the run's record (which a
+// hand-over writes, the new holder's value with it). A re-entrant LOCK's
+// value= is ignored: the hold keeps its value until a SET.
+
+// recordValue makes value the value of h's records in the agent: the one
+// the watchdog re-creates, and its run's (see cohort.go), which is written
+// to the masters again so that a hand-over's write in flight does not
+// leave the old value. It says false if h is no longer live (lost, let go
+// or passed on).
+func (a *Agent) recordValue(h *hold, value string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if holderOf(h.rh) != h || !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Who.Value = value }) {
+		return false
 	}
-	s.mu.Lock()
-	var lines [][]byte
-	for _, h := range s.holds {
-		v, _ := s.a.watchdog.Validity(h.rh)
-		lines = append(lines, protocol.HoldInfo{Tag: req.Tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
-			Count: h.count(), Mode: string(h.mode), Validity: v, Limit: h.limit, Slot: h.slot}.Bytes())
+	h.cacheable = false // a record with a value is not cached (see cache.go)
+	switch l := h.lent; {
+	case l == nil:
+	case l.policy == lendLinger && l.holder == h:
+		l.record.Who.Value = value
+	case l.policy == lendRun && a.lendsLocked(l):
+		l.record.Who.Value = value
+		a.retagLocked(l)
 	}
-	s.mu.Unlock()
-	for _, l := range lines {
-		s.send(l)
-	}
-	s.send(protocol.Counted{Tag: req.Tag, N: len(lines)}.Bytes())
-	return nil
+	return true
 }

@@ -62,7 +62,7 @@ import (
 // records say more than who holds them (a slot, a queue place, a tail) and
 // a record lent on would have to carry or undo it. A run passes exclusive
 // locks only, value= and notify=wanted ones too (the hand-over writes the
-// new holder's value: see value.go); a linger lends shared locks too, but
+// new holder's value: see recordValue, hold.go); a linger lends shared locks too, but
 // not holds with value= or notify=wanted, nor a multi-lock's names.
 //
 // Other agents. An agent whose attempt finds a lent record in its way says

@@ -32,11 +32,11 @@ type nameRecord struct {
 	// lent is the record this agent lends to its local holders of the
 	// name, a run or a linger (see lend.go); nil when none.
 	lent *lending
-	// wanted is the notify=wanted holds of the name (see wanted.go).
+	// wanted is the notify=wanted holds of the name (see watch.go).
 	wanted *wantedName
-	// waitRec is the name's waiting record on the masters (see waiting.go).
+	// waitRec is the name's waiting record on the masters (see waiters.go).
 	waitRec *waitRecord
-	// observation is the sessions that observe the name (see observe.go).
+	// observation is the sessions that observe the name (see watch.go).
 	observation *observation
 }
 

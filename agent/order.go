@@ -511,3 +511,37 @@ func (s *session) withdrawCancelled(w *waiter, multi context.CancelCauseFunc) {
 		w.endWithdrawn(result{err: errCancelled})
 	}
 }
+
+// setInTurn is a SET: it takes effect once the requests before it on the
+// hold are finished, as UNLOCK and EXTEND do, and the requests after it on
+// the hold (a WHO of the name too) wait until it is answered, so that an
+// UNLOCK behind it is not overtaken by its round, nor a WHO behind it
+// shown the old value.
+func (s *session) setInTurn(req *protocol.Request) error {
+	st, err := protocol.ParseSet(req)
+	if err != nil {
+		return err
+	}
+	t := &turn{done: make(chan struct{}), keys: keysOf([]string{st.Name}, st.Owner)}
+	s.mu.Lock()
+	prior := s.priorLocked(t.keys)
+	if len(prior) > 0 {
+		if err := s.admitBehindLocked(prior); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.takeTurnLocked(t)
+	s.mu.Unlock()
+	s.spawn(req.Tag, func() error {
+		if len(prior) > 0 {
+			s.awaitTurn(prior)
+		}
+		if err := s.setValue(req.Tag, st); err != nil {
+			s.send(protocol.Failed{Tag: req.Tag, Err: err}.Bytes())
+		}
+		s.finish(t) // after the answer: a request behind it answers after it
+		return nil
+	})
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/status"
+	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -75,7 +76,7 @@ type session struct {
 	//     (name.go) with all that hangs from it: the live exclusive lock, the
 	//     queue's place, the lending, a run or a cache (lend.go, with its
 	//     reserving flag), the notify=wanted holds, the waiting record, the
-	//     observation and each session's observing (observe.go); the live
+	//     observation and each session's observing (watch.go); the live
 	//     holders of the watchdog's records (renewal.Hold.Owner) and their
 	//     count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
@@ -96,7 +97,7 @@ type session struct {
 	// clock.Fake's) may be taken under these and take none of them: quorum
 	// never calls back into the agent with one held (a clock.Fake runs an
 	// AfterFunc's function within Advance, with its own mutex let go).
-	mu    sessionMutex
+	mu    lockorder.Mutex[lockorder.Session]
 	idle  clock.Timer // the idle_timeout check; nil until there is one (see armIdle)
 	holds map[holdKey]*hold
 	// locks is the session's unanswered LOCKs, by tag: one record each,
@@ -131,7 +132,7 @@ type session struct {
 	// bye); whatever ends its waits from then on ends them SHUTTING_DOWN.
 	shutdown atomic.Bool
 	// observing is the names this session observes; guarded by Agent.mu
-	// (see observe.go).
+	// (see watch.go).
 	observing map[string]*observation
 }
 
@@ -512,3 +513,43 @@ func (s *session) status(req *protocol.Request) error {
 		SettingsDiffer: status.SettingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
 	return nil
 }
+
+// allow checks a request against the rules in force now (a SIGHUP may
+// replace them). The peer's groups are looked up once per session, when a
+// rule first needs them.
+func (s *session) allow(verb string, names ...string) error {
+	rules := s.a.live.Load().acl
+	if rules == nil {
+		return nil
+	}
+	s.peerOnce.Do(func() { s.peer = acl.Resolve(s.cred.UID, s.cred.GID) })
+	err := rules.Allow(s.peer, verb, names...)
+	if err != nil {
+		s.log.Debug("denied", "reason", err)
+	}
+	return err
+}
+
+// allowRevoke says whether the peer may REVOKE name: a rule must name the
+// verb revoke (a rule without verbs does not grant it); without an acl
+// block, only uid 0 may.
+func (s *session) allowRevoke(name string) error {
+	if s.a.live.Load().acl == nil {
+		if s.cred.UID != 0 {
+			return protocol.Errorf(protocol.ErrDenied, "revoke is for uid 0 when there is no acl block; uid %d", s.cred.UID)
+		}
+		return nil
+	}
+	return s.allow("revoke", name)
+}
+
+// errSessionGone ends the waits of a closing session. The client may have
+// only shut its writing side, so it is still told.
+var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
+
+// errCancelled ends a wait that CANCEL withdrew.
+var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
+
+// errAgentStopping refuses new sessions and requests, and ends waits,
+// while the agent stops.
+var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/quorum/rules"
 
 	"github.com/hashicorp/go-hclog"
@@ -238,7 +239,7 @@ type Watchdog struct {
 	// mu guards the watched holds. Nothing of the caller's runs under it
 	// (OnLost and the Renewer are called without it), so a caller may call
 	// the watchdog with its own locks held.
-	mu       watchdogMutex
+	mu       lockorder.Mutex[lockorder.Watchdog]
 	byExpiry byExpiry // the watched holds (see watched)
 	changed  chan struct{}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/internal/lockorder"
 )
 
 // Queue is how many lines may wait for the writer. Replies beyond it
@@ -38,7 +39,7 @@ type Outbox struct {
 	raw  syscall.RawConn // conn's descriptor, for writes that must not wait (see writeNow)
 	log  hclog.Logger
 
-	mu      mutex // taken last of all: see the lock order at agent's session.mu
+	mu      lockorder.Mutex[lockorder.Outbox] // taken last of all: see the lock order at agent's session.mu
 	lines   [][]byte
 	writing bool          // a writer goroutine is running
 	closing bool          // close the connection once every line is written

@@ -2,8 +2,9 @@
 // In a build with the lockorder tag (`go test -race -tags lockorder ...`),
 // Mutex records which mutexes each goroutine holds and panics when one is
 // taken while a mutex of the same or a later rank is held; it also counts
-// acquisitions, by rank. Without the tag the agent, its outbox and the
-// watchdog use sync.Mutex itself and this package is not linked.
+// acquisitions, by rank. Without the tag Mutex is sync.Mutex itself (a
+// type alias): the agent, its outbox and the watchdog declare each mutex
+// as a Mutex of its rank once, and only the checking build pays for it.
 //
 // The order, outermost first (it is written out, with why, at the agent's
 // session.mu):

@@ -9,122 +9,12 @@ import (
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
-	"github.com/lock-agent/lock-agent/quorum/clock"
-	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// waiter is one LOCK waiting in its name's queue.
-type waiter struct {
-	sess  *session
-	tag   string
-	req   protocol.Lock
-	q     *queue
-	who   quorum.Who // recorded with the hold; SinceMilli is set per attempt
-	state waiterState
-	// done, for a wait of a multi-lock (whose goroutine awaits each name in
-	// turn), receives its result; a LOCK of one name has none and is
-	// answered by whoever ends its wait (see end).
-	done chan result
-	// timer ends the wait when wait= runs out; set under the queue's mu.
-	timer clock.Timer
-	// after, if not nil, is closed once this session's release of the name
-	// landed: the contender tries the masters for w only then.
-	after <-chan struct{}
-	// heard is the queue's heard when w joined it (see queue.heard).
-	heard uint64
-	// joined is when its LOCK arrived, for lock_agent_wait_seconds.
-	joined time.Time
-	// reused says this agent released the name within cache_linger before
-	// the LOCK came: its hold may be cached when it lets go (see cache.go).
-	reused bool
-	// wantsEntry, entry and entryHold (guarded by the queue's mu) are its
-	// place in the name's queue in the masters: see fair.go.
-	wantsEntry bool
-	entry      *quorum.Entry
-	entryHold  *renewal.Hold // its heartbeat, which the watchdog renews
-	// asked is the entry asked for in a round that failed: asked for again
-	// under the same id, so that where it landed it keeps its place (the
-	// masters answer an entry they have with its ticket), and taken out if
-	// the waiter leaves first. Guarded by the queue's mu.
-	asked *quorum.Entry
-	// saidWanted says the agents that hold its name were told that it
-	// waits (see saysWanted); the contender's alone.
-	saidWanted bool
-	// toldWanted is when the agents that hold its name were last told
-	// that it waits (see tellWanted). Only its name's contender uses it.
-	toldWanted time.Time
-	// attempting says the contender has a round in flight for w; held is
-	// the answer of a withdrawal that came meanwhile, which the contender
-	// sends once the round is settled (a win given back in the masters
-	// first: see endWithdrawn). Guarded by the queue's mu.
-	attempting bool
-	held       *result
-}
-
-// end gives w its outcome. Whoever moves w out of queued (its name's
-// contender, its timer, CANCEL, its session closing, a release that passes
-// it the name) calls it once, with no lock held. A LOCK of one name waits
-// in no goroutine of its own: this answers it.
-func (w *waiter) end(r result) {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	if w.done != nil {
-		w.done <- r
-		return
-	}
-	s := w.sess
-	s.a.metrics.lockAnswered(w, r)
-	// Before the reply: the client may reuse the tag, and a grant must not
-	// count against max_holds_per_session twice.
-	s.forgetWait(w)
-	t := s.lockAnswering(w.tag)
-	switch {
-	case r.err == nil:
-		s.reply(grantLine(w.tag, r))
-	case errors.Is(r.err, quorum.ErrBusy):
-		s.reply(protocol.Busy{Tag: w.tag}.Bytes())
-	default:
-		s.reply(protocol.Failed{Tag: w.tag, Err: r.err}.Bytes())
-	}
-	s.finish(t) // after the reply: a request behind it on the hold answers after it
-	s.reqs.Done()
-}
-
-// expire ends w's wait when its wait= ran out, unless it ended already.
-func (a *Agent) expire(w *waiter) {
-	if a.withdraw(w) {
-		w.endWithdrawn(w.q.timedOut(w))
-	}
-}
-
-// endWithdrawn ends w, just withdrawn, with r once no round the
-// contender has in flight for it can still win: a round that wins for a
-// withdrawn waiter gives the name back (see grant), and until it has, the
-// name is held in the masters for a LOCK whose client was told CANCELLED
-// or BUSY. A client that then reads WHO, or an election's Leader, would
-// find a holder nobody is (etcd's Campaign, cancelled, leaves nothing
-// held either).
-func (w *waiter) endWithdrawn(r result) {
-	w.q.mu.Lock()
-	if w.attempting {
-		w.held = &r // the contender sends it (see queue.endAttempt)
-		w.q.mu.Unlock()
-		return
-	}
-	w.q.mu.Unlock()
-	w.end(r)
-}
-
-// result is a LOCK's outcome: a snapshot of the hold taken under the
-// session's lock, or an error.
-type result struct {
-	fence       int64
-	count       int
-	limit, slot int
-	validity    time.Duration
-	err         error // quorum.ErrBusy for BUSY
-}
+// LOCK: its checks (ttl=, the kinds that go together), a re-entry answered
+// at once, a name lent from this agent's record, or else a wait in the
+// name's queue (waiters.go); a LOCK of several names (a multi-lock) claims
+// them one by one in its own goroutine, all or none; and its reply lines.
 
 func unsupported(l protocol.Lock) error {
 	switch {
@@ -457,10 +347,6 @@ func (s *session) dropWaitLocked(w *waiter) {
 	}
 }
 
-// errSessionGone ends the waits of a closing session. The client may have
-// only shut its writing side, so it is still told.
-var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
-
 // stopped is why stop, a multi-lock's context, ended: CANCEL, the session
 // closing, or else the agent stopping.
 func stopped(stop context.Context) error {
@@ -471,91 +357,6 @@ func stopped(stop context.Context) error {
 	return errAgentStopping
 }
 
-// errCancelled ends a wait that CANCEL withdrew.
-var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
-
-// errAgentStopping refuses new sessions and requests, and ends waits,
-// while the agent stops.
-var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
-
 func grantLine(tag string, r result) []byte {
 	return protocol.Granted{Tag: tag, Fence: r.fence, Validity: r.validity, Count: r.count, Limit: r.limit, Slot: r.slot}.Bytes()
-}
-
-func (s *session) cancelWait(req *protocol.Request) error {
-	tag, err := protocol.ParseCancel(req)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	w, multi := s.lockLocked(tag)
-	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
-	if pending {
-		w, multi = nil, nil
-	}
-	s.mu.Unlock()
-	s.send(protocol.Done{Tag: req.Tag}.Bytes())
-	if answer {
-		s.send(protocol.Failed{Tag: tag, Err: errCancelled}.Bytes())
-	}
-	s.withdrawCancelled(w, multi)
-	return nil
-}
-
-func (s *session) who(req *protocol.Request) error {
-	name, err := protocol.ParseWho(req)
-	if err != nil {
-		return err
-	}
-	if err := s.allow("who", name); err != nil {
-		return err
-	}
-	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })
-	return nil
-}
-
-func (s *session) whoReply(tag, name string) error {
-	holders, err := s.a.cluster.Who(s.ctx, name)
-	if err != nil {
-		s.a.metrics.noQuorumAnswered("who")
-		return quorumError(err)
-	}
-	var cached []string
-	for _, h := range holders {
-		r := s.a.ownView(name, h.ID, h.Record)
-		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
-			cached = append(cached, r.Who.Agent)
-			continue
-		}
-		s.send(protocol.Holder{Tag: tag, Agent: r.Who.Agent, PID: r.Who.PID, UID: r.Who.UID, Owner: r.Who.Owner,
-			Mode: string(r.Claim.Mode), Fence: r.Fence, Since: r.Who.SinceMilli, Limit: r.Claim.Limit,
-			Slot: r.Claim.Slot, Value: r.Who.Value}.Bytes())
-	}
-	s.whoDelayed(tag, name)
-	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
-	// Who waits is a round of its own too (see waiting.go).
-	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
-	// The queue's length is a second round; a WHO without it still says
-	// who holds the name.
-	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil {
-		end.Queued = queued
-	}
-	s.send(end.Bytes())
-	return nil
-}
-
-// quorumError is the answer for err from a round of the masters: a closed
-// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
-// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
-// callers can still ask what it was.
-func quorumError(err error) error {
-	if errors.Is(err, quorum.ErrClosed) {
-		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
-	}
-	// Kind, not errors.Is: a round that missed a majority for other causes
-	// also wraps the refusals of masters that record other settings.
-	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
-		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
-	}
-	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
 }

@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
+)
+
+// The verbs of the protocol but LOCK (lock.go) and those of a connection
+// (session.go): each parses its request, checks it against the access
+// rules and answers it, with the lock manager's help.
+
+// unlock drops the hold from the session at once, in the order of the
+// session's lines. A name passed to a local waiter is answered at once;
+// a release in the masters runs in its own goroutine and the reply comes
+// when it is done.
+func (s *session) unlock(tag string, u protocol.Unlock) error {
+	if err := s.allow("unlock", u.Names...); err != nil {
+		return err
+	}
+	// All or nothing: every name must be held (with an exclusive
+	// acquisition, for a downgrade) before anything is undone.
+	s.mu.Lock()
+	for i, name := range u.Names {
+		if slices.Contains(u.Names[:i], name) {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
+		}
+		h := s.holds[holdKey{name, u.Owner}]
+		if h == nil {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
+		}
+		if u.Mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+			s.mu.Unlock()
+			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
+		}
+	}
+	counts := make([]int, len(u.Names))
+	var left []*undone
+	for i, name := range u.Names {
+		count, d := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
+		counts[i] = count
+		if d != nil {
+			left = append(left, d)
+		}
+	}
+	s.mu.Unlock()
+	left = slices.DeleteFunc(left, func(d *undone) bool { return d.now(s) })
+	reply := protocol.Released{Tag: tag, Counts: counts}.Bytes()
+	if len(left) == 0 {
+		s.send(reply)
+		return nil
+	}
+	s.spawn(tag, func() error {
+		for _, d := range left {
+			d.rest(s)
+		}
+		s.send(reply)
+		return nil
+	})
+	return nil
+}
+
+// extend sets a new end of the hold, ttl from now, at once. No master is
+// asked: the hold's records are leases the watchdog renews until its end,
+// so moving the end (later or earlier) changes nothing on the masters, and
+// the reply's validity is the watchdog's (to the end, or to its deadline if
+// renewals fail before).
+func (s *session) extend(tag string, e protocol.Extend) error {
+	if err := s.allow("extend", e.Name); err != nil {
+		return err
+	}
+	if err := s.a.checkTTL(e.TTL); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	h := s.holds[holdKey{e.Name, e.Owner}]
+	s.mu.Unlock()
+	if h == nil {
+		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
+	}
+	s.a.leaveCohort(h) // an end is this holder's, not the next one's
+	validity, ok := s.a.watchdog.SetEnd(h.rh, s.a.clock.Now().Add(e.TTL))
+	if !ok {
+		s.mu.Lock()
+		after := s.loseFoundLocked(h)
+		s.mu.Unlock()
+		if after != nil {
+			after()
+		}
+		return protocol.Errorf(protocol.ErrNotHeld, "%s was lost", e.Name)
+	}
+	s.send(protocol.Extended{Tag: tag, Validity: validity}.Bytes())
+	return nil
+}
+
+func (s *session) cancelWait(req *protocol.Request) error {
+	tag, err := protocol.ParseCancel(req)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	w, multi := s.lockLocked(tag)
+	pending, answer := s.cancelPendingLocked(tag) // not in its queue yet: see applyLock
+	if pending {
+		w, multi = nil, nil
+	}
+	s.mu.Unlock()
+	s.send(protocol.Done{Tag: req.Tag}.Bytes())
+	if answer {
+		s.send(protocol.Failed{Tag: tag, Err: errCancelled}.Bytes())
+	}
+	s.withdrawCancelled(w, multi)
+	return nil
+}
+
+func (s *session) listHolds(req *protocol.Request) error {
+	if err := req.NoArgs(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var lines [][]byte
+	for _, h := range s.holds {
+		v, _ := s.a.watchdog.Validity(h.rh)
+		lines = append(lines, protocol.HoldInfo{Tag: req.Tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
+			Count: h.count(), Mode: string(h.mode), Validity: v, Limit: h.limit, Slot: h.slot}.Bytes())
+	}
+	s.mu.Unlock()
+	for _, l := range lines {
+		s.send(l)
+	}
+	s.send(protocol.Counted{Tag: req.Tag, N: len(lines)}.Bytes())
+	return nil
+}
+
+func (s *session) who(req *protocol.Request) error {
+	name, err := protocol.ParseWho(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("who", name); err != nil {
+		return err
+	}
+	s.spawn(req.Tag, func() error { return s.whoReply(req.Tag, name) })
+	return nil
+}
+
+func (s *session) whoReply(tag, name string) error {
+	holders, err := s.a.cluster.Who(s.ctx, name)
+	if err != nil {
+		s.a.metrics.noQuorumAnswered("who")
+		return quorumError(err)
+	}
+	var cached []string
+	for _, h := range holders {
+		r := s.a.ownView(name, h.ID, h.Record)
+		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
+			cached = append(cached, r.Who.Agent)
+			continue
+		}
+		s.send(protocol.Holder{Tag: tag, Agent: r.Who.Agent, PID: r.Who.PID, UID: r.Who.UID, Owner: r.Who.Owner,
+			Mode: string(r.Claim.Mode), Fence: r.Fence, Since: r.Who.SinceMilli, Limit: r.Claim.Limit,
+			Slot: r.Claim.Slot, Value: r.Who.Value}.Bytes())
+	}
+	s.whoDelayed(tag, name)
+	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
+	// Who waits is a round of its own too (see waiters.go).
+	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
+	// The queue's length is a second round; a WHO without it still says
+	// who holds the name.
+	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil {
+		end.Queued = queued
+	}
+	s.send(end.Bytes())
+	return nil
+}
+
+// whoWaiting sends WHO's line of each agent's waiting record of name and
+// returns how many requests they count, or false if no majority answered.
+func (s *session) whoWaiting(tag, name string) (int, bool) {
+	ws, err := s.a.cluster.WaitingFor(s.ctx, name)
+	if err != nil {
+		return 0, false
+	}
+	total := 0
+	for _, w := range ws {
+		total += w.Count
+		s.send(protocol.Waiting{Tag: tag, Agent: w.Agent, Count: w.Count, Since: w.SinceMilli}.Bytes())
+	}
+	return total, true
+}
+
+// whoDelayed sends WHO's DATA delayed_until=UNIXMS line while a tail of
+// name stands on a majority.
+func (s *session) whoDelayed(tag, name string) {
+	if until, err := s.a.cluster.DelayedUntil(s.ctx, name); err == nil && until > 0 {
+		s.send(protocol.Delayed{Tag: tag, Until: until}.Bytes())
+	}
+}
+
+// revoke is REVOKE NAME [agent=A] [reason=W]: an operator's verb, allowed
+// only by an ACL rule that names it, or to uid 0 when there is no acl
+// block. It answers OK n=K once the K revoked holds ended on a majority.
+func (s *session) revoke(req *protocol.Request) error {
+	v, err := protocol.ParseRevoke(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allowRevoke(v.Name); err != nil {
+		return err
+	}
+	s.spawn(req.Tag, func() error {
+		ctx, cancel := context.WithTimeout(s.ctx, s.a.revokeBound())
+		defer cancel()
+		n, err := s.a.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
+		s.a.metrics.Revoked(n)
+		switch {
+		case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// The bound ran out (a master's own timeout in a round is
+			// the round's NO_QUORUM, below, not this).
+			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.a.revokeBound())
+		case err != nil:
+			return quorumError(err)
+		}
+		s.log.Info("revoked", "name", v.Name, "agent", v.Agent, "reason", v.Reason, "holds", n)
+		s.send(protocol.Counted{Tag: req.Tag, N: n}.Bytes())
+		return nil
+	})
+	return nil
+}
+
+// revokeBound is how long REVOKE waits for the holds it revoked to end: a
+// revoked record that its agent does not end expires within a lease (it
+// can no longer be renewed), and a bit.
+func (a *Agent) revokeBound() time.Duration { return Quarantine(a.cfg.Lock) + time.Second }
+
+// setValue replaces the value of the session+owner's hold of st.Name, in
+// the agent at once and on a majority of the masters before it answers OK.
+func (s *session) setValue(tag string, st protocol.Set) error {
+	if err := s.allow("set", st.Name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	h := s.holds[holdKey{st.Name, st.Owner}]
+	s.mu.Unlock()
+	if h == nil || !s.a.recordValue(h, st.Value) {
+		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", st.Name, st.Owner)
+	}
+	if err := s.a.cluster.SetValue(s.ctx, st.Name, h.rh.Holder, st.Value); err != nil {
+		return quorumError(err)
+	}
+	s.send(protocol.Done{Tag: tag}.Bytes())
+	return nil
+}
+
+// check is CHECK NAME fence=F: OK current=true when F is the fence of a
+// current holder of NAME as a majority of the masters records it. A run
+// of local holders writes its current holder's fence to the masters within
+// retagEvery of a hand-over: until then the masters still record the one
+// before. A cache's lendings reach the masters only at its agent's next
+// note (noteCaches): they count a fence above the noted one of a cache's
+// exclusive record as current. This agent answers for its own (ownCheck).
+func (s *session) check(req *protocol.Request) error {
+	c, err := protocol.ParseCheck(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("check", c.Name); err != nil {
+		return err
+	}
+	s.spawn(req.Tag, func() error {
+		current, mine := s.a.ownCheck(c.Name, c.Fence)
+		if !mine && c.Fence <= math.MaxInt64 { // no fence is larger
+			if current, err = s.a.cluster.Check(s.ctx, c.Name, int64(c.Fence)); err != nil {
+				return quorumError(err)
+			}
+		}
+		s.send(protocol.Checked{Tag: req.Tag, Current: current}.Bytes())
+		return nil
+	})
+	return nil
+}
+
+// observe is OBSERVE NAME: OK, then the name's leader as read after the
+// OBSERVE arrived, and at every change.
+func (s *session) observe(req *protocol.Request) error {
+	name, err := protocol.ParseObserve(req)
+	if err != nil {
+		return err
+	}
+	if err := s.allow("observe", name); err != nil {
+		return err
+	}
+	a := s.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o := s.observing[name]
+	if o == nil {
+		if lim := a.limits().MaxHoldsPerSession; len(s.observing) >= lim {
+			return protocol.Errorf(protocol.ErrLimit, "session observes %d names (max_holds_per_session)", lim)
+		}
+		o = a.observationLocked(name)
+		o.sessions[s] = struct{}{}
+		if s.observing == nil {
+			s.observing = map[string]*observation{}
+		}
+		s.observing[name] = o
+		a.metrics.Observers.Inc()
+	}
+	delete(o.sessions, s)
+	o.joining[s] = o.reads
+	s.reply(protocol.Done{Tag: req.Tag}.Bytes())
+	select {
+	case o.poke <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// unobserve is UNOBSERVE NAME: OK, and no push of the name after it.
+func (s *session) unobserve(req *protocol.Request) error {
+	name, err := protocol.ParseObserve(req)
+	if err != nil {
+		return err
+	}
+	s.a.mu.Lock()
+	if o := s.observing[name]; o != nil {
+		s.a.unobserveLocked(s, o)
+	}
+	s.a.mu.Unlock()
+	s.send(protocol.Done{Tag: req.Tag}.Bytes())
+	return nil
+}
+
+// quorumError is the answer for err from a round of the masters: a closed
+// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
+// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
+// callers can still ask what it was.
+func quorumError(err error) error {
+	if errors.Is(err, quorum.ErrClosed) {
+		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
+	}
+	// Kind, not errors.Is: a round that missed a majority for other causes
+	// also wraps the refusals of masters that record other settings.
+	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
+		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
+	}
+	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
+}
