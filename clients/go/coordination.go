@@ -141,7 +141,10 @@ func (l *Lock) Proclaim(ctx context.Context, value string) error {
 
 // Check reports whether fence is the fence of a current holder of name, as a
 // majority of masters records it: what a resource handed a fence can ask
-// before it acts on a request carrying it. fence must be positive.
+// before it acts on a request carrying it. fence must be positive. For a name
+// cached by another agent, a fence whose holder let go may read current for
+// up to a renewal tick (see docs/protocol.md, CHECK); to refuse a holder the
+// moment it lets go, compare fences.
 func (c *Client) Check(ctx context.Context, name string, fence int64) (bool, error) {
 	if err := checkName(name); err != nil {
 		return false, err

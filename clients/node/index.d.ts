@@ -112,7 +112,11 @@ export declare class Client implements AsyncDisposable {
   observe(name: string, options?: { signal?: AbortSignal }): Promise<AsyncGenerator<Leader, void, undefined>>;
   /** The current leader of name, read after the call began (`none: true` while there is none). */
   leader(name: string, options?: { signal?: AbortSignal }): Promise<Leader>;
-  /** Whether fence is a current holder's fence, as a majority of masters records it. */
+  /**
+   * Whether fence is a current holder's fence, as a majority of masters records it. For a name
+   * cached by another agent, a fence whose holder let go may read current for up to a renewal tick
+   * (see docs/protocol.md, CHECK); to refuse a holder the moment it lets go, compare fences.
+   */
   check(name: string, fence: number | bigint): Promise<boolean>;
   /** Ends the holds of name wherever they are (an operator's verb); resolves with how many. */
   revoke(name: string, options?: RevokeOptions): Promise<number>;

@@ -212,7 +212,12 @@ export class Client {
   /** WHO in full: holders, agents with waiting requests, the fair queue's length, a standing delay. */
   async occupancy(name) { return occupancyOf(await this._do(`WHO ${checkName(name)}`)); }
 
-  /** Whether fence is the fence of a current holder of name, as a majority of masters records it. */
+  /**
+   * Whether fence is the fence of a current holder of name, as a majority of masters records it.
+   * For a name cached by another agent, a fence whose holder let go may read current for up to a
+   * renewal tick (see docs/protocol.md, CHECK); to refuse a holder the moment it lets go, compare
+   * fences.
+   */
   async check(name, fence) {
     checkName(name);
     const reply = await this._do(`CHECK ${name} fence=${checkFence(fence)}`);

@@ -338,7 +338,10 @@ class Client:
     def check(self, name, fence):
         """True if ``fence`` is the fence of a current holder of ``name``, as a
         majority of masters records it (a resource handed a fence can ask
-        before acting on it)."""
+        before acting on it). For a name cached by another agent, a fence whose
+        holder let go may read current for up to a renewal tick (see
+        docs/protocol.md, CHECK); to refuse a holder the moment it lets go,
+        compare fences."""
         line = "CHECK %s fence=%d" % (check_name(name), check_fence(fence))
         return self._do(line).fields.get("current") == "true"
 

@@ -277,7 +277,12 @@ public final class LockAgentClient implements AutoCloseable {
         }
     }
 
-    /** Whether fence is the fence of a current holder of name, as a majority of masters records it. */
+    /**
+     * Whether fence is the fence of a current holder of name, as a majority of masters records it.
+     * For a name cached by another agent, a fence whose holder let go may read current for up to a
+     * renewal tick (see docs/protocol.md, CHECK); to refuse a holder the moment it lets go, compare
+     * fences.
+     */
     public boolean check(String name, long fence) {
         Reply r = connection.call("CHECK " + Args.name(name) + " fence=" + Args.fence(fence)).orThrow(name);
         return "true".equals(r.fields.get("current"));
