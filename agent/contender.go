@@ -13,8 +13,9 @@ import (
 // The contender of a name works for the head of this agent's queue of
 // waiters for it (see queue) against the masters, until the queue is
 // empty. While the name is held elsewhere it sleeps until a release
-// message, its timer fallback (the holder's remaining lease: PUBLISH does
-// not fire on expiry), or a change in the queue. Attempts that cannot
+// message, its timer fallback (until a majority may be free,
+// quorum.Refusal.RetryAfter: rules.FreeOnMajorityIn; PUBLISH does not fire
+// on expiry), or a change in the queue. Attempts that cannot
 // succeed yet back off instead of spinning:
 //   - a split vote (some masters granted, the round failed: its own release
 //     publishes) waits a jittered back-off that release messages do not cut,
@@ -160,7 +161,7 @@ type action struct {
 	// heard from a majority, or one that did not (noQuorum, its error).
 	noted    bool
 	noQuorum error
-	wake     time.Duration // for park: the fallback wake-up, the holder's remaining lease; for awaitCached: the bound
+	wake     time.Duration // for park: the fallback wake-up, until a majority may be free (quorum.Refusal.RetryAfter: rules.FreeOnMajorityIn); for awaitCached: the bound
 	// sayWanted, for awaitCached, says the keeping agents are to be told
 	// that the head waits (again, at most once per wantedEvery: see
 	// tellWanted).

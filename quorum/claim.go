@@ -102,7 +102,7 @@ type Holder struct {
 }
 
 // Who returns the holders of name that the masters' answers do not rule
-// out as held by a majority (see readQuorum), with the fence that many of
+// out as held by a majority (see rules.ReadQuorum), with the fence that many of
 // those that record it record, and the value most of them
 // record (a SET that a paused master missed leaves it the old one until
 // it answers again).

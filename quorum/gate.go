@@ -312,7 +312,7 @@ func (m *master) gateShards(ctx context.Context, list []*shard) {
 // every record it forgot until then) and lengthens the quarantine to the
 // latest (scripts/lua/settle_tails.lua), which clears pending. It needs the answers of
 // enough masters that are not pending themselves to meet every majority of
-// the others (see settleHorizon): a tail stood on a majority, so on all of
+// the others (see rules.SettleHorizon): a tail stood on a majority, so on all of
 // it but the lost master, and one of those answers. Meanwhile the master is
 // quarantined for its lease anyway; every agent probes it every probe
 // interval, so the horizon is settled long before that ends.
@@ -352,8 +352,8 @@ func readHorizon(r rueidis.RedisResult) rules.Horizon {
 
 // settleTails is the probe's part in the tail horizon (see above): if m is
 // pending, it asks the other masters for their horizons and, when
-// settleHorizon says so, lengthens m's quarantine to the latest, with the
-// drift allowance. Once m's epoch is settled it costs nothing.
+// rules.SettleHorizon says so, lengthens m's quarantine to the latest, with
+// the drift allowance. Once m's epoch is settled it costs nothing.
 func (m *master) settleTails(ctx context.Context) {
 	c := m.cluster
 	m.mu.RLock()

@@ -461,7 +461,7 @@ func (c *Cluster) End(ctx context.Context, name, holder string, clean bool) (boo
 // DelayedUntil returns when the tail of name ends (see scripts/lua/tails.lua) as a
 // majority of the voting masters have it, in Unix ms of their clocks, or 0
 // while no majority has one; with masters that did not answer, the latest
-// end that the answers do not rule out as a majority's (see readQuorum).
+// end that the answers do not rule out as a majority's (see rules.ReadQuorum).
 func (c *Cluster) DelayedUntil(ctx context.Context, name string) (int64, error) {
 	var ends []int64
 	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Delayed, keys: []string{c.keys.Set(name)}, args: []string{c.keys.HolderPrefix(name)}, whole: true,

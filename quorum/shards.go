@@ -114,7 +114,7 @@ func (m sharded) shardStatus() []ShardStatus                 { return m.shards.s
 func (m sharded) perSlot() bool                              { return true }
 
 // errNoSlot: a call on a cluster master named no key of a name or slot,
-// only the generic marker (a programming error: see callSlot).
+// only the generic marker (a programming error: see keyspace.Prefix.CallSlot).
 var errNoSlot = errors.New("quorum: a call on a Redis Cluster master names no key of a slot")
 
 // shardSet is a cluster master's view of its shards.

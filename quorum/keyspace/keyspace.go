@@ -31,7 +31,7 @@
 // and the channels
 //
 //	P{name}:released   the name's channel: releases, grants of an observed
-//	                   name, caches, wants (see watch.go)
+//	                   name, caches, wants (see quorum/watch.go)
 //	Prevocations       revocations, which every agent hears (see WatchRevocations)
 //
 // The set expires no sooner than any member's holder key, so a live holder

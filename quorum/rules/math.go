@@ -29,9 +29,9 @@ func OnMajority[T cmp.Ordered](values []T, quorum int) T {
 }
 
 // FreeOnMajorityIn is how long until a majority of the masters may have a
-// name free, from a refused round's answers: free masters that answered
-// free (they granted, and are given back) or whose answers the round,
-// decided without them, did not read; and the remaining waits the busy
+// name free, from a refused round's answers, counting as free the masters
+// that granted (their grants are given back) and those whose answers a
+// round decided without them did not read; and the remaining waits the busy
 // ones answered (a lease, or a tail). Masters that failed are not counted
 // on. When that cannot make a majority free, it is the longest wait (the
 // zero value with none): the time by which every holder seen is gone. A

@@ -27,8 +27,8 @@ type Script struct {
 	// probe always runs it.
 	AfterRestart *Script
 	// Sharded is the variant a master that is a Redis Cluster runs: its
-	// fallback (see shards.go), publishing with SPUBLISH, which reaches
-	// only the shard of the channel's slot (see quorum/shards.go).
+	// fallback, publishing with SPUBLISH, which reaches only the shard of
+	// the channel's slot (see quorum/shards.go).
 	Sharded *Script
 }
 
@@ -62,7 +62,7 @@ func shardedVariant(s *Script) *Script {
 	return &Script{Src: src, SHA: hex.EncodeToString(sum[:]), GateArg: s.GateArg}
 }
 
-// Fallback is what runs when the master does not know s: see afterRestart.
+// Fallback is what runs when the master does not know s: see AfterRestart.
 func (s *Script) Fallback() *Script {
 	if s.AfterRestart != nil {
 		return s.AfterRestart

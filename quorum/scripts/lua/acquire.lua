@@ -21,7 +21,7 @@
 -- Returns {1, fence, slot} on grant, {0, ms until a conflicting lease ends
 -- (the longest; for a full semaphore the shortest), 1 if only shared
 -- holders block it, 1 if only cached records block it, 1 if only records
--- that caching agents keep block it (see cache.go)} when held (and marks
+-- that caching agents keep block it (see quorum/cache.go)} when held (and marks
 -- the records in its way wanted: their agents do not cache them), {0, ms, 0} when the queue blocks it (ms: see
 -- queue.lua), {0, -1} when
 -- the attempt was released before it arrived, {-2, ms} while the master is
@@ -74,7 +74,7 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       local h = redis.call('HMGET', key, 'mode', 'limit', 'slot', 'until', 'cached', 'wanted', 'kept')
       local hl = tonumber(h[2]) or 1
       if h[4] and tonumber(h[4]) <= tail_now() then
-        tail = math.max(tail, ttl) -- a tail (see tailsLua) blocks every claim
+        tail = math.max(tail, ttl) -- a tail (see tails.lua) blocks every claim
       elseif hl ~= limit and (hl > 1 or limit > 1) then
         conflict = hl
       elseif limit > 1 then

@@ -1,5 +1,5 @@
 -- batch.lua is a template (the registry fills it in with fmt.Sprintf: see
--- batch in scripts.go), not a script of its own: it runs a script's body
+-- batch in quorum/scripts/scripts.go), not a script of its own: it runs a script's body
 -- (%[3]s, as the function one(KEYS, ARGV)) once per item of a batch: the
 -- KEYS and ARGV of the script are the items' own, %[1]d and %[2]d of each,
 -- one after the other, and the reply is the items' replies in order. One

@@ -1,6 +1,6 @@
 -- check.lua says whether a live holder of the name carries the fence: 1 or
 -- 0. A tail (a hold that ended, kept while its delay or min_hold stands:
--- see tails.lua) is not current, nor a cached record (see cache.go) at the
+-- see tails.lua) is not current, nor a cached record (see quorum/cache.go) at the
 -- fence it carries. An exclusive record kept as a cache (kept=1) carries
 -- the fence its agent last noted (see NoteCaches, at most once per renewal
 -- tick); a fence above it is one the agent lent since, from the blocks

@@ -30,7 +30,7 @@
 -- Cluster.gateArgs, which builds both).
 --
 -- A marker the gate plants says tails=pending: the probe then lengthens its
--- quarantine to the tails the other masters keep (see the tail horizon in gate.go).
+-- quarantine to the tails the other masters keep (see the tail horizon in quorum/gate.go).
 --
 -- The gate runs before every vote, so it is kept to one call in the common
 -- case: once a quarantine is found over, its end is written as 0 (it never

@@ -19,7 +19,7 @@
 -- so a renewal on its way cannot bring the hold back.
 -- All times are each master's own clock: skewed agent clocks do not matter.
 -- Each script that sets a tail's PX also raises the master's tail horizon
--- (tail_mark; see the tail horizon in gate.go), so that a master that loses its data sits
+-- (tail_mark; see the tail horizon in quorum/gate.go), so that a master that loses its data sits
 -- out the tails it forgot.
 --
 -- A record that a renewal's repair re-created on a master that lacked it
