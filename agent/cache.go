@@ -384,11 +384,14 @@ func (a *Agent) firstNote(c *lending) {
 	a.mu.Lock()
 	note := a.noteLocked(c)
 	a.mu.Unlock()
-	wanted := a.cluster.NoteCaches(a.runCtx, []quorum.CacheNote{note})
+	answer := a.cluster.NoteCaches(a.runCtx, []quorum.CacheNote{note})[0]
 	a.mu.Lock()
 	c.noted = true
+	if answer.Missed && !c.ended {
+		a.noteLaterLocked(c) // the next batch sends it again
+	}
 	a.mu.Unlock()
-	if wanted[0] {
+	if answer.Wanted {
 		a.cacheWanted(c)
 	}
 }
@@ -433,8 +436,18 @@ func (a *Agent) noteBatch(ctx context.Context) {
 		}
 	}
 	a.mu.Unlock()
-	for i, wanted := range a.cluster.NoteCaches(ctx, notes) {
-		if wanted {
+	answers := a.cluster.NoteCaches(ctx, notes)
+	a.mu.Lock()
+	for i, answer := range answers {
+		// Masters that missed a note count every fence above the one
+		// before current (CHECK): it goes again until a majority has it.
+		if c := caches[i]; answer.Missed && !c.ended {
+			a.noteLaterLocked(c)
+		}
+	}
+	a.mu.Unlock()
+	for i, answer := range answers {
+		if answer.Wanted {
 			a.cacheWanted(caches[i])
 		}
 	}

@@ -136,14 +136,23 @@ type CacheNote struct {
 // (see agent/cache.go); its agent notes all that changed of its caches
 // together, at most once per renewal tick, in one pipeline per master on
 // the bulk connection, as ReleaseMany releases. A master that misses a
-// note keeps the earlier one until the next. It returns when every master
-// answered or its deadline passed (as ReleaseMany's), and says for each
-// note whether a master records that an acquire found the record in its
-// way (wanted: see MarkCached).
-func (c *Cluster) NoteCaches(ctx context.Context, notes []CacheNote) (wanted []bool) {
-	wanted = make([]bool, len(notes))
+// note keeps the earlier one, and CHECK there counts every fence above
+// it current (scripts/lua/check.lua): so each answer says whether the
+// masters that did not take the note could be a majority (Missed), and
+// its agent then sends it again. It returns when every master answered or
+// its deadline passed (as ReleaseMany's), and says for each note whether
+// a master records that an acquire found the record in its way (Wanted:
+// see MarkCached).
+func (c *Cluster) NoteCaches(ctx context.Context, notes []CacheNote) []NoteAnswer {
+	out := make([]NoteAnswer, len(notes))
+	took := make([]int, len(notes)) // masters that answered each note
+	defer func() {
+		for i := range out {
+			out[i].Missed = took[i] <= len(c.masters)-c.quorum
+		}
+	}()
 	if len(notes) == 0 || c.closed() {
-		return wanted
+		return out
 	}
 	calls := make([]call, len(notes))
 	for i, n := range notes {
@@ -169,14 +178,27 @@ func (c *Cluster) NoteCaches(ctx context.Context, notes []CacheNote) (wanted []b
 				res := m.evalMulti(opCtx, scripts.CacheNote, calls[lo:min(lo+releaseChunk, len(calls))])
 				mu.Lock()
 				for i, r := range res {
-					if v, err := r.AsInt64(); err == nil && v == 2 {
-						wanted[lo+i] = true
+					v, err := r.AsInt64()
+					if err != nil {
+						continue
 					}
+					took[lo+i]++
+					out[lo+i].Wanted = out[lo+i].Wanted || v == 2
 				}
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return wanted
+	return out
+}
+
+// NoteAnswer is what the masters answered one note of NoteCaches.
+type NoteAnswer struct {
+	// Wanted says an acquire found the record in its way on some master.
+	Wanted bool
+	// Missed says the masters that did not take the note (not connected,
+	// failed, or silent to the deadline) could be a majority: they count
+	// fences above the earlier note current, so it must be sent again.
+	Missed bool
 }

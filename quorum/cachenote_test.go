@@ -44,8 +44,8 @@ func TestCheckOfAKeptRecordCountsFencesLentSinceItsNote(t *testing.T) {
 		t.Helper()
 		rec := g.Record
 		rec.Fence, rec.Who.Owner = fence, "lent"
-		if wanted := c.NoteCaches(ctx, []CacheNote{{Name: "k", Holder: "h", Record: rec, Cached: cached}}); wanted[0] {
-			t.Fatal("a record no acquire met says it was wanted")
+		if a := c.NoteCaches(ctx, []CacheNote{{Name: "k", Holder: "h", Record: rec, Cached: cached}}); a[0].Wanted || a[0].Missed {
+			t.Fatalf("a note every master took of a record no acquire met: %+v", a[0])
 		}
 	}
 	note(f+3, false) // lent to f+3, which holds it
@@ -103,12 +103,44 @@ func TestNoteCachesSaysWhichWereWanted(t *testing.T) {
 		t.Fatalf("another holder's acquire of b: %+v %v", r, err)
 	}
 	notes = append(notes, CacheNote{Name: "gone", Holder: "h", Record: notes[0].Record, Cached: true})
-	if got := c.NoteCaches(ctx, notes); got[0] || !got[1] || got[2] {
+	if got := c.NoteCaches(ctx, notes); got[0].Wanted || !got[1].Wanted || got[2].Wanted {
 		t.Fatalf("wanted: %v, want [false true false]", got)
 	}
 	for _, s := range servers {
 		if n, _ := s.Do("EXISTS", c.keys.Holder("gone", "h")); n != "0" && n != "" {
 			t.Fatalf("%s: a note made a record: %q", s.Addr, n)
+		}
+	}
+}
+
+// TestANoteTwoMastersMissedSaysSo: a note that two masters of three did
+// not take (paused to its deadline) says so, for its agent to send it
+// again (a master that missed it counts every fence above the earlier
+// note current); one that one master missed does not.
+func TestANoteTwoMastersMissedSaysSo(t *testing.T) {
+	ctx := context.Background()
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	g, err := acquire(ctx, c, req("m", "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := []CacheNote{{Name: "m", Holder: "h", Record: g.Record, Cached: true}}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Resume()
+		}
+	})
+	for _, paused := range []int{1, 2} {
+		for i := range paused {
+			servers[i].Pause()
+		}
+		got := c.NoteCaches(ctx, note)[0]
+		for i := range paused {
+			servers[i].Resume()
+		}
+		if want := paused == 2; got.Missed != want {
+			t.Errorf("%d of 3 masters paused: Missed = %v, want %v", paused, got.Missed, want)
 		}
 	}
 }

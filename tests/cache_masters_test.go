@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
+	"github.com/lock-agent/lock-agent/internal/faultproxy"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -232,4 +234,61 @@ func TestWhoAndCheckOfACachedNameOnAnotherAgent(t *testing.T) {
 	ca.Do("UNLOCK fresh")
 	t.Logf("renewal tick %v: another agent's WHO named the lent holder after %v, its CHECK of the fence given back was false after %v",
 		tick, whoLent, checkBack)
+}
+
+// TestANoteTwoMastersMissedIsSentAgain: a cache's lending reaches the
+// masters only in its agent's next note; two masters of three that miss
+// it (their links cut) keep the earlier note, and count every fence above
+// it current for as long as they do. The agent sends the note again at the
+// next tick, so once the links are back those masters learn the lent
+// holder's fence while it still holds the name.
+func TestANoteTwoMastersMissedIsSentAgain(t *testing.T) {
+	t.Parallel() // see TestMain
+	const lease = 6 * time.Second // a tick of 2s; validity to spare while two links are cut
+	servers := redistest.Start(t, 3)
+	cfg, links := proxiedConfig(t, servers, lease)
+	cfg.Lock.CacheLinger = time.Minute
+	a := agenttest.Start(t, cfg)
+	c := agenttest.Dial(t, a.Config.Socket.Path)
+	fenceOn := func(s *redistest.Server) string {
+		keys, err := s.Array("KEYS", cfg.Lock.KeyPrefix+"{nt}:h:*")
+		if err != nil || len(keys) != 1 {
+			return ""
+		}
+		f, _ := s.Do("HGET", keys[0], "fence")
+		return f
+	}
+	// A lending given back, noted on every master: the caching agent's
+	// first note (its keeper's) is behind it, and the next lending is
+	// the batches' to note.
+	first := cacheIt(t, c, "LOCK nt")
+	noted := strconv.FormatInt(first.Int("fence")+1, 10)
+	if r := c.Do("LOCK nt"); r.Kind != "OK" || strconv.FormatInt(r.Int("fence"), 10) != noted {
+		t.Fatalf("LOCK of a cached name: %s, want fence %s", r.Line, noted)
+	}
+	c.Do("UNLOCK nt")
+	lockagenttest.Eventually(t, 2*lease, func() bool {
+		return fenceOn(servers[0]) == noted && fenceOn(servers[1]) == noted && fenceOn(servers[2]) == noted
+	}, "a lending given back was never noted on every master")
+	links[0].SetMode(faultproxy.Cut)
+	links[1].SetMode(faultproxy.Cut)
+	r := c.Do("LOCK nt")
+	if r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	lent := strconv.FormatInt(r.Int("fence"), 10)
+	lockagenttest.Eventually(t, 2*lease, func() bool { return fenceOn(servers[2]) == lent },
+		"the note of the lending never reached the master whose link was up")
+	// The cut lasts past the note's deadline (quorum.Cluster.NoteCaches:
+	// 20 master timeouts, at least a second), so that no call of it is
+	// still waiting to be sent when the links come back: the fault's
+	// length, not a wait for an event.
+	time.Sleep(max(20*cfg.Lock.MasterTimeout, time.Second) + 500*time.Millisecond)
+	links[0].SetMode(faultproxy.Pass)
+	links[1].SetMode(faultproxy.Pass)
+	lockagenttest.Eventually(t, 2*lease, func() bool { return fenceOn(servers[0]) == lent && fenceOn(servers[1]) == lent },
+		"the masters that missed the note never got it, though its holder still holds the name")
+	if p := c.Push(0); p != "" {
+		t.Fatalf("the holder heard %q", p)
+	}
 }
