@@ -243,7 +243,7 @@ func TestWhoAndCheckOfACachedNameOnAnotherAgent(t *testing.T) {
 // next tick, so once the links are back those masters learn the lent
 // holder's fence while it still holds the name.
 func TestANoteTwoMastersMissedIsSentAgain(t *testing.T) {
-	t.Parallel() // see TestMain
+	t.Parallel()                  // see TestMain
 	const lease = 6 * time.Second // a tick of 2s; validity to spare while two links are cut
 	servers := redistest.Start(t, 3)
 	cfg, links := proxiedConfig(t, servers, lease)
