@@ -42,7 +42,8 @@ const cachedMessage = "cached"
 
 // CacheOrRelease ends holder's hold of name as its agent's last local
 // holder let go: it keeps the record, marked cached, if no other agent
-// waits for the name, and says so (kept); else it releases it. It costs
+// waits for the name and none observes it (see MarkObserved), and says so
+// (kept); else it releases it. It costs
 // one round, as Release does, and decides on each master atomically, so
 // that an agent whose waiter recorded itself (see SetWaiting) before is
 // never kept waiting by a cache. It keeps the record only if a majority
@@ -52,7 +53,7 @@ func (c *Cluster) CacheOrRelease(ctx context.Context, name, holder string) (kept
 		return false, ErrClosed
 	}
 	keys, args := c.releaseArgs(name, holder, name)
-	keys = append(keys, c.keys.Waiting(name), c.keys.WaitingDeadlines(name), c.keys.Queue(name))
+	keys = append(keys, c.keys.Waiting(name), c.keys.WaitingDeadlines(name), c.keys.Queue(name), c.keys.Observed(name))
 	args = append(args, c.cfg.InstanceID)
 	var cached, released int
 	c.vote(ctx, roundSpec{op: OpRelease, script: scripts.CacheOrRelease, keys: keys, args: args, land: true,
@@ -195,7 +196,9 @@ func (c *Cluster) NoteCaches(ctx context.Context, notes []CacheNote) []NoteAnswe
 
 // NoteAnswer is what the masters answered one note of NoteCaches.
 type NoteAnswer struct {
-	// Wanted says an acquire found the record in its way on some master.
+	// Wanted says an acquire found the record in its way on some master,
+	// or the name is observed there: either way its agent gives the
+	// cache up (see scripts/lua/cache_note.lua).
 	Wanted bool
 	// Missed says the masters that did not take the note (not connected,
 	// failed, or silent to the deadline) could be a majority: they count

@@ -292,3 +292,47 @@ func TestANoteTwoMastersMissedIsSentAgain(t *testing.T) {
 		t.Fatalf("the holder heard %q", p)
 	}
 }
+
+// TestAnObservedNameIsNotCached: a cache's lendings reach the masters, and
+// so observers on other agents, only at its agent's next note, and an
+// observer is owed every change at once (coordination.md §2). So a name
+// another agent observes is not cached: a cache the observer came to is
+// given up at its next note, and while the name is observed its last
+// holder's release releases it; each lending is then a grant the masters
+// publish, and the observer hears of it within a fraction of a tick.
+func TestAnObservedNameIsNotCached(t *testing.T) {
+	const lease = 6 * time.Second
+	tick := lease / 3
+	a, b, _ := twoCachingAgents(t, lease, time.Minute)
+	ca := agenttest.Dial(t, a.Config.Socket.Path)
+	cb := agenttest.Dial(t, b.Config.Socket.Path)
+	cacheIt(t, ca, "LOCK ob")
+	awaitCachedWho(t, cb, "ob", "host-a", 0)
+	obs := observe(t, agenttest.Dial(t, b.Config.Socket.Path), "ob")
+	if !obs.await(5*time.Second, func(es []leaderEvent) bool { return len(es) == 1 }) {
+		t.Fatal("no first push")
+	}
+	// The lending's note (the next tick) finds the name observed: the cache
+	// is given up once its holder lets go.
+	if r := ca.Do("LOCK ob"); r.Kind != "OK" {
+		t.Fatal(r.Line)
+	}
+	ca.Do("UNLOCK ob")
+	lockagenttest.Eventually(t, 3*tick, func() bool { r := cb.Do("WHO ob"); return r.Int("n") == 0 && r.Fields["cached"] == "" },
+		"the cache of an observed name was not given up at its next note")
+	for range 3 {
+		start := time.Now()
+		r := ca.Do("LOCK ob")
+		if r.Kind != "OK" {
+			t.Fatal(r.Line)
+		}
+		if !obs.await(5*time.Second, func(es []leaderEvent) bool { return es[len(es)-1].fence == r.Int("fence") }) {
+			t.Fatalf("no push of the holder of fence %d: %v", r.Int("fence"), obs.snapshot())
+		}
+		if es := obs.snapshot(); es[len(es)-1].at.Sub(start) > tick/2 {
+			t.Errorf("the observer heard of a lending %v after the LOCK, want well within a tick (%v)", es[len(es)-1].at.Sub(start), tick)
+		}
+		ca.Do("UNLOCK ob")
+		awaitCachedWho(t, cb, "ob", "", 0) // released, not cached: it is observed
+	}
+}

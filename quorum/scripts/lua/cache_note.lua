@@ -12,7 +12,10 @@
 -- KEYS: holder key, observed mark. ARGV: fence, agent, pid, uid, owner,
 -- since, value, channel, "1" (cached) or "0".
 -- Returns 0 if the record is not there, 2 if it is and an acquire found it
--- in its way (it is marked wanted: see acquire.lua), else 1.
+-- in its way (it is marked wanted: see acquire.lua) or the name is
+-- observed (its agent gives the cache up, as for a waiter: observers are
+-- owed every change at once, and a cache tells the masters only at its
+-- next note), else 1.
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local h = redis.call('HMGET', KEYS[1], 'fence', 'cached', 'wanted', 'kept')
 local leader = false
@@ -28,6 +31,7 @@ if h[4] == '1' and (h[2] or '0') ~= ARGV[9] then
     leader = true
   end
 end
-if leader and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', ARGV[8], 'leader changed') end
-if h[3] == '1' then return 2 end
+local observed = redis.call('EXISTS', KEYS[2]) == 1
+if leader and observed then redis.call('PUBLISH', ARGV[8], 'leader changed') end
+if h[3] == '1' or observed then return 2 end
 return 1
