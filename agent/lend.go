@@ -313,7 +313,8 @@ func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
 // (mine), if fence is of a record it lends: a cached record's fence is
 // current while it is lent; its current holder's fence is current, and,
 // for an exclusive record (a run's, or a cache's), every earlier fence of
-// the name is not (no other agent holds it meanwhile). The masters learn
+// the name is not (no other agent holds it meanwhile), nor, for a cache's,
+// one of its blocks not lent yet. The masters learn
 // that a record was lent, came back or was passed on only after the client
 // was answered (a cache's, only at its next note: they count every fence
 // above the noted one of a cache's exclusive record as current).
@@ -323,10 +324,21 @@ func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
 	l := a.lentLocked(name)
 	switch {
 	case l == nil:
-	case l.policy == lendLinger && (fence == uint64(l.record.Fence) || l.mode == protocol.Exclusive && fence < uint64(l.record.Fence)):
+	case l.policy == lendLinger && (fence == uint64(l.record.Fence) || l.mode == protocol.Exclusive && fence <= uint64(l.lastFence())):
+		// Every fence of an exclusive cache's blocks is its lendings':
+		// only its holder's is current, one not lent yet is not.
 		return fence == uint64(l.record.Fence) && l.holder != nil, true
 	case l.policy == lendRun && holderOf(l.rh) != nil && fence <= uint64(l.record.Fence):
 		return fence == uint64(l.record.Fence), true
 	}
 	return false, false
+}
+
+// lastFence is the last fence l may lend: its block's end, or its spare
+// block's. Agent.mu is held.
+func (l *lending) lastFence() int64 {
+	if l.spare > 0 {
+		return max(l.top, l.spare+int64(l.block)-1)
+	}
+	return l.top
 }

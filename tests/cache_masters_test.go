@@ -231,6 +231,9 @@ func TestWhoAndCheckOfACachedNameOnAnotherAgent(t *testing.T) {
 	if got := check(ca, first); got != "false" {
 		t.Fatalf("the caching agent's CHECK of an earlier holder's fence: current=%s", got)
 	}
+	if got := check(ca, second+1); got != "false" {
+		t.Fatalf("the caching agent's CHECK of a fence of its block not lent yet: current=%s", got)
+	}
 	ca.Do("UNLOCK fresh")
 	t.Logf("renewal tick %v: another agent's WHO named the lent holder after %v, its CHECK of the fence given back was false after %v",
 		tick, whoLent, checkBack)
