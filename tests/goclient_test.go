@@ -45,7 +45,9 @@ func TestGoClientDoneClosesWhenQuorumIsLost(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Done not closed within 10s of losing quorum")
 	}
-	if took, bound := time.Since(start), lease+100*time.Millisecond+stalls.Stalled(); took > bound {
+	// (The stalls are capped at half a lease: a meter that read the
+	// agent's own CPU use as stalls must not excuse any lateness.)
+	if took, bound := time.Since(start), lease+100*time.Millisecond+min(stalls.Stalled(), lease/2); took > bound {
 		t.Fatalf("Done closed %v after two of three masters stopped, want within one lease and the %v the process stood stalled", took, stalls.Stalled())
 	}
 	var lost *lockagent.LostError
