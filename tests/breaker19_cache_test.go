@@ -47,7 +47,10 @@ func TestBreaker19AnAgentWithoutCachingTakesACachedName(t *testing.T) {
 // grants it, with a higher fence.
 func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
 	t.Parallel() // its own masters and agents; judges no latency
-	a, b, _ := twoAgents(t, 3*time.Second)
+	// No cache lingers out meanwhile: with the default linger (1s) the
+	// other agent's WHO had to see the cache within that second, and on
+	// a loaded host (a soak run) it did not.
+	a, b, _ := twoCachingAgents(t, 3*time.Second, time.Minute)
 	ca, operator, cb := agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)
 	first := cacheIt(t, ca, "LOCK rv19")
 	awaitCachedWho(t, operator, "rv19", "host-a", 0)
