@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -459,20 +458,7 @@ func TestClosedWatchesLeaveNoSubscription(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
 	const n = 6000
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := c.Watch(context.Background(), fmt.Sprintf("leak%d", i))
-			select {
-			case <-w.Recheck():
-			case <-time.After(10 * time.Second):
-			}
-			w.Close()
-		}()
-	}
-	wg.Wait()
+	closeManyWatches(t, c, n)
 	left := func() (sum int) {
 		for _, s := range servers {
 			r, err := s.Do("PUBSUB", "NUMPAT") // keeps the connection count honest: NUMPAT is 0
