@@ -389,7 +389,10 @@ func TestRenewalRepairsAHoldMissingOnAMaster(t *testing.T) {
 }
 
 // TestAHungMasterCostsAReleaseNothing: with one master paused, a release
-// returns once the other two answered.
+// returns once the other two answered. What it must not do is wait for the
+// hung master: that would cost at least the master timeout (the floor of a
+// master's deadline), so each call is bounded by it, not by how fast the
+// host answers (a release took 31ms beside other work at load 20).
 func TestAHungMasterCostsAReleaseNothing(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	c := newCluster(t, servers, time.Second)
@@ -408,15 +411,17 @@ func TestAHungMasterCostsAReleaseNothing(t *testing.T) {
 		}
 		worst = max(worst, time.Since(start))
 	}
-	if worst > 20*time.Millisecond {
-		t.Fatalf("a release took %v with one master hung", worst)
+	hung := c.cfg.MasterTimeout
+	if worst >= hung {
+		t.Fatalf("a release took %v with one master hung: it waited for the master's deadline (%v)", worst, hung)
 	}
 	start := time.Now()
 	w := c.Watch(ctx, "hw")
 	w.Close()
-	if took := time.Since(start); took > 10*time.Millisecond {
-		t.Fatalf("Watch took %v with one master hung", took)
+	if took := time.Since(start); took >= hung {
+		t.Fatalf("Watch took %v with one master hung: it waited for the master's deadline (%v)", took, hung)
 	}
+	t.Logf("the slowest release took %v, the watch %v; the hung master's deadline is at least %v", worst, time.Since(start), hung)
 }
 
 // TestAFailedRoundDoesNotWakeItsOwnAgent: a round that wins one master of
