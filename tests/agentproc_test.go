@@ -30,10 +30,14 @@ var releaseBuild struct {
 	err  error
 }
 
-// releaseBinary builds cmd/lock-agent without -race, once per test run.
+// releaseBinary builds cmd/lock-agent without -race, once per test
+// process, unless scripts/test built it (prebuilt).
 func releaseBinary(t testing.TB) string {
 	t.Helper()
 	releaseBuild.once.Do(func() {
+		if releaseBuild.path = prebuilt("lock-agent"); releaseBuild.path != "" {
+			return
+		}
 		dir, err := os.MkdirTemp("", "lock-agent-release")
 		if err != nil {
 			releaseBuild.err = err

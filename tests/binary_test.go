@@ -38,10 +38,30 @@ func bootstrap(t testing.TB, bin, cfgPath string) {
 	}
 }
 
-// binary builds cmd/lock-agent once per test run.
+// prebuilt is the binary name that scripts/test built before it started
+// the test processes, in LOCK_AGENT_TEST_BIN_DIR, or "" if there is none:
+// the tests are then run in many processes (see scripts/test), and each
+// would link its own.
+func prebuilt(name string) string {
+	dir := os.Getenv("LOCK_AGENT_TEST_BIN_DIR")
+	if dir == "" {
+		return ""
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
+}
+
+// binary builds cmd/lock-agent with -race once per test process, unless
+// scripts/test built it (prebuilt).
 func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if binPath = prebuilt("lock-agent-race"); binPath != "" {
+			return
+		}
 		dir, err := os.MkdirTemp("", "lock-agent-bin")
 		if err != nil {
 			buildErr = err

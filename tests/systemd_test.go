@@ -308,6 +308,9 @@ var (
 func binaryWithTestHooks(t *testing.T) string {
 	t.Helper()
 	hooksBuildOnce.Do(func() {
+		if hooksBinPath = prebuilt("lock-agent-race-testhooks"); hooksBinPath != "" {
+			return
+		}
 		dir, err := os.MkdirTemp("", "lock-agent-bin")
 		if err != nil {
 			hooksBuildErr = err
