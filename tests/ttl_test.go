@@ -57,6 +57,7 @@ func TestATTLHoldOutlivesAMasterRestart(t *testing.T) {
 // master_timeout 50ms): how long it sits out before it votes again. It is
 // the figure docs/operations.md gives.
 func TestAMasterRestartCostsOneLease(t *testing.T) {
+	t.Parallel() // it waits out 15s; what it asserts (left ≤ Quarantine ≤ back) no host speed can break
 	if testing.Short() {
 		t.Skip("waits out a 15s quarantine")
 	}
