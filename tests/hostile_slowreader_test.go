@@ -24,12 +24,15 @@ func TestHostileClientThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// The ttl of k runs from its grant, which comes after this write: the
+	// time from here is no more than the hold's, however late the holds
+	// are seen below (under load, 105ms late was seen).
+	sent := time.Now()
 	if _, err := conn.Write([]byte("1 LOCK k ttl=1500ms\n2 LOCK w\n3 LOCK s limit=2 ttl=1500ms\n")); err != nil {
 		t.Fatal(err)
 	}
 	other := agenttest.Dial(t, a.Config.Socket.Path)
 	lockagentAwaitHolds(t, other, 3)
-	granted := time.Now()
 	flood := strings.Repeat("h HOLDS\nw WHO k\nx EXTEND w ttl=1h\np PING\n", 20000)
 	go conn.Write([]byte(flood))
 	for i := 0; i < 20; i++ {
@@ -40,10 +43,10 @@ func TestHostileClientThatStopsReading(t *testing.T) {
 	}
 	r := other.Do("LOCK k wait=5s")
 	if r.Kind != "OK" {
-		t.Fatalf("LOCK k from another client: %s (the stuck client's ttl=1500ms hold was granted %v ago)", r.Line, time.Since(granted))
+		t.Fatalf("LOCK k from another client: %s (the stuck client's ttl=1500ms hold was asked for %v ago)", r.Line, time.Since(sent))
 	}
-	if since := time.Since(granted); since < 1400*time.Millisecond {
-		t.Fatalf("k granted to another client %v after the ttl=1500ms hold", since)
+	if since := time.Since(sent); since < 1500*time.Millisecond {
+		t.Fatalf("k granted to another client %v after the ttl=1500ms hold was asked for", since)
 	}
 }
 
