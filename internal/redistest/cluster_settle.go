@@ -201,7 +201,9 @@ func replicaProblem(replica, primary *Server) string {
 // awaitAcks is Server.awaitAcks for a shard's primary: in cluster mode a
 // PUBLISH goes over the cluster bus, not down the replication stream, so
 // the write it waits for is an INCR and a DEL of a key in a slot the
-// shard owns.
+// shard owns. A primary with min-replicas-to-write refuses them
+// (NOREPLICAS) until its replicas acknowledged once: they are sent again
+// until it takes them, within the connection's 15s.
 func (c *Cluster) awaitAcks(sh *Shard) {
 	c.t.Helper()
 	key := c.keyIn(sh)
@@ -213,7 +215,15 @@ func (c *Cluster) awaitAcks(sh *Shard) {
 	conn.SetDeadline(time.Now().Add(15 * time.Second))
 	replicas := strconv.Itoa(len(sh.Replicas))
 	for _, args := range [][]string{{"INCR", key}, {"DEL", key}} {
-		if _, err := do(conn, args...); err != nil {
+		// With min-replicas-to-write set, the primary refuses writes until
+		// its replicas' first acknowledgement (up to a second after the
+		// sync): that is what this waits for, asked again every 10ms.
+		_, err := do(conn, args...)
+		for err != nil && strings.HasPrefix(err.Error(), "redis: NOREPLICAS") {
+			time.Sleep(10 * time.Millisecond)
+			_, err = do(conn, args...)
+		}
+		if err != nil {
 			c.t.Fatalf("redistest: %s: %v", sh.Primary.Addr, err)
 		}
 	}
