@@ -7,8 +7,8 @@ if ! command -v javac >/dev/null || ! javac -version 2>&1 | grep -Eq 'javac (1[7
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing openjdk-17-jdk-headless (the Java client's tests need javac 17)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+    # scripts/test runs its steps two at a time: one installs at a time.
+    flock /tmp/lock-agent-test-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null'
   else
     echo "javac 17 is not installed: sudo apt-get install -y openjdk-17-jdk-headless" >&2
     exit 1

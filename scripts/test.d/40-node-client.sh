@@ -7,8 +7,8 @@ if ! command -v node >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing nodejs (the Node client's tests)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq nodejs >/dev/null
+    # scripts/test runs its steps two at a time: one installs at a time.
+    flock /tmp/lock-agent-test-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq nodejs >/dev/null'
   else
     echo "node is not installed: sudo apt-get install -y nodejs (Node 20 or newer)" >&2
     exit 1

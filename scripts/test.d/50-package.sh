@@ -44,7 +44,9 @@ fail() {
 dpkg_locked() {
 	local i
 	for i in $(seq 1 60); do
-		if out=$("$@" 2>&1); then
+		# flock: the other steps of scripts/test may be installing a
+		# package meanwhile (they take the same lock).
+		if out=$(flock /tmp/lock-agent-test-apt.lock "$@" 2>&1); then
 			return 0
 		fi
 		case $out in
