@@ -4,25 +4,35 @@
 // It composes quorum (RedLock over the masters) and renewal (the watchdog).
 //
 // A file per concept; the server's side (the wire, dispatch, the order of
-// replies, access checks), then the lock manager's:
+// replies, access checks), then the lock manager's. The two sides meet at
+// two small interfaces: the server calls the manager through locks
+// (session.go), the manager calls a session back through client (hold.go);
+// no server file takes the manager's mutex or reads its records, and no
+// manager file reads a session's.
 //
-//	agent.go      the Agent: New, Run, its stop; its health and metrics
+//	agent.go      the Agent, the composition root: New, Run, its stop; the
+//	              open sessions; its health and metrics
 //	config.go     Config and its defaults, Quarantine, the settings every
 //	              master records, what a SIGHUP changes (SetLive)
 //
 //	session.go    one connection: read, dispatch, idle_timeout, BYE, close;
-//	              HELLO, PING, STATUS; the access checks (allow)
+//	              HELLO, PING, STATUS; the access checks (allow); locks,
+//	              what the server asks of the manager
 //	order.go      the order of a session's requests on a hold: turns, and
 //	              the LOCK, UNLOCK, EXTEND, SET and WHO that take them
-//	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock
+//	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock; a
+//	              grant's hold installed in the session
 //	verbs.go      every other verb: UNLOCK, EXTEND, CANCEL, HOLDS, WHO,
-//	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE
+//	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE; a hold's undoing
+//	              and its LOST, on the session's side
 //
-//	name.go       one record per name: all the agent knows of a name
+//	name.go       the manager, and its one record per name: all the agent
+//	              knows of a name
 //	waiters.go    who waits: a LOCK's wait, the name's queue, its entries
 //	              in the masters' fair queue, the waiting record WHO shows
 //	contender.go  the goroutine that tries the masters for a queue's head
-//	hold.go       a hold's life: grant, loss, release, tail, value
+//	hold.go       a hold's life: grant, loss, release, tail, value; client,
+//	              what the manager asks of a session
 //	lend.go       lending a record held in the masters to local holders,
 //	              the lease/2 rule, the safety essay; its two policies:
 //	cohort.go     a run, while local waiters queue
@@ -34,10 +44,10 @@
 // lines), telemetry (metrics, health), memory, systemd, and config (the
 // config file, which builds a Config).
 //
-// The two sides still share one receiver: a session keeps its holds and
-// calls into the Agent (withdraw, releaseAll, recordValue, ...), and the
-// manager calls back into sessions (install, reenterQueued, a waiter's end).
-// The lock order that keeps them straight is written at session.mu.
+// A session keeps its holds (the manager makes each, and the watchdog's
+// record points back at it: see hold) and the order of its replies; the
+// manager keeps everything else of a name. The lock order that keeps the
+// two straight is written at session.mu.
 package agent
 
 import (
@@ -45,7 +55,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -61,7 +70,6 @@ import (
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
-	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
@@ -100,30 +108,19 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	mu          lockorder.Mutex[lockorder.Agent] // after session.mu: see the lock order there
+	// locks is the lock manager; the sessions reach it through locks
+	// (session.go), it reaches them through client (hold.go).
+	locks *manager
+
+	// mu guards the sessions and stopping: a leaf, taken under no other
+	// mutex of the agent's and taking none.
+	mu          sync.Mutex
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
 	nextSession uint64
-	// names is what this agent knows of each name it has any state of:
-	// its one record per name (see name.go).
-	names map[string]*nameRecord
-	// waiters counts the LOCKs waiting in any queue, for max_waiters and
-	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
-	// adds a waiter, remove takes it out (waiters.go).
-	waiters atomic.Int64
-	// shared are the names other agents wanted lately, and released the
-	// names this agent released to the masters lately: see cache.go.
-	shared, released *recentNames
-	// toNote are the caches whose lendings changed what the masters should
-	// show of their records since the last batch (see noteCaches).
-	toNote []*lending
-	// held counts the live holds (those a loss would reach), for STATUS:
-	// kept by startHoldLocked and endHoldLocked alone.
-	held       int
-	attempts   atomic.Uint64 // numbers every acquire attempt: see holderID
-	stopping   bool
-	runCtx     context.Context
-	sessionsWG sync.WaitGroup
+	stopping    bool
+	runCtx      context.Context
+	sessionsWG  sync.WaitGroup
 }
 
 // New builds an agent from cfg. It does not listen or connect until Run.
@@ -136,10 +133,9 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clk = clock.Real{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clk, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, names: map[string]*nameRecord{},
-		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
-		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),
-		metrics:  newMetrics(cfg.Masters)}
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, metrics: newMetrics(cfg.Masters)}
+	a.locks = newManager(cfg, &a.live, log, clk, a.metrics, a.instance)
+	a.locks.clients = a.clients
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
 	cluster, err := quorum.New(quorum.Config{
@@ -148,17 +144,18 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 		Observer: a.metrics,
 		Settings: ClusterSettings(cfg.Lock),
-		OnRevoke: a.onRevoke,
+		OnRevoke: a.locks.onRevoke,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.cluster = cluster
+	a.cluster, a.locks.cluster = cluster, cluster
 	a.metrics.CollectState(cluster, func() int { return a.counts().Sessions })
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.locks.onLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
+	a.locks.watchdog = a.watchdog
 	return a, nil
 }
 
@@ -185,7 +182,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var back sync.WaitGroup
 	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
 	trimmer := memory.NewTrimmer(a.log.Named("memory"))
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.noteCaches} {
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.locks.noteCaches} {
 		back.Add(1)
 		go func() {
 			defer back.Done()
@@ -194,6 +191,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
 	defer revocations.Close()
+	a.locks.start(backCtx)
 	a.mu.Lock()
 	a.runCtx = backCtx
 	a.mu.Unlock()
@@ -242,6 +240,7 @@ func (a *Agent) accept() {
 func (a *Agent) shutdown() {
 	grace := time.NewTimer(shutdownGrace)
 	defer grace.Stop()
+	a.locks.stop()
 	a.mu.Lock()
 	a.stopping = true
 	sessions := a.sessionsLocked()
@@ -263,7 +262,7 @@ func (a *Agent) shutdown() {
 	}
 	cached := make(chan struct{})
 	go func() {
-		a.releaseCaches()
+		a.locks.releaseCaches()
 		close(cached)
 	}()
 	t := time.NewTimer(cacheReleaseGrace)
@@ -299,19 +298,20 @@ type counts struct {
 }
 
 func (a *Agent) counts() counts {
+	holds, waiters := a.locks.counts()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return counts{Sessions: len(a.sessions), Holds: a.held, Waiters: int(a.waiters.Load())}
+	return counts{Sessions: len(a.sessions), Holds: holds, Waiters: waiters}
 }
 
-// holderID returns a fresh holder id for one acquire attempt of a
-// session+owner, unique across every agent anywhere. Releases of a failed or
-// abandoned attempt run in the background; because no two attempts share an
-// id, a late release can only ever delete the attempt it belongs to, never a
-// newer grant to the same session+owner. (Re-entry is counted in the agent,
-// so nothing needs the id to be stable.)
-func (a *Agent) holderID(sessionID uint64, owner string) string {
-	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
+// clients is openSessions as the lock manager sees them.
+func (a *Agent) clients() []client {
+	sessions := a.openSessions()
+	cs := make([]client, len(sessions))
+	for i, s := range sessions {
+		cs[i] = s
+	}
+	return cs
 }
 
 func randomHex(n int) string {
@@ -349,7 +349,7 @@ func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
 func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
 
 // holdDowngraded moves a hold from the exclusive holds to the shared ones.
-// Agent.mu is held.
+// manager.mu is held.
 func (m *metrics) holdDowngraded(h *hold) {
 	m.HoldDowngraded(h.gaugeMode)
 	h.gaugeMode = protocol.Shared

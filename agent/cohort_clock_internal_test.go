@@ -51,7 +51,7 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := clock.NewFake(t0)
 			clock.Advance(tc.age)
-			a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: maxHold}}}
+			a := &manager{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: maxHold}}}
 			c := fresh
 			if tc.run != nil {
 				tc.run(&c)
@@ -72,7 +72,7 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 func TestAQueueStandsBackAfterARunAnotherAgentWaitedFor(t *testing.T) {
 	for _, wanted := range []bool{true, false} {
 		clock := clock.NewFake(time.Unix(1000, 0))
-		a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
+		a := &manager{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
 			names: map[string]*nameRecord{}}
 		c := &lending{policy: lendRun, name: "n", wanted: wanted}
 		q := &queue{name: "n"}

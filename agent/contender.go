@@ -92,7 +92,7 @@ type retryPolicy struct {
 // about 20 times a second.
 const stuckRetry = 100 * time.Millisecond
 
-func (a *Agent) retryPolicy() retryPolicy {
+func (a *manager) retryPolicy() retryPolicy {
 	return retryPolicy{min: a.cfg.Lock.RetryMin, ceiling: max(a.cfg.Lock.RetryMax, stuckRetry)}
 }
 
@@ -317,7 +317,7 @@ func (c contender) woke(w wake) contender {
 // contending is a name's contender goroutine: the I/O around contender's
 // decisions. Only that goroutine uses it.
 type contending struct {
-	a      *Agent
+	a      *manager
 	q      *queue
 	ctx    context.Context
 	watch  *quorum.Watch // the name's releases, once subscribed
@@ -326,7 +326,7 @@ type contending struct {
 }
 
 // contend works for q's head until q is empty (see the top of this file).
-func (a *Agent) contend(q *queue) {
+func (a *manager) contend(q *queue) {
 	r := &contending{a: a, q: q, ctx: a.runCtx,
 		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(),
 			cacheWait: 4 * a.cfg.Lock.MasterTimeout, tryWait: 10 * a.cfg.Lock.MasterTimeout}}
@@ -351,7 +351,7 @@ func (a *Agent) contend(q *queue) {
 func (r *contending) ready(w *waiter) bool {
 	a, q, ctx := r.a, r.q, r.ctx
 	switch {
-	case w.sess.reenterQueued(w):
+	case r.a.reenterQueued(w):
 		return false
 	case w.after != nil:
 		select {
@@ -439,7 +439,7 @@ func (r *contending) attempt(w *waiter) {
 	if !q.beginAttempt(w) {
 		return // withdrawn since the loop read the head
 	}
-	holder := a.holderID(w.sess.id, w.req.Owner)
+	holder := a.holderID(w.sess.sessionID(), w.req.Owner)
 	g, ref, err := a.cluster.Acquire(r.ctx, r.request(w, holder))
 	next, act := r.state.next(outcomeOf(ref, err), r.facts(w))
 	r.state = next

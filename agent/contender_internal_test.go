@@ -284,7 +284,7 @@ func TestTheCeilingIsRetryMaxOrStuckRetryWhicheverIsLonger(t *testing.T) {
 	for _, tc := range []struct {
 		retryMax, want time.Duration
 	}{{50 * time.Millisecond, stuckRetry}, {time.Second, time.Second}} {
-		a := &Agent{cfg: Config{Lock: LockConfig{RetryMin: time.Millisecond, RetryMax: tc.retryMax}}}
+		a := &manager{cfg: Config{Lock: LockConfig{RetryMin: time.Millisecond, RetryMax: tc.retryMax}}}
 		if got := a.retryPolicy().ceiling; got != tc.want {
 			t.Errorf("retry_max %v: ceiling %v, want %v", tc.retryMax, got, tc.want)
 		}

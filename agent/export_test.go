@@ -74,9 +74,10 @@ func OpenSessions(a *Agent) int {
 // of a run of local holders that another agent waited for does (see
 // cohort.go). It says false if name has no queue.
 func StandBack(a *Agent, name string, until time.Time) bool {
-	a.mu.Lock()
-	q := a.queueLocked(name)
-	a.mu.Unlock()
+	m := a.locks
+	m.mu.Lock()
+	q := m.queueLocked(name)
+	m.mu.Unlock()
 	if q == nil {
 		return false
 	}
@@ -89,10 +90,11 @@ func StandBack(a *Agent, name string, until time.Time) bool {
 // Names is the names a keeps a record of (see name.go), each with the
 // parts of its record that are set.
 func Names(a *Agent) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	m := a.locks
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var names []string
-	for key, n := range a.names {
+	for key, n := range m.names {
 		parts := []string{key + ":"}
 		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "lent": n.lent != nil,
 			"wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
@@ -110,12 +112,13 @@ func Names(a *Agent) []string {
 // or "" (it lends nothing). A test waits on it, not on which goroutines
 // run: the binary's goroutines include those of other tests' agents.
 func Lending(a *Agent, name string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	m := a.locks
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	switch {
-	case a.runLocked(name) != nil:
+	case m.runLocked(name) != nil:
 		return "run"
-	case a.cacheLocked(name) != nil:
+	case m.cacheLocked(name) != nil:
 		return "linger"
 	}
 	return ""

@@ -33,7 +33,7 @@ const MinTTL = 50 * time.Millisecond
 // (none) passes. lock.max_ttl bounds nothing: a ttl= hold is renewed like
 // any other until its end, so its length costs the masters nothing (no
 // longer quarantine, no longer record) and is the client's to choose.
-func (a *Agent) checkTTL(ttl time.Duration) error {
+func checkTTL(ttl time.Duration) error {
 	switch {
 	case ttl == 0:
 	case ttl < MinTTL:
@@ -54,7 +54,7 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := unsupported(l); err != nil {
 		return err
 	}
-	if err := s.a.checkTTL(l.TTL); err != nil {
+	if err := checkTTL(l.TTL); err != nil {
 		return err
 	}
 	l = s.a.withTails(l)
@@ -73,7 +73,6 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 // multi-lock (many) is awaited with finishClaim; any other is answered when
 // it ends.
 func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r result, err error) {
-	a := s.a
 	name := l.Names[0]
 	s.mu.Lock()
 	if s.closing {
@@ -87,19 +86,19 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		}
 	}()
 	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
-		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
+		if v, ok := s.manager.validity(h); ok && v > 0 {
 			if err := h.reenter(l); err != nil {
 				s.mu.Unlock()
 				return nil, r, err
 			}
 			r := h.snapshot(v)
 			s.mu.Unlock()
-			a.metrics.mode(l.Mode).Reentries.Inc()
+			s.a.metrics.mode(l.Mode).Reentries.Inc()
 			return nil, r, nil
 		}
 		afterLost = s.loseFoundLocked(h) // the new hold's grant comes after its LOST
 	}
-	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
+	if lim := s.a.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
@@ -107,25 +106,20 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	r, lent, after := s.lendCachedLocked(l, !many)
+	h, r, lent, after := s.manager.lendCached(s, l, s.whoOf(l.Owner, ""), !many)
 	if lent {
+		s.holds[holdKey{name, l.Owner}] = h
 		s.mu.Unlock()
 		return nil, r, nil
 	}
 	w = s.newWaiterLocked(tag, l, many, after)
 	s.mu.Unlock()
-	busy, err := a.enqueue(w)
-	if err != nil {
+	if err := s.manager.join(w); err != nil {
 		s.forgetWait(w)
 		if !many {
 			s.reqs.Done()
 		}
 		return nil, r, err
-	}
-	if busy {
-		w.end(result{err: quorum.ErrBusy})
-	} else if l.Wait != 0 {
-		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
 	}
 	return w, r, nil
 }
@@ -136,21 +130,117 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 // done channel; any other is counted in s.reqs until it is answered. s.mu
 // is held.
 func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after <-chan struct{}) *waiter {
-	a, name := s.a, l.Names[0]
-	w := &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
-		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
-	if many {
-		w.done = make(chan result, 1)
-	} else {
-		s.reqs.Add(1) // until end answers it: a closing session waits for that
+	if r := s.releasing[l.Names[0]]; r != nil && after == nil {
+		after = r.done
 	}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
-	if r := s.releasing[name]; r != nil && w.after == nil {
-		w.after = r.done
+	w := s.manager.newWaiter(s, tag, l, s.whoOf(l.Owner, l.Value), many, after)
+	if !many {
+		s.reqs.Add(1) // until lockEnded answers it: a closing session waits for that
 	}
 	s.pendingLocked(tag).wait = w
 	s.waiting++
 	return w
+}
+
+// whoOf is the who-info a hold of owner of the session records.
+func (s *session) whoOf(owner, value string) quorum.Who {
+	return quorum.Who{Agent: s.a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: owner, Value: value}
+}
+
+// install records a granted hold in the session (the manager made it and
+// has the watchdog renew it: see manager.startHold), and returns its
+// snapshot.
+func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, error) {
+	s.mu.Lock()
+	var afterLost func() // see loseFoundLocked
+	defer func() {
+		s.mu.Unlock()
+		if afterLost != nil {
+			afterLost()
+		}
+	}()
+	if s.closing {
+		// A grant that came as the session closed: for the agent's stop
+		// (a holder's release while stopping granted it), SHUTTING_DOWN.
+		return result{}, s.endedBy()
+	}
+	key := holdKey{w.req.Names[0], w.req.Owner}
+	if old := s.holds[key]; old != nil {
+		// Lost while w's attempt was in flight and not yet forgotten: the
+		// client hears LOST before the new grant, which replaces it.
+		afterLost = s.loseFoundLocked(old)
+		if s.holds[key] == old {
+			s.manager.forget(old)
+		}
+	}
+	h, r := s.manager.startHold(s, w, holder, g)
+	s.holds[key] = h
+	s.dropWaitLocked(w) // now counted as a hold
+	return r, nil
+}
+
+// reenter: see client.
+func (s *session) reenter(w *waiter, claim func(h *hold) (time.Duration, bool)) (result, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
+	if h == nil {
+		return result{}, false
+	}
+	v, ok := claim(h)
+	if !ok {
+		return result{}, false
+	}
+	var r result
+	if err := h.reenter(w.req); err != nil {
+		r = result{err: err}
+	} else {
+		r = h.snapshot(v)
+	}
+	s.dropWaitLocked(w)
+	return r, true
+}
+
+// adopt: see client.
+func (s *session) adopt(w *waiter, take func() *hold) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := holdKey{w.req.Names[0], w.req.Owner}
+	if s.closing || s.holds[key] != nil {
+		return
+	}
+	if h := take(); h != nil {
+		s.holds[key] = h
+		s.dropWaitLocked(w)
+	}
+}
+
+// lockEnded answers w, a LOCK of one name, with r. Whoever moves w out of
+// its queue calls it once (see waiter.end), with no lock held.
+func (s *session) lockEnded(w *waiter, r result) {
+	s.a.metrics.lockAnswered(w, r)
+	// Before the reply: the client may reuse the tag, and a grant must not
+	// count against max_holds_per_session twice.
+	s.forgetWait(w)
+	t := s.lockAnswering(w.tag)
+	switch {
+	case r.err == nil:
+		s.reply(grantLine(w.tag, r))
+	case errors.Is(r.err, quorum.ErrBusy):
+		s.reply(protocol.Busy{Tag: w.tag}.Bytes())
+	default:
+		s.reply(protocol.Failed{Tag: w.tag, Err: r.err}.Bytes())
+	}
+	s.finish(t) // after the reply: a request behind it on the hold answers after it
+	s.reqs.Done()
+}
+
+// withTails gives l the agent's lock.lock_delay when it gave no delay=.
+func (a *Agent) withTails(l protocol.Lock) protocol.Lock {
+	if l.Delay == protocol.NoDelay {
+		l.Delay = a.cfg.Lock.LockDelay
+	}
+	return l
 }
 
 // finishClaim awaits the result of w, a wait of a multi-lock, or withdraws
@@ -160,12 +250,10 @@ func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after 
 func (s *session) finishClaim(stop context.Context, w *waiter) result {
 	var r result
 	select {
-	case r = <-w.done:
+	case r = <-w.outcome():
 	case <-stop.Done():
-		if s.a.withdraw(w) {
-			w.endWithdrawn(result{err: stopped(stop)})
-		}
-		r = <-w.done
+		s.manager.withdrawWith(w, result{err: stopped(stop)})
+		r = <-w.outcome()
 	}
 	s.a.metrics.lockAnswered(w, r)
 	s.forgetWait(w) // before the next name is claimed under the same tag
@@ -288,8 +376,7 @@ func (s *session) setEnds(l protocol.Lock, results []result) error {
 		s.mu.Unlock()
 		ok := false
 		if h != nil {
-			s.a.leaveCohort(h) // an end is this holder's, not the next one's
-			results[i].validity, ok = s.a.watchdog.SetEnd(h.rh, end)
+			results[i].validity, ok = s.manager.setEnd(h, end)
 		}
 		if !ok {
 			return protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)

@@ -114,7 +114,7 @@ func (s *session) endMultiLocked(tag string) {
 func (s *session) waitsToEndLocked() []*waiter {
 	waits := make([]*waiter, 0, s.waiting)
 	for tag, p := range s.locks {
-		if w := p.wait; w != nil && w.done == nil && !s.joiningLocked(tag) {
+		if w := p.wait; w != nil && !w.multi() && !s.joiningLocked(tag) {
 			waits = append(waits, w)
 		}
 	}
@@ -318,8 +318,8 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 		s.finish(t)
 	case cancelled:
 		s.withdrawCancelled(w, multi)
-	case closing && w != nil && w.done == nil && s.a.withdraw(w):
-		w.endWithdrawn(result{err: s.endedBy()})
+	case closing && w != nil && !w.multi():
+		s.manager.withdrawWith(w, result{err: s.endedBy()})
 	}
 }
 
@@ -507,8 +507,8 @@ func (s *session) withdrawCancelled(w *waiter, multi context.CancelCauseFunc) {
 	switch {
 	case multi != nil:
 		multi(errCancelled)
-	case w != nil && s.a.withdraw(w):
-		w.endWithdrawn(result{err: errCancelled})
+	case w != nil:
+		s.manager.withdrawWith(w, result{err: errCancelled})
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/status"
 	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
@@ -27,18 +28,51 @@ type holdKey struct {
 	name, owner string
 }
 
+// locks is what the server asks of the lock manager (manager, name.go),
+// which owns every hold's record, every wait and each name's state: a
+// session keeps handles to its holds and waits, and the order of its
+// replies. The manager reaches a session through client (hold.go).
+type locks interface {
+	// A LOCK (lock.go): a lent record, else a wait in the name's queue.
+	lendCached(c client, l protocol.Lock, who quorum.Who, lend bool) (h *hold, r result, ok bool, after <-chan struct{})
+	newWaiter(c client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *waiter
+	join(w *waiter) error
+	withdrawWith(w *waiter, r result)
+	startHold(c client, w *waiter, holder string, g quorum.Grant) (*hold, result)
+	validity(h *hold) (time.Duration, bool)
+	// A hold's end: a loss found, an UNLOCK, a downgrade, a closing session.
+	lostNow(h *hold) (renewal.Loss, bool)
+	afterLost(h *hold, loss renewal.Loss, told uint64)
+	forget(h *hold) (handOver bool)
+	giveBack(h *hold) bool
+	letGo(ctx context.Context, h *hold, rollback bool)
+	downgraded(h *hold)
+	downgrade(ctx context.Context, h *hold) error
+	releaseAll(holds map[holdKey]*hold)
+	// EXTEND, SET, WHO, CHECK.
+	setEnd(h *hold, end time.Time) (time.Duration, bool)
+	setValue(ctx context.Context, h *hold, value string) (held bool, err error)
+	holders(ctx context.Context, name string) ([]quorum.Record, error)
+	check(ctx context.Context, name string, fence uint64) (bool, error)
+	// OBSERVE, UNOBSERVE, and a closing session's observations.
+	observe(c client, name string, limit int, ok []byte) error
+	unobserve(c client, name string)
+	unobserveAll(c client)
+}
+
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
 type session struct {
-	a      *Agent
-	id     uint64
-	conn   *net.UnixConn
-	cred   socket.Cred
-	log    hclog.Logger
-	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
-	cancel context.CancelCauseFunc
-	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
-	out    *outbox.Outbox
+	a       *Agent // the server's: the sessions, limits, config
+	manager locks
+	id      uint64
+	conn    *net.UnixConn
+	cred    socket.Cred
+	log     hclog.Logger
+	ctx     context.Context // ends when the session closes (with errSessionGone): cancels its waits
+	cancel  context.CancelCauseFunc
+	reqs    sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
+	out     *outbox.Outbox
 
 	// lastRequest is when the last request line arrived (UnixNano).
 	lastRequest atomic.Int64
@@ -55,11 +89,11 @@ type session struct {
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
-	//	  └ Agent.mu               the sessions, and every name's record (name.go)
+	//	  └ manager.mu             every name's record (name.go); lockorder's Agent.mu
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
 	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
-	//	leaves, under any of them: recentNames.mu, quorum's mutexes
+	//	leaves, under any of them: Agent.mu, recentNames.mu, quorum's mutexes
 	//
 	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
 	//     request on a hold holds one from its line's dispatch until it is
@@ -71,12 +105,17 @@ type session struct {
 	//  1. session.mu (this one): the session's holds, and its unanswered
 	//     LOCKs (pendingLock: each one's turn, wait and multi-lock).
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
-	//     under it, and under it take the locks below.
-	//  2. Agent.mu: the sessions, and Agent.names, the one record per name
+	//     under it, and under it take the locks below: the session holds it
+	//     when it calls the lock manager's methods that say so, and the
+	//     manager's calls into a session (client) take it themselves, with
+	//     none of the manager's locks held.
+	//  2. manager.mu (name.go; lockorder's rank Agent.mu, the name it had
+	//     while the manager was part of Agent): manager.names, the one record per name
 	//     (name.go) with all that hangs from it: the live exclusive lock, the
 	//     queue's place, the lending, a run or a cache (lend.go, with its
 	//     reserving flag), the notify=wanted holds, the waiting record, the
-	//     observation and each session's observing (watch.go); the live
+	//     observation and each session's observing (manager.observing:
+	//     watch.go); the live
 	//     holders of the watchdog's records (renewal.Hold.Owner) and their
 	//     count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
@@ -89,9 +128,10 @@ type session struct {
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
 	//
+	// Agent.mu (the open sessions, and whether the agent is stopping) and
 	// recentNames.mu (cache.go: the names other agents wanted lately, and
-	// those this agent released lately) is a leaf: it may be taken under
-	// any of these and takes none, so lockorder does not track it.
+	// those this agent released lately) are leaves: each may be taken under
+	// any of these and takes none, so lockorder does not track them.
 	//
 	// quorum's mutexes (the masters' connections, subscriptions, a
 	// clock.Fake's) may be taken under these and take none of them: quorum
@@ -131,9 +171,6 @@ type session struct {
 	// shutdown: the agent is stopping and said so to this session (see
 	// bye); whatever ends its waits from then on ends them SHUTTING_DOWN.
 	shutdown atomic.Bool
-	// observing is the names this session observes; guarded by Agent.mu
-	// (see watch.go).
-	observing map[string]*observation
 }
 
 // release is this session's releases of one name still on their way to the
@@ -166,7 +203,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		return
 	}
 	a.nextSession++
-	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
+	s := &session{a: a, manager: a.locks, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if s.out, err = outbox.New(conn, s.log); err != nil {
 		a.mu.Unlock()
@@ -384,6 +421,13 @@ func (s *session) send(line []byte)  { s.out.Send(line) }
 func (s *session) reply(line []byte) { s.out.Reply(line) }
 func (s *session) push(line []byte)  { s.out.Push(line) }
 
+// sessionID, awaitWritten and logger: see client.
+func (s *session) sessionID() uint64    { return s.id }
+func (s *session) logger() hclog.Logger { return s.log }
+func (s *session) awaitWritten(told uint64, until <-chan time.Time) {
+	s.out.AwaitWritten(told, until)
+}
+
 // byeWait bounds how long a stopping agent waits for a session's
 // multi-locks to answer SHUTTING_DOWN before it says BYE.
 const byeWait = time.Second
@@ -422,9 +466,7 @@ func (s *session) bye(reason string) {
 			s.push(lostLine(h, renewal.Loss{Reason: renewal.ReasonShutdown}))
 		}
 		for _, w := range waits {
-			if s.a.withdraw(w) {
-				w.endWithdrawn(result{err: errAgentStopping})
-			}
+			s.manager.withdrawWith(w, result{err: errAgentStopping})
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
 	}
@@ -454,7 +496,7 @@ func (s *session) awaitAnswers(ended ...chan struct{}) {
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel(errSessionGone)
-	s.endObservations()
+	s.manager.unobserveAll(s)
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
@@ -465,11 +507,9 @@ func (s *session) close() {
 	waits := s.waitsToEndLocked()
 	s.mu.Unlock()
 	for _, w := range waits {
-		if s.a.withdraw(w) {
-			w.endWithdrawn(result{err: s.endedBy()})
-		}
+		s.manager.withdrawWith(w, result{err: s.endedBy()})
 	}
-	s.a.releaseAll(holds)
+	s.manager.releaseAll(holds)
 	s.conn.SetWriteDeadline(time.Now().Add(outbox.CloseFlush))
 	s.reqs.Wait()
 	s.a.mu.Lock()

@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
 )
 
 // The verbs of the protocol but LOCK (lock.go) and those of a connection
@@ -76,7 +76,7 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 	if err := s.allow("extend", e.Name); err != nil {
 		return err
 	}
-	if err := s.a.checkTTL(e.TTL); err != nil {
+	if err := checkTTL(e.TTL); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -85,8 +85,7 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
-	s.a.leaveCohort(h) // an end is this holder's, not the next one's
-	validity, ok := s.a.watchdog.SetEnd(h.rh, s.a.clock.Now().Add(e.TTL))
+	validity, ok := s.manager.setEnd(h, s.a.clock.Now().Add(e.TTL))
 	if !ok {
 		s.mu.Lock()
 		after := s.loseFoundLocked(h)
@@ -127,7 +126,7 @@ func (s *session) listHolds(req *protocol.Request) error {
 	s.mu.Lock()
 	var lines [][]byte
 	for _, h := range s.holds {
-		v, _ := s.a.watchdog.Validity(h.rh)
+		v, _ := s.manager.validity(h)
 		lines = append(lines, protocol.HoldInfo{Tag: req.Tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
 			Count: h.count(), Mode: string(h.mode), Validity: v, Limit: h.limit, Slot: h.slot}.Bytes())
 	}
@@ -152,14 +151,13 @@ func (s *session) who(req *protocol.Request) error {
 }
 
 func (s *session) whoReply(tag, name string) error {
-	holders, err := s.a.cluster.Who(s.ctx, name)
+	holders, err := s.manager.holders(s.ctx, name)
 	if err != nil {
 		s.a.metrics.noQuorumAnswered("who")
 		return quorumError(err)
 	}
 	var cached []string
-	for _, h := range holders {
-		r := s.a.ownView(name, h.ID, h.Record)
+	for _, r := range holders {
 		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
 			cached = append(cached, r.Who.Agent)
 			continue
@@ -249,10 +247,15 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 	s.mu.Lock()
 	h := s.holds[holdKey{st.Name, st.Owner}]
 	s.mu.Unlock()
-	if h == nil || !s.a.recordValue(h, st.Value) {
+	held := h != nil
+	var err error
+	if held {
+		held, err = s.manager.setValue(s.ctx, h, st.Value)
+	}
+	if !held {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", st.Name, st.Owner)
 	}
-	if err := s.a.cluster.SetValue(s.ctx, st.Name, h.rh.Holder, st.Value); err != nil {
+	if err != nil {
 		return quorumError(err)
 	}
 	s.send(protocol.Done{Tag: tag}.Bytes())
@@ -275,11 +278,9 @@ func (s *session) check(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		current, mine := s.a.ownCheck(c.Name, c.Fence)
-		if !mine && c.Fence <= math.MaxInt64 { // no fence is larger
-			if current, err = s.a.cluster.Check(s.ctx, c.Name, int64(c.Fence)); err != nil {
-				return quorumError(err)
-			}
+		current, err := s.manager.check(s.ctx, c.Name, c.Fence)
+		if err != nil {
+			return quorumError(err)
 		}
 		s.send(protocol.Checked{Tag: req.Tag, Current: current}.Bytes())
 		return nil
@@ -297,30 +298,7 @@ func (s *session) observe(req *protocol.Request) error {
 	if err := s.allow("observe", name); err != nil {
 		return err
 	}
-	a := s.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	o := s.observing[name]
-	if o == nil {
-		if lim := a.limits().MaxHoldsPerSession; len(s.observing) >= lim {
-			return protocol.Errorf(protocol.ErrLimit, "session observes %d names (max_holds_per_session)", lim)
-		}
-		o = a.observationLocked(name)
-		o.sessions[s] = struct{}{}
-		if s.observing == nil {
-			s.observing = map[string]*observation{}
-		}
-		s.observing[name] = o
-		a.metrics.Observers.Inc()
-	}
-	delete(o.sessions, s)
-	o.joining[s] = o.reads
-	s.reply(protocol.Done{Tag: req.Tag}.Bytes())
-	select {
-	case o.poke <- struct{}{}:
-	default:
-	}
-	return nil
+	return s.manager.observe(s, name, s.a.limits().MaxHoldsPerSession, protocol.Done{Tag: req.Tag}.Bytes())
 }
 
 // unobserve is UNOBSERVE NAME: OK, and no push of the name after it.
@@ -329,13 +307,161 @@ func (s *session) unobserve(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
-	s.a.mu.Lock()
-	if o := s.observing[name]; o != nil {
-		s.a.unobserveLocked(s, o)
-	}
-	s.a.mu.Unlock()
+	s.manager.unobserve(s, name)
 	s.send(protocol.Done{Tag: req.Tag}.Bytes())
 	return nil
+}
+
+// tellLostLocked takes the lost h out of s's holds and tells the client,
+// if h is still one of them, and returns the LOST line's number in s's
+// outbox (0 if h was not one of them). s.mu is held.
+func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
+	if s.holds[h.key()] != h {
+		return 0
+	}
+	delete(s.holds, h.key())
+	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
+	// (it looks under s.mu) answers NOT_HELD after the client heard why.
+	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+	s.a.metrics.lost(loss.Reason) // counted before the client can hear of it
+	return s.out.Push(lostLine(h, loss))
+}
+
+// tellLost: see client.
+func (s *session) tellLost(h *hold, loss renewal.Loss) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tellLostLocked(h, loss)
+}
+
+// loseFoundLocked tells the client LOST of h, one of s's holds, if the
+// watchdog found it lost (or it was revoked) and the manager's lose has not
+// come yet (see manager.lostNow). The caller calls the returned func, if
+// any, once s.mu is let go. s.mu is held.
+func (s *session) loseFoundLocked(h *hold) (after func()) {
+	if s.holds[h.key()] != h {
+		return nil
+	}
+	loss, tell := s.manager.lostNow(h)
+	if !tell {
+		return nil
+	}
+	told := s.tellLostLocked(h, loss)
+	return func() { s.manager.afterLost(h, loss, told) }
+}
+
+// undone is what is left to do of an UNLOCK once the session let go of
+// the hold: a downgrade in the masters, or the release of h's name, whose
+// lent record may go on to a local waiter or back to its cache (see
+// lend.go), or else is released in the masters.
+type undone struct {
+	h         *hold
+	downgrade bool
+	rel       *release // the session's note that the name is on its way out
+	// rollback says the acquisition undone was never answered (a
+	// multi-lock that failed): its hold leaves no tail (delay=, min_hold=).
+	rollback bool
+}
+
+// now does what needs no master, at once: it gives a lent record back (see
+// giveBack) if it may. It says whether that was all.
+func (d *undone) now(s *session) bool {
+	if d.downgrade || !s.manager.giveBack(d.h) {
+		return false
+	}
+	s.releaseDone(d.h.rh.Name, d.rel)
+	return true
+}
+
+// rest does what is left, in the masters, after now; it may wait for them.
+func (d *undone) rest(s *session) {
+	h := d.h
+	if d.downgrade {
+		if err := s.manager.downgrade(s.ctx, h); err != nil {
+			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
+		}
+		return
+	}
+	s.manager.letGo(s.ctx, h, d.rollback)
+	s.releaseDone(h.rh.Name, d.rel)
+}
+
+// undoLocked undoes the most recent acquisition of key (the most recent
+// exclusive one, for mode exclusive), which the caller checked exists, and
+// returns the count left and what remains to do (a release or a downgrade;
+// nil if nothing). s.mu is held.
+func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
+	h := s.holds[key]
+	undo := len(h.acquired) - 1
+	if mode == protocol.Exclusive {
+		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
+			undo--
+		}
+	}
+	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
+	// Only shared acquisitions left of an exclusive hold: it becomes shared
+	// (here at once, so that a following exclusive LOCK is an upgrade; in
+	// the masters by the downgrade round).
+	if h.count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+		h.mode = protocol.Shared
+		s.manager.downgraded(h) // the masters' record becomes shared: no exclusive holder may inherit it
+		return h.count(), &undone{h: h, downgrade: true}
+	}
+	if h.count() > 0 {
+		return h.count(), nil
+	}
+	delete(s.holds, key)
+	return 0, &undone{h: h, rel: s.releaseStarted(key.name)}
+}
+
+// releaseStarted notes a release of name on its way to the masters. s.mu is held.
+func (s *session) releaseStarted(name string) *release {
+	r := s.releasing[name]
+	if r == nil {
+		if s.releasing == nil {
+			s.releasing = map[string]*release{}
+		}
+		r = &release{done: make(chan struct{})}
+		s.releasing[name] = r
+	}
+	r.n++
+	return r
+}
+
+// releaseDone notes that a release of name landed.
+func (s *session) releaseDone(name string, r *release) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.n--; r.n == 0 {
+		close(r.done)
+		delete(s.releasing, name)
+		if len(s.releasing) == 0 {
+			s.releasing = nil
+		}
+	}
+}
+
+// findRecord: see client.
+func (s *session) findRecord(holder string) *renewal.Hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.holds {
+		if h.rh.Holder == holder {
+			return h.rh
+		}
+	}
+	return nil
+}
+
+// pushFor: see client.
+func (s *session) pushFor(h *hold, ok func() bool, line []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds[h.key()] != h || !ok() {
+		return false
+	}
+	s.push(line)
+	return true
 }
 
 // quorumError is the answer for err from a round of the masters: a closed

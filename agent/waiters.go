@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -24,7 +23,7 @@ import (
 
 // waiter is one LOCK waiting in its name's queue.
 type waiter struct {
-	sess  *session
+	sess  client
 	tag   string
 	req   protocol.Lock
 	q     *queue
@@ -92,23 +91,15 @@ func (w *waiter) end(r result) {
 		w.done <- r
 		return
 	}
-	s := w.sess
-	s.a.metrics.lockAnswered(w, r)
-	// Before the reply: the client may reuse the tag, and a grant must not
-	// count against max_holds_per_session twice.
-	s.forgetWait(w)
-	t := s.lockAnswering(w.tag)
-	switch {
-	case r.err == nil:
-		s.reply(grantLine(w.tag, r))
-	case errors.Is(r.err, quorum.ErrBusy):
-		s.reply(protocol.Busy{Tag: w.tag}.Bytes())
-	default:
-		s.reply(protocol.Failed{Tag: w.tag, Err: r.err}.Bytes())
-	}
-	s.finish(t) // after the reply: a request behind it on the hold answers after it
-	s.reqs.Done()
+	w.sess.lockEnded(w, r)
 }
+
+// multi says whether w is a wait of a multi-lock, whose goroutine awaits
+// its outcome.
+func (w *waiter) multi() bool { return w.done != nil }
+
+// outcome is where a multi-lock's wait receives its result.
+func (w *waiter) outcome() <-chan result { return w.done }
 
 // endWithdrawn ends w, just withdrawn, with r once no round the
 // contender has in flight for it can still win: a round that wins for a
@@ -129,7 +120,7 @@ func (w *waiter) endWithdrawn(r result) {
 }
 
 // expire ends w's wait when its wait= ran out, unless it ended already.
-func (a *Agent) expire(w *waiter) {
+func (a *manager) expire(w *waiter) {
 	if a.withdraw(w) {
 		w.endWithdrawn(w.q.timedOut(w))
 	}
@@ -214,7 +205,7 @@ func (q *queue) poke() {
 }
 
 // joinLocked puts w at the back of the queue and counts it (see
-// Agent.waiters). q.mu is held.
+// manager.waiters). q.mu is held.
 func (q *queue) joinLocked(w *waiter) {
 	q.waiters = append(q.waiters, w)
 	q.kickWaitingLocked()
@@ -271,7 +262,7 @@ func (q *queue) endAttempt(w *waiter) {
 // contender if it has none, and arms its wait= timer. A wait=0 LOCK behind
 // other local waiters is not queued but busy (the caller ends it): the name
 // is contended and it may not wait.
-func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
+func (a *manager) enqueue(w *waiter) (busy bool, _ error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping {
@@ -313,7 +304,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	return false, nil
 }
 
-func (a *Agent) withdraw(w *waiter) bool {
+func (a *manager) withdraw(w *waiter) bool {
 	if w.q == nil || !w.q.remove(w, withdrawn) {
 		return false
 	}
@@ -322,8 +313,46 @@ func (a *Agent) withdraw(w *waiter) bool {
 	return true
 }
 
+// newWaiter is the wait of c's LOCK tag of l's one name, recorded as
+// who; after, if not nil, is closed once a release it must wait for
+// landed. A wait of a multi-lock (many) is answered on its done channel
+// (outcome); any other is answered by c.lockEnded.
+func (a *manager) newWaiter(c client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *waiter {
+	w := &waiter{sess: c, tag: tag, req: l, who: who, joined: time.Now(), after: after,
+		reused: a.cacheOn() && a.released.has(l.Names[0], a.clock.Now())}
+	if many {
+		w.done = make(chan result, 1)
+	}
+	return w
+}
+
+// join puts w in its name's queue (see enqueue): a wait=0 LOCK behind
+// other local waiters ends BUSY at once, and a waiting one is told to the
+// notify=wanted holds of this agent, if any. An error says w was not
+// queued: its LOCK is answered with it.
+func (a *manager) join(w *waiter) error {
+	busy, err := a.enqueue(w)
+	switch {
+	case err != nil:
+		return err
+	case busy:
+		w.end(result{err: quorum.ErrBusy})
+	case w.req.Wait != 0:
+		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
+	}
+	return nil
+}
+
+// withdrawWith takes w out of its queue, if it is still queued, and ends
+// it with r (see endWithdrawn).
+func (a *manager) withdrawWith(w *waiter, r result) {
+	if a.withdraw(w) {
+		w.endWithdrawn(r)
+	}
+}
+
 // head returns the first waiter, or nil after retiring an empty queue.
-func (a *Agent) head(q *queue) *waiter {
+func (a *manager) head(q *queue) *waiter {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q.mu.Lock()
@@ -340,13 +369,13 @@ func (a *Agent) head(q *queue) *waiter {
 
 // backoff is the jittered wait before the next attempt after fails
 // consecutive failed ones (see retryPolicy.after).
-func (a *Agent) backoff(fails int) time.Duration {
+func (a *manager) backoff(fails int) time.Duration {
 	return a.retryPolicy().after(fails, rand.Float64())
 }
 
 // grant hands a won name to w, or gives it back if w went away meanwhile:
 // at once, since w's answer waits for it (see waiter.endWithdrawn).
-func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
+func (a *manager) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 	if !q.remove(w, granted) {
 		a.release(context.Background(), q.name, holder, false)
 		return
@@ -363,32 +392,20 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 
 // reenterQueued grants w as a re-entry when its session+owner came to hold
 // the name while w waited (two pipelined LOCKs of one owner).
-func (s *session) reenterQueued(w *waiter) bool {
-	s.mu.Lock()
-	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
-	if h == nil {
-		s.mu.Unlock()
+func (a *manager) reenterQueued(w *waiter) bool {
+	r, ok := w.sess.reenter(w, func(h *hold) (time.Duration, bool) {
+		v, ok := a.watchdog.Validity(h.rh)
+		return v, ok && v > 0 && w.q.remove(w, granted)
+	})
+	if !ok {
 		return false
 	}
-	v, ok := s.a.watchdog.Validity(h.rh)
-	if !ok || v <= 0 || !w.q.remove(w, granted) {
-		s.mu.Unlock()
-		return false
-	}
-	var r result
-	if err := h.reenter(w.req); err != nil {
-		r = result{err: err}
-	} else {
-		r = h.snapshot(v)
-	}
-	s.dropWaitLocked(w)
-	s.mu.Unlock()
-	s.a.leave(w)
+	a.leave(w)
 	w.end(r)
 	return true
 }
 
-func (a *Agent) finish(q *queue, w *waiter, r result) {
+func (a *manager) finish(q *queue, w *waiter, r result) {
 	if !q.remove(w, failed) {
 		return
 	}
@@ -421,7 +438,7 @@ func (q *queue) entriesWanted() bool {
 // them that has none) their places in the masters' queue, and starts
 // their heartbeats. A failed round is tried again after a back-off; the
 // waiters go on waiting meanwhile.
-func (a *Agent) enter(ctx context.Context, q *queue) {
+func (a *manager) enter(ctx context.Context, q *queue) {
 	if !q.entriesWanted() || a.clock.Now().Before(q.enterAfter) {
 		return
 	}
@@ -486,7 +503,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 }
 
 // leave removes the entry of w, which was just taken out of its queue.
-func (a *Agent) leave(w *waiter) {
+func (a *manager) leave(w *waiter) {
 	q := w.q
 	q.mu.Lock()
 	e, rh := w.entry, w.entryHold
@@ -510,7 +527,7 @@ func (a *Agent) leave(w *waiter) {
 // (see the top of this file). rh's Owner is its waiter, set before the
 // watchdog had it and not changed after; the waiter's entryHold says
 // whether rh is still its entry (leave, or an earlier loss, took it).
-func (a *Agent) entryLost(rh *renewal.Hold) {
+func (a *manager) entryLost(rh *renewal.Hold) {
 	w, _ := rh.Owner.(*waiter)
 	if w == nil {
 		return
@@ -544,14 +561,14 @@ func (a *Agent) entryLost(rh *renewal.Hold) {
 }
 
 // dequeue removes entries of name in the background.
-func (a *Agent) dequeue(name string, entries []quorum.Entry) {
+func (a *manager) dequeue(name string, entries []quorum.Entry) {
 	if len(entries) > 0 {
 		go a.cluster.Dequeue(context.Background(), name, entries)
 	}
 }
 
 // entryID is a fresh entry id, unique across every agent anywhere.
-func (a *Agent) entryID() string {
+func (a *manager) entryID() string {
 	return a.cfg.AgentID + "/" + a.instance + "/q" + strconv.FormatUint(a.attempts.Add(1), 10)
 }
 
@@ -591,7 +608,7 @@ type waitCount struct {
 // startsWaiting marks q's requests as waiting (an attempt of its head
 // found the name held) and has them recorded. Only q's contender calls it;
 // no lock is held.
-func (a *Agent) startsWaiting(q *queue) {
+func (a *manager) startsWaiting(q *queue) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.names[q.name] // q's: not retired while its contender runs
@@ -613,8 +630,8 @@ func (a *Agent) startsWaiting(q *queue) {
 	signal(rec.kick)
 }
 
-// waitingNowLocked is what name's record should say. Agent.mu is held.
-func (a *Agent) waitingNowLocked(name string) waitCount {
+// waitingNowLocked is what name's record should say. manager.mu is held.
+func (a *manager) waitingNowLocked(name string) waitCount {
 	q := a.queueLocked(name)
 	if q == nil {
 		return waitCount{}
@@ -629,7 +646,7 @@ func (a *Agent) waitingNowLocked(name string) waitCount {
 
 // recordWaiting keeps rec's record on the masters in step with the count,
 // until no request for its name waits.
-func (a *Agent) recordWaiting(rec *waitRecord) {
+func (a *manager) recordWaiting(rec *waitRecord) {
 	var written waitCount
 	var rh *renewal.Hold // the record's renewal, while it is written
 	for {
@@ -669,7 +686,7 @@ const waitingEvery = 50 * time.Millisecond
 
 // spaceWaiting waits waitingEvery (not lease logic: a pace, on the real
 // clock), or until the agent stops.
-func (a *Agent) spaceWaiting() {
+func (a *manager) spaceWaiting() {
 	t := time.NewTimer(waitingEvery)
 	defer t.Stop()
 	select {
@@ -680,7 +697,7 @@ func (a *Agent) spaceWaiting() {
 
 // writeWaiting writes want as rec's record and returns its renewal: rh,
 // or a new one for a new record, or nil once it is removed.
-func (a *Agent) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) *renewal.Hold {
+func (a *manager) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) *renewal.Hold {
 	lease := a.cfg.Lock.Lease
 	start := a.clock.Now()
 	a.cluster.SetWaiting(a.runCtx, rec.name, want.count, want.since, lease)
@@ -700,7 +717,7 @@ func (a *Agent) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) 
 
 // waitingLost is the watchdog's report that rh, a waiting record's
 // renewal, failed: the masters may have dropped it; it is written anew.
-func (a *Agent) waitingLost(rh *renewal.Hold) {
+func (a *manager) waitingLost(rh *renewal.Hold) {
 	if rec, _ := rh.Owner.(*waitRecord); rec != nil {
 		rec.lost.Store(rh)
 		signal(rec.kick)
