@@ -70,7 +70,6 @@ import (
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
-	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -298,7 +297,7 @@ type counts struct {
 }
 
 func (a *Agent) counts() counts {
-	holds, waiters := a.locks.counts()
+	holds, waiters := a.locks.tally()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return counts{Sessions: len(a.sessions), Holds: holds, Waiters: waiters}
@@ -328,40 +327,6 @@ var (
 	healthStale = 3 * time.Second
 )
 
-// metrics records the agent's records (waiters, holds) in telemetry's
-// series. The series themselves, their names and labels, are telemetry's.
-type metrics struct{ *telemetry.Metrics }
-
-func newMetrics(masters []quorum.MasterConfig) *metrics {
-	return &metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
-}
-
-func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
-
-// lockAnswered records the answer to a LOCK that went through a queue.
-func (m *metrics) lockAnswered(w *waiter, r result) {
-	m.LockAnswered(w.req.Mode, w.joined, r.count, r.err)
-}
-
-// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
-func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
-
-func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
-
-// holdDowngraded moves a hold from the exclusive holds to the shared ones.
-// manager.mu is held.
-func (m *metrics) holdDowngraded(h *hold) {
-	m.HoldDowngraded(h.gaugeMode)
-	h.gaugeMode = protocol.Shared
-}
-
-func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
-
-func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
-
-func (m *metrics) cachedGrant()  { m.CachedGrants.Inc() }
-func (m *metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
-
 // MetricsHandler serves the agent's metrics in the Prometheus text format.
 // The agent keeps its metrics whether or not anything serves them.
 func (a *Agent) MetricsHandler() http.Handler { return a.metrics.Handler() }
@@ -382,4 +347,45 @@ func (a *Agent) Stats() systemd.Stats {
 		}
 	}
 	return s
+}
+
+// limits are the limits in force now.
+func (a *Agent) limits() Limits { return a.live.Load().limits }
+
+// SetLive applies cfg's limits and access rules to the running agent; the
+// rest of cfg is ignored (it takes a restart). Requests that arrive after
+// it returns see them. What was admitted before is kept: sessions, holds
+// and waits over a lowered limit, or that new rules would deny, go on
+// until they end; a session's idle_timeout is measured anew.
+func (a *Agent) SetLive(cfg Config) {
+	old := a.live.Swap(&live{limits: cfg.Limits, acl: cfg.ACL})
+	if old.limits.IdleTimeout == cfg.Limits.IdleTimeout {
+		return
+	}
+	sessions := a.openSessions()
+	for _, s := range sessions {
+		s.armIdle()
+	}
+}
+
+// tolerates is how many masters may be down, or sit out a quarantine,
+// while the agent still grants: those beyond the quorum (n - (n/2+1)).
+// One master tolerates none, nor do two; an even count tolerates no more
+// than one master fewer would.
+func (a *Agent) tolerates() int { return a.cluster.Size() - a.cluster.Quorum() }
+
+// warnNoFaultTolerance says, at start, what an agent whose masters
+// tolerate no failure gives up: with its only master (or either of two)
+// down, every LOCK is answered NO_QUORUM and every hold is LOST; restarted
+// empty, that master sits out its quarantine (one lease + drift) before it
+// votes again, so for that long too the agent grants nothing. Holds stay
+// safe through such a restart only because of that quarantine.
+func (a *Agent) warnNoFaultTolerance() {
+	if a.tolerates() > 0 {
+		return
+	}
+	a.log.Warn("these masters tolerate no failure: with one of them down every LOCK gets NO_QUORUM and every hold is lost; "+
+		"one restarted empty sits out its quarantine (one lease + drift), and the agent grants nothing meanwhile; "+
+		"use three masters to tolerate one failure, five for two",
+		"masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "quarantine", Quarantine(a.cfg.Lock))
 }

@@ -61,6 +61,11 @@ type hold struct {
 	cohortable, reserving, lateFailed bool
 }
 
+// holdKey identifies a hold within a session.
+type holdKey struct {
+	name, owner string
+}
+
 // count is how many acquisitions of h are not undone yet. s.mu is held.
 func (h *hold) count() int { return len(h.acquired) }
 

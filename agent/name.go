@@ -2,11 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/internal/lockorder"
+	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -97,8 +101,8 @@ func (a *manager) stop() {
 	a.mu.Unlock()
 }
 
-// counts is the live holds and the waiting LOCKs, for STATUS.
-func (a *manager) counts() (holds, waiters int) {
+// tally is the live holds and the waiting LOCKs, for STATUS.
+func (a *manager) tally() (holds, waiters int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.held, int(a.waiters.Load())
@@ -113,6 +117,40 @@ func (a *manager) counts() (holds, waiters int) {
 func (a *manager) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
+
+// metrics records the agent's records (waiters, holds) in telemetry's
+// series. The series themselves, their names and labels, are telemetry's.
+type metrics struct{ *telemetry.Metrics }
+
+func newMetrics(masters []quorum.MasterConfig) *metrics {
+	return &metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
+}
+
+func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
+
+// lockAnswered records the answer to a LOCK that went through a queue.
+func (m *metrics) lockAnswered(w *waiter, r result) {
+	m.LockAnswered(w.req.Mode, w.joined, r.count, r.err)
+}
+
+// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
+func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
+
+func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
+
+// holdDowngraded moves a hold from the exclusive holds to the shared ones.
+// manager.mu is held.
+func (m *metrics) holdDowngraded(h *hold) {
+	m.HoldDowngraded(h.gaugeMode)
+	h.gaugeMode = protocol.Shared
+}
+
+func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
+
+func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
+
+func (m *metrics) cachedGrant()  { m.CachedGrants.Inc() }
+func (m *metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
 
 // nameRecord is what this agent knows of one name. Its fields are guarded by
 // manager.mu; each part has locks of its own besides (the queue's mu, ...).
@@ -216,4 +254,26 @@ func (a *manager) wantedLocked(key string) *wantedName {
 		return n.wanted
 	}
 	return nil
+}
+
+// The errors the manager and the server answer with.
+
+// errAgentStopping refuses new sessions and requests, and ends waits,
+// while the agent stops.
+var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+
+// quorumError is the answer for err from a round of the masters: a closed
+// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
+// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
+// callers can still ask what it was.
+func quorumError(err error) error {
+	if errors.Is(err, quorum.ErrClosed) {
+		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
+	}
+	// Kind, not errors.Is: a round that missed a majority for other causes
+	// also wraps the refusals of masters that record other settings.
+	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
+		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
+	}
+	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
 }

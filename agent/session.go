@@ -23,11 +23,6 @@ import (
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// holdKey identifies a hold within a session.
-type holdKey struct {
-	name, owner string
-}
-
 // locks is what the server asks of the lock manager (manager, name.go),
 // which owns every hold's record, every wait and each name's state: a
 // session keeps handles to its holds and waits, and the order of its
@@ -150,7 +145,7 @@ type session struct {
 	// multisEnded, while the agent stops, is closed when the last multi-lock
 	// under way has answered (see bye).
 	multisEnded chan struct{}
-	releasing   map[string]*release // names being released in the masters; nil when none
+	releasing   map[string]*pendingRelease // names being released in the masters; nil when none
 	// turns is the last unfinished request on each hold that later
 	// requests on it wait for, and behind the requests waiting for their
 	// turn (see order.go); turnsEnded, while the agent stops, is closed
@@ -173,10 +168,11 @@ type session struct {
 	shutdown atomic.Bool
 }
 
-// release is this session's releases of one name still on their way to the
-// masters. A LOCK of that name that arrives meanwhile tries the masters only
-// once they landed, so that UNLOCK x then LOCK x is a release, then a grant.
-type release struct {
+// pendingRelease is this session's releases of one name still on their
+// way to the masters. A LOCK of that name that arrives meanwhile tries the
+// masters only once they landed, so that UNLOCK x then LOCK x is a
+// release, then a grant.
+type pendingRelease struct {
 	n    int
 	done chan struct{} // closed when n drops to 0
 }
@@ -589,7 +585,3 @@ var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
 
 // errCancelled ends a wait that CANCEL withdrew.
 var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
-
-// errAgentStopping refuses new sessions and requests, and ends waits,
-// while the agent stops.
-var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")

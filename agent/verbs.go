@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
-	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
@@ -357,7 +356,7 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 type undone struct {
 	h         *hold
 	downgrade bool
-	rel       *release // the session's note that the name is on its way out
+	rel       *pendingRelease // the session's note that the name is on its way out
 	// rollback says the acquisition undone was never answered (a
 	// multi-lock that failed): its hold leaves no tail (delay=, min_hold=).
 	rollback bool
@@ -415,13 +414,13 @@ func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
 }
 
 // releaseStarted notes a release of name on its way to the masters. s.mu is held.
-func (s *session) releaseStarted(name string) *release {
+func (s *session) releaseStarted(name string) *pendingRelease {
 	r := s.releasing[name]
 	if r == nil {
 		if s.releasing == nil {
-			s.releasing = map[string]*release{}
+			s.releasing = map[string]*pendingRelease{}
 		}
-		r = &release{done: make(chan struct{})}
+		r = &pendingRelease{done: make(chan struct{})}
 		s.releasing[name] = r
 	}
 	r.n++
@@ -429,7 +428,7 @@ func (s *session) releaseStarted(name string) *release {
 }
 
 // releaseDone notes that a release of name landed.
-func (s *session) releaseDone(name string, r *release) {
+func (s *session) releaseDone(name string, r *pendingRelease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.n--; r.n == 0 {
@@ -462,20 +461,4 @@ func (s *session) pushFor(h *hold, ok func() bool, line []byte) bool {
 	}
 	s.push(line)
 	return true
-}
-
-// quorumError is the answer for err from a round of the masters: a closed
-// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
-// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
-// callers can still ask what it was.
-func quorumError(err error) error {
-	if errors.Is(err, quorum.ErrClosed) {
-		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
-	}
-	// Kind, not errors.Is: a round that missed a majority for other causes
-	// also wraps the refusals of masters that record other settings.
-	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
-		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
-	}
-	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
 }
