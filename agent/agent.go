@@ -55,11 +55,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"maps"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,15 +67,10 @@ import (
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
-	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
-
-// Version is the agent's version, reported by HELLO and STATUS: the one
-// stamped in at build time, "dev" if none was (see internal/buildinfo).
-var Version = buildinfo.Get().Version
 
 // shutdownGrace bounds how long a stopping agent waits for sessions to
 // say BYE and release their holds, counted from the start of the stop (a
@@ -107,19 +100,12 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	// locks is the lock manager; the sessions reach it through locks
-	// (session.go), it reaches them through client (hold.go).
-	locks *manager
-
-	// mu guards the sessions and stopping: a leaf, taken under no other
-	// mutex of the agent's and taking none.
-	mu          sync.Mutex
-	sessions    map[uint64]*session
-	uidSessions map[int]int // open sessions per peer uid
-	nextSession uint64
-	stopping    bool
-	runCtx      context.Context
-	sessionsWG  sync.WaitGroup
+	// locks is the lock manager, srv the server: the sessions reach the
+	// manager through locks (session.go), it reaches them through client
+	// (hold.go).
+	locks      *manager
+	srv        *server
+	sessionsWG sync.WaitGroup
 }
 
 // New builds an agent from cfg. It does not listen or connect until Run.
@@ -132,9 +118,10 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clk = clock.Real{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clk, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, metrics: newMetrics(cfg.Masters)}
+		metrics: newMetrics(cfg.Masters)}
 	a.locks = newManager(cfg, &a.live, log, clk, a.metrics, a.instance)
-	a.locks.clients = a.clients
+	a.srv = newServer(cfg, &a.live, log, clk, a.metrics, a.locks)
+	a.locks.clients = a.srv.clients
 	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
 	cluster, err := quorum.New(quorum.Config{
@@ -148,8 +135,8 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.cluster, a.locks.cluster = cluster, cluster
-	a.metrics.CollectState(cluster, func() int { return a.counts().Sessions })
+	a.cluster, a.locks.cluster, a.srv.cluster = cluster, cluster, cluster
+	a.metrics.CollectState(cluster, func() int { return a.srv.counts().Sessions })
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
 		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.locks.onLost), Clock: a.clock, Logger: log.Named("renewal"),
@@ -174,7 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.tolerates())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.srv.tolerates())
 	a.warnNoFaultTolerance()
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
@@ -191,9 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
 	defer revocations.Close()
 	a.locks.start(backCtx)
-	a.mu.Lock()
-	a.runCtx = backCtx
-	a.mu.Unlock()
+	a.srv.start(backCtx)
 	close(a.ready)
 
 	acceptDone := make(chan struct{})
@@ -230,7 +215,7 @@ func (a *Agent) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		a.open(conn)
+		a.srv.open(conn)
 	}
 }
 
@@ -240,25 +225,7 @@ func (a *Agent) shutdown() {
 	grace := time.NewTimer(shutdownGrace)
 	defer grace.Stop()
 	a.locks.stop()
-	a.mu.Lock()
-	a.stopping = true
-	sessions := a.sessionsLocked()
-	a.mu.Unlock()
-	var byes sync.WaitGroup // at once: a session may wait up to byeWait for its multi-locks
-	for _, s := range sessions {
-		byes.Go(func() { s.bye("shutdown") })
-	}
-	byes.Wait()
-	done := make(chan struct{})
-	go func() {
-		a.sessionsWG.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-grace.C:
-		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
-	}
+	a.srv.closeAll(grace.C)
 	cached := make(chan struct{})
 	go func() {
 		a.locks.releaseCaches()
@@ -277,41 +244,6 @@ func (a *Agent) shutdown() {
 // names' release, after its sessions': a master that does not answer would
 // keep it for max(20×master_timeout, 1s).
 const cacheReleaseGrace = 500 * time.Millisecond
-
-// openSessions is a snapshot of the open sessions, for work on each
-// that must not hold Agent.mu (it takes session.mu, or may wait).
-func (a *Agent) openSessions() []*session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sessionsLocked()
-}
-
-// sessionsLocked is openSessions with Agent.mu held.
-func (a *Agent) sessionsLocked() []*session {
-	return slices.Collect(maps.Values(a.sessions))
-}
-
-// counts is a snapshot for STATUS.
-type counts struct {
-	Sessions, Holds, Waiters int
-}
-
-func (a *Agent) counts() counts {
-	holds, waiters := a.locks.tally()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return counts{Sessions: len(a.sessions), Holds: holds, Waiters: waiters}
-}
-
-// clients is openSessions as the lock manager sees them.
-func (a *Agent) clients() []client {
-	sessions := a.openSessions()
-	cs := make([]client, len(sessions))
-	for i, s := range sessions {
-		cs[i] = s
-	}
-	return cs
-}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -339,7 +271,7 @@ func (a *Agent) Healthy() error { return a.health.Check() }
 
 // Stats returns a snapshot of the masters' states and the agent's counts.
 func (a *Agent) Stats() systemd.Stats {
-	c := a.counts()
+	c := a.srv.counts()
 	s := systemd.Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
 	for _, m := range a.cluster.Status() {
 		if m.State == quorum.StateUp {
@@ -348,9 +280,6 @@ func (a *Agent) Stats() systemd.Stats {
 	}
 	return s
 }
-
-// limits are the limits in force now.
-func (a *Agent) limits() Limits { return a.live.Load().limits }
 
 // SetLive applies cfg's limits and access rules to the running agent; the
 // rest of cfg is ignored (it takes a restart). Requests that arrive after
@@ -362,17 +291,10 @@ func (a *Agent) SetLive(cfg Config) {
 	if old.limits.IdleTimeout == cfg.Limits.IdleTimeout {
 		return
 	}
-	sessions := a.openSessions()
-	for _, s := range sessions {
+	for _, s := range a.srv.openSessions() {
 		s.armIdle()
 	}
 }
-
-// tolerates is how many masters may be down, or sit out a quarantine,
-// while the agent still grants: those beyond the quorum (n - (n/2+1)).
-// One master tolerates none, nor do two; an even count tolerates no more
-// than one master fewer would.
-func (a *Agent) tolerates() int { return a.cluster.Size() - a.cluster.Quorum() }
 
 // warnNoFaultTolerance says, at start, what an agent whose masters
 // tolerate no failure gives up: with its only master (or either of two)
@@ -381,7 +303,7 @@ func (a *Agent) tolerates() int { return a.cluster.Size() - a.cluster.Quorum() }
 // votes again, so for that long too the agent grants nothing. Holds stay
 // safe through such a restart only because of that quarantine.
 func (a *Agent) warnNoFaultTolerance() {
-	if a.tolerates() > 0 {
+	if a.srv.tolerates() > 0 {
 		return
 	}
 	a.log.Warn("these masters tolerate no failure: with one of them down every LOCK gets NO_QUORUM and every hold is lost; "+

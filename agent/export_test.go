@@ -47,10 +47,11 @@ const OutQueue = outbox.Queue
 
 // QueuedLines is the most lines any session of a has waiting for its writer.
 func QueuedLines(a *Agent) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	v := a.srv
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	most := 0
-	for _, s := range a.sessions {
+	for _, s := range v.sessions {
 		most = max(most, s.out.Queued())
 	}
 	return most
@@ -59,10 +60,11 @@ func QueuedLines(a *Agent) int {
 // OpenSessions is how many of a's sessions are neither closed nor told BYE:
 // a session counts no more from the moment its BYE is queued.
 func OpenSessions(a *Agent) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	v := a.srv
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	open := 0
-	for _, s := range a.sessions {
+	for _, s := range v.sessions {
 		if s.out.Open() {
 			open++
 		}

@@ -57,7 +57,7 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := checkTTL(l.TTL); err != nil {
 		return err
 	}
-	l = s.a.withTails(l)
+	l = s.srv.withTails(l)
 	if len(l.Names) > 1 {
 		return s.lockMany(tag, l)
 	}
@@ -93,12 +93,12 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 			}
 			r := h.snapshot(v)
 			s.mu.Unlock()
-			s.a.metrics.mode(l.Mode).Reentries.Inc()
+			s.srv.metrics.mode(l.Mode).Reentries.Inc()
 			return nil, r, nil
 		}
 		afterLost = s.loseFoundLocked(h) // the new hold's grant comes after its LOST
 	}
-	if lim := s.a.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
+	if lim := s.srv.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
@@ -144,7 +144,7 @@ func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after 
 
 // whoOf is the who-info a hold of owner of the session records.
 func (s *session) whoOf(owner, value string) quorum.Who {
-	return quorum.Who{Agent: s.a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: owner, Value: value}
+	return quorum.Who{Agent: s.srv.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: owner, Value: value}
 }
 
 // install records a granted hold in the session (the manager made it and
@@ -218,7 +218,7 @@ func (s *session) adopt(w *waiter, take func() *hold) {
 // lockEnded answers w, a LOCK of one name, with r. Whoever moves w out of
 // its queue calls it once (see waiter.end), with no lock held.
 func (s *session) lockEnded(w *waiter, r result) {
-	s.a.metrics.lockAnswered(w, r)
+	s.srv.metrics.lockAnswered(w, r)
 	// Before the reply: the client may reuse the tag, and a grant must not
 	// count against max_holds_per_session twice.
 	s.forgetWait(w)
@@ -236,7 +236,7 @@ func (s *session) lockEnded(w *waiter, r result) {
 }
 
 // withTails gives l the agent's lock.lock_delay when it gave no delay=.
-func (a *Agent) withTails(l protocol.Lock) protocol.Lock {
+func (a *server) withTails(l protocol.Lock) protocol.Lock {
 	if l.Delay == protocol.NoDelay {
 		l.Delay = a.cfg.Lock.LockDelay
 	}
@@ -255,7 +255,7 @@ func (s *session) finishClaim(stop context.Context, w *waiter) result {
 		s.manager.withdrawWith(w, result{err: stopped(stop)})
 		r = <-w.outcome()
 	}
-	s.a.metrics.lockAnswered(w, r)
+	s.srv.metrics.lockAnswered(w, r)
 	s.forgetWait(w) // before the next name is claimed under the same tag
 	return r
 }
@@ -278,7 +278,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		cancel(nil)
 		return err
 	}
-	deadline := s.a.clock.Now().Add(l.Wait)
+	deadline := s.srv.clock.Now().Add(l.Wait)
 	s.spawn(tag, func() error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
@@ -310,7 +310,7 @@ func (s *session) startMulti(tag string, n int, cancel context.CancelCauseFunc) 
 	if w, multi := s.lockLocked(tag); w != nil || multi != nil {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	if held, lim := len(s.holds)+s.waiting, s.a.limits().MaxHoldsPerSession; held+n > lim {
+	if held, lim := len(s.holds)+s.waiting, s.srv.limits().MaxHoldsPerSession; held+n > lim {
 		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+n, lim)
 	}
 	s.pendingLocked(tag).multi = cancel
@@ -333,7 +333,7 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 		one.Names = l.Names[i : i+1]
 		one.TTL = 0 // no end until all are won: see setEnds
 		if l.Wait > 0 && l.Wait != protocol.Forever {
-			one.Wait = max(deadline.Sub(s.a.clock.Now()), time.Millisecond)
+			one.Wait = max(deadline.Sub(s.srv.clock.Now()), time.Millisecond)
 		}
 		w, r, err := s.claim(tag, one, true)
 		if err == nil && w != nil {
@@ -366,7 +366,7 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 // with NO_QUORUM if a name was lost meanwhile; the caller then releases
 // everything.
 func (s *session) setEnds(l protocol.Lock, results []result) error {
-	end := s.a.clock.Now().Add(l.TTL)
+	end := s.srv.clock.Now().Add(l.TTL)
 	for i, name := range l.Names {
 		if results[i].count != 1 {
 			continue

@@ -266,7 +266,7 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 // reply, before the LOCK's turn was finished) is not limited: it waits
 // for nothing the client can see. s.mu is held.
 func (s *session) admitBehindLocked(prior []*turn) error {
-	lim := s.a.limits().MaxHoldsPerSession
+	lim := s.srv.limits().MaxHoldsPerSession
 	if len(s.holds)+s.waiting+s.behind >= lim && !allAnswered(prior) {
 		return protocol.Errorf(protocol.ErrLimit, "session holds, waits for or has requests waiting for their turn on %d names (max_holds_per_session)", lim)
 	}

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/status"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -53,12 +56,123 @@ type locks interface {
 	observe(c client, name string, limit int, ok []byte) error
 	unobserve(c client, name string)
 	unobserveAll(c client)
+	// STATUS: the live holds and the waiting LOCKs.
+	tally() (holds, waiters int)
 }
+
+// Version is the agent's version, reported by HELLO and STATUS: the one
+// stamped in at build time, "dev" if none was (see internal/buildinfo).
+var Version = buildinfo.Get().Version
+
+// server is the agent's side of the socket: the open sessions, and what
+// they answer with besides the lock manager (the limits and access rules
+// in force, the masters' status). Agent composes it with the manager.
+type server struct {
+	cfg     Config
+	live    *atomic.Pointer[live] // the Agent's: what a SIGHUP changes
+	log     hclog.Logger
+	clock   clock.Clock
+	cluster *quorum.Cluster // HELLO, STATUS, and the reads of WHO and REVOKE
+	metrics *metrics
+	manager locks
+
+	// mu guards the sessions and stopping: a leaf, taken under no other
+	// mutex of the agent's and taking none (see the lock order at
+	// session.mu).
+	mu          sync.Mutex
+	sessions    map[uint64]*session
+	uidSessions map[int]int // open sessions per peer uid
+	nextSession uint64
+	stopping    bool
+	runCtx      context.Context
+	sessionsWG  sync.WaitGroup
+}
+
+func newServer(cfg Config, live *atomic.Pointer[live], log hclog.Logger, clk clock.Clock, m *metrics, manager locks) *server {
+	return &server{cfg: cfg, live: live, log: log, clock: clk, metrics: m, manager: manager,
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}}
+}
+
+// start gives the sessions the context they run under.
+func (v *server) start(ctx context.Context) {
+	v.mu.Lock()
+	v.runCtx = ctx
+	v.mu.Unlock()
+}
+
+// limits are the limits in force now.
+func (v *server) limits() Limits { return v.live.Load().limits }
+
+// closeAll opens no more sessions, pushes LOST and BYE to every open one,
+// closes them, and waits until each released its holds, or until grace
+// fires.
+func (v *server) closeAll(grace <-chan time.Time) {
+	v.mu.Lock()
+	v.stopping = true
+	sessions := v.sessionsLocked()
+	v.mu.Unlock()
+	var byes sync.WaitGroup // at once: a session may wait up to byeWait for its multi-locks
+	for _, s := range sessions {
+		byes.Go(func() { s.bye("shutdown") })
+	}
+	byes.Wait()
+	done := make(chan struct{})
+	go func() {
+		v.sessionsWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-grace:
+		v.log.Warn("sessions did not finish releasing in time; their leases will expire")
+	}
+}
+
+// openSessions is a snapshot of the open sessions, for work on each
+// that must not hold server.mu (it takes session.mu, or may wait).
+func (v *server) openSessions() []*session {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.sessionsLocked()
+}
+
+// sessionsLocked is openSessions with server.mu held.
+func (v *server) sessionsLocked() []*session {
+	return slices.Collect(maps.Values(v.sessions))
+}
+
+// counts is a snapshot for STATUS.
+type counts struct {
+	Sessions, Holds, Waiters int
+}
+
+func (v *server) counts() counts {
+	holds, waiters := v.manager.tally()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
+}
+
+// clients is openSessions as the lock manager sees them.
+func (v *server) clients() []client {
+	sessions := v.openSessions()
+	cs := make([]client, len(sessions))
+	for i, s := range sessions {
+		cs[i] = s
+	}
+	return cs
+}
+
+// tolerates is how many masters may be down, or sit out a quarantine,
+// while the agent still grants: those beyond the quorum (n - (n/2+1)).
+// One master tolerates none, nor do two; an even count tolerates no more
+// than one master fewer would.
+func (v *server) tolerates() int { return v.cluster.Size() - v.cluster.Quorum() }
 
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
 type session struct {
-	a       *Agent // the server's: the sessions, limits, config
+	srv     *server
 	manager locks
 	id      uint64
 	conn    *net.UnixConn
@@ -88,7 +202,7 @@ type session struct {
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
 	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
-	//	leaves, under any of them: Agent.mu, recentNames.mu, quorum's mutexes
+	//	leaves, under any of them: server.mu, recentNames.mu, quorum's mutexes
 	//
 	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
 	//     request on a hold holds one from its line's dispatch until it is
@@ -105,14 +219,13 @@ type session struct {
 	//     manager's calls into a session (client) take it themselves, with
 	//     none of the manager's locks held.
 	//  2. manager.mu (name.go; lockorder's rank Agent.mu, the name it had
-	//     while the manager was part of Agent): manager.names, the one record per name
-	//     (name.go) with all that hangs from it: the live exclusive lock, the
-	//     queue's place, the lending, a run or a cache (lend.go, with its
-	//     reserving flag), the notify=wanted holds, the waiting record, the
-	//     observation and each session's observing (manager.observing:
-	//     watch.go); the live
-	//     holders of the watchdog's records (renewal.Hold.Owner) and their
-	//     count.
+	//     while the manager was part of Agent): manager.names, the one
+	//     record per name, with all that hangs from it: the live exclusive
+	//     lock, the queue's place, the lending, a run or a cache (lend.go,
+	//     with its reserving flag), the notify=wanted holds, the waiting
+	//     record, the observation and each session's observing
+	//     (manager.observing: watch.go); the live holders of the watchdog's
+	//     records (renewal.Hold.Owner) and their count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
@@ -123,7 +236,7 @@ type session struct {
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
 	//
-	// Agent.mu (the open sessions, and whether the agent is stopping) and
+	// server.mu (the open sessions, and whether the agent is stopping) and
 	// recentNames.mu (cache.go: the names other agents wanted lately, and
 	// those this agent released lately) are leaves: each may be taken under
 	// any of these and takes none, so lockorder does not track them.
@@ -177,7 +290,7 @@ type pendingRelease struct {
 	done chan struct{} // closed when n drops to 0
 }
 
-func (a *Agent) open(conn *net.UnixConn) {
+func (a *server) open(conn *net.UnixConn) {
 	cred, err := socket.PeerCred(conn)
 	if err != nil {
 		a.log.Debug("peer credentials unavailable", "error", err)
@@ -199,7 +312,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		return
 	}
 	a.nextSession++
-	s := &session{a: a, manager: a.locks, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
+	s := &session{srv: a, manager: a.manager, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if s.out, err = outbox.New(conn, s.log); err != nil {
 		a.mu.Unlock()
@@ -245,7 +358,7 @@ func (s *session) serve() {
 			s.bye("protocol")
 			return
 		}
-		s.lastRequest.Store(s.a.clock.Now().UnixNano())
+		s.lastRequest.Store(s.srv.clock.Now().UnixNano())
 		if quit := s.dispatch(string(line)); quit {
 			return
 		}
@@ -372,8 +485,8 @@ func (s *session) checkIdle() {
 	// The timeout is read and the timer set under s.mu, as armIdle does
 	// after a SIGHUP: a new timeout is never overwritten by the old one.
 	s.mu.Lock()
-	limit := s.a.limits().IdleTimeout
-	quiet := s.a.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
+	limit := s.srv.limits().IdleTimeout
+	quiet := s.srv.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
 	busy := len(s.holds) > 0 || s.waiting > 0 || len(s.turns) > 0 || s.inflight > 0
 	idle := false
 	switch {
@@ -396,7 +509,7 @@ func (s *session) checkIdle() {
 // armIdle starts the idle_timeout check, or has it look again at once when
 // a SIGHUP changed the timeout.
 func (s *session) armIdle() {
-	d := s.a.limits().IdleTimeout
+	d := s.srv.limits().IdleTimeout
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -406,7 +519,7 @@ func (s *session) armIdle() {
 			s.idle.Stop()
 		}
 	case s.idle == nil:
-		s.idle = s.a.clock.AfterFunc(d, s.checkIdle)
+		s.idle = s.srv.clock.AfterFunc(d, s.checkIdle)
 	default:
 		s.idle.Reset(0) // checkIdle measures the quiet time against the new timeout
 	}
@@ -508,16 +621,16 @@ func (s *session) close() {
 	s.manager.releaseAll(holds)
 	s.conn.SetWriteDeadline(time.Now().Add(outbox.CloseFlush))
 	s.reqs.Wait()
-	s.a.mu.Lock()
-	delete(s.a.sessions, s.id)
-	if s.a.uidSessions[s.cred.UID]--; s.a.uidSessions[s.cred.UID] <= 0 {
-		delete(s.a.uidSessions, s.cred.UID)
+	s.srv.mu.Lock()
+	delete(s.srv.sessions, s.id)
+	if s.srv.uidSessions[s.cred.UID]--; s.srv.uidSessions[s.cred.UID] <= 0 {
+		delete(s.srv.uidSessions, s.cred.UID)
 	}
-	s.a.mu.Unlock()
+	s.srv.mu.Unlock()
 	s.out.FlushAndClose()
 	<-s.out.Closed()
 	s.log.Debug("closed", "released", len(holds))
-	s.a.sessionsWG.Done()
+	s.srv.sessionsWG.Done()
 }
 
 func (s *session) hello(req *protocol.Request) error {
@@ -531,7 +644,7 @@ func (s *session) hello(req *protocol.Request) error {
 	if h.Client != "" {
 		s.log.Debug("hello", "client", h.Client)
 	}
-	s.send(protocol.Welcome{Tag: req.Tag, Agent: Version, Session: s.id, Masters: s.a.cluster.Size(), Quorum: s.a.cluster.Quorum()}.Bytes())
+	s.send(protocol.Welcome{Tag: req.Tag, Agent: Version, Session: s.id, Masters: s.srv.cluster.Size(), Quorum: s.srv.cluster.Quorum()}.Bytes())
 	return nil
 }
 
@@ -539,14 +652,14 @@ func (s *session) status(req *protocol.Request) error {
 	if err := req.NoArgs(); err != nil {
 		return err
 	}
-	for _, m := range s.a.cluster.Status() {
+	for _, m := range s.srv.cluster.Status() {
 		s.send(status.Master(req.Tag, m).Bytes())
 	}
-	c := s.a.counts()
-	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.a.cfg.AgentID, Sessions: c.Sessions,
-		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.a.cluster.Quorum(), Tolerates: s.a.tolerates(),
-		LockDelay: s.a.cfg.Lock.LockDelay, Settings: ClusterSettings(s.a.cfg.Lock).String(),
-		SettingsDiffer: status.SettingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
+	c := s.srv.counts()
+	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.srv.cfg.AgentID, Sessions: c.Sessions,
+		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.srv.cluster.Quorum(), Tolerates: s.srv.tolerates(),
+		LockDelay: s.srv.cfg.Lock.LockDelay, Settings: ClusterSettings(s.srv.cfg.Lock).String(),
+		SettingsDiffer: status.SettingsDiffer(s.srv.cluster.SettingsProblem())}.Bytes())
 	return nil
 }
 
@@ -554,7 +667,7 @@ func (s *session) status(req *protocol.Request) error {
 // replace them). The peer's groups are looked up once per session, when a
 // rule first needs them.
 func (s *session) allow(verb string, names ...string) error {
-	rules := s.a.live.Load().acl
+	rules := s.srv.live.Load().acl
 	if rules == nil {
 		return nil
 	}
@@ -570,7 +683,7 @@ func (s *session) allow(verb string, names ...string) error {
 // verb revoke (a rule without verbs does not grant it); without an acl
 // block, only uid 0 may.
 func (s *session) allowRevoke(name string) error {
-	if s.a.live.Load().acl == nil {
+	if s.srv.live.Load().acl == nil {
 		if s.cred.UID != 0 {
 			return protocol.Errorf(protocol.ErrDenied, "revoke is for uid 0 when there is no acl block; uid %d", s.cred.UID)
 		}

@@ -84,7 +84,7 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
-	validity, ok := s.manager.setEnd(h, s.a.clock.Now().Add(e.TTL))
+	validity, ok := s.manager.setEnd(h, s.srv.clock.Now().Add(e.TTL))
 	if !ok {
 		s.mu.Lock()
 		after := s.loseFoundLocked(h)
@@ -152,7 +152,7 @@ func (s *session) who(req *protocol.Request) error {
 func (s *session) whoReply(tag, name string) error {
 	holders, err := s.manager.holders(s.ctx, name)
 	if err != nil {
-		s.a.metrics.noQuorumAnswered("who")
+		s.srv.metrics.noQuorumAnswered("who")
 		return quorumError(err)
 	}
 	var cached []string
@@ -171,7 +171,7 @@ func (s *session) whoReply(tag, name string) error {
 	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
-	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil {
+	if queued, err := s.srv.cluster.QueueLen(s.ctx, name); err == nil {
 		end.Queued = queued
 	}
 	s.send(end.Bytes())
@@ -181,7 +181,7 @@ func (s *session) whoReply(tag, name string) error {
 // whoWaiting sends WHO's line of each agent's waiting record of name and
 // returns how many requests they count, or false if no majority answered.
 func (s *session) whoWaiting(tag, name string) (int, bool) {
-	ws, err := s.a.cluster.WaitingFor(s.ctx, name)
+	ws, err := s.srv.cluster.WaitingFor(s.ctx, name)
 	if err != nil {
 		return 0, false
 	}
@@ -196,7 +196,7 @@ func (s *session) whoWaiting(tag, name string) (int, bool) {
 // whoDelayed sends WHO's DATA delayed_until=UNIXMS line while a tail of
 // name stands on a majority.
 func (s *session) whoDelayed(tag, name string) {
-	if until, err := s.a.cluster.DelayedUntil(s.ctx, name); err == nil && until > 0 {
+	if until, err := s.srv.cluster.DelayedUntil(s.ctx, name); err == nil && until > 0 {
 		s.send(protocol.Delayed{Tag: tag, Until: until}.Bytes())
 	}
 }
@@ -213,15 +213,15 @@ func (s *session) revoke(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		ctx, cancel := context.WithTimeout(s.ctx, s.a.revokeBound())
+		ctx, cancel := context.WithTimeout(s.ctx, s.srv.revokeBound())
 		defer cancel()
-		n, err := s.a.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
-		s.a.metrics.Revoked(n)
+		n, err := s.srv.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
+		s.srv.metrics.Revoked(n)
 		switch {
 		case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// The bound ran out (a master's own timeout in a round is
 			// the round's NO_QUORUM, below, not this).
-			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.a.revokeBound())
+			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.srv.revokeBound())
 		case err != nil:
 			return quorumError(err)
 		}
@@ -235,7 +235,7 @@ func (s *session) revoke(req *protocol.Request) error {
 // revokeBound is how long REVOKE waits for the holds it revoked to end: a
 // revoked record that its agent does not end expires within a lease (it
 // can no longer be renewed), and a bit.
-func (a *Agent) revokeBound() time.Duration { return Quarantine(a.cfg.Lock) + time.Second }
+func (a *server) revokeBound() time.Duration { return Quarantine(a.cfg.Lock) + time.Second }
 
 // setValue replaces the value of the session+owner's hold of st.Name, in
 // the agent at once and on a majority of the masters before it answers OK.
@@ -297,7 +297,7 @@ func (s *session) observe(req *protocol.Request) error {
 	if err := s.allow("observe", name); err != nil {
 		return err
 	}
-	return s.manager.observe(s, name, s.a.limits().MaxHoldsPerSession, protocol.Done{Tag: req.Tag}.Bytes())
+	return s.manager.observe(s, name, s.srv.limits().MaxHoldsPerSession, protocol.Done{Tag: req.Tag}.Bytes())
 }
 
 // unobserve is UNOBSERVE NAME: OK, and no push of the name after it.
@@ -322,7 +322,7 @@ func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
 	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
 	// (it looks under s.mu) answers NOT_HELD after the client heard why.
 	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
-	s.a.metrics.lost(loss.Reason) // counted before the client can hear of it
+	s.srv.metrics.lost(loss.Reason) // counted before the client can hear of it
 	return s.out.Push(lostLine(h, loss))
 }
 
