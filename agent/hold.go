@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -126,6 +127,46 @@ func (h *hold) snapshot(validity time.Duration) result {
 
 func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
 
+// name is the name h holds.
+func (h *hold) name() string { return h.rh.Name }
+
+// holds says whether h's record is holder's.
+func (h *hold) holds(holder string) bool { return h.rh.Holder == holder }
+
+// undoable says whether an UNLOCK of mode may undo an acquisition of h:
+// any may, but an exclusive one needs an exclusive acquisition left. The
+// session's mu is held.
+func (h *hold) undoable(mode protocol.Mode) bool {
+	return mode != protocol.Exclusive || slices.Contains(h.acquired, protocol.Exclusive)
+}
+
+// undo undoes the most recent acquisition of h (the most recent exclusive
+// one, for mode exclusive), which the caller checked exists (undoable),
+// and returns the count left, and whether h became shared: only shared
+// acquisitions are left of an exclusive hold. It is shared here at once, so
+// that a following exclusive LOCK is an upgrade; in the masters by a
+// downgrade round. The session's mu is held.
+func (h *hold) undo(mode protocol.Mode) (count int, downgraded bool) {
+	undo := len(h.acquired) - 1
+	if mode == protocol.Exclusive {
+		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
+			undo--
+		}
+	}
+	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
+	if h.count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+		h.mode = protocol.Shared
+		return h.count(), true
+	}
+	return h.count(), false
+}
+
+// infoLine is HOLDS' line of h, with its validity. The session's mu is held.
+func (h *hold) infoLine(tag string, validity time.Duration) []byte {
+	return protocol.HoldInfo{Tag: tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
+		Count: h.count(), Mode: string(h.mode), Validity: validity, Limit: h.limit, Slot: h.slot}.Bytes()
+}
+
 // lostLine is the LOST push of h: the loss's reason, and the operator's
 // word of a revocation, if any, as why= (see renewal.Revocation).
 func lostLine(h *hold, loss renewal.Loss) []byte {
@@ -169,9 +210,9 @@ type client interface {
 	// Reply); neither waits, so they may be called under manager.mu.
 	push(line []byte)
 	reply(line []byte)
-	// findRecord is the watched record of one of the session's holds whose
-	// holder id is holder, or nil.
-	findRecord(holder string) *renewal.Hold
+	// findHold is the session's hold whose record's holder id is holder, or
+	// nil.
+	findHold(holder string) *hold
 	logger() hclog.Logger
 }
 
@@ -495,8 +536,8 @@ func (a *manager) onRevoke(holder, reason string) {
 // findHold is the watched record of holder among the sessions' holds, or nil.
 func (a *manager) findHold(holder string) *renewal.Hold {
 	for _, c := range a.clients() {
-		if rh := c.findRecord(holder); rh != nil {
-			return rh
+		if h := c.findHold(holder); h != nil {
+			return h.rh
 		}
 	}
 	return nil

@@ -164,7 +164,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 		// (a holder's release while stopping granted it), SHUTTING_DOWN.
 		return result{}, s.endedBy()
 	}
-	key := holdKey{w.req.Names[0], w.req.Owner}
+	key := w.key()
 	if old := s.holds[key]; old != nil {
 		// Lost while w's attempt was in flight and not yet forgotten: the
 		// client hears LOST before the new grant, which replaces it.
@@ -183,7 +183,7 @@ func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, err
 func (s *session) reenter(w *waiter, claim func(h *hold) (time.Duration, bool)) (result, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
+	h := s.holds[w.key()]
 	if h == nil {
 		return result{}, false
 	}
@@ -192,7 +192,7 @@ func (s *session) reenter(w *waiter, claim func(h *hold) (time.Duration, bool)) 
 		return result{}, false
 	}
 	var r result
-	if err := h.reenter(w.req); err != nil {
+	if err := h.reenter(w.lock()); err != nil {
 		r = result{err: err}
 	} else {
 		r = h.snapshot(v)
@@ -205,7 +205,7 @@ func (s *session) reenter(w *waiter, claim func(h *hold) (time.Duration, bool)) 
 func (s *session) adopt(w *waiter, take func() *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := holdKey{w.req.Names[0], w.req.Owner}
+	key := w.key()
 	if s.closing || s.holds[key] != nil {
 		return
 	}
@@ -222,14 +222,15 @@ func (s *session) lockEnded(w *waiter, r result) {
 	// Before the reply: the client may reuse the tag, and a grant must not
 	// count against max_holds_per_session twice.
 	s.forgetWait(w)
-	t := s.lockAnswering(w.tag)
+	tag := w.lockTag()
+	t := s.lockAnswering(tag)
 	switch {
 	case r.err == nil:
-		s.reply(grantLine(w.tag, r))
+		s.reply(grantLine(tag, r))
 	case errors.Is(r.err, quorum.ErrBusy):
-		s.reply(protocol.Busy{Tag: w.tag}.Bytes())
+		s.reply(protocol.Busy{Tag: tag}.Bytes())
 	default:
-		s.reply(protocol.Failed{Tag: w.tag, Err: r.err}.Bytes())
+		s.reply(protocol.Failed{Tag: tag, Err: r.err}.Bytes())
 	}
 	s.finish(t) // after the reply: a request behind it on the hold answers after it
 	s.reqs.Done()
@@ -427,10 +428,10 @@ func (s *session) forgetWait(w *waiter) {
 }
 
 func (s *session) dropWaitLocked(w *waiter) {
-	if p := s.locks[w.tag]; p != nil && p.wait == w {
+	if p := s.locks[w.lockTag()]; p != nil && p.wait == w {
 		p.wait = nil
 		s.waiting--
-		s.tidyLockLocked(w.tag, p)
+		s.tidyLockLocked(w.lockTag(), p)
 	}
 }
 

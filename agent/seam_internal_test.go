@@ -24,7 +24,12 @@ var (
 
 // managerOnly are the manager's types that no server file may name or look
 // into: the manager's state, and each name's record and what hangs from it.
-var managerOnly = []string{"manager", "nameRecord", "queue", "lending", "observation", "waitRecord", "wantedName"}
+// The server holds handles to holds and waits, and asks them through their
+// methods: it reads no field of either.
+var (
+	managerOnly = []string{"manager", "nameRecord", "queue", "lending", "observation", "waitRecord", "wantedName"}
+	handles     = []string{"hold", "waiter"}
+)
 
 func TestTheServerAndTheManagerMeetOnlyAtTheirInterfaces(t *testing.T) {
 	fset := token.NewFileSet()
@@ -73,6 +78,8 @@ func TestTheServerAndTheManagerMeetOnlyAtTheirInterfaces(t *testing.T) {
 				switch {
 				case side[f] == "server" && slices.Contains(managerOnly, recv):
 					t.Errorf("%s: the server looks into the manager's %s.%s: ask through locks", fset.Position(n.Pos()), recv, n.Sel.Name)
+				case side[f] == "server" && slices.Contains(handles, recv) && sel.Kind() == types.FieldVal:
+					t.Errorf("%s: the server reads the field %s of a %s: ask through its methods", fset.Position(n.Pos()), n.Sel.Name, recv)
 				case side[f] == "manager" && recv == "session":
 					t.Errorf("%s: the manager looks into a session's %s: ask through client", fset.Position(n.Pos()), n.Sel.Name)
 				}

@@ -35,7 +35,7 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
 		}
-		if u.Mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+		if !h.undoable(u.Mode) {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
 		}
@@ -126,8 +126,7 @@ func (s *session) listHolds(req *protocol.Request) error {
 	var lines [][]byte
 	for _, h := range s.holds {
 		v, _ := s.manager.validity(h)
-		lines = append(lines, protocol.HoldInfo{Tag: req.Tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
-			Count: h.count(), Mode: string(h.mode), Validity: v, Limit: h.limit, Slot: h.slot}.Bytes())
+		lines = append(lines, h.infoLine(req.Tag, v))
 	}
 	s.mu.Unlock()
 	for _, l := range lines {
@@ -368,7 +367,7 @@ func (d *undone) now(s *session) bool {
 	if d.downgrade || !s.manager.giveBack(d.h) {
 		return false
 	}
-	s.releaseDone(d.h.rh.Name, d.rel)
+	s.releaseDone(d.h.name(), d.rel)
 	return true
 }
 
@@ -377,12 +376,12 @@ func (d *undone) rest(s *session) {
 	h := d.h
 	if d.downgrade {
 		if err := s.manager.downgrade(s.ctx, h); err != nil {
-			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
+			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.name(), "error", err)
 		}
 		return
 	}
 	s.manager.letGo(s.ctx, h, d.rollback)
-	s.releaseDone(h.rh.Name, d.rel)
+	s.releaseDone(h.name(), d.rel)
 }
 
 // undoLocked undoes the most recent acquisition of key (the most recent
@@ -391,23 +390,13 @@ func (d *undone) rest(s *session) {
 // nil if nothing). s.mu is held.
 func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
 	h := s.holds[key]
-	undo := len(h.acquired) - 1
-	if mode == protocol.Exclusive {
-		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
-			undo--
-		}
-	}
-	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
-	// Only shared acquisitions left of an exclusive hold: it becomes shared
-	// (here at once, so that a following exclusive LOCK is an upgrade; in
-	// the masters by the downgrade round).
-	if h.count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
-		h.mode = protocol.Shared
+	count, downgraded := h.undo(mode)
+	if downgraded {
 		s.manager.downgraded(h) // the masters' record becomes shared: no exclusive holder may inherit it
-		return h.count(), &undone{h: h, downgrade: true}
+		return count, &undone{h: h, downgrade: true}
 	}
-	if h.count() > 0 {
-		return h.count(), nil
+	if count > 0 {
+		return count, nil
 	}
 	delete(s.holds, key)
 	return 0, &undone{h: h, rel: s.releaseStarted(key.name)}
@@ -440,13 +429,13 @@ func (s *session) releaseDone(name string, r *pendingRelease) {
 	}
 }
 
-// findRecord: see client.
-func (s *session) findRecord(holder string) *renewal.Hold {
+// findHold: see client.
+func (s *session) findHold(holder string) *hold {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.holds {
-		if h.rh.Holder == holder {
-			return h.rh
+		if h.holds(holder) {
+			return h
 		}
 	}
 	return nil

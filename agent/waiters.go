@@ -94,6 +94,13 @@ func (w *waiter) end(r result) {
 	w.sess.lockEnded(w, r)
 }
 
+// key is the hold w waits to make: its name and owner.
+func (w *waiter) key() holdKey { return holdKey{w.req.Names[0], w.req.Owner} }
+
+// lock and lockTag are w's LOCK (of one name) and its tag.
+func (w *waiter) lock() protocol.Lock { return w.req }
+func (w *waiter) lockTag() string     { return w.tag }
+
 // multi says whether w is a wait of a multi-lock, whose goroutine awaits
 // its outcome.
 func (w *waiter) multi() bool { return w.done != nil }
