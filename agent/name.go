@@ -26,9 +26,13 @@ import (
 // once leaves nothing behind.
 //
 // What is not here, and why:
-//   - A hold is its session's (session.holds, by name and owner): the name
-//     points at its live exclusive one (locked), and the watchdog's record
-//     at its live holder (renewal.Hold.Owner).
+//   - A hold is made by the manager (startHold, lendLocked) but kept by its
+//     session (session.holds, by name and owner), which asks it through its
+//     methods: the name points at its live exclusive one (locked), and the
+//     watchdog's record at its live holder (renewal.Hold.Owner).
+//   - The names each session observes (manager.observing) are an index of
+//     the observations by session, kept by observe and unobserveLocked
+//     alone, for a session's limit and its close.
 //   - The names this agent released lately, and those other agents wanted
 //     lately (manager.released, manager.shared: see cache.go), are a bounded
 //     history of names that have no state left here, kept for a window: a
