@@ -1,23 +1,21 @@
-// Package agent is lock-agent's daemon: the Unix socket server, the sessions
-// that tie holds to connections, and the lock manager, which keeps what the
-// agent knows of each name (its holders, its waiters, the record it lends).
-// It composes quorum (RedLock over the masters) and renewal (the watchdog).
+// Package agent is lock-agent's daemon: it composes the socket server
+// (agent/server: the sessions that tie holds to connections) with the lock
+// manager (agent/locks: what the agent knows of each name, its holders,
+// its waiters, the record it lends), over quorum (RedLock over the
+// masters) and renewal (the watchdog).
 //
-// A file per concept; the server's side (the wire, dispatch, the order of
-// replies, access checks), then the lock manager's. The two sides meet at
-// two small interfaces: the server calls the manager through locks
-// (session.go), the manager calls a session back through client (hold.go);
-// no server file takes the manager's mutex or reads its records, and no
-// manager file reads a session's.
-//
-//	agent.go      the Agent, the composition root: New, Run, its stop; the
-//	              open sessions; its health and metrics
+//	agent.go      the Agent, the composition root: New, Run, the order of
+//	              its stop; its health and metrics; what a SIGHUP changes
+//	              (SetLive)
 //	config.go     Config and its defaults, Quarantine, the settings every
-//	              master records, what a SIGHUP changes (SetLive)
+//	              master records
 //
-//	session.go    one connection: read, dispatch, idle_timeout, BYE, close;
-//	              HELLO, PING, STATUS; the access checks (allow); locks,
-//	              what the server asks of the manager
+// agent/server, the wire's side: a session keeps handles to its holds and
+// waits, and the order of its replies, and asks the manager for the rest
+// through a small interface (lockManager, session.go):
+//
+//	session.go    the Server; one connection: read, dispatch, idle_timeout,
+//	              BYE, close; HELLO, PING, STATUS; the access checks
 //	order.go      the order of a session's requests on a hold: turns, and
 //	              the LOCK, UNLOCK, EXTEND, SET and WHO that take them
 //	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock; a
@@ -26,28 +24,26 @@
 //	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE; a hold's undoing
 //	              and its LOST, on the session's side
 //
-//	name.go       the manager, and its one record per name: all the agent
-//	              knows of a name
+// agent/locks, the lock manager: it calls a session back only through
+// locks.Client (hold.go), and imports nothing of the server's:
+//
+//	name.go       the Manager, and its one record per name
 //	waiters.go    who waits: a LOCK's wait, the name's queue, its entries
 //	              in the masters' fair queue, the waiting record WHO shows
 //	contender.go  the goroutine that tries the masters for a queue's head
-//	hold.go       a hold's life: grant, loss, release, tail, value; client,
-//	              what the manager asks of a session
+//	hold.go       a hold's life: grant, loss, release, tail, value; Client
 //	lend.go       lending a record held in the masters to local holders,
 //	              the lease/2 rule, the safety essay; its two policies:
 //	cohort.go     a run, while local waiters queue
 //	cache.go      a linger, after the last local holder let go
 //	watch.go      a name's channel: WANTED pushes and LEADER to observers
 //
-// and packages beside it: outbox (a session's lines for its client), acl
+// and packages beside them: outbox (a session's lines for its client), acl
 // (access rules), socket (the listener, peer credentials), status (STATUS
 // lines), telemetry (metrics, health), memory, systemd, and config (the
-// config file, which builds a Config).
-//
-// A session keeps its holds (the manager makes each, and the watchdog's
-// record points back at it: see hold) and the order of its replies; the
-// manager keeps everything else of a name. The lock order that keeps the
-// two straight is written at session.mu.
+// config file, which builds a Config). The lock order that keeps the
+// server and the manager straight is written at the session's mu
+// (agent/server/session.go).
 package agent
 
 import (
@@ -63,14 +59,25 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/agent/memory"
+	"github.com/lock-agent/lock-agent/agent/server"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
+	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
+
+// Version is the agent's version, reported by HELLO and STATUS: the one
+// stamped in at build time, "dev" if none was (see internal/buildinfo).
+var Version = buildinfo.Get().Version
+
+// MinTTL is the shortest ttl= a LOCK or EXTEND may ask for (see
+// server.MinTTL).
+const MinTTL = server.MinTTL
 
 // shutdownGrace bounds how long a stopping agent waits for sessions to
 // say BYE and release their holds, counted from the start of the stop (a
@@ -86,13 +93,13 @@ const shutdownGrace = 2500 * time.Millisecond
 
 // Agent is one running lock agent.
 type Agent struct {
-	cfg      Config // as at start; what a SIGHUP changes is in live
-	live     atomic.Pointer[live]
+	cfg      Config // as at start; what a SIGHUP changes is in limits and the server's
+	limits   atomic.Pointer[Limits]
 	log      hclog.Logger
 	clock    clock.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
-	metrics  *metrics
+	metrics  *locks.Metrics
 	instance string // random per process: holder ids of a restarted agent never collide
 
 	health *telemetry.Health // liveness of the agent's own loops
@@ -101,11 +108,10 @@ type Agent struct {
 	ready chan struct{} // closed once listening
 
 	// locks is the lock manager, srv the server: the sessions reach the
-	// manager through locks (session.go), it reaches them through client
-	// (hold.go).
-	locks      *manager
-	srv        *server
-	sessionsWG sync.WaitGroup
+	// manager through the server's lockManager, it reaches them through
+	// locks.Client.
+	locks *locks.Manager
+	srv   *server.Server
 }
 
 // New builds an agent from cfg. It does not listen or connect until Run.
@@ -118,11 +124,12 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clk = clock.Real{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clk, instance: randomHex(4), ready: make(chan struct{}),
-		metrics: newMetrics(cfg.Masters)}
-	a.locks = newManager(cfg, &a.live, log, clk, a.metrics, a.instance)
-	a.srv = newServer(cfg, &a.live, log, clk, a.metrics, a.locks)
-	a.locks.clients = a.srv.clients
-	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
+		metrics: locks.NewMetrics(cfg.Masters)}
+	a.limits.Store(&cfg.Limits)
+	a.locks = locks.New(locks.Config{AgentID: cfg.AgentID, Lease: cfg.Lock.Lease, MasterTimeout: cfg.Lock.MasterTimeout,
+		RetryMin: cfg.Lock.RetryMin, RetryMax: cfg.Lock.RetryMax, CacheLinger: cfg.Lock.CacheLinger,
+		CohortMaxHold: cfg.Lock.CohortMaxHold, DriftFactor: cfg.Lock.DriftFactor, CohortMaxHandoffs: cfg.Lock.CohortMaxHandoffs,
+		MaxWaiters: func() int { return a.limits.Load().MaxWaiters }}, log, clk, a.metrics, a.instance)
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
@@ -130,18 +137,21 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 		Observer: a.metrics,
 		Settings: ClusterSettings(cfg.Lock),
-		OnRevoke: a.locks.onRevoke,
+		OnRevoke: a.locks.OnRevoke,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.cluster, a.locks.cluster, a.srv.cluster = cluster, cluster, cluster
-	a.metrics.CollectState(cluster, func() int { return a.srv.counts().Sessions })
+	a.cluster = cluster
+	a.srv = server.New(server.Config{AgentID: cfg.AgentID, Version: Version, LockDelay: cfg.Lock.LockDelay,
+		Settings: ClusterSettings(cfg.Lock).String(), RevokeBound: revokeBound(cfg.Lock)},
+		serverLimits(cfg.Limits), cfg.ACL, log, clk, cluster, a.metrics, a.locks)
+	a.metrics.CollectState(cluster, func() int { return a.srv.Counts().Sessions })
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.locks.onLost), Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.locks.OnLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
-	a.locks.watchdog = a.watchdog
+	a.locks.Attach(cluster, a.watchdog, a.srv.Clients)
 	return a, nil
 }
 
@@ -161,14 +171,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.srv.tolerates())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.srv.Tolerates())
 	a.warnNoFaultTolerance()
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
 	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
 	trimmer := memory.NewTrimmer(a.log.Named("memory"))
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.locks.noteCaches} {
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.locks.NoteCaches} {
 		back.Add(1)
 		go func() {
 			defer back.Done()
@@ -177,8 +187,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
 	defer revocations.Close()
-	a.locks.start(backCtx)
-	a.srv.start(backCtx)
+	a.locks.Start(backCtx)
+	a.srv.Start(backCtx)
 	close(a.ready)
 
 	acceptDone := make(chan struct{})
@@ -215,7 +225,7 @@ func (a *Agent) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		a.srv.open(conn)
+		a.srv.Open(conn)
 	}
 }
 
@@ -224,11 +234,11 @@ func (a *Agent) accept() {
 func (a *Agent) shutdown() {
 	grace := time.NewTimer(shutdownGrace)
 	defer grace.Stop()
-	a.locks.stop()
-	a.srv.closeAll(grace.C)
+	a.locks.Stop()
+	a.srv.CloseAll(grace.C)
 	cached := make(chan struct{})
 	go func() {
-		a.locks.releaseCaches()
+		a.locks.ReleaseCaches()
 		close(cached)
 	}()
 	t := time.NewTimer(cacheReleaseGrace)
@@ -271,7 +281,7 @@ func (a *Agent) Healthy() error { return a.health.Check() }
 
 // Stats returns a snapshot of the masters' states and the agent's counts.
 func (a *Agent) Stats() systemd.Stats {
-	c := a.srv.counts()
+	c := a.srv.Counts()
 	s := systemd.Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
 	for _, m := range a.cluster.Status() {
 		if m.State == quorum.StateUp {
@@ -287,14 +297,20 @@ func (a *Agent) Stats() systemd.Stats {
 // and waits over a lowered limit, or that new rules would deny, go on
 // until they end; a session's idle_timeout is measured anew.
 func (a *Agent) SetLive(cfg Config) {
-	old := a.live.Swap(&live{limits: cfg.Limits, acl: cfg.ACL})
-	if old.limits.IdleTimeout == cfg.Limits.IdleTimeout {
-		return
-	}
-	for _, s := range a.srv.openSessions() {
-		s.armIdle()
-	}
+	a.limits.Store(&cfg.Limits)
+	a.srv.SetLive(serverLimits(cfg.Limits), cfg.ACL)
 }
+
+// serverLimits are the limits of l a session is held to.
+func serverLimits(l Limits) server.Limits {
+	return server.Limits{MaxSessions: l.MaxSessions, MaxSessionsPerUID: l.MaxSessionsPerUID,
+		MaxHoldsPerSession: l.MaxHoldsPerSession, IdleTimeout: l.IdleTimeout}
+}
+
+// revokeBound is how long REVOKE waits for the holds it revoked to end: a
+// revoked record that its agent does not end expires within a lease (it
+// can no longer be renewed), and a bit.
+func revokeBound(l LockConfig) time.Duration { return Quarantine(l) + time.Second }
 
 // warnNoFaultTolerance says, at start, what an agent whose masters
 // tolerate no failure gives up: with its only master (or either of two)
@@ -303,7 +319,7 @@ func (a *Agent) SetLive(cfg Config) {
 // votes again, so for that long too the agent grants nothing. Holds stay
 // safe through such a restart only because of that quarantine.
 func (a *Agent) warnNoFaultTolerance() {
-	if a.srv.tolerates() > 0 {
+	if a.srv.Tolerates() > 0 {
 		return
 	}
 	a.log.Warn("these masters tolerate no failure: with one of them down every LOCK gets NO_QUORUM and every hold is lost; "+

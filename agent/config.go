@@ -159,14 +159,6 @@ type TelemetryConfig struct {
 	PrometheusListen string
 }
 
-// live is what a SIGHUP changes in a running agent. It is replaced whole,
-// never changed in place: the request paths read it with Agent.live.Load
-// and no lock.
-type live struct {
-	limits Limits
-	acl    *acl.ACL
-}
-
 // Quarantine is how long a master that lost its data sits out: one lease,
 // drift included, and the margins of a round. Every record on a master is
 // a lease that the watchdog renews (a ttl= hold's too, until its end), so

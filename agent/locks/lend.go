@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -115,7 +115,7 @@ type lending struct {
 	// A linger's: the local holder it is lent to (nil while cached), since
 	// when none holds it, whether it was given up (out of its name), and
 	// its keeper's wake-up (it ended).
-	holder    *hold
+	holder    *Hold
 	idleSince time.Time
 	ended     bool
 	wake      chan struct{}
@@ -135,16 +135,16 @@ func lendable(l protocol.Lock, p lendPolicy) bool {
 // lendValidity is rh's validity, and whether its record may be lent to a
 // new holder, or kept to be lent: the watchdog knows it valid for half a
 // lease or more. Every lending asks it before it lends.
-func (a *manager) lendValidity(rh *renewal.Hold) (time.Duration, bool) {
+func (a *Manager) lendValidity(rh *renewal.Hold) (time.Duration, bool) {
 	v, ok := a.watchdog.Validity(rh)
-	return v, ok && v >= a.cfg.Lock.Lease/2
+	return v, ok && v >= a.cfg.Lease/2
 }
 
 // fenceBlock is how many fences an attempt for q's head w reserves: a
 // run's block when the waiter behind w could take the name from it; a
 // few when its record may be cached and lent on (cacheGrantBlock); else
 // one (no fences are spent on a lending that cannot start).
-func (a *manager) fenceBlock(q *queue, w *waiter) int {
+func (a *Manager) fenceBlock(q *queue, w *Waiter) int {
 	least := 1
 	if a.cacheOn() && lendable(w.req, lendLinger) && w.done == nil && w.reused {
 		least = cacheGrantBlock
@@ -163,7 +163,7 @@ func (a *manager) fenceBlock(q *queue, w *waiter) int {
 // startLendingLocked puts l in its name's record, if the name lends no
 // other record, and says whether it did. Every lending starts here.
 // manager.mu is held.
-func (a *manager) startLendingLocked(l *lending) bool {
+func (a *Manager) startLendingLocked(l *lending) bool {
 	n := a.nameLocked(l.name)
 	if n.lent != nil {
 		// Only a record lost on the masters, and not yet found lost by
@@ -177,7 +177,7 @@ func (a *manager) startLendingLocked(l *lending) bool {
 
 // stopLendingLocked takes l out of its name's record: it lends no more.
 // manager.mu is held.
-func (a *manager) stopLendingLocked(l *lending) {
+func (a *Manager) stopLendingLocked(l *lending) {
 	if n := a.names[l.name]; n != nil && n.lent == l {
 		n.lent = nil
 		a.tidyLocked(n)
@@ -185,7 +185,7 @@ func (a *manager) stopLendingLocked(l *lending) {
 }
 
 // lendsLocked says whether l is its name's lending. manager.mu is held.
-func (a *manager) lendsLocked(l *lending) bool {
+func (a *Manager) lendsLocked(l *lending) bool {
 	n := a.names[l.name]
 	return n != nil && n.lent == l
 }
@@ -197,11 +197,11 @@ func (a *manager) lendsLocked(l *lending) bool {
 // master that lacks the record gets it back with the new holder's fence.
 // The caller checked that l may lend (lendValidity, fences left) and ended
 // the previous holder. c's mu and manager.mu are held.
-func (a *manager) lendLocked(l *lending, c client, req protocol.Lock, who quorum.Who) *hold {
+func (a *Manager) lendLocked(l *lending, c Client, req protocol.Lock, who quorum.Who) *Hold {
 	if l.next > l.top && l.spare > 0 {
 		l.next, l.top, l.spare = l.spare, l.spare+int64(l.block)-1, 0
 	}
-	h := &hold{rh: l.rh, sess: c, owner: req.Owner, fence: l.next, acquired: []protocol.Mode{req.Mode}, mode: req.Mode,
+	h := &Hold{rh: l.rh, sess: c, owner: req.Owner, fence: l.next, acquired: []protocol.Mode{req.Mode}, mode: req.Mode,
 		limit: 1, granted: time.Now(), gaugeMode: req.Mode, lent: l, notifyWanted: req.NotifyWanted,
 		cacheable: l.policy == lendLinger}
 	l.next++
@@ -220,7 +220,7 @@ func (a *manager) lendLocked(l *lending, c client, req protocol.Lock, who quorum
 // retagLocked has l's current holder written into its record on the
 // masters: in the next batch of notes, for a linger (see noteCaches); by
 // retagLoop, started if it is not running, for a run. manager.mu is held.
-func (a *manager) retagLocked(l *lending) {
+func (a *Manager) retagLocked(l *lending) {
 	l.retag = true
 	switch {
 	case l.policy == lendLinger:
@@ -237,7 +237,7 @@ const retagEvery = 10 * time.Millisecond
 
 // retagLoop writes run's current holder into its record on the masters, at
 // most once per retagEvery, until the holder stops changing or the run ends.
-func (a *manager) retagLoop(run *lending) {
+func (a *Manager) retagLoop(run *lending) {
 	ctx := a.runCtx
 	for {
 		a.mu.Lock()
@@ -264,7 +264,7 @@ func (a *manager) retagLoop(run *lending) {
 // record's block, which the watchdog writes back to a master that lost the
 // record. The caller set l.reserving. A failure is not tried again: l
 // lends on until its blocks are used up.
-func (a *manager) reserve(l *lending) {
+func (a *Manager) reserve(l *lending) {
 	first, err := a.cluster.Reserve(a.runCtx, l.name, l.rh.Holder, l.block)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -293,7 +293,7 @@ func (a *manager) reserve(l *lending) {
 // masters learn that it was lent, came back or was passed on only after
 // the client was answered (a retag), and this agent's WHO must show its own
 // client's LOCK or UNLOCK that came before it.
-func (a *manager) ownView(name, holder string, r quorum.Record) quorum.Record {
+func (a *Manager) ownView(name, holder string, r quorum.Record) quorum.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lentLocked(name)
@@ -319,7 +319,7 @@ func (a *manager) ownView(name, holder string, r quorum.Record) quorum.Record {
 // that a record was lent, came back or was passed on only after the client
 // was answered (a cache's, only at its next note: they count every fence
 // above the noted one of a cache's exclusive record as current).
-func (a *manager) ownCheck(name string, fence uint64) (current, mine bool) {
+func (a *Manager) ownCheck(name string, fence uint64) (current, mine bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lentLocked(name)
@@ -337,7 +337,7 @@ func (a *manager) ownCheck(name string, fence uint64) (current, mine bool) {
 
 // holders is who holds name as a majority of the masters records it (WHO),
 // each record corrected by what this agent knows (ownView).
-func (a *manager) holders(ctx context.Context, name string) ([]quorum.Record, error) {
+func (a *Manager) Holders(ctx context.Context, name string) ([]quorum.Record, error) {
 	hs, err := a.cluster.Who(ctx, name)
 	if err != nil {
 		return nil, err
@@ -352,7 +352,7 @@ func (a *manager) holders(ctx context.Context, name string) ([]quorum.Record, er
 // check says whether fence is the fence of a current holder of name (CHECK):
 // this agent answers for the records it lends (ownCheck), a majority of the
 // masters for the rest.
-func (a *manager) check(ctx context.Context, name string, fence uint64) (bool, error) {
+func (a *Manager) Check(ctx context.Context, name string, fence uint64) (bool, error) {
 	current, mine := a.ownCheck(name, fence)
 	if !mine && fence <= math.MaxInt64 { // no fence is larger
 		return a.cluster.Check(ctx, name, int64(fence))

@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func (l *wantedLimit) allow(now time.Time) bool {
 // and the subscription (its goroutine) through which it hears other
 // agents' waiters. Guarded by manager.mu.
 type wantedName struct {
-	holds  []*hold
+	holds  []*Hold
 	others map[string]heardWant // by agent instance
 	stop   context.CancelFunc   // ends the subscription
 }
@@ -69,7 +69,7 @@ type heardWant struct {
 // noteWantedLocked starts (live) or ends h's part in the WANTED pushes of
 // its name, if its LOCK asked for them: the first such hold of a name
 // starts the name's subscription, the last one ends it. manager.mu is held.
-func (a *manager) noteWantedLocked(h *hold, live bool) {
+func (a *Manager) noteWantedLocked(h *Hold, live bool) {
 	if !h.notifyWanted || a.runCtx == nil {
 		return
 	}
@@ -92,7 +92,7 @@ func (a *manager) noteWantedLocked(h *hold, live bool) {
 	case live:
 		n.holds = append(n.holds, h)
 	case n != nil:
-		n.holds = slices.DeleteFunc(n.holds, func(o *hold) bool { return o == h })
+		n.holds = slices.DeleteFunc(n.holds, func(o *Hold) bool { return o == h })
 		if len(n.holds) == 0 {
 			n.stop()
 			rec.wanted = nil
@@ -103,7 +103,7 @@ func (a *manager) noteWantedLocked(h *hold, live bool) {
 
 // hearWanted is the subscription of name for n: each time another agent
 // says that it waits, the holds that conflict with its waiter are told.
-func (a *manager) hearWanted(ctx context.Context, name string, n *wantedName) {
+func (a *Manager) hearWanted(ctx context.Context, name string, n *wantedName) {
 	w := a.cluster.Watch(ctx, name)
 	defer w.Close()
 	a.wantedOnRecords(ctx, name, n) // the channel may be subscribed already: then no master confirms it again
@@ -138,7 +138,7 @@ func (a *manager) hearWanted(ctx context.Context, name string, n *wantedName) {
 // again only at their next park. A record does not say whether its waiters want the
 // name shared, so only holds that every waiter conflicts with (exclusive
 // ones, a semaphore's) are told.
-func (a *manager) wantedOnRecords(ctx context.Context, name string, n *wantedName) {
+func (a *Manager) wantedOnRecords(ctx context.Context, name string, n *wantedName) {
 	ws, err := a.cluster.WaitingFor(ctx, name)
 	if err != nil {
 		return
@@ -163,7 +163,7 @@ func (a *manager) wantedOnRecords(ctx context.Context, name string, n *wantedNam
 // they conflict: w joined its queue (and may wait for them), or its
 // attempt found the name held. A semaphore's waiter is told of where its
 // attempt is refused only: until then, a free slot may be its.
-func (a *manager) waiterWants(w *waiter, refused bool) {
+func (a *Manager) waiterWants(w *Waiter, refused bool) {
 	if !refused && limitOf(w.req) > 1 {
 		return
 	}
@@ -179,7 +179,7 @@ func (a *manager) waiterWants(w *waiter, refused bool) {
 // hold its name hear that it waits, once per wait, and this agent's
 // notify=wanted holders of it are told (see waiterWants). Only the name's
 // contender calls it.
-func (a *manager) saysWanted(q *queue, w *waiter) {
+func (a *Manager) saysWanted(q *queue, w *Waiter) {
 	if w.saidWanted {
 		return
 	}
@@ -195,7 +195,7 @@ func (a *manager) saysWanted(q *queue, w *waiter) {
 // within wantedEvery of the last time for w (its first BUSY and the park
 // after it would say it twice, and the second, late on a busy host, would
 // reach a holder as a second WANTED). Only q's contender calls it.
-func (a *manager) tellWanted(q *queue, w *waiter) {
+func (a *Manager) tellWanted(q *queue, w *Waiter) {
 	now := a.clock.Now()
 	if !w.toldWanted.IsZero() && now.Sub(w.toldWanted) < wantedEvery {
 		return
@@ -221,13 +221,13 @@ type wanter struct {
 // waitsFor says whether the waiter waits for h: not a shared waiter for a
 // shared holder, nor one whose limit differs (it is answered CONFLICT).
 // h's session's mu is held.
-func (wr wanter) waitsFor(h *hold) bool {
+func (wr wanter) waitsFor(h *Hold) bool {
 	return !(wr.shared && h.mode == protocol.Shared) && (wr.limit == 0 || wr.limit == h.limit)
 }
 
 // pushWanted pushes WANTED to each notify=wanted hold of name that the
 // waiter waits for, but to those pushed less than wantedEvery ago.
-func (a *manager) pushWanted(name string, wr wanter) {
+func (a *Manager) pushWanted(name string, wr wanter) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	n := a.wantedLocked(name)
@@ -240,7 +240,7 @@ func (a *manager) pushWanted(name string, wr wanter) {
 	a.mu.Unlock()
 	for _, h := range holds {
 		line := protocol.Wanted{Name: name, Owner: h.owner, Waiting: waiting}.Bytes()
-		if h.sess.pushFor(h, func() bool { return wr.waitsFor(h) && h.wanted.allow(now) }, line) {
+		if h.sess.PushFor(h, func() bool { return wr.waitsFor(h) && h.wanted.allow(now) }, line) {
 			a.metrics.WantedPushes.Inc()
 		}
 	}
@@ -249,7 +249,7 @@ func (a *manager) pushWanted(name string, wr wanter) {
 // waitingKnownLocked is how many requests this agent knows to wait for
 // name: its own waiters, and what other agents said within a lease (it
 // forgets the older ones); at least 1. manager.mu is held.
-func (a *manager) waitingKnownLocked(name string, n *wantedName, now time.Time) int {
+func (a *Manager) waitingKnownLocked(name string, n *wantedName, now time.Time) int {
 	waiting := 0
 	if q := a.queueLocked(name); q != nil {
 		q.mu.Lock()
@@ -257,7 +257,7 @@ func (a *manager) waitingKnownLocked(name string, n *wantedName, now time.Time) 
 		q.mu.Unlock()
 	}
 	for instance, h := range n.others {
-		if now.Sub(h.at) > a.cfg.Lock.Lease {
+		if now.Sub(h.at) > a.cfg.Lease {
 			delete(n.others, instance)
 			continue
 		}
@@ -300,11 +300,11 @@ func (a *manager) waitingKnownLocked(name string, n *wantedName, now time.Time) 
 // comes after the OK of its UNOBSERVE.
 type observation struct {
 	name     string
-	sessions map[client]struct{} // pushed every change
+	sessions map[Client]struct{} // pushed every change
 	// joining is the sessions whose OBSERVE is answered but not yet its
 	// first push, each with the number of reads begun when it arrived: a
 	// read begun later is pushed to it (see serves).
-	joining map[client]uint64
+	joining map[Client]uint64
 	reads   uint64        // reads begun
 	poke    chan struct{} // a session joined: read now (one pending at most)
 	stop    context.CancelFunc
@@ -353,7 +353,7 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 // pushed the first read begun after this, unless c observes limit names
 // already. ok, OBSERVE's reply, is queued here, before any push of the
 // name.
-func (a *manager) observe(c client, name string, limit int, ok []byte) error {
+func (a *Manager) Observe(c Client, name string, limit int, ok []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	names := a.observing[c]
@@ -373,7 +373,7 @@ func (a *manager) observe(c client, name string, limit int, ok []byte) error {
 	}
 	delete(o.sessions, c)
 	o.joining[c] = o.reads
-	c.reply(ok)
+	c.Reply(ok)
 	select {
 	case o.poke <- struct{}{}:
 	default:
@@ -382,7 +382,7 @@ func (a *manager) observe(c client, name string, limit int, ok []byte) error {
 }
 
 // unobserve takes c off name's observation (UNOBSERVE), if it observes it.
-func (a *manager) unobserve(c client, name string) {
+func (a *Manager) Unobserve(c Client, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if o := a.observing[c][name]; o != nil {
@@ -391,7 +391,7 @@ func (a *manager) unobserve(c client, name string) {
 }
 
 // unobserveAll ends every observation of c, a closing session.
-func (a *manager) unobserveAll(c client) {
+func (a *Manager) UnobserveAll(c Client) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, o := range a.observing[c] {
@@ -401,7 +401,7 @@ func (a *manager) unobserveAll(c client) {
 
 // unobserveLocked takes c off o; the last session to go ends o.
 // manager.mu is held.
-func (a *manager) unobserveLocked(c client, o *observation) {
+func (a *Manager) unobserveLocked(c Client, o *observation) {
 	if names := a.observing[c]; names != nil {
 		delete(names, o.name)
 		if len(names) == 0 {
@@ -422,13 +422,13 @@ func (a *manager) unobserveLocked(c client, o *observation) {
 
 // observationLocked returns the agent's observation of name, started if
 // there was none. manager.mu is held.
-func (a *manager) observationLocked(name string) *observation {
+func (a *Manager) observationLocked(name string) *observation {
 	n := a.nameLocked(name)
 	if o := n.observation; o != nil {
 		return o
 	}
 	ctx, stop := context.WithCancel(a.runCtx)
-	o := &observation{name: name, sessions: map[client]struct{}{}, joining: map[client]uint64{},
+	o := &observation{name: name, sessions: map[Client]struct{}{}, joining: map[Client]uint64{},
 		poke: make(chan struct{}, 1), stop: stop}
 	n.observation = o
 	w := a.cluster.Watch(ctx, name)
@@ -450,11 +450,11 @@ func (a *manager) observationLocked(name string) *observation {
 // a grant after it is marked settled by its agent (which publishes), and is renewed beside the reads (keepMarked):
 // a mark waits for every master, a paused one too (4×master_timeout), and
 // a push must not wait behind it.
-func (a *manager) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
+func (a *Manager) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
 	defer w.Close()
-	every := a.cfg.Lock.Lease / 3
-	settles := min(every, 10*a.cfg.Lock.MasterTimeout)
-	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lock.Lease)
+	every := a.cfg.Lease / 3
+	settles := min(every, 10*a.cfg.MasterTimeout)
+	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lease)
 	go a.keepMarked(ctx, o.name, every)
 	var unsettled unsettledSince
 	t := a.clock.NewTimer(every)
@@ -463,7 +463,7 @@ func (a *manager) observeLoop(ctx context.Context, o *observation, w *quorum.Wat
 		lenient := unsettled.holder != "" && a.clock.Now().Sub(unsettled.since) >= settles
 		err := a.readLeader(ctx, o, lenient)
 		if unsettled = unsettled.after(err, a.clock.Now()); err != nil {
-			t.Reset(min(every, a.cfg.Lock.RetryMin))
+			t.Reset(min(every, a.cfg.RetryMin))
 		}
 		select {
 		case <-ctx.Done():
@@ -502,7 +502,7 @@ func (u unsettledSince) after(err error, now time.Time) unsettledSince {
 // keepMarked renews name's mark on the masters (for a lease) every
 // interval, well within the mark's lease, until ctx ends; then the mark
 // is left to expire (another agent may observe the name too).
-func (a *manager) keepMarked(ctx context.Context, name string, interval time.Duration) {
+func (a *Manager) keepMarked(ctx context.Context, name string, interval time.Duration) {
 	t := a.clock.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -511,7 +511,7 @@ func (a *manager) keepMarked(ctx context.Context, name string, interval time.Dur
 			return
 		case <-t.C():
 		}
-		a.cluster.MarkObserved(ctx, name, a.cfg.Lock.Lease)
+		a.cluster.MarkObserved(ctx, name, a.cfg.Lease)
 		t.Reset(interval)
 	}
 }
@@ -520,7 +520,7 @@ func (a *manager) keepMarked(ctx context.Context, name string, interval time.Dur
 // pushes it to o's sessions if it is news (see leaderPush), and to the
 // joining sessions it serves. It pushes nothing if the read failed or
 // found a fence not settled yet.
-func (a *manager) readLeader(ctx context.Context, o *observation, lenient bool) error {
+func (a *Manager) readLeader(ctx context.Context, o *observation, lenient bool) error {
 	a.mu.Lock()
 	o.reads++
 	seq := o.reads
@@ -542,7 +542,7 @@ func (a *manager) readLeader(ctx context.Context, o *observation, lenient bool) 
 	if leaderPush(o.known, o.last, o.top, read) {
 		o.last, o.known, o.top = read, true, max(o.top, read.fence)
 		for c := range o.sessions {
-			c.push(line)
+			c.Push(line)
 		}
 		a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
 	}
@@ -551,7 +551,7 @@ func (a *manager) readLeader(ctx context.Context, o *observation, lenient bool) 
 		if serves(joined, seq, behind) {
 			delete(o.joining, c)
 			o.sessions[c] = struct{}{}
-			c.push(line)
+			c.Push(line)
 			a.metrics.LeaderPushes.Inc()
 		}
 	}

@@ -1,11 +1,11 @@
-package agent
+package server
 
 import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/renewal"
 )
@@ -30,12 +30,12 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
 		}
-		h := s.holds[holdKey{name, u.Owner}]
+		h := s.holds[locks.HoldKey{Name: name, Owner: u.Owner}]
 		if h == nil {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
 		}
-		if !h.undoable(u.Mode) {
+		if !h.Undoable(u.Mode) {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
 		}
@@ -43,7 +43,7 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 	counts := make([]int, len(u.Names))
 	var left []*undone
 	for i, name := range u.Names {
-		count, d := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
+		count, d := s.undoLocked(locks.HoldKey{Name: name, Owner: u.Owner}, u.Mode)
 		counts[i] = count
 		if d != nil {
 			left = append(left, d)
@@ -79,12 +79,12 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 		return err
 	}
 	s.mu.Lock()
-	h := s.holds[holdKey{e.Name, e.Owner}]
+	h := s.holds[locks.HoldKey{Name: e.Name, Owner: e.Owner}]
 	s.mu.Unlock()
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
-	validity, ok := s.manager.setEnd(h, s.srv.clock.Now().Add(e.TTL))
+	validity, ok := s.manager.SetEnd(h, s.srv.clock.Now().Add(e.TTL))
 	if !ok {
 		s.mu.Lock()
 		after := s.loseFoundLocked(h)
@@ -125,8 +125,8 @@ func (s *session) listHolds(req *protocol.Request) error {
 	s.mu.Lock()
 	var lines [][]byte
 	for _, h := range s.holds {
-		v, _ := s.manager.validity(h)
-		lines = append(lines, h.infoLine(req.Tag, v))
+		v, _ := s.manager.Validity(h)
+		lines = append(lines, h.InfoLine(req.Tag, v))
 	}
 	s.mu.Unlock()
 	for _, l := range lines {
@@ -149,10 +149,10 @@ func (s *session) who(req *protocol.Request) error {
 }
 
 func (s *session) whoReply(tag, name string) error {
-	holders, err := s.manager.holders(s.ctx, name)
+	holders, err := s.manager.Holders(s.ctx, name)
 	if err != nil {
-		s.srv.metrics.noQuorumAnswered("who")
-		return quorumError(err)
+		s.srv.metrics.NoQuorumAnswered("who")
+		return locks.QuorumError(err)
 	}
 	var cached []string
 	for _, r := range holders {
@@ -212,7 +212,7 @@ func (s *session) revoke(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		ctx, cancel := context.WithTimeout(s.ctx, s.srv.revokeBound())
+		ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.RevokeBound)
 		defer cancel()
 		n, err := s.srv.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
 		s.srv.metrics.Revoked(n)
@@ -220,9 +220,9 @@ func (s *session) revoke(req *protocol.Request) error {
 		case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// The bound ran out (a master's own timeout in a round is
 			// the round's NO_QUORUM, below, not this).
-			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.srv.revokeBound())
+			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.srv.cfg.RevokeBound)
 		case err != nil:
-			return quorumError(err)
+			return locks.QuorumError(err)
 		}
 		s.log.Info("revoked", "name", v.Name, "agent", v.Agent, "reason", v.Reason, "holds", n)
 		s.send(protocol.Counted{Tag: req.Tag, N: n}.Bytes())
@@ -231,11 +231,6 @@ func (s *session) revoke(req *protocol.Request) error {
 	return nil
 }
 
-// revokeBound is how long REVOKE waits for the holds it revoked to end: a
-// revoked record that its agent does not end expires within a lease (it
-// can no longer be renewed), and a bit.
-func (a *server) revokeBound() time.Duration { return Quarantine(a.cfg.Lock) + time.Second }
-
 // setValue replaces the value of the session+owner's hold of st.Name, in
 // the agent at once and on a majority of the masters before it answers OK.
 func (s *session) setValue(tag string, st protocol.Set) error {
@@ -243,18 +238,18 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 		return err
 	}
 	s.mu.Lock()
-	h := s.holds[holdKey{st.Name, st.Owner}]
+	h := s.holds[locks.HoldKey{Name: st.Name, Owner: st.Owner}]
 	s.mu.Unlock()
 	held := h != nil
 	var err error
 	if held {
-		held, err = s.manager.setValue(s.ctx, h, st.Value)
+		held, err = s.manager.SetValue(s.ctx, h, st.Value)
 	}
 	if !held {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", st.Name, st.Owner)
 	}
 	if err != nil {
-		return quorumError(err)
+		return locks.QuorumError(err)
 	}
 	s.send(protocol.Done{Tag: tag}.Bytes())
 	return nil
@@ -276,9 +271,9 @@ func (s *session) check(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		current, err := s.manager.check(s.ctx, c.Name, c.Fence)
+		current, err := s.manager.Check(s.ctx, c.Name, c.Fence)
 		if err != nil {
-			return quorumError(err)
+			return locks.QuorumError(err)
 		}
 		s.send(protocol.Checked{Tag: req.Tag, Current: current}.Bytes())
 		return nil
@@ -296,7 +291,7 @@ func (s *session) observe(req *protocol.Request) error {
 	if err := s.allow("observe", name); err != nil {
 		return err
 	}
-	return s.manager.observe(s, name, s.srv.limits().MaxHoldsPerSession, protocol.Done{Tag: req.Tag}.Bytes())
+	return s.manager.Observe(s, name, s.srv.limits().MaxHoldsPerSession, protocol.Done{Tag: req.Tag}.Bytes())
 }
 
 // unobserve is UNOBSERVE NAME: OK, and no push of the name after it.
@@ -305,7 +300,7 @@ func (s *session) unobserve(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
-	s.manager.unobserve(s, name)
+	s.manager.Unobserve(s, name)
 	s.send(protocol.Done{Tag: req.Tag}.Bytes())
 	return nil
 }
@@ -313,20 +308,20 @@ func (s *session) unobserve(req *protocol.Request) error {
 // tellLostLocked takes the lost h out of s's holds and tells the client,
 // if h is still one of them, and returns the LOST line's number in s's
 // outbox (0 if h was not one of them). s.mu is held.
-func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
-	if s.holds[h.key()] != h {
+func (s *session) tellLostLocked(h *locks.Hold, loss renewal.Loss) (told uint64) {
+	if s.holds[h.Key()] != h {
 		return 0
 	}
-	delete(s.holds, h.key())
+	delete(s.holds, h.Key())
 	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
 	// (it looks under s.mu) answers NOT_HELD after the client heard why.
 	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
-	s.srv.metrics.lost(loss.Reason) // counted before the client can hear of it
-	return s.out.Push(lostLine(h, loss))
+	s.srv.metrics.Lost(loss.Reason) // counted before the client can hear of it
+	return s.out.Push(locks.LostLine(h, loss))
 }
 
-// tellLost: see client.
-func (s *session) tellLost(h *hold, loss renewal.Loss) uint64 {
+// TellLost: see locks.Client.
+func (s *session) TellLost(h *locks.Hold, loss renewal.Loss) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tellLostLocked(h, loss)
@@ -336,16 +331,16 @@ func (s *session) tellLost(h *hold, loss renewal.Loss) uint64 {
 // watchdog found it lost (or it was revoked) and the manager's lose has not
 // come yet (see manager.lostNow). The caller calls the returned func, if
 // any, once s.mu is let go. s.mu is held.
-func (s *session) loseFoundLocked(h *hold) (after func()) {
-	if s.holds[h.key()] != h {
+func (s *session) loseFoundLocked(h *locks.Hold) (after func()) {
+	if s.holds[h.Key()] != h {
 		return nil
 	}
-	loss, tell := s.manager.lostNow(h)
+	loss, tell := s.manager.LostNow(h)
 	if !tell {
 		return nil
 	}
 	told := s.tellLostLocked(h, loss)
-	return func() { s.manager.afterLost(h, loss, told) }
+	return func() { s.manager.AfterLost(h, loss, told) }
 }
 
 // undone is what is left to do of an UNLOCK once the session let go of
@@ -353,7 +348,7 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 // lent record may go on to a local waiter or back to its cache (see
 // lend.go), or else is released in the masters.
 type undone struct {
-	h         *hold
+	h         *locks.Hold
 	downgrade bool
 	rel       *pendingRelease // the session's note that the name is on its way out
 	// rollback says the acquisition undone was never answered (a
@@ -364,10 +359,10 @@ type undone struct {
 // now does what needs no master, at once: it gives a lent record back (see
 // giveBack) if it may. It says whether that was all.
 func (d *undone) now(s *session) bool {
-	if d.downgrade || !s.manager.giveBack(d.h) {
+	if d.downgrade || !s.manager.GiveBack(d.h) {
 		return false
 	}
-	s.releaseDone(d.h.name(), d.rel)
+	s.releaseDone(d.h.Name(), d.rel)
 	return true
 }
 
@@ -375,31 +370,31 @@ func (d *undone) now(s *session) bool {
 func (d *undone) rest(s *session) {
 	h := d.h
 	if d.downgrade {
-		if err := s.manager.downgrade(s.ctx, h); err != nil {
-			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.name(), "error", err)
+		if err := s.manager.Downgrade(s.ctx, h); err != nil {
+			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.Name(), "error", err)
 		}
 		return
 	}
-	s.manager.letGo(s.ctx, h, d.rollback)
-	s.releaseDone(h.name(), d.rel)
+	s.manager.LetGo(s.ctx, h, d.rollback)
+	s.releaseDone(h.Name(), d.rel)
 }
 
 // undoLocked undoes the most recent acquisition of key (the most recent
 // exclusive one, for mode exclusive), which the caller checked exists, and
 // returns the count left and what remains to do (a release or a downgrade;
 // nil if nothing). s.mu is held.
-func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
+func (s *session) undoLocked(key locks.HoldKey, mode protocol.Mode) (int, *undone) {
 	h := s.holds[key]
-	count, downgraded := h.undo(mode)
+	count, downgraded := h.Undo(mode)
 	if downgraded {
-		s.manager.downgraded(h) // the masters' record becomes shared: no exclusive holder may inherit it
+		s.manager.Downgraded(h) // the masters' record becomes shared: no exclusive holder may inherit it
 		return count, &undone{h: h, downgrade: true}
 	}
 	if count > 0 {
 		return count, nil
 	}
 	delete(s.holds, key)
-	return 0, &undone{h: h, rel: s.releaseStarted(key.name)}
+	return 0, &undone{h: h, rel: s.releaseStarted(key.Name)}
 }
 
 // releaseStarted notes a release of name on its way to the masters. s.mu is held.
@@ -429,25 +424,25 @@ func (s *session) releaseDone(name string, r *pendingRelease) {
 	}
 }
 
-// findHold: see client.
-func (s *session) findHold(holder string) *hold {
+// FindHold: see locks.Client.
+func (s *session) FindHold(holder string) *locks.Hold {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.holds {
-		if h.holds(holder) {
+		if h.Holds(holder) {
 			return h
 		}
 	}
 	return nil
 }
 
-// pushFor: see client.
-func (s *session) pushFor(h *hold, ok func() bool, line []byte) bool {
+// PushFor: see locks.Client.
+func (s *session) PushFor(h *locks.Hold, ok func() bool, line []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.holds[h.key()] != h || !ok() {
+	if s.holds[h.Key()] != h || !ok() {
 		return false
 	}
-	s.push(line)
+	s.Push(line)
 	return true
 }

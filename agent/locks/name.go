@@ -1,10 +1,18 @@
-package agent
+// Package locks is the agent's lock manager: one record per name of all
+// the agent knows of it (its holders, its waiters in arrival order, the
+// record it lends to local holders, its observers), the contenders that
+// try the masters for the names' waiters, and the holds' life in the
+// watchdog. The server (agent/server) calls it through its Manager's
+// methods and is called back through Client; the agent composes the two.
+package locks
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
@@ -26,8 +34,8 @@ import (
 // once leaves nothing behind.
 //
 // What is not here, and why:
-//   - A hold is made by the manager (startHold, lendLocked) but kept by its
-//     session (session.holds, by name and owner), which asks it through its
+//   - A hold is made by the manager (StartHold, lendLocked) but kept by its
+//     session (agent/server's session.holds, by name and owner), which asks it through its
 //     methods: the name points at its live exclusive one (locked), and the
 //     watchdog's record at its live holder (renewal.Hold.Owner).
 //   - The names each session observes (manager.observing) are an index of
@@ -38,28 +46,27 @@ import (
 //     history of names that have no state left here, kept for a window: a
 //     record retired when empty cannot hold them.
 
-// manager is the lock manager: the one record per name, and everything
+// Manager is the lock manager: the one record per name, and everything
 // that runs on the masters for the names (the contenders, the watchdog's
-// holds, the lendings, the observations). The server reaches it through
-// locks (session.go); it reaches a session through client (hold.go).
-type manager struct {
+// holds, the lendings, the observations). It reaches a session through
+// Client (hold.go).
+type Manager struct {
 	cfg      Config
-	live     *atomic.Pointer[live] // the Agent's: what a SIGHUP changes
 	log      hclog.Logger
 	clock    clock.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
-	metrics  *metrics
+	metrics  *Metrics
 	instance string // the Agent's: holder ids of a restarted agent never collide
 	// clients is a snapshot of the open sessions (see findHold).
-	clients func() []client
+	clients func() []Client
 
 	mu lockorder.Mutex[lockorder.Agent] // manager.mu: after session.mu, see the lock order there
 	// names is what this agent knows of each name it has any state of:
 	// its one record per name.
 	names map[string]*nameRecord
 	// observing is the names each session observes (see watch.go).
-	observing map[client]map[string]*observation
+	observing map[Client]map[string]*observation
 	// waiters counts the LOCKs waiting in any queue, for max_waiters and
 	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
 	// adds a waiter, remove takes it out (waiters.go).
@@ -80,18 +87,36 @@ type manager struct {
 	runCtx   context.Context
 }
 
-func newManager(cfg Config, live *atomic.Pointer[live], log hclog.Logger, clk clock.Clock, m *metrics, instance string) *manager {
-	return &manager{cfg: cfg, live: live, log: log, clock: clk, metrics: m, instance: instance,
-		names: map[string]*nameRecord{}, observing: map[client]map[string]*observation{},
-		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
-		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased)}
+// Config is what the lock manager takes of the agent's config: its id, and
+// the lock block's settings it works by (see agent.LockConfig).
+type Config struct {
+	AgentID                                                              string
+	Lease, MasterTimeout, RetryMin, RetryMax, CacheLinger, CohortMaxHold time.Duration
+	DriftFactor                                                          float64
+	CohortMaxHandoffs                                                    int
+	// MaxWaiters is max_waiters in force now: a SIGHUP may change it.
+	MaxWaiters func() int
 }
 
-// limits are the limits in force now.
-func (a *manager) limits() Limits { return a.live.Load().limits }
+// New makes the lock manager of an agent whose holder ids carry instance.
+// It works once Attach gave it the masters and the watchdog, and Start
+// the context it runs under.
+func New(cfg Config, log hclog.Logger, clk clock.Clock, m *Metrics, instance string) *Manager {
+	return &Manager{cfg: cfg, log: log, clock: clk, metrics: m, instance: instance,
+		names: map[string]*nameRecord{}, observing: map[Client]map[string]*observation{},
+		shared:   newRecentNames(10*cfg.CacheLinger, maxShared),
+		released: newRecentNames(cfg.CacheLinger, maxReleased)}
+}
+
+// Attach gives the manager the masters and the watchdog (which is made
+// with the manager's OnLost), and how to find the open sessions (see
+// findHold).
+func (a *Manager) Attach(cluster *quorum.Cluster, watchdog *renewal.Watchdog, clients func() []Client) {
+	a.cluster, a.watchdog, a.clients = cluster, watchdog, clients
+}
 
 // start gives the manager the context its background work runs under.
-func (a *manager) start(ctx context.Context) {
+func (a *Manager) Start(ctx context.Context) {
 	a.mu.Lock()
 	a.runCtx = ctx
 	a.mu.Unlock()
@@ -99,14 +124,14 @@ func (a *manager) start(ctx context.Context) {
 
 // stop refuses every LOCK that would join a queue from now on: the agent
 // is stopping.
-func (a *manager) stop() {
+func (a *Manager) Stop() {
 	a.mu.Lock()
 	a.stopping = true
 	a.mu.Unlock()
 }
 
 // tally is the live holds and the waiting LOCKs, for STATUS.
-func (a *manager) tally() (holds, waiters int) {
+func (a *Manager) Tally() (holds, waiters int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.held, int(a.waiters.Load())
@@ -118,43 +143,43 @@ func (a *manager) tally() (holds, waiters int) {
 // id, a late release can only ever delete the attempt it belongs to, never a
 // newer grant to the same session+owner. (Re-entry is counted in the agent,
 // so nothing needs the id to be stable.)
-func (a *manager) holderID(sessionID uint64, owner string) string {
+func (a *Manager) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
 
 // metrics records the agent's records (waiters, holds) in telemetry's
 // series. The series themselves, their names and labels, are telemetry's.
-type metrics struct{ *telemetry.Metrics }
+type Metrics struct{ *telemetry.Metrics }
 
-func newMetrics(masters []quorum.MasterConfig) *metrics {
-	return &metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
+func NewMetrics(masters []quorum.MasterConfig) *Metrics {
+	return &Metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
 }
 
-func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
+func (m *Metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
 
 // lockAnswered records the answer to a LOCK that went through a queue.
-func (m *metrics) lockAnswered(w *waiter, r result) {
-	m.LockAnswered(w.req.Mode, w.joined, r.count, r.err)
+func (m *Metrics) WaitAnswered(w *Waiter, r Result) {
+	m.LockAnswered(w.req.Mode, w.joined, r.Count, r.Err)
 }
 
 // noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
-func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
+func (m *Metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
 
-func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
+func (m *Metrics) holdStarted(h *Hold) { m.HoldStarted(h.gaugeMode) }
 
 // holdDowngraded moves a hold from the exclusive holds to the shared ones.
 // manager.mu is held.
-func (m *metrics) holdDowngraded(h *hold) {
+func (m *Metrics) holdDowngraded(h *Hold) {
 	m.HoldDowngraded(h.gaugeMode)
 	h.gaugeMode = protocol.Shared
 }
 
-func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
+func (m *Metrics) holdEnded(h *Hold) { m.HoldEnded(h.gaugeMode, h.granted) }
 
-func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
+func (m *Metrics) lost(reason renewal.Reason) { m.Lost(reason) }
 
-func (m *metrics) cachedGrant()  { m.CachedGrants.Inc() }
-func (m *metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
+func (m *Metrics) cachedGrant()  { m.CachedGrants.Inc() }
+func (m *Metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
 
 // nameRecord is what this agent knows of one name. Its fields are guarded by
 // manager.mu; each part has locks of its own besides (the queue's mu, ...).
@@ -166,7 +191,7 @@ type nameRecord struct {
 	// locked is the live exclusive lock this agent holds of the name, the
 	// one a local waiter may be passed (see lateRun). startHoldLocked and
 	// endHoldLocked alone keep it.
-	locked *hold
+	locked *Hold
 	// lent is the record this agent lends to its local holders of the
 	// name, a run or a linger (see lend.go); nil when none.
 	lent *lending
@@ -186,7 +211,7 @@ func (n *nameRecord) empty() bool {
 
 // nameLocked is key's record, made if the agent had none. The caller puts
 // something in it (or calls tidyLocked). manager.mu is held.
-func (a *manager) nameLocked(key string) *nameRecord {
+func (a *Manager) nameLocked(key string) *nameRecord {
 	n := a.names[key]
 	if n == nil {
 		n = &nameRecord{key: key}
@@ -197,14 +222,14 @@ func (a *manager) nameLocked(key string) *nameRecord {
 
 // tidyLocked retires n once it holds nothing; every part of a record that
 // lets go calls it. manager.mu is held.
-func (a *manager) tidyLocked(n *nameRecord) {
+func (a *Manager) tidyLocked(n *nameRecord) {
 	if n.empty() && a.names[n.key] == n {
 		delete(a.names, n.key)
 	}
 }
 
 // queueLocked is key's queue of waiters, nil if none wait. manager.mu is held.
-func (a *manager) queueLocked(key string) *queue {
+func (a *Manager) queueLocked(key string) *queue {
 	if n := a.names[key]; n != nil {
 		return n.queue
 	}
@@ -213,7 +238,7 @@ func (a *manager) queueLocked(key string) *queue {
 
 // lentLocked is the record key lends its local holders, nil if none.
 // manager.mu is held.
-func (a *manager) lentLocked(key string) *lending {
+func (a *Manager) lentLocked(key string) *lending {
 	if n := a.names[key]; n != nil {
 		return n.lent
 	}
@@ -221,7 +246,7 @@ func (a *manager) lentLocked(key string) *lending {
 }
 
 // runLocked is key's run of local holders, nil if none. manager.mu is held.
-func (a *manager) runLocked(key string) *lending {
+func (a *Manager) runLocked(key string) *lending {
 	if l := a.lentLocked(key); l != nil && l.policy == lendRun {
 		return l
 	}
@@ -229,7 +254,7 @@ func (a *manager) runLocked(key string) *lending {
 }
 
 // cacheLocked is key's cache (a linger), nil if none. manager.mu is held.
-func (a *manager) cacheLocked(key string) *lending {
+func (a *Manager) cacheLocked(key string) *lending {
 	if l := a.lentLocked(key); l != nil && l.policy == lendLinger {
 		return l
 	}
@@ -237,7 +262,7 @@ func (a *manager) cacheLocked(key string) *lending {
 }
 
 // queueOf is key's queue of waiters, nil if none wait.
-func (a *manager) queueOf(key string) *queue {
+func (a *Manager) queueOf(key string) *queue {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.queueLocked(key)
@@ -245,7 +270,7 @@ func (a *manager) queueOf(key string) *queue {
 
 // exclusiveLocked is the live exclusive lock this agent holds of key, nil
 // if none. manager.mu is held.
-func (a *manager) exclusiveLocked(key string) *hold {
+func (a *Manager) exclusiveLocked(key string) *Hold {
 	if n := a.names[key]; n != nil {
 		return n.locked
 	}
@@ -253,7 +278,7 @@ func (a *manager) exclusiveLocked(key string) *hold {
 }
 
 // wantedLocked is key's notify=wanted holds, nil if none. manager.mu is held.
-func (a *manager) wantedLocked(key string) *wantedName {
+func (a *Manager) wantedLocked(key string) *wantedName {
 	if n := a.names[key]; n != nil {
 		return n.wanted
 	}
@@ -264,13 +289,13 @@ func (a *manager) wantedLocked(key string) *wantedName {
 
 // errAgentStopping refuses new sessions and requests, and ends waits,
 // while the agent stops.
-var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+var ErrAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 
 // quorumError is the answer for err from a round of the masters: a closed
 // cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
 // other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
 // callers can still ask what it was.
-func quorumError(err error) error {
+func QuorumError(err error) error {
 	if errors.Is(err, quorum.ErrClosed) {
 		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
 	}
@@ -280,4 +305,55 @@ func quorumError(err error) error {
 		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
 	}
 	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
+}
+
+// What the agent's tests look at (agent/export_test.go).
+
+// StandBack makes the contender of name stand back until until, as the end
+// of a run of local holders that another agent waited for does (see
+// cohort.go). It says false if name has no queue.
+func (a *Manager) StandBack(name string, until time.Time) bool {
+	a.mu.Lock()
+	q := a.queueLocked(name)
+	a.mu.Unlock()
+	if q == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.yieldUntil = until
+	return true
+}
+
+// Names is the names the manager keeps a record of, each with the parts of
+// its record that are set.
+func (a *Manager) Names() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var names []string
+	for key, n := range a.names {
+		parts := []string{key + ":"}
+		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "lent": n.lent != nil,
+			"wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
+			if set {
+				parts = append(parts, part)
+			}
+		}
+		names = append(names, strings.Join(parts, " "))
+	}
+	return names
+}
+
+// Lending is how the manager lends name to its local holders now: "run",
+// "linger", or "" (it lends nothing).
+func (a *Manager) Lending(name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.runLocked(name) != nil:
+		return "run"
+	case a.cacheLocked(name) != nil:
+		return "linger"
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 // its one record in the agent; the watchdog watches its rh, whose Owner is
 // the hold while it is live (guarded by manager.mu: see holderOf). acquired,
 // mode and the session's map are guarded by the session's mu.
-type hold struct {
+type Hold struct {
 	// rh is the name, holder id, and, for a ttl= hold, its end. The holds
 	// a record is lent to share it (see lend.go); its Owner is the current
 	// one.
 	rh    *renewal.Hold
-	sess  client
+	sess  Client
 	owner string
 	fence int64
 	// acquired is the mode of each acquisition, the most recent last (its
@@ -63,24 +63,24 @@ type hold struct {
 }
 
 // holdKey identifies a hold within a session.
-type holdKey struct {
-	name, owner string
+type HoldKey struct {
+	Name, Owner string
 }
 
 // count is how many acquisitions of h are not undone yet. s.mu is held.
-func (h *hold) count() int { return len(h.acquired) }
+func (h *Hold) Count() int { return len(h.acquired) }
 
 // holderOf is the hold whose record rh is: nil once it was lost or its
 // holder forgot it. manager.mu is held.
-func holderOf(rh *renewal.Hold) *hold {
-	h, _ := rh.Owner.(*hold)
+func holderOf(rh *renewal.Hold) *Hold {
+	h, _ := rh.Owner.(*Hold)
 	return h
 }
 
 // startHoldLocked makes h the live holder of its record: the one a loss
 // reaches. With endHoldLocked, it alone keeps manager.held and the holds
 // gauge. manager.mu is held.
-func (a *manager) startHoldLocked(h *hold) {
+func (a *Manager) startHoldLocked(h *Hold) {
 	h.rh.Owner = h
 	if h.limit == 1 && h.mode == protocol.Exclusive {
 		a.nameLocked(h.rh.Name).locked = h
@@ -92,7 +92,7 @@ func (a *manager) startHoldLocked(h *hold) {
 
 // endHoldLocked ends h, the live holder of its record: it was lost, let
 // go, or passed on. manager.mu is held.
-func (a *manager) endHoldLocked(h *hold) {
+func (a *Manager) endHoldLocked(h *Hold) {
 	h.rh.Owner = nil
 	if n := a.names[h.rh.Name]; n != nil && n.locked == h {
 		n.locked = nil
@@ -109,7 +109,7 @@ func limitOf(l protocol.Lock) int { return max(l.Limit, 1) }
 // reenter counts another acquisition of h by its session+owner, or says why
 // it contradicts the hold: another limit, or shared to exclusive (an
 // upgrade would deadlock two readers that both try it). s.mu is held.
-func (h *hold) reenter(l protocol.Lock) error {
+func (h *Hold) Reenter(l protocol.Lock) error {
 	switch {
 	case limitOf(l) != h.limit:
 		return protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", h.rh.Name, h.limit)
@@ -121,22 +121,22 @@ func (h *hold) reenter(l protocol.Lock) error {
 }
 
 // snapshot is what a grant or re-entry answers, taken under s.mu.
-func (h *hold) snapshot(validity time.Duration) result {
-	return result{fence: h.fence, count: h.count(), validity: validity, limit: h.limit, slot: h.slot}
+func (h *Hold) Snapshot(validity time.Duration) Result {
+	return Result{Fence: h.fence, Count: h.Count(), Validity: validity, Limit: h.limit, Slot: h.slot}
 }
 
-func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
+func (h *Hold) Key() HoldKey { return HoldKey{h.rh.Name, h.owner} }
 
 // name is the name h holds.
-func (h *hold) name() string { return h.rh.Name }
+func (h *Hold) Name() string { return h.rh.Name }
 
 // holds says whether h's record is holder's.
-func (h *hold) holds(holder string) bool { return h.rh.Holder == holder }
+func (h *Hold) Holds(holder string) bool { return h.rh.Holder == holder }
 
 // undoable says whether an UNLOCK of mode may undo an acquisition of h:
 // any may, but an exclusive one needs an exclusive acquisition left. The
 // session's mu is held.
-func (h *hold) undoable(mode protocol.Mode) bool {
+func (h *Hold) Undoable(mode protocol.Mode) bool {
 	return mode != protocol.Exclusive || slices.Contains(h.acquired, protocol.Exclusive)
 }
 
@@ -146,7 +146,7 @@ func (h *hold) undoable(mode protocol.Mode) bool {
 // acquisitions are left of an exclusive hold. It is shared here at once, so
 // that a following exclusive LOCK is an upgrade; in the masters by a
 // downgrade round. The session's mu is held.
-func (h *hold) undo(mode protocol.Mode) (count int, downgraded bool) {
+func (h *Hold) Undo(mode protocol.Mode) (count int, downgraded bool) {
 	undo := len(h.acquired) - 1
 	if mode == protocol.Exclusive {
 		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
@@ -154,22 +154,22 @@ func (h *hold) undo(mode protocol.Mode) (count int, downgraded bool) {
 		}
 	}
 	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
-	if h.count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+	if h.Count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
 		h.mode = protocol.Shared
-		return h.count(), true
+		return h.Count(), true
 	}
-	return h.count(), false
+	return h.Count(), false
 }
 
 // infoLine is HOLDS' line of h, with its validity. The session's mu is held.
-func (h *hold) infoLine(tag string, validity time.Duration) []byte {
+func (h *Hold) InfoLine(tag string, validity time.Duration) []byte {
 	return protocol.HoldInfo{Tag: tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
-		Count: h.count(), Mode: string(h.mode), Validity: validity, Limit: h.limit, Slot: h.slot}.Bytes()
+		Count: h.Count(), Mode: string(h.mode), Validity: validity, Limit: h.limit, Slot: h.slot}.Bytes()
 }
 
 // lostLine is the LOST push of h: the loss's reason, and the operator's
 // word of a revocation, if any, as why= (see renewal.Revocation).
-func lostLine(h *hold, loss renewal.Loss) []byte {
+func LostLine(h *Hold, loss renewal.Loss) []byte {
 	return protocol.Lost{Name: h.rh.Name, Owner: h.owner, Fence: h.fence, Reason: string(loss.Reason), Why: loss.Why}.Bytes()
 }
 
@@ -177,51 +177,51 @@ func lostLine(h *hold, loss renewal.Loss) []byte {
 // waits (waiter.sess) or whose hold it is (hold.sess). Each method takes
 // the session's mu itself, if it needs it, so the manager calls them with
 // none of its locks held, but where it says otherwise.
-type client interface {
+type Client interface {
 	// sessionID is the session's number, for holder ids.
-	sessionID() uint64
+	SessionID() uint64
 	// install makes the grant of w's name, won in the masters as holder,
 	// a hold of the session (see manager.startHold), and returns its
 	// snapshot.
-	install(w *waiter, holder string, g quorum.Grant) (result, error)
+	Install(w *Waiter, holder string, g quorum.Grant) (Result, error)
 	// reenter counts w as a re-entry of the session+owner's hold of its
 	// name, if it has one and claim (run under the session's mu) takes w
 	// out of its queue for it, and returns its answer (see
 	// manager.reenterQueued).
-	reenter(w *waiter, claim func(h *hold) (time.Duration, bool)) (result, bool)
+	Reenter(w *Waiter, claim func(h *Hold) (time.Duration, bool)) (Result, bool)
 	// adopt makes the hold that take returns (a record passed on in the
 	// agent: see passTo) the hold of w's session+owner, if the session is
 	// not closing and has none of the name; take runs under the session's
 	// mu and returns nil to refuse.
-	adopt(w *waiter, take func() *hold)
+	Adopt(w *Waiter, take func() *Hold)
 	// lockEnded answers w's LOCK of one name with r.
-	lockEnded(w *waiter, r result)
+	LockEnded(w *Waiter, r Result)
 	// tellLost takes the lost h out of the session's holds and queues its
 	// LOST, if h is still one of them, and returns that line's number in
 	// the session's outbox (0 if it was not).
-	tellLost(h *hold, loss renewal.Loss) (told uint64)
+	TellLost(h *Hold, loss renewal.Loss) (told uint64)
 	// awaitWritten returns once the session's line told went to its
 	// socket, or until fires.
-	awaitWritten(told uint64, until <-chan time.Time)
+	AwaitWritten(told uint64, until <-chan time.Time)
 	// pushFor queues line for the client if h is still one of the
 	// session's holds and ok (run under the session's mu) says so.
-	pushFor(h *hold, ok func() bool, line []byte) bool
+	PushFor(h *Hold, ok func() bool, line []byte) bool
 	// push and reply queue line for the client (see outbox.Push and
 	// Reply); neither waits, so they may be called under manager.mu.
-	push(line []byte)
-	reply(line []byte)
+	Push(line []byte)
+	Reply(line []byte)
 	// findHold is the session's hold whose record's holder id is holder, or
 	// nil.
-	findHold(holder string) *hold
-	logger() hclog.Logger
+	FindHold(holder string) *Hold
+	Logger() hclog.Logger
 }
 
 // startHold makes a hold of c for w's grant, won in the masters as holder,
 // its record's live holder, and has the watchdog renew it: its snapshot.
 // A ttl= hold is a watchdog hold with an end, ttl from now: its validity
 // is the grant's, or the time to its end if sooner. c's mu is held.
-func (a *manager) startHold(c client, w *waiter, holder string, g quorum.Grant) (*hold, result) {
-	h := &hold{rh: &renewal.Hold{Name: w.req.Names[0], Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: c, owner: w.req.Owner,
+func (a *Manager) StartHold(c Client, w *Waiter, holder string, g quorum.Grant) (*Hold, Result) {
+	h := &Hold{rh: &renewal.Hold{Name: w.req.Names[0], Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: c, owner: w.req.Owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
 		notifyWanted: w.req.NotifyWanted, cacheable: lendable(w.req, lendLinger) && w.done == nil && w.reused, // not a multi-lock's; its name used again
 		cohortable: lendable(w.req, lendRun)}
@@ -233,12 +233,12 @@ func (a *manager) startHold(c client, w *waiter, holder string, g quorum.Grant) 
 	a.startCohortLocked(h, w.req, g)
 	a.mu.Unlock()
 	a.watchdog.Add(h.rh, g.Deadline)
-	return h, h.snapshot(a.watchdog.Deadline(h.rh).Sub(a.clock.Now()))
+	return h, h.Snapshot(a.watchdog.Deadline(h.rh).Sub(a.clock.Now()))
 }
 
 // onLost is the watchdog's report of a hold (or a waiter's queue entry,
 // or the agent's waiting record) that ended on its own.
-func (a *manager) onLost(rh *renewal.Hold, loss renewal.Loss) {
+func (a *Manager) OnLost(rh *renewal.Hold, loss renewal.Loss) {
 	switch rh.Kind {
 	case renewal.KindEntry:
 		a.entryLost(rh)
@@ -253,20 +253,20 @@ func (a *manager) onLost(rh *renewal.Hold, loss renewal.Loss) {
 // in the masters: at once if it was revoked (a majority can no longer
 // renew it), else once its validity ended. The watchdog no longer watches
 // rh.
-func (a *manager) lose(rh *renewal.Hold, loss renewal.Loss) {
+func (a *Manager) lose(rh *renewal.Hold, loss renewal.Loss) {
 	h := a.detachLost(rh)
 	if h == nil {
 		a.cacheLost(rh, loss)
 		return
 	}
-	if told := h.sess.tellLost(h, loss); told != 0 {
-		a.afterLost(h, loss, told)
+	if told := h.sess.TellLost(h, loss); told != 0 {
+		a.AfterLost(h, loss, told)
 	}
 }
 
 // detachLost makes rh's holder, if it has one, no longer its record's
 // holder, and returns it. manager.mu is not held.
-func (a *manager) detachLost(rh *renewal.Hold) *hold {
+func (a *Manager) detachLost(rh *renewal.Hold) *Hold {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	h := holderOf(rh)
@@ -278,7 +278,7 @@ func (a *manager) detachLost(rh *renewal.Hold) *hold {
 
 // endLostLocked ends the lost h as its record's holder, its run and its
 // cache. manager.mu is held.
-func (a *manager) endLostLocked(h *hold) {
+func (a *Manager) endLostLocked(h *Hold) {
 	a.endHoldLocked(h)
 	a.endCohortLocked(h)
 	a.dropCacheLocked(h)
@@ -286,13 +286,13 @@ func (a *manager) endLostLocked(h *hold) {
 
 // afterLost logs h's loss and ends it in the masters (see lose); told is
 // its LOST line's number in the session's outbox.
-func (a *manager) afterLost(h *hold, loss renewal.Loss, told uint64) {
+func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 	rh := h.rh
 	args := []any{"name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", loss.Reason}
 	if loss.Why != "" {
 		args = append(args, "why", loss.Why)
 	}
-	h.sess.logger().Warn("hold lost", args...)
+	h.sess.Logger().Warn("hold lost", args...)
 	at := a.watchdog.Deadline(rh)
 	if !loss.Revoked() {
 		a.releaseAt(rh, at, nil)
@@ -302,7 +302,7 @@ func (a *manager) afterLost(h *hold, loss renewal.Loss, told uint64) {
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.awaitWritten(told, until) })
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) })
 }
 
 // lostNow says whether the client must be told LOST of h, one of its
@@ -312,7 +312,7 @@ func (a *manager) afterLost(h *hold, loss renewal.Loss, told uint64) {
 // the LOST (docs/protocol.md, ordering rule 3). If it was not ended yet,
 // it is ended here. The caller tells the client (client.tellLost) and
 // calls afterLost. h's session's mu is held.
-func (a *manager) lostNow(h *hold) (renewal.Loss, bool) {
+func (a *Manager) LostNow(h *Hold) (renewal.Loss, bool) {
 	loss, lost := a.watchdog.Lost(h.rh)
 	if !lost {
 		return loss, false
@@ -338,7 +338,7 @@ func (a *manager) lostNow(h *hold) (renewal.Loss, bool) {
 // as soon as early returns, which it does by the deadline at the latest
 // (it is given the deadline's timer). A stopping agent leaves the hold to
 // expire.
-func (a *manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time)) {
+func (a *Manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time)) {
 	go func() {
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
 			t := a.clock.NewTimer(d)
@@ -361,7 +361,7 @@ func (a *manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(unt
 
 // forget drops a hold from the agent's books before it is released, and
 // says whether the release should be a hand-over (see endCohortLocked).
-func (a *manager) forget(h *hold) (handOver bool) {
+func (a *Manager) Forget(h *Hold) (handOver bool) {
 	a.mu.Lock()
 	cur := holderOf(h.rh)
 	if cur != nil && cur != h {
@@ -382,7 +382,7 @@ func (a *manager) forget(h *hold) (handOver bool) {
 
 // release drops a hold in the masters and lets local waiters try at once
 // (but for a hand-over: see cohort.go).
-func (a *manager) release(ctx context.Context, name, holder string, handOver bool) {
+func (a *Manager) release(ctx context.Context, name, holder string, handOver bool) {
 	release := a.cluster.Release
 	if handOver {
 		release = a.cluster.HandOver
@@ -393,13 +393,13 @@ func (a *manager) release(ctx context.Context, name, holder string, handOver boo
 	a.pokeQueue(name)
 }
 
-func (a *manager) releaseAsync(name, holder string) {
+func (a *Manager) releaseAsync(name, holder string) {
 	go a.release(context.Background(), name, holder, false)
 }
 
 // releaseAll releases holds in one batched round per master and returns
 // when it is done, then lets the names' local waiters try at once.
-func (a *manager) releaseAll(holds map[holdKey]*hold) {
+func (a *Manager) ReleaseAll(holds map[HoldKey]*Hold) {
 	if len(holds) == 0 {
 		return
 	}
@@ -409,7 +409,7 @@ func (a *manager) releaseAll(holds map[holdKey]*hold) {
 		if a.handOff(h) {
 			continue
 		}
-		a.forget(h)
+		a.Forget(h)
 		if h.rh.Tail {
 			tailed = append(tailed, h.rh)
 			continue
@@ -431,18 +431,18 @@ func (a *manager) releaseAll(holds map[holdKey]*hold) {
 // to its cache or on, else the record is released, leaving its tail unless
 // rollback (the acquisition was never answered). It may wait for the
 // masters.
-func (a *manager) letGo(ctx context.Context, h *hold, rollback bool) {
+func (a *Manager) LetGo(ctx context.Context, h *Hold, rollback bool) {
 	if rollback { // the record goes as it is, tail or not
-		a.release(ctx, h.rh.Name, h.rh.Holder, a.forget(h))
+		a.release(ctx, h.rh.Name, h.rh.Holder, a.Forget(h))
 	} else if !a.cacheOrRelease(ctx, h) {
-		a.endHold(ctx, h.rh, true, a.forget(h))
+		a.endHold(ctx, h.rh, true, a.Forget(h))
 	}
 }
 
 // downgraded notes that h, exclusive, has only shared acquisitions left:
 // the masters' record becomes shared (see downgrade), so no exclusive
 // holder may inherit it, and the holds gauge counts it shared.
-func (a *manager) downgraded(h *hold) {
+func (a *Manager) Downgraded(h *Hold) {
 	a.leaveCohort(h)
 	a.mu.Lock()
 	if holderOf(h.rh) == h {
@@ -452,21 +452,21 @@ func (a *manager) downgraded(h *hold) {
 }
 
 // downgrade makes h's record shared in the masters.
-func (a *manager) downgrade(ctx context.Context, h *hold) error {
+func (a *Manager) Downgrade(ctx context.Context, h *Hold) error {
 	return a.cluster.Downgrade(ctx, h.rh.Name, h.rh.Holder)
 }
 
 // setEnd gives h an end (see EXTEND; a multi-lock's ttl=), and returns its
 // validity, or false if it was lost. An end is this holder's, not the next
 // one's: h leaves its run.
-func (a *manager) setEnd(h *hold, end time.Time) (time.Duration, bool) {
+func (a *Manager) SetEnd(h *Hold, end time.Time) (time.Duration, bool) {
 	a.leaveCohort(h)
 	return a.watchdog.SetEnd(h.rh, end)
 }
 
 // validity is what the watchdog knows of h's validity now; false if it no
 // longer watches h's record.
-func (a *manager) validity(h *hold) (time.Duration, bool) { return a.watchdog.Validity(h.rh) }
+func (a *Manager) Validity(h *Hold) (time.Duration, bool) { return a.watchdog.Validity(h.rh) }
 
 // Tails: a hold with delay= (or lock.lock_delay) or min_hold= keeps its
 // name unavailable after it ends (quorum.Tail). The masters keep the tail;
@@ -482,7 +482,7 @@ func tailOf(l protocol.Lock) quorum.Tail {
 // tail (a hand-over, if handOver: see cohort.go), else an end that leaves
 // its tail (see quorum.Cluster.End); clean says it was an UNLOCK. Then the
 // name's local waiters try at once.
-func (a *manager) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver bool) {
+func (a *Manager) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver bool) {
 	if !rh.Tail {
 		a.release(ctx, rh.Name, rh.Holder, handOver)
 		return
@@ -498,7 +498,7 @@ func (a *manager) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver
 }
 
 // pokeQueue lets name's local waiters try at once.
-func (a *manager) pokeQueue(name string) {
+func (a *Manager) pokeQueue(name string) {
 	if q := a.queueOf(name); q != nil {
 		q.poke()
 	}
@@ -506,7 +506,7 @@ func (a *manager) pokeQueue(name string) {
 
 // endTailed ends holds with a tail that a closing session left (see
 // releaseAll), all at once: not clean.
-func (a *manager) endTailed(holds []*renewal.Hold) {
+func (a *Manager) endTailed(holds []*renewal.Hold) {
 	var wg sync.WaitGroup
 	for _, rh := range holds {
 		wg.Add(1)
@@ -523,7 +523,7 @@ func (a *manager) endTailed(holds []*renewal.Hold) {
 // told LOST with the reason, then the hold ends (its delay applies). The
 // renewal would find it gone anyway, within a third of a lease. It is
 // called from a master's subscriber: it must not block.
-func (a *manager) onRevoke(holder, reason string) {
+func (a *Manager) OnRevoke(holder, reason string) {
 	go func() {
 		rh := a.findHold(holder)
 		if rh == nil || !a.watchdog.Revoke(rh, reason) {
@@ -534,9 +534,9 @@ func (a *manager) onRevoke(holder, reason string) {
 }
 
 // findHold is the watched record of holder among the sessions' holds, or nil.
-func (a *manager) findHold(holder string) *renewal.Hold {
+func (a *Manager) findHold(holder string) *renewal.Hold {
 	for _, c := range a.clients() {
-		if h := c.findHold(holder); h != nil {
+		if h := c.FindHold(holder); h != nil {
 			return h.rh
 		}
 	}
@@ -556,7 +556,7 @@ func (a *manager) findHold(holder string) *renewal.Hold {
 // to the masters again so that a hand-over's write in flight does not
 // leave the old value. It says false if h is no longer live (lost, let go
 // or passed on).
-func (a *manager) recordValue(h *hold, value string) bool {
+func (a *Manager) recordValue(h *Hold, value string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if holderOf(h.rh) != h || !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Who.Value = value }) {
@@ -577,7 +577,7 @@ func (a *manager) recordValue(h *hold, value string) bool {
 // setValue makes value the value of h (SET): in the agent at once, and on a
 // majority of the masters before it returns. held is false if h is no
 // longer live.
-func (a *manager) setValue(ctx context.Context, h *hold, value string) (held bool, err error) {
+func (a *Manager) SetValue(ctx context.Context, h *Hold, value string) (held bool, err error) {
 	if !a.recordValue(h, value) {
 		return false, nil
 	}

@@ -1,4 +1,10 @@
-package agent
+// Package server is the agent's side of the socket: one session per
+// connection, which reads its requests, keeps them in order, checks them
+// against the access rules and answers them, and keeps handles to the
+// session's holds and waits. Everything the agent knows of a name is the
+// lock manager's (agent/locks), which the server asks through lockManager
+// and which calls a session back through locks.Client.
+package server
 
 import (
 	"bufio"
@@ -15,10 +21,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/acl"
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/status"
-	"github.com/lock-agent/lock-agent/internal/buildinfo"
 	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
@@ -26,55 +32,81 @@ import (
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// locks is what the server asks of the lock manager (manager, name.go),
+// lockManager is what the server asks of the lock manager (locks.Manager),
 // which owns every hold's record, every wait and each name's state: a
 // session keeps handles to its holds and waits, and the order of its
-// replies. The manager reaches a session through client (hold.go).
-type locks interface {
+// replies. The manager reaches a session through locks.Client.
+type lockManager interface {
 	// A LOCK (lock.go): a lent record, else a wait in the name's queue.
-	lendCached(c client, l protocol.Lock, who quorum.Who, lend bool) (h *hold, r result, ok bool, after <-chan struct{})
-	newWaiter(c client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *waiter
-	join(w *waiter) error
-	withdrawWith(w *waiter, r result)
-	startHold(c client, w *waiter, holder string, g quorum.Grant) (*hold, result)
-	validity(h *hold) (time.Duration, bool)
+	LendCached(c locks.Client, l protocol.Lock, who quorum.Who, lend bool) (h *locks.Hold, r locks.Result, ok bool, after <-chan struct{})
+	NewWaiter(c locks.Client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *locks.Waiter
+	Join(w *locks.Waiter) error
+	WithdrawWith(w *locks.Waiter, r locks.Result)
+	StartHold(c locks.Client, w *locks.Waiter, holder string, g quorum.Grant) (*locks.Hold, locks.Result)
+	Validity(h *locks.Hold) (time.Duration, bool)
 	// A hold's end: a loss found, an UNLOCK, a downgrade, a closing session.
-	lostNow(h *hold) (renewal.Loss, bool)
-	afterLost(h *hold, loss renewal.Loss, told uint64)
-	forget(h *hold) (handOver bool)
-	giveBack(h *hold) bool
-	letGo(ctx context.Context, h *hold, rollback bool)
-	downgraded(h *hold)
-	downgrade(ctx context.Context, h *hold) error
-	releaseAll(holds map[holdKey]*hold)
+	LostNow(h *locks.Hold) (renewal.Loss, bool)
+	AfterLost(h *locks.Hold, loss renewal.Loss, told uint64)
+	Forget(h *locks.Hold) (handOver bool)
+	GiveBack(h *locks.Hold) bool
+	LetGo(ctx context.Context, h *locks.Hold, rollback bool)
+	Downgraded(h *locks.Hold)
+	Downgrade(ctx context.Context, h *locks.Hold) error
+	ReleaseAll(holds map[locks.HoldKey]*locks.Hold)
 	// EXTEND, SET, WHO, CHECK.
-	setEnd(h *hold, end time.Time) (time.Duration, bool)
-	setValue(ctx context.Context, h *hold, value string) (held bool, err error)
-	holders(ctx context.Context, name string) ([]quorum.Record, error)
-	check(ctx context.Context, name string, fence uint64) (bool, error)
+	SetEnd(h *locks.Hold, end time.Time) (time.Duration, bool)
+	SetValue(ctx context.Context, h *locks.Hold, value string) (held bool, err error)
+	Holders(ctx context.Context, name string) ([]quorum.Record, error)
+	Check(ctx context.Context, name string, fence uint64) (bool, error)
 	// OBSERVE, UNOBSERVE, and a closing session's observations.
-	observe(c client, name string, limit int, ok []byte) error
-	unobserve(c client, name string)
-	unobserveAll(c client)
+	Observe(c locks.Client, name string, limit int, ok []byte) error
+	Unobserve(c locks.Client, name string)
+	UnobserveAll(c locks.Client)
 	// STATUS: the live holds and the waiting LOCKs.
-	tally() (holds, waiters int)
+	Tally() (holds, waiters int)
 }
 
-// Version is the agent's version, reported by HELLO and STATUS: the one
-// stamped in at build time, "dev" if none was (see internal/buildinfo).
-var Version = buildinfo.Get().Version
+// Config is what the server takes of the agent's config.
+type Config struct {
+	AgentID string
+	// Version is the agent's, reported by HELLO and STATUS.
+	Version string
+	// LockDelay is lock.lock_delay: the delay= of a LOCK that gives none.
+	LockDelay time.Duration
+	// Settings are the settings every master records (agent.ClusterSettings),
+	// as STATUS shows them.
+	Settings string
+	// RevokeBound is how long REVOKE waits for the holds it revoked to end.
+	RevokeBound time.Duration
+}
 
-// server is the agent's side of the socket: the open sessions, and what
+// Limits are the limits a session is held to. A SIGHUP may change them
+// (SetLive).
+type Limits struct {
+	MaxSessions, MaxSessionsPerUID, MaxHoldsPerSession int
+	// IdleTimeout closes a session that had no hold, no wait and no request
+	// for that long; 0 never does.
+	IdleTimeout time.Duration
+}
+
+// live is what a SIGHUP changes: replaced whole, never changed in place,
+// so the request paths read it with no lock.
+type live struct {
+	limits Limits
+	acl    *acl.ACL
+}
+
+// Server is the agent's side of the socket: the open sessions, and what
 // they answer with besides the lock manager (the limits and access rules
-// in force, the masters' status). Agent composes it with the manager.
-type server struct {
+// in force, the masters' status). The agent composes it with the manager.
+type Server struct {
 	cfg     Config
-	live    *atomic.Pointer[live] // the Agent's: what a SIGHUP changes
+	live    atomic.Pointer[live]
 	log     hclog.Logger
 	clock   clock.Clock
 	cluster *quorum.Cluster // HELLO, STATUS, and the reads of WHO and REVOKE
-	metrics *metrics
-	manager locks
+	metrics *locks.Metrics
+	manager lockManager
 
 	// mu guards the sessions and stopping: a leaf, taken under no other
 	// mutex of the agent's and taking none (see the lock order at
@@ -88,25 +120,43 @@ type server struct {
 	sessionsWG  sync.WaitGroup
 }
 
-func newServer(cfg Config, live *atomic.Pointer[live], log hclog.Logger, clk clock.Clock, m *metrics, manager locks) *server {
-	return &server{cfg: cfg, live: live, log: log, clock: clk, metrics: m, manager: manager,
+// New makes the server of an agent's sessions: the manager is the agent's
+// lock manager, cluster its masters; limits and rules are in force until
+// SetLive. It serves nothing until Start.
+func New(cfg Config, limits Limits, rules *acl.ACL, log hclog.Logger, clk clock.Clock, cluster *quorum.Cluster, m *locks.Metrics, manager *locks.Manager) *Server {
+	v := &Server{cfg: cfg, log: log, clock: clk, cluster: cluster, metrics: m, manager: manager,
 		sessions: map[uint64]*session{}, uidSessions: map[int]int{}}
+	v.live.Store(&live{limits: limits, acl: rules})
+	return v
 }
 
-// start gives the sessions the context they run under.
-func (v *server) start(ctx context.Context) {
+// SetLive puts limits and rules in force for the requests that arrive
+// after it returns. What was admitted before is kept; a session's
+// idle_timeout is measured anew.
+func (v *Server) SetLive(limits Limits, rules *acl.ACL) {
+	old := v.live.Swap(&live{limits: limits, acl: rules})
+	if old.limits.IdleTimeout == limits.IdleTimeout {
+		return
+	}
+	for _, s := range v.OpenSessions() {
+		s.armIdle()
+	}
+}
+
+// Start gives the sessions the context they run under.
+func (v *Server) Start(ctx context.Context) {
 	v.mu.Lock()
 	v.runCtx = ctx
 	v.mu.Unlock()
 }
 
 // limits are the limits in force now.
-func (v *server) limits() Limits { return v.live.Load().limits }
+func (v *Server) limits() Limits { return v.live.Load().limits }
 
 // closeAll opens no more sessions, pushes LOST and BYE to every open one,
 // closes them, and waits until each released its holds, or until grace
 // fires.
-func (v *server) closeAll(grace <-chan time.Time) {
+func (v *Server) CloseAll(grace <-chan time.Time) {
 	v.mu.Lock()
 	v.stopping = true
 	sessions := v.sessionsLocked()
@@ -130,33 +180,33 @@ func (v *server) closeAll(grace <-chan time.Time) {
 
 // openSessions is a snapshot of the open sessions, for work on each
 // that must not hold server.mu (it takes session.mu, or may wait).
-func (v *server) openSessions() []*session {
+func (v *Server) OpenSessions() []*session {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.sessionsLocked()
 }
 
 // sessionsLocked is openSessions with server.mu held.
-func (v *server) sessionsLocked() []*session {
+func (v *Server) sessionsLocked() []*session {
 	return slices.Collect(maps.Values(v.sessions))
 }
 
 // counts is a snapshot for STATUS.
-type counts struct {
+type Counts struct {
 	Sessions, Holds, Waiters int
 }
 
-func (v *server) counts() counts {
-	holds, waiters := v.manager.tally()
+func (v *Server) Counts() Counts {
+	holds, waiters := v.manager.Tally()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
+	return Counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
 }
 
 // clients is openSessions as the lock manager sees them.
-func (v *server) clients() []client {
-	sessions := v.openSessions()
-	cs := make([]client, len(sessions))
+func (v *Server) Clients() []locks.Client {
+	sessions := v.OpenSessions()
+	cs := make([]locks.Client, len(sessions))
 	for i, s := range sessions {
 		cs[i] = s
 	}
@@ -167,13 +217,13 @@ func (v *server) clients() []client {
 // while the agent still grants: those beyond the quorum (n - (n/2+1)).
 // One master tolerates none, nor do two; an even count tolerates no more
 // than one master fewer would.
-func (v *server) tolerates() int { return v.cluster.Size() - v.cluster.Quorum() }
+func (v *Server) Tolerates() int { return v.cluster.Size() - v.cluster.Quorum() }
 
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
 type session struct {
-	srv     *server
-	manager locks
+	srv     *Server
+	manager lockManager
 	id      uint64
 	conn    *net.UnixConn
 	cred    socket.Cred
@@ -198,7 +248,7 @@ type session struct {
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
-	//	  └ manager.mu             every name's record (name.go); lockorder's Agent.mu
+	//	  └ Manager.mu             every name's record (agent/locks); lockorder's Agent.mu
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
 	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
@@ -216,9 +266,9 @@ type session struct {
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
 	//     under it, and under it take the locks below: the session holds it
 	//     when it calls the lock manager's methods that say so, and the
-	//     manager's calls into a session (client) take it themselves, with
-	//     none of the manager's locks held.
-	//  2. manager.mu (name.go; lockorder's rank Agent.mu, the name it had
+	//     manager's calls into a session (locks.Client) take it themselves,
+	//     with none of the manager's locks held.
+	//  2. Manager.mu (agent/locks; lockorder's rank Agent.mu, the name it had
 	//     while the manager was part of Agent): manager.names, the one
 	//     record per name, with all that hangs from it: the live exclusive
 	//     lock, the queue's place, the lending, a run or a cache (lend.go,
@@ -247,7 +297,7 @@ type session struct {
 	// AfterFunc's function within Advance, with its own mutex let go).
 	mu    lockorder.Mutex[lockorder.Session]
 	idle  clock.Timer // the idle_timeout check; nil until there is one (see armIdle)
-	holds map[holdKey]*hold
+	holds map[locks.HoldKey]*locks.Hold
 	// locks is the session's unanswered LOCKs, by tag: one record each,
 	// its turn, its wait and, for a multi-lock, its goroutine's cancel (see
 	// pendingLock). waiting counts those with a wait, multis those that are
@@ -263,7 +313,7 @@ type session struct {
 	// requests on it wait for, and behind the requests waiting for their
 	// turn (see order.go); turnsEnded, while the agent stops, is closed
 	// when turns empties (see bye).
-	turns      map[holdKey]*turn
+	turns      map[locks.HoldKey]*turn
 	turnSeq    uint64 // the last turn's seq
 	turnsEnded chan struct{}
 	behind     int
@@ -290,7 +340,7 @@ type pendingRelease struct {
 	done chan struct{} // closed when n drops to 0
 }
 
-func (a *server) open(conn *net.UnixConn) {
+func (a *Server) Open(conn *net.UnixConn) {
 	cred, err := socket.PeerCred(conn)
 	if err != nil {
 		a.log.Debug("peer credentials unavailable", "error", err)
@@ -299,7 +349,7 @@ func (a *server) open(conn *net.UnixConn) {
 	var refuse error
 	switch lim := a.limits(); {
 	case a.stopping:
-		refuse = errAgentStopping
+		refuse = locks.ErrAgentStopping
 	case len(a.sessions) >= lim.MaxSessions:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", lim.MaxSessions)
 	case a.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
@@ -312,7 +362,7 @@ func (a *server) open(conn *net.UnixConn) {
 		return
 	}
 	a.nextSession++
-	s := &session{srv: a, manager: a.manager, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
+	s := &session{srv: a, manager: a.manager, id: a.nextSession, conn: conn, cred: cred, holds: map[locks.HoldKey]*locks.Hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if s.out, err = outbox.New(conn, s.log); err != nil {
 		a.mu.Unlock()
@@ -525,15 +575,15 @@ func (s *session) armIdle() {
 	}
 }
 
-// send, reply and push queue a line for the client: see outbox.
+// send, Reply and Push queue a line for the client: see outbox.
 func (s *session) send(line []byte)  { s.out.Send(line) }
-func (s *session) reply(line []byte) { s.out.Reply(line) }
-func (s *session) push(line []byte)  { s.out.Push(line) }
+func (s *session) Reply(line []byte) { s.out.Reply(line) }
+func (s *session) Push(line []byte)  { s.out.Push(line) }
 
-// sessionID, awaitWritten and logger: see client.
-func (s *session) sessionID() uint64    { return s.id }
-func (s *session) logger() hclog.Logger { return s.log }
-func (s *session) awaitWritten(told uint64, until <-chan time.Time) {
+// SessionID, AwaitWritten and Logger: see locks.Client.
+func (s *session) SessionID() uint64    { return s.id }
+func (s *session) Logger() hclog.Logger { return s.log }
+func (s *session) AwaitWritten(told uint64, until <-chan time.Time) {
 	s.out.AwaitWritten(told, until)
 }
 
@@ -550,7 +600,7 @@ func (s *session) bye(reason string) {
 		s.shutdown.Store(true)
 		s.mu.Lock()
 		s.closing = true
-		holds := make([]*hold, 0, len(s.holds))
+		holds := make([]*locks.Hold, 0, len(s.holds))
 		for _, h := range s.holds {
 			holds = append(holds, h)
 		}
@@ -562,7 +612,7 @@ func (s *session) bye(reason string) {
 		}
 		for _, p := range s.locks {
 			if p.multi != nil {
-				p.multi(errAgentStopping)
+				p.multi(locks.ErrAgentStopping)
 			}
 		}
 		var turnsEnded chan struct{}
@@ -572,14 +622,14 @@ func (s *session) bye(reason string) {
 		}
 		s.mu.Unlock()
 		for _, h := range holds {
-			s.push(lostLine(h, renewal.Loss{Reason: renewal.ReasonShutdown}))
+			s.Push(locks.LostLine(h, renewal.Loss{Reason: renewal.ReasonShutdown}))
 		}
 		for _, w := range waits {
-			s.manager.withdrawWith(w, result{err: errAgentStopping})
+			s.manager.WithdrawWith(w, locks.Result{Err: locks.ErrAgentStopping})
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
 	}
-	s.push(protocol.Bye{Reason: reason}.Bytes())
+	s.Push(protocol.Bye{Reason: reason}.Bytes())
 	s.out.FlushAndClose()
 }
 
@@ -605,20 +655,20 @@ func (s *session) awaitAnswers(ended ...chan struct{}) {
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel(errSessionGone)
-	s.manager.unobserveAll(s)
+	s.manager.UnobserveAll(s)
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
 	}
 	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
-	s.holds = map[holdKey]*hold{}
+	s.holds = map[locks.HoldKey]*locks.Hold{}
 	waits := s.waitsToEndLocked()
 	s.mu.Unlock()
 	for _, w := range waits {
-		s.manager.withdrawWith(w, result{err: s.endedBy()})
+		s.manager.WithdrawWith(w, locks.Result{Err: s.endedBy()})
 	}
-	s.manager.releaseAll(holds)
+	s.manager.ReleaseAll(holds)
 	s.conn.SetWriteDeadline(time.Now().Add(outbox.CloseFlush))
 	s.reqs.Wait()
 	s.srv.mu.Lock()
@@ -644,7 +694,7 @@ func (s *session) hello(req *protocol.Request) error {
 	if h.Client != "" {
 		s.log.Debug("hello", "client", h.Client)
 	}
-	s.send(protocol.Welcome{Tag: req.Tag, Agent: Version, Session: s.id, Masters: s.srv.cluster.Size(), Quorum: s.srv.cluster.Quorum()}.Bytes())
+	s.send(protocol.Welcome{Tag: req.Tag, Agent: s.srv.cfg.Version, Session: s.id, Masters: s.srv.cluster.Size(), Quorum: s.srv.cluster.Quorum()}.Bytes())
 	return nil
 }
 
@@ -655,10 +705,10 @@ func (s *session) status(req *protocol.Request) error {
 	for _, m := range s.srv.cluster.Status() {
 		s.send(status.Master(req.Tag, m).Bytes())
 	}
-	c := s.srv.counts()
-	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.srv.cfg.AgentID, Sessions: c.Sessions,
-		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.srv.cluster.Quorum(), Tolerates: s.srv.tolerates(),
-		LockDelay: s.srv.cfg.Lock.LockDelay, Settings: ClusterSettings(s.srv.cfg.Lock).String(),
+	c := s.srv.Counts()
+	s.send(protocol.Status{Tag: req.Tag, Agent: s.srv.cfg.Version, ID: s.srv.cfg.AgentID, Sessions: c.Sessions,
+		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.srv.cluster.Quorum(), Tolerates: s.srv.Tolerates(),
+		LockDelay: s.srv.cfg.LockDelay, Settings: s.srv.cfg.Settings,
 		SettingsDiffer: status.SettingsDiffer(s.srv.cluster.SettingsProblem())}.Bytes())
 	return nil
 }
@@ -698,3 +748,31 @@ var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
 
 // errCancelled ends a wait that CANCEL withdrew.
 var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
+
+// What the agent's tests look at (agent/export_test.go).
+
+// QueuedLines is the most lines any open session has waiting for its
+// writer.
+func (v *Server) QueuedLines() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	most := 0
+	for _, s := range v.sessions {
+		most = max(most, s.out.Queued())
+	}
+	return most
+}
+
+// Unsaid is how many sessions are neither closed nor told BYE: a session
+// counts no more from the moment its BYE is queued.
+func (v *Server) Unsaid() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	open := 0
+	for _, s := range v.sessions {
+		if s.out.Open() {
+			open++
+		}
+	}
+	return open
+}
