@@ -1,43 +1,49 @@
-// Package agent is lock-agent's daemon: the Unix socket server, the sessions
-// that tie holds to connections, and the lock manager, which keeps what the
-// agent knows of each name (its holders, its waiters, the record it lends).
-// It composes quorum (RedLock over the masters) and renewal (the watchdog).
+// Package agent is lock-agent's daemon: it composes the socket server
+// (agent/server: the sessions that tie holds to connections) with the lock
+// manager (agent/locks: what the agent knows of each name, its holders,
+// its waiters, the record it lends), over quorum (RedLock over the
+// masters) and renewal (the watchdog).
 //
-// A file per concept; the server's side (the wire, dispatch, the order of
-// replies, access checks), then the lock manager's:
-//
-//	agent.go      the Agent: New, Run, its stop; its health and metrics
+//	agent.go      the Agent, the composition root: New, Run, the order of
+//	              its stop; its health and metrics; what a SIGHUP changes
+//	              (SetLive)
 //	config.go     Config and its defaults, Quarantine, the settings every
-//	              master records, what a SIGHUP changes (SetLive)
+//	              master records
 //
-//	session.go    one connection: read, dispatch, idle_timeout, BYE, close;
-//	              HELLO, PING, STATUS; the access checks (allow)
+// agent/server, the wire's side: a session keeps handles to its holds and
+// waits, and the order of its replies, and asks the manager for the rest
+// through a small interface (lockManager, session.go):
+//
+//	session.go    the Server; one connection: read, dispatch, idle_timeout,
+//	              BYE, close; HELLO, PING, STATUS; the access checks
 //	order.go      the order of a session's requests on a hold: turns, and
 //	              the LOCK, UNLOCK, EXTEND, SET and WHO that take them
-//	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock
+//	lock.go       LOCK: re-entry, a lent record, a wait; a multi-lock; a
+//	              grant's hold installed in the session
 //	verbs.go      every other verb: UNLOCK, EXTEND, CANCEL, HOLDS, WHO,
-//	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE
+//	              REVOKE, SET, CHECK, OBSERVE, UNOBSERVE; a hold's undoing
+//	              and its LOST, on the session's side
 //
-//	name.go       one record per name: all the agent knows of a name
+// agent/locks, the lock manager: it calls a session back only through
+// locks.Client (hold.go), and imports nothing of the server's:
+//
+//	name.go       the Manager, and its one record per name
 //	waiters.go    who waits: a LOCK's wait, the name's queue, its entries
 //	              in the masters' fair queue, the waiting record WHO shows
 //	contender.go  the goroutine that tries the masters for a queue's head
-//	hold.go       a hold's life: grant, loss, release, tail, value
+//	hold.go       a hold's life: grant, loss, release, tail, value; Client
 //	lend.go       lending a record held in the masters to local holders,
 //	              the lease/2 rule, the safety essay; its two policies:
 //	cohort.go     a run, while local waiters queue
 //	cache.go      a linger, after the last local holder let go
 //	watch.go      a name's channel: WANTED pushes and LEADER to observers
 //
-// and packages beside it: outbox (a session's lines for its client), acl
+// and packages beside them: outbox (a session's lines for its client), acl
 // (access rules), socket (the listener, peer credentials), status (STATUS
 // lines), telemetry (metrics, health), memory, systemd, and config (the
-// config file, which builds a Config).
-//
-// The two sides still share one receiver: a session keeps its holds and
-// calls into the Agent (withdraw, releaseAll, recordValue, ...), and the
-// manager calls back into sessions (install, reenterQueued, a waiter's end).
-// The lock order that keeps them straight is written at session.mu.
+// config file, which builds a Config). The lock order that keeps the
+// server and the manager straight is written at the session's mu
+// (agent/server/session.go).
 package agent
 
 import (
@@ -45,24 +51,21 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/agent/memory"
+	"github.com/lock-agent/lock-agent/agent/server"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/systemd"
 	"github.com/lock-agent/lock-agent/agent/telemetry"
 	"github.com/lock-agent/lock-agent/internal/buildinfo"
-	"github.com/lock-agent/lock-agent/internal/lockorder"
-	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -71,6 +74,10 @@ import (
 // Version is the agent's version, reported by HELLO and STATUS: the one
 // stamped in at build time, "dev" if none was (see internal/buildinfo).
 var Version = buildinfo.Get().Version
+
+// MinTTL is the shortest ttl= a LOCK or EXTEND may ask for (see
+// server.MinTTL).
+const MinTTL = server.MinTTL
 
 // shutdownGrace bounds how long a stopping agent waits for sessions to
 // say BYE and release their holds, counted from the start of the stop (a
@@ -86,13 +93,13 @@ const shutdownGrace = 2500 * time.Millisecond
 
 // Agent is one running lock agent.
 type Agent struct {
-	cfg      Config // as at start; what a SIGHUP changes is in live
-	live     atomic.Pointer[live]
+	cfg      Config // as at start; what a SIGHUP changes is in limits and the server's
+	limits   atomic.Pointer[Limits]
 	log      hclog.Logger
 	clock    clock.Clock
 	cluster  *quorum.Cluster
 	watchdog *renewal.Watchdog
-	metrics  *metrics
+	metrics  *locks.Metrics
 	instance string // random per process: holder ids of a restarted agent never collide
 
 	health *telemetry.Health // liveness of the agent's own loops
@@ -100,30 +107,11 @@ type Agent struct {
 	ln    *net.UnixListener
 	ready chan struct{} // closed once listening
 
-	mu          lockorder.Mutex[lockorder.Agent] // after session.mu: see the lock order there
-	sessions    map[uint64]*session
-	uidSessions map[int]int // open sessions per peer uid
-	nextSession uint64
-	// names is what this agent knows of each name it has any state of:
-	// its one record per name (see name.go).
-	names map[string]*nameRecord
-	// waiters counts the LOCKs waiting in any queue, for max_waiters and
-	// STATUS. The queues alone keep it, with the waiters gauges: joinLocked
-	// adds a waiter, remove takes it out (waiters.go).
-	waiters atomic.Int64
-	// shared are the names other agents wanted lately, and released the
-	// names this agent released to the masters lately: see cache.go.
-	shared, released *recentNames
-	// toNote are the caches whose lendings changed what the masters should
-	// show of their records since the last batch (see noteCaches).
-	toNote []*lending
-	// held counts the live holds (those a loss would reach), for STATUS:
-	// kept by startHoldLocked and endHoldLocked alone.
-	held       int
-	attempts   atomic.Uint64 // numbers every acquire attempt: see holderID
-	stopping   bool
-	runCtx     context.Context
-	sessionsWG sync.WaitGroup
+	// locks is the lock manager, srv the server: the sessions reach the
+	// manager through the server's lockManager, it reaches them through
+	// locks.Client.
+	locks *locks.Manager
+	srv   *server.Server
 }
 
 // New builds an agent from cfg. It does not listen or connect until Run.
@@ -136,11 +124,12 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		clk = clock.Real{}
 	}
 	a := &Agent{cfg: cfg, log: log, clock: clk, instance: randomHex(4), ready: make(chan struct{}),
-		sessions: map[uint64]*session{}, uidSessions: map[int]int{}, names: map[string]*nameRecord{},
-		shared:   newRecentNames(10*cfg.Lock.CacheLinger, maxShared),
-		released: newRecentNames(cfg.Lock.CacheLinger, maxReleased),
-		metrics:  newMetrics(cfg.Masters)}
-	a.live.Store(&live{limits: cfg.Limits, acl: cfg.ACL})
+		metrics: locks.NewMetrics(cfg.Masters)}
+	a.limits.Store(&cfg.Limits)
+	a.locks = locks.New(locks.Config{AgentID: cfg.AgentID, Lease: cfg.Lock.Lease, MasterTimeout: cfg.Lock.MasterTimeout,
+		RetryMin: cfg.Lock.RetryMin, RetryMax: cfg.Lock.RetryMax, CacheLinger: cfg.Lock.CacheLinger,
+		CohortMaxHold: cfg.Lock.CohortMaxHold, DriftFactor: cfg.Lock.DriftFactor, CohortMaxHandoffs: cfg.Lock.CohortMaxHandoffs,
+		MaxWaiters: func() int { return a.limits.Load().MaxWaiters }}, log, clk, a.metrics, a.instance)
 	a.health = telemetry.NewHealth(time.Now, healthBeat, healthStale)
 	cluster, err := quorum.New(quorum.Config{
 		Masters: cfg.Masters, KeyPrefix: cfg.Lock.KeyPrefix, DriftFactor: cfg.Lock.DriftFactor,
@@ -148,17 +137,21 @@ func New(cfg Config, log hclog.Logger) (*Agent, error) {
 		InstanceID: cfg.AgentID + "/" + a.instance, Clock: a.clock, Logger: log.Named("quorum"),
 		Observer: a.metrics,
 		Settings: ClusterSettings(cfg.Lock),
-		OnRevoke: a.onRevoke,
+		OnRevoke: a.locks.OnRevoke,
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.cluster = cluster
-	a.metrics.CollectState(cluster, func() int { return a.counts().Sessions })
+	a.srv = server.New(server.Config{AgentID: cfg.AgentID, Version: Version, LockDelay: cfg.Lock.LockDelay,
+		Settings: ClusterSettings(cfg.Lock).String(), RevokeBound: revokeBound(cfg.Lock)},
+		serverLimits(cfg.Limits), cfg.ACL, log, clk, cluster, a.metrics, a.locks)
+	a.metrics.CollectState(cluster, func() int { return a.srv.Counts().Sessions })
 	a.watchdog = renewal.New(renewal.Config{
 		Lease: cfg.Lock.Lease, DriftFactor: cfg.Lock.DriftFactor, Masters: cluster.Size(),
-		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.onLost), Clock: a.clock, Logger: log.Named("renewal"),
+		Renewer: a.metrics.ObservedRenewer(cluster), OnLost: a.health.OnLost(a.locks.OnLost), Clock: a.clock, Logger: log.Named("renewal"),
 	})
+	a.locks.Attach(cluster, a.watchdog, a.srv.Clients)
 	return a, nil
 }
 
@@ -178,14 +171,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ln = ln
-	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.tolerates())
+	a.log.Info("listening", "socket", a.cfg.Socket.Path, "from_systemd", fromSystemd, "masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "tolerates", a.srv.Tolerates())
 	a.warnNoFaultTolerance()
 
 	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	var back sync.WaitGroup
 	probe := func(ctx context.Context) error { return a.health.ProbeWatchdog(ctx, a.watchdog, a.clock) }
 	trimmer := memory.NewTrimmer(a.log.Named("memory"))
-	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.noteCaches} {
+	for _, run := range []func(context.Context) error{a.cluster.Run, a.watchdog.Run, probe, trimmer.Run, a.locks.NoteCaches} {
 		back.Add(1)
 		go func() {
 			defer back.Done()
@@ -194,9 +187,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
 	defer revocations.Close()
-	a.mu.Lock()
-	a.runCtx = backCtx
-	a.mu.Unlock()
+	a.locks.Start(backCtx)
+	a.srv.Start(backCtx)
 	close(a.ready)
 
 	acceptDone := make(chan struct{})
@@ -233,7 +225,7 @@ func (a *Agent) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		a.open(conn)
+		a.srv.Open(conn)
 	}
 }
 
@@ -242,28 +234,11 @@ func (a *Agent) accept() {
 func (a *Agent) shutdown() {
 	grace := time.NewTimer(shutdownGrace)
 	defer grace.Stop()
-	a.mu.Lock()
-	a.stopping = true
-	sessions := a.sessionsLocked()
-	a.mu.Unlock()
-	var byes sync.WaitGroup // at once: a session may wait up to byeWait for its multi-locks
-	for _, s := range sessions {
-		byes.Go(func() { s.bye("shutdown") })
-	}
-	byes.Wait()
-	done := make(chan struct{})
-	go func() {
-		a.sessionsWG.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-grace.C:
-		a.log.Warn("sessions did not finish releasing in time; their leases will expire")
-	}
+	a.locks.Stop()
+	a.srv.CloseAll(grace.C)
 	cached := make(chan struct{})
 	go func() {
-		a.releaseCaches()
+		a.locks.ReleaseCaches()
 		close(cached)
 	}()
 	t := time.NewTimer(cacheReleaseGrace)
@@ -280,40 +255,6 @@ func (a *Agent) shutdown() {
 // keep it for max(20×master_timeout, 1s).
 const cacheReleaseGrace = 500 * time.Millisecond
 
-// openSessions is a snapshot of the open sessions, for work on each
-// that must not hold Agent.mu (it takes session.mu, or may wait).
-func (a *Agent) openSessions() []*session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sessionsLocked()
-}
-
-// sessionsLocked is openSessions with Agent.mu held.
-func (a *Agent) sessionsLocked() []*session {
-	return slices.Collect(maps.Values(a.sessions))
-}
-
-// counts is a snapshot for STATUS.
-type counts struct {
-	Sessions, Holds, Waiters int
-}
-
-func (a *Agent) counts() counts {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return counts{Sessions: len(a.sessions), Holds: a.held, Waiters: int(a.waiters.Load())}
-}
-
-// holderID returns a fresh holder id for one acquire attempt of a
-// session+owner, unique across every agent anywhere. Releases of a failed or
-// abandoned attempt run in the background; because no two attempts share an
-// id, a late release can only ever delete the attempt it belongs to, never a
-// newer grant to the same session+owner. (Re-entry is counted in the agent,
-// so nothing needs the id to be stable.)
-func (a *Agent) holderID(sessionID uint64, owner string) string {
-	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -328,40 +269,6 @@ var (
 	healthStale = 3 * time.Second
 )
 
-// metrics records the agent's records (waiters, holds) in telemetry's
-// series. The series themselves, their names and labels, are telemetry's.
-type metrics struct{ *telemetry.Metrics }
-
-func newMetrics(masters []quorum.MasterConfig) *metrics {
-	return &metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
-}
-
-func (m *metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
-
-// lockAnswered records the answer to a LOCK that went through a queue.
-func (m *metrics) lockAnswered(w *waiter, r result) {
-	m.LockAnswered(w.req.Mode, w.joined, r.count, r.err)
-}
-
-// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
-func (m *metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
-
-func (m *metrics) holdStarted(h *hold) { m.HoldStarted(h.gaugeMode) }
-
-// holdDowngraded moves a hold from the exclusive holds to the shared ones.
-// Agent.mu is held.
-func (m *metrics) holdDowngraded(h *hold) {
-	m.HoldDowngraded(h.gaugeMode)
-	h.gaugeMode = protocol.Shared
-}
-
-func (m *metrics) holdEnded(h *hold) { m.HoldEnded(h.gaugeMode, h.granted) }
-
-func (m *metrics) lost(reason renewal.Reason) { m.Lost(reason) }
-
-func (m *metrics) cachedGrant()  { m.CachedGrants.Inc() }
-func (m *metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
-
 // MetricsHandler serves the agent's metrics in the Prometheus text format.
 // The agent keeps its metrics whether or not anything serves them.
 func (a *Agent) MetricsHandler() http.Handler { return a.metrics.Handler() }
@@ -374,7 +281,7 @@ func (a *Agent) Healthy() error { return a.health.Check() }
 
 // Stats returns a snapshot of the masters' states and the agent's counts.
 func (a *Agent) Stats() systemd.Stats {
-	c := a.counts()
+	c := a.srv.Counts()
 	s := systemd.Stats{Masters: a.cluster.Size(), Quorum: a.cluster.Quorum(), Sessions: c.Sessions, Holds: c.Holds, Waiters: c.Waiters}
 	for _, m := range a.cluster.Status() {
 		if m.State == quorum.StateUp {
@@ -382,4 +289,41 @@ func (a *Agent) Stats() systemd.Stats {
 		}
 	}
 	return s
+}
+
+// SetLive applies cfg's limits and access rules to the running agent; the
+// rest of cfg is ignored (it takes a restart). Requests that arrive after
+// it returns see them. What was admitted before is kept: sessions, holds
+// and waits over a lowered limit, or that new rules would deny, go on
+// until they end; a session's idle_timeout is measured anew.
+func (a *Agent) SetLive(cfg Config) {
+	a.limits.Store(&cfg.Limits)
+	a.srv.SetLive(serverLimits(cfg.Limits), cfg.ACL)
+}
+
+// serverLimits are the limits of l a session is held to.
+func serverLimits(l Limits) server.Limits {
+	return server.Limits{MaxSessions: l.MaxSessions, MaxSessionsPerUID: l.MaxSessionsPerUID,
+		MaxHoldsPerSession: l.MaxHoldsPerSession, IdleTimeout: l.IdleTimeout}
+}
+
+// revokeBound is how long REVOKE waits for the holds it revoked to end: a
+// revoked record that its agent does not end expires within a lease (it
+// can no longer be renewed), and a bit.
+func revokeBound(l LockConfig) time.Duration { return Quarantine(l) + time.Second }
+
+// warnNoFaultTolerance says, at start, what an agent whose masters
+// tolerate no failure gives up: with its only master (or either of two)
+// down, every LOCK is answered NO_QUORUM and every hold is LOST; restarted
+// empty, that master sits out its quarantine (one lease + drift) before it
+// votes again, so for that long too the agent grants nothing. Holds stay
+// safe through such a restart only because of that quarantine.
+func (a *Agent) warnNoFaultTolerance() {
+	if a.srv.Tolerates() > 0 {
+		return
+	}
+	a.log.Warn("these masters tolerate no failure: with one of them down every LOCK gets NO_QUORUM and every hold is lost; "+
+		"one restarted empty sits out its quarantine (one lease + drift), and the agent grants nothing meanwhile; "+
+		"use three masters to tolerate one failure, five for two",
+		"masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "quarantine", Quarantine(a.cfg.Lock))
 }

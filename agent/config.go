@@ -159,33 +159,6 @@ type TelemetryConfig struct {
 	PrometheusListen string
 }
 
-// live is what a SIGHUP changes in a running agent. It is replaced whole,
-// never changed in place: the request paths read it with Agent.live.Load
-// and no lock.
-type live struct {
-	limits Limits
-	acl    *acl.ACL
-}
-
-// limits are the limits in force now.
-func (a *Agent) limits() Limits { return a.live.Load().limits }
-
-// SetLive applies cfg's limits and access rules to the running agent; the
-// rest of cfg is ignored (it takes a restart). Requests that arrive after
-// it returns see them. What was admitted before is kept: sessions, holds
-// and waits over a lowered limit, or that new rules would deny, go on
-// until they end; a session's idle_timeout is measured anew.
-func (a *Agent) SetLive(cfg Config) {
-	old := a.live.Swap(&live{limits: cfg.Limits, acl: cfg.ACL})
-	if old.limits.IdleTimeout == cfg.Limits.IdleTimeout {
-		return
-	}
-	sessions := a.openSessions()
-	for _, s := range sessions {
-		s.armIdle()
-	}
-}
-
 // Quarantine is how long a master that lost its data sits out: one lease,
 // drift included, and the margins of a round. Every record on a master is
 // a lease that the watchdog renews (a ttl= hold's too, until its end), so
@@ -212,26 +185,4 @@ func ClusterSettings(l LockConfig) quorum.Settings {
 		{Name: "cohort_hold", Value: l.CohortMaxHold.String()},
 		{Name: "cohort_handoffs", Value: strconv.Itoa(l.CohortMaxHandoffs)},
 	}
-}
-
-// tolerates is how many masters may be down, or sit out a quarantine,
-// while the agent still grants: those beyond the quorum (n - (n/2+1)).
-// One master tolerates none, nor do two; an even count tolerates no more
-// than one master fewer would.
-func (a *Agent) tolerates() int { return a.cluster.Size() - a.cluster.Quorum() }
-
-// warnNoFaultTolerance says, at start, what an agent whose masters
-// tolerate no failure gives up: with its only master (or either of two)
-// down, every LOCK is answered NO_QUORUM and every hold is LOST; restarted
-// empty, that master sits out its quarantine (one lease + drift) before it
-// votes again, so for that long too the agent grants nothing. Holds stay
-// safe through such a restart only because of that quarantine.
-func (a *Agent) warnNoFaultTolerance() {
-	if a.tolerates() > 0 {
-		return
-	}
-	a.log.Warn("these masters tolerate no failure: with one of them down every LOCK gets NO_QUORUM and every hold is lost; "+
-		"one restarted empty sits out its quarantine (one lease + drift), and the agent grants nothing meanwhile; "+
-		"use three masters to tolerate one failure, five for two",
-		"masters", a.cluster.Size(), "quorum", a.cluster.Quorum(), "quarantine", Quarantine(a.cfg.Lock))
 }

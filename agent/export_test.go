@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -46,77 +45,23 @@ func Wedge(t interface{ Cleanup(func()) }, loop string) (parked <-chan struct{},
 const OutQueue = outbox.Queue
 
 // QueuedLines is the most lines any session of a has waiting for its writer.
-func QueuedLines(a *Agent) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	most := 0
-	for _, s := range a.sessions {
-		most = max(most, s.out.Queued())
-	}
-	return most
-}
+func QueuedLines(a *Agent) int { return a.srv.QueuedLines() }
 
 // OpenSessions is how many of a's sessions are neither closed nor told BYE:
 // a session counts no more from the moment its BYE is queued.
-func OpenSessions(a *Agent) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	open := 0
-	for _, s := range a.sessions {
-		if s.out.Open() {
-			open++
-		}
-	}
-	return open
-}
+func OpenSessions(a *Agent) int { return a.srv.Unsaid() }
 
 // StandBack makes the contender of name stand back until until, as the end
 // of a run of local holders that another agent waited for does (see
 // cohort.go). It says false if name has no queue.
-func StandBack(a *Agent, name string, until time.Time) bool {
-	a.mu.Lock()
-	q := a.queueLocked(name)
-	a.mu.Unlock()
-	if q == nil {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.yieldUntil = until
-	return true
-}
+func StandBack(a *Agent, name string, until time.Time) bool { return a.locks.StandBack(name, until) }
 
 // Names is the names a keeps a record of (see name.go), each with the
 // parts of its record that are set.
-func Names(a *Agent) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var names []string
-	for key, n := range a.names {
-		parts := []string{key + ":"}
-		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "lent": n.lent != nil,
-			"wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
-			if set {
-				parts = append(parts, part)
-			}
-		}
-		names = append(names, strings.Join(parts, " "))
-	}
-	return names
-}
+func Names(a *Agent) []string { return a.locks.Names() }
 
 // Lending is how a lends name to its local holders now: "run" (a run
 // while local waiters queue), "linger" (a cache after the last holder),
 // or "" (it lends nothing). A test waits on it, not on which goroutines
 // run: the binary's goroutines include those of other tests' agents.
-func Lending(a *Agent, name string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case a.runLocked(name) != nil:
-		return "run"
-	case a.cacheLocked(name) != nil:
-		return "linger"
-	}
-	return ""
-}
+func Lending(a *Agent, name string) string { return a.locks.Lending(name) }

@@ -10,7 +10,7 @@ import (
 )
 
 // Lock caching. An agent may keep a hold's record in the masters after its
-// last local client let go (see agent/cache.go), so that its next local
+// last local client let go (see agent/locks/cache.go), so that its next local
 // LOCK of the name needs no round. The record then says so: its hash has
 // the field cached=1. An acquire that finds only cached records in its way
 // says so (Refusal.OnlyCached), and its agent tells the caching agents
@@ -98,7 +98,7 @@ func (c *Cluster) MarkCached(ctx context.Context, name, holder string, cached bo
 
 // Unkeep is MarkCached(false) of a record that its agent no longer keeps
 // as a cache (its holder passes it on to other local holders: see
-// agent/cohort.go): it also drops its kept field, so that another agent's
+// agent/locks/cohort.go): it also drops its kept field, so that another agent's
 // wait=0 try that finds it in its way answers BUSY at once.
 func (c *Cluster) Unkeep(ctx context.Context, name, holder string) {
 	c.markCached(ctx, name, holder, "0", "unkept")
@@ -134,7 +134,7 @@ type CacheNote struct {
 // note's fence and who-info (never a lower fence than the record
 // carries) and its cached mark: what lendings of cached records changed
 // since the agent's last note. A lending itself sends the masters nothing
-// (see agent/cache.go); its agent notes all that changed of its caches
+// (see agent/locks/cache.go); its agent notes all that changed of its caches
 // together, at most once per renewal tick, in one pipeline per master on
 // the bulk connection, as ReleaseMany releases. A master that misses a
 // note keeps the earlier one, and CHECK there counts every fence above

@@ -173,7 +173,7 @@ func TestCachingAcrossTwoAgents(t *testing.T) {
 // cacheChurn runs TestCachingUnderPausesAndFlushall, with the faults if chaos.
 func cacheChurn(t *testing.T, chaos bool) {
 	// A short linger: a name the other agent took is cached again 10×
-	// linger later (see agent/cache.go), so that caches come and go
+	// linger later (see agent/locks/cache.go), so that caches come and go
 	// between the other agent's turns.
 	a, b, servers := twoCachingAgents(t, time.Second, 20*time.Millisecond)
 	stop := time.Now().Add(soak(5*time.Second, 10*time.Second))

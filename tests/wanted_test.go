@@ -184,7 +184,7 @@ func TestWantedNotForACompatibleWaiter(t *testing.T) {
 // TestWantedTellsAHoldGrantedWhileOthersWait: a notify=wanted hold that
 // begins while another agent's request already waits is told at once, from
 // the waiting records, not a lease later. Here the hold is passed on inside
-// its agent (a run of local holders: see agent/cohort.go), so no release
+// its agent (a run of local holders: see agent/locks/cohort.go), so no release
 // wakes the other agent's waiter to say again that it waits.
 func TestWantedTellsAHoldGrantedWhileOthersWait(t *testing.T) {
 	const lease = 5 * time.Second

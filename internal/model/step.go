@@ -322,7 +322,7 @@ func (c *checker) patch(call quorum.ScriptCall) quorum.ScriptCall {
 }
 
 // handOverSteps are client ci's hold passed to another client of its
-// agent that has an attempt left (lock cohorting, agent/cohort.go): the
+// agent that has an attempt left (lock cohorting, agent/locks/cohort.go): the
 // masters' record stays, under its holder id, and the watchdog keeps
 // renewing it; ci stops believing it holds the name and the other client
 // starts, with the next fence of the grant's block. A hold is passed only

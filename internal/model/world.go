@@ -36,7 +36,7 @@ type World struct {
 	Limit int
 	// Block, for a lock, is how many fences a grant reserves (0 or 1: one),
 	// which its agent hands to its other clients in turn without asking
-	// the masters (lock cohorting: see agent/cohort.go).
+	// the masters (lock cohorting: see agent/locks/cohort.go).
 	Block int
 	// Values makes the clients attach a value to their holds. A plain lock
 	// (Limit and Block at most 1) is otherwise a lean request, which the

@@ -4,4 +4,4 @@
 # anywhere they go panics with both stacks.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-go test -race -count=1 -tags lockorder ./agent/ ./agent/outbox/ ./renewal/ ./internal/lockorder/
+go test -race -count=1 -tags lockorder ./agent/ ./agent/locks/ ./agent/server/ ./agent/outbox/ ./renewal/ ./internal/lockorder/

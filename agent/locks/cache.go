@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // why it is safe). When the last local holder of a name lets go and no
 // local request waits for it, the agent keeps the hold's record in the
 // masters for up to lock.cache_linger: the name is cached. A local LOCK of
-// it meanwhile is lent the record (lendCachedLocked), which comes back to
+// it meanwhile is lent the record (lendCached), which comes back to
 // the cache when it lets go (giveBack). Neither sends the masters a
 // command: the record there is marked cached when it is kept
 // (quorum.Cluster.CacheOrRelease), and what lendings change of it (its
@@ -31,7 +31,7 @@ import (
 // while its mark is late.
 
 // cacheOn says whether lock caching is configured.
-func (a *Agent) cacheOn() bool { return a.cfg.Lock.CacheLinger > 0 }
+func (a *Manager) cacheOn() bool { return a.cfg.CacheLinger > 0 }
 
 // cacheBlock is how many fences each block a cache reserves holds. The
 // hybrid clock of the fence counters (see quorum/scripts/lua/acquire.lua) holds while
@@ -49,7 +49,7 @@ const cacheGrantBlock = 16
 // (h is out of the session's holds), on without a round on the masters: to
 // the head of the name's queue, in a run (see passOn), or back to its cache
 // (see cacheHold). It says whether it did; if not, the caller releases h.
-func (a *Agent) giveBack(h *hold) bool {
+func (a *Manager) GiveBack(h *Hold) bool {
 	a.mu.Lock()
 	l := h.lent
 	a.mu.Unlock()
@@ -65,7 +65,7 @@ func (a *Agent) giveBack(h *hold) bool {
 // cacheHold gives the record lent to h, which h's session has just let go,
 // back to its cache, at once: the keeper marks it cached in the
 // background. It says whether it did.
-func (a *Agent) cacheHold(h *hold) bool {
+func (a *Manager) cacheHold(h *Hold) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := h.lent
@@ -80,8 +80,8 @@ func (a *Agent) cacheHold(h *hold) bool {
 
 // mayCacheLocked says whether h's record may be kept past h: h is of a
 // kind that caches, still its record's holder and valid for half a lease,
-// and no local request waits for the name. Agent.mu is held.
-func (a *Agent) mayCacheLocked(h *hold) bool {
+// and no local request waits for the name. manager.mu is held.
+func (a *Manager) mayCacheLocked(h *Hold) bool {
 	if !h.cacheable || a.stopping || holderOf(h.rh) != h || a.waitsLocked(h.rh.Name) {
 		return false
 	}
@@ -93,7 +93,7 @@ func (a *Agent) mayCacheLocked(h *hold) bool {
 // lent, in the masters with one round: its record is kept as the name's
 // cache if no other agent waits (quorum.Cluster.CacheOrRelease), else
 // released. It says whether that was all; if not, the caller releases h.
-func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
+func (a *Manager) cacheOrRelease(ctx context.Context, h *Hold) bool {
 	if !a.cacheOn() {
 		return false
 	}
@@ -113,7 +113,7 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	}
 	if !kept { // released: what is left is the agent's books
 		a.shared.note(name, a.clock.Now())
-		a.forget(h)
+		a.Forget(h)
 		a.pokeQueue(name)
 		return true
 	}
@@ -131,8 +131,8 @@ func (a *Agent) cacheOrRelease(ctx context.Context, h *hold) bool {
 	return true
 }
 
-// waitsLocked says whether a local request waits for name. Agent.mu is held.
-func (a *Agent) waitsLocked(name string) bool {
+// waitsLocked says whether a local request waits for name. manager.mu is held.
+func (a *Manager) waitsLocked(name string) bool {
 	q := a.queueLocked(name)
 	if q == nil {
 		return false
@@ -144,8 +144,8 @@ func (a *Agent) waitsLocked(name string) bool {
 
 // newCacheLocked makes h's record the name's cache, with the fences left
 // of its block (a run's, if h is the last of one), and starts its keeper;
-// nil if the name lends another record. Agent.mu is held.
-func (a *Agent) newCacheLocked(h *hold) *lending {
+// nil if the name lends another record. manager.mu is held.
+func (a *Manager) newCacheLocked(h *Hold) *lending {
 	c := &lending{policy: lendLinger, name: h.rh.Name, rh: h.rh, mode: h.mode, record: h.rh.Record, next: h.fence + 1,
 		top: h.rh.Record.Top, block: cacheBlock, wake: make(chan struct{}, 1)}
 	if run := h.lent; run != nil && run.policy == lendRun && a.lendsLocked(run) {
@@ -163,37 +163,36 @@ func (a *Agent) newCacheLocked(h *hold) *lending {
 	return c
 }
 
-// lendCachedLocked answers l, a LOCK of one name by s, from the name's
-// cache if it may (ok), with the new hold's snapshot. If the cache may not
-// lend it (not lend: a multi-lock's; another agent waits, the record's
-// validity runs low, another mode, no fences left), the cache is given up,
-// and after says when its release has landed: the LOCK must go to the
-// masters only then. s.mu is held.
-func (s *session) lendCachedLocked(l protocol.Lock, lend bool) (r result, ok bool, after <-chan struct{}) {
-	a := s.a
+// lendCached answers l, a LOCK of one name by c, from the name's cache if
+// it may (ok), with the new hold (which the caller makes c's) and its
+// snapshot; who is its who-info. If the cache may not lend it (not lend: a
+// multi-lock's; another agent waits, the record's validity runs low,
+// another mode, no fences left), the cache is given up, and after says when
+// its release has landed: the LOCK must go to the masters only then. c's mu
+// is held.
+func (a *Manager) LendCached(c Client, l protocol.Lock, who quorum.Who, lend bool) (h *Hold, r Result, ok bool, after <-chan struct{}) {
 	if !a.cacheOn() {
-		return r, false, nil
+		return nil, r, false, nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.cacheLocked(l.Names[0])
-	if c == nil || c.holder != nil || a.stopping {
-		return r, false, nil
+	cache := a.cacheLocked(l.Names[0])
+	if cache == nil || cache.holder != nil || a.stopping {
+		return nil, r, false, nil
 	}
-	validity, valid := a.lendValidity(c.rh)
-	if !lend || !lendable(l, lendLinger) || l.Mode != c.mode || c.wanted || !valid || c.next > c.top && c.spare == 0 {
-		return r, false, a.giveUpLocked(c)
+	validity, valid := a.lendValidity(cache.rh)
+	if !lend || !lendable(l, lendLinger) || l.Mode != cache.mode || cache.wanted || !valid || cache.next > cache.top && cache.spare == 0 {
+		return nil, r, false, a.giveUpLocked(cache)
 	}
-	who := quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner}
-	c.holder = a.lendLocked(c, s, l, who)
+	cache.holder = a.lendLocked(cache, c, l, who)
 	a.metrics.cachedGrant()
-	return c.holder.snapshot(validity), true, nil
+	return cache.holder, cache.holder.Snapshot(validity), true, nil
 }
 
 // giveUpLocked ends c and releases its record in the masters, in the
 // background, and returns a channel closed once the release landed.
-// Agent.mu is held; c has no holder.
-func (a *Agent) giveUpLocked(c *lending) <-chan struct{} {
+// manager.mu is held; c has no holder.
+func (a *Manager) giveUpLocked(c *lending) <-chan struct{} {
 	done := make(chan struct{})
 	a.endCacheLocked(c)
 	a.metrics.cacheGivenUp()
@@ -206,8 +205,8 @@ func (a *Agent) giveUpLocked(c *lending) <-chan struct{} {
 }
 
 // endCacheLocked takes c out of its name: it lends to no one
-// more, and its keeper stops. Agent.mu is held.
-func (a *Agent) endCacheLocked(c *lending) {
+// more, and its keeper stops. manager.mu is held.
+func (a *Manager) endCacheLocked(c *lending) {
 	if c.ended {
 		return
 	}
@@ -217,8 +216,8 @@ func (a *Agent) endCacheLocked(c *lending) {
 }
 
 // dropCacheLocked ends h's cache, if h was lent one: h's record is being
-// released or was lost. Agent.mu is held.
-func (a *Agent) dropCacheLocked(h *hold) {
+// released or was lost. manager.mu is held.
+func (a *Manager) dropCacheLocked(h *Hold) {
 	if c := h.lent; c != nil && c.policy == lendLinger {
 		a.endCacheLocked(c)
 	}
@@ -229,7 +228,7 @@ func (a *Agent) dropCacheLocked(h *hold) {
 // validity ended, as a lost hold's is, or at once if it was revoked (a
 // majority can no longer renew it, and REVOKE waits for it to end). It
 // says whether rh was a cache's.
-func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
+func (a *Manager) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 	a.mu.Lock()
 	c := a.cacheLocked(rh.Name)
 	mine := c != nil && c.rh == rh && c.holder == nil
@@ -250,7 +249,7 @@ func (a *Agent) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 
 // releaseCaches gives up every cache: the agent is stopping, and no
 // session holds anything any more.
-func (a *Agent) releaseCaches() {
+func (a *Manager) ReleaseCaches() {
 	a.mu.Lock()
 	var keys []quorum.RenewKey
 	for _, n := range a.names {
@@ -271,7 +270,7 @@ func (a *Agent) releaseCaches() {
 }
 
 // cachesName says whether this agent keeps name cached, lent or not.
-func (a *Agent) cachesName(name string) bool {
+func (a *Manager) cachesName(name string) bool {
 	if !a.cacheOn() {
 		return false
 	}
@@ -288,7 +287,7 @@ func (a *Agent) cachesName(name string) bool {
 // is not woken by lendings and returns: it looks at c at least once per
 // cache_linger. What lendings change of the record is noted in batches
 // (noteCaches); the keeper makes only the first note.
-func (a *Agent) keepCache(c *lending) {
+func (a *Manager) keepCache(c *lending) {
 	ctx := a.runCtx
 	watch := a.cluster.Watch(ctx, c.name)
 	defer watch.Close()
@@ -323,8 +322,8 @@ func (a *Agent) keepCache(c *lending) {
 // awaitSubscribed waits, at most 4×master_timeout, for a master to
 // confirm w: the cached mark, which makes other agents say that they
 // wait, goes out only once the keeper can hear them.
-func (a *Agent) awaitSubscribed(w *quorum.Watch) {
-	t := a.clock.NewTimer(4 * a.cfg.Lock.MasterTimeout)
+func (a *Manager) awaitSubscribed(w *quorum.Watch) {
+	t := a.clock.NewTimer(4 * a.cfg.MasterTimeout)
 	defer t.Stop()
 	select {
 	case <-w.Recheck():
@@ -333,19 +332,19 @@ func (a *Agent) awaitSubscribed(w *quorum.Watch) {
 	}
 }
 
-// cacheState is what the keeper must do for a cache, read under Agent.mu.
+// cacheState is what the keeper must do for a cache, read under manager.mu.
 type cacheState struct {
 	ended   bool
 	reserve bool          // a further block is due
 	linger  time.Duration // how long the keeper may sleep: what is left of the linger, or all of it while lent
 }
 
-func (a *Agent) cacheState(c *lending) cacheState {
+func (a *Manager) cacheState(c *lending) cacheState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := cacheState{ended: c.ended, linger: a.cfg.Lock.CacheLinger}
+	st := cacheState{ended: c.ended, linger: a.cfg.CacheLinger}
 	if c.holder == nil {
-		st.linger = max(c.idleSince.Add(a.cfg.Lock.CacheLinger).Sub(a.clock.Now()), time.Nanosecond)
+		st.linger = max(c.idleSince.Add(a.cfg.CacheLinger).Sub(a.clock.Now()), time.Nanosecond)
 	}
 	st.reserve = c.reserveDue()
 	if st.reserve {
@@ -356,14 +355,14 @@ func (a *Agent) cacheState(c *lending) cacheState {
 
 // reserveDue says whether a linger should reserve a further block now:
 // less than a quarter of its block is left, none is spare or being
-// reserved, and no other agent waits. Agent.mu is held.
+// reserved, and no other agent waits. manager.mu is held.
 func (l *lending) reserveDue() bool {
 	return !l.reserving && !l.reserveFailed && l.spare == 0 && !l.wanted && l.top-l.next < cacheBlock/4
 }
 
 // noteLaterLocked has what changed of c (a lending or a return) noted in
-// the next batch (noteCaches). Agent.mu is held.
-func (a *Agent) noteLaterLocked(c *lending) {
+// the next batch (noteCaches). manager.mu is held.
+func (a *Manager) noteLaterLocked(c *lending) {
 	if !c.toNote {
 		c.toNote = true
 		a.toNote = append(a.toNote, c)
@@ -371,8 +370,8 @@ func (a *Agent) noteLaterLocked(c *lending) {
 }
 
 // noteLocked is c's note as it is now, and its pending changes are
-// cleared. Agent.mu is held.
-func (a *Agent) noteLocked(c *lending) quorum.CacheNote {
+// cleared. manager.mu is held.
+func (a *Manager) noteLocked(c *lending) quorum.CacheNote {
 	c.retag = false
 	return quorum.CacheNote{Name: c.name, Holder: c.rh.Holder, Record: c.record, Cached: c.holder == nil}
 }
@@ -380,7 +379,7 @@ func (a *Agent) noteLocked(c *lending) quorum.CacheNote {
 // firstNote is c's first note, made by its keeper once it listens, even
 // if nothing changed: the masters' answer says whether an acquire found
 // the record in its way before. The batches note c only after it.
-func (a *Agent) firstNote(c *lending) {
+func (a *Manager) firstNote(c *lending) {
 	a.mu.Lock()
 	note := a.noteLocked(c)
 	a.mu.Unlock()
@@ -400,7 +399,7 @@ func (a *Agent) firstNote(c *lending) {
 // top of this file), every renewal tick, all of them in one batch
 // (quorum.Cluster.NoteCaches): a tick in which no cache was lent or given
 // back writes nothing. It runs until ctx ends.
-func (a *Agent) noteCaches(ctx context.Context) error {
+func (a *Manager) NoteCaches(ctx context.Context) error {
 	if !a.cacheOn() {
 		return nil
 	}
@@ -417,7 +416,7 @@ func (a *Agent) noteCaches(ctx context.Context) error {
 }
 
 // noteBatch notes what changed of this agent's caches since the last batch.
-func (a *Agent) noteBatch(ctx context.Context) {
+func (a *Manager) noteBatch(ctx context.Context) {
 	a.mu.Lock()
 	pending := a.toNote
 	a.toNote = nil
@@ -457,7 +456,7 @@ func (a *Agent) noteBatch(ctx context.Context) {
 // waits for the name. A lent one is lent to no one more, and the waiting
 // agents hear that a client holds it (quorum.Cluster.Held): a wait=0 try
 // answers BUSY then, rather than wait for a release.
-func (a *Agent) cacheWanted(c *lending) {
+func (a *Manager) cacheWanted(c *lending) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c.wanted = true
@@ -472,10 +471,10 @@ func (a *Agent) cacheWanted(c *lending) {
 }
 
 // cacheLingered gives c up if it lingered cache_linger with no holder.
-func (a *Agent) cacheLingered(c *lending) {
+func (a *Manager) cacheLingered(c *lending) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c.holder == nil && !c.ended && a.clock.Now().Sub(c.idleSince) >= a.cfg.Lock.CacheLinger {
+	if c.holder == nil && !c.ended && a.clock.Now().Sub(c.idleSince) >= a.cfg.CacheLinger {
 		a.endCacheLocked(c)
 		go func() {
 			a.watchdog.Remove(c.rh)

@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"time"
@@ -44,20 +44,20 @@ import (
 // ahead of it for at most cohort_max_hold.
 
 // cohortOn says whether lock cohorting is configured.
-func (a *Agent) cohortOn() bool {
-	return a.cfg.Lock.CohortMaxHandoffs > 0 && a.cfg.Lock.CohortMaxHold > 0
+func (a *Manager) cohortOn() bool {
+	return a.cfg.CohortMaxHandoffs > 0 && a.cfg.CohortMaxHold > 0
 }
 
 // cohortYield is how long the agent stands back after a run that another
 // agent waited for ended, before it tries the masters for its own waiters.
-func (a *Agent) cohortYield() time.Duration { return a.cfg.Lock.CohortMaxHold / 2 }
+func (a *Manager) cohortYield() time.Duration { return a.cfg.CohortMaxHold / 2 }
 
 // cohortBlock is how many fences a grant that may start a run, and each
 // further block of the run, reserves.
-func (a *Agent) cohortBlock() int { return a.cfg.Lock.CohortMaxHandoffs + 1 }
+func (a *Manager) cohortBlock() int { return a.cfg.CohortMaxHandoffs + 1 }
 
 // newRun is a run of rh's record that lends next … top first.
-func (a *Agent) newRun(rh *renewal.Hold, next, top int64, record quorum.Record) *lending {
+func (a *Manager) newRun(rh *renewal.Hold, next, top int64, record quorum.Record) *lending {
 	return &lending{policy: lendRun, name: rh.Name, rh: rh, mode: protocol.Exclusive, record: record,
 		next: next, top: top, block: a.cohortBlock()}
 }
@@ -65,8 +65,8 @@ func (a *Agent) newRun(rh *renewal.Hold, next, top int64, record quorum.Record) 
 // startCohortLocked makes h, just granted with g, the first holder of a run
 // if g reserved a run's block, or a cache's block (cacheGrantBlock) and a
 // waiter queued behind it while its round was on its way: the round's
-// block was chosen before that waiter came. Agent.mu is held.
-func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
+// block was chosen before that waiter came. manager.mu is held.
+func (a *Manager) startCohortLocked(h *Hold, l protocol.Lock, g quorum.Grant) {
 	if !a.cohortOn() || !lendable(l, lendRun) || g.Record.Top == g.Fence {
 		return
 	}
@@ -81,8 +81,8 @@ func (a *Agent) startCohortLocked(h *hold, l protocol.Lock, g quorum.Grant) {
 // beginRunLocked makes h the first holder of the run c: it starts now, and
 // is wanted elsewhere if another agent said so within wantedFor. Every run
 // starts here: from a grant's block (startCohortLocked), a block reserved
-// later (reserveRun) or a cache's (runFromCacheLocked). Agent.mu is held.
-func (a *Agent) beginRunLocked(h *hold, c *lending) {
+// later (reserveRun) or a cache's (runFromCacheLocked). manager.mu is held.
+func (a *Manager) beginRunLocked(h *Hold, c *lending) {
 	if !a.startLendingLocked(c) {
 		return
 	}
@@ -98,8 +98,8 @@ func (a *Agent) beginRunLocked(h *hold, c *lending) {
 // endCohortLocked ends h's run, if h is its holder: h's hold is about to be
 // released or was lost. After a run another agent waited for, the queue
 // stands back (see cohortYield) and it says so: the release is then a
-// hand-over (quorum.Cluster.HandOver). Agent.mu is held.
-func (a *Agent) endCohortLocked(h *hold) (handOver bool) {
+// hand-over (quorum.Cluster.HandOver). manager.mu is held.
+func (a *Manager) endCohortLocked(h *Hold) (handOver bool) {
 	c := h.lent
 	if c == nil || c.policy != lendRun || !a.lendsLocked(c) {
 		return false
@@ -119,7 +119,7 @@ func (a *Agent) endCohortLocked(h *hold) (handOver bool) {
 // leaveCohort stops h's run from passing the name on: the hold changed in a
 // way a new holder must not inherit (EXTEND set another lease, a downgrade
 // made it shared). Its release is then a real one.
-func (a *Agent) leaveCohort(h *hold) {
+func (a *Manager) leaveCohort(h *Hold) {
 	a.mu.Lock()
 	if c := h.lent; c != nil && c.policy == lendRun && a.lendsLocked(c) {
 		a.stopLendingLocked(c)
@@ -137,7 +137,7 @@ func (a *Agent) leaveCohort(h *hold) {
 // the masters (see reserveRun). It says whether a run exists or is being
 // made: the contender then waits for it (awaitCohort) instead of asking
 // the masters, which would only answer BUSY.
-func (a *Agent) lateRun(q *queue, w *waiter) bool {
+func (a *Manager) lateRun(q *queue, w *Waiter) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.runLocked(q.name) != nil {
@@ -168,8 +168,8 @@ func (a *Agent) lateRun(q *queue, w *waiter) bool {
 // agent's wait=0 try that finds it answers BUSY at once. The cache's
 // spare block is not taken: it was reserved cacheBlock long, and a run
 // counts on cohortBlock. h is not cached after the run either: a cache
-// lent it once. Agent.mu is held.
-func (a *Agent) runFromCacheLocked(h *hold) bool {
+// lent it once. manager.mu is held.
+func (a *Manager) runFromCacheLocked(h *Hold) bool {
 	c := h.lent
 	if c.holder != h || c.ended || c.wanted || c.mode != protocol.Exclusive || a.cacheLocked(c.name) != c || c.next > c.top {
 		return false
@@ -189,7 +189,7 @@ func (a *Agent) runFromCacheLocked(h *hold) bool {
 // it and no run started meanwhile, makes h the first holder of a run that
 // hands out the block from its first fence. Either way the name's waiters
 // look again.
-func (a *Agent) reserveRun(h *hold) {
+func (a *Manager) reserveRun(h *Hold) {
 	name, block := h.rh.Name, a.cohortBlock()
 	first, err := a.cluster.Reserve(a.runCtx, name, h.rh.Holder, block)
 	a.mu.Lock()
@@ -220,7 +220,7 @@ func (a *Agent) reserveRun(h *hold) {
 const wantedFor = time.Second
 
 // cohortWanted notes that another agent waits for q's name.
-func (a *Agent) cohortWanted(q *queue) {
+func (a *Manager) cohortWanted(q *queue) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q.mu.Lock()
@@ -235,7 +235,7 @@ func (a *Agent) cohortWanted(q *queue) {
 // handOff passes h's name, which h's session has just let go (h is out of
 // the session's holds), to the head of the name's queue without a release
 // in the masters, and says whether it did. If not, the caller releases h.
-func (a *Agent) handOff(h *hold) bool {
+func (a *Manager) handOff(h *Hold) bool {
 	a.mu.Lock()
 	c := h.lent
 	a.mu.Unlock()
@@ -244,7 +244,7 @@ func (a *Agent) handOff(h *hold) bool {
 
 // passOn passes h's name, if h is in the run c, to the head of the name's
 // queue (see handOff).
-func (a *Agent) passOn(h *hold, c *lending) bool {
+func (a *Manager) passOn(h *Hold, c *lending) bool {
 	if c == nil || c.policy != lendRun {
 		return false
 	}
@@ -267,14 +267,14 @@ func (a *Agent) passOn(h *hold, c *lending) bool {
 }
 
 // cohortHead is the head of name's queue if it may take the name from a run.
-func (a *Agent) cohortHead(name string) *waiter {
+func (a *Manager) cohortHead(name string) *Waiter {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.cohortHeadLocked(name)
 }
 
-// cohortHeadLocked is cohortHead with Agent.mu held.
-func (a *Agent) cohortHeadLocked(name string) *waiter {
+// cohortHeadLocked is cohortHead with manager.mu held.
+func (a *Manager) cohortHeadLocked(name string) *Waiter {
 	q := a.queueLocked(name)
 	if q == nil {
 		return nil
@@ -301,55 +301,54 @@ const (
 )
 
 // passTo makes w the holder of h's name. Everything is decided and done
-// under w's session's mu, Agent.mu and the queue's mu (the lock order), so
+// under w's session's mu, manager.mu and the queue's mu (the lock order), so
 // that a loss, a withdrawal or a session closing either happen before (and
 // the pass is refused) or find w's new hold.
-func (a *Agent) passTo(h *hold, c *lending, w *waiter) (result, passResult) {
-	s := w.sess
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing || s.holds[holdKey{c.name, w.req.Owner}] != nil {
-		return result{}, refused
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stopping || holderOf(h.rh) != h || !a.lendsLocked(c) || !a.mayPassLocked(c) {
-		return result{}, refused
-	}
-	validity, ok := a.lendValidity(h.rh)
-	if !ok {
-		return result{}, refused
-	}
-	if !w.q.remove(w, granted) {
-		return result{}, gone
-	}
-	// The contender may be waiting for this very hand-over (awaitCohort):
-	// it looks at its queue again, for a new head or to retire an empty
-	// queue. Else a LOCK that joins the queue meanwhile finds it not
-	// retired and no contender working for it until the next release.
-	w.q.poke()
-	a.leave(w) // an entry that came after cohortHead looked
-	a.endHoldLocked(h)
-	next := a.lendLocked(c, s, w.req, w.who)
-	if a.refillDueLocked(c) {
-		c.reserving = true
-		go a.reserve(c)
-	}
-	s.dropWaitLocked(w)
-	return next.snapshot(validity), passed // the caller ends w's wait once the locks are let go
+func (a *Manager) passTo(h *Hold, c *lending, w *Waiter) (r Result, pass passResult) {
+	pass = refused // w's session is closing, or holds the name already
+	w.sess.Adopt(w, func() *Hold {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.stopping || holderOf(h.rh) != h || !a.lendsLocked(c) || !a.mayPassLocked(c) {
+			return nil
+		}
+		validity, ok := a.lendValidity(h.rh)
+		if !ok {
+			return nil
+		}
+		if !w.q.remove(w, granted) {
+			pass = gone
+			return nil
+		}
+		// The contender may be waiting for this very hand-over (awaitCohort):
+		// it looks at its queue again, for a new head or to retire an empty
+		// queue. Else a LOCK that joins the queue meanwhile finds it not
+		// retired and no contender working for it until the next release.
+		w.q.poke()
+		a.leave(w) // an entry that came after cohortHead looked
+		a.endHoldLocked(h)
+		next := a.lendLocked(c, w.sess, w.req, w.who)
+		if a.refillDueLocked(c) {
+			c.reserving = true
+			go a.reserve(c)
+		}
+		r, pass = next.Snapshot(validity), passed
+		return next
+	})
+	return r, pass // the caller ends w's wait once the locks are let go
 }
 
 // mayPassLocked says whether c's run may go on: fences are left in its
 // block, or it has a spare one and is younger than refillFor (a spare
 // reserved just before refillFor would otherwise add a whole block to the
 // rest of the current one), and no other agent has waited past
-// cohort_max_hold. Agent.mu is held.
-func (a *Agent) mayPassLocked(c *lending) bool {
+// cohort_max_hold. manager.mu is held.
+func (a *Manager) mayPassLocked(c *lending) bool {
 	age := a.clock.Now().Sub(c.started)
 	if c.next > c.top && (c.spare == 0 || age >= refillFor) {
 		return false
 	}
-	return !c.wanted || age < a.cfg.Lock.CohortMaxHold
+	return !c.wanted || age < a.cfg.CohortMaxHold
 }
 
 // refillFor is how long a run that no other agent said it waits for goes
@@ -362,8 +361,8 @@ const refillFor = 250 * time.Millisecond
 // a quarter of its block is spent (the rest leaves the reservation time to
 // come back on a busy host, and a short run reserves nothing more), it has
 // no spare, and it may go on: no other agent said it waits, and it is
-// younger than refillFor. Agent.mu is held.
-func (a *Agent) refillDueLocked(c *lending) bool {
+// younger than refillFor. manager.mu is held.
+func (a *Manager) refillDueLocked(c *lending) bool {
 	block := int64(a.cohortBlock())
 	return !c.reserving && !c.reserveFailed && c.spare == 0 && !c.wanted &&
 		c.top-c.next < block*3/4 && a.clock.Now().Sub(c.started) < refillFor

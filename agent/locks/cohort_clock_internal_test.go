@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"testing"
@@ -51,7 +51,7 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := clock.NewFake(t0)
 			clock.Advance(tc.age)
-			a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: maxHold}}}
+			a := &Manager{clock: clock, cfg: Config{CohortMaxHandoffs: 8, CohortMaxHold: maxHold}}
 			c := fresh
 			if tc.run != nil {
 				tc.run(&c)
@@ -72,12 +72,12 @@ func TestACohortRunsTimingIsOnTheAgentsClock(t *testing.T) {
 func TestAQueueStandsBackAfterARunAnotherAgentWaitedFor(t *testing.T) {
 	for _, wanted := range []bool{true, false} {
 		clock := clock.NewFake(time.Unix(1000, 0))
-		a := &Agent{clock: clock, cfg: Config{Lock: LockConfig{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond}},
+		a := &Manager{clock: clock, cfg: Config{CohortMaxHandoffs: 8, CohortMaxHold: 20 * time.Millisecond},
 			names: map[string]*nameRecord{}}
 		c := &lending{policy: lendRun, name: "n", wanted: wanted}
 		q := &queue{name: "n"}
 		a.names["n"] = &nameRecord{key: "n", lent: c, queue: q}
-		if handOver := a.endCohortLocked(&hold{lent: c}); handOver != wanted {
+		if handOver := a.endCohortLocked(&Hold{lent: c}); handOver != wanted {
 			t.Fatalf("wanted=%v: hand-over %v", wanted, handOver)
 		}
 		want := time.Duration(0)

@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // reason; a revocation's is always revoked, whatever the operator's word,
 // which follows as why= unless it was none or revoked itself.
 func TestLostLineSaysTheReasonAndAnOperatorsWord(t *testing.T) {
-	h := &hold{rh: &renewal.Hold{Name: "jobs/q"}, owner: "w1", fence: 7}
+	h := &Hold{rh: &renewal.Hold{Name: "jobs/q"}, owner: "w1", fence: 7}
 	for _, tc := range []struct {
 		name string
 		loss renewal.Loss
@@ -25,7 +25,7 @@ func TestLostLineSaysTheReasonAndAnOperatorsWord(t *testing.T) {
 		{"revoked with another reason's word", renewal.Revocation("quorum"), "* LOST jobs/q owner=w1 fence=7 reason=revoked why=quorum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(lostLine(h, tc.loss)); got != tc.want+"\n" {
+			if got := string(LostLine(h, tc.loss)); got != tc.want+"\n" {
 				t.Fatalf("lostLine = %q, want %q", got, tc.want+"\n")
 			}
 		})

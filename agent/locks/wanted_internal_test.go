@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"testing"
@@ -32,13 +32,13 @@ func TestWantedPushesAreSpacedPerHold(t *testing.T) {
 }
 
 func TestWhomAWaiterWaitsFor(t *testing.T) {
-	exclusive := &hold{mode: protocol.Exclusive, limit: 1}
-	shared := &hold{mode: protocol.Shared, limit: 1}
-	semaphore := &hold{mode: protocol.Exclusive, limit: 3}
+	exclusive := &Hold{mode: protocol.Exclusive, limit: 1}
+	shared := &Hold{mode: protocol.Shared, limit: 1}
+	semaphore := &Hold{mode: protocol.Exclusive, limit: 3}
 	for _, tc := range []struct {
 		name string
 		wr   wanter
-		h    *hold
+		h    *Hold
 		want bool
 	}{
 		{"an exclusive waiter waits for an exclusive holder", wanter{limit: 1}, exclusive, true},

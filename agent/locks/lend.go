@@ -1,6 +1,8 @@
-package agent
+package locks
 
 import (
+	"context"
+	"math"
 	"time"
 
 	"github.com/lock-agent/lock-agent/protocol"
@@ -41,7 +43,7 @@ import (
 // made it until the agent releases it, which it does only while no local
 // client holds it; and the agent lends it to one local holder at a time: it
 // ends one local hold before it starts the next, under the locks that order
-// every grant (session.mu, Agent.mu, queue.mu). Another agent is granted the
+// every grant (session.mu, manager.mu, queue.mu). Another agent is granted the
 // name only once the record is released. Validity: a record is lent only
 // while the watchdog knows it valid for half a lease or more (lendValidity),
 // so a new holder never starts on a record about to be lost; a loss of the
@@ -81,7 +83,7 @@ const (
 )
 
 // lending is a record this agent holds in the masters and lends to its
-// local holders. Its fields are guarded by Agent.mu.
+// local holders. Its fields are guarded by manager.mu.
 type lending struct {
 	policy lendPolicy
 	name   string
@@ -102,7 +104,7 @@ type lending struct {
 	// masters.
 	retag bool
 	// A linger's: whether its keeper made the first note (until then the
-	// batch skips it: see keepCache), and whether it is in Agent.toNote.
+	// batch skips it: see keepCache), and whether it is in manager.toNote.
 	noted, toNote bool
 
 	// A run's: when the masters granted it (cohort_max_hold and refillFor
@@ -113,7 +115,7 @@ type lending struct {
 	// A linger's: the local holder it is lent to (nil while cached), since
 	// when none holds it, whether it was given up (out of its name), and
 	// its keeper's wake-up (it ended).
-	holder    *hold
+	holder    *Hold
 	idleSince time.Time
 	ended     bool
 	wake      chan struct{}
@@ -133,16 +135,16 @@ func lendable(l protocol.Lock, p lendPolicy) bool {
 // lendValidity is rh's validity, and whether its record may be lent to a
 // new holder, or kept to be lent: the watchdog knows it valid for half a
 // lease or more. Every lending asks it before it lends.
-func (a *Agent) lendValidity(rh *renewal.Hold) (time.Duration, bool) {
+func (a *Manager) lendValidity(rh *renewal.Hold) (time.Duration, bool) {
 	v, ok := a.watchdog.Validity(rh)
-	return v, ok && v >= a.cfg.Lock.Lease/2
+	return v, ok && v >= a.cfg.Lease/2
 }
 
 // fenceBlock is how many fences an attempt for q's head w reserves: a
 // run's block when the waiter behind w could take the name from it; a
 // few when its record may be cached and lent on (cacheGrantBlock); else
 // one (no fences are spent on a lending that cannot start).
-func (a *Agent) fenceBlock(q *queue, w *waiter) int {
+func (a *Manager) fenceBlock(q *queue, w *Waiter) int {
 	least := 1
 	if a.cacheOn() && lendable(w.req, lendLinger) && w.done == nil && w.reused {
 		least = cacheGrantBlock
@@ -160,8 +162,8 @@ func (a *Agent) fenceBlock(q *queue, w *waiter) int {
 
 // startLendingLocked puts l in its name's record, if the name lends no
 // other record, and says whether it did. Every lending starts here.
-// Agent.mu is held.
-func (a *Agent) startLendingLocked(l *lending) bool {
+// manager.mu is held.
+func (a *Manager) startLendingLocked(l *lending) bool {
 	n := a.nameLocked(l.name)
 	if n.lent != nil {
 		// Only a record lost on the masters, and not yet found lost by
@@ -174,32 +176,32 @@ func (a *Agent) startLendingLocked(l *lending) bool {
 }
 
 // stopLendingLocked takes l out of its name's record: it lends no more.
-// Agent.mu is held.
-func (a *Agent) stopLendingLocked(l *lending) {
+// manager.mu is held.
+func (a *Manager) stopLendingLocked(l *lending) {
 	if n := a.names[l.name]; n != nil && n.lent == l {
 		n.lent = nil
 		a.tidyLocked(n)
 	}
 }
 
-// lendsLocked says whether l is its name's lending. Agent.mu is held.
-func (a *Agent) lendsLocked(l *lending) bool {
+// lendsLocked says whether l is its name's lending. manager.mu is held.
+func (a *Manager) lendsLocked(l *lending) bool {
 	n := a.names[l.name]
 	return n != nil && n.lent == l
 }
 
-// lendLocked is the hand-over: it lends l's record to a new hold of s for
-// req, with the next fence of its block (the spare block takes over once
+// lendLocked is the hand-over: it lends l's record to a new hold of c for
+// req (the caller makes it c's), with the next fence of its block (the spare block takes over once
 // the block is used up), makes it the record's live holder, and has the
 // masters told (see retagLocked): who is the new holder's who-info. A
 // master that lacks the record gets it back with the new holder's fence.
 // The caller checked that l may lend (lendValidity, fences left) and ended
-// the previous holder. s.mu and Agent.mu are held.
-func (a *Agent) lendLocked(l *lending, s *session, req protocol.Lock, who quorum.Who) *hold {
+// the previous holder. c's mu and manager.mu are held.
+func (a *Manager) lendLocked(l *lending, c Client, req protocol.Lock, who quorum.Who) *Hold {
 	if l.next > l.top && l.spare > 0 {
 		l.next, l.top, l.spare = l.spare, l.spare+int64(l.block)-1, 0
 	}
-	h := &hold{rh: l.rh, sess: s, owner: req.Owner, fence: l.next, acquired: []protocol.Mode{req.Mode}, mode: req.Mode,
+	h := &Hold{rh: l.rh, sess: c, owner: req.Owner, fence: l.next, acquired: []protocol.Mode{req.Mode}, mode: req.Mode,
 		limit: 1, granted: time.Now(), gaugeMode: req.Mode, lent: l, notifyWanted: req.NotifyWanted,
 		cacheable: l.policy == lendLinger}
 	l.next++
@@ -208,7 +210,6 @@ func (a *Agent) lendLocked(l *lending, s *session, req protocol.Lock, who quorum
 		go a.reserve(l)
 	}
 	a.startHoldLocked(h)
-	s.holds[holdKey{l.name, req.Owner}] = h
 	who.SinceMilli = time.Now().UnixMilli()
 	l.record.Fence, l.record.Who = h.fence, who
 	a.watchdog.SetRecord(l.rh, l.record)
@@ -218,8 +219,8 @@ func (a *Agent) lendLocked(l *lending, s *session, req protocol.Lock, who quorum
 
 // retagLocked has l's current holder written into its record on the
 // masters: in the next batch of notes, for a linger (see noteCaches); by
-// retagLoop, started if it is not running, for a run. Agent.mu is held.
-func (a *Agent) retagLocked(l *lending) {
+// retagLoop, started if it is not running, for a run. manager.mu is held.
+func (a *Manager) retagLocked(l *lending) {
 	l.retag = true
 	switch {
 	case l.policy == lendLinger:
@@ -236,7 +237,7 @@ const retagEvery = 10 * time.Millisecond
 
 // retagLoop writes run's current holder into its record on the masters, at
 // most once per retagEvery, until the holder stops changing or the run ends.
-func (a *Agent) retagLoop(run *lending) {
+func (a *Manager) retagLoop(run *lending) {
 	ctx := a.runCtx
 	for {
 		a.mu.Lock()
@@ -263,7 +264,7 @@ func (a *Agent) retagLoop(run *lending) {
 // record's block, which the watchdog writes back to a master that lost the
 // record. The caller set l.reserving. A failure is not tried again: l
 // lends on until its blocks are used up.
-func (a *Agent) reserve(l *lending) {
+func (a *Manager) reserve(l *lending) {
 	first, err := a.cluster.Reserve(a.runCtx, l.name, l.rh.Holder, l.block)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -292,7 +293,7 @@ func (a *Agent) reserve(l *lending) {
 // masters learn that it was lent, came back or was passed on only after
 // the client was answered (a retag), and this agent's WHO must show its own
 // client's LOCK or UNLOCK that came before it.
-func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
+func (a *Manager) ownView(name, holder string, r quorum.Record) quorum.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lentLocked(name)
@@ -318,7 +319,7 @@ func (a *Agent) ownView(name, holder string, r quorum.Record) quorum.Record {
 // that a record was lent, came back or was passed on only after the client
 // was answered (a cache's, only at its next note: they count every fence
 // above the noted one of a cache's exclusive record as current).
-func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
+func (a *Manager) ownCheck(name string, fence uint64) (current, mine bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lentLocked(name)
@@ -334,8 +335,33 @@ func (a *Agent) ownCheck(name string, fence uint64) (current, mine bool) {
 	return false, false
 }
 
+// holders is who holds name as a majority of the masters records it (WHO),
+// each record corrected by what this agent knows (ownView).
+func (a *Manager) Holders(ctx context.Context, name string) ([]quorum.Record, error) {
+	hs, err := a.cluster.Who(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	records := make([]quorum.Record, len(hs))
+	for i, h := range hs {
+		records[i] = a.ownView(name, h.ID, h.Record)
+	}
+	return records, nil
+}
+
+// check says whether fence is the fence of a current holder of name (CHECK):
+// this agent answers for the records it lends (ownCheck), a majority of the
+// masters for the rest.
+func (a *Manager) Check(ctx context.Context, name string, fence uint64) (bool, error) {
+	current, mine := a.ownCheck(name, fence)
+	if !mine && fence <= math.MaxInt64 { // no fence is larger
+		return a.cluster.Check(ctx, name, int64(fence))
+	}
+	return current, nil
+}
+
 // lastFence is the last fence l may lend: its block's end, or its spare
-// block's. Agent.mu is held.
+// block's. manager.mu is held.
 func (l *lending) lastFence() int64 {
 	if l.spare > 0 {
 		return max(l.top, l.spare+int64(l.block)-1)

@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -53,9 +53,9 @@ func (l *wantedLimit) allow(now time.Time) bool {
 
 // wantedName is a name this agent has notify=wanted holds of: the holds,
 // and the subscription (its goroutine) through which it hears other
-// agents' waiters. Guarded by Agent.mu.
+// agents' waiters. Guarded by manager.mu.
 type wantedName struct {
-	holds  []*hold
+	holds  []*Hold
 	others map[string]heardWant // by agent instance
 	stop   context.CancelFunc   // ends the subscription
 }
@@ -68,8 +68,8 @@ type heardWant struct {
 
 // noteWantedLocked starts (live) or ends h's part in the WANTED pushes of
 // its name, if its LOCK asked for them: the first such hold of a name
-// starts the name's subscription, the last one ends it. Agent.mu is held.
-func (a *Agent) noteWantedLocked(h *hold, live bool) {
+// starts the name's subscription, the last one ends it. manager.mu is held.
+func (a *Manager) noteWantedLocked(h *Hold, live bool) {
 	if !h.notifyWanted || a.runCtx == nil {
 		return
 	}
@@ -92,7 +92,7 @@ func (a *Agent) noteWantedLocked(h *hold, live bool) {
 	case live:
 		n.holds = append(n.holds, h)
 	case n != nil:
-		n.holds = slices.DeleteFunc(n.holds, func(o *hold) bool { return o == h })
+		n.holds = slices.DeleteFunc(n.holds, func(o *Hold) bool { return o == h })
 		if len(n.holds) == 0 {
 			n.stop()
 			rec.wanted = nil
@@ -103,7 +103,7 @@ func (a *Agent) noteWantedLocked(h *hold, live bool) {
 
 // hearWanted is the subscription of name for n: each time another agent
 // says that it waits, the holds that conflict with its waiter are told.
-func (a *Agent) hearWanted(ctx context.Context, name string, n *wantedName) {
+func (a *Manager) hearWanted(ctx context.Context, name string, n *wantedName) {
 	w := a.cluster.Watch(ctx, name)
 	defer w.Close()
 	a.wantedOnRecords(ctx, name, n) // the channel may be subscribed already: then no master confirms it again
@@ -138,7 +138,7 @@ func (a *Agent) hearWanted(ctx context.Context, name string, n *wantedName) {
 // again only at their next park. A record does not say whether its waiters want the
 // name shared, so only holds that every waiter conflicts with (exclusive
 // ones, a semaphore's) are told.
-func (a *Agent) wantedOnRecords(ctx context.Context, name string, n *wantedName) {
+func (a *Manager) wantedOnRecords(ctx context.Context, name string, n *wantedName) {
 	ws, err := a.cluster.WaitingFor(ctx, name)
 	if err != nil {
 		return
@@ -163,7 +163,7 @@ func (a *Agent) wantedOnRecords(ctx context.Context, name string, n *wantedName)
 // they conflict: w joined its queue (and may wait for them), or its
 // attempt found the name held. A semaphore's waiter is told of where its
 // attempt is refused only: until then, a free slot may be its.
-func (a *Agent) waiterWants(w *waiter, refused bool) {
+func (a *Manager) waiterWants(w *Waiter, refused bool) {
 	if !refused && limitOf(w.req) > 1 {
 		return
 	}
@@ -179,7 +179,7 @@ func (a *Agent) waiterWants(w *waiter, refused bool) {
 // hold its name hear that it waits, once per wait, and this agent's
 // notify=wanted holders of it are told (see waiterWants). Only the name's
 // contender calls it.
-func (a *Agent) saysWanted(q *queue, w *waiter) {
+func (a *Manager) saysWanted(q *queue, w *Waiter) {
 	if w.saidWanted {
 		return
 	}
@@ -195,7 +195,7 @@ func (a *Agent) saysWanted(q *queue, w *waiter) {
 // within wantedEvery of the last time for w (its first BUSY and the park
 // after it would say it twice, and the second, late on a busy host, would
 // reach a holder as a second WANTED). Only q's contender calls it.
-func (a *Agent) tellWanted(q *queue, w *waiter) {
+func (a *Manager) tellWanted(q *queue, w *Waiter) {
 	now := a.clock.Now()
 	if !w.toldWanted.IsZero() && now.Sub(w.toldWanted) < wantedEvery {
 		return
@@ -221,13 +221,13 @@ type wanter struct {
 // waitsFor says whether the waiter waits for h: not a shared waiter for a
 // shared holder, nor one whose limit differs (it is answered CONFLICT).
 // h's session's mu is held.
-func (wr wanter) waitsFor(h *hold) bool {
+func (wr wanter) waitsFor(h *Hold) bool {
 	return !(wr.shared && h.mode == protocol.Shared) && (wr.limit == 0 || wr.limit == h.limit)
 }
 
 // pushWanted pushes WANTED to each notify=wanted hold of name that the
 // waiter waits for, but to those pushed less than wantedEvery ago.
-func (a *Agent) pushWanted(name string, wr wanter) {
+func (a *Manager) pushWanted(name string, wr wanter) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	n := a.wantedLocked(name)
@@ -239,20 +239,17 @@ func (a *Agent) pushWanted(name string, wr wanter) {
 	waiting := a.waitingKnownLocked(name, n, now)
 	a.mu.Unlock()
 	for _, h := range holds {
-		s := h.sess
-		s.mu.Lock()
-		if s.holds[h.key()] == h && wr.waitsFor(h) && h.wanted.allow(now) {
+		line := protocol.Wanted{Name: name, Owner: h.owner, Waiting: waiting}.Bytes()
+		if h.sess.PushFor(h, func() bool { return wr.waitsFor(h) && h.wanted.allow(now) }, line) {
 			a.metrics.WantedPushes.Inc()
-			s.push(protocol.Wanted{Name: name, Owner: h.owner, Waiting: waiting}.Bytes())
 		}
-		s.mu.Unlock()
 	}
 }
 
 // waitingKnownLocked is how many requests this agent knows to wait for
 // name: its own waiters, and what other agents said within a lease (it
-// forgets the older ones); at least 1. Agent.mu is held.
-func (a *Agent) waitingKnownLocked(name string, n *wantedName, now time.Time) int {
+// forgets the older ones); at least 1. manager.mu is held.
+func (a *Manager) waitingKnownLocked(name string, n *wantedName, now time.Time) int {
 	waiting := 0
 	if q := a.queueLocked(name); q != nil {
 		q.mu.Lock()
@@ -260,7 +257,7 @@ func (a *Agent) waitingKnownLocked(name string, n *wantedName, now time.Time) in
 		q.mu.Unlock()
 	}
 	for instance, h := range n.others {
-		if now.Sub(h.at) > a.cfg.Lock.Lease {
+		if now.Sub(h.at) > a.cfg.Lease {
 			delete(n.others, instance)
 			continue
 		}
@@ -298,16 +295,16 @@ func (a *Agent) waitingKnownLocked(name string, n *wantedName, now time.Time) in
 // below the highest) serves no joining session: the next read, soon, does.
 
 // observation is one name this agent's sessions observe. Its fields are
-// guarded by Agent.mu, under which every push of it is queued, so a
+// guarded by manager.mu, under which every push of it is queued, so a
 // session's pushes of a name come in the order they were read, and none
 // comes after the OK of its UNOBSERVE.
 type observation struct {
 	name     string
-	sessions map[*session]struct{} // pushed every change
+	sessions map[Client]struct{} // pushed every change
 	// joining is the sessions whose OBSERVE is answered but not yet its
 	// first push, each with the number of reads begun when it arrived: a
 	// read begun later is pushed to it (see serves).
-	joining map[*session]uint64
+	joining map[Client]uint64
 	reads   uint64        // reads begun
 	poke    chan struct{} // a session joined: read now (one pending at most)
 	stop    context.CancelFunc
@@ -351,21 +348,68 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 	return read != last
 }
 
-// endObservations ends every observation of a closing session.
-func (s *session) endObservations() {
-	s.a.mu.Lock()
-	defer s.a.mu.Unlock()
-	for _, o := range s.observing {
-		s.a.unobserveLocked(s, o)
+// observe has c observe name (OBSERVE; see the top of this part): c
+// joins its observation, which is started if there was none, and is
+// pushed the first read begun after this, unless c observes limit names
+// already. ok, OBSERVE's reply, is queued here, before any push of the
+// name.
+func (a *Manager) Observe(c Client, name string, limit int, ok []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := a.observing[c]
+	o := names[name]
+	if o == nil {
+		if len(names) >= limit {
+			return protocol.Errorf(protocol.ErrLimit, "session observes %d names (max_holds_per_session)", limit)
+		}
+		o = a.observationLocked(name)
+		o.sessions[c] = struct{}{}
+		if names == nil {
+			names = map[string]*observation{}
+			a.observing[c] = names
+		}
+		names[name] = o
+		a.metrics.Observers.Inc()
+	}
+	delete(o.sessions, c)
+	o.joining[c] = o.reads
+	c.Reply(ok)
+	select {
+	case o.poke <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// unobserve takes c off name's observation (UNOBSERVE), if it observes it.
+func (a *Manager) Unobserve(c Client, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if o := a.observing[c][name]; o != nil {
+		a.unobserveLocked(c, o)
 	}
 }
 
-// unobserveLocked takes s off o; the last session to go ends o. Agent.mu
-// is held.
-func (a *Agent) unobserveLocked(s *session, o *observation) {
-	delete(s.observing, o.name)
-	delete(o.sessions, s)
-	delete(o.joining, s)
+// unobserveAll ends every observation of c, a closing session.
+func (a *Manager) UnobserveAll(c Client) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, o := range a.observing[c] {
+		a.unobserveLocked(c, o)
+	}
+}
+
+// unobserveLocked takes c off o; the last session to go ends o.
+// manager.mu is held.
+func (a *Manager) unobserveLocked(c Client, o *observation) {
+	if names := a.observing[c]; names != nil {
+		delete(names, o.name)
+		if len(names) == 0 {
+			delete(a.observing, c)
+		}
+	}
+	delete(o.sessions, c)
+	delete(o.joining, c)
 	a.metrics.Observers.Dec()
 	if len(o.sessions) == 0 && len(o.joining) == 0 {
 		if n := a.names[o.name]; n != nil && n.observation == o {
@@ -377,14 +421,14 @@ func (a *Agent) unobserveLocked(s *session, o *observation) {
 }
 
 // observationLocked returns the agent's observation of name, started if
-// there was none. Agent.mu is held.
-func (a *Agent) observationLocked(name string) *observation {
+// there was none. manager.mu is held.
+func (a *Manager) observationLocked(name string) *observation {
 	n := a.nameLocked(name)
 	if o := n.observation; o != nil {
 		return o
 	}
 	ctx, stop := context.WithCancel(a.runCtx)
-	o := &observation{name: name, sessions: map[*session]struct{}{}, joining: map[*session]uint64{},
+	o := &observation{name: name, sessions: map[Client]struct{}{}, joining: map[Client]uint64{},
 		poke: make(chan struct{}, 1), stop: stop}
 	n.observation = o
 	w := a.cluster.Watch(ctx, name)
@@ -406,11 +450,11 @@ func (a *Agent) observationLocked(name string) *observation {
 // a grant after it is marked settled by its agent (which publishes), and is renewed beside the reads (keepMarked):
 // a mark waits for every master, a paused one too (4×master_timeout), and
 // a push must not wait behind it.
-func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
+func (a *Manager) observeLoop(ctx context.Context, o *observation, w *quorum.Watch) {
 	defer w.Close()
-	every := a.cfg.Lock.Lease / 3
-	settles := min(every, 10*a.cfg.Lock.MasterTimeout)
-	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lock.Lease)
+	every := a.cfg.Lease / 3
+	settles := min(every, 10*a.cfg.MasterTimeout)
+	a.cluster.MarkObserved(ctx, o.name, a.cfg.Lease)
 	go a.keepMarked(ctx, o.name, every)
 	var unsettled unsettledSince
 	t := a.clock.NewTimer(every)
@@ -419,7 +463,7 @@ func (a *Agent) observeLoop(ctx context.Context, o *observation, w *quorum.Watch
 		lenient := unsettled.holder != "" && a.clock.Now().Sub(unsettled.since) >= settles
 		err := a.readLeader(ctx, o, lenient)
 		if unsettled = unsettled.after(err, a.clock.Now()); err != nil {
-			t.Reset(min(every, a.cfg.Lock.RetryMin))
+			t.Reset(min(every, a.cfg.RetryMin))
 		}
 		select {
 		case <-ctx.Done():
@@ -458,7 +502,7 @@ func (u unsettledSince) after(err error, now time.Time) unsettledSince {
 // keepMarked renews name's mark on the masters (for a lease) every
 // interval, well within the mark's lease, until ctx ends; then the mark
 // is left to expire (another agent may observe the name too).
-func (a *Agent) keepMarked(ctx context.Context, name string, interval time.Duration) {
+func (a *Manager) keepMarked(ctx context.Context, name string, interval time.Duration) {
 	t := a.clock.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -467,7 +511,7 @@ func (a *Agent) keepMarked(ctx context.Context, name string, interval time.Durat
 			return
 		case <-t.C():
 		}
-		a.cluster.MarkObserved(ctx, name, a.cfg.Lock.Lease)
+		a.cluster.MarkObserved(ctx, name, a.cfg.Lease)
 		t.Reset(interval)
 	}
 }
@@ -476,7 +520,7 @@ func (a *Agent) keepMarked(ctx context.Context, name string, interval time.Durat
 // pushes it to o's sessions if it is news (see leaderPush), and to the
 // joining sessions it serves. It pushes nothing if the read failed or
 // found a fence not settled yet.
-func (a *Agent) readLeader(ctx context.Context, o *observation, lenient bool) error {
+func (a *Manager) readLeader(ctx context.Context, o *observation, lenient bool) error {
 	a.mu.Lock()
 	o.reads++
 	seq := o.reads
@@ -497,17 +541,17 @@ func (a *Agent) readLeader(ctx context.Context, o *observation, lenient bool) er
 	line := read.line(o.name)
 	if leaderPush(o.known, o.last, o.top, read) {
 		o.last, o.known, o.top = read, true, max(o.top, read.fence)
-		for s := range o.sessions {
-			s.push(line)
+		for c := range o.sessions {
+			c.Push(line)
 		}
 		a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
 	}
 	behind := read.held && read.fence < o.top
-	for s, joined := range o.joining {
+	for c, joined := range o.joining {
 		if serves(joined, seq, behind) {
-			delete(o.joining, s)
-			o.sessions[s] = struct{}{}
-			s.push(line)
+			delete(o.joining, c)
+			o.sessions[c] = struct{}{}
+			c.Push(line)
 			a.metrics.LeaderPushes.Inc()
 		}
 	}

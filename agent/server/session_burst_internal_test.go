@@ -1,8 +1,12 @@
-package agent
+package server
 
 import (
 	"sync"
 	"testing"
+
+	"github.com/lock-agent/lock-agent/agent/locks"
+	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
 )
 
 // inFlight runs n requests on s at once, each deleting its own entry of
@@ -11,10 +15,10 @@ import (
 func inFlight(s *session, n int) {
 	s.mu.Lock()
 	for i := range n {
-		key := holdKey{name: string(rune('a' + i%26)), owner: string(rune('0' + i))}
+		key := locks.HoldKey{Name: string(rune('a' + i%26)), Owner: string(rune('0' + i))}
 		s.turns[key] = &turn{}
-		p := s.pendingLocked(key.owner + key.name)
-		p.turn, p.wait = &turn{tag: key.owner + key.name, lock: true}, &waiter{tag: key.owner + key.name}
+		p := s.pendingLocked(key.Owner + key.Name)
+		p.turn, p.wait = &turn{tag: key.Owner + key.Name, lock: true}, waiterTagged(key.Owner+key.Name)
 		s.waiting++
 	}
 	s.mu.Unlock()
@@ -22,13 +26,13 @@ func inFlight(s *session, n int) {
 	release := make(chan struct{})
 	started.Add(n)
 	for i := range n {
-		key := holdKey{name: string(rune('a' + i%26)), owner: string(rune('0' + i))}
+		key := locks.HoldKey{Name: string(rune('a' + i%26)), Owner: string(rune('0' + i))}
 		s.spawn("t", func() error {
 			started.Done()
 			<-release
 			s.mu.Lock()
 			delete(s.turns, key)
-			p := s.locks[key.owner+key.name]
+			p := s.locks[key.Owner+key.Name]
 			s.untagLocked(p.turn)
 			s.dropWaitLocked(p.wait)
 			s.mu.Unlock()
@@ -38,6 +42,11 @@ func inFlight(s *session, n int) {
 	started.Wait()
 	close(release)
 	s.reqs.Wait()
+}
+
+// waiterTagged is a wait of the LOCK tag (a multi-lock's: nothing answers it).
+func waiterTagged(tag string) *locks.Waiter {
+	return new(locks.Manager).NewWaiter(nil, tag, protocol.Lock{Names: []string{"x"}}, quorum.Who{}, true, nil)
 }
 
 func TestABurstsEmptiedMapsAreDroppedAndOrdinaryOnesKept(t *testing.T) {
@@ -50,7 +59,7 @@ func TestABurstsEmptiedMapsAreDroppedAndOrdinaryOnesKept(t *testing.T) {
 		{"requests below a burst keep their maps (no allocation per request)", burstInflight, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &session{turns: map[holdKey]*turn{}, locks: map[string]*pendingLock{}}
+			s := &session{turns: map[locks.HoldKey]*turn{}, locks: map[string]*pendingLock{}}
 			inFlight(s, tc.inFlight)
 			s.mu.Lock()
 			defer s.mu.Unlock()

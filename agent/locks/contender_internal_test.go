@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 var (
 	t0     = time.Unix(1000, 0)
 	policy = retryPolicy{min: 10 * time.Millisecond, ceiling: 100 * time.Millisecond}
-	head   = &waiter{tag: "head"}
-	other  = &waiter{tag: "other"}
+	head   = &Waiter{tag: "head"}
+	other  = &Waiter{tag: "other"}
 )
 
 // facts is a waiting, subscribed, plain exclusive head of a 3-master
@@ -284,7 +284,7 @@ func TestTheCeilingIsRetryMaxOrStuckRetryWhicheverIsLonger(t *testing.T) {
 	for _, tc := range []struct {
 		retryMax, want time.Duration
 	}{{50 * time.Millisecond, stuckRetry}, {time.Second, time.Second}} {
-		a := &Agent{cfg: Config{Lock: LockConfig{RetryMin: time.Millisecond, RetryMax: tc.retryMax}}}
+		a := &Manager{cfg: Config{RetryMin: time.Millisecond, RetryMax: tc.retryMax}}
 		if got := a.retryPolicy().ceiling; got != tc.want {
 			t.Errorf("retry_max %v: ceiling %v, want %v", tc.retryMax, got, tc.want)
 		}

@@ -1,14 +1,13 @@
-package agent
+package server
 
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
-	"time"
 
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/protocol"
-	"github.com/lock-agent/lock-agent/quorum"
+	"github.com/lock-agent/lock-agent/renewal"
 )
 
 // The verbs of the protocol but LOCK (lock.go) and those of a connection
@@ -31,12 +30,12 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrBadRequest, "%s is named twice", name)
 		}
-		h := s.holds[holdKey{name, u.Owner}]
+		h := s.holds[locks.HoldKey{Name: name, Owner: u.Owner}]
 		if h == nil {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", name, u.Owner)
 		}
-		if u.Mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+		if !h.Undoable(u.Mode) {
 			s.mu.Unlock()
 			return protocol.Errorf(protocol.ErrNotHeld, "%s has no exclusive acquisition left to undo", name)
 		}
@@ -44,7 +43,7 @@ func (s *session) unlock(tag string, u protocol.Unlock) error {
 	counts := make([]int, len(u.Names))
 	var left []*undone
 	for i, name := range u.Names {
-		count, d := s.undoLocked(holdKey{name, u.Owner}, u.Mode)
+		count, d := s.undoLocked(locks.HoldKey{Name: name, Owner: u.Owner}, u.Mode)
 		counts[i] = count
 		if d != nil {
 			left = append(left, d)
@@ -76,17 +75,16 @@ func (s *session) extend(tag string, e protocol.Extend) error {
 	if err := s.allow("extend", e.Name); err != nil {
 		return err
 	}
-	if err := s.a.checkTTL(e.TTL); err != nil {
+	if err := checkTTL(e.TTL); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	h := s.holds[holdKey{e.Name, e.Owner}]
+	h := s.holds[locks.HoldKey{Name: e.Name, Owner: e.Owner}]
 	s.mu.Unlock()
 	if h == nil {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", e.Name, e.Owner)
 	}
-	s.a.leaveCohort(h) // an end is this holder's, not the next one's
-	validity, ok := s.a.watchdog.SetEnd(h.rh, s.a.clock.Now().Add(e.TTL))
+	validity, ok := s.manager.SetEnd(h, s.srv.clock.Now().Add(e.TTL))
 	if !ok {
 		s.mu.Lock()
 		after := s.loseFoundLocked(h)
@@ -127,9 +125,8 @@ func (s *session) listHolds(req *protocol.Request) error {
 	s.mu.Lock()
 	var lines [][]byte
 	for _, h := range s.holds {
-		v, _ := s.a.watchdog.Validity(h.rh)
-		lines = append(lines, protocol.HoldInfo{Tag: req.Tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
-			Count: h.count(), Mode: string(h.mode), Validity: v, Limit: h.limit, Slot: h.slot}.Bytes())
+		v, _ := s.manager.Validity(h)
+		lines = append(lines, h.InfoLine(req.Tag, v))
 	}
 	s.mu.Unlock()
 	for _, l := range lines {
@@ -152,14 +149,13 @@ func (s *session) who(req *protocol.Request) error {
 }
 
 func (s *session) whoReply(tag, name string) error {
-	holders, err := s.a.cluster.Who(s.ctx, name)
+	holders, err := s.manager.Holders(s.ctx, name)
 	if err != nil {
-		s.a.metrics.noQuorumAnswered("who")
-		return quorumError(err)
+		s.srv.metrics.NoQuorumAnswered("who")
+		return locks.QuorumError(err)
 	}
 	var cached []string
-	for _, h := range holders {
-		r := s.a.ownView(name, h.ID, h.Record)
+	for _, r := range holders {
 		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
 			cached = append(cached, r.Who.Agent)
 			continue
@@ -174,7 +170,7 @@ func (s *session) whoReply(tag, name string) error {
 	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
-	if queued, err := s.a.cluster.QueueLen(s.ctx, name); err == nil {
+	if queued, err := s.srv.cluster.QueueLen(s.ctx, name); err == nil {
 		end.Queued = queued
 	}
 	s.send(end.Bytes())
@@ -184,7 +180,7 @@ func (s *session) whoReply(tag, name string) error {
 // whoWaiting sends WHO's line of each agent's waiting record of name and
 // returns how many requests they count, or false if no majority answered.
 func (s *session) whoWaiting(tag, name string) (int, bool) {
-	ws, err := s.a.cluster.WaitingFor(s.ctx, name)
+	ws, err := s.srv.cluster.WaitingFor(s.ctx, name)
 	if err != nil {
 		return 0, false
 	}
@@ -199,7 +195,7 @@ func (s *session) whoWaiting(tag, name string) (int, bool) {
 // whoDelayed sends WHO's DATA delayed_until=UNIXMS line while a tail of
 // name stands on a majority.
 func (s *session) whoDelayed(tag, name string) {
-	if until, err := s.a.cluster.DelayedUntil(s.ctx, name); err == nil && until > 0 {
+	if until, err := s.srv.cluster.DelayedUntil(s.ctx, name); err == nil && until > 0 {
 		s.send(protocol.Delayed{Tag: tag, Until: until}.Bytes())
 	}
 }
@@ -216,17 +212,17 @@ func (s *session) revoke(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		ctx, cancel := context.WithTimeout(s.ctx, s.a.revokeBound())
+		ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.RevokeBound)
 		defer cancel()
-		n, err := s.a.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
-		s.a.metrics.Revoked(n)
+		n, err := s.srv.cluster.Revoke(ctx, v.Name, v.Agent, v.Reason)
+		s.srv.metrics.Revoked(n)
 		switch {
 		case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// The bound ran out (a master's own timeout in a round is
 			// the round's NO_QUORUM, below, not this).
-			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.a.revokeBound())
+			return protocol.Errorf(protocol.ErrNoQuorum, "%d holds of %s revoked, not all ended on a majority within %v", n, v.Name, s.srv.cfg.RevokeBound)
 		case err != nil:
-			return quorumError(err)
+			return locks.QuorumError(err)
 		}
 		s.log.Info("revoked", "name", v.Name, "agent", v.Agent, "reason", v.Reason, "holds", n)
 		s.send(protocol.Counted{Tag: req.Tag, N: n}.Bytes())
@@ -235,11 +231,6 @@ func (s *session) revoke(req *protocol.Request) error {
 	return nil
 }
 
-// revokeBound is how long REVOKE waits for the holds it revoked to end: a
-// revoked record that its agent does not end expires within a lease (it
-// can no longer be renewed), and a bit.
-func (a *Agent) revokeBound() time.Duration { return Quarantine(a.cfg.Lock) + time.Second }
-
 // setValue replaces the value of the session+owner's hold of st.Name, in
 // the agent at once and on a majority of the masters before it answers OK.
 func (s *session) setValue(tag string, st protocol.Set) error {
@@ -247,13 +238,18 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 		return err
 	}
 	s.mu.Lock()
-	h := s.holds[holdKey{st.Name, st.Owner}]
+	h := s.holds[locks.HoldKey{Name: st.Name, Owner: st.Owner}]
 	s.mu.Unlock()
-	if h == nil || !s.a.recordValue(h, st.Value) {
+	held := h != nil
+	var err error
+	if held {
+		held, err = s.manager.SetValue(s.ctx, h, st.Value)
+	}
+	if !held {
 		return protocol.Errorf(protocol.ErrNotHeld, "%s is not held by this session and owner %q", st.Name, st.Owner)
 	}
-	if err := s.a.cluster.SetValue(s.ctx, st.Name, h.rh.Holder, st.Value); err != nil {
-		return quorumError(err)
+	if err != nil {
+		return locks.QuorumError(err)
 	}
 	s.send(protocol.Done{Tag: tag}.Bytes())
 	return nil
@@ -275,11 +271,9 @@ func (s *session) check(req *protocol.Request) error {
 		return err
 	}
 	s.spawn(req.Tag, func() error {
-		current, mine := s.a.ownCheck(c.Name, c.Fence)
-		if !mine && c.Fence <= math.MaxInt64 { // no fence is larger
-			if current, err = s.a.cluster.Check(s.ctx, c.Name, int64(c.Fence)); err != nil {
-				return quorumError(err)
-			}
+		current, err := s.manager.Check(s.ctx, c.Name, c.Fence)
+		if err != nil {
+			return locks.QuorumError(err)
 		}
 		s.send(protocol.Checked{Tag: req.Tag, Current: current}.Bytes())
 		return nil
@@ -297,30 +291,7 @@ func (s *session) observe(req *protocol.Request) error {
 	if err := s.allow("observe", name); err != nil {
 		return err
 	}
-	a := s.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	o := s.observing[name]
-	if o == nil {
-		if lim := a.limits().MaxHoldsPerSession; len(s.observing) >= lim {
-			return protocol.Errorf(protocol.ErrLimit, "session observes %d names (max_holds_per_session)", lim)
-		}
-		o = a.observationLocked(name)
-		o.sessions[s] = struct{}{}
-		if s.observing == nil {
-			s.observing = map[string]*observation{}
-		}
-		s.observing[name] = o
-		a.metrics.Observers.Inc()
-	}
-	delete(o.sessions, s)
-	o.joining[s] = o.reads
-	s.reply(protocol.Done{Tag: req.Tag}.Bytes())
-	select {
-	case o.poke <- struct{}{}:
-	default:
-	}
-	return nil
+	return s.manager.Observe(s, name, s.srv.limits().MaxHoldsPerSession, protocol.Done{Tag: req.Tag}.Bytes())
 }
 
 // unobserve is UNOBSERVE NAME: OK, and no push of the name after it.
@@ -329,27 +300,149 @@ func (s *session) unobserve(req *protocol.Request) error {
 	if err != nil {
 		return err
 	}
-	s.a.mu.Lock()
-	if o := s.observing[name]; o != nil {
-		s.a.unobserveLocked(s, o)
-	}
-	s.a.mu.Unlock()
+	s.manager.Unobserve(s, name)
 	s.send(protocol.Done{Tag: req.Tag}.Bytes())
 	return nil
 }
 
-// quorumError is the answer for err from a round of the masters: a closed
-// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
-// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
-// callers can still ask what it was.
-func quorumError(err error) error {
-	if errors.Is(err, quorum.ErrClosed) {
-		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
+// tellLostLocked takes the lost h out of s's holds and tells the client,
+// if h is still one of them, and returns the LOST line's number in s's
+// outbox (0 if h was not one of them). s.mu is held.
+func (s *session) tellLostLocked(h *locks.Hold, loss renewal.Loss) (told uint64) {
+	if s.holds[h.Key()] != h {
+		return 0
 	}
-	// Kind, not errors.Is: a round that missed a majority for other causes
-	// also wraps the refusals of masters that record other settings.
-	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
-		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
+	delete(s.holds, h.Key())
+	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
+	// (it looks under s.mu) answers NOT_HELD after the client heard why.
+	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
+	s.srv.metrics.Lost(loss.Reason) // counted before the client can hear of it
+	return s.out.Push(locks.LostLine(h, loss))
+}
+
+// TellLost: see locks.Client.
+func (s *session) TellLost(h *locks.Hold, loss renewal.Loss) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tellLostLocked(h, loss)
+}
+
+// loseFoundLocked tells the client LOST of h, one of s's holds, if the
+// watchdog found it lost (or it was revoked) and the manager's lose has not
+// come yet (see manager.lostNow). The caller calls the returned func, if
+// any, once s.mu is let go. s.mu is held.
+func (s *session) loseFoundLocked(h *locks.Hold) (after func()) {
+	if s.holds[h.Key()] != h {
+		return nil
 	}
-	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
+	loss, tell := s.manager.LostNow(h)
+	if !tell {
+		return nil
+	}
+	told := s.tellLostLocked(h, loss)
+	return func() { s.manager.AfterLost(h, loss, told) }
+}
+
+// undone is what is left to do of an UNLOCK once the session let go of
+// the hold: a downgrade in the masters, or the release of h's name, whose
+// lent record may go on to a local waiter or back to its cache (see
+// lend.go), or else is released in the masters.
+type undone struct {
+	h         *locks.Hold
+	downgrade bool
+	rel       *pendingRelease // the session's note that the name is on its way out
+	// rollback says the acquisition undone was never answered (a
+	// multi-lock that failed): its hold leaves no tail (delay=, min_hold=).
+	rollback bool
+}
+
+// now does what needs no master, at once: it gives a lent record back (see
+// giveBack) if it may. It says whether that was all.
+func (d *undone) now(s *session) bool {
+	if d.downgrade || !s.manager.GiveBack(d.h) {
+		return false
+	}
+	s.releaseDone(d.h.Name(), d.rel)
+	return true
+}
+
+// rest does what is left, in the masters, after now; it may wait for them.
+func (d *undone) rest(s *session) {
+	h := d.h
+	if d.downgrade {
+		if err := s.manager.Downgrade(s.ctx, h); err != nil {
+			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.Name(), "error", err)
+		}
+		return
+	}
+	s.manager.LetGo(s.ctx, h, d.rollback)
+	s.releaseDone(h.Name(), d.rel)
+}
+
+// undoLocked undoes the most recent acquisition of key (the most recent
+// exclusive one, for mode exclusive), which the caller checked exists, and
+// returns the count left and what remains to do (a release or a downgrade;
+// nil if nothing). s.mu is held.
+func (s *session) undoLocked(key locks.HoldKey, mode protocol.Mode) (int, *undone) {
+	h := s.holds[key]
+	count, downgraded := h.Undo(mode)
+	if downgraded {
+		s.manager.Downgraded(h) // the masters' record becomes shared: no exclusive holder may inherit it
+		return count, &undone{h: h, downgrade: true}
+	}
+	if count > 0 {
+		return count, nil
+	}
+	delete(s.holds, key)
+	return 0, &undone{h: h, rel: s.releaseStarted(key.Name)}
+}
+
+// releaseStarted notes a release of name on its way to the masters. s.mu is held.
+func (s *session) releaseStarted(name string) *pendingRelease {
+	r := s.releasing[name]
+	if r == nil {
+		if s.releasing == nil {
+			s.releasing = map[string]*pendingRelease{}
+		}
+		r = &pendingRelease{done: make(chan struct{})}
+		s.releasing[name] = r
+	}
+	r.n++
+	return r
+}
+
+// releaseDone notes that a release of name landed.
+func (s *session) releaseDone(name string, r *pendingRelease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.n--; r.n == 0 {
+		close(r.done)
+		delete(s.releasing, name)
+		if len(s.releasing) == 0 {
+			s.releasing = nil
+		}
+	}
+}
+
+// FindHold: see locks.Client.
+func (s *session) FindHold(holder string) *locks.Hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.holds {
+		if h.Holds(holder) {
+			return h
+		}
+	}
+	return nil
+}
+
+// PushFor: see locks.Client.
+func (s *session) PushFor(h *locks.Hold, ok func() bool, line []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds[h.Key()] != h || !ok() {
+		return false
+	}
+	s.Push(line)
+	return true
 }

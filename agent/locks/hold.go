@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/renewal"
@@ -18,14 +19,14 @@ import (
 
 // hold is one name held by one session+owner. Its session's holds map is
 // its one record in the agent; the watchdog watches its rh, whose Owner is
-// the hold while it is live (guarded by Agent.mu: see holderOf). acquired,
+// the hold while it is live (guarded by manager.mu: see holderOf). acquired,
 // mode and the session's map are guarded by the session's mu.
-type hold struct {
+type Hold struct {
 	// rh is the name, holder id, and, for a ttl= hold, its end. The holds
 	// a record is lent to share it (see lend.go); its Owner is the current
 	// one.
 	rh    *renewal.Hold
-	sess  *session
+	sess  Client
 	owner string
 	fence int64
 	// acquired is the mode of each acquisition, the most recent last (its
@@ -37,12 +38,12 @@ type hold struct {
 	// granted is when it was granted, for lock_agent_hold_seconds.
 	granted time.Time
 	// gaugeMode is the mode the holds gauge counts it under; guarded by
-	// Agent.mu (mode changes under the session's).
+	// manager.mu (mode changes under the session's).
 	gaugeMode protocol.Mode
 	// lent is the lending this hold is part of (see lend.go), or nil: the
 	// cache or the run that lent it its record, or the run its own record
 	// started when a local waiter came after its grant (see lateRun), or
-	// took over from its cache. Set under Agent.mu, when the hold is made
+	// took over from its cache. Set under manager.mu, when the hold is made
 	// or becomes a run's first holder.
 	lent *lending
 	// notifyWanted says its LOCK asked for WANTED pushes (notify=wanted;
@@ -52,29 +53,34 @@ type hold struct {
 	wanted       wantedLimit
 	// cacheable says its record may be cached when it ends: its LOCK was of
 	// a kind that caches, and no EXTEND or downgrade changed it since, nor
-	// a run took its cache over; guarded by Agent.mu.
+	// a run took its cache over; guarded by manager.mu.
 	cacheable bool
 	// cohortable says its LOCK may be part of a run (see lendable);
 	// reserving that a run's block is being reserved for it (see
 	// lateRun), lateFailed that one failed or it changed since (EXTEND,
-	// a downgrade). Guarded by Agent.mu.
+	// a downgrade). Guarded by manager.mu.
 	cohortable, reserving, lateFailed bool
 }
 
+// holdKey identifies a hold within a session.
+type HoldKey struct {
+	Name, Owner string
+}
+
 // count is how many acquisitions of h are not undone yet. s.mu is held.
-func (h *hold) count() int { return len(h.acquired) }
+func (h *Hold) Count() int { return len(h.acquired) }
 
 // holderOf is the hold whose record rh is: nil once it was lost or its
-// holder forgot it. Agent.mu is held.
-func holderOf(rh *renewal.Hold) *hold {
-	h, _ := rh.Owner.(*hold)
+// holder forgot it. manager.mu is held.
+func holderOf(rh *renewal.Hold) *Hold {
+	h, _ := rh.Owner.(*Hold)
 	return h
 }
 
 // startHoldLocked makes h the live holder of its record: the one a loss
-// reaches. With endHoldLocked, it alone keeps Agent.held and the holds
-// gauge. Agent.mu is held.
-func (a *Agent) startHoldLocked(h *hold) {
+// reaches. With endHoldLocked, it alone keeps manager.held and the holds
+// gauge. manager.mu is held.
+func (a *Manager) startHoldLocked(h *Hold) {
 	h.rh.Owner = h
 	if h.limit == 1 && h.mode == protocol.Exclusive {
 		a.nameLocked(h.rh.Name).locked = h
@@ -85,8 +91,8 @@ func (a *Agent) startHoldLocked(h *hold) {
 }
 
 // endHoldLocked ends h, the live holder of its record: it was lost, let
-// go, or passed on. Agent.mu is held.
-func (a *Agent) endHoldLocked(h *hold) {
+// go, or passed on. manager.mu is held.
+func (a *Manager) endHoldLocked(h *Hold) {
 	h.rh.Owner = nil
 	if n := a.names[h.rh.Name]; n != nil && n.locked == h {
 		n.locked = nil
@@ -103,7 +109,7 @@ func limitOf(l protocol.Lock) int { return max(l.Limit, 1) }
 // reenter counts another acquisition of h by its session+owner, or says why
 // it contradicts the hold: another limit, or shared to exclusive (an
 // upgrade would deadlock two readers that both try it). s.mu is held.
-func (h *hold) reenter(l protocol.Lock) error {
+func (h *Hold) Reenter(l protocol.Lock) error {
 	switch {
 	case limitOf(l) != h.limit:
 		return protocol.Errorf(protocol.ErrConflict, "%s is held with limit=%d", h.rh.Name, h.limit)
@@ -115,64 +121,124 @@ func (h *hold) reenter(l protocol.Lock) error {
 }
 
 // snapshot is what a grant or re-entry answers, taken under s.mu.
-func (h *hold) snapshot(validity time.Duration) result {
-	return result{fence: h.fence, count: h.count(), validity: validity, limit: h.limit, slot: h.slot}
+func (h *Hold) Snapshot(validity time.Duration) Result {
+	return Result{Fence: h.fence, Count: h.Count(), Validity: validity, Limit: h.limit, Slot: h.slot}
 }
 
-func (h *hold) key() holdKey { return holdKey{h.rh.Name, h.owner} }
+func (h *Hold) Key() HoldKey { return HoldKey{h.rh.Name, h.owner} }
+
+// name is the name h holds.
+func (h *Hold) Name() string { return h.rh.Name }
+
+// holds says whether h's record is holder's.
+func (h *Hold) Holds(holder string) bool { return h.rh.Holder == holder }
+
+// undoable says whether an UNLOCK of mode may undo an acquisition of h:
+// any may, but an exclusive one needs an exclusive acquisition left. The
+// session's mu is held.
+func (h *Hold) Undoable(mode protocol.Mode) bool {
+	return mode != protocol.Exclusive || slices.Contains(h.acquired, protocol.Exclusive)
+}
+
+// undo undoes the most recent acquisition of h (the most recent exclusive
+// one, for mode exclusive), which the caller checked exists (undoable),
+// and returns the count left, and whether h became shared: only shared
+// acquisitions are left of an exclusive hold. It is shared here at once, so
+// that a following exclusive LOCK is an upgrade; in the masters by a
+// downgrade round. The session's mu is held.
+func (h *Hold) Undo(mode protocol.Mode) (count int, downgraded bool) {
+	undo := len(h.acquired) - 1
+	if mode == protocol.Exclusive {
+		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
+			undo--
+		}
+	}
+	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
+	if h.Count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
+		h.mode = protocol.Shared
+		return h.Count(), true
+	}
+	return h.Count(), false
+}
+
+// infoLine is HOLDS' line of h, with its validity. The session's mu is held.
+func (h *Hold) InfoLine(tag string, validity time.Duration) []byte {
+	return protocol.HoldInfo{Tag: tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
+		Count: h.Count(), Mode: string(h.mode), Validity: validity, Limit: h.limit, Slot: h.slot}.Bytes()
+}
 
 // lostLine is the LOST push of h: the loss's reason, and the operator's
 // word of a revocation, if any, as why= (see renewal.Revocation).
-func lostLine(h *hold, loss renewal.Loss) []byte {
+func LostLine(h *Hold, loss renewal.Loss) []byte {
 	return protocol.Lost{Name: h.rh.Name, Owner: h.owner, Fence: h.fence, Reason: string(loss.Reason), Why: loss.Why}.Bytes()
 }
 
-// install records a granted hold in the session and the watchdog, and
-// returns its snapshot. A ttl= hold is a watchdog hold with an end, ttl
-// from now: its validity is the grant's, or the time to its end if sooner.
-func (s *session) install(w *waiter, holder string, g quorum.Grant) (result, error) {
-	s.mu.Lock()
-	var afterLost func() // see loseFoundLocked
-	defer func() {
-		s.mu.Unlock()
-		if afterLost != nil {
-			afterLost()
-		}
-	}()
-	if s.closing {
-		// A grant that came as the session closed: for the agent's stop
-		// (a holder's release while stopping granted it), SHUTTING_DOWN.
-		return result{}, s.endedBy()
-	}
-	key := holdKey{w.req.Names[0], w.req.Owner}
-	if old := s.holds[key]; old != nil {
-		// Lost while w's attempt was in flight and not yet forgotten: the
-		// client hears LOST before the new grant, which replaces it.
-		afterLost = s.loseFoundLocked(old)
-		if s.holds[key] == old {
-			s.a.forget(old)
-		}
-	}
-	h := &hold{rh: &renewal.Hold{Name: key.name, Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: s, owner: key.owner,
+// client is what the lock manager sees of a session: the one whose LOCK
+// waits (waiter.sess) or whose hold it is (hold.sess). Each method takes
+// the session's mu itself, if it needs it, so the manager calls them with
+// none of its locks held, but where it says otherwise.
+type Client interface {
+	// sessionID is the session's number, for holder ids.
+	SessionID() uint64
+	// install makes the grant of w's name, won in the masters as holder,
+	// a hold of the session (see manager.startHold), and returns its
+	// snapshot.
+	Install(w *Waiter, holder string, g quorum.Grant) (Result, error)
+	// reenter counts w as a re-entry of the session+owner's hold of its
+	// name, if it has one and claim (run under the session's mu) takes w
+	// out of its queue for it, and returns its answer (see
+	// manager.reenterQueued).
+	Reenter(w *Waiter, claim func(h *Hold) (time.Duration, bool)) (Result, bool)
+	// adopt makes the hold that take returns (a record passed on in the
+	// agent: see passTo) the hold of w's session+owner, if the session is
+	// not closing and has none of the name; take runs under the session's
+	// mu and returns nil to refuse.
+	Adopt(w *Waiter, take func() *Hold)
+	// lockEnded answers w's LOCK of one name with r.
+	LockEnded(w *Waiter, r Result)
+	// tellLost takes the lost h out of the session's holds and queues its
+	// LOST, if h is still one of them, and returns that line's number in
+	// the session's outbox (0 if it was not).
+	TellLost(h *Hold, loss renewal.Loss) (told uint64)
+	// awaitWritten returns once the session's line told went to its
+	// socket, or until fires.
+	AwaitWritten(told uint64, until <-chan time.Time)
+	// pushFor queues line for the client if h is still one of the
+	// session's holds and ok (run under the session's mu) says so.
+	PushFor(h *Hold, ok func() bool, line []byte) bool
+	// push and reply queue line for the client (see outbox.Push and
+	// Reply); neither waits, so they may be called under manager.mu.
+	Push(line []byte)
+	Reply(line []byte)
+	// findHold is the session's hold whose record's holder id is holder, or
+	// nil.
+	FindHold(holder string) *Hold
+	Logger() hclog.Logger
+}
+
+// startHold makes a hold of c for w's grant, won in the masters as holder,
+// its record's live holder, and has the watchdog renew it: its snapshot.
+// A ttl= hold is a watchdog hold with an end, ttl from now: its validity
+// is the grant's, or the time to its end if sooner. c's mu is held.
+func (a *Manager) StartHold(c Client, w *Waiter, holder string, g quorum.Grant) (*Hold, Result) {
+	h := &Hold{rh: &renewal.Hold{Name: w.req.Names[0], Holder: holder, Record: g.Record, Tail: tailOf(w.req).Any()}, sess: c, owner: w.req.Owner,
 		fence: g.Fence, acquired: []protocol.Mode{w.req.Mode}, mode: w.req.Mode, limit: limitOf(w.req), slot: g.Slot, granted: time.Now(), gaugeMode: w.req.Mode,
 		notifyWanted: w.req.NotifyWanted, cacheable: lendable(w.req, lendLinger) && w.done == nil && w.reused, // not a multi-lock's; its name used again
 		cohortable: lendable(w.req, lendRun)}
 	if w.req.TTL > 0 {
-		h.rh.End = s.a.clock.Now().Add(w.req.TTL)
+		h.rh.End = a.clock.Now().Add(w.req.TTL)
 	}
-	s.holds[key] = h
-	s.dropWaitLocked(w) // now counted as a hold
-	s.a.mu.Lock()
-	s.a.startHoldLocked(h)
-	s.a.startCohortLocked(h, w.req, g)
-	s.a.mu.Unlock()
-	s.a.watchdog.Add(h.rh, g.Deadline)
-	return h.snapshot(s.a.watchdog.Deadline(h.rh).Sub(s.a.clock.Now())), nil
+	a.mu.Lock()
+	a.startHoldLocked(h)
+	a.startCohortLocked(h, w.req, g)
+	a.mu.Unlock()
+	a.watchdog.Add(h.rh, g.Deadline)
+	return h, h.Snapshot(a.watchdog.Deadline(h.rh).Sub(a.clock.Now()))
 }
 
 // onLost is the watchdog's report of a hold (or a waiter's queue entry,
 // or the agent's waiting record) that ended on its own.
-func (a *Agent) onLost(rh *renewal.Hold, loss renewal.Loss) {
+func (a *Manager) OnLost(rh *renewal.Hold, loss renewal.Loss) {
 	switch rh.Kind {
 	case renewal.KindEntry:
 		a.entryLost(rh)
@@ -187,24 +253,20 @@ func (a *Agent) onLost(rh *renewal.Hold, loss renewal.Loss) {
 // in the masters: at once if it was revoked (a majority can no longer
 // renew it), else once its validity ended. The watchdog no longer watches
 // rh.
-func (a *Agent) lose(rh *renewal.Hold, loss renewal.Loss) {
+func (a *Manager) lose(rh *renewal.Hold, loss renewal.Loss) {
 	h := a.detachLost(rh)
 	if h == nil {
 		a.cacheLost(rh, loss)
 		return
 	}
-	s := h.sess
-	s.mu.Lock()
-	told := s.tellLostLocked(h, loss)
-	s.mu.Unlock()
-	if told != 0 {
-		a.afterLost(h, loss, told)
+	if told := h.sess.TellLost(h, loss); told != 0 {
+		a.AfterLost(h, loss, told)
 	}
 }
 
 // detachLost makes rh's holder, if it has one, no longer its record's
-// holder, and returns it. Agent.mu is not held.
-func (a *Agent) detachLost(rh *renewal.Hold) *hold {
+// holder, and returns it. manager.mu is not held.
+func (a *Manager) detachLost(rh *renewal.Hold) *Hold {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	h := holderOf(rh)
@@ -215,37 +277,22 @@ func (a *Agent) detachLost(rh *renewal.Hold) *hold {
 }
 
 // endLostLocked ends the lost h as its record's holder, its run and its
-// cache. Agent.mu is held.
-func (a *Agent) endLostLocked(h *hold) {
+// cache. manager.mu is held.
+func (a *Manager) endLostLocked(h *Hold) {
 	a.endHoldLocked(h)
 	a.endCohortLocked(h)
 	a.dropCacheLocked(h)
 }
 
-// tellLostLocked takes the lost h out of s's holds and tells the client,
-// if h is still one of them, and returns the LOST line's number in s's
-// outbox (0 if h was not one of them). s.mu is held.
-func (s *session) tellLostLocked(h *hold, loss renewal.Loss) (told uint64) {
-	if s.holds[h.key()] != h {
-		return 0
-	}
-	delete(s.holds, h.key())
-	// Queued before s.mu is let go: an UNLOCK that finds the hold gone
-	// (it looks under s.mu) answers NOT_HELD after the client heard why.
-	// push never blocks, so it may run under s.mu (s.mu before s.out.mu).
-	s.a.metrics.lost(loss.Reason) // counted before the client can hear of it
-	return s.out.Push(lostLine(h, loss))
-}
-
 // afterLost logs h's loss and ends it in the masters (see lose); told is
 // its LOST line's number in the session's outbox.
-func (a *Agent) afterLost(h *hold, loss renewal.Loss, told uint64) {
+func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 	rh := h.rh
 	args := []any{"name", rh.Name, "owner", h.owner, "fence", h.fence, "reason", loss.Reason}
 	if loss.Why != "" {
 		args = append(args, "why", loss.Why)
 	}
-	h.sess.log.Warn("hold lost", args...)
+	h.sess.Logger().Warn("hold lost", args...)
 	at := a.watchdog.Deadline(rh)
 	if !loss.Revoked() {
 		a.releaseAt(rh, at, nil)
@@ -255,32 +302,31 @@ func (a *Agent) afterLost(h *hold, loss renewal.Loss, told uint64) {
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.out.AwaitWritten(told, until) })
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) })
 }
 
-// loseFoundLocked tells the client LOST of h, one of s's holds, if the
-// watchdog found it lost (or it was revoked) and lose has not come yet:
-// it is on its way, and an answer that depends on the loss (NOT_HELD, a
-// new hold of the name) must come after the LOST (docs/protocol.md,
-// ordering rule 3). The caller calls the returned func, if any, once s.mu
-// is let go. s.mu is held.
-func (s *session) loseFoundLocked(h *hold) (after func()) {
-	loss, lost := s.a.watchdog.Lost(h.rh)
-	if !lost || s.holds[h.key()] != h {
-		return nil
+// lostNow says whether the client must be told LOST of h, one of its
+// holds, now: the watchdog found it lost (or it was revoked) and lose has
+// not come yet, or is under way. It is on its way, and an answer that
+// depends on the loss (NOT_HELD, a new hold of the name) must come after
+// the LOST (docs/protocol.md, ordering rule 3). If it was not ended yet,
+// it is ended here. The caller tells the client (client.tellLost) and
+// calls afterLost. h's session's mu is held.
+func (a *Manager) LostNow(h *Hold) (renewal.Loss, bool) {
+	loss, lost := a.watchdog.Lost(h.rh)
+	if !lost {
+		return loss, false
 	}
-	s.a.mu.Lock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	switch holderOf(h.rh) {
 	case h:
-		s.a.endLostLocked(h)
-	case nil: // a lose of it is under way (detachLost): this tells the client
+		a.endLostLocked(h)
+	case nil: // a lose of it is under way (detachLost): the caller tells the client
 	default: // passed on to another local holder: not lost for this client
-		s.a.mu.Unlock()
-		return nil
+		return loss, false
 	}
-	s.a.mu.Unlock()
-	told := s.tellLostLocked(h, loss)
-	return func() { s.a.afterLost(h, loss, told) }
+	return loss, true
 }
 
 // releaseAt releases a lost hold in the masters once its validity ended.
@@ -292,7 +338,7 @@ func (s *session) loseFoundLocked(h *hold) (after func()) {
 // as soon as early returns, which it does by the deadline at the latest
 // (it is given the deadline's timer). A stopping agent leaves the hold to
 // expire.
-func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time)) {
+func (a *Manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time)) {
 	go func() {
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
 			t := a.clock.NewTimer(d)
@@ -315,7 +361,7 @@ func (a *Agent) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until
 
 // forget drops a hold from the agent's books before it is released, and
 // says whether the release should be a hand-over (see endCohortLocked).
-func (a *Agent) forget(h *hold) (handOver bool) {
+func (a *Manager) Forget(h *Hold) (handOver bool) {
 	a.mu.Lock()
 	cur := holderOf(h.rh)
 	if cur != nil && cur != h {
@@ -336,7 +382,7 @@ func (a *Agent) forget(h *hold) (handOver bool) {
 
 // release drops a hold in the masters and lets local waiters try at once
 // (but for a hand-over: see cohort.go).
-func (a *Agent) release(ctx context.Context, name, holder string, handOver bool) {
+func (a *Manager) release(ctx context.Context, name, holder string, handOver bool) {
 	release := a.cluster.Release
 	if handOver {
 		release = a.cluster.HandOver
@@ -347,13 +393,13 @@ func (a *Agent) release(ctx context.Context, name, holder string, handOver bool)
 	a.pokeQueue(name)
 }
 
-func (a *Agent) releaseAsync(name, holder string) {
+func (a *Manager) releaseAsync(name, holder string) {
 	go a.release(context.Background(), name, holder, false)
 }
 
 // releaseAll releases holds in one batched round per master and returns
 // when it is done, then lets the names' local waiters try at once.
-func (a *Agent) releaseAll(holds map[holdKey]*hold) {
+func (a *Manager) ReleaseAll(holds map[HoldKey]*Hold) {
 	if len(holds) == 0 {
 		return
 	}
@@ -363,7 +409,7 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 		if a.handOff(h) {
 			continue
 		}
-		a.forget(h)
+		a.Forget(h)
 		if h.rh.Tail {
 			tailed = append(tailed, h.rh)
 			continue
@@ -380,118 +426,52 @@ func (a *Agent) releaseAll(holds map[holdKey]*hold) {
 	}
 }
 
-// undone is what is left to do of an UNLOCK once the session let go of
-// the hold: a downgrade in the masters, or the release of h's name, whose
-// lent record may go on to a local waiter or back to its cache (see
-// lend.go), or else is released in the masters.
-type undone struct {
-	h         *hold
-	downgrade bool
-	rel       *release // the session's note that the name is on its way out
-	// rollback says the acquisition undone was never answered (a
-	// multi-lock that failed): its hold leaves no tail (delay=, min_hold=).
-	rollback bool
+// letGo ends h in the agent and the masters once its session let go of it
+// (an UNLOCK, or a failed multi-lock's rollback): a lent record goes back
+// to its cache or on, else the record is released, leaving its tail unless
+// rollback (the acquisition was never answered). It may wait for the
+// masters.
+func (a *Manager) LetGo(ctx context.Context, h *Hold, rollback bool) {
+	if rollback { // the record goes as it is, tail or not
+		a.release(ctx, h.rh.Name, h.rh.Holder, a.Forget(h))
+	} else if !a.cacheOrRelease(ctx, h) {
+		a.endHold(ctx, h.rh, true, a.Forget(h))
+	}
 }
 
-// now does what needs no master, at once: it gives a lent record back (see
-// giveBack) if it may. It says whether that was all.
-func (d *undone) now(s *session) bool {
-	if d.downgrade || !s.a.giveBack(d.h) {
-		return false
+// downgraded notes that h, exclusive, has only shared acquisitions left:
+// the masters' record becomes shared (see downgrade), so no exclusive
+// holder may inherit it, and the holds gauge counts it shared.
+func (a *Manager) Downgraded(h *Hold) {
+	a.leaveCohort(h)
+	a.mu.Lock()
+	if holderOf(h.rh) == h {
+		a.metrics.holdDowngraded(h)
 	}
-	s.releaseDone(d.h.rh.Name, d.rel)
-	return true
+	a.mu.Unlock()
 }
 
-// rest does what is left, in the masters, after now; it may wait for them.
-func (d *undone) rest(s *session) {
-	h := d.h
-	if d.downgrade {
-		if err := s.a.cluster.Downgrade(s.ctx, h.rh.Name, h.rh.Holder); err != nil {
-			s.log.Warn("downgrade did not reach a majority; the hold stays exclusive in the masters", "name", h.rh.Name, "error", err)
-		}
-		return
-	}
-	if d.rollback { // the record goes as it is, tail or not
-		s.a.release(s.ctx, h.rh.Name, h.rh.Holder, s.a.forget(h))
-	} else if !s.a.cacheOrRelease(s.ctx, h) {
-		s.a.endHold(s.ctx, h.rh, true, s.a.forget(h))
-	}
-	s.releaseDone(h.rh.Name, d.rel)
+// downgrade makes h's record shared in the masters.
+func (a *Manager) Downgrade(ctx context.Context, h *Hold) error {
+	return a.cluster.Downgrade(ctx, h.rh.Name, h.rh.Holder)
 }
 
-// undoLocked undoes the most recent acquisition of key (the most recent
-// exclusive one, for mode exclusive), which the caller checked exists, and
-// returns the count left and what remains to do (a release or a downgrade;
-// nil if nothing). s.mu is held.
-func (s *session) undoLocked(key holdKey, mode protocol.Mode) (int, *undone) {
-	h := s.holds[key]
-	undo := len(h.acquired) - 1
-	if mode == protocol.Exclusive {
-		for undo >= 0 && h.acquired[undo] != protocol.Exclusive {
-			undo--
-		}
-	}
-	h.acquired = append(h.acquired[:undo], h.acquired[undo+1:]...)
-	// Only shared acquisitions left of an exclusive hold: it becomes shared
-	// (here at once, so that a following exclusive LOCK is an upgrade; in
-	// the masters by the downgrade round).
-	if h.count() > 0 && h.mode == protocol.Exclusive && !slices.Contains(h.acquired, protocol.Exclusive) {
-		h.mode = protocol.Shared
-		s.a.leaveCohort(h) // the masters' record becomes shared: no exclusive holder may inherit it
-		s.a.mu.Lock()
-		if holderOf(h.rh) == h {
-			s.a.metrics.holdDowngraded(h)
-		}
-		s.a.mu.Unlock()
-		return h.count(), &undone{h: h, downgrade: true}
-	}
-	if h.count() > 0 {
-		return h.count(), nil
-	}
-	delete(s.holds, key)
-	return 0, &undone{h: h, rel: s.releaseStarted(key.name)}
+// setEnd gives h an end (see EXTEND; a multi-lock's ttl=), and returns its
+// validity, or false if it was lost. An end is this holder's, not the next
+// one's: h leaves its run.
+func (a *Manager) SetEnd(h *Hold, end time.Time) (time.Duration, bool) {
+	a.leaveCohort(h)
+	return a.watchdog.SetEnd(h.rh, end)
 }
 
-// releaseStarted notes a release of name on its way to the masters. s.mu is held.
-func (s *session) releaseStarted(name string) *release {
-	r := s.releasing[name]
-	if r == nil {
-		if s.releasing == nil {
-			s.releasing = map[string]*release{}
-		}
-		r = &release{done: make(chan struct{})}
-		s.releasing[name] = r
-	}
-	r.n++
-	return r
-}
-
-// releaseDone notes that a release of name landed.
-func (s *session) releaseDone(name string, r *release) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.n--; r.n == 0 {
-		close(r.done)
-		delete(s.releasing, name)
-		if len(s.releasing) == 0 {
-			s.releasing = nil
-		}
-	}
-}
+// validity is what the watchdog knows of h's validity now; false if it no
+// longer watches h's record.
+func (a *Manager) Validity(h *Hold) (time.Duration, bool) { return a.watchdog.Validity(h.rh) }
 
 // Tails: a hold with delay= (or lock.lock_delay) or min_hold= keeps its
 // name unavailable after it ends (quorum.Tail). The masters keep the tail;
 // the agent says how each hold ended: an UNLOCK is clean, anything else
 // (the session closed, the hold was lost or revoked) is not.
-
-// withTails gives l the agent's lock.lock_delay when it gave no delay=.
-func (a *Agent) withTails(l protocol.Lock) protocol.Lock {
-	if l.Delay == protocol.NoDelay {
-		l.Delay = a.cfg.Lock.LockDelay
-	}
-	return l
-}
 
 // tailOf is the tail a LOCK asks for.
 func tailOf(l protocol.Lock) quorum.Tail {
@@ -502,7 +482,7 @@ func tailOf(l protocol.Lock) quorum.Tail {
 // tail (a hand-over, if handOver: see cohort.go), else an end that leaves
 // its tail (see quorum.Cluster.End); clean says it was an UNLOCK. Then the
 // name's local waiters try at once.
-func (a *Agent) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver bool) {
+func (a *Manager) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver bool) {
 	if !rh.Tail {
 		a.release(ctx, rh.Name, rh.Holder, handOver)
 		return
@@ -518,7 +498,7 @@ func (a *Agent) endHold(ctx context.Context, rh *renewal.Hold, clean, handOver b
 }
 
 // pokeQueue lets name's local waiters try at once.
-func (a *Agent) pokeQueue(name string) {
+func (a *Manager) pokeQueue(name string) {
 	if q := a.queueOf(name); q != nil {
 		q.poke()
 	}
@@ -526,7 +506,7 @@ func (a *Agent) pokeQueue(name string) {
 
 // endTailed ends holds with a tail that a closing session left (see
 // releaseAll), all at once: not clean.
-func (a *Agent) endTailed(holds []*renewal.Hold) {
+func (a *Manager) endTailed(holds []*renewal.Hold) {
 	var wg sync.WaitGroup
 	for _, rh := range holds {
 		wg.Add(1)
@@ -543,7 +523,7 @@ func (a *Agent) endTailed(holds []*renewal.Hold) {
 // told LOST with the reason, then the hold ends (its delay applies). The
 // renewal would find it gone anyway, within a third of a lease. It is
 // called from a master's subscriber: it must not block.
-func (a *Agent) onRevoke(holder, reason string) {
+func (a *Manager) OnRevoke(holder, reason string) {
 	go func() {
 		rh := a.findHold(holder)
 		if rh == nil || !a.watchdog.Revoke(rh, reason) {
@@ -554,17 +534,11 @@ func (a *Agent) onRevoke(holder, reason string) {
 }
 
 // findHold is the watched record of holder among the sessions' holds, or nil.
-func (a *Agent) findHold(holder string) *renewal.Hold {
-	sessions := a.openSessions()
-	for _, s := range sessions {
-		s.mu.Lock()
-		for _, h := range s.holds {
-			if h.rh.Holder == holder {
-				s.mu.Unlock()
-				return h.rh
-			}
+func (a *Manager) findHold(holder string) *renewal.Hold {
+	for _, c := range a.clients() {
+		if h := c.FindHold(holder); h != nil {
+			return h.rh
 		}
-		s.mu.Unlock()
 	}
 	return nil
 }
@@ -582,7 +556,7 @@ func (a *Agent) findHold(holder string) *renewal.Hold {
 // to the masters again so that a hand-over's write in flight does not
 // leave the old value. It says false if h is no longer live (lost, let go
 // or passed on).
-func (a *Agent) recordValue(h *hold, value string) bool {
+func (a *Manager) recordValue(h *Hold, value string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if holderOf(h.rh) != h || !a.watchdog.UpdateRecord(h.rh, func(r *quorum.Record) { r.Who.Value = value }) {
@@ -598,4 +572,14 @@ func (a *Agent) recordValue(h *hold, value string) bool {
 		a.retagLocked(l)
 	}
 	return true
+}
+
+// setValue makes value the value of h (SET): in the agent at once, and on a
+// majority of the masters before it returns. held is false if h is no
+// longer live.
+func (a *Manager) SetValue(ctx context.Context, h *Hold, value string) (held bool, err error) {
+	if !a.recordValue(h, value) {
+		return false, nil
+	}
+	return true, a.cluster.SetValue(ctx, h.rh.Name, h.rh.Holder, value)
 }

@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/protocol"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -33,7 +34,7 @@ const MinTTL = 50 * time.Millisecond
 // (none) passes. lock.max_ttl bounds nothing: a ttl= hold is renewed like
 // any other until its end, so its length costs the masters nothing (no
 // longer quarantine, no longer record) and is the client's to choose.
-func (a *Agent) checkTTL(ttl time.Duration) error {
+func checkTTL(ttl time.Duration) error {
 	switch {
 	case ttl == 0:
 	case ttl < MinTTL:
@@ -54,10 +55,10 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := unsupported(l); err != nil {
 		return err
 	}
-	if err := s.a.checkTTL(l.TTL); err != nil {
+	if err := checkTTL(l.TTL); err != nil {
 		return err
 	}
-	l = s.a.withTails(l)
+	l = s.srv.withTails(l)
 	if len(l.Names) > 1 {
 		return s.lockMany(tag, l)
 	}
@@ -72,8 +73,7 @@ func (s *session) lock(tag string, l protocol.Lock) error {
 // result); anything else joins the name's queue as w. A wait of a
 // multi-lock (many) is awaited with finishClaim; any other is answered when
 // it ends.
-func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r result, err error) {
-	a := s.a
+func (s *session) claim(tag string, l protocol.Lock, many bool) (w *locks.Waiter, r locks.Result, err error) {
 	name := l.Names[0]
 	s.mu.Lock()
 	if s.closing {
@@ -86,20 +86,20 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 			afterLost()
 		}
 	}()
-	if h := s.holds[holdKey{name, l.Owner}]; h != nil {
-		if v, ok := a.watchdog.Validity(h.rh); ok && v > 0 {
-			if err := h.reenter(l); err != nil {
+	if h := s.holds[locks.HoldKey{Name: name, Owner: l.Owner}]; h != nil {
+		if v, ok := s.manager.Validity(h); ok && v > 0 {
+			if err := h.Reenter(l); err != nil {
 				s.mu.Unlock()
 				return nil, r, err
 			}
-			r := h.snapshot(v)
+			r := h.Snapshot(v)
 			s.mu.Unlock()
-			a.metrics.mode(l.Mode).Reentries.Inc()
+			s.srv.metrics.Mode(l.Mode).Reentries.Inc()
 			return nil, r, nil
 		}
 		afterLost = s.loseFoundLocked(h) // the new hold's grant comes after its LOST
 	}
-	if lim := a.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
+	if lim := s.srv.limits().MaxHoldsPerSession; len(s.holds)+s.waiting >= lim {
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrLimit, "session holds or waits for %d names (max_holds_per_session)", lim)
 	}
@@ -107,25 +107,20 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 		s.mu.Unlock()
 		return nil, r, protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	r, lent, after := s.lendCachedLocked(l, !many)
+	h, r, lent, after := s.manager.LendCached(s, l, s.whoOf(l.Owner, ""), !many)
 	if lent {
+		s.holds[locks.HoldKey{Name: name, Owner: l.Owner}] = h
 		s.mu.Unlock()
 		return nil, r, nil
 	}
 	w = s.newWaiterLocked(tag, l, many, after)
 	s.mu.Unlock()
-	busy, err := a.enqueue(w)
-	if err != nil {
+	if err := s.manager.Join(w); err != nil {
 		s.forgetWait(w)
 		if !many {
 			s.reqs.Done()
 		}
 		return nil, r, err
-	}
-	if busy {
-		w.end(result{err: quorum.ErrBusy})
-	} else if l.Wait != 0 {
-		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
 	}
 	return w, r, nil
 }
@@ -135,39 +130,134 @@ func (s *session) claim(tag string, l protocol.Lock, many bool) (w *waiter, r re
 // must wait for landed. A wait of a multi-lock (many) is answered on its
 // done channel; any other is counted in s.reqs until it is answered. s.mu
 // is held.
-func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after <-chan struct{}) *waiter {
-	a, name := s.a, l.Names[0]
-	w := &waiter{sess: s, tag: tag, req: l, joined: time.Now(), after: after,
-		reused: a.cacheOn() && a.released.has(name, a.clock.Now())}
-	if many {
-		w.done = make(chan result, 1)
-	} else {
-		s.reqs.Add(1) // until end answers it: a closing session waits for that
+func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after <-chan struct{}) *locks.Waiter {
+	if r := s.releasing[l.Names[0]]; r != nil && after == nil {
+		after = r.done
 	}
-	w.who = quorum.Who{Agent: a.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: l.Owner, Value: l.Value}
-	if r := s.releasing[name]; r != nil && w.after == nil {
-		w.after = r.done
+	w := s.manager.NewWaiter(s, tag, l, s.whoOf(l.Owner, l.Value), many, after)
+	if !many {
+		s.reqs.Add(1) // until lockEnded answers it: a closing session waits for that
 	}
 	s.pendingLocked(tag).wait = w
 	s.waiting++
 	return w
 }
 
+// whoOf is the who-info a hold of owner of the session records.
+func (s *session) whoOf(owner, value string) quorum.Who {
+	return quorum.Who{Agent: s.srv.cfg.AgentID, PID: s.cred.PID, UID: s.cred.UID, Owner: owner, Value: value}
+}
+
+// Install records a granted hold in the session (the manager made it and
+// has the watchdog renew it: see locks.Manager.StartHold), and returns its
+// snapshot.
+func (s *session) Install(w *locks.Waiter, holder string, g quorum.Grant) (locks.Result, error) {
+	s.mu.Lock()
+	var afterLost func() // see loseFoundLocked
+	defer func() {
+		s.mu.Unlock()
+		if afterLost != nil {
+			afterLost()
+		}
+	}()
+	if s.closing {
+		// A grant that came as the session closed: for the agent's stop
+		// (a holder's release while stopping granted it), SHUTTING_DOWN.
+		return locks.Result{}, s.endedBy()
+	}
+	key := w.Key()
+	if old := s.holds[key]; old != nil {
+		// Lost while w's attempt was in flight and not yet forgotten: the
+		// client hears LOST before the new grant, which replaces it.
+		afterLost = s.loseFoundLocked(old)
+		if s.holds[key] == old {
+			s.manager.Forget(old)
+		}
+	}
+	h, r := s.manager.StartHold(s, w, holder, g)
+	s.holds[key] = h
+	s.dropWaitLocked(w) // now counted as a hold
+	return r, nil
+}
+
+// Reenter: see locks.Client.
+func (s *session) Reenter(w *locks.Waiter, claim func(h *locks.Hold) (time.Duration, bool)) (locks.Result, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.holds[w.Key()]
+	if h == nil {
+		return locks.Result{}, false
+	}
+	v, ok := claim(h)
+	if !ok {
+		return locks.Result{}, false
+	}
+	var r locks.Result
+	if err := h.Reenter(w.Lock()); err != nil {
+		r = locks.Result{Err: err}
+	} else {
+		r = h.Snapshot(v)
+	}
+	s.dropWaitLocked(w)
+	return r, true
+}
+
+// Adopt: see locks.Client.
+func (s *session) Adopt(w *locks.Waiter, take func() *locks.Hold) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := w.Key()
+	if s.closing || s.holds[key] != nil {
+		return
+	}
+	if h := take(); h != nil {
+		s.holds[key] = h
+		s.dropWaitLocked(w)
+	}
+}
+
+// LockEnded answers w, a LOCK of one name, with r. Whoever moves w out of
+// its queue calls it once (see waiter.end), with no lock held.
+func (s *session) LockEnded(w *locks.Waiter, r locks.Result) {
+	s.srv.metrics.WaitAnswered(w, r)
+	// Before the reply: the client may reuse the tag, and a grant must not
+	// count against max_holds_per_session twice.
+	s.forgetWait(w)
+	tag := w.LockTag()
+	t := s.lockAnswering(tag)
+	switch {
+	case r.Err == nil:
+		s.Reply(grantLine(tag, r))
+	case errors.Is(r.Err, quorum.ErrBusy):
+		s.Reply(protocol.Busy{Tag: tag}.Bytes())
+	default:
+		s.Reply(protocol.Failed{Tag: tag, Err: r.Err}.Bytes())
+	}
+	s.finish(t) // after the reply: a request behind it on the hold answers after it
+	s.reqs.Done()
+}
+
+// withTails gives l the agent's lock.lock_delay when it gave no delay=.
+func (a *Server) withTails(l protocol.Lock) protocol.Lock {
+	if l.Delay == protocol.NoDelay {
+		l.Delay = a.cfg.LockDelay
+	}
+	return l
+}
+
 // finishClaim awaits the result of w, a wait of a multi-lock, or withdraws
 // it when stop ends (CANCEL, or the session closing). Only the multi-lock's
 // goroutine withdraws it: CANCEL and close may find w in the session's
 // waits before it is queued.
-func (s *session) finishClaim(stop context.Context, w *waiter) result {
-	var r result
+func (s *session) finishClaim(stop context.Context, w *locks.Waiter) locks.Result {
+	var r locks.Result
 	select {
-	case r = <-w.done:
+	case r = <-w.Outcome():
 	case <-stop.Done():
-		if s.a.withdraw(w) {
-			w.endWithdrawn(result{err: stopped(stop)})
-		}
-		r = <-w.done
+		s.manager.WithdrawWith(w, locks.Result{Err: stopped(stop)})
+		r = <-w.Outcome()
 	}
-	s.a.metrics.lockAnswered(w, r)
+	s.srv.metrics.WaitAnswered(w, r)
 	s.forgetWait(w) // before the next name is claimed under the same tag
 	return r
 }
@@ -190,7 +280,7 @@ func (s *session) lockMany(tag string, l protocol.Lock) error {
 		cancel(nil)
 		return err
 	}
-	deadline := s.a.clock.Now().Add(l.Wait)
+	deadline := s.srv.clock.Now().Add(l.Wait)
 	s.spawn(tag, func() error {
 		reply, err := s.lockAll(stop, tag, l, deadline)
 		s.mu.Lock()
@@ -222,7 +312,7 @@ func (s *session) startMulti(tag string, n int, cancel context.CancelCauseFunc) 
 	if w, multi := s.lockLocked(tag); w != nil || multi != nil {
 		return protocol.Errorf(protocol.ErrBadRequest, "tag %s already names a waiting LOCK", tag)
 	}
-	if held, lim := len(s.holds)+s.waiting, s.a.limits().MaxHoldsPerSession; held+n > lim {
+	if held, lim := len(s.holds)+s.waiting, s.srv.limits().MaxHoldsPerSession; held+n > lim {
 		return protocol.Errorf(protocol.ErrLimit, "session would hold %d names (max_holds_per_session=%d)", held+n, lim)
 	}
 	s.pendingLocked(tag).multi = cancel
@@ -238,19 +328,19 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 		order[i] = i
 	}
 	slices.SortFunc(order, func(i, j int) int { return strings.Compare(l.Names[i], l.Names[j]) })
-	results := make([]result, len(l.Names))
+	results := make([]locks.Result, len(l.Names))
 	var claimed []string
 	for _, i := range order {
 		one := l
 		one.Names = l.Names[i : i+1]
 		one.TTL = 0 // no end until all are won: see setEnds
 		if l.Wait > 0 && l.Wait != protocol.Forever {
-			one.Wait = max(deadline.Sub(s.a.clock.Now()), time.Millisecond)
+			one.Wait = max(deadline.Sub(s.srv.clock.Now()), time.Millisecond)
 		}
 		w, r, err := s.claim(tag, one, true)
 		if err == nil && w != nil {
 			r = s.finishClaim(stop, w)
-			err = r.err
+			err = r.Err
 		}
 		if err != nil {
 			s.rollback(claimed, l.Owner)
@@ -277,19 +367,18 @@ func (s *session) lockAll(stop context.Context, tag string, l protocol.Lock, dea
 // extend). A name re-entered by this LOCK keeps the hold it had. It fails
 // with NO_QUORUM if a name was lost meanwhile; the caller then releases
 // everything.
-func (s *session) setEnds(l protocol.Lock, results []result) error {
-	end := s.a.clock.Now().Add(l.TTL)
+func (s *session) setEnds(l protocol.Lock, results []locks.Result) error {
+	end := s.srv.clock.Now().Add(l.TTL)
 	for i, name := range l.Names {
-		if results[i].count != 1 {
+		if results[i].Count != 1 {
 			continue
 		}
 		s.mu.Lock()
-		h := s.holds[holdKey{name, l.Owner}]
+		h := s.holds[locks.HoldKey{Name: name, Owner: l.Owner}]
 		s.mu.Unlock()
 		ok := false
 		if h != nil {
-			s.a.leaveCohort(h) // an end is this holder's, not the next one's
-			results[i].validity, ok = s.a.watchdog.SetEnd(h.rh, end)
+			results[i].Validity, ok = s.manager.SetEnd(h, end)
 		}
 		if !ok {
 			return protocol.Errorf(protocol.ErrNoQuorum, "%s was lost before its ttl was set", name)
@@ -304,10 +393,10 @@ func (s *session) rollback(names []string, owner string) {
 	var left []*undone
 	s.mu.Lock()
 	for _, name := range names {
-		if s.holds[holdKey{name, owner}] == nil {
+		if s.holds[locks.HoldKey{Name: name, Owner: owner}] == nil {
 			continue // lost meanwhile
 		}
-		if _, d := s.undoLocked(holdKey{name, owner}, ""); d != nil {
+		if _, d := s.undoLocked(locks.HoldKey{Name: name, Owner: owner}, ""); d != nil {
 			d.rollback = true
 			left = append(left, d)
 		}
@@ -322,28 +411,28 @@ func (s *session) rollback(names []string, owner string) {
 
 // grantManyLine answers a multi-lock: fences, counts (and slots) in the
 // order the names were given, and the smallest validity.
-func grantManyLine(tag string, rs []result) []byte {
-	g := protocol.GrantedAll{Tag: tag, Fences: make([]int64, len(rs)), Validity: rs[0].validity,
-		Counts: make([]int, len(rs)), Slots: make([]int, len(rs)), Limit: rs[0].limit}
+func grantManyLine(tag string, rs []locks.Result) []byte {
+	g := protocol.GrantedAll{Tag: tag, Fences: make([]int64, len(rs)), Validity: rs[0].Validity,
+		Counts: make([]int, len(rs)), Slots: make([]int, len(rs)), Limit: rs[0].Limit}
 	for i, r := range rs {
-		g.Fences[i], g.Counts[i], g.Slots[i] = r.fence, r.count, r.slot
-		g.Validity = min(g.Validity, r.validity)
+		g.Fences[i], g.Counts[i], g.Slots[i] = r.Fence, r.Count, r.Slot
+		g.Validity = min(g.Validity, r.Validity)
 	}
 	return g.Bytes()
 }
 
 // forgetWait takes w out of its LOCK's record, if it is still there.
-func (s *session) forgetWait(w *waiter) {
+func (s *session) forgetWait(w *locks.Waiter) {
 	s.mu.Lock()
 	s.dropWaitLocked(w)
 	s.mu.Unlock()
 }
 
-func (s *session) dropWaitLocked(w *waiter) {
-	if p := s.locks[w.tag]; p != nil && p.wait == w {
+func (s *session) dropWaitLocked(w *locks.Waiter) {
+	if p := s.locks[w.LockTag()]; p != nil && p.wait == w {
 		p.wait = nil
 		s.waiting--
-		s.tidyLockLocked(w.tag, p)
+		s.tidyLockLocked(w.LockTag(), p)
 	}
 }
 
@@ -354,9 +443,9 @@ func stopped(stop context.Context) error {
 	if err := context.Cause(stop); errors.As(err, &perr) {
 		return err
 	}
-	return errAgentStopping
+	return locks.ErrAgentStopping
 }
 
-func grantLine(tag string, r result) []byte {
-	return protocol.Granted{Tag: tag, Fence: r.fence, Validity: r.validity, Count: r.count, Limit: r.limit, Slot: r.slot}.Bytes()
+func grantLine(tag string, r locks.Result) []byte {
+	return protocol.Granted{Tag: tag, Fence: r.Fence, Validity: r.Validity, Count: r.Count, Limit: r.Limit, Slot: r.Slot}.Bytes()
 }

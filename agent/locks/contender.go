@@ -1,4 +1,4 @@
-package agent
+package locks
 
 import (
 	"context"
@@ -44,22 +44,22 @@ type contender struct {
 	notBefore time.Time // no attempt before this
 	// slotOf is the waiter the last refused round was for, and slot the
 	// slot most masters granted in it: the one that waiter asks for next.
-	slotOf *waiter
+	slotOf *Waiter
 	slot   int
 	// cachedFor is the wait=0 head that found only other agents' cached
 	// records in its way, and cachedUntil the end of its bounded wait for
 	// their release (see cache.go).
-	cachedFor   *waiter
+	cachedFor   *Waiter
 	cachedUntil time.Time
 	// heldFor is the wait=0 head for which a caching agent said, while it
 	// waited, that a client of its holds the name (see quorum.Cluster.Held):
 	// the round after that answers BUSY if the name is still in its way.
-	heldFor *waiter
+	heldFor *Waiter
 }
 
 // slotFor is the slot an attempt for w asks for: after a split, the slot
 // most masters granted; else 0 (any).
-func (c contender) slotFor(w *waiter) int {
+func (c contender) slotFor(w *Waiter) int {
 	if c.slotOf == w {
 		return c.slot
 	}
@@ -92,8 +92,8 @@ type retryPolicy struct {
 // about 20 times a second.
 const stuckRetry = 100 * time.Millisecond
 
-func (a *Agent) retryPolicy() retryPolicy {
-	return retryPolicy{min: a.cfg.Lock.RetryMin, ceiling: max(a.cfg.Lock.RetryMax, stuckRetry)}
+func (a *Manager) retryPolicy() retryPolicy {
+	return retryPolicy{min: a.cfg.RetryMin, ceiling: max(a.cfg.RetryMax, stuckRetry)}
 }
 
 // after is the jittered wait before the next attempt after fails
@@ -115,7 +115,7 @@ type roundFacts struct {
 	now      time.Time
 	jitter   float64 // a uniform draw in [0, 1) for a back-off
 	name     string
-	waiter   *waiter // the head the round was for
+	waiter   *Waiter // the head the round was for
 	wait0    bool    // its LOCK may not wait (wait=0)
 	fair     bool    // fair=true
 	writer   bool    // an exclusive lock (limit 1)
@@ -179,7 +179,7 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 	}
 	r := out.refusal
 	if r == nil {
-		return c, action{kind: answerHead, answer: quorumError(out.err)}
+		return c, action{kind: answerHead, answer: QuorumError(out.err)}
 	}
 	c.slotOf, c.slot = f.waiter, r.BestSlot
 	switch {
@@ -189,9 +189,9 @@ func (c contender) next(out roundOutcome, f roundFacts) (contender, action) {
 	case errors.Is(r.Kind, quorum.ErrSettings):
 		// A majority records other settings: this agent may not grant,
 		// however long it waits.
-		return c, action{kind: answerHead, answer: quorumError(out.err)}
+		return c, action{kind: answerHead, answer: QuorumError(out.err)}
 	case !errors.Is(r.Kind, quorum.ErrBusy) && f.wait0:
-		return c, action{kind: answerHead, answer: quorumError(out.err)}
+		return c, action{kind: answerHead, answer: QuorumError(out.err)}
 	case !errors.Is(r.Kind, quorum.ErrBusy):
 		// A slow or unreachable majority may be back soon: the waits of
 		// the queue go on, and end as NO_QUORUM if it is not.
@@ -317,7 +317,7 @@ func (c contender) woke(w wake) contender {
 // contending is a name's contender goroutine: the I/O around contender's
 // decisions. Only that goroutine uses it.
 type contending struct {
-	a      *Agent
+	a      *Manager
 	q      *queue
 	ctx    context.Context
 	watch  *quorum.Watch // the name's releases, once subscribed
@@ -326,10 +326,10 @@ type contending struct {
 }
 
 // contend works for q's head until q is empty (see the top of this file).
-func (a *Agent) contend(q *queue) {
+func (a *Manager) contend(q *queue) {
 	r := &contending{a: a, q: q, ctx: a.runCtx,
-		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lock.Lease, retry: a.retryPolicy(),
-			cacheWait: 4 * a.cfg.Lock.MasterTimeout, tryWait: 10 * a.cfg.Lock.MasterTimeout}}
+		policy: roundFacts{quorum: a.cluster.Quorum(), lease: a.cfg.Lease, retry: a.retryPolicy(),
+			cacheWait: 4 * a.cfg.MasterTimeout, tryWait: 10 * a.cfg.MasterTimeout}}
 	defer func() {
 		if r.watch != nil {
 			r.watch.Close()
@@ -348,10 +348,10 @@ func (a *Agent) contend(q *queue) {
 
 // ready does what comes before a round for the head w, and says whether
 // the round may go ahead now; if not, the loop looks at the head again.
-func (r *contending) ready(w *waiter) bool {
+func (r *contending) ready(w *Waiter) bool {
 	a, q, ctx := r.a, r.q, r.ctx
 	switch {
-	case w.sess.reenterQueued(w):
+	case r.a.reenterQueued(w):
 		return false
 	case w.after != nil:
 		select {
@@ -361,7 +361,7 @@ func (r *contending) ready(w *waiter) bool {
 		w.after = nil
 		return false // the release may have passed the name to w: look again
 	case ctx.Err() != nil:
-		a.finish(q, w, result{err: errAgentStopping})
+		a.finish(q, w, Result{Err: ErrAgentStopping})
 		return false
 	case lendable(w.req, lendRun) && a.lateRun(q, w): // a run, or one being made
 		r.awaitCohort(w)
@@ -399,9 +399,9 @@ func (r *contending) ready(w *waiter) bool {
 // awaitCohort waits while this agent holds the name in a run of local
 // holders: w is passed the name when the holder lets go, or tries the
 // masters once the run ended (its release pokes the queue).
-func (r *contending) awaitCohort(w *waiter) {
+func (r *contending) awaitCohort(w *Waiter) {
 	if w.req.Wait == 0 {
-		r.a.finish(r.q, w, result{err: quorum.ErrBusy})
+		r.a.finish(r.q, w, Result{Err: quorum.ErrBusy})
 		return
 	}
 	r.subscribe() // to hear that other agents wait
@@ -434,12 +434,12 @@ func (r *contending) subscribe() {
 
 // attempt makes one round on the masters for the head w, and does what
 // contender.next decides after it.
-func (r *contending) attempt(w *waiter) {
+func (r *contending) attempt(w *Waiter) {
 	a, q := r.a, r.q
 	if !q.beginAttempt(w) {
 		return // withdrawn since the loop read the head
 	}
-	holder := a.holderID(w.sess.id, w.req.Owner)
+	holder := a.holderID(w.sess.SessionID(), w.req.Owner)
 	g, ref, err := a.cluster.Acquire(r.ctx, r.request(w, holder))
 	next, act := r.state.next(outcomeOf(ref, err), r.facts(w))
 	r.state = next
@@ -455,7 +455,7 @@ func (r *contending) attempt(w *waiter) {
 	q.endAttempt(w)
 	switch act.kind {
 	case answerHead:
-		a.finish(q, w, result{err: act.answer})
+		a.finish(q, w, Result{Err: act.answer})
 	case enterQueue:
 		q.markEntry(w)
 	case subscribe:
@@ -469,7 +469,7 @@ func (r *contending) attempt(w *waiter) {
 }
 
 // request is the round for the head w under the fresh holder id.
-func (r *contending) request(w *waiter, holder string) quorum.AcquireRequest {
+func (r *contending) request(w *Waiter, holder string) quorum.AcquireRequest {
 	a, q := r.a, r.q
 	who := w.who
 	who.SinceMilli = time.Now().UnixMilli() // when this attempt (if it wins) began holding
@@ -478,12 +478,12 @@ func (r *contending) request(w *waiter, holder string) quorum.AcquireRequest {
 	q.mu.Lock()
 	entry := w.entry
 	q.mu.Unlock()
-	return quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: a.cfg.Lock.Lease,
+	return quorum.AcquireRequest{Name: q.name, Holder: holder, Lease: a.cfg.Lease,
 		Claim: claim, Who: who, Entry: entry, FenceBlock: a.fenceBlock(q, w), Tail: tailOf(w.req)}
 }
 
 // facts is what the decision after a round for the head w knows.
-func (r *contending) facts(w *waiter) roundFacts {
+func (r *contending) facts(w *Waiter) roundFacts {
 	q := r.q
 	q.mu.Lock()
 	hasEntry := w.entry != nil || w.wantsEntry || w.state != queued
@@ -500,7 +500,7 @@ func (r *contending) facts(w *waiter) roundFacts {
 // whose holder asked to hear of waiters, that w (the head) and the waiters
 // behind it want the name here (see cohort.go, watch.go), then waits for a release message, a
 // change in the queue, or the holder's lease to end (fallback).
-func (r *contending) park(w *waiter, fallback time.Duration) {
+func (r *contending) park(w *Waiter, fallback time.Duration) {
 	a, q := r.a, r.q
 	a.tellWanted(q, w)
 	a.waiterWants(w, true) // and this agent's holders: a hold granted since w's first attempt has not heard of it
@@ -535,7 +535,7 @@ func (r *contending) park(w *waiter, fallback time.Duration) {
 // wait too: a release while it was away was missed. A word that a client
 // of the caching agent holds the name ends it as well, and the round
 // after it answers BUSY.
-func (r *contending) awaitCached(w *waiter, act action) {
+func (r *contending) awaitCached(w *Waiter, act action) {
 	a, q := r.a, r.q
 	t := a.clock.NewTimer(act.wake)
 	defer t.Stop()
@@ -569,7 +569,7 @@ func (r *contending) awaitCached(w *waiter, act action) {
 // markEntry marks w, the head of q that the masters answered BUSY, as
 // wanting a place in the masters' queue: the next turn makes it (see
 // waiters.go).
-func (q *queue) markEntry(w *waiter) {
+func (q *queue) markEntry(w *Waiter) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w.entry != nil || w.wantsEntry || w.state != queued {

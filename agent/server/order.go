@@ -1,8 +1,9 @@
-package agent
+package server
 
 import (
 	"context"
 
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/protocol"
 )
 
@@ -23,7 +24,7 @@ import (
 // taken effect. Its fields but done are guarded by the session's mu.
 type turn struct {
 	done chan struct{} // closed when it is finished
-	keys []holdKey
+	keys []locks.HoldKey
 	seq  uint64 // its place in the session's order of arrival
 	// tag, for a LOCK, is its tag: its pendingLock has it until its
 	// answer is about to be queued.
@@ -52,7 +53,7 @@ type pendingLock struct {
 	turn *turn
 	// wait is its wait in its name's queue (for a multi-lock, the wait of
 	// the name it claims now), from the claim until its end is answered.
-	wait *waiter
+	wait *locks.Waiter
 	// multi ends a multi-lock's goroutine (CANCEL, the agent stopping),
 	// until it has answered.
 	multi context.CancelCauseFunc
@@ -82,7 +83,7 @@ func (s *session) tidyLockLocked(tag string, p *pendingLock) {
 
 // lockLocked is the wait and the multi-lock's cancel of the LOCK tag, nil
 // if it has none. s.mu is held.
-func (s *session) lockLocked(tag string) (*waiter, context.CancelCauseFunc) {
+func (s *session) lockLocked(tag string) (*locks.Waiter, context.CancelCauseFunc) {
 	if p := s.locks[tag]; p != nil {
 		return p.wait, p.multi
 	}
@@ -111,10 +112,10 @@ func (s *session) endMultiLocked(tag string) {
 // agent, ends itself: a multi-lock's goroutine withdraws its own (see
 // finishClaim), as a LOCK joining its queue in its own goroutine does (see
 // applyLock). s.mu is held.
-func (s *session) waitsToEndLocked() []*waiter {
-	waits := make([]*waiter, 0, s.waiting)
+func (s *session) waitsToEndLocked() []*locks.Waiter {
+	waits := make([]*locks.Waiter, 0, s.waiting)
 	for tag, p := range s.locks {
-		if w := p.wait; w != nil && w.done == nil && !s.joiningLocked(tag) {
+		if w := p.wait; w != nil && !w.Multi() && !s.joiningLocked(tag) {
 			waits = append(waits, w)
 		}
 	}
@@ -123,7 +124,7 @@ func (s *session) waitsToEndLocked() []*waiter {
 
 // priorLocked is what a request on keys must wait for: the last unfinished
 // request on each. s.mu is held.
-func (s *session) priorLocked(keys []holdKey) []*turn {
+func (s *session) priorLocked(keys []locks.HoldKey) []*turn {
 	var prior []*turn
 	for _, k := range keys {
 		if t := s.turns[k]; t != nil {
@@ -138,7 +139,7 @@ func (s *session) takeTurnLocked(t *turn) {
 	s.turnSeq++
 	t.seq = s.turnSeq
 	if s.turns == nil {
-		s.turns = map[holdKey]*turn{}
+		s.turns = map[locks.HoldKey]*turn{}
 	}
 	for _, k := range t.keys {
 		s.turns[k] = t
@@ -214,10 +215,10 @@ func awaitAll(prior []*turn) {
 	}
 }
 
-func keysOf(names []string, owner string) []holdKey {
-	keys := make([]holdKey, len(names))
+func keysOf(names []string, owner string) []locks.HoldKey {
+	keys := make([]locks.HoldKey, len(names))
 	for i, name := range names {
-		keys[i] = holdKey{name, owner}
+		keys[i] = locks.HoldKey{Name: name, Owner: owner}
 	}
 	return keys
 }
@@ -266,7 +267,7 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 // reply, before the LOCK's turn was finished) is not limited: it waits
 // for nothing the client can see. s.mu is held.
 func (s *session) admitBehindLocked(prior []*turn) error {
-	lim := s.a.limits().MaxHoldsPerSession
+	lim := s.srv.limits().MaxHoldsPerSession
 	if len(s.holds)+s.waiting+s.behind >= lim && !allAnswered(prior) {
 		return protocol.Errorf(protocol.ErrLimit, "session holds, waits for or has requests waiting for their turn on %d names (max_holds_per_session)", lim)
 	}
@@ -318,8 +319,8 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 		s.finish(t)
 	case cancelled:
 		s.withdrawCancelled(w, multi)
-	case closing && w != nil && w.done == nil && s.a.withdraw(w):
-		w.endWithdrawn(result{err: s.endedBy()})
+	case closing && w != nil && !w.Multi():
+		s.manager.WithdrawWith(w, locks.Result{Err: s.endedBy()})
 	}
 }
 
@@ -327,7 +328,7 @@ func (s *session) applyLock(tag string, l protocol.Lock, t *turn) {
 // stopping (see bye; the session closes after), or else it was closed.
 func (s *session) endedBy() error {
 	if s.shutdown.Load() || s.ctx.Err() == nil {
-		return errAgentStopping
+		return locks.ErrAgentStopping
 	}
 	return errSessionGone
 }
@@ -361,7 +362,7 @@ func (s *session) cancelPendingLocked(tag string) (pending, answer bool) {
 // inTurn runs apply, the effect of a request on keys, once the requests
 // before it on them are finished: at once if there are none. Until then it
 // is the last request on keys.
-func (s *session) inTurn(tag string, keys []holdKey, apply func() error) error {
+func (s *session) inTurn(tag string, keys []locks.HoldKey, apply func() error) error {
 	s.mu.Lock()
 	prior := s.priorLocked(keys)
 	if len(prior) == 0 {
@@ -453,20 +454,20 @@ func (s *session) whoTurnLocked(name string) (t *turn, prior []*turn) {
 	t = &turn{done: make(chan struct{})}
 	var first *turn
 	for k, p := range s.turns {
-		if k.name == name && (first == nil || p.seq < first.seq) {
+		if k.Name == name && (first == nil || p.seq < first.seq) {
 			first = p
 		}
 	}
 	if first != nil {
 		for _, k := range first.keys {
-			if k.name == name {
+			if k.Name == name {
 				t.keys = append(t.keys, k)
 			}
 		}
 		return t, []*turn{first}
 	}
 	for k := range s.holds {
-		if k.name == name {
+		if k.Name == name {
 			t.keys = append(t.keys, k)
 		}
 	}
@@ -503,12 +504,12 @@ func (s *session) cancelTag(tag string) {
 
 // withdrawCancelled ends the wait of a cancelled LOCK: w, or multi for a
 // multi-lock, whose goroutine withdraws its wait (see finishClaim).
-func (s *session) withdrawCancelled(w *waiter, multi context.CancelCauseFunc) {
+func (s *session) withdrawCancelled(w *locks.Waiter, multi context.CancelCauseFunc) {
 	switch {
 	case multi != nil:
 		multi(errCancelled)
-	case w != nil && s.a.withdraw(w):
-		w.endWithdrawn(result{err: errCancelled})
+	case w != nil:
+		s.manager.WithdrawWith(w, locks.Result{Err: errCancelled})
 	}
 }
 

@@ -1,8 +1,7 @@
-package agent
+package locks
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -23,8 +22,8 @@ import (
 // any agent shows.
 
 // waiter is one LOCK waiting in its name's queue.
-type waiter struct {
-	sess  *session
+type Waiter struct {
+	sess  Client
 	tag   string
 	req   protocol.Lock
 	q     *queue
@@ -33,7 +32,7 @@ type waiter struct {
 	// done, for a wait of a multi-lock (whose goroutine awaits each name in
 	// turn), receives its result; a LOCK of one name has none and is
 	// answered by whoever ends its wait (see end).
-	done chan result
+	done chan Result
 	// timer ends the wait when wait= runs out; set under the queue's mu.
 	timer clock.Timer
 	// after, if not nil, is closed once this session's release of the name
@@ -67,24 +66,24 @@ type waiter struct {
 	// sends once the round is settled (a win given back in the masters
 	// first: see endWithdrawn). Guarded by the queue's mu.
 	attempting bool
-	held       *result
+	held       *Result
 }
 
 // result is a LOCK's outcome: a snapshot of the hold taken under the
 // session's lock, or an error.
-type result struct {
-	fence       int64
-	count       int
-	limit, slot int
-	validity    time.Duration
-	err         error // quorum.ErrBusy for BUSY
+type Result struct {
+	Fence       int64
+	Count       int
+	Limit, Slot int
+	Validity    time.Duration
+	Err         error // quorum.ErrBusy for BUSY
 }
 
 // end gives w its outcome. Whoever moves w out of queued (its name's
 // contender, its timer, CANCEL, its session closing, a release that passes
 // it the name) calls it once, with no lock held. A LOCK of one name waits
 // in no goroutine of its own: this answers it.
-func (w *waiter) end(r result) {
+func (w *Waiter) end(r Result) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -92,23 +91,22 @@ func (w *waiter) end(r result) {
 		w.done <- r
 		return
 	}
-	s := w.sess
-	s.a.metrics.lockAnswered(w, r)
-	// Before the reply: the client may reuse the tag, and a grant must not
-	// count against max_holds_per_session twice.
-	s.forgetWait(w)
-	t := s.lockAnswering(w.tag)
-	switch {
-	case r.err == nil:
-		s.reply(grantLine(w.tag, r))
-	case errors.Is(r.err, quorum.ErrBusy):
-		s.reply(protocol.Busy{Tag: w.tag}.Bytes())
-	default:
-		s.reply(protocol.Failed{Tag: w.tag, Err: r.err}.Bytes())
-	}
-	s.finish(t) // after the reply: a request behind it on the hold answers after it
-	s.reqs.Done()
+	w.sess.LockEnded(w, r)
 }
+
+// key is the hold w waits to make: its name and owner.
+func (w *Waiter) Key() HoldKey { return HoldKey{w.req.Names[0], w.req.Owner} }
+
+// lock and lockTag are w's LOCK (of one name) and its tag.
+func (w *Waiter) Lock() protocol.Lock { return w.req }
+func (w *Waiter) LockTag() string     { return w.tag }
+
+// multi says whether w is a wait of a multi-lock, whose goroutine awaits
+// its outcome.
+func (w *Waiter) Multi() bool { return w.done != nil }
+
+// outcome is where a multi-lock's wait receives its result.
+func (w *Waiter) Outcome() <-chan Result { return w.done }
 
 // endWithdrawn ends w, just withdrawn, with r once no round the
 // contender has in flight for it can still win: a round that wins for a
@@ -117,7 +115,7 @@ func (w *waiter) end(r result) {
 // or BUSY. A client that then reads WHO, or an election's Leader, would
 // find a holder nobody is (etcd's Campaign, cancelled, leaves nothing
 // held either).
-func (w *waiter) endWithdrawn(r result) {
+func (w *Waiter) endWithdrawn(r Result) {
 	w.q.mu.Lock()
 	if w.attempting {
 		w.held = &r // the contender sends it (see queue.endAttempt)
@@ -129,7 +127,7 @@ func (w *waiter) endWithdrawn(r result) {
 }
 
 // expire ends w's wait when its wait= ran out, unless it ended already.
-func (a *Agent) expire(w *waiter) {
+func (a *Manager) expire(w *Waiter) {
 	if a.withdraw(w) {
 		w.endWithdrawn(w.q.timedOut(w))
 	}
@@ -152,7 +150,7 @@ const (
 type queue struct {
 	name    string
 	mu      lockorder.Mutex[lockorder.Queue]
-	waiters []*waiter
+	waiters []*Waiter
 	changed chan struct{}
 	count   *atomic.Int64 // the agent's count of waiters in all queues
 	// heard counts the rounds in which a majority of masters answered;
@@ -160,7 +158,7 @@ type queue struct {
 	// ends with no such round since it began answers NO_QUORUM, not BUSY.
 	heard    uint64
 	noQuorum error
-	metrics  *metrics // keeps the waiters gauges in step with count
+	metrics  *Metrics // keeps the waiters gauges in step with count
 	// wantEntries (guarded by mu) says a waiter wants an entry (see
 	// enter); enterAfter and enterFails, the contender's alone, back off
 	// a failed round that makes them.
@@ -197,13 +195,13 @@ func (q *queue) roundDone(noQuorum error) {
 }
 
 // timedOut is the answer of w, just withdrawn because its wait ran out.
-func (q *queue) timedOut(w *waiter) result {
+func (q *queue) timedOut(w *Waiter) Result {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.heard == w.heard && q.noQuorum != nil {
-		return result{err: quorumError(q.noQuorum)}
+		return Result{Err: QuorumError(q.noQuorum)}
 	}
-	return result{err: quorum.ErrBusy}
+	return Result{Err: quorum.ErrBusy}
 }
 
 func (q *queue) poke() {
@@ -214,8 +212,8 @@ func (q *queue) poke() {
 }
 
 // joinLocked puts w at the back of the queue and counts it (see
-// Agent.waiters). q.mu is held.
-func (q *queue) joinLocked(w *waiter) {
+// manager.waiters). q.mu is held.
+func (q *queue) joinLocked(w *Waiter) {
 	q.waiters = append(q.waiters, w)
 	q.kickWaitingLocked()
 	q.count.Add(1)
@@ -223,7 +221,7 @@ func (q *queue) joinLocked(w *waiter) {
 }
 
 // remove takes w out of the queue if it is still queued, giving it state st.
-func (q *queue) remove(w *waiter, st waiterState) bool {
+func (q *queue) remove(w *Waiter, st waiterState) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w.state != queued {
@@ -245,7 +243,7 @@ func (q *queue) remove(w *waiter, st waiterState) bool {
 // beginAttempt marks a round for w in flight, unless w left the queue
 // meanwhile (then no round may be made for it: its answer is not held
 // back for one). Only the contender calls it.
-func (q *queue) beginAttempt(w *waiter) bool {
+func (q *queue) beginAttempt(w *Waiter) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w.state != queued {
@@ -257,7 +255,7 @@ func (q *queue) beginAttempt(w *waiter) bool {
 
 // endAttempt says w's round is settled: an answer held back for it (see
 // waiter.endWithdrawn) goes out now.
-func (q *queue) endAttempt(w *waiter) {
+func (q *queue) endAttempt(w *Waiter) {
 	q.mu.Lock()
 	held := w.held
 	w.attempting, w.held = false, nil
@@ -271,13 +269,13 @@ func (q *queue) endAttempt(w *waiter) {
 // contender if it has none, and arms its wait= timer. A wait=0 LOCK behind
 // other local waiters is not queued but busy (the caller ends it): the name
 // is contended and it may not wait.
-func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
+func (a *Manager) enqueue(w *Waiter) (busy bool, _ error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping {
-		return false, errAgentStopping
+		return false, ErrAgentStopping
 	}
-	if lim := a.limits().MaxWaiters; a.waiters.Load() >= int64(lim) {
+	if lim := a.cfg.MaxWaiters(); a.waiters.Load() >= int64(lim) {
 		return false, protocol.Errorf(protocol.ErrLimit, "agent has %d waiting LOCKs (max_waiters)", lim)
 	}
 	n := a.nameLocked(w.req.Names[0])
@@ -313,7 +311,7 @@ func (a *Agent) enqueue(w *waiter) (busy bool, _ error) {
 	return false, nil
 }
 
-func (a *Agent) withdraw(w *waiter) bool {
+func (a *Manager) withdraw(w *Waiter) bool {
 	if w.q == nil || !w.q.remove(w, withdrawn) {
 		return false
 	}
@@ -322,8 +320,46 @@ func (a *Agent) withdraw(w *waiter) bool {
 	return true
 }
 
+// newWaiter is the wait of c's LOCK tag of l's one name, recorded as
+// who; after, if not nil, is closed once a release it must wait for
+// landed. A wait of a multi-lock (many) is answered on its done channel
+// (outcome); any other is answered by c.lockEnded.
+func (a *Manager) NewWaiter(c Client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *Waiter {
+	w := &Waiter{sess: c, tag: tag, req: l, who: who, joined: time.Now(), after: after,
+		reused: a.cacheOn() && a.released.has(l.Names[0], a.clock.Now())}
+	if many {
+		w.done = make(chan Result, 1)
+	}
+	return w
+}
+
+// join puts w in its name's queue (see enqueue): a wait=0 LOCK behind
+// other local waiters ends BUSY at once, and a waiting one is told to the
+// notify=wanted holds of this agent, if any. An error says w was not
+// queued: its LOCK is answered with it.
+func (a *Manager) Join(w *Waiter) error {
+	busy, err := a.enqueue(w)
+	switch {
+	case err != nil:
+		return err
+	case busy:
+		w.end(Result{Err: quorum.ErrBusy})
+	case w.req.Wait != 0:
+		a.waiterWants(w, false) // it waits for a notify=wanted hold of this agent, if any
+	}
+	return nil
+}
+
+// withdrawWith takes w out of its queue, if it is still queued, and ends
+// it with r (see endWithdrawn).
+func (a *Manager) WithdrawWith(w *Waiter, r Result) {
+	if a.withdraw(w) {
+		w.endWithdrawn(r)
+	}
+}
+
 // head returns the first waiter, or nil after retiring an empty queue.
-func (a *Agent) head(q *queue) *waiter {
+func (a *Manager) head(q *queue) *Waiter {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q.mu.Lock()
@@ -340,22 +376,22 @@ func (a *Agent) head(q *queue) *waiter {
 
 // backoff is the jittered wait before the next attempt after fails
 // consecutive failed ones (see retryPolicy.after).
-func (a *Agent) backoff(fails int) time.Duration {
+func (a *Manager) backoff(fails int) time.Duration {
 	return a.retryPolicy().after(fails, rand.Float64())
 }
 
 // grant hands a won name to w, or gives it back if w went away meanwhile:
 // at once, since w's answer waits for it (see waiter.endWithdrawn).
-func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
+func (a *Manager) grant(q *queue, w *Waiter, holder string, g quorum.Grant) {
 	if !q.remove(w, granted) {
 		a.release(context.Background(), q.name, holder, false)
 		return
 	}
 	defer a.leave(w) // once the hold is in place
-	r, err := w.sess.install(w, holder, g)
+	r, err := w.sess.Install(w, holder, g)
 	if err != nil {
 		a.releaseAsync(q.name, holder)
-		w.end(result{err: err})
+		w.end(Result{Err: err})
 		return
 	}
 	w.end(r)
@@ -363,32 +399,20 @@ func (a *Agent) grant(q *queue, w *waiter, holder string, g quorum.Grant) {
 
 // reenterQueued grants w as a re-entry when its session+owner came to hold
 // the name while w waited (two pipelined LOCKs of one owner).
-func (s *session) reenterQueued(w *waiter) bool {
-	s.mu.Lock()
-	h := s.holds[holdKey{w.req.Names[0], w.req.Owner}]
-	if h == nil {
-		s.mu.Unlock()
+func (a *Manager) reenterQueued(w *Waiter) bool {
+	r, ok := w.sess.Reenter(w, func(h *Hold) (time.Duration, bool) {
+		v, ok := a.watchdog.Validity(h.rh)
+		return v, ok && v > 0 && w.q.remove(w, granted)
+	})
+	if !ok {
 		return false
 	}
-	v, ok := s.a.watchdog.Validity(h.rh)
-	if !ok || v <= 0 || !w.q.remove(w, granted) {
-		s.mu.Unlock()
-		return false
-	}
-	var r result
-	if err := h.reenter(w.req); err != nil {
-		r = result{err: err}
-	} else {
-		r = h.snapshot(v)
-	}
-	s.dropWaitLocked(w)
-	s.mu.Unlock()
-	s.a.leave(w)
+	a.leave(w)
 	w.end(r)
 	return true
 }
 
-func (a *Agent) finish(q *queue, w *waiter, r result) {
+func (a *Manager) finish(q *queue, w *Waiter, r Result) {
 	if !q.remove(w, failed) {
 		return
 	}
@@ -421,7 +445,7 @@ func (q *queue) entriesWanted() bool {
 // them that has none) their places in the masters' queue, and starts
 // their heartbeats. A failed round is tried again after a back-off; the
 // waiters go on waiting meanwhile.
-func (a *Agent) enter(ctx context.Context, q *queue) {
+func (a *Manager) enter(ctx context.Context, q *queue) {
 	if !q.entriesWanted() || a.clock.Now().Before(q.enterAfter) {
 		return
 	}
@@ -432,7 +456,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 			last = i
 		}
 	}
-	var ws []*waiter
+	var ws []*Waiter
 	var es []quorum.Entry
 	for _, w := range q.waiters[:last+1] {
 		if w.entry == nil && w.req.Wait != 0 {
@@ -449,7 +473,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 	if len(ws) == 0 {
 		return
 	}
-	lease := a.cfg.Lock.Lease
+	lease := a.cfg.Lease
 	start := a.clock.Now()
 	tickets, err := a.cluster.Enqueue(ctx, q.name, es, lease)
 	if err != nil {
@@ -467,7 +491,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 		return
 	}
 	q.enterFails = 0
-	deadline := start.Add(rules.Validity(lease, 0, a.cfg.Lock.DriftFactor))
+	deadline := start.Add(rules.Validity(lease, 0, a.cfg.DriftFactor))
 	var gone []quorum.Entry
 	q.mu.Lock()
 	for i, w := range ws {
@@ -486,7 +510,7 @@ func (a *Agent) enter(ctx context.Context, q *queue) {
 }
 
 // leave removes the entry of w, which was just taken out of its queue.
-func (a *Agent) leave(w *waiter) {
+func (a *Manager) leave(w *Waiter) {
 	q := w.q
 	q.mu.Lock()
 	e, rh := w.entry, w.entryHold
@@ -510,8 +534,8 @@ func (a *Agent) leave(w *waiter) {
 // (see the top of this file). rh's Owner is its waiter, set before the
 // watchdog had it and not changed after; the waiter's entryHold says
 // whether rh is still its entry (leave, or an earlier loss, took it).
-func (a *Agent) entryLost(rh *renewal.Hold) {
-	w, _ := rh.Owner.(*waiter)
+func (a *Manager) entryLost(rh *renewal.Hold) {
+	w, _ := rh.Owner.(*Waiter)
 	if w == nil {
 		return
 	}
@@ -544,14 +568,14 @@ func (a *Agent) entryLost(rh *renewal.Hold) {
 }
 
 // dequeue removes entries of name in the background.
-func (a *Agent) dequeue(name string, entries []quorum.Entry) {
+func (a *Manager) dequeue(name string, entries []quorum.Entry) {
 	if len(entries) > 0 {
 		go a.cluster.Dequeue(context.Background(), name, entries)
 	}
 }
 
 // entryID is a fresh entry id, unique across every agent anywhere.
-func (a *Agent) entryID() string {
+func (a *Manager) entryID() string {
 	return a.cfg.AgentID + "/" + a.instance + "/q" + strconv.FormatUint(a.attempts.Add(1), 10)
 }
 
@@ -591,7 +615,7 @@ type waitCount struct {
 // startsWaiting marks q's requests as waiting (an attempt of its head
 // found the name held) and has them recorded. Only q's contender calls it;
 // no lock is held.
-func (a *Agent) startsWaiting(q *queue) {
+func (a *Manager) startsWaiting(q *queue) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.names[q.name] // q's: not retired while its contender runs
@@ -613,8 +637,8 @@ func (a *Agent) startsWaiting(q *queue) {
 	signal(rec.kick)
 }
 
-// waitingNowLocked is what name's record should say. Agent.mu is held.
-func (a *Agent) waitingNowLocked(name string) waitCount {
+// waitingNowLocked is what name's record should say. manager.mu is held.
+func (a *Manager) waitingNowLocked(name string) waitCount {
 	q := a.queueLocked(name)
 	if q == nil {
 		return waitCount{}
@@ -629,7 +653,7 @@ func (a *Agent) waitingNowLocked(name string) waitCount {
 
 // recordWaiting keeps rec's record on the masters in step with the count,
 // until no request for its name waits.
-func (a *Agent) recordWaiting(rec *waitRecord) {
+func (a *Manager) recordWaiting(rec *waitRecord) {
 	var written waitCount
 	var rh *renewal.Hold // the record's renewal, while it is written
 	for {
@@ -669,7 +693,7 @@ const waitingEvery = 50 * time.Millisecond
 
 // spaceWaiting waits waitingEvery (not lease logic: a pace, on the real
 // clock), or until the agent stops.
-func (a *Agent) spaceWaiting() {
+func (a *Manager) spaceWaiting() {
 	t := time.NewTimer(waitingEvery)
 	defer t.Stop()
 	select {
@@ -680,8 +704,8 @@ func (a *Agent) spaceWaiting() {
 
 // writeWaiting writes want as rec's record and returns its renewal: rh,
 // or a new one for a new record, or nil once it is removed.
-func (a *Agent) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) *renewal.Hold {
-	lease := a.cfg.Lock.Lease
+func (a *Manager) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) *renewal.Hold {
+	lease := a.cfg.Lease
 	start := a.clock.Now()
 	a.cluster.SetWaiting(a.runCtx, rec.name, want.count, want.since, lease)
 	switch {
@@ -693,14 +717,14 @@ func (a *Agent) writeWaiting(rec *waitRecord, want waitCount, rh *renewal.Hold) 
 		// and written anew (see waitingLost).
 		key := a.cluster.WaitingKey(rec.name)
 		rh = &renewal.Hold{Name: rec.name, Holder: key.Holder, Kind: renewal.KindWaiting, Lease: lease, Owner: rec}
-		a.watchdog.Add(rh, start.Add(rules.Validity(lease, 0, a.cfg.Lock.DriftFactor)))
+		a.watchdog.Add(rh, start.Add(rules.Validity(lease, 0, a.cfg.DriftFactor)))
 	}
 	return rh
 }
 
 // waitingLost is the watchdog's report that rh, a waiting record's
 // renewal, failed: the masters may have dropped it; it is written anew.
-func (a *Agent) waitingLost(rh *renewal.Hold) {
+func (a *Manager) waitingLost(rh *renewal.Hold) {
 	if rec, _ := rh.Owner.(*waitRecord); rec != nil {
 		rec.lost.Store(rh)
 		signal(rec.kick)

@@ -1,4 +1,10 @@
-package agent
+// Package server is the agent's side of the socket: one session per
+// connection, which reads its requests, keeps them in order, checks them
+// against the access rules and answers them, and keeps handles to the
+// session's holds and waits. Everything the agent knows of a name is the
+// lock manager's (agent/locks), which the server asks through lockManager
+// and which calls a session back through locks.Client.
+package server
 
 import (
 	"bufio"
@@ -6,39 +12,226 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent/acl"
+	"github.com/lock-agent/lock-agent/agent/locks"
 	"github.com/lock-agent/lock-agent/agent/outbox"
 	"github.com/lock-agent/lock-agent/agent/socket"
 	"github.com/lock-agent/lock-agent/agent/status"
 	"github.com/lock-agent/lock-agent/internal/lockorder"
 	"github.com/lock-agent/lock-agent/protocol"
+	"github.com/lock-agent/lock-agent/quorum"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/renewal"
 )
 
-// holdKey identifies a hold within a session.
-type holdKey struct {
-	name, owner string
+// lockManager is what the server asks of the lock manager (locks.Manager),
+// which owns every hold's record, every wait and each name's state: a
+// session keeps handles to its holds and waits, and the order of its
+// replies. The manager reaches a session through locks.Client.
+type lockManager interface {
+	// A LOCK (lock.go): a lent record, else a wait in the name's queue.
+	LendCached(c locks.Client, l protocol.Lock, who quorum.Who, lend bool) (h *locks.Hold, r locks.Result, ok bool, after <-chan struct{})
+	NewWaiter(c locks.Client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *locks.Waiter
+	Join(w *locks.Waiter) error
+	WithdrawWith(w *locks.Waiter, r locks.Result)
+	StartHold(c locks.Client, w *locks.Waiter, holder string, g quorum.Grant) (*locks.Hold, locks.Result)
+	Validity(h *locks.Hold) (time.Duration, bool)
+	// A hold's end: a loss found, an UNLOCK, a downgrade, a closing session.
+	LostNow(h *locks.Hold) (renewal.Loss, bool)
+	AfterLost(h *locks.Hold, loss renewal.Loss, told uint64)
+	Forget(h *locks.Hold) (handOver bool)
+	GiveBack(h *locks.Hold) bool
+	LetGo(ctx context.Context, h *locks.Hold, rollback bool)
+	Downgraded(h *locks.Hold)
+	Downgrade(ctx context.Context, h *locks.Hold) error
+	ReleaseAll(holds map[locks.HoldKey]*locks.Hold)
+	// EXTEND, SET, WHO, CHECK.
+	SetEnd(h *locks.Hold, end time.Time) (time.Duration, bool)
+	SetValue(ctx context.Context, h *locks.Hold, value string) (held bool, err error)
+	Holders(ctx context.Context, name string) ([]quorum.Record, error)
+	Check(ctx context.Context, name string, fence uint64) (bool, error)
+	// OBSERVE, UNOBSERVE, and a closing session's observations.
+	Observe(c locks.Client, name string, limit int, ok []byte) error
+	Unobserve(c locks.Client, name string)
+	UnobserveAll(c locks.Client)
+	// STATUS: the live holds and the waiting LOCKs.
+	Tally() (holds, waiters int)
 }
+
+// Config is what the server takes of the agent's config.
+type Config struct {
+	AgentID string
+	// Version is the agent's, reported by HELLO and STATUS.
+	Version string
+	// LockDelay is lock.lock_delay: the delay= of a LOCK that gives none.
+	LockDelay time.Duration
+	// Settings are the settings every master records (agent.ClusterSettings),
+	// as STATUS shows them.
+	Settings string
+	// RevokeBound is how long REVOKE waits for the holds it revoked to end.
+	RevokeBound time.Duration
+}
+
+// Limits are the limits a session is held to. A SIGHUP may change them
+// (SetLive).
+type Limits struct {
+	MaxSessions, MaxSessionsPerUID, MaxHoldsPerSession int
+	// IdleTimeout closes a session that had no hold, no wait and no request
+	// for that long; 0 never does.
+	IdleTimeout time.Duration
+}
+
+// live is what a SIGHUP changes: replaced whole, never changed in place,
+// so the request paths read it with no lock.
+type live struct {
+	limits Limits
+	acl    *acl.ACL
+}
+
+// Server is the agent's side of the socket: the open sessions, and what
+// they answer with besides the lock manager (the limits and access rules
+// in force, the masters' status). The agent composes it with the manager.
+type Server struct {
+	cfg     Config
+	live    atomic.Pointer[live]
+	log     hclog.Logger
+	clock   clock.Clock
+	cluster *quorum.Cluster // HELLO, STATUS, and the reads of WHO and REVOKE
+	metrics *locks.Metrics
+	manager lockManager
+
+	// mu guards the sessions and stopping: a leaf, taken under no other
+	// mutex of the agent's and taking none (see the lock order at
+	// session.mu).
+	mu          sync.Mutex
+	sessions    map[uint64]*session
+	uidSessions map[int]int // open sessions per peer uid
+	nextSession uint64
+	stopping    bool
+	runCtx      context.Context
+	sessionsWG  sync.WaitGroup
+}
+
+// New makes the server of an agent's sessions: the manager is the agent's
+// lock manager, cluster its masters; limits and rules are in force until
+// SetLive. It serves nothing until Start.
+func New(cfg Config, limits Limits, rules *acl.ACL, log hclog.Logger, clk clock.Clock, cluster *quorum.Cluster, m *locks.Metrics, manager *locks.Manager) *Server {
+	v := &Server{cfg: cfg, log: log, clock: clk, cluster: cluster, metrics: m, manager: manager,
+		sessions: map[uint64]*session{}, uidSessions: map[int]int{}}
+	v.live.Store(&live{limits: limits, acl: rules})
+	return v
+}
+
+// SetLive puts limits and rules in force for the requests that arrive
+// after it returns. What was admitted before is kept; a session's
+// idle_timeout is measured anew.
+func (v *Server) SetLive(limits Limits, rules *acl.ACL) {
+	old := v.live.Swap(&live{limits: limits, acl: rules})
+	if old.limits.IdleTimeout == limits.IdleTimeout {
+		return
+	}
+	for _, s := range v.OpenSessions() {
+		s.armIdle()
+	}
+}
+
+// Start gives the sessions the context they run under.
+func (v *Server) Start(ctx context.Context) {
+	v.mu.Lock()
+	v.runCtx = ctx
+	v.mu.Unlock()
+}
+
+// limits are the limits in force now.
+func (v *Server) limits() Limits { return v.live.Load().limits }
+
+// closeAll opens no more sessions, pushes LOST and BYE to every open one,
+// closes them, and waits until each released its holds, or until grace
+// fires.
+func (v *Server) CloseAll(grace <-chan time.Time) {
+	v.mu.Lock()
+	v.stopping = true
+	sessions := v.sessionsLocked()
+	v.mu.Unlock()
+	var byes sync.WaitGroup // at once: a session may wait up to byeWait for its multi-locks
+	for _, s := range sessions {
+		byes.Go(func() { s.bye("shutdown") })
+	}
+	byes.Wait()
+	done := make(chan struct{})
+	go func() {
+		v.sessionsWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-grace:
+		v.log.Warn("sessions did not finish releasing in time; their leases will expire")
+	}
+}
+
+// openSessions is a snapshot of the open sessions, for work on each
+// that must not hold server.mu (it takes session.mu, or may wait).
+func (v *Server) OpenSessions() []*session {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.sessionsLocked()
+}
+
+// sessionsLocked is openSessions with server.mu held.
+func (v *Server) sessionsLocked() []*session {
+	return slices.Collect(maps.Values(v.sessions))
+}
+
+// counts is a snapshot for STATUS.
+type Counts struct {
+	Sessions, Holds, Waiters int
+}
+
+func (v *Server) Counts() Counts {
+	holds, waiters := v.manager.Tally()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return Counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
+}
+
+// clients is openSessions as the lock manager sees them.
+func (v *Server) Clients() []locks.Client {
+	sessions := v.OpenSessions()
+	cs := make([]locks.Client, len(sessions))
+	for i, s := range sessions {
+		cs[i] = s
+	}
+	return cs
+}
+
+// tolerates is how many masters may be down, or sit out a quarantine,
+// while the agent still grants: those beyond the quorum (n - (n/2+1)).
+// One master tolerates none, nor do two; an even count tolerates no more
+// than one master fewer would.
+func (v *Server) Tolerates() int { return v.cluster.Size() - v.cluster.Quorum() }
 
 // session is one client connection. Every hold and wait it has ends when
 // the connection does.
 type session struct {
-	a      *Agent
-	id     uint64
-	conn   *net.UnixConn
-	cred   socket.Cred
-	log    hclog.Logger
-	ctx    context.Context // ends when the session closes (with errSessionGone): cancels its waits
-	cancel context.CancelCauseFunc
-	reqs   sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
-	out    *outbox.Outbox
+	srv     *Server
+	manager lockManager
+	id      uint64
+	conn    *net.UnixConn
+	cred    socket.Cred
+	log     hclog.Logger
+	ctx     context.Context // ends when the session closes (with errSessionGone): cancels its waits
+	cancel  context.CancelCauseFunc
+	reqs    sync.WaitGroup // requests not answered yet: working in their own goroutine, or waiting LOCKs
+	out     *outbox.Outbox
 
 	// lastRequest is when the last request line arrived (UnixNano).
 	lastRequest atomic.Int64
@@ -55,11 +248,11 @@ type session struct {
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
-	//	  └ Agent.mu               the sessions, and every name's record (name.go)
+	//	  └ Manager.mu             every name's record (agent/locks); lockorder's Agent.mu
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
 	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
-	//	leaves, under any of them: recentNames.mu, quorum's mutexes
+	//	leaves, under any of them: server.mu, recentNames.mu, quorum's mutexes
 	//
 	//  0. A turn (order.go), not a mutex (lockorder does not see it): a
 	//     request on a hold holds one from its line's dispatch until it is
@@ -71,14 +264,18 @@ type session struct {
 	//  1. session.mu (this one): the session's holds, and its unanswered
 	//     LOCKs (pendingLock: each one's turn, wait and multi-lock).
 	//     A grant, a pass to a local waiter and an UNLOCK's undoing decide
-	//     under it, and under it take the locks below.
-	//  2. Agent.mu: the sessions, and Agent.names, the one record per name
-	//     (name.go) with all that hangs from it: the live exclusive lock, the
-	//     queue's place, the lending, a run or a cache (lend.go, with its
-	//     reserving flag), the notify=wanted holds, the waiting record, the
-	//     observation and each session's observing (watch.go); the live
-	//     holders of the watchdog's records (renewal.Hold.Owner) and their
-	//     count.
+	//     under it, and under it take the locks below: the session holds it
+	//     when it calls the lock manager's methods that say so, and the
+	//     manager's calls into a session (locks.Client) take it themselves,
+	//     with none of the manager's locks held.
+	//  2. Manager.mu (agent/locks; lockorder's rank Agent.mu, the name it had
+	//     while the manager was part of Agent): manager.names, the one
+	//     record per name, with all that hangs from it: the live exclusive
+	//     lock, the queue's place, the lending, a run or a cache (lend.go,
+	//     with its reserving flag), the notify=wanted holds, the waiting
+	//     record, the observation and each session's observing
+	//     (manager.observing: watch.go); the live holders of the watchdog's
+	//     records (renewal.Hold.Owner) and their count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
@@ -89,9 +286,10 @@ type session struct {
 	//     locks above: a LOST under session.mu, so that it comes before any
 	//     reply that looks at the session's holds.
 	//
+	// server.mu (the open sessions, and whether the agent is stopping) and
 	// recentNames.mu (cache.go: the names other agents wanted lately, and
-	// those this agent released lately) is a leaf: it may be taken under
-	// any of these and takes none, so lockorder does not track it.
+	// those this agent released lately) are leaves: each may be taken under
+	// any of these and takes none, so lockorder does not track them.
 	//
 	// quorum's mutexes (the masters' connections, subscriptions, a
 	// clock.Fake's) may be taken under these and take none of them: quorum
@@ -99,7 +297,7 @@ type session struct {
 	// AfterFunc's function within Advance, with its own mutex let go).
 	mu    lockorder.Mutex[lockorder.Session]
 	idle  clock.Timer // the idle_timeout check; nil until there is one (see armIdle)
-	holds map[holdKey]*hold
+	holds map[locks.HoldKey]*locks.Hold
 	// locks is the session's unanswered LOCKs, by tag: one record each,
 	// its turn, its wait and, for a multi-lock, its goroutine's cancel (see
 	// pendingLock). waiting counts those with a wait, multis those that are
@@ -110,12 +308,12 @@ type session struct {
 	// multisEnded, while the agent stops, is closed when the last multi-lock
 	// under way has answered (see bye).
 	multisEnded chan struct{}
-	releasing   map[string]*release // names being released in the masters; nil when none
+	releasing   map[string]*pendingRelease // names being released in the masters; nil when none
 	// turns is the last unfinished request on each hold that later
 	// requests on it wait for, and behind the requests waiting for their
 	// turn (see order.go); turnsEnded, while the agent stops, is closed
 	// when turns empties (see bye).
-	turns      map[holdKey]*turn
+	turns      map[locks.HoldKey]*turn
 	turnSeq    uint64 // the last turn's seq
 	turnsEnded chan struct{}
 	behind     int
@@ -131,20 +329,18 @@ type session struct {
 	// shutdown: the agent is stopping and said so to this session (see
 	// bye); whatever ends its waits from then on ends them SHUTTING_DOWN.
 	shutdown atomic.Bool
-	// observing is the names this session observes; guarded by Agent.mu
-	// (see watch.go).
-	observing map[string]*observation
 }
 
-// release is this session's releases of one name still on their way to the
-// masters. A LOCK of that name that arrives meanwhile tries the masters only
-// once they landed, so that UNLOCK x then LOCK x is a release, then a grant.
-type release struct {
+// pendingRelease is this session's releases of one name still on their
+// way to the masters. A LOCK of that name that arrives meanwhile tries the
+// masters only once they landed, so that UNLOCK x then LOCK x is a
+// release, then a grant.
+type pendingRelease struct {
 	n    int
 	done chan struct{} // closed when n drops to 0
 }
 
-func (a *Agent) open(conn *net.UnixConn) {
+func (a *Server) Open(conn *net.UnixConn) {
 	cred, err := socket.PeerCred(conn)
 	if err != nil {
 		a.log.Debug("peer credentials unavailable", "error", err)
@@ -153,7 +349,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 	var refuse error
 	switch lim := a.limits(); {
 	case a.stopping:
-		refuse = errAgentStopping
+		refuse = locks.ErrAgentStopping
 	case len(a.sessions) >= lim.MaxSessions:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", lim.MaxSessions)
 	case a.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
@@ -166,7 +362,7 @@ func (a *Agent) open(conn *net.UnixConn) {
 		return
 	}
 	a.nextSession++
-	s := &session{a: a, id: a.nextSession, conn: conn, cred: cred, holds: map[holdKey]*hold{}}
+	s := &session{srv: a, manager: a.manager, id: a.nextSession, conn: conn, cred: cred, holds: map[locks.HoldKey]*locks.Hold{}}
 	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if s.out, err = outbox.New(conn, s.log); err != nil {
 		a.mu.Unlock()
@@ -212,7 +408,7 @@ func (s *session) serve() {
 			s.bye("protocol")
 			return
 		}
-		s.lastRequest.Store(s.a.clock.Now().UnixNano())
+		s.lastRequest.Store(s.srv.clock.Now().UnixNano())
 		if quit := s.dispatch(string(line)); quit {
 			return
 		}
@@ -339,8 +535,8 @@ func (s *session) checkIdle() {
 	// The timeout is read and the timer set under s.mu, as armIdle does
 	// after a SIGHUP: a new timeout is never overwritten by the old one.
 	s.mu.Lock()
-	limit := s.a.limits().IdleTimeout
-	quiet := s.a.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
+	limit := s.srv.limits().IdleTimeout
+	quiet := s.srv.clock.Now().Sub(time.Unix(0, s.lastRequest.Load()))
 	busy := len(s.holds) > 0 || s.waiting > 0 || len(s.turns) > 0 || s.inflight > 0
 	idle := false
 	switch {
@@ -363,7 +559,7 @@ func (s *session) checkIdle() {
 // armIdle starts the idle_timeout check, or has it look again at once when
 // a SIGHUP changed the timeout.
 func (s *session) armIdle() {
-	d := s.a.limits().IdleTimeout
+	d := s.srv.limits().IdleTimeout
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -373,16 +569,23 @@ func (s *session) armIdle() {
 			s.idle.Stop()
 		}
 	case s.idle == nil:
-		s.idle = s.a.clock.AfterFunc(d, s.checkIdle)
+		s.idle = s.srv.clock.AfterFunc(d, s.checkIdle)
 	default:
 		s.idle.Reset(0) // checkIdle measures the quiet time against the new timeout
 	}
 }
 
-// send, reply and push queue a line for the client: see outbox.
+// send, Reply and Push queue a line for the client: see outbox.
 func (s *session) send(line []byte)  { s.out.Send(line) }
-func (s *session) reply(line []byte) { s.out.Reply(line) }
-func (s *session) push(line []byte)  { s.out.Push(line) }
+func (s *session) Reply(line []byte) { s.out.Reply(line) }
+func (s *session) Push(line []byte)  { s.out.Push(line) }
+
+// SessionID, AwaitWritten and Logger: see locks.Client.
+func (s *session) SessionID() uint64    { return s.id }
+func (s *session) Logger() hclog.Logger { return s.log }
+func (s *session) AwaitWritten(told uint64, until <-chan time.Time) {
+	s.out.AwaitWritten(told, until)
+}
 
 // byeWait bounds how long a stopping agent waits for a session's
 // multi-locks to answer SHUTTING_DOWN before it says BYE.
@@ -397,7 +600,7 @@ func (s *session) bye(reason string) {
 		s.shutdown.Store(true)
 		s.mu.Lock()
 		s.closing = true
-		holds := make([]*hold, 0, len(s.holds))
+		holds := make([]*locks.Hold, 0, len(s.holds))
 		for _, h := range s.holds {
 			holds = append(holds, h)
 		}
@@ -409,7 +612,7 @@ func (s *session) bye(reason string) {
 		}
 		for _, p := range s.locks {
 			if p.multi != nil {
-				p.multi(errAgentStopping)
+				p.multi(locks.ErrAgentStopping)
 			}
 		}
 		var turnsEnded chan struct{}
@@ -419,16 +622,14 @@ func (s *session) bye(reason string) {
 		}
 		s.mu.Unlock()
 		for _, h := range holds {
-			s.push(lostLine(h, renewal.Loss{Reason: renewal.ReasonShutdown}))
+			s.Push(locks.LostLine(h, renewal.Loss{Reason: renewal.ReasonShutdown}))
 		}
 		for _, w := range waits {
-			if s.a.withdraw(w) {
-				w.endWithdrawn(result{err: errAgentStopping})
-			}
+			s.manager.WithdrawWith(w, locks.Result{Err: locks.ErrAgentStopping})
 		}
 		s.awaitAnswers(multisEnded, turnsEnded)
 	}
-	s.push(protocol.Bye{Reason: reason}.Bytes())
+	s.Push(protocol.Bye{Reason: reason}.Bytes())
 	s.out.FlushAndClose()
 }
 
@@ -454,34 +655,32 @@ func (s *session) awaitAnswers(ended ...chan struct{}) {
 // the masters at once, before anything else can hold it up.
 func (s *session) close() {
 	s.cancel(errSessionGone)
-	s.endObservations()
+	s.manager.UnobserveAll(s)
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
 	}
 	s.closing = true // install refuses grants that arrive from now on
 	holds := s.holds
-	s.holds = map[holdKey]*hold{}
+	s.holds = map[locks.HoldKey]*locks.Hold{}
 	waits := s.waitsToEndLocked()
 	s.mu.Unlock()
 	for _, w := range waits {
-		if s.a.withdraw(w) {
-			w.endWithdrawn(result{err: s.endedBy()})
-		}
+		s.manager.WithdrawWith(w, locks.Result{Err: s.endedBy()})
 	}
-	s.a.releaseAll(holds)
+	s.manager.ReleaseAll(holds)
 	s.conn.SetWriteDeadline(time.Now().Add(outbox.CloseFlush))
 	s.reqs.Wait()
-	s.a.mu.Lock()
-	delete(s.a.sessions, s.id)
-	if s.a.uidSessions[s.cred.UID]--; s.a.uidSessions[s.cred.UID] <= 0 {
-		delete(s.a.uidSessions, s.cred.UID)
+	s.srv.mu.Lock()
+	delete(s.srv.sessions, s.id)
+	if s.srv.uidSessions[s.cred.UID]--; s.srv.uidSessions[s.cred.UID] <= 0 {
+		delete(s.srv.uidSessions, s.cred.UID)
 	}
-	s.a.mu.Unlock()
+	s.srv.mu.Unlock()
 	s.out.FlushAndClose()
 	<-s.out.Closed()
 	s.log.Debug("closed", "released", len(holds))
-	s.a.sessionsWG.Done()
+	s.srv.sessionsWG.Done()
 }
 
 func (s *session) hello(req *protocol.Request) error {
@@ -495,7 +694,7 @@ func (s *session) hello(req *protocol.Request) error {
 	if h.Client != "" {
 		s.log.Debug("hello", "client", h.Client)
 	}
-	s.send(protocol.Welcome{Tag: req.Tag, Agent: Version, Session: s.id, Masters: s.a.cluster.Size(), Quorum: s.a.cluster.Quorum()}.Bytes())
+	s.send(protocol.Welcome{Tag: req.Tag, Agent: s.srv.cfg.Version, Session: s.id, Masters: s.srv.cluster.Size(), Quorum: s.srv.cluster.Quorum()}.Bytes())
 	return nil
 }
 
@@ -503,14 +702,14 @@ func (s *session) status(req *protocol.Request) error {
 	if err := req.NoArgs(); err != nil {
 		return err
 	}
-	for _, m := range s.a.cluster.Status() {
+	for _, m := range s.srv.cluster.Status() {
 		s.send(status.Master(req.Tag, m).Bytes())
 	}
-	c := s.a.counts()
-	s.send(protocol.Status{Tag: req.Tag, Agent: Version, ID: s.a.cfg.AgentID, Sessions: c.Sessions,
-		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.a.cluster.Quorum(), Tolerates: s.a.tolerates(),
-		LockDelay: s.a.cfg.Lock.LockDelay, Settings: ClusterSettings(s.a.cfg.Lock).String(),
-		SettingsDiffer: status.SettingsDiffer(s.a.cluster.SettingsProblem())}.Bytes())
+	c := s.srv.Counts()
+	s.send(protocol.Status{Tag: req.Tag, Agent: s.srv.cfg.Version, ID: s.srv.cfg.AgentID, Sessions: c.Sessions,
+		Holds: c.Holds, Waiters: c.Waiters, Quorum: s.srv.cluster.Quorum(), Tolerates: s.srv.Tolerates(),
+		LockDelay: s.srv.cfg.LockDelay, Settings: s.srv.cfg.Settings,
+		SettingsDiffer: status.SettingsDiffer(s.srv.cluster.SettingsProblem())}.Bytes())
 	return nil
 }
 
@@ -518,7 +717,7 @@ func (s *session) status(req *protocol.Request) error {
 // replace them). The peer's groups are looked up once per session, when a
 // rule first needs them.
 func (s *session) allow(verb string, names ...string) error {
-	rules := s.a.live.Load().acl
+	rules := s.srv.live.Load().acl
 	if rules == nil {
 		return nil
 	}
@@ -534,7 +733,7 @@ func (s *session) allow(verb string, names ...string) error {
 // verb revoke (a rule without verbs does not grant it); without an acl
 // block, only uid 0 may.
 func (s *session) allowRevoke(name string) error {
-	if s.a.live.Load().acl == nil {
+	if s.srv.live.Load().acl == nil {
 		if s.cred.UID != 0 {
 			return protocol.Errorf(protocol.ErrDenied, "revoke is for uid 0 when there is no acl block; uid %d", s.cred.UID)
 		}
@@ -550,6 +749,30 @@ var errSessionGone = protocol.Errorf(protocol.ErrCancelled, "session closed")
 // errCancelled ends a wait that CANCEL withdrew.
 var errCancelled = protocol.Errorf(protocol.ErrCancelled, "cancelled by CANCEL")
 
-// errAgentStopping refuses new sessions and requests, and ends waits,
-// while the agent stops.
-var errAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
+// What the agent's tests look at (agent/export_test.go).
+
+// QueuedLines is the most lines any open session has waiting for its
+// writer.
+func (v *Server) QueuedLines() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	most := 0
+	for _, s := range v.sessions {
+		most = max(most, s.out.Queued())
+	}
+	return most
+}
+
+// Unsaid is how many sessions are neither closed nor told BYE: a session
+// counts no more from the moment its BYE is queued.
+func (v *Server) Unsaid() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	open := 0
+	for _, s := range v.sessions {
+		if s.out.Open() {
+			open++
+		}
+	}
+	return open
+}
