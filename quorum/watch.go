@@ -413,25 +413,71 @@ func (c *Cluster) SetValue(ctx context.Context, name, holder, value string) erro
 // when a majority of the masters (a quorum of them, at least, answered)
 // records a live holder with that fence, false when enough answered that
 // no majority can. It only reads.
+//
+// Masters that answered may disagree while the ones that did not could
+// tip it either way: a change is landing on them one after the other (a
+// hand-over's retag, a release, a grant's write-back; with one master of
+// three paused, the other two are the whole majority). That is not a
+// majority unreachable, so Check reads again, soon and then less often
+// (checkPace), for as long as they disagree, within checkPatience: a
+// change lands within a round, and only a change that stopped half-way
+// (its agent cut off) keeps them apart longer, until its lease ends. Then
+// it is ERR NO_QUORUM, as when too few answer.
 func (c *Cluster) Check(ctx context.Context, name string, fence int64) (bool, error) {
 	if c.closed() {
 		return false, ErrClosed
 	}
-	r, never := c.vote(ctx, roundSpec{op: OpWho, script: scripts.Check, keys: []string{c.keys.Set(name)},
-		args: []string{c.keys.HolderPrefix(name), strconv.FormatInt(fence, 10)}, early: true,
+	// It reads every answer until a majority agrees either way: a round
+	// decided as soon as the current holder could not be on a majority
+	// (the way a grant is lost) counted a master it had not read as
+	// against, though with it a majority might record the holder.
+	var yes, no int
+	spec := roundSpec{op: OpWho, script: scripts.Check, keys: []string{c.keys.Set(name)},
+		args: []string{c.keys.HolderPrefix(name), strconv.FormatInt(fence, 10)}, early: true, whole: true,
 		judge: func(a answer) (int, bool, error) {
 			v, err := a.res.AsInt64()
+			switch {
+			case err != nil:
+			case v == 1:
+				yes++
+			default:
+				no++
+			}
 			return 0, err == nil && v == 1, err
-		}})
-	if never != nil {
-		return false, never.Err()
+		},
+		enough: func() bool { return yes >= c.quorum || no >= c.quorum }}
+	var waited time.Duration
+	for pace := checkPace; ; pace = min(2*pace, 16*checkPace) {
+		yes, no = 0, 0
+		r, never := c.vote(ctx, spec)
+		if never != nil {
+			return false, never.Err()
+		}
+		current, known := rules.CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
+		if known {
+			return current, nil
+		}
+		if yes == 0 || no == 0 || waited+pace > c.checkPatience() {
+			return false, c.noQuorumErr(r)
+		}
+		t := c.clock.NewTimer(pace)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return false, c.noQuorumErr(r)
+		}
+		waited += pace
 	}
-	current, known := rules.CheckOutcome(len(c.masters), c.quorum, r.yes(), r.failed)
-	if !known {
-		return false, c.noQuorumErr(r)
-	}
-	return current, nil
 }
+
+// checkPace is how soon Check reads again masters that disagree (see
+// Check); it doubles each time, to 16 times this.
+const checkPace = time.Millisecond
+
+// checkPatience is how long Check reads again masters that disagree: four
+// master timeouts (200ms by default), a few rounds of the change it meets.
+func (c *Cluster) checkPatience() time.Duration { return 4 * c.cfg.MasterTimeout }
 
 // MarkObserved marks name observed on every master for lease (a key with
 // that PX, see scripts/lua/acquire.lua), so that a grant of it awaits its agent's

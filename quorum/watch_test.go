@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -540,5 +541,85 @@ func TestWantedMessagesReadBack(t *testing.T) {
 				t.Fatalf("parseWant(%q) = %q %+v %v, want %q %+v %v", tc.message, instance, want, ok, tc.instance, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestACheckMeetingAHalfLandedChangeReadsAgain: with one master of three
+// down, the other two are the whole majority, and while a change lands on
+// them one after the other (here a release) they disagree: one records the
+// holder, one does not. That is no majority unreachable: Check reads
+// again until they agree, and answers. A disagreement that does not end
+// (the change stopped half-way) is NO_QUORUM after checkPatience.
+// Before, Check answered at once, and by which master answered first:
+// false (the holder might be on a majority), or NO_QUORUM. A CHECK from
+// another agent right after a cohort hand-over, with a master paused,
+// failed so (TestBreaker18CheckAfterHandOversWithAMasterPaused).
+func TestACheckMeetingAHalfLandedChangeReadsAgain(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	g, err := acquire(ctx, c, req("hl", "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := c.keys.Holder("hl", "h")
+	for i, s := range servers { // the grant's fence, written back to any master behind it
+		var f string
+		lockagenttest.Eventually(t, 2*time.Second, func() bool { f, _ = s.Do("HGET", holder, "fence"); return f == strconv.FormatInt(g.Fence, 10) },
+			"master %d: fence %q, want %d", i, &f, g.Fence)
+	}
+	servers[2].Pause()
+	defer servers[2].Resume()
+	waitStates(t, c, func(st []MasterStatus) bool { return st[2].State == StateDown })
+
+	// The release has landed on m1, not yet on m0.
+	servers[1].Do("SREM", c.keys.Set("hl"), "h")
+	servers[1].Do("DEL", holder)
+	// Check's reads of m0: its scripts that name hl (the probes name none).
+	readTwice := make(chan struct{})
+	reads := 0
+	servers[0].Monitor(func(cmd redistest.Command) bool {
+		if cmd.Script || !strings.HasPrefix(strings.ToUpper(cmd.Args[0]), "EVAL") ||
+			!slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.Contains(a, "{hl}") }) {
+			return true
+		}
+		if reads++; reads == 2 {
+			close(readTwice)
+			return false
+		}
+		return true
+	})
+	type outcome struct {
+		current bool
+		err     error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		current, err := c.Check(ctx, "hl", g.Fence)
+		done <- outcome{current, err}
+	}()
+	// Once Check has read m0 twice (it read, and read again), the release
+	// lands on m0 too.
+	select {
+	case <-readTwice:
+	case o := <-done:
+		t.Fatalf("Check of masters that disagree = %v, %v at once; want it to read again", o.current, o.err)
+	}
+	servers[0].Do("SREM", c.keys.Set("hl"), "h")
+	servers[0].Do("DEL", holder)
+	if o := <-done; o.err != nil || o.current {
+		t.Fatalf("Check while the release landed = %v, %v; want false once both masters agree", o.current, o.err)
+	}
+
+	// A disagreement that lasts: m0 records a holder m1 does not.
+	plantHolder(servers[0], c.keys.Set("hl"), "h2")
+	servers[0].Do("HSET", c.keys.Holder("hl", "h2"), "fence", strconv.FormatInt(g.Fence+1, 10))
+	start := time.Now()
+	_, err = c.Check(ctx, "hl", g.Fence+1)
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("Check with masters that keep disagreeing = %v, want NO_QUORUM", err)
+	}
+	if took := time.Since(start); took < c.checkPatience()/2 {
+		t.Fatalf("Check gave up on masters that disagree after %v, patience %v", took, c.checkPatience())
 	}
 }
