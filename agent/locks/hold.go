@@ -203,8 +203,10 @@ type Client interface {
 	// awaitWritten returns once the session's line told went to its
 	// socket, or until fires.
 	AwaitWritten(told uint64, until <-chan time.Time)
-	// pushFor queues line for the client if h is still one of the
-	// session's holds and ok (run under the session's mu) says so.
+	// PushFor queues line for the client if h is still one of the
+	// session's holds and ok says so: ok runs under the session's mu, only
+	// while h is one of them, and line is queued right after it returns
+	// true (so what ok counts is counted before the client can hear it).
 	PushFor(h *Hold, ok func() bool, line []byte) bool
 	// push and reply queue line for the client (see outbox.Push and
 	// Reply); neither waits, so they may be called under manager.mu.

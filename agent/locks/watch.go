@@ -240,9 +240,13 @@ func (a *Manager) pushWanted(name string, wr wanter) {
 	a.mu.Unlock()
 	for _, h := range holds {
 		line := protocol.Wanted{Name: name, Owner: h.owner, Waiting: waiting}.Bytes()
-		if h.sess.PushFor(h, func() bool { return wr.waitsFor(h) && h.wanted.allow(now) }, line) {
-			a.metrics.WantedPushes.Inc()
-		}
+		h.sess.PushFor(h, func() bool {
+			if !wr.waitsFor(h) || !h.wanted.allow(now) {
+				return false
+			}
+			a.metrics.WantedPushes.Inc() // counted before the client can hear of it, as a LOST is
+			return true
+		}, line)
 	}
 }
 
