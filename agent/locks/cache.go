@@ -45,7 +45,7 @@ const cacheBlock = 128
 // a block: few, since most grants are never lent on.
 const cacheGrantBlock = 16
 
-// giveBack passes the record lent to h, which h's session has just let go
+// GiveBack passes the record lent to h, which h's session has just let go
 // (h is out of the session's holds), on without a round on the masters: to
 // the head of the name's queue, in a run (see passOn), or back to its cache
 // (see cacheHold). It says whether it did; if not, the caller releases h.
@@ -163,7 +163,7 @@ func (a *Manager) newCacheLocked(h *Hold) *lending {
 	return c
 }
 
-// lendCached answers l, a LOCK of one name by c, from the name's cache if
+// LendCached answers l, a LOCK of one name by c, from the name's cache if
 // it may (ok), with the new hold (which the caller makes c's) and its
 // snapshot; who is its who-info. If the cache may not lend it (not lend: a
 // multi-lock's; another agent waits, the record's validity runs low,
@@ -247,7 +247,7 @@ func (a *Manager) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 	return mine
 }
 
-// releaseCaches gives up every cache: the agent is stopping, and no
+// ReleaseCaches gives up every cache: the agent is stopping, and no
 // session holds anything any more.
 func (a *Manager) ReleaseCaches() {
 	a.mu.Lock()
@@ -395,7 +395,7 @@ func (a *Manager) firstNote(c *lending) {
 	}
 }
 
-// noteCaches writes what lendings changed of this agent's caches (see the
+// NoteCaches writes what lendings changed of this agent's caches (see the
 // top of this file), every renewal tick, all of them in one batch
 // (quorum.Cluster.NoteCaches): a tick in which no cache was lent or given
 // back writes nothing. It runs until ctx ends.

@@ -75,7 +75,7 @@ type Manager struct {
 	// names this agent released to the masters lately: see cache.go.
 	shared, released *recentNames
 	// toNote are the caches whose lendings changed what the masters should
-	// show of their records since the last batch (see noteCaches).
+	// show of their records since the last batch (see NoteCaches).
 	toNote []*lending
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
@@ -115,14 +115,14 @@ func (a *Manager) Attach(cluster *quorum.Cluster, watchdog *renewal.Watchdog, cl
 	a.cluster, a.watchdog, a.clients = cluster, watchdog, clients
 }
 
-// start gives the manager the context its background work runs under.
+// Start gives the manager the context its background work runs under.
 func (a *Manager) Start(ctx context.Context) {
 	a.mu.Lock()
 	a.runCtx = ctx
 	a.mu.Unlock()
 }
 
-// stop refuses every LOCK that would join a queue from now on: the agent
+// Stop refuses every LOCK that would join a queue from now on: the agent
 // is stopping.
 func (a *Manager) Stop() {
 	a.mu.Lock()
@@ -130,7 +130,7 @@ func (a *Manager) Stop() {
 	a.mu.Unlock()
 }
 
-// tally is the live holds and the waiting LOCKs, for STATUS.
+// Tally is the live holds and the waiting LOCKs, for STATUS.
 func (a *Manager) Tally() (holds, waiters int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -147,7 +147,7 @@ func (a *Manager) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
 
-// metrics records the agent's records (waiters, holds) in telemetry's
+// Metrics records the agent's records (waiters, holds) in telemetry's
 // series. The series themselves, their names and labels, are telemetry's.
 type Metrics struct{ *telemetry.Metrics }
 
@@ -157,7 +157,7 @@ func NewMetrics(masters []quorum.MasterConfig) *Metrics {
 
 func (m *Metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
 
-// lockAnswered records the answer to a LOCK that went through a queue.
+// WaitAnswered records the answer to a LOCK that went through a queue.
 func (m *Metrics) WaitAnswered(w *Waiter, r Result) {
 	m.LockAnswered(w.req.Mode, w.joined, r.Count, r.Err)
 }
@@ -287,11 +287,11 @@ func (a *Manager) wantedLocked(key string) *wantedName {
 
 // The errors the manager and the server answer with.
 
-// errAgentStopping refuses new sessions and requests, and ends waits,
+// ErrAgentStopping refuses new sessions and requests, and ends waits,
 // while the agent stops.
 var ErrAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 
-// quorumError is the answer for err from a round of the masters: a closed
+// QuorumError is the answer for err from a round of the masters: a closed
 // cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
 // other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
 // callers can still ask what it was.

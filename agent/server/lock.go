@@ -47,7 +47,7 @@ func checkTTL(ttl time.Duration) error {
 
 // lock takes effect at once, in the order of the session's lines: a
 // re-entry is answered, anything else joins its name's queue, and is
-// answered when its wait ends (see waiter.end).
+// answered when its wait ends (see locks.Waiter's end).
 func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := s.allow("lock", l.Names...); err != nil {
 		return err
@@ -217,7 +217,7 @@ func (s *session) Adopt(w *locks.Waiter, take func() *locks.Hold) {
 }
 
 // LockEnded answers w, a LOCK of one name, with r. Whoever moves w out of
-// its queue calls it once (see waiter.end), with no lock held.
+// its queue calls it once (see locks.Waiter's end), with no lock held.
 func (s *session) LockEnded(w *locks.Waiter, r locks.Result) {
 	s.srv.metrics.WaitAnswered(w, r)
 	// Before the reply: the client may reuse the tag, and a grant must not

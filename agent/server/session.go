@@ -153,7 +153,7 @@ func (v *Server) Start(ctx context.Context) {
 // limits are the limits in force now.
 func (v *Server) limits() Limits { return v.live.Load().limits }
 
-// closeAll opens no more sessions, pushes LOST and BYE to every open one,
+// CloseAll opens no more sessions, pushes LOST and BYE to every open one,
 // closes them, and waits until each released its holds, or until grace
 // fires.
 func (v *Server) CloseAll(grace <-chan time.Time) {
@@ -178,7 +178,7 @@ func (v *Server) CloseAll(grace <-chan time.Time) {
 	}
 }
 
-// openSessions is a snapshot of the open sessions, for work on each
+// OpenSessions is a snapshot of the open sessions, for work on each
 // that must not hold server.mu (it takes session.mu, or may wait).
 func (v *Server) OpenSessions() []*session {
 	v.mu.Lock()
@@ -186,12 +186,12 @@ func (v *Server) OpenSessions() []*session {
 	return v.sessionsLocked()
 }
 
-// sessionsLocked is openSessions with server.mu held.
+// sessionsLocked is OpenSessions with server.mu held.
 func (v *Server) sessionsLocked() []*session {
 	return slices.Collect(maps.Values(v.sessions))
 }
 
-// counts is a snapshot for STATUS.
+// Counts is a snapshot for STATUS.
 type Counts struct {
 	Sessions, Holds, Waiters int
 }
@@ -203,7 +203,7 @@ func (v *Server) Counts() Counts {
 	return Counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
 }
 
-// clients is openSessions as the lock manager sees them.
+// Clients is OpenSessions as the lock manager sees them.
 func (v *Server) Clients() []locks.Client {
 	sessions := v.OpenSessions()
 	cs := make([]locks.Client, len(sessions))
@@ -213,7 +213,7 @@ func (v *Server) Clients() []locks.Client {
 	return cs
 }
 
-// tolerates is how many masters may be down, or sit out a quarantine,
+// Tolerates is how many masters may be down, or sit out a quarantine,
 // while the agent still grants: those beyond the quorum (n - (n/2+1)).
 // One master tolerates none, nor do two; an even count tolerates no more
 // than one master fewer would.

@@ -329,7 +329,7 @@ func (s *session) TellLost(h *locks.Hold, loss renewal.Loss) uint64 {
 
 // loseFoundLocked tells the client LOST of h, one of s's holds, if the
 // watchdog found it lost (or it was revoked) and the manager's lose has not
-// come yet (see manager.lostNow). The caller calls the returned func, if
+// come yet (see locks.Manager.LostNow). The caller calls the returned func, if
 // any, once s.mu is let go. s.mu is held.
 func (s *session) loseFoundLocked(h *locks.Hold) (after func()) {
 	if s.holds[h.Key()] != h {
@@ -357,7 +357,7 @@ type undone struct {
 }
 
 // now does what needs no master, at once: it gives a lent record back (see
-// giveBack) if it may. It says whether that was all.
+// locks.Manager.GiveBack) if it may. It says whether that was all.
 func (d *undone) now(s *session) bool {
 	if d.downgrade || !s.manager.GiveBack(d.h) {
 		return false
