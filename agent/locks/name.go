@@ -151,6 +151,7 @@ func (a *Manager) holderID(sessionID uint64, owner string) string {
 // series. The series themselves, their names and labels, are telemetry's.
 type Metrics struct{ *telemetry.Metrics }
 
+// NewMetrics makes the agent's metrics, with a series per master of masters.
 func NewMetrics(masters []quorum.MasterConfig) *Metrics {
 	return &Metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
 }
@@ -162,9 +163,6 @@ func (m *Metrics) WaitAnswered(w *Waiter, r Result) {
 	m.LockAnswered(w.req.Mode, w.joined, r.Count, r.Err)
 }
 
-// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
-func (m *Metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
-
 func (m *Metrics) holdStarted(h *Hold) { m.HoldStarted(h.gaugeMode) }
 
 // holdDowngraded moves a hold from the exclusive holds to the shared ones.
@@ -175,8 +173,6 @@ func (m *Metrics) holdDowngraded(h *Hold) {
 }
 
 func (m *Metrics) holdEnded(h *Hold) { m.HoldEnded(h.gaugeMode, h.granted) }
-
-func (m *Metrics) lost(reason renewal.Reason) { m.Lost(reason) }
 
 func (m *Metrics) cachedGrant()  { m.CachedGrants.Inc() }
 func (m *Metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
