@@ -14,7 +14,7 @@ import (
 
 // LOCK: its checks (ttl=, the kinds that go together), a re-entry answered
 // at once, a name lent from this agent's record, or else a wait in the
-// name's queue (waiters.go); a LOCK of several names (a multi-lock) claims
+// name's queue (agent/locks/waiters.go); a LOCK of several names (a multi-lock) claims
 // them one by one in its own goroutine, all or none; and its reply lines.
 
 func unsupported(l protocol.Lock) error {

@@ -241,10 +241,10 @@ type session struct {
 	peerOnce sync.Once
 	peer     acl.Peer
 
-	// The lock order, every mutex of agent, agent/outbox and renewal,
-	// outermost first. A goroutine that holds one takes only the ones below
-	// it. A build with the lockorder tag checks it (internal/lockorder,
-	// which lists it too).
+	// The lock order, every mutex of agent/server, agent/locks,
+	// agent/outbox and renewal, outermost first. A goroutine that holds one
+	// takes only the ones below it. A build with the lockorder tag checks it
+	// (internal/lockorder, which lists it too).
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
@@ -271,10 +271,10 @@ type session struct {
 	//  2. Manager.mu (agent/locks; lockorder's rank Agent.mu, the name it had
 	//     while the manager was part of Agent): manager.names, the one
 	//     record per name, with all that hangs from it: the live exclusive
-	//     lock, the queue's place, the lending, a run or a cache (lend.go,
+	//     lock, the queue's place, the lending, a run or a cache (locks/lend.go,
 	//     with its reserving flag), the notify=wanted holds, the waiting
 	//     record, the observation and each session's observing
-	//     (manager.observing: watch.go); the live holders of the watchdog's
+	//     (manager.observing: locks/watch.go); the live holders of the watchdog's
 	//     records (renewal.Hold.Owner) and their count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
@@ -287,7 +287,7 @@ type session struct {
 	//     reply that looks at the session's holds.
 	//
 	// server.mu (the open sessions, and whether the agent is stopping) and
-	// recentNames.mu (cache.go: the names other agents wanted lately, and
+	// recentNames.mu (locks/cache.go: the names other agents wanted lately, and
 	// those this agent released lately) are leaves: each may be taken under
 	// any of these and takes none, so lockorder does not track them.
 	//

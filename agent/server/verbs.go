@@ -156,7 +156,7 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	var cached []string
 	for _, r := range holders {
-		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
+		if r.Cached { // no client holds it: its agent keeps it for the next (see agent/locks/cache.go)
 			cached = append(cached, r.Who.Agent)
 			continue
 		}
@@ -166,7 +166,7 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	s.whoDelayed(tag, name)
 	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
-	// Who waits is a round of its own too (see waiters.go).
+	// Who waits is a round of its own too (see agent/locks/waiters.go).
 	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
@@ -346,7 +346,7 @@ func (s *session) loseFoundLocked(h *locks.Hold) (after func()) {
 // undone is what is left to do of an UNLOCK once the session let go of
 // the hold: a downgrade in the masters, or the release of h's name, whose
 // lent record may go on to a local waiter or back to its cache (see
-// lend.go), or else is released in the masters.
+// agent/locks/lend.go), or else is released in the masters.
 type undone struct {
 	h         *locks.Hold
 	downgrade bool
