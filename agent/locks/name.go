@@ -61,7 +61,7 @@ type Manager struct {
 	// clients is a snapshot of the open sessions (see findHold).
 	clients func() []Client
 
-	mu lockorder.Mutex[lockorder.Agent] // manager.mu: after session.mu, see the lock order there
+	mu lockorder.Mutex[lockorder.Manager] // after the session's mu: see the lock order at agent/server's session.mu
 	// names is what this agent knows of each name it has any state of:
 	// its one record per name.
 	names map[string]*nameRecord

@@ -248,7 +248,7 @@ type session struct {
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
-	//	  └ Manager.mu             every name's record (agent/locks); lockorder's Agent.mu
+	//	  └ Manager.mu             every name's record (agent/locks)
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
 	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
@@ -268,14 +268,13 @@ type session struct {
 	//     when it calls the lock manager's methods that say so, and the
 	//     manager's calls into a session (locks.Client) take it themselves,
 	//     with none of the manager's locks held.
-	//  2. Manager.mu (agent/locks; lockorder's rank Agent.mu, the name it had
-	//     while the manager was part of Agent): manager.names, the one
-	//     record per name, with all that hangs from it: the live exclusive
-	//     lock, the queue's place, the lending, a run or a cache (locks/lend.go,
-	//     with its reserving flag), the notify=wanted holds, the waiting
-	//     record, the observation and each session's observing
-	//     (manager.observing: locks/watch.go); the live holders of the watchdog's
-	//     records (renewal.Hold.Owner) and their count.
+	//  2. Manager.mu (agent/locks): manager.names, the one record per
+	//     name, with all that hangs from it: the live exclusive lock, the
+	//     queue's place, the lending, a run or a cache (locks/lend.go, with
+	//     its reserving flag), the notify=wanted holds, the waiting record,
+	//     the observation and each session's observing (manager.observing:
+	//     locks/watch.go); the live holders of the watchdog's records
+	//     (renewal.Hold.Owner) and their count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
