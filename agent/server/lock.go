@@ -238,9 +238,9 @@ func (s *session) LockEnded(w *locks.Waiter, r locks.Result) {
 }
 
 // withTails gives l the agent's lock.lock_delay when it gave no delay=.
-func (a *Server) withTails(l protocol.Lock) protocol.Lock {
+func (v *Server) withTails(l protocol.Lock) protocol.Lock {
 	if l.Delay == protocol.NoDelay {
-		l.Delay = a.cfg.LockDelay
+		l.Delay = v.cfg.LockDelay
 	}
 	return l
 }

@@ -138,7 +138,7 @@ func (v *Server) SetLive(limits Limits, rules *acl.ACL) {
 	if old.limits.IdleTimeout == limits.IdleTimeout {
 		return
 	}
-	for _, s := range v.OpenSessions() {
+	for _, s := range v.openSessions() {
 		s.armIdle()
 	}
 }
@@ -178,15 +178,15 @@ func (v *Server) CloseAll(grace <-chan time.Time) {
 	}
 }
 
-// OpenSessions is a snapshot of the open sessions, for work on each
+// openSessions is a snapshot of the open sessions, for work on each
 // that must not hold server.mu (it takes session.mu, or may wait).
-func (v *Server) OpenSessions() []*session {
+func (v *Server) openSessions() []*session {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.sessionsLocked()
 }
 
-// sessionsLocked is OpenSessions with server.mu held.
+// sessionsLocked is openSessions with server.mu held.
 func (v *Server) sessionsLocked() []*session {
 	return slices.Collect(maps.Values(v.sessions))
 }
@@ -203,9 +203,9 @@ func (v *Server) Counts() Counts {
 	return Counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
 }
 
-// Clients is OpenSessions as the lock manager sees them.
+// Clients is openSessions as the lock manager sees them.
 func (v *Server) Clients() []locks.Client {
-	sessions := v.OpenSessions()
+	sessions := v.openSessions()
 	cs := make([]locks.Client, len(sessions))
 	for i, s := range sessions {
 		cs[i] = s
@@ -339,41 +339,43 @@ type pendingRelease struct {
 	done chan struct{} // closed when n drops to 0
 }
 
-func (a *Server) Open(conn *net.UnixConn) {
+// Open starts a session on conn, unless the agent is stopping or a
+// max_sessions limit refuses it: then conn is told why and closed.
+func (v *Server) Open(conn *net.UnixConn) {
 	cred, err := socket.PeerCred(conn)
 	if err != nil {
-		a.log.Debug("peer credentials unavailable", "error", err)
+		v.log.Debug("peer credentials unavailable", "error", err)
 	}
-	a.mu.Lock()
+	v.mu.Lock()
 	var refuse error
-	switch lim := a.limits(); {
-	case a.stopping:
+	switch lim := v.limits(); {
+	case v.stopping:
 		refuse = locks.ErrAgentStopping
-	case len(a.sessions) >= lim.MaxSessions:
+	case len(v.sessions) >= lim.MaxSessions:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", lim.MaxSessions)
-	case a.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
+	case v.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions of uid %d (max_sessions_per_uid=%d)", cred.UID, lim.MaxSessionsPerUID)
 	}
 	if refuse != nil {
-		a.mu.Unlock()
+		v.mu.Unlock()
 		conn.Write(protocol.Failed{Tag: protocol.NoTag, Err: refuse}.Bytes())
 		conn.Close()
 		return
 	}
-	a.nextSession++
-	s := &session{srv: a, manager: a.manager, id: a.nextSession, conn: conn, cred: cred, holds: map[locks.HoldKey]*locks.Hold{}}
-	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
+	v.nextSession++
+	s := &session{srv: v, manager: v.manager, id: v.nextSession, conn: conn, cred: cred, holds: map[locks.HoldKey]*locks.Hold{}}
+	s.log = v.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if s.out, err = outbox.New(conn, s.log); err != nil {
-		a.mu.Unlock()
+		v.mu.Unlock()
 		conn.Close()
 		return
 	}
-	s.lastRequest.Store(a.clock.Now().UnixNano())
-	s.ctx, s.cancel = context.WithCancelCause(a.runCtx)
-	a.sessions[s.id] = s
-	a.uidSessions[cred.UID]++
-	a.sessionsWG.Add(1)
-	a.mu.Unlock()
+	s.lastRequest.Store(v.clock.Now().UnixNano())
+	s.ctx, s.cancel = context.WithCancelCause(v.runCtx)
+	v.sessions[s.id] = s
+	v.uidSessions[cred.UID]++
+	v.sessionsWG.Add(1)
+	v.mu.Unlock()
 	s.log.Debug("opened", "gid", cred.GID)
 	s.armIdle()
 	go s.serve()
