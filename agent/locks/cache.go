@@ -14,13 +14,13 @@ import (
 // why it is safe). When the last local holder of a name lets go and no
 // local request waits for it, the agent keeps the hold's record in the
 // masters for up to lock.cache_linger: the name is cached. A local LOCK of
-// it meanwhile is lent the record (lendCached), which comes back to
-// the cache when it lets go (giveBack). Neither sends the masters a
+// it meanwhile is lent the record (LendCached), which comes back to
+// the cache when it lets go (GiveBack). Neither sends the masters a
 // command: the record there is marked cached when it is kept
 // (quorum.Cluster.CacheOrRelease), and what lendings change of it (its
 // current holder's fence and who-info, for WHO and CHECK on other agents,
 // and whether a client holds it, its cached mark) is noted for all of the
-// agent's caches together, at most once per renewal tick (noteCaches).
+// agent's caches together, at most once per renewal tick (NoteCaches).
 // Other agents' WHO and CHECK are that much late: see docs/protocol.md.
 //
 // Another agent that finds only cached records in its way says so on the
@@ -286,7 +286,7 @@ func (a *Manager) cachesName(name string) bool {
 // cache's start and its lendings did not reserve (see reserveDue). It
 // is not woken by lendings and returns: it looks at c at least once per
 // cache_linger. What lendings change of the record is noted in batches
-// (noteCaches); the keeper makes only the first note.
+// (NoteCaches); the keeper makes only the first note.
 func (a *Manager) keepCache(c *lending) {
 	ctx := a.runCtx
 	watch := a.cluster.Watch(ctx, c.name)
@@ -361,7 +361,7 @@ func (l *lending) reserveDue() bool {
 }
 
 // noteLaterLocked has what changed of c (a lending or a return) noted in
-// the next batch (noteCaches). manager.mu is held.
+// the next batch (NoteCaches). manager.mu is held.
 func (a *Manager) noteLaterLocked(c *lending) {
 	if !c.toNote {
 		c.toNote = true

@@ -313,7 +313,7 @@ func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 // depends on the loss (NOT_HELD, a new hold of the name) must come after
 // the LOST (docs/protocol.md, ordering rule 3). If it was not ended yet,
 // it is ended here. The caller tells the client (Client.TellLost) and
-// calls afterLost. h's session's mu is held.
+// calls AfterLost. h's session's mu is held.
 func (a *Manager) LostNow(h *Hold) (renewal.Loss, bool) {
 	loss, lost := a.watchdog.Lost(h.rh)
 	if !lost {
@@ -507,7 +507,7 @@ func (a *Manager) pokeQueue(name string) {
 }
 
 // endTailed ends holds with a tail that a closing session left (see
-// releaseAll), all at once: not clean.
+// ReleaseAll), all at once: not clean.
 func (a *Manager) endTailed(holds []*renewal.Hold) {
 	var wg sync.WaitGroup
 	for _, rh := range holds {

@@ -34,7 +34,7 @@ import (
 // ownCheck). A run's new holder is written within retagEvery (a retag); a
 // linger's lendings and returns send the masters nothing: the agent notes
 // what changed of all its caches together, at most once per renewal tick
-// (noteCaches), and CHECK on another agent counts a fence above the noted
+// (NoteCaches), and CHECK on another agent counts a fence above the noted
 // one of a cache's exclusive record as current (see quorum/scripts/lua/check.lua).
 // A lending that goes on reserves a further block of fences before its
 // block is used up (reserve).

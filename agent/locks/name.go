@@ -39,7 +39,7 @@ import (
 //     methods: the name points at its live exclusive one (locked), and the
 //     watchdog's record at its live holder (renewal.Hold.Owner).
 //   - The names each session observes (manager.observing) are an index of
-//     the observations by session, kept by observe and unobserveLocked
+//     the observations by session, kept by Observe and unobserveLocked
 //     alone, for a session's limit and its close.
 //   - The names this agent released lately, and those other agents wanted
 //     lately (manager.released, manager.shared: see cache.go), are a bounded

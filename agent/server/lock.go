@@ -136,7 +136,7 @@ func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after 
 	}
 	w := s.manager.NewWaiter(s, tag, l, s.whoOf(l.Owner, l.Value), many, after)
 	if !many {
-		s.reqs.Add(1) // until lockEnded answers it: a closing session waits for that
+		s.reqs.Add(1) // until LockEnded answers it: a closing session waits for that
 	}
 	s.pendingLocked(tag).wait = w
 	s.waiting++

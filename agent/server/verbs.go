@@ -260,7 +260,7 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 // of local holders writes its current holder's fence to the masters within
 // retagEvery of a hand-over: until then the masters still record the one
 // before. A cache's lendings reach the masters only at its agent's next
-// note (noteCaches): they count a fence above the noted one of a cache's
+// note (locks.Manager.NoteCaches): they count a fence above the noted one of a cache's
 // exclusive record as current. This agent answers for its own (ownCheck).
 func (s *session) check(req *protocol.Request) error {
 	c, err := protocol.ParseCheck(req)
