@@ -67,7 +67,8 @@ type HoldKey struct {
 	Name, Owner string
 }
 
-// Count is how many acquisitions of h are not undone yet. s.mu is held.
+// Count is how many acquisitions of h are not undone yet. The session's
+// mu is held.
 func (h *Hold) Count() int { return len(h.acquired) }
 
 // holderOf is the hold whose record rh is: nil once it was lost or its
@@ -108,7 +109,8 @@ func limitOf(l protocol.Lock) int { return max(l.Limit, 1) }
 
 // Reenter counts another acquisition of h by its session+owner, or says why
 // it contradicts the hold: another limit, or shared to exclusive (an
-// upgrade would deadlock two readers that both try it). s.mu is held.
+// upgrade would deadlock two readers that both try it). The session's mu
+// is held.
 func (h *Hold) Reenter(l protocol.Lock) error {
 	switch {
 	case limitOf(l) != h.limit:
@@ -120,7 +122,8 @@ func (h *Hold) Reenter(l protocol.Lock) error {
 	return nil
 }
 
-// Snapshot is what a grant or re-entry answers, taken under s.mu.
+// Snapshot is what a grant or re-entry answers, taken under the
+// session's mu.
 func (h *Hold) Snapshot(validity time.Duration) Result {
 	return Result{Fence: h.fence, Count: h.Count(), Validity: validity, Limit: h.limit, Slot: h.slot}
 }

@@ -108,9 +108,9 @@ type Server struct {
 	metrics *locks.Metrics
 	manager lockManager
 
-	// mu guards the sessions and stopping: a leaf, taken under no other
-	// mutex of the agent's and taking none (see the lock order at
-	// session.mu).
+	// mu guards the sessions and stopping. It is a leaf: it takes no other
+	// mutex, and may be taken under any (see the lock order at session.mu),
+	// so lockorder does not track it.
 	mu          sync.Mutex
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
