@@ -185,7 +185,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			run(backCtx)
 		}()
 	}
-	revocations := a.cluster.WatchRevocations(backCtx) // see onRevoke
+	revocations := a.cluster.WatchRevocations(backCtx) // see locks.Manager.OnRevoke
 	defer revocations.Close()
 	a.locks.Start(backCtx)
 	a.srv.Start(backCtx)

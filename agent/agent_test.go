@@ -238,7 +238,7 @@ func TestExtendSetsTheTTL(t *testing.T) {
 
 // TestShutdownAnswersWaitingLocks: a LOCK waiting when the agent stops is
 // answered ERR SHUTTING_DOWN before the BYE, not left without an answer;
-// so is one waiting for its turn behind it (see order.go).
+// so is one waiting for its turn behind it (see agent/server/order.go).
 func TestShutdownAnswersWaitingLocks(t *testing.T) {
 	a, _ := start(t, nil)
 	holder := agenttest.Dial(t, a.Config.Socket.Path)

@@ -65,7 +65,7 @@ type LockConfig struct {
 	LockDelay time.Duration
 	// CohortMaxHandoffs is how many times a name held in the masters may be
 	// passed from one local holder to the next local waiter on the fences of
-	// one block (lock cohorting: see cohort.go): each grant, and each further
+	// one block (lock cohorting: see agent/locks/cohort.go): each grant, and each further
 	// block a run reserves, takes that many fences more. While another agent
 	// waits, a run ends within that many hand-overs; otherwise it may reserve
 	// further blocks for up to refillFor. Default 128; 0 turns cohorting off.
@@ -76,7 +76,7 @@ type LockConfig struct {
 	CohortMaxHold time.Duration
 	// CacheLinger is how long the agent keeps a name's record in the
 	// masters after its last local holder let go with no local request
-	// waiting (lock caching: see cache.go), so that its next local LOCK is
+	// waiting (lock caching: see agent/locks/cache.go), so that its next local LOCK is
 	// answered with no round on the masters; another agent that wants the
 	// name ends it at once. Default 1s; 0 turns caching off.
 	CacheLinger time.Duration

@@ -53,11 +53,11 @@ func OpenSessions(a *Agent) int { return a.srv.Unsaid() }
 
 // StandBack makes the contender of name stand back until until, as the end
 // of a run of local holders that another agent waited for does (see
-// cohort.go). It says false if name has no queue.
+// agent/locks/cohort.go). It says false if name has no queue.
 func StandBack(a *Agent, name string, until time.Time) bool { return a.locks.StandBack(name, until) }
 
-// Names is the names a keeps a record of (see name.go), each with the
-// parts of its record that are set.
+// Names is the names a keeps a record of (see agent/locks/name.go), each
+// with the parts of its record that are set.
 func Names(a *Agent) []string { return a.locks.Names() }
 
 // Lending is how a lends name to its local holders now: "run" (a run

@@ -136,7 +136,7 @@ func TestEveryPipelinedRequestIsAnsweredOnceWhateverEndsItsSession(t *testing.T)
 	}, "left behind: %s", &r.Line)
 	for _, name := range []string{"n0", "n1", "n2", "n3"} {
 		// No holder, and no place in the masters' queue: the waits
-		// that ended left it in the background (see waiters.go).
+		// that ended left it in the background (see agent/locks/waiters.go).
 		lockagenttest.Eventually(t, 5*time.Second, func() bool {
 			r = c.Do("WHO " + name)
 			return r.Int("n") == 0 && r.Fields["queued"] == ""

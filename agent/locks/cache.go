@@ -14,13 +14,13 @@ import (
 // why it is safe). When the last local holder of a name lets go and no
 // local request waits for it, the agent keeps the hold's record in the
 // masters for up to lock.cache_linger: the name is cached. A local LOCK of
-// it meanwhile is lent the record (lendCached), which comes back to
-// the cache when it lets go (giveBack). Neither sends the masters a
+// it meanwhile is lent the record (LendCached), which comes back to
+// the cache when it lets go (GiveBack). Neither sends the masters a
 // command: the record there is marked cached when it is kept
 // (quorum.Cluster.CacheOrRelease), and what lendings change of it (its
 // current holder's fence and who-info, for WHO and CHECK on other agents,
 // and whether a client holds it, its cached mark) is noted for all of the
-// agent's caches together, at most once per renewal tick (noteCaches).
+// agent's caches together, at most once per renewal tick (NoteCaches).
 // Other agents' WHO and CHECK are that much late: see docs/protocol.md.
 //
 // Another agent that finds only cached records in its way says so on the
@@ -45,7 +45,7 @@ const cacheBlock = 128
 // a block: few, since most grants are never lent on.
 const cacheGrantBlock = 16
 
-// giveBack passes the record lent to h, which h's session has just let go
+// GiveBack passes the record lent to h, which h's session has just let go
 // (h is out of the session's holds), on without a round on the masters: to
 // the head of the name's queue, in a run (see passOn), or back to its cache
 // (see cacheHold). It says whether it did; if not, the caller releases h.
@@ -163,7 +163,7 @@ func (a *Manager) newCacheLocked(h *Hold) *lending {
 	return c
 }
 
-// lendCached answers l, a LOCK of one name by c, from the name's cache if
+// LendCached answers l, a LOCK of one name by c, from the name's cache if
 // it may (ok), with the new hold (which the caller makes c's) and its
 // snapshot; who is its who-info. If the cache may not lend it (not lend: a
 // multi-lock's; another agent waits, the record's validity runs low,
@@ -247,7 +247,7 @@ func (a *Manager) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 	return mine
 }
 
-// releaseCaches gives up every cache: the agent is stopping, and no
+// ReleaseCaches gives up every cache: the agent is stopping, and no
 // session holds anything any more.
 func (a *Manager) ReleaseCaches() {
 	a.mu.Lock()
@@ -286,7 +286,7 @@ func (a *Manager) cachesName(name string) bool {
 // cache's start and its lendings did not reserve (see reserveDue). It
 // is not woken by lendings and returns: it looks at c at least once per
 // cache_linger. What lendings change of the record is noted in batches
-// (noteCaches); the keeper makes only the first note.
+// (NoteCaches); the keeper makes only the first note.
 func (a *Manager) keepCache(c *lending) {
 	ctx := a.runCtx
 	watch := a.cluster.Watch(ctx, c.name)
@@ -361,7 +361,7 @@ func (l *lending) reserveDue() bool {
 }
 
 // noteLaterLocked has what changed of c (a lending or a return) noted in
-// the next batch (noteCaches). manager.mu is held.
+// the next batch (NoteCaches). manager.mu is held.
 func (a *Manager) noteLaterLocked(c *lending) {
 	if !c.toNote {
 		c.toNote = true
@@ -395,7 +395,7 @@ func (a *Manager) firstNote(c *lending) {
 	}
 }
 
-// noteCaches writes what lendings changed of this agent's caches (see the
+// NoteCaches writes what lendings changed of this agent's caches (see the
 // top of this file), every renewal tick, all of them in one batch
 // (quorum.Cluster.NoteCaches): a tick in which no cache was lent or given
 // back writes nothing. It runs until ctx ends.

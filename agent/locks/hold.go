@@ -17,7 +17,7 @@ import (
 // a release or a hand-over in the masters, the tail it may leave) and its
 // value.
 
-// hold is one name held by one session+owner. Its session's holds map is
+// Hold is one name held by one session+owner. Its session's holds map is
 // its one record in the agent; the watchdog watches its rh, whose Owner is
 // the hold while it is live (guarded by manager.mu: see holderOf). acquired,
 // mode and the session's map are guarded by the session's mu.
@@ -62,12 +62,13 @@ type Hold struct {
 	cohortable, reserving, lateFailed bool
 }
 
-// holdKey identifies a hold within a session.
+// HoldKey identifies a hold within a session.
 type HoldKey struct {
 	Name, Owner string
 }
 
-// count is how many acquisitions of h are not undone yet. s.mu is held.
+// Count is how many acquisitions of h are not undone yet. The session's
+// mu is held.
 func (h *Hold) Count() int { return len(h.acquired) }
 
 // holderOf is the hold whose record rh is: nil once it was lost or its
@@ -106,9 +107,10 @@ func (a *Manager) endHoldLocked(h *Hold) {
 // limitOf is a LOCK's limit: 1 for a plain lock.
 func limitOf(l protocol.Lock) int { return max(l.Limit, 1) }
 
-// reenter counts another acquisition of h by its session+owner, or says why
+// Reenter counts another acquisition of h by its session+owner, or says why
 // it contradicts the hold: another limit, or shared to exclusive (an
-// upgrade would deadlock two readers that both try it). s.mu is held.
+// upgrade would deadlock two readers that both try it). The session's mu
+// is held.
 func (h *Hold) Reenter(l protocol.Lock) error {
 	switch {
 	case limitOf(l) != h.limit:
@@ -120,27 +122,28 @@ func (h *Hold) Reenter(l protocol.Lock) error {
 	return nil
 }
 
-// snapshot is what a grant or re-entry answers, taken under s.mu.
+// Snapshot is what a grant or re-entry answers, taken under the
+// session's mu.
 func (h *Hold) Snapshot(validity time.Duration) Result {
 	return Result{Fence: h.fence, Count: h.Count(), Validity: validity, Limit: h.limit, Slot: h.slot}
 }
 
 func (h *Hold) Key() HoldKey { return HoldKey{h.rh.Name, h.owner} }
 
-// name is the name h holds.
+// Name is the name h holds.
 func (h *Hold) Name() string { return h.rh.Name }
 
-// holds says whether h's record is holder's.
+// Holds says whether h's record is holder's.
 func (h *Hold) Holds(holder string) bool { return h.rh.Holder == holder }
 
-// undoable says whether an UNLOCK of mode may undo an acquisition of h:
+// Undoable says whether an UNLOCK of mode may undo an acquisition of h:
 // any may, but an exclusive one needs an exclusive acquisition left. The
 // session's mu is held.
 func (h *Hold) Undoable(mode protocol.Mode) bool {
 	return mode != protocol.Exclusive || slices.Contains(h.acquired, protocol.Exclusive)
 }
 
-// undo undoes the most recent acquisition of h (the most recent exclusive
+// Undo undoes the most recent acquisition of h (the most recent exclusive
 // one, for mode exclusive), which the caller checked exists (undoable),
 // and returns the count left, and whether h became shared: only shared
 // acquisitions are left of an exclusive hold. It is shared here at once, so
@@ -161,62 +164,64 @@ func (h *Hold) Undo(mode protocol.Mode) (count int, downgraded bool) {
 	return h.Count(), false
 }
 
-// infoLine is HOLDS' line of h, with its validity. The session's mu is held.
+// InfoLine is HOLDS' line of h, with its validity. The session's mu is held.
 func (h *Hold) InfoLine(tag string, validity time.Duration) []byte {
 	return protocol.HoldInfo{Tag: tag, Name: h.rh.Name, Owner: h.owner, Fence: h.fence,
 		Count: h.Count(), Mode: string(h.mode), Validity: validity, Limit: h.limit, Slot: h.slot}.Bytes()
 }
 
-// lostLine is the LOST push of h: the loss's reason, and the operator's
+// LostLine is the LOST push of h: the loss's reason, and the operator's
 // word of a revocation, if any, as why= (see renewal.Revocation).
 func LostLine(h *Hold, loss renewal.Loss) []byte {
 	return protocol.Lost{Name: h.rh.Name, Owner: h.owner, Fence: h.fence, Reason: string(loss.Reason), Why: loss.Why}.Bytes()
 }
 
-// client is what the lock manager sees of a session: the one whose LOCK
+// Client is what the lock manager sees of a session: the one whose LOCK
 // waits (waiter.sess) or whose hold it is (hold.sess). Each method takes
 // the session's mu itself, if it needs it, so the manager calls them with
 // none of its locks held, but where it says otherwise.
 type Client interface {
-	// sessionID is the session's number, for holder ids.
+	// SessionID is the session's number, for holder ids.
 	SessionID() uint64
-	// install makes the grant of w's name, won in the masters as holder,
-	// a hold of the session (see manager.startHold), and returns its
+	// Install makes the grant of w's name, won in the masters as holder,
+	// a hold of the session (see Manager.StartHold), and returns its
 	// snapshot.
 	Install(w *Waiter, holder string, g quorum.Grant) (Result, error)
-	// reenter counts w as a re-entry of the session+owner's hold of its
+	// Reenter counts w as a re-entry of the session+owner's hold of its
 	// name, if it has one and claim (run under the session's mu) takes w
 	// out of its queue for it, and returns its answer (see
 	// manager.reenterQueued).
 	Reenter(w *Waiter, claim func(h *Hold) (time.Duration, bool)) (Result, bool)
-	// adopt makes the hold that take returns (a record passed on in the
+	// Adopt makes the hold that take returns (a record passed on in the
 	// agent: see passTo) the hold of w's session+owner, if the session is
 	// not closing and has none of the name; take runs under the session's
 	// mu and returns nil to refuse.
 	Adopt(w *Waiter, take func() *Hold)
-	// lockEnded answers w's LOCK of one name with r.
+	// LockEnded answers w's LOCK of one name with r.
 	LockEnded(w *Waiter, r Result)
-	// tellLost takes the lost h out of the session's holds and queues its
+	// TellLost takes the lost h out of the session's holds and queues its
 	// LOST, if h is still one of them, and returns that line's number in
 	// the session's outbox (0 if it was not).
 	TellLost(h *Hold, loss renewal.Loss) (told uint64)
-	// awaitWritten returns once the session's line told went to its
+	// AwaitWritten returns once the session's line told went to its
 	// socket, or until fires.
 	AwaitWritten(told uint64, until <-chan time.Time)
-	// pushFor queues line for the client if h is still one of the
-	// session's holds and ok (run under the session's mu) says so.
+	// PushFor queues line for the client if h is still one of the
+	// session's holds and ok says so: ok runs under the session's mu, only
+	// while h is one of them, and line is queued right after it returns
+	// true (so what ok counts is counted before the client can hear it).
 	PushFor(h *Hold, ok func() bool, line []byte) bool
-	// push and reply queue line for the client (see outbox.Push and
+	// Push and Reply queue line for the client (see outbox.Push and
 	// Reply); neither waits, so they may be called under manager.mu.
 	Push(line []byte)
 	Reply(line []byte)
-	// findHold is the session's hold whose record's holder id is holder, or
+	// FindHold is the session's hold whose record's holder id is holder, or
 	// nil.
 	FindHold(holder string) *Hold
 	Logger() hclog.Logger
 }
 
-// startHold makes a hold of c for w's grant, won in the masters as holder,
+// StartHold makes a hold of c for w's grant, won in the masters as holder,
 // its record's live holder, and has the watchdog renew it: its snapshot.
 // A ttl= hold is a watchdog hold with an end, ttl from now: its validity
 // is the grant's, or the time to its end if sooner. c's mu is held.
@@ -236,7 +241,7 @@ func (a *Manager) StartHold(c Client, w *Waiter, holder string, g quorum.Grant) 
 	return h, h.Snapshot(a.watchdog.Deadline(h.rh).Sub(a.clock.Now()))
 }
 
-// onLost is the watchdog's report of a hold (or a waiter's queue entry,
+// OnLost is the watchdog's report of a hold (or a waiter's queue entry,
 // or the agent's waiting record) that ended on its own.
 func (a *Manager) OnLost(rh *renewal.Hold, loss renewal.Loss) {
 	switch rh.Kind {
@@ -284,7 +289,7 @@ func (a *Manager) endLostLocked(h *Hold) {
 	a.dropCacheLocked(h)
 }
 
-// afterLost logs h's loss and ends it in the masters (see lose); told is
+// AfterLost logs h's loss and ends it in the masters (see lose); told is
 // its LOST line's number in the session's outbox.
 func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 	rh := h.rh
@@ -305,13 +310,13 @@ func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) })
 }
 
-// lostNow says whether the client must be told LOST of h, one of its
+// LostNow says whether the client must be told LOST of h, one of its
 // holds, now: the watchdog found it lost (or it was revoked) and lose has
 // not come yet, or is under way. It is on its way, and an answer that
 // depends on the loss (NOT_HELD, a new hold of the name) must come after
 // the LOST (docs/protocol.md, ordering rule 3). If it was not ended yet,
-// it is ended here. The caller tells the client (client.tellLost) and
-// calls afterLost. h's session's mu is held.
+// it is ended here. The caller tells the client (Client.TellLost) and
+// calls AfterLost. h's session's mu is held.
 func (a *Manager) LostNow(h *Hold) (renewal.Loss, bool) {
 	loss, lost := a.watchdog.Lost(h.rh)
 	if !lost {
@@ -359,7 +364,7 @@ func (a *Manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(unt
 	}()
 }
 
-// forget drops a hold from the agent's books before it is released, and
+// Forget drops a hold from the agent's books before it is released, and
 // says whether the release should be a hand-over (see endCohortLocked).
 func (a *Manager) Forget(h *Hold) (handOver bool) {
 	a.mu.Lock()
@@ -397,7 +402,7 @@ func (a *Manager) releaseAsync(name, holder string) {
 	go a.release(context.Background(), name, holder, false)
 }
 
-// releaseAll releases holds in one batched round per master and returns
+// ReleaseAll releases holds in one batched round per master and returns
 // when it is done, then lets the names' local waiters try at once.
 func (a *Manager) ReleaseAll(holds map[HoldKey]*Hold) {
 	if len(holds) == 0 {
@@ -426,7 +431,7 @@ func (a *Manager) ReleaseAll(holds map[HoldKey]*Hold) {
 	}
 }
 
-// letGo ends h in the agent and the masters once its session let go of it
+// LetGo ends h in the agent and the masters once its session let go of it
 // (an UNLOCK, or a failed multi-lock's rollback): a lent record goes back
 // to its cache or on, else the record is released, leaving its tail unless
 // rollback (the acquisition was never answered). It may wait for the
@@ -439,8 +444,8 @@ func (a *Manager) LetGo(ctx context.Context, h *Hold, rollback bool) {
 	}
 }
 
-// downgraded notes that h, exclusive, has only shared acquisitions left:
-// the masters' record becomes shared (see downgrade), so no exclusive
+// Downgraded notes that h, exclusive, has only shared acquisitions left:
+// the masters' record becomes shared (see Downgrade), so no exclusive
 // holder may inherit it, and the holds gauge counts it shared.
 func (a *Manager) Downgraded(h *Hold) {
 	a.leaveCohort(h)
@@ -451,12 +456,12 @@ func (a *Manager) Downgraded(h *Hold) {
 	a.mu.Unlock()
 }
 
-// downgrade makes h's record shared in the masters.
+// Downgrade makes h's record shared in the masters.
 func (a *Manager) Downgrade(ctx context.Context, h *Hold) error {
 	return a.cluster.Downgrade(ctx, h.rh.Name, h.rh.Holder)
 }
 
-// setEnd gives h an end (see EXTEND; a multi-lock's ttl=), and returns its
+// SetEnd gives h an end (see EXTEND; a multi-lock's ttl=), and returns its
 // validity, or false if it was lost. An end is this holder's, not the next
 // one's: h leaves its run.
 func (a *Manager) SetEnd(h *Hold, end time.Time) (time.Duration, bool) {
@@ -464,7 +469,7 @@ func (a *Manager) SetEnd(h *Hold, end time.Time) (time.Duration, bool) {
 	return a.watchdog.SetEnd(h.rh, end)
 }
 
-// validity is what the watchdog knows of h's validity now; false if it no
+// Validity is what the watchdog knows of h's validity now; false if it no
 // longer watches h's record.
 func (a *Manager) Validity(h *Hold) (time.Duration, bool) { return a.watchdog.Validity(h.rh) }
 
@@ -505,7 +510,7 @@ func (a *Manager) pokeQueue(name string) {
 }
 
 // endTailed ends holds with a tail that a closing session left (see
-// releaseAll), all at once: not clean.
+// ReleaseAll), all at once: not clean.
 func (a *Manager) endTailed(holds []*renewal.Hold) {
 	var wg sync.WaitGroup
 	for _, rh := range holds {
@@ -518,7 +523,7 @@ func (a *Manager) endTailed(holds []*renewal.Hold) {
 	wg.Wait()
 }
 
-// onRevoke is the masters' word that REVOKE (on any agent) ended the hold
+// OnRevoke is the masters' word that REVOKE (on any agent) ended the hold
 // whose record is holder's: if it is one of this agent's, its client is
 // told LOST with the reason, then the hold ends (its delay applies). The
 // renewal would find it gone anyway, within a third of a lease. It is
@@ -574,7 +579,7 @@ func (a *Manager) recordValue(h *Hold, value string) bool {
 	return true
 }
 
-// setValue makes value the value of h (SET): in the agent at once, and on a
+// SetValue makes value the value of h (SET): in the agent at once, and on a
 // majority of the masters before it returns. held is false if h is no
 // longer live.
 func (a *Manager) SetValue(ctx context.Context, h *Hold, value string) (held bool, err error) {

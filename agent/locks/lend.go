@@ -34,7 +34,7 @@ import (
 // ownCheck). A run's new holder is written within retagEvery (a retag); a
 // linger's lendings and returns send the masters nothing: the agent notes
 // what changed of all its caches together, at most once per renewal tick
-// (noteCaches), and CHECK on another agent counts a fence above the noted
+// (NoteCaches), and CHECK on another agent counts a fence above the noted
 // one of a cache's exclusive record as current (see quorum/scripts/lua/check.lua).
 // A lending that goes on reserves a further block of fences before its
 // block is used up (reserve).
@@ -218,7 +218,7 @@ func (a *Manager) lendLocked(l *lending, c Client, req protocol.Lock, who quorum
 }
 
 // retagLocked has l's current holder written into its record on the
-// masters: in the next batch of notes, for a linger (see noteCaches); by
+// masters: in the next batch of notes, for a linger (see NoteCaches); by
 // retagLoop, started if it is not running, for a run. manager.mu is held.
 func (a *Manager) retagLocked(l *lending) {
 	l.retag = true
@@ -335,7 +335,7 @@ func (a *Manager) ownCheck(name string, fence uint64) (current, mine bool) {
 	return false, false
 }
 
-// holders is who holds name as a majority of the masters records it (WHO),
+// Holders is who holds name as a majority of the masters records it (WHO),
 // each record corrected by what this agent knows (ownView).
 func (a *Manager) Holders(ctx context.Context, name string) ([]quorum.Record, error) {
 	hs, err := a.cluster.Who(ctx, name)
@@ -349,7 +349,7 @@ func (a *Manager) Holders(ctx context.Context, name string) ([]quorum.Record, er
 	return records, nil
 }
 
-// check says whether fence is the fence of a current holder of name (CHECK):
+// Check says whether fence is the fence of a current holder of name (CHECK):
 // this agent answers for the records it lends (ownCheck), a majority of the
 // masters for the rest.
 func (a *Manager) Check(ctx context.Context, name string, fence uint64) (bool, error) {

@@ -39,7 +39,7 @@ import (
 //     methods: the name points at its live exclusive one (locked), and the
 //     watchdog's record at its live holder (renewal.Hold.Owner).
 //   - The names each session observes (manager.observing) are an index of
-//     the observations by session, kept by observe and unobserveLocked
+//     the observations by session, kept by Observe and unobserveLocked
 //     alone, for a session's limit and its close.
 //   - The names this agent released lately, and those other agents wanted
 //     lately (manager.released, manager.shared: see cache.go), are a bounded
@@ -61,7 +61,7 @@ type Manager struct {
 	// clients is a snapshot of the open sessions (see findHold).
 	clients func() []Client
 
-	mu lockorder.Mutex[lockorder.Agent] // manager.mu: after session.mu, see the lock order there
+	mu lockorder.Mutex[lockorder.Manager] // after the session's mu: see the lock order at agent/server's session.mu
 	// names is what this agent knows of each name it has any state of:
 	// its one record per name.
 	names map[string]*nameRecord
@@ -75,7 +75,7 @@ type Manager struct {
 	// names this agent released to the masters lately: see cache.go.
 	shared, released *recentNames
 	// toNote are the caches whose lendings changed what the masters should
-	// show of their records since the last batch (see noteCaches).
+	// show of their records since the last batch (see NoteCaches).
 	toNote []*lending
 	// held counts the live holds (those a loss would reach), for STATUS:
 	// kept by startHoldLocked and endHoldLocked alone.
@@ -115,14 +115,14 @@ func (a *Manager) Attach(cluster *quorum.Cluster, watchdog *renewal.Watchdog, cl
 	a.cluster, a.watchdog, a.clients = cluster, watchdog, clients
 }
 
-// start gives the manager the context its background work runs under.
+// Start gives the manager the context its background work runs under.
 func (a *Manager) Start(ctx context.Context) {
 	a.mu.Lock()
 	a.runCtx = ctx
 	a.mu.Unlock()
 }
 
-// stop refuses every LOCK that would join a queue from now on: the agent
+// Stop refuses every LOCK that would join a queue from now on: the agent
 // is stopping.
 func (a *Manager) Stop() {
 	a.mu.Lock()
@@ -130,7 +130,7 @@ func (a *Manager) Stop() {
 	a.mu.Unlock()
 }
 
-// tally is the live holds and the waiting LOCKs, for STATUS.
+// Tally is the live holds and the waiting LOCKs, for STATUS.
 func (a *Manager) Tally() (holds, waiters int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -147,23 +147,21 @@ func (a *Manager) holderID(sessionID uint64, owner string) string {
 	return fmt.Sprintf("%s/%s/%d/%s/%d", a.cfg.AgentID, a.instance, sessionID, owner, a.attempts.Add(1))
 }
 
-// metrics records the agent's records (waiters, holds) in telemetry's
+// Metrics records the agent's records (waiters, holds) in telemetry's
 // series. The series themselves, their names and labels, are telemetry's.
 type Metrics struct{ *telemetry.Metrics }
 
+// NewMetrics makes the agent's metrics, with a series per master of masters.
 func NewMetrics(masters []quorum.MasterConfig) *Metrics {
 	return &Metrics{telemetry.NewMetrics(buildinfo.Get(), masters)}
 }
 
 func (m *Metrics) mode(mode protocol.Mode) *telemetry.ModeMetrics { return m.Mode(mode) }
 
-// lockAnswered records the answer to a LOCK that went through a queue.
+// WaitAnswered records the answer to a LOCK that went through a queue.
 func (m *Metrics) WaitAnswered(w *Waiter, r Result) {
 	m.LockAnswered(w.req.Mode, w.joined, r.Count, r.Err)
 }
-
-// noQuorumAnswered counts an ERR NO_QUORUM answer to verb (extend or who).
-func (m *Metrics) noQuorumAnswered(verb string) { m.NoQuorumAnswered(verb) }
 
 func (m *Metrics) holdStarted(h *Hold) { m.HoldStarted(h.gaugeMode) }
 
@@ -175,8 +173,6 @@ func (m *Metrics) holdDowngraded(h *Hold) {
 }
 
 func (m *Metrics) holdEnded(h *Hold) { m.HoldEnded(h.gaugeMode, h.granted) }
-
-func (m *Metrics) lost(reason renewal.Reason) { m.Lost(reason) }
 
 func (m *Metrics) cachedGrant()  { m.CachedGrants.Inc() }
 func (m *Metrics) cacheGivenUp() { m.CacheGiveUps.Inc() }
@@ -287,11 +283,11 @@ func (a *Manager) wantedLocked(key string) *wantedName {
 
 // The errors the manager and the server answer with.
 
-// errAgentStopping refuses new sessions and requests, and ends waits,
+// ErrAgentStopping refuses new sessions and requests, and ends waits,
 // while the agent stops.
 var ErrAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
 
-// quorumError is the answer for err from a round of the masters: a closed
+// QuorumError is the answer for err from a round of the masters: a closed
 // cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
 // other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
 // callers can still ask what it was.

@@ -21,7 +21,7 @@ import (
 // the masters' fair queue (its entry); and the waiting record that WHO on
 // any agent shows.
 
-// waiter is one LOCK waiting in its name's queue.
+// Waiter is one LOCK waiting in its name's queue.
 type Waiter struct {
 	sess  Client
 	tag   string
@@ -69,7 +69,7 @@ type Waiter struct {
 	held       *Result
 }
 
-// result is a LOCK's outcome: a snapshot of the hold taken under the
+// Result is a LOCK's outcome: a snapshot of the hold taken under the
 // session's lock, or an error.
 type Result struct {
 	Fence       int64
@@ -94,18 +94,18 @@ func (w *Waiter) end(r Result) {
 	w.sess.LockEnded(w, r)
 }
 
-// key is the hold w waits to make: its name and owner.
+// Key is the hold w waits to make: its name and owner.
 func (w *Waiter) Key() HoldKey { return HoldKey{w.req.Names[0], w.req.Owner} }
 
-// lock and lockTag are w's LOCK (of one name) and its tag.
+// Lock and LockTag are w's LOCK (of one name) and its tag.
 func (w *Waiter) Lock() protocol.Lock { return w.req }
 func (w *Waiter) LockTag() string     { return w.tag }
 
-// multi says whether w is a wait of a multi-lock, whose goroutine awaits
+// Multi says whether w is a wait of a multi-lock, whose goroutine awaits
 // its outcome.
 func (w *Waiter) Multi() bool { return w.done != nil }
 
-// outcome is where a multi-lock's wait receives its result.
+// Outcome is where a multi-lock's wait receives its result.
 func (w *Waiter) Outcome() <-chan Result { return w.done }
 
 // endWithdrawn ends w, just withdrawn, with r once no round the
@@ -320,10 +320,10 @@ func (a *Manager) withdraw(w *Waiter) bool {
 	return true
 }
 
-// newWaiter is the wait of c's LOCK tag of l's one name, recorded as
+// NewWaiter is the wait of c's LOCK tag of l's one name, recorded as
 // who; after, if not nil, is closed once a release it must wait for
 // landed. A wait of a multi-lock (many) is answered on its done channel
-// (outcome); any other is answered by c.lockEnded.
+// (Outcome); any other is answered by c.LockEnded.
 func (a *Manager) NewWaiter(c Client, tag string, l protocol.Lock, who quorum.Who, many bool, after <-chan struct{}) *Waiter {
 	w := &Waiter{sess: c, tag: tag, req: l, who: who, joined: time.Now(), after: after,
 		reused: a.cacheOn() && a.released.has(l.Names[0], a.clock.Now())}
@@ -333,7 +333,7 @@ func (a *Manager) NewWaiter(c Client, tag string, l protocol.Lock, who quorum.Wh
 	return w
 }
 
-// join puts w in its name's queue (see enqueue): a wait=0 LOCK behind
+// Join puts w in its name's queue (see enqueue): a wait=0 LOCK behind
 // other local waiters ends BUSY at once, and a waiting one is told to the
 // notify=wanted holds of this agent, if any. An error says w was not
 // queued: its LOCK is answered with it.
@@ -350,7 +350,7 @@ func (a *Manager) Join(w *Waiter) error {
 	return nil
 }
 
-// withdrawWith takes w out of its queue, if it is still queued, and ends
+// WithdrawWith takes w out of its queue, if it is still queued, and ends
 // it with r (see endWithdrawn).
 func (a *Manager) WithdrawWith(w *Waiter, r Result) {
 	if a.withdraw(w) {
@@ -381,7 +381,7 @@ func (a *Manager) backoff(fails int) time.Duration {
 }
 
 // grant hands a won name to w, or gives it back if w went away meanwhile:
-// at once, since w's answer waits for it (see waiter.endWithdrawn).
+// at once, since w's answer waits for it (see Waiter.endWithdrawn).
 func (a *Manager) grant(q *queue, w *Waiter, holder string, g quorum.Grant) {
 	if !q.remove(w, granted) {
 		a.release(context.Background(), q.name, holder, false)

@@ -240,9 +240,13 @@ func (a *Manager) pushWanted(name string, wr wanter) {
 	a.mu.Unlock()
 	for _, h := range holds {
 		line := protocol.Wanted{Name: name, Owner: h.owner, Waiting: waiting}.Bytes()
-		if h.sess.PushFor(h, func() bool { return wr.waitsFor(h) && h.wanted.allow(now) }, line) {
-			a.metrics.WantedPushes.Inc()
-		}
+		h.sess.PushFor(h, func() bool {
+			if !wr.waitsFor(h) || !h.wanted.allow(now) {
+				return false
+			}
+			a.metrics.WantedPushes.Inc() // counted before the client can hear of it, as a LOST is
+			return true
+		}, line)
 	}
 }
 
@@ -348,7 +352,7 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 	return read != last
 }
 
-// observe has c observe name (OBSERVE; see the top of this part): c
+// Observe has c observe name (OBSERVE; see the top of this part): c
 // joins its observation, which is started if there was none, and is
 // pushed the first read begun after this, unless c observes limit names
 // already. ok, OBSERVE's reply, is queued here, before any push of the
@@ -381,7 +385,7 @@ func (a *Manager) Observe(c Client, name string, limit int, ok []byte) error {
 	return nil
 }
 
-// unobserve takes c off name's observation (UNOBSERVE), if it observes it.
+// Unobserve takes c off name's observation (UNOBSERVE), if it observes it.
 func (a *Manager) Unobserve(c Client, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -390,7 +394,7 @@ func (a *Manager) Unobserve(c Client, name string) {
 	}
 }
 
-// unobserveAll ends every observation of c, a closing session.
+// UnobserveAll ends every observation of c, a closing session.
 func (a *Manager) UnobserveAll(c Client) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 
 // LOCK: its checks (ttl=, the kinds that go together), a re-entry answered
 // at once, a name lent from this agent's record, or else a wait in the
-// name's queue (waiters.go); a LOCK of several names (a multi-lock) claims
+// name's queue (agent/locks/waiters.go); a LOCK of several names (a multi-lock) claims
 // them one by one in its own goroutine, all or none; and its reply lines.
 
 func unsupported(l protocol.Lock) error {
@@ -47,7 +47,7 @@ func checkTTL(ttl time.Duration) error {
 
 // lock takes effect at once, in the order of the session's lines: a
 // re-entry is answered, anything else joins its name's queue, and is
-// answered when its wait ends (see waiter.end).
+// answered when its wait ends (see locks.Waiter's end).
 func (s *session) lock(tag string, l protocol.Lock) error {
 	if err := s.allow("lock", l.Names...); err != nil {
 		return err
@@ -136,7 +136,7 @@ func (s *session) newWaiterLocked(tag string, l protocol.Lock, many bool, after 
 	}
 	w := s.manager.NewWaiter(s, tag, l, s.whoOf(l.Owner, l.Value), many, after)
 	if !many {
-		s.reqs.Add(1) // until lockEnded answers it: a closing session waits for that
+		s.reqs.Add(1) // until LockEnded answers it: a closing session waits for that
 	}
 	s.pendingLocked(tag).wait = w
 	s.waiting++
@@ -217,7 +217,7 @@ func (s *session) Adopt(w *locks.Waiter, take func() *locks.Hold) {
 }
 
 // LockEnded answers w, a LOCK of one name, with r. Whoever moves w out of
-// its queue calls it once (see waiter.end), with no lock held.
+// its queue calls it once (see locks.Waiter's end), with no lock held.
 func (s *session) LockEnded(w *locks.Waiter, r locks.Result) {
 	s.srv.metrics.WaitAnswered(w, r)
 	// Before the reply: the client may reuse the tag, and a grant must not
@@ -238,9 +238,9 @@ func (s *session) LockEnded(w *locks.Waiter, r locks.Result) {
 }
 
 // withTails gives l the agent's lock.lock_delay when it gave no delay=.
-func (a *Server) withTails(l protocol.Lock) protocol.Lock {
+func (v *Server) withTails(l protocol.Lock) protocol.Lock {
 	if l.Delay == protocol.NoDelay {
-		l.Delay = a.cfg.LockDelay
+		l.Delay = v.cfg.LockDelay
 	}
 	return l
 }

@@ -108,9 +108,9 @@ type Server struct {
 	metrics *locks.Metrics
 	manager lockManager
 
-	// mu guards the sessions and stopping: a leaf, taken under no other
-	// mutex of the agent's and taking none (see the lock order at
-	// session.mu).
+	// mu guards the sessions and stopping. It is a leaf: it takes no other
+	// mutex, and may be taken under any (see the lock order at session.mu),
+	// so lockorder does not track it.
 	mu          sync.Mutex
 	sessions    map[uint64]*session
 	uidSessions map[int]int // open sessions per peer uid
@@ -138,7 +138,7 @@ func (v *Server) SetLive(limits Limits, rules *acl.ACL) {
 	if old.limits.IdleTimeout == limits.IdleTimeout {
 		return
 	}
-	for _, s := range v.OpenSessions() {
+	for _, s := range v.openSessions() {
 		s.armIdle()
 	}
 }
@@ -153,7 +153,7 @@ func (v *Server) Start(ctx context.Context) {
 // limits are the limits in force now.
 func (v *Server) limits() Limits { return v.live.Load().limits }
 
-// closeAll opens no more sessions, pushes LOST and BYE to every open one,
+// CloseAll opens no more sessions, pushes LOST and BYE to every open one,
 // closes them, and waits until each released its holds, or until grace
 // fires.
 func (v *Server) CloseAll(grace <-chan time.Time) {
@@ -180,7 +180,7 @@ func (v *Server) CloseAll(grace <-chan time.Time) {
 
 // openSessions is a snapshot of the open sessions, for work on each
 // that must not hold server.mu (it takes session.mu, or may wait).
-func (v *Server) OpenSessions() []*session {
+func (v *Server) openSessions() []*session {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.sessionsLocked()
@@ -191,7 +191,7 @@ func (v *Server) sessionsLocked() []*session {
 	return slices.Collect(maps.Values(v.sessions))
 }
 
-// counts is a snapshot for STATUS.
+// Counts is a snapshot for STATUS.
 type Counts struct {
 	Sessions, Holds, Waiters int
 }
@@ -203,9 +203,9 @@ func (v *Server) Counts() Counts {
 	return Counts{Sessions: len(v.sessions), Holds: holds, Waiters: waiters}
 }
 
-// clients is openSessions as the lock manager sees them.
+// Clients is openSessions as the lock manager sees them.
 func (v *Server) Clients() []locks.Client {
-	sessions := v.OpenSessions()
+	sessions := v.openSessions()
 	cs := make([]locks.Client, len(sessions))
 	for i, s := range sessions {
 		cs[i] = s
@@ -213,7 +213,7 @@ func (v *Server) Clients() []locks.Client {
 	return cs
 }
 
-// tolerates is how many masters may be down, or sit out a quarantine,
+// Tolerates is how many masters may be down, or sit out a quarantine,
 // while the agent still grants: those beyond the quorum (n - (n/2+1)).
 // One master tolerates none, nor do two; an even count tolerates no more
 // than one master fewer would.
@@ -241,14 +241,14 @@ type session struct {
 	peerOnce sync.Once
 	peer     acl.Peer
 
-	// The lock order, every mutex of agent, agent/outbox and renewal,
-	// outermost first. A goroutine that holds one takes only the ones below
-	// it. A build with the lockorder tag checks it (internal/lockorder,
-	// which lists it too).
+	// The lock order, every mutex of agent/server, agent/locks,
+	// agent/outbox and renewal, outermost first. A goroutine that holds one
+	// takes only the ones below it. A build with the lockorder tag checks it
+	// (internal/lockorder, which lists it too).
 	//
 	//	turn                       one request on a hold, in line order (not a mutex)
 	//	└ session.mu               one session: its holds, its unanswered LOCKs
-	//	  └ Manager.mu             every name's record (agent/locks); lockorder's Agent.mu
+	//	  └ Manager.mu             every name's record (agent/locks)
 	//	    └ queue.mu             one name's waiters
 	//	      └ Watchdog.mu        the watched records (renewal)
 	//	        └ Outbox.mu        one session's lines for its client (agent/outbox)
@@ -268,14 +268,13 @@ type session struct {
 	//     when it calls the lock manager's methods that say so, and the
 	//     manager's calls into a session (locks.Client) take it themselves,
 	//     with none of the manager's locks held.
-	//  2. Manager.mu (agent/locks; lockorder's rank Agent.mu, the name it had
-	//     while the manager was part of Agent): manager.names, the one
-	//     record per name, with all that hangs from it: the live exclusive
-	//     lock, the queue's place, the lending, a run or a cache (lend.go,
-	//     with its reserving flag), the notify=wanted holds, the waiting
-	//     record, the observation and each session's observing
-	//     (manager.observing: watch.go); the live holders of the watchdog's
-	//     records (renewal.Hold.Owner) and their count.
+	//  2. Manager.mu (agent/locks): manager.names, the one record per
+	//     name, with all that hangs from it: the live exclusive lock, the
+	//     queue's place, the lending, a run or a cache (locks/lend.go, with
+	//     its reserving flag), the notify=wanted holds, the waiting record,
+	//     the observation and each session's observing (manager.observing:
+	//     locks/watch.go); the live holders of the watchdog's records
+	//     (renewal.Hold.Owner) and their count.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
@@ -287,7 +286,7 @@ type session struct {
 	//     reply that looks at the session's holds.
 	//
 	// server.mu (the open sessions, and whether the agent is stopping) and
-	// recentNames.mu (cache.go: the names other agents wanted lately, and
+	// recentNames.mu (locks/cache.go: the names other agents wanted lately, and
 	// those this agent released lately) are leaves: each may be taken under
 	// any of these and takes none, so lockorder does not track them.
 	//
@@ -340,41 +339,43 @@ type pendingRelease struct {
 	done chan struct{} // closed when n drops to 0
 }
 
-func (a *Server) Open(conn *net.UnixConn) {
+// Open starts a session on conn, unless the agent is stopping or a
+// max_sessions limit refuses it: then conn is told why and closed.
+func (v *Server) Open(conn *net.UnixConn) {
 	cred, err := socket.PeerCred(conn)
 	if err != nil {
-		a.log.Debug("peer credentials unavailable", "error", err)
+		v.log.Debug("peer credentials unavailable", "error", err)
 	}
-	a.mu.Lock()
+	v.mu.Lock()
 	var refuse error
-	switch lim := a.limits(); {
-	case a.stopping:
+	switch lim := v.limits(); {
+	case v.stopping:
 		refuse = locks.ErrAgentStopping
-	case len(a.sessions) >= lim.MaxSessions:
+	case len(v.sessions) >= lim.MaxSessions:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions (max_sessions=%d)", lim.MaxSessions)
-	case a.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
+	case v.uidSessions[cred.UID] >= lim.MaxSessionsPerUID:
 		refuse = protocol.Errorf(protocol.ErrLimit, "too many sessions of uid %d (max_sessions_per_uid=%d)", cred.UID, lim.MaxSessionsPerUID)
 	}
 	if refuse != nil {
-		a.mu.Unlock()
+		v.mu.Unlock()
 		conn.Write(protocol.Failed{Tag: protocol.NoTag, Err: refuse}.Bytes())
 		conn.Close()
 		return
 	}
-	a.nextSession++
-	s := &session{srv: a, manager: a.manager, id: a.nextSession, conn: conn, cred: cred, holds: map[locks.HoldKey]*locks.Hold{}}
-	s.log = a.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
+	v.nextSession++
+	s := &session{srv: v, manager: v.manager, id: v.nextSession, conn: conn, cred: cred, holds: map[locks.HoldKey]*locks.Hold{}}
+	s.log = v.log.Named("session").With("session", s.id, "pid", cred.PID, "uid", cred.UID)
 	if s.out, err = outbox.New(conn, s.log); err != nil {
-		a.mu.Unlock()
+		v.mu.Unlock()
 		conn.Close()
 		return
 	}
-	s.lastRequest.Store(a.clock.Now().UnixNano())
-	s.ctx, s.cancel = context.WithCancelCause(a.runCtx)
-	a.sessions[s.id] = s
-	a.uidSessions[cred.UID]++
-	a.sessionsWG.Add(1)
-	a.mu.Unlock()
+	s.lastRequest.Store(v.clock.Now().UnixNano())
+	s.ctx, s.cancel = context.WithCancelCause(v.runCtx)
+	v.sessions[s.id] = s
+	v.uidSessions[cred.UID]++
+	v.sessionsWG.Add(1)
+	v.mu.Unlock()
 	s.log.Debug("opened", "gid", cred.GID)
 	s.armIdle()
 	go s.serve()

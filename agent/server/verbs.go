@@ -156,7 +156,7 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	var cached []string
 	for _, r := range holders {
-		if r.Cached { // no client holds it: its agent keeps it for the next (see cache.go)
+		if r.Cached { // no client holds it: its agent keeps it for the next (see agent/locks/cache.go)
 			cached = append(cached, r.Who.Agent)
 			continue
 		}
@@ -166,7 +166,7 @@ func (s *session) whoReply(tag, name string) error {
 	}
 	s.whoDelayed(tag, name)
 	end := protocol.Who{Tag: tag, N: len(holders) - len(cached), Cached: cached}
-	// Who waits is a round of its own too (see waiters.go).
+	// Who waits is a round of its own too (see agent/locks/waiters.go).
 	end.Waiting, end.WaitingKnown = s.whoWaiting(tag, name)
 	// The queue's length is a second round; a WHO without it still says
 	// who holds the name.
@@ -260,7 +260,7 @@ func (s *session) setValue(tag string, st protocol.Set) error {
 // of local holders writes its current holder's fence to the masters within
 // retagEvery of a hand-over: until then the masters still record the one
 // before. A cache's lendings reach the masters only at its agent's next
-// note (noteCaches): they count a fence above the noted one of a cache's
+// note (locks.Manager.NoteCaches): they count a fence above the noted one of a cache's
 // exclusive record as current. This agent answers for its own (ownCheck).
 func (s *session) check(req *protocol.Request) error {
 	c, err := protocol.ParseCheck(req)
@@ -329,7 +329,7 @@ func (s *session) TellLost(h *locks.Hold, loss renewal.Loss) uint64 {
 
 // loseFoundLocked tells the client LOST of h, one of s's holds, if the
 // watchdog found it lost (or it was revoked) and the manager's lose has not
-// come yet (see manager.lostNow). The caller calls the returned func, if
+// come yet (see locks.Manager.LostNow). The caller calls the returned func, if
 // any, once s.mu is let go. s.mu is held.
 func (s *session) loseFoundLocked(h *locks.Hold) (after func()) {
 	if s.holds[h.Key()] != h {
@@ -346,7 +346,7 @@ func (s *session) loseFoundLocked(h *locks.Hold) (after func()) {
 // undone is what is left to do of an UNLOCK once the session let go of
 // the hold: a downgrade in the masters, or the release of h's name, whose
 // lent record may go on to a local waiter or back to its cache (see
-// lend.go), or else is released in the masters.
+// agent/locks/lend.go), or else is released in the masters.
 type undone struct {
 	h         *locks.Hold
 	downgrade bool
@@ -357,7 +357,7 @@ type undone struct {
 }
 
 // now does what needs no master, at once: it gives a lent record back (see
-// giveBack) if it may. It says whether that was all.
+// locks.Manager.GiveBack) if it may. It says whether that was all.
 func (d *undone) now(s *session) bool {
 	if d.downgrade || !s.manager.GiveBack(d.h) {
 		return false

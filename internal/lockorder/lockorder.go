@@ -6,10 +6,10 @@
 // type alias): the agent, its outbox and the watchdog declare each mutex
 // as a Mutex of its rank once, and only the checking build pays for it.
 //
-// The order, outermost first (it is written out, with why, at the agent's
-// session.mu):
+// The order, outermost first (it is written out, with why, at the
+// session's mu in agent/server/session.go):
 //
-//	session.mu → Agent.mu → queue.mu → Watchdog.mu → Outbox.mu (agent/outbox)
+//	session.mu → Manager.mu → queue.mu → Watchdog.mu → Outbox.mu (agent/outbox)
 package lockorder
 
 // A Rank places a mutex in the lock order: one of the types below.
@@ -19,15 +19,15 @@ type Rank interface {
 
 // The ranks, outermost first.
 type (
-	Session  struct{} // agent: session.mu
-	Agent    struct{} // agent: Agent.mu
-	Queue    struct{} // agent: queue.mu
+	Session  struct{} // agent/server: session.mu
+	Manager  struct{} // agent/locks: Manager.mu
+	Queue    struct{} // agent/locks: queue.mu
 	Watchdog struct{} // renewal: Watchdog.mu
 	Outbox   struct{} // agent/outbox: Outbox.mu, taken last of all
 )
 
 func (Session) rank() (int, string)  { return 1, "session.mu" }
-func (Agent) rank() (int, string)    { return 2, "Agent.mu" }
+func (Manager) rank() (int, string)  { return 2, "Manager.mu" }
 func (Queue) rank() (int, string)    { return 3, "queue.mu" }
 func (Watchdog) rank() (int, string) { return 4, "Watchdog.mu" }
 func (Outbox) rank() (int, string)   { return 5, "Outbox.mu" }

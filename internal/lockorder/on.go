@@ -58,7 +58,7 @@ func (l *ledger) before(g uint64, rank int, name string) {
 		if h.rank >= rank {
 			stack := make([]byte, 16<<10)
 			stack = stack[:runtime.Stack(stack, false)]
-			panic(fmt.Sprintf("lock order: %s taken while %s is held (order: session.mu, Agent.mu, queue.mu, Watchdog.mu, Outbox.mu)\n%s",
+			panic(fmt.Sprintf("lock order: %s taken while %s is held (order: session.mu, Manager.mu, queue.mu, Watchdog.mu, Outbox.mu)\n%s",
 				name, h.name, stack))
 		}
 	}
