@@ -510,3 +510,61 @@ func TestRoundsCutShortStillRenewEveryHold(t *testing.T) {
 		h.expectNoLoss()
 	})
 }
+
+// stalledRenewer renews every hold of its first rounds calls, then holds
+// every later call until release is closed, as a master that stalls in the
+// middle of a renewal.
+type stalledRenewer struct {
+	rounds  int
+	mu      sync.Mutex
+	calls   int
+	release chan struct{}
+}
+
+func (s *stalledRenewer) Renew(ctx context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	s.mu.Lock()
+	s.calls++
+	stall := s.calls > s.rounds
+	s.mu.Unlock()
+	if stall {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+		}
+	}
+	out := make([]quorum.RenewResult, len(keys))
+	for i := range out {
+		out[i] = quorum.RenewResult{OK: 3}
+	}
+	return out
+}
+
+// TestHoldsRenewedEarlyInARenewalLiveWhileItsLastRoundStalls: a renewal's
+// first round renews its holds, and its second stalls past their old
+// expiry. The first round's holds live on: their new expiry counts, though
+// their place among the expiries is only made anew when the renewal ends
+// (see refresh). Only the stalled round's hold is lost, for want of a
+// quorum.
+func TestHoldsRenewedEarlyInARenewalLiveWhileItsLastRoundStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		renewer := &stalledRenewer{rounds: 1, release: make(chan struct{})}
+		defer close(renewer.release)
+		h := newHarnessWith(t, renewer)
+		holds := make([]*Hold, roundSize+1)
+		for i := range holds {
+			holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
+			h.w.Add(holds[i], h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.run(lease) // the first renewal starts at lease/3, and stalls in its second round
+		select {
+		case e := <-h.lost:
+			if e.hold != holds[roundSize] || e.loss.Reason != ReasonQuorum {
+				t.Fatalf("lost %s (%+v); want only %s, for want of a quorum", e.hold.Name, e.loss, holds[roundSize].Name)
+			}
+		default:
+			t.Fatalf("%s, whose renewal stalled, was not lost", holds[roundSize].Name)
+		}
+		h.expectNoLoss()
+	})
+}
