@@ -68,7 +68,13 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with renewer as the masters, or the
 // harness's scripted renewer if it is nil.
 func newHarnessWith(t *testing.T, renewer Renewer) *harness {
-	h := &harness{t: t, clock: clock.NewFake(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
+	return newHarnessWithClock(t, renewer, clock.NewFake(time.Unix(1000, 0)))
+}
+
+// newHarnessWithClock is newHarnessWith on fake, a clock the renewer may
+// take its time on too.
+func newHarnessWithClock(t *testing.T, renewer Renewer, fake *clock.Fake) *harness {
+	h := &harness{t: t, clock: fake, renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
 		lost: make(chan lostEvent, 100)}
 	if renewer == nil {
 		renewer = h.renewer
@@ -566,5 +572,55 @@ func TestHoldsRenewedEarlyInARenewalLiveWhileItsLastRoundStalls(t *testing.T) {
 			t.Fatalf("%s, whose renewal stalled, was not lost", holds[roundSize].Name)
 		}
 		h.expectNoLoss()
+	})
+}
+
+// slowRenewer renews every hold, each Renew call answering took after it
+// began on clock: a host so loaded that one renewal of every hold takes
+// longer than two intervals.
+type slowRenewer struct {
+	clock *clock.Fake
+	took  time.Duration
+}
+
+func (s slowRenewer) Renew(ctx context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	t := s.clock.NewTimer(s.took)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+	}
+	out := make([]quorum.RenewResult, len(keys))
+	for i := range out {
+		out[i] = quorum.RenewResult{OK: 3}
+	}
+	return out
+}
+
+// TestARenewalLongerThanTwoIntervalsIsFollowedAtOnce: three rounds of
+// 0.7s each make a renewal of 2.1s, more than two intervals (1s each at a
+// 3s lease). The ticks that came while it ran must not be dropped: the
+// next renewal starts as it ends. Dropped, the next waited for the tick
+// after, a whole lease after the last began, and the holds of its first
+// round expired before it came (BenchmarkRenewIdle100kHolds beside CPU
+// hogs: a renewal of 75,000 holds took 11s at a 15s lease, and every hold
+// was lost, on main as on the branch that kept its renewal order).
+func TestARenewalLongerThanTwoIntervalsIsFollowedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(1000, 0))
+		h := newHarnessWithClock(t, slowRenewer{clock: fake, took: 700 * time.Millisecond}, fake)
+		const step = 10 * time.Millisecond
+		h.runBy(step, 900*time.Millisecond)
+		for i := range 2*roundSize + 1 { // three rounds
+			h.w.Add(&Hold{Name: fmt.Sprint("h", i), Holder: "x"}, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.runBy(step, 1600*time.Millisecond) // the first renewal began at 1s; its last round at 2.4s
+		late := h.add("added in the renewal's last round", false, rules.Validity(lease, 0, 0.01))
+		h.runBy(step, 4*lease)
+		h.expectNoLoss()
+		if _, lost := h.w.Lost(late); lost {
+			t.Fatalf("%s lost", late.Name)
+		}
 	})
 }
