@@ -137,8 +137,10 @@ type Hold struct {
 	deadline time.Time
 	expiry   time.Time // when it is declared lost: see rearm; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
-	// prev and next place it in Watchdog.order; guarded by Watchdog.mu.
+	// prev and next place it in Watchdog.order, and queued says when it
+	// was put there (see renewOrder); guarded by Watchdog.mu.
 	prev, next *Hold
+	queued     uint64
 	// prepared is its renewal as the Renewer made it ready to send (see
 	// quorum.Prepared), handed back each round: its keys and arguments are
 	// built once, not per tick. Guarded by Watchdog.mu.
@@ -278,6 +280,9 @@ type Watchdog struct {
 	// order is the watched holds that are renewed (all but KindFixed),
 	// the least recently renewed first: see renewable. Guarded by mu.
 	order renewOrder
+	// rounds counts the renewal rounds begun (see renewKeys): a hold is
+	// queued in order under it. Guarded by mu.
+	rounds uint64
 	// stale says a renewal moved expiries later without placing their
 	// holds anew in byExpiry (see refresh). Guarded by mu.
 	stale   bool
@@ -288,18 +293,33 @@ type Watchdog struct {
 }
 
 // renewOrder is a list of holds, the least recently renewed first, linked
-// through the holds themselves: a hold moves to its back in O(1) when a
-// round renews it, so a renewal takes them in order with no sort.
+// through the holds themselves, so a renewal takes them in order with no
+// sort. Its holds are in the order of their queued: the rounds begun when
+// a hold was added (pushBack), or, for a hold a round renewed, that
+// round's number less one (see requeue). A round's holds count their
+// validity from its start, so they go before the holds added after it
+// began (which expire later) and after those added before.
 type renewOrder struct{ front, back *Hold }
 
-func (o *renewOrder) pushBack(h *Hold) {
-	h.prev, h.next = o.back, nil
-	if o.back != nil {
-		o.back.next = h
+func (o *renewOrder) pushBack(h *Hold, queued uint64) {
+	h.queued = queued
+	o.insertAfter(o.back, h, h)
+}
+
+// insertAfter links the chain first..last (linked by next) after at, or
+// at the front if at is nil.
+func (o *renewOrder) insertAfter(at, first, last *Hold) {
+	first.prev = at
+	if at != nil {
+		last.next, at.next = at.next, first
 	} else {
-		o.front = h
+		last.next, o.front = o.front, first
 	}
-	o.back = h
+	if last.next != nil {
+		last.next.prev = last
+	} else {
+		o.back = last
+	}
 }
 
 func (o *renewOrder) remove(h *Hold) {
@@ -316,11 +336,19 @@ func (o *renewOrder) remove(h *Hold) {
 	h.prev, h.next = nil, nil
 }
 
-func (o *renewOrder) moveToBack(h *Hold) {
-	if o.back != h {
-		o.remove(h)
-		o.pushBack(h)
+// requeue puts the chain first..last, holds that round renewed, which are
+// not in o, after every hold queued before round began and before every
+// hold queued since: the holds added since it began, as few as a round's
+// time brings, are all that is walked.
+func (o *renewOrder) requeue(first, last *Hold, round uint64) {
+	at := o.back
+	for at != nil && at.queued >= round {
+		at = at.prev
 	}
+	for h := first; h != nil; h = h.next {
+		h.queued = round - 1
+	}
+	o.insertAfter(at, first, last)
 }
 
 // New returns a Watchdog; Run makes it work.
@@ -351,7 +379,7 @@ func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 		h.prepared = quorum.Prepared{}
 		heap.Push(&w.byExpiry, expiryEntry{h.expiry.UnixNano(), h})
 		if h.Kind != KindFixed {
-			w.order.pushBack(h)
+			w.order.pushBack(h, w.rounds)
 		}
 	}
 	w.mu.Unlock()
@@ -470,7 +498,8 @@ type round struct {
 	holds  []*Hold
 	leases []time.Duration // each hold's lease as the round set it
 	res    []quorum.RenewResult
-	last   bool // the renewal's last round: the next may start
+	number uint64 // Watchdog.rounds when it began: see renewOrder
+	last   bool   // the renewal's last round: the next may start
 }
 
 // roundSize is how many holds one Renew call carries. A renewal of every
@@ -554,7 +583,7 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 	keys := make([]quorum.RenewKey, 0, min(len(all), roundSize))
 	for lo := 0; lo < len(all) && ctx.Err() == nil; lo += roundSize {
 		var r round
-		r.holds, r.leases, keys = w.renewKeys(all[lo:min(lo+roundSize, len(all))], keys[:0])
+		r.holds, r.leases, keys, r.number = w.renewKeys(all[lo:min(lo+roundSize, len(all))], keys[:0])
 		r.start = w.cfg.Clock.Now()
 		if len(keys) > 0 {
 			r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
@@ -575,7 +604,8 @@ func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
 // cluster master's renewal of thousands of names, on a host busy beyond
 // its cores, missed the same few dozen holds at its end every round.
 // (They were sorted by expiry each tick until the order was kept as it
-// changes: the sort cost ~20 ms and 4 MB per tick at 100,000 holds.)
+// changes: the sort cost ~20 ms and 4 MB per tick at 100,000 holds. The
+// kept order is the sort's but for holds of other leases or with an End.)
 func (w *Watchdog) renewable(holds []*Hold) []*Hold {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -590,9 +620,10 @@ func (w *Watchdog) renewable(holds []*Hold) []*Hold {
 // their round: a hold removed since renew began is not renewed (its
 // release may be under way), and a record may have changed (see
 // UpdateRecord).
-func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []time.Duration, []quorum.RenewKey) {
+func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []time.Duration, []quorum.RenewKey, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.rounds++
 	watched := make([]*Hold, 0, len(holds))
 	leases := make([]time.Duration, 0, len(holds))
 	for _, h := range holds {
@@ -607,7 +638,7 @@ func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []
 		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Kind == KindEntry, Waiting: h.Kind == KindWaiting,
 			Record: h.Record, Lease: lease, Tail: h.Tail, Prepared: h.prepared})
 	}
-	return watched, leases, keys
+	return watched, leases, keys, w.rounds
 }
 
 // keepPrepared keeps with each of holds the renewal the Renewer made
@@ -627,6 +658,7 @@ func (w *Watchdog) keepPrepared(holds []*Hold, keys []quorum.RenewKey) {
 func (w *Watchdog) apply(r round) {
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
+	var renewed, last *Hold // the chain of holds renewed, out of w.order meanwhile
 	w.mu.Lock()
 	for i, h := range r.holds {
 		if !w.watched(h) {
@@ -643,7 +675,13 @@ func (w *Watchdog) apply(r round) {
 				w.setExpiry(h)
 				w.stale = true
 			}
-			w.order.moveToBack(h)
+			w.order.remove(h)
+			if renewed == nil {
+				renewed = h
+			} else {
+				last.next, h.prev = h, last
+			}
+			last = h
 		case res.Gone > w.cfg.Masters-w.quorum:
 			w.drop(h)
 			h.loss = Revocation("")
@@ -652,6 +690,9 @@ func (w *Watchdog) apply(r round) {
 			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
 				"valid_for", h.deadline.Sub(now))
 		}
+	}
+	if renewed != nil {
+		w.order.requeue(renewed, last, r.number)
 	}
 	if r.last && w.stale {
 		w.refresh()

@@ -624,3 +624,109 @@ func TestARenewalLongerThanTwoIntervalsIsFollowedAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAHoldAddedDuringARoundIsRenewedAfterTheHoldsThatRoundRenewed: the
+// holds a round renews count their validity from its start, so a hold
+// added after that start expires later than they do, and is renewed after
+// them next time. Here a renewal takes 2.1s in three rounds of 0.7s, each
+// hold's renewal comes a renewal later, and a hold with a longer lease is
+// added just after the second round began. Put behind the holds renewed
+// before it was added (the renewal order kept as holds were renewed, not
+// as their validity counts), it went before the second round's holds and
+// pushed the last of them into the next renewal's third round, after its
+// expiry.
+func TestAHoldAddedDuringARoundIsRenewedAfterTheHoldsThatRoundRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(1000, 0))
+		h := newHarnessWithClock(t, slowRenewer{clock: fake, took: 700 * time.Millisecond}, fake)
+		const step = 10 * time.Millisecond
+		h.runBy(step, 900*time.Millisecond)
+		for i := range 2*roundSize + 1 { // three rounds
+			h.w.Add(&Hold{Name: fmt.Sprint("h", i), Holder: "x"}, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.runBy(step, 850*time.Millisecond) // the first renewal began at 1s; its second round at 1.7s
+		late := &Hold{Name: "added in the second round", Holder: "x", Lease: 2 * lease}
+		h.w.Add(late, h.clock.Now().Add(rules.Validity(2*lease, 0, 0.01)))
+		h.runBy(step, 4*lease)
+		h.expectNoLoss()
+	})
+}
+
+// TestTheRenewalOrderHoldsEveryRenewedHoldOnceInQueuedOrder drives the
+// watchdog's own steps (Add, Remove, Revoke, a round's keys and its
+// answers) in random order, with rounds that overlap adds and removals, and
+// checks after each that the renewal order is well linked, holds every
+// watched hold that is renewed once and nothing else, and is in the
+// order of when each was queued.
+func TestTheRenewalOrderHoldsEveryRenewedHoldOnceInQueuedOrder(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1000, 0))
+	w := New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: okRenewer{}, Clock: fake, OnLost: func(*Hold, Loss) {}})
+	rng := rand.New(rand.NewPCG(1, 2))
+	var holds []*Hold
+	var pending []round // rounds sent, not yet applied
+	check := func(step int) {
+		t.Helper()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		seen := map[*Hold]bool{}
+		var prev *Hold
+		for h := w.order.front; h != nil; prev, h = h, h.next {
+			switch {
+			case h.prev != prev:
+				t.Fatalf("step %d: %s's prev is not the hold before it", step, h.Name)
+			case seen[h]:
+				t.Fatalf("step %d: %s twice in the order", step, h.Name)
+			case !w.watched(h) || h.Kind == KindFixed:
+				t.Fatalf("step %d: %s in the order, not a watched renewed hold", step, h.Name)
+			case prev != nil && h.queued < prev.queued:
+				t.Fatalf("step %d: %s queued %d after %s queued %d", step, h.Name, h.queued, prev.Name, prev.queued)
+			}
+			seen[h] = true
+		}
+		if w.order.back != prev {
+			t.Fatalf("step %d: the order's back is not its last hold", step)
+		}
+		for _, e := range w.byExpiry {
+			if e.h.Kind != KindFixed && !seen[e.h] {
+				t.Fatalf("step %d: watched %s not in the order", step, e.h.Name)
+			}
+		}
+	}
+	for step := range 5000 {
+		fake.Advance(time.Duration(rng.IntN(50)) * time.Millisecond)
+		switch op := rng.IntN(10); {
+		case op < 4 || len(holds) == 0: // a hold added, or one removed added anew
+			h := &Hold{Name: fmt.Sprint("h", step), Holder: "x"}
+			if rng.IntN(8) == 0 {
+				h.Kind, h.Lease = KindFixed, lease
+			}
+			if len(holds) > 0 && rng.IntN(4) == 0 {
+				h = holds[rng.IntN(len(holds))]
+			}
+			w.Add(h, fake.Now().Add(rules.Validity(lease, 0, 0.01)))
+			holds = append(holds, h)
+		case op < 5:
+			w.Remove(holds[rng.IntN(len(holds))])
+		case op < 6:
+			w.Revoke(holds[rng.IntN(len(holds))], "")
+		case op < 8: // a round's keys taken, of a few holds from the front
+			all := w.renewable(nil)
+			var r round
+			r.holds, r.leases, _, r.number = w.renewKeys(all[:min(len(all), 1+rng.IntN(20))], nil)
+			r.start = fake.Now()
+			for range r.holds {
+				r.res = append(r.res, quorum.RenewResult{OK: rng.IntN(4), Gone: rng.IntN(2)})
+			}
+			pending = append(pending, r)
+		default: // the oldest round's answers applied
+			if len(pending) > 0 {
+				r := pending[0]
+				pending = pending[1:]
+				r.last = len(pending) == 0
+				w.apply(r)
+			}
+		}
+		check(step)
+	}
+}
