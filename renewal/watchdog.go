@@ -647,7 +647,10 @@ func (w *Watchdog) keepPrepared(holds []*Hold, keys []quorum.RenewKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, h := range holds {
-		if w.watched(h) { // not one removed meanwhile, to be added anew
+		// Not one removed meanwhile; nor one added anew meanwhile as
+		// another name, which is watched again (quorum.Prepared keeps no
+		// name to check, but checks the lease and kind itself).
+		if w.watched(h) && h.Name == keys[i].Name {
 			h.prepared = keys[i].Prepared
 		}
 	}

@@ -730,3 +730,48 @@ func TestTheRenewalOrderHoldsEveryRenewedHoldOnceInQueuedOrder(t *testing.T) {
 		check(step)
 	}
 }
+
+// readdingRenewer renews with a real (unstarted) Cluster, which prepares
+// each key's renewal, and while the first call runs removes hold and adds
+// it anew as another name, as Hold allows.
+type readdingRenewer struct {
+	c    *quorum.Cluster
+	w    *Watchdog
+	hold *Hold
+	once sync.Once
+}
+
+func (r *readdingRenewer) Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	out := r.c.Renew(ctx, lease, keys)
+	r.once.Do(func() {
+		r.w.Remove(r.hold)
+		r.hold.Name = "renamed"
+		r.w.Add(r.hold, r.w.cfg.Clock.Now().Add(lease))
+	})
+	return out
+}
+
+// TestAHoldAddedAnewDuringItsRoundKeepsNoRenewalPreparedForWhatItWas: a
+// hold removed and added anew as another name while its round runs must
+// not keep the renewal the round prepared for its old name (its next
+// renewal would renew the old name's key, find the new one's holder gone
+// there, and revoke it).
+func TestAHoldAddedAnewDuringItsRoundKeepsNoRenewalPreparedForWhatItWas(t *testing.T) {
+	c, err := quorum.New(quorum.Config{KeyPrefix: "t:", Masters: []quorum.MasterConfig{{Name: "a", Address: "127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := clock.NewFake(time.Unix(1000, 0))
+	hold := &Hold{Name: "old", Holder: "x"}
+	renewer := &readdingRenewer{c: c, hold: hold}
+	w := New(Config{Lease: lease, DriftFactor: 0.01, Masters: 1, Renewer: renewer, Clock: fake, OnLost: func(*Hold, Loss) {}})
+	renewer.w = w
+	w.Add(hold, fake.Now().Add(lease))
+	done := make(chan round, 2)
+	w.renew(context.Background(), done)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if hold.prepared != (quorum.Prepared{}) {
+		t.Fatal("the hold added anew as another name kept the renewal prepared for its old name")
+	}
+}
