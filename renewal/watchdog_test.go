@@ -775,3 +775,31 @@ func TestAHoldAddedAnewDuringItsRoundKeepsNoRenewalPreparedForWhatItWas(t *testi
 		t.Fatal("the hold added anew as another name kept the renewal prepared for its old name")
 	}
 }
+
+// TestAnEndMovedEarlierWhileARenewalRunsIsKept: a hold its renewal's first
+// round renewed is placed among the expiries only when the renewal ends
+// (see refresh); an End moved earlier meanwhile, while the second round
+// stalls, still ends it at that End, not at the later expiry the round
+// gave it, nor at the renewal's end.
+func TestAnEndMovedEarlierWhileARenewalRunsIsKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		renewer := &stalledRenewer{rounds: 1, release: make(chan struct{})}
+		h := newHarnessWith(t, renewer)
+		holds := make([]*Hold, roundSize+1)
+		for i := range holds {
+			holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
+			h.w.Add(holds[i], h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.run(lease/3 + 100*time.Millisecond) // the first round renewed holds[0]; the second stalls
+		end := h.clock.Now().Add(300 * time.Millisecond)
+		if _, ok := h.w.SetEnd(holds[0], end); !ok {
+			t.Fatal("holds[0] is not watched")
+		}
+		h.run(400 * time.Millisecond)
+		h.expectLoss(holds[0], ReasonExpired, end)
+		close(renewer.release)
+		h.settle()
+		h.expectNoLoss()
+	})
+}
