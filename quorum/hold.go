@@ -146,23 +146,24 @@ type RenewKey struct {
 }
 
 // Prepared is a hold's renewal made ready to send once: the renew
-// script's keys and lease argument for it, as the Cluster that renews it
-// spells them, and the hash slot they are in. Cluster.Renew fills it in
-// the RenewKey it is handed where it is zero, or was made by another
-// Cluster, for another lease or another kind of key, and sends it as it is
-// from then on. It stays right while the key's Name and Holder do: a
-// caller that renames a key must zero it. The Record is not in it: only a
-// repair, which is rare, sends the record, and builds its call then.
+// script's key for it, as the Cluster that renews it spells it, its lease
+// and kind, and the hash slot of its keys. Cluster.Renew fills it in the
+// RenewKey it is handed where it is zero, or was made by another Cluster,
+// for another lease or another kind of key, and sends it as it is from
+// then on. It stays right while the key's Name does: a caller that renames
+// a key must zero it. The Record is not in it: only a repair, which is
+// rare, sends the record, and builds its call then. It is kept with each
+// of 100,000 holds, so it keeps only what a renewal would build per hold:
+// the lease argument is made once per renewal for every hold of a lease,
+// and an entry's or a waiting record's two keys (they are few) per round.
 type Prepared struct {
-	by    *Cluster
-	lease time.Duration // the lease arg says
-	// keys are the script's keys of the hold: its set key (the script
-	// makes the holder key); an entry's queue and deadlines keys; a
-	// waiting record's deadlines and waiting keys.
-	keys [2]string
-	arg  string // the lease argument: "15000", "t15000", "q15000" or "w15000"
-	slot uint16 // the hash slot of keys (they share the name's hash tag)
-	kind renewKind
+	by *Cluster
+	// set is the hold's set key (the script makes the holder key), ""
+	// for an entry or a waiting record.
+	set   string
+	lease time.Duration
+	slot  uint16 // the hash slot of its keys (they share the name's hash tag)
+	kind  renewKind
 }
 
 // renewKind is what a RenewKey renews, as the renew script tells them
@@ -188,8 +189,9 @@ func (k *RenewKey) kind() renewKind {
 	return renewPlain
 }
 
-// leaseArgs are one lease's renew arguments, one per renewKind, made once
-// per Renew for every hold of that lease: most holds share one.
+// leaseArgs are one lease's renew arguments ("15000", "t15000",
+// "q15000", "w15000"), one per renewKind, made once per Renew for every
+// hold of that lease: most holds share one.
 type leaseArgs struct {
 	lease time.Duration
 	args  [renewWaiting + 1]string
@@ -206,7 +208,7 @@ func (a *leaseArgs) arg(lease time.Duration, kind renewKind) string {
 
 // prepare makes k.Prepared ready for lease (k's own, if it has one),
 // unless it is: see Prepared.
-func (c *Cluster) prepare(k *RenewKey, lease time.Duration, args *leaseArgs) {
+func (c *Cluster) prepare(k *RenewKey, lease time.Duration) {
 	if k.Lease > 0 {
 		lease = k.Lease
 	}
@@ -214,24 +216,24 @@ func (c *Cluster) prepare(k *RenewKey, lease time.Duration, args *leaseArgs) {
 	if p.by == c && p.lease == lease && p.kind == kind {
 		return
 	}
-	*p = Prepared{by: c, lease: lease, kind: kind, arg: args.arg(lease, kind)}
-	switch kind {
-	case renewEntry:
-		p.keys = [2]string{c.keys.Queue(k.Name), c.keys.Deadlines(k.Name)}
-	case renewWaiting:
-		p.keys = [2]string{c.keys.WaitingDeadlines(k.Name), c.keys.Waiting(k.Name)}
-	default:
-		p.keys[0] = c.keys.Set(k.Name)
+	*p = Prepared{by: c, lease: lease, kind: kind}
+	if kind == renewEntry || kind == renewWaiting {
+		p.slot = uint16(hashslot.Of(c.keys.Set(k.Name)))
+		return
 	}
-	p.slot = uint16(hashslot.Of(p.keys[0]))
+	p.set = c.keys.Set(k.Name)
+	p.slot = uint16(hashslot.Of(p.set))
 }
 
-// scriptKeys are the script keys of a prepared hold.
-func (p *Prepared) scriptKeys() []string {
-	if p.keys[1] == "" {
-		return p.keys[:1]
+// appendScriptKeys appends the renew script's keys of k, prepared.
+func (c *Cluster) appendScriptKeys(keys []string, k *RenewKey) []string {
+	switch k.Prepared.kind {
+	case renewEntry:
+		return append(keys, c.keys.Queue(k.Name), c.keys.Deadlines(k.Name))
+	case renewWaiting:
+		return append(keys, c.keys.WaitingDeadlines(k.Name), c.keys.Waiting(k.Name))
 	}
-	return p.keys[:]
+	return append(keys, k.Prepared.set)
 }
 
 // RenewResult counts the voting masters that renewed a hold (OK), that
@@ -260,21 +262,20 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 // its own lease (lease where it has none), as one call: see renewCalls.
 func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
 	holds = slices.Clone(holds) // prepared here, not in the caller's keys
-	var la leaseArgs
 	for i := range holds {
-		c.prepare(&holds[i], lease, &la)
+		c.prepare(&holds[i], lease)
 	}
-	return c.appendRenewCall(nil, nil, holds, nil)
+	return c.appendRenewCall(nil, nil, holds, nil, new(leaseArgs))
 }
 
 // appendRenewCall appends to keys and args the renew script's keys and
 // arguments for the prepared holds of order (all of holds if order is nil).
-func (c *Cluster) appendRenewCall(keys, args []string, holds []RenewKey, order []int) ([]string, []string) {
+func (c *Cluster) appendRenewCall(keys, args []string, holds []RenewKey, order []int, la *leaseArgs) ([]string, []string) {
 	keys = append(keys, c.keys.Marker())
 	args = append(args, c.gateArgs()...)
 	add := func(h *RenewKey) {
-		keys = append(keys, h.Prepared.scriptKeys()...)
-		args = append(args, h.Holder, h.Prepared.arg)
+		keys = c.appendScriptKeys(keys, h)
+		args = append(args, h.Holder, la.arg(h.Prepared.lease, h.Prepared.kind))
 	}
 	if order == nil {
 		for i := range holds {
@@ -424,10 +425,10 @@ func (cut *renewCut) free() {
 // each with perSlot, for a master that is a Redis Cluster (see shards.go).
 // The cut is the caller's to free.
 func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool) *renewCut {
-	var la leaseArgs
 	for i := range keys {
-		c.prepare(&keys[i], lease, &la)
+		c.prepare(&keys[i], lease)
 	}
+	var la leaseArgs // most holds share a lease: its arguments are made once
 	cut := renewCuts.Get().(*renewCut)
 	cut.calls, cut.holds = cut.calls[:0], cut.holds[:0]
 	order := cut.order[:0]
@@ -449,7 +450,7 @@ func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool)
 			hi++
 		}
 		k0, a0 := len(k), len(a)
-		k, a = c.appendRenewCall(k, a, keys, order[lo:hi])
+		k, a = c.appendRenewCall(k, a, keys, order[lo:hi], &la)
 		// Cut to their own length: an append to one call's keys must not
 		// run into the next's (the buffers may move meanwhile: see below).
 		cut.calls = append(cut.calls, call{keys: k[k0:len(k):len(k)], args: a[a0:len(a):len(a)]})
