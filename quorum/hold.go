@@ -139,6 +139,101 @@ type RenewKey struct {
 	// Tail says the hold was granted with a Tail: its renewal keeps it
 	// (see scripts/lua/tails.lua).
 	Tail bool
+	// Prepared is this key's renewal ready to send. Renew fills it in
+	// where it is not (see Prepared): a caller that keeps it with its hold
+	// and hands it back makes each renewal build nothing per hold.
+	Prepared Prepared
+}
+
+// Prepared is a hold's renewal made ready to send once: the renew
+// script's key for it, as the Cluster that renews it spells it, its lease
+// and kind, and the hash slot of its keys. Cluster.Renew fills it in the
+// RenewKey it is handed where it is zero, or was made by another Cluster,
+// for another lease or another kind of key, and sends it as it is from
+// then on. It stays right while the key's Name does: a caller that renames
+// a key must zero it. The Record is not in it: only a repair, which is
+// rare, sends the record, and builds its call then. It is kept with each
+// of 100,000 holds, so it keeps only what a renewal would build per hold:
+// the lease argument is made once per renewal for every hold of a lease,
+// and an entry's or a waiting record's two keys (they are few) per round.
+type Prepared struct {
+	by *Cluster
+	// set is the hold's set key (the script makes the holder key), ""
+	// for an entry or a waiting record.
+	set   string
+	lease time.Duration
+	slot  uint16 // the hash slot of its keys (they share the name's hash tag)
+	kind  renewKind
+}
+
+// renewKind is what a RenewKey renews, as the renew script tells them
+// apart by the lease argument's prefix.
+type renewKind uint8
+
+const (
+	renewPlain renewKind = iota + 1
+	renewTail
+	renewEntry
+	renewWaiting
+)
+
+func (k *RenewKey) kind() renewKind {
+	switch {
+	case k.Entry:
+		return renewEntry
+	case k.Waiting:
+		return renewWaiting
+	case k.Tail:
+		return renewTail
+	}
+	return renewPlain
+}
+
+// leaseArgs are one lease's renew arguments ("15000", "t15000",
+// "q15000", "w15000"), one per renewKind, made once per Renew for every
+// hold of that lease: most holds share one.
+type leaseArgs struct {
+	lease time.Duration
+	args  [renewWaiting + 1]string
+}
+
+func (a *leaseArgs) arg(lease time.Duration, kind renewKind) string {
+	if a.args[renewPlain] == "" || a.lease != lease {
+		ms := strconv.FormatInt(lease.Milliseconds(), 10)
+		a.lease = lease
+		a.args = [...]string{renewPlain: ms, renewTail: "t" + ms, renewEntry: "q" + ms, renewWaiting: "w" + ms}
+	}
+	return a.args[kind]
+}
+
+// prepare makes k.Prepared ready for lease (k's own, if it has one),
+// unless it is: see Prepared.
+func (c *Cluster) prepare(k *RenewKey, lease time.Duration) {
+	if k.Lease > 0 {
+		lease = k.Lease
+	}
+	kind, p := k.kind(), &k.Prepared
+	if p.by == c && p.lease == lease && p.kind == kind {
+		return
+	}
+	*p = Prepared{by: c, lease: lease, kind: kind}
+	if kind == renewEntry || kind == renewWaiting {
+		p.slot = uint16(hashslot.Of(c.keys.Set(k.Name)))
+		return
+	}
+	p.set = c.keys.Set(k.Name)
+	p.slot = uint16(hashslot.Of(p.set))
+}
+
+// appendScriptKeys appends the renew script's keys of k, prepared.
+func (c *Cluster) appendScriptKeys(keys []string, k *RenewKey) []string {
+	switch k.Prepared.kind {
+	case renewEntry:
+		return append(keys, c.keys.Queue(k.Name), c.keys.Deadlines(k.Name))
+	case renewWaiting:
+		return append(keys, c.keys.WaitingDeadlines(k.Name), c.keys.Waiting(k.Name))
+	}
+	return append(keys, k.Prepared.set)
 }
 
 // RenewResult counts the voting masters that renewed a hold (OK), that
@@ -164,38 +259,31 @@ func (c *Cluster) Downgrade(ctx context.Context, name, holder string) error {
 }
 
 // renewArgs are the renew script's keys and arguments for holds, each with
-// its own lease (lease where it has none).
+// its own lease (lease where it has none), as one call: see renewCalls.
 func (c *Cluster) renewArgs(lease time.Duration, holds []RenewKey) (keys, args []string) {
-	keys = make([]string, 0, 1+2*len(holds))
+	holds = slices.Clone(holds) // prepared here, not in the caller's keys
+	for i := range holds {
+		c.prepare(&holds[i], lease)
+	}
+	return c.appendRenewCall(nil, nil, holds, nil, new(leaseArgs))
+}
+
+// appendRenewCall appends to keys and args the renew script's keys and
+// arguments for the prepared holds of order (all of holds if order is nil).
+func (c *Cluster) appendRenewCall(keys, args []string, holds []RenewKey, order []int, la *leaseArgs) ([]string, []string) {
 	keys = append(keys, c.keys.Marker())
-	args = make([]string, 0, 2+2*len(holds))
 	args = append(args, c.gateArgs()...)
-	var lastLease time.Duration
-	var lastMS string
-	for _, h := range holds {
-		l := h.Lease
-		if l <= 0 {
-			l = lease
+	add := func(h *RenewKey) {
+		keys = c.appendScriptKeys(keys, h)
+		args = append(args, h.Holder, la.arg(h.Prepared.lease, h.Prepared.kind))
+	}
+	if order == nil {
+		for i := range holds {
+			add(&holds[i])
 		}
-		if l != lastLease || lastMS == "" { // most holds share a lease: formatted once
-			lastLease, lastMS = l, strconv.FormatInt(l.Milliseconds(), 10)
-		}
-		if h.Entry {
-			keys = append(keys, c.keys.Queue(h.Name), c.keys.Deadlines(h.Name))
-			args = append(args, h.Holder, "q"+lastMS)
-			continue
-		}
-		if h.Waiting {
-			keys = append(keys, c.keys.WaitingDeadlines(h.Name), c.keys.Waiting(h.Name))
-			args = append(args, h.Holder, "w"+lastMS)
-			continue
-		}
-		keys = append(keys, c.keys.Set(h.Name)) // the script makes the holder key
-		ms := lastMS
-		if h.Tail {
-			ms = "t" + ms
-		}
-		args = append(args, h.Holder, ms)
+	}
+	for _, i := range order {
+		add(&holds[i])
 	}
 	return keys, args
 }
@@ -253,10 +341,12 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	}
 	// A standalone master's calls are full batches; a cluster master's
 	// are cut per slot (see renewCalls), made only when one is a cluster.
-	var cuts [2]renewCut
+	var cuts [2]*renewCut
 	cuts[0] = c.renewCalls(lease, keys, false)
+	defer cuts[0].free()
 	if c.clustered {
 		cuts[1] = c.renewCalls(lease, keys, true)
+		defer cuts[1].free()
 	}
 	to, _ := c.voters()
 	gone := make([][]int, len(c.masters)) // per master, the holds it lacks
@@ -308,42 +398,66 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 }
 
 // renewCut is a renewal's calls, and holds[k] the indices in its keys of
-// call k's holds.
+// call k's holds. Its slices are reused from one renewal to the next: see free.
 type renewCut struct {
-	calls []call
-	holds [][]int
+	calls      []call
+	holds      [][]int
+	order      []int
+	keys, args []string // the calls' keys and arguments, one after another
 }
 
-// renewCalls cuts keys into the renew script's calls of at most renewBatch
-// holds each, and of one hash slot each with perSlot, for a master that is
-// a Redis Cluster (see shards.go).
-func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool) (cut renewCut) {
-	order := make([]int, len(keys))
-	slots := make([]int, len(keys))
-	for i := range order {
-		order[i] = i
-		if perSlot {
-			slots[i] = hashslot.Of(c.keys.Set(keys[i].Name))
-		}
+// renewCuts keeps renewCuts' slices between renewals: a renewal of 100,000
+// holds made ~10 MB of them each tick, which the GC then took for work.
+var renewCuts = sync.Pool{New: func() any { return new(renewCut) }}
+
+// free gives cut's slices back for the next renewal; cut is not used
+// after.
+func (cut *renewCut) free() {
+	clear(cut.calls)
+	clear(cut.keys)
+	clear(cut.args)
+	clear(cut.holds)
+	renewCuts.Put(cut)
+}
+
+// renewCalls prepares keys (see Prepared) and cuts them into the renew
+// script's calls of at most renewBatch holds each, and of one hash slot
+// each with perSlot, for a master that is a Redis Cluster (see shards.go).
+// The cut is the caller's to free.
+func (c *Cluster) renewCalls(lease time.Duration, keys []RenewKey, perSlot bool) *renewCut {
+	for i := range keys {
+		c.prepare(&keys[i], lease)
+	}
+	var la leaseArgs // most holds share a lease: its arguments are made once
+	cut := renewCuts.Get().(*renewCut)
+	cut.calls, cut.holds = cut.calls[:0], cut.holds[:0]
+	order := cut.order[:0]
+	for i := range keys {
+		order = append(order, i)
 	}
 	if perSlot {
-		slices.SortStableFunc(order, func(a, b int) int { return slots[a] - slots[b] })
+		slices.SortStableFunc(order, func(a, b int) int { return int(keys[a].Prepared.slot) - int(keys[b].Prepared.slot) })
 	}
-	batch := make([]RenewKey, 0, renewBatch)
+	cut.order = order
+	// A standalone master's calls are full: two keys or arguments per hold
+	// and one key and two gate arguments per call, allotted at once.
+	calls := len(keys)/renewBatch + 1
+	k := slices.Grow(cut.keys[:0], 2*len(keys)+calls)
+	a := slices.Grow(cut.args[:0], 2*len(keys)+2*calls)
 	for lo := 0; lo < len(order); {
 		hi := lo + 1
-		for hi < len(order) && hi-lo < renewBatch && slots[order[hi]] == slots[order[lo]] {
+		for hi < len(order) && hi-lo < renewBatch && (!perSlot || keys[order[hi]].Prepared.slot == keys[order[lo]].Prepared.slot) {
 			hi++
 		}
-		batch = batch[:0]
-		for _, i := range order[lo:hi] {
-			batch = append(batch, keys[i])
-		}
-		k, a := c.renewArgs(lease, batch)
-		cut.calls = append(cut.calls, call{keys: k, args: a})
+		k0, a0 := len(k), len(a)
+		k, a = c.appendRenewCall(k, a, keys, order[lo:hi], &la)
+		// Cut to their own length: an append to one call's keys must not
+		// run into the next's (the buffers may move meanwhile: see below).
+		cut.calls = append(cut.calls, call{keys: k[k0:len(k):len(k)], args: a[a0:len(a):len(a)]})
 		cut.holds = append(cut.holds, order[lo:hi])
 		lo = hi
 	}
+	cut.keys, cut.args = k, a
 	return cut
 }
 

@@ -158,16 +158,10 @@ func (m standalone) run(ctx context.Context, l lane, c rueidis.Client, s *script
 
 // runMulti runs s once per call on c, the bulk connection, pipelined.
 func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *scripts.Script, calls []call) []rueidis.RedisResult {
-	args := make([][]string, len(calls))
 	cmds := make(rueidis.Commands, len(calls))
 	gen, unchecked := m.uncheckedRun(laneBulk, s)
 	for i, k := range calls {
-		args[i] = m.gateArgs(s, k.args)
-		if unchecked {
-			cmds[i] = c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
-		} else {
-			cmds[i] = c.B().Evalsha().Sha1(s.SHA).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build()
-		}
+		cmds[i] = m.multiCmd(c, s, k, unchecked)
 	}
 	out := c.DoMulti(ctx, cmds...)
 	if len(out) > 0 {
@@ -186,14 +180,29 @@ func (m standalone) runMulti(ctx context.Context, c rueidis.Client, s *scripts.S
 		m.reload.Store(true)
 		cmds = cmds[:0]
 		for _, i := range redo {
-			k := calls[i]
-			cmds = append(cmds, c.B().Eval().Script(s.Fallback().Src).Numkeys(int64(len(k.keys))).Key(k.keys...).Arg(args[i]...).Build())
+			cmds = append(cmds, m.multiCmd(c, s, calls[i], true))
 		}
 		for j, r := range c.DoMulti(ctx, cmds...) {
 			out[redo[j]] = r
 		}
 	}
 	return out
+}
+
+// multiCmd is k's EVALSHA of s on c, or its EVAL with the source, with its
+// gate arguments completed for m (see gateArgs) but the rest of its
+// arguments not copied: a renewal's calls carry 512 each.
+func (m standalone) multiCmd(c rueidis.Client, s *scripts.Script, k call, source bool) rueidis.Completed {
+	before, gate, after := k.args, []string(nil), []string(nil)
+	if g := s.GateArg; g >= 0 && g < len(k.args) {
+		end := min(g+2, len(k.args))
+		before, gate, after = k.args[:g], m.gateArgs(s, k.args[:end])[g:], k.args[end:]
+	}
+	n := int64(len(k.keys))
+	if source {
+		return c.B().Eval().Script(s.Fallback().Src).Numkeys(n).Key(k.keys...).Arg(before...).Arg(gate...).Arg(after...).Build()
+	}
+	return c.B().Evalsha().Sha1(s.SHA).Numkeys(n).Key(k.keys...).Arg(before...).Arg(gate...).Arg(after...).Build()
 }
 
 // horizon asks m for its tail horizon on connection l: the probe's for the

@@ -10,7 +10,6 @@ package renewal
 import (
 	"container/heap"
 	"context"
-	"slices"
 	"strconv"
 	"time"
 
@@ -138,6 +137,14 @@ type Hold struct {
 	deadline time.Time
 	expiry   time.Time // when it is declared lost: see rearm; guarded by Watchdog.mu
 	index    int       // in Watchdog.byExpiry; guarded by Watchdog.mu
+	// prev and next place it in Watchdog.order, and queued says when it
+	// was put there (see renewOrder); guarded by Watchdog.mu.
+	prev, next *Hold
+	queued     uint64
+	// prepared is its renewal as the Renewer made it ready to send (see
+	// quorum.Prepared), handed back each round: its keys and arguments are
+	// built once, not per tick. Guarded by Watchdog.mu.
+	prepared quorum.Prepared
 	// loss is why the watchdog stopped watching it (zero: it did not find
 	// it lost, nor was it revoked): see Lost. Guarded by Watchdog.mu.
 	loss Loss
@@ -145,26 +152,37 @@ type Hold struct {
 
 // byExpiry is the watched holds as a min-heap on expiry, so that the next
 // expiry is found in O(1) and kept in O(log n) per change: a scan of every
-// hold per change made a burst of grants quadratic.
-type byExpiry []*Hold
+// hold per change made a burst of grants quadratic. An entry's key may be
+// earlier than its hold's expiry, never later: a renewal moves expiries
+// later without placing each hold anew, and refresh places them all at
+// once when the renewal ends (see apply); expire places anew a hold whose
+// key came before its expiry.
+type byExpiry []expiryEntry
+
+// expiryEntry is a hold in byExpiry, under key: its expiry in Unix ns,
+// as it stood when it was last placed.
+type expiryEntry struct {
+	key int64
+	h   *Hold
+}
 
 func (b byExpiry) Len() int           { return len(b) }
-func (b byExpiry) Less(i, j int) bool { return b[i].expiry.Before(b[j].expiry) }
+func (b byExpiry) Less(i, j int) bool { return b[i].key < b[j].key }
 func (b byExpiry) Swap(i, j int) {
 	b[i], b[j] = b[j], b[i]
-	b[i].index, b[j].index = i, j
+	b[i].h.index, b[j].h.index = i, j
 }
 func (b *byExpiry) Push(x any) {
-	h := x.(*Hold)
-	h.index = len(*b)
-	*b = append(*b, h)
+	e := x.(expiryEntry)
+	e.h.index = len(*b)
+	*b = append(*b, e)
 }
 func (b *byExpiry) Pop() any {
 	old := *b
-	h := old[len(old)-1]
-	old[len(old)-1] = nil
+	e := old[len(old)-1]
+	old[len(old)-1] = expiryEntry{}
 	*b = old[:len(old)-1]
-	return h
+	return e
 }
 
 // setDeadline moves h's deadline (and so its expiry). w.mu is held.
@@ -173,18 +191,36 @@ func (w *Watchdog) setDeadline(h *Hold, deadline time.Time) {
 	w.rearm(h)
 }
 
-// rearm sets h's expiry, when it is declared lost: a lead before its
+// rearm sets h's expiry (see setExpiry) and places h under it in
+// byExpiry, if it is watched. w.mu is held.
+func (w *Watchdog) rearm(h *Hold) {
+	w.setExpiry(h)
+	if w.watched(h) {
+		w.byExpiry[h.index].key = h.expiry.UnixNano()
+		heap.Fix(&w.byExpiry, h.index)
+	}
+}
+
+// setExpiry sets h's expiry, when it is declared lost: a lead before its
 // deadline, so that its client hears of it while it still holds; or its
 // End if that comes first (the hold is still held on the masters then,
 // and the agent gives it back only after the LOST). w.mu is held.
-func (w *Watchdog) rearm(h *Hold) {
+func (w *Watchdog) setExpiry(h *Hold) {
 	h.expiry = h.deadline.Add(-w.lead(h))
 	if w.endsFirst(h) {
 		h.expiry = h.End
 	}
-	if w.watched(h) {
-		heap.Fix(&w.byExpiry, h.index)
+}
+
+// refresh places every hold in byExpiry under its expiry, in O(n): after
+// a renewal moved most of them later, where placing each anew as it moved
+// cost O(log n) cache misses per hold (~45 ms per tick at 100,000 holds).
+// w.mu is held.
+func (w *Watchdog) refresh() {
+	for i := range w.byExpiry {
+		w.byExpiry[i].key = w.byExpiry[i].h.expiry.UnixNano()
 	}
+	heap.Init(&w.byExpiry)
 }
 
 // endsFirst says whether h, as things stand, reaches its End before it
@@ -241,7 +277,78 @@ type Watchdog struct {
 	// the watchdog with its own locks held.
 	mu       lockorder.Mutex[lockorder.Watchdog]
 	byExpiry byExpiry // the watched holds (see watched)
-	changed  chan struct{}
+	// order is the watched holds that are renewed (all but KindFixed),
+	// the least recently renewed first: see renewable. Guarded by mu.
+	order renewOrder
+	// rounds counts the renewal rounds begun (see renewKeys): a hold is
+	// queued in order under it. Guarded by mu.
+	rounds uint64
+	// stale says a renewal moved expiries later without placing their
+	// holds anew in byExpiry (see refresh). Guarded by mu.
+	stale   bool
+	changed chan struct{}
+	// due is renew's list of the holds of its renewal, kept from one to
+	// the next (renewals do not overlap: see Run).
+	due []*Hold
+}
+
+// renewOrder is a list of holds, the least recently renewed first, linked
+// through the holds themselves, so a renewal takes them in order with no
+// sort. Its holds are in the order of their queued: the rounds begun when
+// a hold was added (pushBack), or, for a hold a round renewed, that
+// round's number less one (see requeue). A round's holds count their
+// validity from its start, so they go before the holds added after it
+// began (which expire later) and after those added before.
+type renewOrder struct{ front, back *Hold }
+
+func (o *renewOrder) pushBack(h *Hold, queued uint64) {
+	h.queued = queued
+	o.insertAfter(o.back, h, h)
+}
+
+// insertAfter links the chain first..last (linked by next) after at, or
+// at the front if at is nil.
+func (o *renewOrder) insertAfter(at, first, last *Hold) {
+	first.prev = at
+	if at != nil {
+		last.next, at.next = at.next, first
+	} else {
+		last.next, o.front = o.front, first
+	}
+	if last.next != nil {
+		last.next.prev = last
+	} else {
+		o.back = last
+	}
+}
+
+func (o *renewOrder) remove(h *Hold) {
+	if h.prev != nil {
+		h.prev.next = h.next
+	} else {
+		o.front = h.next
+	}
+	if h.next != nil {
+		h.next.prev = h.prev
+	} else {
+		o.back = h.prev
+	}
+	h.prev, h.next = nil, nil
+}
+
+// requeue puts the chain first..last, holds that round renewed, which are
+// not in o, after every hold queued before round began and before every
+// hold queued since: the holds added since it began, as few as a round's
+// time brings, are all that is walked.
+func (o *renewOrder) requeue(first, last *Hold, round uint64) {
+	at := o.back
+	for at != nil && at.queued >= round {
+		at = at.prev
+	}
+	for h := first; h != nil; h = h.next {
+		h.queued = round - 1
+	}
+	o.insertAfter(at, first, last)
 }
 
 // New returns a Watchdog; Run makes it work.
@@ -267,7 +374,13 @@ func (w *Watchdog) Add(h *Hold, deadline time.Time) {
 	h.loss = Loss{}
 	w.setDeadline(h, deadline)
 	if !w.watched(h) {
-		heap.Push(&w.byExpiry, h)
+		// A renewal made ready for what h was before it was removed
+		// (quorum.Prepared keeps no name to check) is not trusted.
+		h.prepared = quorum.Prepared{}
+		heap.Push(&w.byExpiry, expiryEntry{h.expiry.UnixNano(), h})
+		if h.Kind != KindFixed {
+			w.order.pushBack(h, w.rounds)
+		}
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -316,12 +429,15 @@ func (w *Watchdog) Lost(h *Hold) (loss Loss, lost bool) {
 // heap. (A hold's index is 0 before it is added, and left stale when it
 // is dropped: either may point at another hold, never at h.) w.mu is held.
 func (w *Watchdog) watched(h *Hold) bool {
-	return h.index >= 0 && h.index < len(w.byExpiry) && w.byExpiry[h.index] == h
+	return h.index >= 0 && h.index < len(w.byExpiry) && w.byExpiry[h.index].h == h
 }
 
 // drop stops watching h, which is watched. w.mu is held.
 func (w *Watchdog) drop(h *Hold) {
 	heap.Remove(&w.byExpiry, h.index)
+	if h.Kind != KindFixed {
+		w.order.remove(h)
+	}
 }
 
 // SetEnd makes end the End of h (see Hold.End): an EXTEND moved it, or a
@@ -382,7 +498,8 @@ type round struct {
 	holds  []*Hold
 	leases []time.Duration // each hold's lease as the round set it
 	res    []quorum.RenewResult
-	last   bool // the renewal's last round: the next may start
+	number uint64 // Watchdog.rounds when it began: see renewOrder
+	last   bool   // the renewal's last round: the next may start
 }
 
 // roundSize is how many holds one Renew call carries. A renewal of every
@@ -402,7 +519,8 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	expiry := clock.NewTimer(time.Hour)
 	defer expiry.Stop()
 	done := make(chan round, 1)
-	renewing := false
+	// renewing says a renewal runs; due, that a tick came while it ran.
+	renewing, due := false, false
 	defer func() {
 		for renewing {
 			renewing = !(<-done).last
@@ -415,13 +533,26 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C():
 			tick.Reset(w.Interval())
-			if !renewing {
-				renewing = true
-				go w.renew(ctx, done)
+			if renewing {
+				due = true
+				break
 			}
+			renewing = true
+			go w.renew(ctx, done)
 		case r := <-done:
 			renewing = !r.last
 			w.apply(r)
+			// A renewal that ran past a tick is followed at once, not at
+			// the tick after: that one came up to a whole lease after
+			// the last renewal began, after the expiry of the holds of its
+			// first rounds and of those added just after it began. A
+			// renewal of 75,000 holds took 11s of a 15s lease on a
+			// loaded host, and every hold was lost.
+			if r.last && due && ctx.Err() == nil {
+				renewing, due = true, false
+				tick.Reset(w.Interval())
+				go w.renew(ctx, done)
+			}
 		case <-expiry.C():
 			w.expire()
 		case <-w.changed:
@@ -433,7 +564,7 @@ func (w *Watchdog) armExpiry(t clock.Timer) {
 	w.mu.Lock()
 	var next time.Time
 	if len(w.byExpiry) > 0 {
-		next = w.byExpiry[0].expiry
+		next = time.Unix(0, w.byExpiry[0].key)
 	}
 	w.mu.Unlock()
 	t.Stop()
@@ -447,45 +578,39 @@ func (w *Watchdog) armExpiry(t clock.Timer) {
 // renew renews every hold watched now, roundSize holds at a time, and
 // hands each round to Run; the last is marked so.
 func (w *Watchdog) renew(ctx context.Context, done chan<- round) {
-	all := w.renewable()
+	w.due = w.renewable(w.due[:0])
+	all := w.due
 	keys := make([]quorum.RenewKey, 0, min(len(all), roundSize))
 	for lo := 0; lo < len(all) && ctx.Err() == nil; lo += roundSize {
 		var r round
-		r.holds, r.leases, keys = w.renewKeys(all[lo:min(lo+roundSize, len(all))], keys[:0])
+		r.holds, r.leases, keys, r.number = w.renewKeys(all[lo:min(lo+roundSize, len(all))], keys[:0])
 		r.start = w.cfg.Clock.Now()
 		if len(keys) > 0 {
 			r.res = w.cfg.Renewer.Renew(ctx, w.cfg.Lease, keys)
+			w.keepPrepared(r.holds, keys)
 		}
 		done <- r
 	}
 	clear(keys) // the records' strings are not kept alive until the next renewal
+	clear(all)  // nor the holds removed meanwhile
 	done <- round{last: true}
 }
 
-// renewable is every watched hold that is renewed, the soonest to expire
-// first. A round that ends before all its answers came (its budget is a
-// quarter lease: see quorum.Cluster.Renew) keeps those it got; the holds
-// it missed are then the first of the next round, where in a fixed order
-// they would be the last again, and lost: a cluster master's renewal of
-// thousands of names, on a host busy beyond its cores, missed the same
-// few dozen holds at its end every round.
-func (w *Watchdog) renewable() []*Hold {
-	type due struct {
-		h      *Hold
-		expiry time.Time
-	}
+// renewable appends to holds every watched hold that is renewed, the
+// least recently renewed first. A round that ends before all its answers
+// came (its budget is a quarter lease: see quorum.Cluster.Renew) keeps
+// those it got; the holds it missed are then the first of the next round,
+// where in a fixed order they would be the last again, and lost: a
+// cluster master's renewal of thousands of names, on a host busy beyond
+// its cores, missed the same few dozen holds at its end every round.
+// (They were sorted by expiry each tick until the order was kept as it
+// changes: the sort cost ~20 ms and 4 MB per tick at 100,000 holds. The
+// kept order is the sort's but for holds of other leases or with an End.)
+func (w *Watchdog) renewable(holds []*Hold) []*Hold {
 	w.mu.Lock()
-	all := make([]due, 0, len(w.byExpiry))
-	for _, h := range w.byExpiry {
-		if h.Kind != KindFixed {
-			all = append(all, due{h, h.expiry})
-		}
-	}
-	w.mu.Unlock()
-	slices.SortFunc(all, func(a, b due) int { return a.expiry.Compare(b.expiry) })
-	holds := make([]*Hold, len(all))
-	for i, d := range all {
-		holds[i] = d.h
+	defer w.mu.Unlock()
+	for h := w.order.front; h != nil; h = h.next {
+		holds = append(holds, h)
 	}
 	return holds
 }
@@ -495,9 +620,10 @@ func (w *Watchdog) renewable() []*Hold {
 // their round: a hold removed since renew began is not renewed (its
 // release may be under way), and a record may have changed (see
 // UpdateRecord).
-func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []time.Duration, []quorum.RenewKey) {
+func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []time.Duration, []quorum.RenewKey, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.rounds++
 	watched := make([]*Hold, 0, len(holds))
 	leases := make([]time.Duration, 0, len(holds))
 	for _, h := range holds {
@@ -509,9 +635,25 @@ func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []
 			lease = w.cfg.Lease
 		}
 		watched, leases = append(watched, h), append(leases, lease)
-		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Kind == KindEntry, Waiting: h.Kind == KindWaiting, Record: h.Record, Lease: lease, Tail: h.Tail})
+		keys = append(keys, quorum.RenewKey{Name: h.Name, Holder: h.Holder, Entry: h.Kind == KindEntry, Waiting: h.Kind == KindWaiting,
+			Record: h.Record, Lease: lease, Tail: h.Tail, Prepared: h.prepared})
 	}
-	return watched, leases, keys
+	return watched, leases, keys, w.rounds
+}
+
+// keepPrepared keeps with each of holds the renewal the Renewer made
+// ready for it in keys (see quorum.Prepared), for the next round.
+func (w *Watchdog) keepPrepared(holds []*Hold, keys []quorum.RenewKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, h := range holds {
+		// Not one removed meanwhile; nor one added anew meanwhile as
+		// another name, which is watched again (quorum.Prepared keeps no
+		// name to check, but checks the lease and kind itself).
+		if w.watched(h) && h.Name == keys[i].Name {
+			h.prepared = keys[i].Prepared
+		}
+	}
 }
 
 // apply moves the deadline of every hold a majority renewed to the round's
@@ -519,6 +661,7 @@ func (w *Watchdog) renewKeys(holds []*Hold, keys []quorum.RenewKey) ([]*Hold, []
 func (w *Watchdog) apply(r round) {
 	now := w.cfg.Clock.Now()
 	var lost []*Hold
+	var renewed, last *Hold // the chain of holds renewed, out of w.order meanwhile
 	w.mu.Lock()
 	for i, h := range r.holds {
 		if !w.watched(h) {
@@ -529,8 +672,19 @@ func (w *Watchdog) apply(r round) {
 		switch {
 		case res.OK >= w.quorum && deadline.After(now):
 			if deadline.After(h.deadline) {
-				w.setDeadline(h, deadline)
+				// Its expiry moves later; its place in byExpiry
+				// waits for refresh, at the renewal's end.
+				h.deadline = deadline
+				w.setExpiry(h)
+				w.stale = true
 			}
+			w.order.remove(h)
+			if renewed == nil {
+				renewed = h
+			} else {
+				last.next, h.prev = h, last
+			}
+			last = h
 		case res.Gone > w.cfg.Masters-w.quorum:
 			w.drop(h)
 			h.loss = Revocation("")
@@ -539,6 +693,13 @@ func (w *Watchdog) apply(r round) {
 			w.cfg.Logger.Warn("renewal missed quorum", "name", h.Name, "renewed", res.OK, "needed", w.quorum,
 				"valid_for", h.deadline.Sub(now))
 		}
+	}
+	if renewed != nil {
+		w.order.requeue(renewed, last, r.number)
+	}
+	if r.last && w.stale {
+		w.refresh()
+		w.stale = false
 	}
 	w.mu.Unlock()
 	for _, h := range lost {
@@ -553,8 +714,13 @@ func (w *Watchdog) expire() {
 	var lost []*Hold
 	var losses []Loss
 	w.mu.Lock()
-	for len(w.byExpiry) > 0 && !w.byExpiry[0].expiry.After(now) {
-		h := w.byExpiry[0]
+	for len(w.byExpiry) > 0 && w.byExpiry[0].key <= now.UnixNano() {
+		h := w.byExpiry[0].h
+		if h.expiry.After(now) { // renewed since it was placed: see byExpiry
+			w.byExpiry[0].key = h.expiry.UnixNano()
+			heap.Fix(&w.byExpiry, 0)
+			continue
+		}
 		w.drop(h)
 		h.loss = Loss{Reason: ReasonQuorum}
 		if h.Kind == KindFixed || w.endsFirst(h) {

@@ -68,7 +68,13 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with renewer as the masters, or the
 // harness's scripted renewer if it is nil.
 func newHarnessWith(t *testing.T, renewer Renewer) *harness {
-	h := &harness{t: t, clock: clock.NewFake(time.Unix(1000, 0)), renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
+	return newHarnessWithClock(t, renewer, clock.NewFake(time.Unix(1000, 0)))
+}
+
+// newHarnessWithClock is newHarnessWith on fake, a clock the renewer may
+// take its time on too.
+func newHarnessWithClock(t *testing.T, renewer Renewer, fake *clock.Fake) *harness {
+	h := &harness{t: t, clock: fake, renewer: &scriptedRenewer{answer: quorum.RenewResult{OK: 3}},
 		lost: make(chan lostEvent, 100)}
 	if renewer == nil {
 		renewer = h.renewer
@@ -507,6 +513,293 @@ func TestRoundsCutShortStillRenewEveryHold(t *testing.T) {
 		}
 		h.settle()
 		h.run(5 * lease)
+		h.expectNoLoss()
+	})
+}
+
+// stalledRenewer renews every hold of its first rounds calls, then holds
+// every later call until release is closed, as a master that stalls in the
+// middle of a renewal.
+type stalledRenewer struct {
+	rounds  int
+	mu      sync.Mutex
+	calls   int
+	release chan struct{}
+}
+
+func (s *stalledRenewer) Renew(ctx context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	s.mu.Lock()
+	s.calls++
+	stall := s.calls > s.rounds
+	s.mu.Unlock()
+	if stall {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+		}
+	}
+	out := make([]quorum.RenewResult, len(keys))
+	for i := range out {
+		out[i] = quorum.RenewResult{OK: 3}
+	}
+	return out
+}
+
+// TestHoldsRenewedEarlyInARenewalLiveWhileItsLastRoundStalls: a renewal's
+// first round renews its holds, and its second stalls past their old
+// expiry. The first round's holds live on: their new expiry counts, though
+// their place among the expiries is only made anew when the renewal ends
+// (see refresh). Only the stalled round's hold is lost, for want of a
+// quorum.
+func TestHoldsRenewedEarlyInARenewalLiveWhileItsLastRoundStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		renewer := &stalledRenewer{rounds: 1, release: make(chan struct{})}
+		defer close(renewer.release)
+		h := newHarnessWith(t, renewer)
+		holds := make([]*Hold, roundSize+1)
+		for i := range holds {
+			holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
+			h.w.Add(holds[i], h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.run(lease) // the first renewal starts at lease/3, and stalls in its second round
+		select {
+		case e := <-h.lost:
+			if e.hold != holds[roundSize] || e.loss.Reason != ReasonQuorum {
+				t.Fatalf("lost %s (%+v); want only %s, for want of a quorum", e.hold.Name, e.loss, holds[roundSize].Name)
+			}
+		default:
+			t.Fatalf("%s, whose renewal stalled, was not lost", holds[roundSize].Name)
+		}
+		h.expectNoLoss()
+	})
+}
+
+// slowRenewer renews every hold, each Renew call answering took after it
+// began on clock: a host so loaded that one renewal of every hold takes
+// longer than two intervals.
+type slowRenewer struct {
+	clock *clock.Fake
+	took  time.Duration
+}
+
+func (s slowRenewer) Renew(ctx context.Context, _ time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	t := s.clock.NewTimer(s.took)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+	}
+	out := make([]quorum.RenewResult, len(keys))
+	for i := range out {
+		out[i] = quorum.RenewResult{OK: 3}
+	}
+	return out
+}
+
+// TestARenewalLongerThanTwoIntervalsIsFollowedAtOnce: three rounds of
+// 0.7s each make a renewal of 2.1s, more than two intervals (1s each at a
+// 3s lease). The ticks that came while it ran must not be dropped: the
+// next renewal starts as it ends. Dropped, the next waited for the tick
+// after, a whole lease after the last began, and the holds of its first
+// round expired before it came (BenchmarkRenewIdle100kHolds beside CPU
+// hogs: a renewal of 75,000 holds took 11s at a 15s lease, and every hold
+// was lost, on main as on the branch that kept its renewal order).
+func TestARenewalLongerThanTwoIntervalsIsFollowedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(1000, 0))
+		h := newHarnessWithClock(t, slowRenewer{clock: fake, took: 700 * time.Millisecond}, fake)
+		const step = 10 * time.Millisecond
+		h.runBy(step, 900*time.Millisecond)
+		for i := range 2*roundSize + 1 { // three rounds
+			h.w.Add(&Hold{Name: fmt.Sprint("h", i), Holder: "x"}, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.runBy(step, 1600*time.Millisecond) // the first renewal began at 1s; its last round at 2.4s
+		late := h.add("added in the renewal's last round", false, rules.Validity(lease, 0, 0.01))
+		h.runBy(step, 4*lease)
+		h.expectNoLoss()
+		if _, lost := h.w.Lost(late); lost {
+			t.Fatalf("%s lost", late.Name)
+		}
+	})
+}
+
+// TestAHoldAddedDuringARoundIsRenewedAfterTheHoldsThatRoundRenewed: the
+// holds a round renews count their validity from its start, so a hold
+// added after that start expires later than they do, and is renewed after
+// them next time. Here a renewal takes 2.1s in three rounds of 0.7s, each
+// hold's renewal comes a renewal later, and a hold with a longer lease is
+// added just after the second round began. Put behind the holds renewed
+// before it was added (the renewal order kept as holds were renewed, not
+// as their validity counts), it went before the second round's holds and
+// pushed the last of them into the next renewal's third round, after its
+// expiry.
+func TestAHoldAddedDuringARoundIsRenewedAfterTheHoldsThatRoundRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(1000, 0))
+		h := newHarnessWithClock(t, slowRenewer{clock: fake, took: 700 * time.Millisecond}, fake)
+		const step = 10 * time.Millisecond
+		h.runBy(step, 900*time.Millisecond)
+		for i := range 2*roundSize + 1 { // three rounds
+			h.w.Add(&Hold{Name: fmt.Sprint("h", i), Holder: "x"}, h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.runBy(step, 850*time.Millisecond) // the first renewal began at 1s; its second round at 1.7s
+		late := &Hold{Name: "added in the second round", Holder: "x", Lease: 2 * lease}
+		h.w.Add(late, h.clock.Now().Add(rules.Validity(2*lease, 0, 0.01)))
+		h.runBy(step, 4*lease)
+		h.expectNoLoss()
+	})
+}
+
+// TestTheRenewalOrderHoldsEveryRenewedHoldOnceInQueuedOrder drives the
+// watchdog's own steps (Add, Remove, Revoke, a round's keys and its
+// answers) in random order, with rounds that overlap adds and removals, and
+// checks after each that the renewal order is well linked, holds every
+// watched hold that is renewed once and nothing else, and is in the
+// order of when each was queued.
+func TestTheRenewalOrderHoldsEveryRenewedHoldOnceInQueuedOrder(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1000, 0))
+	w := New(Config{Lease: lease, DriftFactor: 0.01, Masters: 3, Renewer: okRenewer{}, Clock: fake, OnLost: func(*Hold, Loss) {}})
+	rng := rand.New(rand.NewPCG(1, 2))
+	var holds []*Hold
+	var pending []round // rounds sent, not yet applied
+	check := func(step int) {
+		t.Helper()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		seen := map[*Hold]bool{}
+		var prev *Hold
+		for h := w.order.front; h != nil; prev, h = h, h.next {
+			switch {
+			case h.prev != prev:
+				t.Fatalf("step %d: %s's prev is not the hold before it", step, h.Name)
+			case seen[h]:
+				t.Fatalf("step %d: %s twice in the order", step, h.Name)
+			case !w.watched(h) || h.Kind == KindFixed:
+				t.Fatalf("step %d: %s in the order, not a watched renewed hold", step, h.Name)
+			case prev != nil && h.queued < prev.queued:
+				t.Fatalf("step %d: %s queued %d after %s queued %d", step, h.Name, h.queued, prev.Name, prev.queued)
+			}
+			seen[h] = true
+		}
+		if w.order.back != prev {
+			t.Fatalf("step %d: the order's back is not its last hold", step)
+		}
+		for _, e := range w.byExpiry {
+			if e.h.Kind != KindFixed && !seen[e.h] {
+				t.Fatalf("step %d: watched %s not in the order", step, e.h.Name)
+			}
+		}
+	}
+	for step := range 5000 {
+		fake.Advance(time.Duration(rng.IntN(50)) * time.Millisecond)
+		switch op := rng.IntN(10); {
+		case op < 4 || len(holds) == 0: // a hold added, or one removed added anew
+			h := &Hold{Name: fmt.Sprint("h", step), Holder: "x"}
+			if rng.IntN(8) == 0 {
+				h.Kind, h.Lease = KindFixed, lease
+			}
+			if len(holds) > 0 && rng.IntN(4) == 0 {
+				h = holds[rng.IntN(len(holds))]
+			}
+			w.Add(h, fake.Now().Add(rules.Validity(lease, 0, 0.01)))
+			holds = append(holds, h)
+		case op < 5:
+			w.Remove(holds[rng.IntN(len(holds))])
+		case op < 6:
+			w.Revoke(holds[rng.IntN(len(holds))], "")
+		case op < 8: // a round's keys taken, of a few holds from the front
+			all := w.renewable(nil)
+			var r round
+			r.holds, r.leases, _, r.number = w.renewKeys(all[:min(len(all), 1+rng.IntN(20))], nil)
+			r.start = fake.Now()
+			for range r.holds {
+				r.res = append(r.res, quorum.RenewResult{OK: rng.IntN(4), Gone: rng.IntN(2)})
+			}
+			pending = append(pending, r)
+		default: // the oldest round's answers applied
+			if len(pending) > 0 {
+				r := pending[0]
+				pending = pending[1:]
+				r.last = len(pending) == 0
+				w.apply(r)
+			}
+		}
+		check(step)
+	}
+}
+
+// readdingRenewer renews with a real (unstarted) Cluster, which prepares
+// each key's renewal, and while the first call runs removes hold and adds
+// it anew as another name, as Hold allows.
+type readdingRenewer struct {
+	c    *quorum.Cluster
+	w    *Watchdog
+	hold *Hold
+	once sync.Once
+}
+
+func (r *readdingRenewer) Renew(ctx context.Context, lease time.Duration, keys []quorum.RenewKey) []quorum.RenewResult {
+	out := r.c.Renew(ctx, lease, keys)
+	r.once.Do(func() {
+		r.w.Remove(r.hold)
+		r.hold.Name = "renamed"
+		r.w.Add(r.hold, r.w.cfg.Clock.Now().Add(lease))
+	})
+	return out
+}
+
+// TestAHoldAddedAnewDuringItsRoundKeepsNoRenewalPreparedForWhatItWas: a
+// hold removed and added anew as another name while its round runs must
+// not keep the renewal the round prepared for its old name (its next
+// renewal would renew the old name's key, find the new one's holder gone
+// there, and revoke it).
+func TestAHoldAddedAnewDuringItsRoundKeepsNoRenewalPreparedForWhatItWas(t *testing.T) {
+	c, err := quorum.New(quorum.Config{KeyPrefix: "t:", Masters: []quorum.MasterConfig{{Name: "a", Address: "127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := clock.NewFake(time.Unix(1000, 0))
+	hold := &Hold{Name: "old", Holder: "x"}
+	renewer := &readdingRenewer{c: c, hold: hold}
+	w := New(Config{Lease: lease, DriftFactor: 0.01, Masters: 1, Renewer: renewer, Clock: fake, OnLost: func(*Hold, Loss) {}})
+	renewer.w = w
+	w.Add(hold, fake.Now().Add(lease))
+	done := make(chan round, 2)
+	w.renew(context.Background(), done)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if hold.prepared != (quorum.Prepared{}) {
+		t.Fatal("the hold added anew as another name kept the renewal prepared for its old name")
+	}
+}
+
+// TestAnEndMovedEarlierWhileARenewalRunsIsKept: a hold its renewal's first
+// round renewed is placed among the expiries only when the renewal ends
+// (see refresh); an End moved earlier meanwhile, while the second round
+// stalls, still ends it at that End, not at the later expiry the round
+// gave it, nor at the renewal's end.
+func TestAnEndMovedEarlierWhileARenewalRunsIsKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		renewer := &stalledRenewer{rounds: 1, release: make(chan struct{})}
+		h := newHarnessWith(t, renewer)
+		holds := make([]*Hold, roundSize+1)
+		for i := range holds {
+			holds[i] = &Hold{Name: fmt.Sprint("h", i), Holder: "x"}
+			h.w.Add(holds[i], h.clock.Now().Add(rules.Validity(lease, 0, 0.01)))
+		}
+		h.settle()
+		h.run(lease/3 + 100*time.Millisecond) // the first round renewed holds[0]; the second stalls
+		end := h.clock.Now().Add(300 * time.Millisecond)
+		if _, ok := h.w.SetEnd(holds[0], end); !ok {
+			t.Fatal("holds[0] is not watched")
+		}
+		h.run(400 * time.Millisecond)
+		h.expectLoss(holds[0], ReasonExpired, end)
+		close(renewer.release)
+		h.settle()
 		h.expectNoLoss()
 	})
 }

@@ -302,7 +302,7 @@ func TestObserveAnswersOKThenTheCurrentLeader(t *testing.T) {
 }
 
 // metric reads one unlabelled series of agent a's metrics.
-func metric(t *testing.T, a *agenttest.Agent, name string) float64 {
+func metric(t testing.TB, a *agenttest.Agent, name string) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -37,7 +37,23 @@ func memoryFootprint(t testing.TB, sessions, holdsPer int) (perSession, perHold 
 	cfg.Lock.MasterTimeout = time.Second // a loaded test host must not fail rounds
 	a := agenttest.Start(t, cfg)
 	base := liveBytes()
-	conns := make([]*rawConn, sessions)
+	conns := dialSessions(t, a, sessions)
+	defer closeSessions(conns)
+	opened := liveBytes()
+	holdMany(t, conns, holdsPer)
+	held := liveBytes()
+	st := agenttest.Dial(t, a.Config.Socket.Path).Do("STATUS")
+	if got := st.Int("holds"); got != int64(sessions*holdsPer) {
+		t.Fatalf("agent has %d holds, want %d", got, sessions*holdsPer)
+	}
+	runtime.KeepAlive(a)
+	return (float64(opened) - float64(base)) / float64(sessions), (float64(held) - float64(opened)) / float64(sessions*holdsPer)
+}
+
+// dialSessions opens n sessions to a, each served (one PING) before it
+// returns.
+func dialSessions(t testing.TB, a *agenttest.Agent, n int) []*rawConn {
+	conns := make([]*rawConn, n)
 	for i := range conns {
 		nc, err := net.Dial("unix", a.Config.Socket.Path)
 		if err != nil {
@@ -45,16 +61,21 @@ func memoryFootprint(t testing.TB, sessions, holdsPer int) (perSession, perHold 
 		}
 		conns[i] = &rawConn{nc, bufio.NewReaderSize(nc, 64)}
 	}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	// One PING each: every session is open and served before it is measured.
 	for _, c := range conns {
 		c.roundTrip(t, "p PING\n", 1)
 	}
-	opened := liveBytes()
+	return conns
+}
+
+func closeSessions(conns []*rawConn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// holdMany takes holdsPer holds (mem/SESSION/N) on each of conns,
+// pipelined, a few sessions at a time.
+func holdMany(t testing.TB, conns []*rawConn, holdsPer int) {
 	const parallel, batch = 4, 100
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -75,13 +96,6 @@ func memoryFootprint(t testing.TB, sessions, holdsPer int) (perSession, perHold 
 		}()
 	}
 	wg.Wait()
-	held := liveBytes()
-	st := agenttest.Dial(t, a.Config.Socket.Path).Do("STATUS")
-	if got := st.Int("holds"); got != int64(sessions*holdsPer) {
-		t.Fatalf("agent has %d holds, want %d", got, sessions*holdsPer)
-	}
-	runtime.KeepAlive(a)
-	return (float64(opened) - float64(base)) / float64(sessions), (float64(held) - float64(opened)) / float64(sessions*holdsPer)
 }
 
 // rawConn is a client connection that keeps nothing per line.
