@@ -219,13 +219,7 @@ func TestCohortRunUnderDataLoss(t *testing.T) {
 	} {
 		t.Run(loss.name, func(t *testing.T) {
 			const local, remote = 10, 3
-			// A lease of 3s (a quarantine of about 3s): a name is passed on
-			// only with half a lease of validity left (agent/locks/lend.go),
-			// and with 1s, renewals late by a few hundred milliseconds on a
-			// loaded host (two masters during the quarantine) had holders
-			// release instead: 4 of 9 local grants in the quarantine were
-			// hand-overs in a soak run beside two CPU hogs.
-			a, b, _, servers := dataLossAgents(t, 3*time.Second, time.Second)
+			a, b, _, servers := dataLossAgents(t, time.Second, time.Second)
 			watchers := []*agenttest.Conn{agenttest.Dial(t, a.Config.Socket.Path), agenttest.Dial(t, b.Config.Socket.Path)}
 			granted := mastersGrants(t, servers[2], a.Config.Lock.KeyPrefix, "run")
 			run := startChurn(t, a, b, "run", local, remote)
