@@ -151,12 +151,7 @@ func TestFiveMastersFairQueueWithTwoOut(t *testing.T) {
 // masters, two of them out at a time.
 func TestFiveMastersCohortWithTwoOut(t *testing.T) {
 	t.Parallel()
-	// A lease of 3s: a name is passed on only with half a lease of
-	// validity left (agent/locks/lend.go); with 1s, renewals late by a few
-	// hundred milliseconds beside CPU hogs (three masters of five doing
-	// the work) had holders release instead (19 grants, no hand-over, in
-	// a soak run).
-	a, b, servers := twoAgentsOver(t, 5, 3*time.Second)
+	a, b, servers := twoAgentsOver(t, 5, time.Second)
 	const local, remote = 6, 2
 	held := cohortChurn(t, a, b, servers, "cohort5", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), fiveMastersTwoOut.fail)
 	handOvers := checkExclusive(t, held, local)
