@@ -21,9 +21,10 @@ import (
 // Unix socket at path safely:
 //   - an existing path is only removed if it is a socket nobody answers on;
 //     a regular file, a directory or a symlink is never touched;
-//   - the socket is created owner-only (umask) and only then given its group
-//     (a name or numeric id; "" keeps the agent's) and mode, so it is
-//     never wider open than configured.
+//   - the socket is created owner-only (a umask of 0177 on the one thread
+//     that binds it: see listenOwnerOnly) and only then given its group (a
+//     name or numeric id; "" keeps the agent's) and mode, so it is never
+//     wider open than configured.
 func Listen(path string, mode os.FileMode, group string) (ln *net.UnixListener, fromSystemd bool, err error) {
 	if ln, err := systemd.Activated(path); ln != nil || err != nil {
 		return ln, ln != nil, err
@@ -34,9 +35,7 @@ func Listen(path string, mode os.FileMode, group string) (ln *net.UnixListener, 
 	if err := removeStale(path); err != nil {
 		return nil, false, err
 	}
-	old := syscall.Umask(0o177)
-	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
+	ln, err = listenOwnerOnly(path)
 	if err != nil {
 		return nil, false, err
 	}
