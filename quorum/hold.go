@@ -485,10 +485,14 @@ func (c *Cluster) tailLeft(r Record) []string {
 	return left.args()
 }
 
-// repair re-creates, on each master, the holds of gone that a majority renewed.
+// repair re-creates, on each master, the holds of gone that a majority
+// renewed. It waits for late answers as long as the renewal round does: a
+// master that answered that round late answers its repair late too (cut
+// at master_timeout, a master just restarted on a loaded host was left
+// without its holds for seconds).
 func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewKey, out []RenewResult, gone [][]int) {
 	ms := strconv.FormatInt(lease.Milliseconds(), 10)
-	opCtx, cancel := context.WithTimeout(ctx, c.cfg.MasterTimeout)
+	opCtx, cancel := context.WithTimeout(ctx, max(c.cfg.MasterTimeout, lease/4))
 	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex

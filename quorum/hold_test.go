@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
+	"github.com/lock-agent/lock-agent/internal/faultproxy"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
 
@@ -201,6 +202,41 @@ func TestATailedHoldRepairedOnAMasterIsRenewedThere(t *testing.T) {
 	}
 	if res := c.Renew(ctx, time.Second, []RenewKey{key}); res[0].OK != 3 {
 		t.Fatalf("renewal after the repair: %+v, want all 3", res[0])
+	}
+}
+
+// TestARepairReachesALateMaster: a master that answers late (a link that
+// forwards each request and reply 150ms late: past master_timeout, within
+// the renewal's budget) and lacks a hold gets it back. The repair waits as
+// long as the renewal round it follows: cut at master_timeout, as it was,
+// it never landed on such a master, and on a loaded host a master that
+// had restarted empty (new connections, scripts loaded again) was left
+// without the hold for seconds (TestBreaker18TailOutlivesRestartsOfTwoMasters:
+// "the watchdog never re-created the hold", three soak runs).
+func TestARepairReachesALateMaster(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	link, err := faultproxy.New(servers[2].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.Masters[2].Address = link.Addr
+	c := startCluster(t, cfg)
+	ctx := context.Background()
+	g, err := acquire(ctx, c, req("late", "h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitOnEveryMaster(t, servers, "t:{late}:h:h1")
+	servers[2].Do("DEL", "t:{late}:h:h1") // as a master that missed the grant
+	link.SetDelay(150 * time.Millisecond)
+	key := RenewKey{Name: "late", Holder: "h1", Record: g.Record}
+	if res := c.Renew(ctx, 2*time.Second, []RenewKey{key}); res[0].OK != 2 || res[0].Gone != 1 || res[0].Repaired != 1 {
+		t.Fatalf("renewal with the late master lacking the hold: %+v, want 2 renewed, 1 gone and re-created", res[0])
+	}
+	if n := servers[2].Keys("t:{late}:h:h1"); n != 1 {
+		t.Fatalf("the late master has %d records of the hold after the repair", n)
 	}
 }
 

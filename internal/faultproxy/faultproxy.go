@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Mode is what the link does to the bytes that cross it.
@@ -81,6 +82,7 @@ type Proxy struct {
 	listener net.Listener
 	mu       sync.Mutex
 	mode     Mode
+	delay    time.Duration // each chunk read waits this long before it is forwarded
 	changed  chan struct{} // closed and replaced at every mode change
 	conns    map[*link]struct{}
 	closed   bool
@@ -128,6 +130,15 @@ func (p *Proxy) SetMode(m Mode) {
 	for _, l := range reset {
 		l.reset()
 	}
+}
+
+// SetDelay makes the link slow from now on: each chunk read (a request, a
+// reply) is forwarded d after it was read, in each direction, so a round
+// trip through it takes 2d more: a master that answers, late. 0 ends it.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Close stops listening and closes every connection. Calling it twice is safe.
@@ -216,6 +227,12 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		p.mu.Lock()
+		delay := p.delay
+		p.mu.Unlock()
+		if n > 0 && delay > 0 {
+			time.Sleep(delay) // the link's own latency: what it simulates
+		}
 		forward := p.awaitForward(up)
 		if n > 0 && forward {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
