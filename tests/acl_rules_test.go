@@ -369,6 +369,11 @@ func TestBinarySIGHUPAppliesAccessRules(t *testing.T) {
 	}
 	const rootRule = "acl {\n  rule \"root\" {\n    uid   = 0\n    names = [\"**\"]\n  }\n"
 	cmd, logs, cfgPath, sock, servers := binaryAgent(t, rootRule+"}\n")
+	// The socket accepts connections a moment before the agent gives it its
+	// configured mode (0660): widened before that, it was narrowed again,
+	// and uid 65534 was refused the connection (a parallel run beside two
+	// CPU hogs). The agent logs "listening" once the mode is set.
+	waitForLog(t, logs, "listening")
 	for path, mode := range map[string]os.FileMode{filepath.Dir(sock): 0o755, sock: 0o666} {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)

@@ -246,6 +246,13 @@ func TestFailoverSplitBrain(t *testing.T) {
 	r.awaitGrants(20) // both primaries up, the old one refusing writes
 	r.note("heal: the Sentinel makes the old primary a replica")
 	link.SetMode(faultproxy.Pass)
+	// When the Sentinel turns the old primary into a replica is the
+	// Sentinel's timing (it finds the old primary back by its periodic
+	// INFO, every 10s), not the agent's: a parallel run beside two CPU hogs
+	// saw no change in the 20s this test once allowed for both. The agent
+	// is then judged on its own step.
+	primary.AwaitInfo(60*time.Second, "replication", "role", "slave")
+	r.note("the Sentinel made the old primary a replica")
 	r.awaitMaster(0, 0, 20*time.Second, func(l map[string]string) bool {
 		return l["state"] != "up" && (strings.HasPrefix(l["reason"], "READONLY") || strings.Contains(l["reason"], "role:slave"))
 	}, "refusing to vote, a replica now")
