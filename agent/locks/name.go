@@ -8,9 +8,7 @@ package locks
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -279,77 +277,4 @@ func (a *Manager) wantedLocked(key string) *wantedName {
 		return n.wanted
 	}
 	return nil
-}
-
-// The errors the manager and the server answer with.
-
-// ErrAgentStopping refuses new sessions and requests, and ends waits,
-// while the agent stops.
-var ErrAgentStopping = protocol.Errorf(protocol.ErrShuttingDown, "agent is stopping")
-
-// QuorumError is the answer for err from a round of the masters: a closed
-// cluster (the agent is stopping) is SHUTTING_DOWN, a majority that records
-// other settings SETTINGS, anything else NO_QUORUM. The chain is kept, so
-// callers can still ask what it was.
-func QuorumError(err error) error {
-	if errors.Is(err, quorum.ErrClosed) {
-		return &protocol.Error{Err: protocol.ErrShuttingDown, Msg: "agent is stopping", Cause: err}
-	}
-	// Kind, not errors.Is: a round that missed a majority for other causes
-	// also wraps the refusals of masters that record other settings.
-	if re := (*quorum.RoundError)(nil); errors.As(err, &re) && re.Kind == quorum.ErrSettings {
-		return &protocol.Error{Err: protocol.ErrSettings, Msg: err.Error(), Cause: err}
-	}
-	return &protocol.Error{Err: protocol.ErrNoQuorum, Msg: err.Error(), Cause: err}
-}
-
-// What the agent's tests look at (agent/export_test.go).
-
-// StandBack makes the contender of name stand back until until, as the end
-// of a run of local holders that another agent waited for does (see
-// cohort.go). It says false if name has no queue.
-func (a *Manager) StandBack(name string, until time.Time) bool {
-	a.mu.Lock()
-	q := a.queueLocked(name)
-	a.mu.Unlock()
-	if q == nil {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.yieldUntil = until
-	return true
-}
-
-// Names is the names the manager keeps a record of, each with the parts of
-// its record that are set.
-func (a *Manager) Names() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var names []string
-	for key, n := range a.names {
-		parts := []string{key + ":"}
-		for part, set := range map[string]bool{"queue": n.queue != nil, "locked": n.locked != nil, "lent": n.lent != nil,
-			"wanted": n.wanted != nil, "waitRec": n.waitRec != nil, "observation": n.observation != nil} {
-			if set {
-				parts = append(parts, part)
-			}
-		}
-		names = append(names, strings.Join(parts, " "))
-	}
-	return names
-}
-
-// Lending is how the manager lends name to its local holders now: "run",
-// "linger", or "" (it lends nothing).
-func (a *Manager) Lending(name string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case a.runLocked(name) != nil:
-		return "run"
-	case a.cacheLocked(name) != nil:
-		return "linger"
-	}
-	return ""
 }
