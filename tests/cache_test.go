@@ -195,7 +195,7 @@ func cacheChurn(t *testing.T, chaos bool) {
 		}
 		c := agenttest.Dial(t, agent.Config.Socket.Path)
 		wg.Go(func() {
-			mine := takeTurns(t, c, "cache-chaos", i, stop, rand.New(rand.NewPCG(uint64(i), 21)), func(rng *rand.Rand) (time.Duration, time.Duration) {
+			mine := takeTurns(t, c, "cache-chaos", i, before(stop), nil, rand.New(rand.NewPCG(uint64(i), 21)), func(rng *rand.Rand) (time.Duration, time.Duration) {
 				// Gaps between turns: the name stays cached, is lent to the
 				// agent's other client, or goes to the other agent, whose
 				// client comes now and then.

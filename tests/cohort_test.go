@@ -23,7 +23,20 @@ import (
 // hold, sorted by start: from its OK until its UNLOCK was sent or its LOST
 // arrived, on this process's clock.
 func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Server, name string, local, remote int, maxHold time.Duration, d time.Duration, fail nemesis) []interval {
+	return cohortChurnAtLeast(t, a, b, servers, name, local, remote, maxHold, d, fail, 0)
+}
+
+// cohortChurnAtLeast is cohortChurn whose clients go on past d until they
+// were granted atLeast times in all, for up to 30s: a host too busy to
+// grant that many within d (beside two CPU hogs and the rest of the
+// suite) is slow, not wedged, and a wedge still fails. The faults stop at d.
+func cohortChurnAtLeast(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Server, name string, local, remote int, maxHold time.Duration, d time.Duration, fail nemesis, atLeast int64) []interval {
 	stop := time.Now().Add(d)
+	var granted atomic.Int64
+	until := func() bool {
+		now := time.Now()
+		return now.Before(stop) || (granted.Load() < atLeast && now.Before(stop.Add(30*time.Second)))
+	}
 	var wg sync.WaitGroup
 	if fail != nil {
 		seen := watchOf(t, a, b)
@@ -44,7 +57,7 @@ func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Serve
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := takeTurns(t, c, name, i, stop, rand.New(rand.NewPCG(uint64(i), 13)), func(rng *rand.Rand) (time.Duration, time.Duration) {
+			mine := takeTurns(t, c, name, i, until, &granted, rand.New(rand.NewPCG(uint64(i), 13)), func(rng *rand.Rand) (time.Duration, time.Duration) {
 				return 0, time.Duration(rng.Int64N(int64(maxHold) + 1))
 			})
 			mu.Lock()
@@ -57,12 +70,13 @@ func cohortChurn(t *testing.T, a, b *agenttest.Agent, servers []*redistest.Serve
 	return held
 }
 
-// takeTurns has client who (on c) take name until stop: before each LOCK it
-// waits, and it holds each grant, as turn says. It returns its holds, each
-// from its OK until its UNLOCK was sent or its LOST arrived.
-func takeTurns(t *testing.T, c *agenttest.Conn, name string, who int, stop time.Time, rng *rand.Rand, turn func(*rand.Rand) (wait, hold time.Duration)) []interval {
+// takeTurns has client who (on c) take name while more says so: before
+// each LOCK it waits, and it holds each grant, as turn says, counting it in
+// granted (unless nil). It returns its holds, each from its OK until its
+// UNLOCK was sent or its LOST arrived.
+func takeTurns(t *testing.T, c *agenttest.Conn, name string, who int, more func() bool, granted *atomic.Int64, rng *rand.Rand, turn func(*rand.Rand) (wait, hold time.Duration)) []interval {
 	var held []interval
-	for time.Now().Before(stop) {
+	for more() {
 		wait, hold := turn(rng)
 		time.Sleep(wait)
 		r := c.Do("LOCK " + name + " wait=2s")
@@ -73,6 +87,9 @@ func takeTurns(t *testing.T, c *agenttest.Conn, name string, who int, stop time.
 			continue
 		}
 		iv := interval{start: time.Now(), fence: r.Int("fence"), who: who}
+		if granted != nil {
+			granted.Add(1)
+		}
 		if r.Int("count") != 1 {
 			t.Errorf("client %d: grant %q has count %d", who, r.Line, r.Int("count"))
 		}
@@ -90,6 +107,9 @@ func takeTurns(t *testing.T, c *agenttest.Conn, name string, who int, stop time.
 	}
 	return held
 }
+
+// before is a takeTurns condition: until stop.
+func before(stop time.Time) func() bool { return func() bool { return time.Now().Before(stop) } }
 
 // checkExclusive fails t if two holds overlap or a fence does not grow in
 // grant order, and returns how many grants were hand-overs within an agent
@@ -468,7 +488,7 @@ func TestCohortRefillsUnderMasterFaults(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := takeTurns(t, c, name, i, stop, rand.New(rand.NewPCG(uint64(i), 17)), func(rng *rand.Rand) (wait, hold time.Duration) {
+			mine := takeTurns(t, c, name, i, before(stop), nil, rand.New(rand.NewPCG(uint64(i), 17)), func(rng *rand.Rand) (wait, hold time.Duration) {
 				if i == local { // the other agent's client comes now and then
 					wait = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 				}

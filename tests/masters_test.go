@@ -153,7 +153,11 @@ func TestFiveMastersCohortWithTwoOut(t *testing.T) {
 	t.Parallel()
 	a, b, servers := twoAgentsOver(t, 5, time.Second)
 	const local, remote = 6, 2
-	held := cohortChurn(t, a, b, servers, "cohort5", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), fiveMastersTwoOut.fail)
+	// At least 20 grants, past the window if need be: a soak run beside two
+	// CPU hogs made 19 in 4s, none passed on (a record is lent only while it
+	// is valid for half a lease, and renewals on three masters of five ran
+	// late): slow, not wedged.
+	held := cohortChurnAtLeast(t, a, b, servers, "cohort5", local, remote, 30*time.Millisecond, soak(4*time.Second, 8*time.Second), fiveMastersTwoOut.fail, 20)
 	handOvers := checkExclusive(t, held, local)
 	if len(held) < 20 || handOvers == 0 {
 		t.Fatalf("only %d grants, %d hand-overs over five masters with two out", len(held), handOvers)

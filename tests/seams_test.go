@@ -258,9 +258,17 @@ func TestCohortRunUnderDataLoss(t *testing.T) {
 			}
 			t.Logf("before the loss, during the quarantine, after it: %+v (%d fences from the masters)", phases, len(fromMasters))
 			// Most local grants are hand-overs while the run goes on (about
-			// nine in ten here; with cohorting off, a few in a hundred).
+			// nine in ten here; with cohorting off, a few in a hundred). The
+			// quarantine's phase is as long as the quarantine, not a number
+			// of grants: it makes some 300 local grants, but a soak run
+			// beside two CPU hogs made 6 (2 passed on; a record is lent only
+			// while valid for half a lease, and renewals on the two voting
+			// masters ran late), too few to judge a share by. A phase of
+			// fewer than 20 local grants must pass the name on at least once.
 			for p, ph := range phases {
-				if local := ph.grants - ph.remote; ph.handOvers*2 < local || ph.remote == 0 {
+				local := ph.grants - ph.remote
+				few := local < 20 && ph.handOvers > 0
+				if (ph.handOvers*2 < local && !few) || ph.remote == 0 {
 					t.Fatalf("phase %d: %d of %d local grants were hand-overs, %d grants on the other agent: the run stopped passing the name, or starved the other agent: %+v",
 						p, ph.handOvers, local, ph.remote, phases)
 				}
