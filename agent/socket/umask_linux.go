@@ -1,7 +1,6 @@
 package socket
 
 import (
-	"fmt"
 	"net"
 	"runtime"
 
@@ -17,6 +16,11 @@ import (
 // that first unshares its filesystem attributes (CLONE_FS: umask, cwd,
 // root) and sets the umask there; the goroutine ends locked to that
 // thread, so the runtime ends the thread rather than reuse it.
+//
+// Where unshare(2) is refused (a container under Docker's or containerd's
+// default seccomp profile allows it only with CAP_SYS_ADMIN), the umask is
+// set for the whole process around the bind, as off Linux: the socket is
+// still owner-only, and the agent still starts.
 func listenOwnerOnly(path string) (*net.UnixListener, error) {
 	type result struct {
 		ln  *net.UnixListener
@@ -25,8 +29,9 @@ func listenOwnerOnly(path string) (*net.UnixListener, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			done <- result{err: fmt.Errorf("socket: a thread of its own to bind with umask 0177: %w", err)}
+		if unshareFS() != nil {
+			ln, err := listenWithProcessUmask(path)
+			done <- result{ln, err}
 			return
 		}
 		unix.Umask(0o177)
@@ -36,3 +41,7 @@ func listenOwnerOnly(path string) (*net.UnixListener, error) {
 	r := <-done
 	return r.ln, r.err
 }
+
+// unshareFS gives the calling thread filesystem attributes of its own; a
+// variable so that a test can refuse it, as a seccomp filter does.
+var unshareFS = func() error { return unix.Unshare(unix.CLONE_FS) }
