@@ -486,7 +486,7 @@ func (c *Cluster) tailLeft(r Record) []string {
 }
 
 // repair re-creates, on each master, the holds of gone that a majority
-// renewed. It waits for late answers as long as the renewal round does: a
+// renewed. It waits for late answers as long as a renewal round may: a
 // master that answered that round late answers its repair late too (cut
 // at master_timeout, a master just restarted on a loaded host was left
 // without its holds for seconds).

@@ -135,6 +135,10 @@ func (p *Proxy) SetMode(m Mode) {
 // SetDelay makes the link slow from now on: each chunk read (a request, a
 // reply) is forwarded d after it was read, in each direction, so a round
 // trip through it takes 2d more: a master that answers, late. 0 ends it.
+// The next chunk is read only once the last was forwarded: what arrives
+// while one waits is read after it, and waits d of its own: up to d more,
+// in each direction, than on a link that only delays (for a request sent
+// just after another, before its reply).
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
