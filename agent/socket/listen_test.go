@@ -4,7 +4,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -85,56 +84,5 @@ func TestListenNeverReplacesWhatIsNotAStaleSocket(t *testing.T) {
 			}
 			conn.Close()
 		})
-	}
-}
-
-// TestListenLeavesTheProcessUmaskAlone: the socket is made owner-only
-// without changing the process's umask, which every thread shares: a file
-// or directory that another goroutine created meanwhile (an agent in a
-// test binary beside a build, a library's temp file) was made with mode
-// 0600, a directory nobody may enter and a binary nobody may run ("fork/exec
-// .../lock-agent: permission denied" for tests that built the agent while
-// an agent in the same process opened its socket).
-func TestListenLeavesTheProcessUmaskAlone(t *testing.T) {
-	dir := t.TempDir()
-	stop := make(chan struct{})
-	created := make(chan []string)
-	go func() {
-		var narrowed []string
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				created <- narrowed
-				return
-			default:
-			}
-			path := filepath.Join(dir, "f"+strconv.Itoa(i))
-			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o777)
-			if err != nil {
-				t.Error(err)
-				continue
-			}
-			fi, _ := f.Stat()
-			f.Close()
-			os.Remove(path)
-			if fi.Mode().Perm()&0o100 == 0 {
-				narrowed = append(narrowed, fi.Mode().String())
-			}
-		}
-	}()
-	for i := range 300 {
-		path := filepath.Join(dir, "s"+strconv.Itoa(i)+".sock")
-		ln, _, err := Listen(path, 0o600, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Fatalf("socket %s: %v %v, want mode 0600", path, fi.Mode(), err)
-		}
-		ln.Close()
-	}
-	close(stop)
-	if narrowed := <-created; len(narrowed) > 0 {
-		t.Fatalf("%d files made while sockets were opened lost the owner's x bit (%v): the umask was changed for the whole process", len(narrowed), narrowed[0])
 	}
 }
