@@ -353,7 +353,8 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 	// A round may take up to a quarter lease: validity counts from before
 	// it began, so a slow round is safe, and cutting a busy master's
 	// renewal short would lose holds that it was about to keep.
-	roundCtx, cancelRound := context.WithTimeout(ctx, max(c.cfg.MasterTimeout, lease/4))
+	roundEnd := time.Now().Add(max(c.cfg.MasterTimeout, lease/4)) // the round's budget: not lease logic (validity counts from before it)
+	roundCtx, cancelRound := context.WithDeadline(ctx, roundEnd)
 	defer cancelRound()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -393,7 +394,7 @@ func (c *Cluster) Renew(ctx context.Context, lease time.Duration, keys []RenewKe
 		}()
 	}
 	wg.Wait()
-	c.repair(ctx, lease, keys, out, gone)
+	c.repair(ctx, lease, roundEnd, keys, out, gone)
 	return out
 }
 
@@ -486,13 +487,21 @@ func (c *Cluster) tailLeft(r Record) []string {
 }
 
 // repair re-creates, on each master, the holds of gone that a majority
-// renewed. It waits for late answers as long as a renewal round may: a
-// master that answered that round late answers its repair late too (cut
-// at master_timeout, a master just restarted on a loaded host was left
-// without its holds for seconds).
-func (c *Cluster) repair(ctx context.Context, lease time.Duration, keys []RenewKey, out []RenewResult, gone [][]int) {
+// renewed. It may use what is left of the renewal round's budget (until
+// roundEnd), and master_timeout at least: a master that answered the round
+// late answers its repair late too, and one just restarted on a loaded
+// host answers it slower than the round (its scripts are loaded again),
+// so cut at master_timeout alone, the repair left it without its holds for
+// seconds. A round and its repairs so take at most what they did before,
+// a quarter lease and master_timeout: the rounds of a renewal of many
+// holds run one after another.
+func (c *Cluster) repair(ctx context.Context, lease time.Duration, roundEnd time.Time, keys []RenewKey, out []RenewResult, gone [][]int) {
 	ms := strconv.FormatInt(lease.Milliseconds(), 10)
-	opCtx, cancel := context.WithTimeout(ctx, max(c.cfg.MasterTimeout, lease/4))
+	end := time.Now().Add(c.cfg.MasterTimeout)
+	if roundEnd.After(end) {
+		end = roundEnd
+	}
+	opCtx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
