@@ -43,7 +43,9 @@ import (
 //   - The probe reads the cluster's slots (CLUSTER SLOTS) and the marker of
 //     each shard's first slot every probe interval; when a shard's marker
 //     changed, the slots moved, or a call met a quarantined slot, it reads
-//     every slot's marker once (sweep), planting where the agent may, and
+//     the markers of the slots concerned (that shard's, those that moved;
+//     sweep, which goes on where one cut short stopped), planting where
+//     the agent may, and
 //     settles the tails of the slots that lost their data (see the tail horizon in gate.go).
 //     The agent refuses at once a call on a slot it knows quarantined, or
 //     whose shard is down or unsafe, as it skips a standalone master.
