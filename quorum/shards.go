@@ -43,7 +43,9 @@ import (
 //   - The probe reads the cluster's slots (CLUSTER SLOTS) and the marker of
 //     each shard's first slot every probe interval; when a shard's marker
 //     changed, the slots moved, or a call met a quarantined slot, it reads
-//     every slot's marker once (sweep), planting where the agent may, and
+//     the markers of the slots concerned (that shard's, those that moved;
+//     sweep, which goes on where one cut short stopped), planting where
+//     the agent may, and
 //     settles the tails of the slots that lost their data (see the tail horizon in gate.go).
 //     The agent refuses at once a call on a slot it knows quarantined, or
 //     whose shard is down or unsafe, as it skips a standalone master.
@@ -129,8 +131,16 @@ type shardSet struct {
 	// cluster's clock); 0 for none known.
 	until [hashslot.Count]int64
 
-	// sweep asks the next probe to read every slot's marker; swept is when
-	// one last did.
+	// pending are the slots whose marker the next sweep reads: those of a
+	// shard new or whose first marker changed, those that moved, those of
+	// a shard where a call met a quarantined slot, and those a sweep did
+	// not finish with (no answer, its deadline, tails to settle). Each is
+	// 0, or the mark it was last made pending with (marks counts them), so
+	// that a sweep takes off only the slots no one marked again meanwhile.
+	pending [hashslot.Count]uint32
+	marks   uint32
+	// sweep asks the next probe to sweep although nothing changed; swept
+	// is when one last did.
 	sweep atomic.Bool
 	swept time.Time
 
@@ -212,11 +222,72 @@ func (m *master) slotVoteErr(spec roundSpec) error {
 
 // quarantined notes that slot is quarantined for left more. A slot newly
 // quarantined wakes every waiter (its holds are gone, so waiters may now
-// win elsewhere), and asks the probe for a sweep.
+// win elsewhere), and asks the probe to sweep its shard's slots (the
+// shard may have lost them all).
 func (s *shardSet) quarantined(slot int, left time.Duration) {
 	if s.noteQuarantine(slot, left) {
+		s.mu.Lock()
+		if i := s.owner[slot]; i >= 0 && int(i) < len(s.list) {
+			s.markPending(s.list[i].slots)
+		} else {
+			s.markPending(nil)
+		}
+		s.mu.Unlock()
 		s.sweep.Store(true)
 		s.m.cluster.wakeAll()
+	}
+}
+
+// markPending has the next sweep read slots, every slot if nil. s.mu is
+// held.
+func (s *shardSet) markPending(slots []int) {
+	s.marks++
+	if s.marks == 0 {
+		s.marks++
+	}
+	if slots == nil {
+		for slot := range s.pending {
+			s.pending[slot] = s.marks
+		}
+		return
+	}
+	for _, slot := range slots {
+		s.pending[slot] = s.marks
+	}
+}
+
+// again has the next sweep read slots again (see markPending).
+func (s *shardSet) again(slots []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markPending(slots)
+}
+
+// toSweep are the pending slots that the sweep reads now, not those of a
+// shard the probe last found down (see suspectSlots), and the marks of
+// every slot as they are now (see done).
+func (s *shardSet) toSweep() ([]int, *[hashslot.Count]uint32) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []int
+	for slot, p := range s.pending {
+		if i := s.owner[slot]; p != 0 && (i < 0 || s.list[i].state != StateDown) {
+			out = append(out, slot)
+		}
+	}
+	marks := s.pending
+	return out, &marks
+}
+
+// done takes slots, which a sweep read and handled, off the pending ones,
+// but for those marked again since the sweep took them (marks).
+func (s *shardSet) done(slots []int, marks *[hashslot.Count]uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, slot := range slots {
+		if s.pending[slot] == marks[slot] {
+			s.pending[slot] = 0
+		}
 	}
 }
 
@@ -553,54 +624,67 @@ func (m *master) probeShards(runCtx context.Context) {
 }
 
 // update takes the probe's view of the shards, keeping each one's last
-// configuration verdict unless it was checked again, and says
-// whether every slot's marker should be read: the slots moved, or a
-// shard's first marker is another than before (it lost its data, or is
-// served by another server).
+// configuration verdict unless it was checked again, marks pending the
+// slots whose markers should be read (see sweepSlots) and says whether
+// there are such: the slots that moved (their owner is another address,
+// a failover's promoted replica among them), and those of a shard whose
+// first marker is another than before (it lost its data, or is served by
+// another server). The other shards' slots are not read again: a shard's
+// first marker stands for its slots.
 func (s *shardSet) update(list []*shard, topo string) (changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	changed = topo != s.topo
 	old := map[string]*shard{}
+	var was [hashslot.Count]string // each slot's owner as last seen
 	for _, sh := range s.list {
 		old[sh.addr] = sh
 	}
 	// A slot no shard serves now must not keep its old place in the list,
 	// which may be another shard's now.
 	for slot := range s.owner {
+		if i := s.owner[slot]; i >= 0 && int(i) < len(s.list) {
+			was[slot] = s.list[i].addr
+		}
 		s.owner[slot] = -1
 	}
+	var moved []int
 	for i, sh := range list {
-		was := old[sh.addr]
-		switch {
-		case was == nil:
-			changed = true
-		case sh.state != StateDown && (sh.epoch != was.epoch || sh.run != was.run):
-			changed = true
-		}
-		if was != nil && !sh.checked {
-			sh.unsafe = was.unsafe
+		prev := old[sh.addr]
+		all := prev == nil || sh.state != StateDown && (sh.epoch != prev.epoch || sh.run != prev.run)
+		if prev != nil && !sh.checked {
+			sh.unsafe = prev.unsafe
 		}
 		for _, slot := range sh.slots {
 			s.owner[slot] = int16(i)
+			if all || was[slot] != sh.addr {
+				moved = append(moved, slot)
+			}
 		}
 	}
+	if len(moved) > 0 {
+		s.markPending(moved)
+	}
 	s.list, s.topo = list, topo
-	return changed
+	return len(moved) > 0
 }
 
-// sweepSlots reads every slot's marker, runs the probe's gate on those that
-// may not vote as they are (planting where the agent may), notes each
-// slot's quarantine, and settles the tails of the slots that lost their
-// data. A slot it could not read (a shard busy or down) makes the next
-// probe sweep again.
+// sweepSlots reads the marker of every pending slot (see update), runs the
+// probe's gate on those that may not vote as they are (planting where the
+// agent may), notes each slot's quarantine, and settles the tails of the
+// slots that lost their data. A slot it could not read (a shard busy or
+// down, the sweep's deadline) or finish with stays pending, and makes the
+// next probe sweep again: a sweep cut short by its deadline on a loaded
+// host goes on where it stopped, rather than read every slot again from
+// the first, only to be cut short again before it reached the last
+// (after a failover, the promoted shard's slots were never planted anew).
 func (m *master) sweepSlots(runCtx context.Context) {
 	c := m.cluster
 	ctx, cancel := context.WithTimeout(runCtx, max(100*c.cfg.MasterTimeout, 5*time.Second))
 	defer cancel()
 	m.shards.sweep.Store(false)
 	m.shards.swept = c.clock.Now()
-	suspect, failed := m.suspectSlots(ctx)
+	slots, marks := m.shards.toSweep()
+	suspect, read, failed := m.suspectSlots(ctx, slots)
 	args := c.gateArgs()
 	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(args[:2:2], "0") })
 	var lost []int
@@ -609,15 +693,19 @@ func (m *master) sweepSlots(runCtx context.Context) {
 		mk, err := readMarker(r, c.cfg.Settings)
 		if err == nil && (errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "" && c.settings != "") {
 			unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
+			continue     // stays pending
 		}
 		switch {
 		case err != nil:
 			failed++
+			continue // stays pending
 		case mk.left > 0:
 			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
 			lost = append(lost, suspect[i])
 		}
+		read = append(read, suspect[i])
 	}
+	m.shards.done(read, marks)
 	// Waiters are woken once, not per slot (a shard that restarted empty
 	// has thousands), and a slot found quarantined asks for no other
 	// sweep: this one read them all.
@@ -637,13 +725,14 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	}
 }
 
-// suspectSlots reads every slot's marker (HMGET, cheap beside the gate,
-// which reads INFO) and returns the slots whose marker the gate must see:
-// none, another server's run_id than its shard's first slot's, a
-// quarantine not yet found over, tails pending, other settings. failed
-// counts the slots it could not read.
+// suspectSlots reads the marker of each of slots (HMGET, cheap beside the
+// gate, which reads INFO) and returns the slots whose marker the gate must
+// see: none, another server's run_id than its shard's first slot's, a
+// quarantine not yet found over, tails pending, other settings; and those
+// it read and found none of that in. failed counts the slots it could not
+// read.
 //
-// It leaves out the slots of the shards this probe found down: their calls
+// slots leaves out the slots of the shards this probe found down: their calls
 // would wait out the sweep's deadline (a shard that does not answer) or
 // run the gate on every one of them (the probe did not learn the shard's
 // run_id, so each slot looks served by another server), and the sweep runs
@@ -653,19 +742,13 @@ func (m *master) sweepSlots(runCtx context.Context) {
 // once. They are read when the shard is found up again: its first marker
 // is then another than the down shard's none, so the probe sweeps (see
 // update).
-func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
+func (m *master) suspectSlots(ctx context.Context, slots []int) (suspect, fine []int, failed int) {
 	const chunk = 1024
 	c := m.conn(laneHealth)
 	if c == nil {
-		return nil, hashslot.Count
+		return nil, nil, len(slots)
 	}
-	runs, down := m.shards.runs()
-	slots := make([]int, 0, hashslot.Count)
-	for slot := range hashslot.Count {
-		if !down[slot] {
-			slots = append(slots, slot)
-		}
-	}
+	runs := m.shards.runs()
 	for lo := 0; lo < len(slots); lo += chunk {
 		part := slots[lo:min(lo+chunk, len(slots))]
 		cmds := make(rueidis.Commands, 0, len(part))
@@ -686,25 +769,26 @@ func (m *master) suspectSlots(ctx context.Context) (suspect []int, failed int) {
 			settings, _ := f[4].ToString()
 			if epoch == "" || run == "" || run != runs[slot] || (until != "0" && until != "") || tails == "pending" || settings != m.cluster.settings {
 				suspect = append(suspect, slot)
+			} else {
+				fine = append(fine, slot)
 			}
 		}
 	}
-	return suspect, failed
+	return suspect, fine, failed
 }
 
 // runs is, per slot, the run_id its shard's first slot's marker records,
-// as the probe last saw it ("" where none), and whether the probe last
-// found its shard down.
-func (s *shardSet) runs() (runs []string, down []bool) {
+// as the probe last saw it ("" where none).
+func (s *shardSet) runs() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	runs, down = make([]string, hashslot.Count), make([]bool, hashslot.Count)
+	runs := make([]string, hashslot.Count)
 	for slot, i := range s.owner {
 		if i >= 0 {
-			runs[slot], down[slot] = s.list[i].run, s.list[i].state == StateDown
+			runs[slot] = s.list[i].run
 		}
 	}
-	return runs, down
+	return runs
 }
 
 // settleSlotTails is settleTails for a cluster master: each of the
@@ -727,7 +811,8 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	}
 	left, settle, complete := rules.SettleHorizon(len(c.masters), c.otherHorizons(ctx, m.index))
 	if !settle {
-		m.shards.sweep.Store(true) // again at the next sweep
+		m.shards.again(pending) // again at the next sweep
+		m.shards.sweep.Store(true)
 		return
 	}
 	ms := strconv.FormatInt((left + time.Duration(float64(left)*c.cfg.DriftFactor) + 10*time.Millisecond).Milliseconds(), 10)

@@ -328,6 +328,80 @@ func TestClusterSweepReadsNoSlotOfAShardFoundDown(t *testing.T) {
 	}
 }
 
+// TestClusterSweepReadsOnlyTheSlotsThatMayHaveChanged: once every slot
+// was read, a shard that lost its data (FLUSHALL: its first marker is
+// gone) makes the probe sweep that shard's slots, and none of the others';
+// a sweep cut short (its deadline, here its context ended) leaves what it
+// did not read to the next. The sweep read every slot of the cluster each
+// time, and its deadline (5s) covers the reads and the gate on each
+// suspect slot: on a loaded host the reads alone took 2-4.5s, so after a
+// failover the sweeps, each starting again at slot 0, never reached most
+// of the promoted shard's slots, and nothing else plants them anew once no
+// call comes (TestBreaker20ClusterPrimaryKilled: "the slot of cb-kill was
+// never planted anew", 10s after the new primary could take writes).
+func TestClusterSweepReadsOnlyTheSlotsThatMayHaveChanged(t *testing.T) {
+	t.Parallel() // judges no latency
+	clusters, _, m := connectedClusterMaster(t)
+	ctx := context.Background()
+	probe := func() bool { // the probe's steps up to its sweep (see probeShards)
+		list, topo, err := m.readTopology(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.gateShards(ctx, list)
+		changed := m.shards.update(list, topo)
+		m.noteShardMarkers(list) // this agent may plant (see Cluster.mayPlant)
+		return changed
+	}
+	if !probe() {
+		t.Fatal("the first view of the shards asks for no sweep")
+	}
+	m.sweepSlots(ctx)
+	if m.shards.sweep.Load() {
+		t.Fatal("the first sweep left slots unread on a cluster that answers")
+	}
+	shards := clusters[0].Shards()
+	flushed := shards[1]
+	if _, err := flushed.Primary.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	if !probe() {
+		t.Fatal("a shard whose first marker is gone asks for no sweep")
+	}
+	reads := func() map[string]int {
+		n := map[string]int{}
+		for _, sh := range shards {
+			n[sh.Primary.Addr] = commandCalls(t, sh.Primary, "hmget")
+		}
+		return n
+	}
+	before := reads()
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	m.sweepSlots(cut)
+	if !m.shards.sweep.Load() {
+		t.Error("a sweep that read nothing asks for no other")
+	}
+	m.sweepSlots(ctx)
+	after := reads()
+	for _, sh := range shards {
+		read := after[sh.Primary.Addr] - before[sh.Primary.Addr]
+		switch {
+		case sh == flushed && read == 0:
+			t.Errorf("the sweep read no slot of shard %s, which lost its data", sh.Primary.Addr)
+		case sh != flushed && read != 0:
+			t.Errorf("the sweep read %d slots of shard %s, whose first marker did not change", read, sh.Primary.Addr)
+		}
+	}
+	var total int
+	for _, r := range flushed.Slots() {
+		total += r.Last - r.First + 1
+	}
+	if n, _ := flushed.Primary.Do("DBSIZE"); n != strconv.Itoa(total) {
+		t.Errorf("%s keys on the flushed shard after the sweep, want a marker planted anew in each of its %d slots", n, total)
+	}
+}
+
 // TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut: the nodes of a
 // cluster master know no script, and the probe's gate gets one shard's
 // answer only after the probe's deadline (its primary holds every script:
