@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,10 +125,9 @@ type master struct {
 
 	subMu sync.Mutex
 	sub   rueidis.DedicatedClient // nil while not subscribed
-	// leaving is the channels whose unsubscription waits for subMu: the
-	// first to get it sends them all (see unsubscribe). Taken after subMu.
-	leavingMu sync.Mutex
-	leaving   []string
+	// leaving is the channels whose unsubscription waits for subMu (see
+	// unsubscribe).
+	leaving leaving
 
 	connected chan struct{} // closed once client is set
 
@@ -751,4 +751,30 @@ func (b *batcher) run(batch []*batchItem) {
 			it.done(rueidis.NewResult(vals[i], nil))
 		}
 	}
+}
+
+// leaving is the channels whose unsubscriptions wait for the mutex of a
+// master's subscriptions: the first caller to get that mutex sends them
+// all (see standalone.unsubscribe, shardSubs.unsubscribe). Its own mutex is
+// taken after that one, and never while waiting for it.
+type leaving struct {
+	mu    sync.Mutex
+	chans []string
+}
+
+// add notes ch as waiting to be unsubscribed.
+func (l *leaving) add(ch string) {
+	l.mu.Lock()
+	l.chans = append(l.chans, ch)
+	l.mu.Unlock()
+}
+
+// take returns the waiting channels but those watched again since (a new
+// Watch of the name), and empties the list.
+func (l *leaving) take(watched func(string) bool) []string {
+	l.mu.Lock()
+	chans := l.chans
+	l.chans = nil
+	l.mu.Unlock()
+	return slices.DeleteFunc(chans, watched)
 }

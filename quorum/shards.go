@@ -1003,10 +1003,9 @@ type shardSubs struct {
 	// what a connection reports wakes it at once (kick).
 	dirty atomic.Bool
 	kick  chan struct{}
-	// leaving is the channels whose unsubscription waits for mu: the
-	// first to get it sends them all (see unsubscribe). Taken after mu.
-	leavingMu sync.Mutex
-	leaving   []string
+	// leaving is the channels whose unsubscription waits for mu (see
+	// unsubscribe).
+	leaving leaving
 }
 
 // shardConn is one dedicated pub/sub connection to a shard primary.
@@ -1169,17 +1168,10 @@ func (s *shardSubs) subscribeLocked(ctx context.Context, ch string) bool {
 // (TestShardWatchWakesBySSubscribe's "601 shard channels still subscribed",
 // in a soak run).
 func (s *shardSubs) unsubscribe(ctx context.Context, ch string) {
-	s.leavingMu.Lock()
-	s.leaving = append(s.leaving, ch)
-	s.leavingMu.Unlock()
+	s.leaving.add(ch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leavingMu.Lock()
-	leaving := s.leaving
-	s.leaving = nil
-	s.leavingMu.Unlock()
-	// A channel watched again since (a new Watch of the name) stays.
-	leaving = slices.DeleteFunc(leaving, s.m.cluster.watched)
+	leaving := s.leaving.take(s.m.cluster.watched)
 	for _, sc := range s.conns {
 		var drop []string
 		for _, ch := range leaving {

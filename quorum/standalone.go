@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -328,17 +327,10 @@ func (m *master) dropSub() {
 // and memory on the master). One that fails makes the connection anew,
 // subscribed to the watched channels only.
 func (m standalone) unsubscribe(ctx context.Context, ch string) {
-	m.leavingMu.Lock()
-	m.leaving = append(m.leaving, ch)
-	m.leavingMu.Unlock()
+	m.leaving.add(ch)
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
-	m.leavingMu.Lock()
-	leaving := m.leaving
-	m.leaving = nil
-	m.leavingMu.Unlock()
-	// A channel watched again since (a new Watch of the name) stays.
-	leaving = slices.DeleteFunc(leaving, m.cluster.watched)
+	leaving := m.leaving.take(m.cluster.watched)
 	if m.sub == nil || len(leaving) == 0 {
 		return // without a connection, the next one subscribes the watched channels only
 	}
