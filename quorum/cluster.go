@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/lock-agent/lock-agent/internal/hostcpu"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/quorum/keyspace"
 	"github.com/lock-agent/lock-agent/quorum/rules"
@@ -83,7 +84,11 @@ type Config struct {
 	AdmitTimeout time.Duration
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
-	Clock      clock.Clock  // default clock.Real
+	Clock      clock.Clock // default clock.Real
+	// HostWaited is the host's total time with a task waiting for a CPU
+	// (and whether it is known): a round does not count a master's silence
+	// while the host is short of CPU (see collect). Default hostcpu.Waited.
+	HostWaited func() (time.Duration, bool)
 	Logger     hclog.Logger // default a null logger
 	// Observer hears of each master's latency, quarantines and fence
 	// write-backs, for metrics; default NopObserver.
@@ -221,6 +226,9 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	if cfg.HostWaited == nil {
+		cfg.HostWaited = hostcpu.Waited
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

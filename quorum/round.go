@@ -365,6 +365,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 	due := wait               // when the deadline is set to fire, after start
 	var stalled time.Duration // how much later than due the deadline fired, in all
 	answered := make([]bool, len(c.masters))
+	host := hostWait{read: c.cfg.HostWaited}
 	got := 0
 	for ; got < r.sent; got++ {
 		if c.decided(spec, r, refused) {
@@ -375,7 +376,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 			now := time.Now()
 			waited := now.Sub(start)
 			stalled += max(waited-due, 0)
-			if p := rules.Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, stalled)); p > 0 {
+			if p := rules.Patience(waited, waited-due, wait, budget, c.trusted(r.to, answered, start, now, max(stalled, host.since()))); p > 0 {
 				due = p
 				deadline.Reset(p - waited)
 				a, ok = next(answers, deadline)
@@ -410,8 +411,38 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 	return r.sent - got
 }
 
+// hostWait measures how long the host's tasks waited for a CPU (see
+// Config.HostWaited) over a round's wait for its silent masters: from the
+// first time since is asked on (the round's first step is over) to each
+// later one. Zero where the host cannot say.
+type hostWait struct {
+	read  func() (time.Duration, bool)
+	first time.Duration
+	known bool // first was read
+	asked bool
+}
+
+// since is how long the host's tasks waited for a CPU since the first
+// call.
+func (h *hostWait) since() time.Duration {
+	if !h.asked {
+		h.asked = true
+		h.first, h.known = h.read()
+		return 0
+	}
+	if !h.known {
+		return 0
+	}
+	now, ok := h.read()
+	if !ok {
+		return 0
+	}
+	return max(now-h.first, 0)
+}
+
 // trusted counts the masters of to that have not answered a round that
-// started at start, stood stalled that long, and still waits for them at
+// started at start, stood stalled that long (its timers late, or the
+// host's tasks waiting for a CPU), and still waits for them at
 // now (see Trusted).
 func (c *Cluster) trusted(to []int, answered []bool, start, now time.Time, stalled time.Duration) int {
 	n := 0

@@ -246,9 +246,16 @@ func TestAFastFailingMasterAndTwoSlowOnes(t *testing.T) {
 // it must not stretch the master's timeout. Else the master's next outage
 // is waited out for three of the stretched timeouts, and each pause resumed
 // in time stretches it more, up to the budget.
+//
+// The host is taken to have CPU to spare (Config.HostWaited): on one short
+// of it, a round waits for a silent master until the probe doubts it
+// (TestASilentMasterIsWaitedForWhileTheHostIsShortOfCPU), whatever its
+// timeout says.
 func TestAPauseResumedMidRoundDoesNotStretchTheNextOutage(t *testing.T) {
 	servers := redistest.Start(t, 3)
-	c := newCluster(t, servers, time.Second)
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.HostWaited = cpuToSpare
+	c := startCluster(t, cfg)
 	ctx := context.Background()
 	for i := range 20 {
 		if _, err := acquire(ctx, c, req(fmt.Sprintf("warm%d", i), "h")); err != nil {
@@ -286,3 +293,79 @@ func TestAPauseResumedMidRoundDoesNotStretchTheNextOutage(t *testing.T) {
 		t.Fatalf("NO_QUORUM took %v, over %v: m0's earlier pauses stretched its timeout to %v (from %v)", took, limit, c.masters[0].timeout(), before)
 	}
 }
+
+// TestASilentMasterIsWaitedForWhileTheHostIsShortOfCPU: a round needs a
+// master (one of two) that falls silent for 400 ms, more than twice the
+// three of its 50 ms timeouts it is trusted for. While the host has CPU
+// to spare, the round gives up on it after those (a paused master costs
+// what it did); while the host's tasks wait for a CPU (Config.HostWaited,
+// here a host where some task always waits), its silence is not counted,
+// as that of a master starved of CPU beside a busy host's other work:
+// the round waits, and is granted once the master answers.
+func TestASilentMasterIsWaitedForWhileTheHostIsShortOfCPU(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	var starved sync.Mutex
+	var since time.Time // the host is short of CPU from since on; zero: it is not
+	cfg := testConfig(t, servers, time.Second, true)
+	cfg.MasterTimeout = 50 * time.Millisecond
+	cfg.ProbeInterval = time.Hour // no probe doubts the master: a round's own rule alone
+	cfg.HostWaited = func() (time.Duration, bool) {
+		starved.Lock()
+		defer starved.Unlock()
+		if since.IsZero() {
+			return time.Minute, true
+		}
+		return time.Minute + time.Since(since), true
+	}
+	c := startCluster(t, cfg)
+	ctx := context.Background()
+	for i := range 20 { // answers read: each master has an estimate
+		if _, err := acquire(ctx, c, req(fmt.Sprintf("warm%d", i), "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const silence = 400 * time.Millisecond
+	try := func(name string) (err error, took, resumedAfter time.Duration) {
+		servers[1].Pause()
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { _, err := acquire(ctx, c, req(name, "h")); done <- err }()
+		select {
+		case err = <-done:
+		case <-time.After(silence):
+		}
+		servers[1].Resume()
+		resumedAfter = time.Since(start)
+		if err == nil {
+			err = <-done
+		}
+		return err, time.Since(start), resumedAfter
+	}
+
+	err, took, _ := try("quiet")
+	t.Logf("host with CPU to spare: %v after %v (roundTimeout %v)", err, took, c.roundTimeout([]int{0, 1}))
+	if !errors.Is(err, ErrNoQuorum) || took >= silence {
+		t.Fatalf("with CPU to spare, a master silent for %v: %v after %v, want NO_QUORUM before it answers", silence, err, took)
+	}
+
+	starved.Lock()
+	since = time.Now()
+	starved.Unlock()
+	budget := c.patience()
+	for attempt := 0; ; attempt++ {
+		err, took, resumedAfter := try(fmt.Sprintf("starved%d", attempt))
+		t.Logf("host short of CPU: %v after %v (resumed after %v, budget %v)", err, took, resumedAfter, budget)
+		if err == nil {
+			break
+		}
+		if resumedAfter < budget-budget/4 || attempt == 5 {
+			t.Fatalf("with the host short of CPU, a master silent for %v (resumed after %v): %v, want a grant once it answers", silence, resumedAfter, err)
+		}
+		// This host resumed the master too late for the round's budget:
+		// the condition was not made; again.
+	}
+}
+
+// cpuToSpare is a Config.HostWaited of a host whose tasks never wait for
+// a CPU: a round's wait for a silent master is its own rule alone.
+func cpuToSpare() (time.Duration, bool) { return 0, true }
