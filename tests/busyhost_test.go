@@ -2,8 +2,10 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,12 +89,32 @@ func TestBusyHostIsNotNoQuorum(t *testing.T) {
 // sockets, beside two CPU hogs.
 func busyLoad(t *testing.T, socks ...string) {
 	cpuHogs(t, 2)
+	tally := busyRun(t, soak(4*time.Second, 10*time.Second), socks...)
+	total := 0
+	var lines []string
+	for k, n := range tally.counts {
+		total += n
+		lines = append(lines, fmt.Sprintf("%s=%d", k, n))
+	}
+	t.Logf("%d requests: %s", total, strings.Join(lines, " "))
+	if len(tally.bad) > 0 {
+		t.Fatalf("refused on a busy host with every master up:\n%s", strings.Join(tally.bad, "\n"))
+	}
+	if tally.counts["LOCK OK"] == 0 || tally.counts["CHECK OK"] == 0 || tally.counts["SET OK"] == 0 {
+		t.Fatalf("the load granted too little to say anything: %v", tally.counts)
+	}
+}
+
+// busyRun runs 64 clients over two agents' sockets for d: each cycles
+// through a reused name and a fresh one (busyCycle), and a WHO from the
+// other agent.
+func busyRun(tb testing.TB, d time.Duration, socks ...string) *busyTally {
 	tally := &busyTally{counts: map[string]int{}}
-	until := time.Now().Add(soak(4*time.Second, 10*time.Second))
+	until := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for i := range 64 {
-		here := agenttest.Dial(t, socks[i%2])
-		there := agenttest.Dial(t, socks[(i+1)%2])
+		here := agenttest.Dial(tb, socks[i%2])
+		there := agenttest.Dial(tb, socks[(i+1)%2])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -106,18 +128,49 @@ func busyLoad(t *testing.T, socks ...string) {
 		}()
 	}
 	wg.Wait()
-	total := 0
-	var lines []string
-	for k, n := range tally.counts {
-		total += n
-		lines = append(lines, fmt.Sprintf("%s=%d", k, n))
+	return tally
+}
+
+// BenchmarkStarvedMaster measures what a master starved of CPU costs: the
+// load of TestBusyHostIsNotNoQuorum (agents in their own processes) beside
+// two CPU hogs, with master 0 paused (and seen down), so that every round
+// needs both others, and master 1 at niceness $LOCK_AGENT_NICE (default
+// 19: it runs only now and then beside the hogs). It reports the requests
+// and how many were refused NO_QUORUM.
+// Not a test: how starved a master is depends on the host. go test -run
+// '^$' -bench StarvedMaster -benchtime 1x ./tests/
+func BenchmarkStarvedMaster(b *testing.B) {
+	nice := 19
+	if v := os.Getenv("LOCK_AGENT_NICE"); v != "" {
+		var err error
+		if nice, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
 	}
-	t.Logf("%d requests: %s", total, strings.Join(lines, " "))
-	if len(tally.bad) > 0 {
-		t.Fatalf("refused on a busy host with every master up:\n%s", strings.Join(tally.bad, "\n"))
+	servers := redistest.Start(b, 3)
+	agents := startProcAgents(b, releaseBinary(b), servers, "", "starved-a", "starved-b")
+	servers[0].Pause()
+	defer servers[0].Resume()
+	servers[1].Nice(nice)
+	for _, a := range agents {
+		agenttest.Dial(b, a.sock).AwaitMasters("down", 1)
 	}
-	if tally.counts["LOCK OK"] == 0 || tally.counts["CHECK OK"] == 0 || tally.counts["SET OK"] == 0 {
-		t.Fatalf("the load granted too little to say anything: %v", tally.counts)
+	stop := cpuHogs(b, 2)
+	defer stop()
+	for range b.N {
+		tally := busyRun(b, 5*time.Second, agents[0].sock, agents[1].sock)
+		total, refused := 0, 0
+		for k, n := range tally.counts {
+			total += n
+			if strings.HasSuffix(k, "NO_QUORUM") {
+				refused += n
+			}
+		}
+		b.ReportMetric(float64(total), "requests")
+		b.ReportMetric(float64(refused), "no_quorum")
+		if len(tally.bad) > 0 {
+			b.Logf("first refusals: %s", strings.Join(tally.bad[:min(3, len(tally.bad))], "; "))
+		}
 	}
 }
 

@@ -272,6 +272,16 @@ func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Resume continues a paused server.
 func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
+// Nice sets the server's niceness (setpriority(2)): 19 gives it the least
+// CPU beside other work, as a master starved on a busy host. It holds
+// until the server stops (a Restart starts it at 0).
+func (s *Server) Nice(n int) {
+	s.t.Helper()
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, s.cmd.Process.Pid, n); err != nil {
+		s.t.Fatalf("redistest: nice %d: %v", n, err)
+	}
+}
+
 // PauseFor is a fault that lasts d: the servers at the indexes which are
 // paused together, and resumed together once d has passed. The sleep is
 // the fault's length, not a wait for an event.
