@@ -284,14 +284,18 @@ func TestCheckerCatchesShortQuarantine(t *testing.T) {
 			if ok, _ := holder.lock("LOCK quarantined", []string{"quarantined"}); !ok {
 				t.Fatal("the holder was not granted the name on two masters")
 			}
-			stop := make(chan struct{})
-			wait := c.contendFrom(t, h, 1, 2, "quarantined", stop)
 			c.links[0][1].SetMode(faultproxy.Cut)
 			if tc.broken {
 				forgetHold(t, c.servers[1], "quarantined")
 			} else {
 				c.servers[1].Restart()
 			}
+			// The contenders start after the loss: a waiter that met the
+			// hold on masters 0 and 1 waits for its release message (a
+			// loss sends none) or its lease's end, and a loaded host that
+			// ran them first saw no overlap to check.
+			stop := make(chan struct{})
+			wait := c.contendFrom(t, h, 1, 2, "quarantined", stop)
 			holder.hold(5 * time.Second)
 			awaitGrants(t, h, "quarantined", 3)
 			close(stop)
