@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/lock-agent/lock-agent/internal/hostcpu"
 	"github.com/lock-agent/lock-agent/quorum/clock"
 	"github.com/lock-agent/lock-agent/quorum/keyspace"
 	"github.com/lock-agent/lock-agent/quorum/rules"
@@ -85,9 +84,10 @@ type Config struct {
 	// InstanceID names this agent instance in the masters' data markers.
 	InstanceID string
 	Clock      clock.Clock // default clock.Real
-	// HostWaited is the host's total time with a task waiting for a CPU
-	// (and whether it is known): a round does not count a master's silence
-	// while the host is short of CPU (see collect). Default hostcpu.Waited.
+	// HostWaited is the host's total time with a task waiting for a CPU,
+	// and whether it is known (the agent's is internal/hostcpu.Waited): a
+	// round does not count a master's silence while the host is short of
+	// CPU (see hostWait). Nil: unknown, a round counts its own stalls only.
 	HostWaited func() (time.Duration, bool)
 	Logger     hclog.Logger // default a null logger
 	// Observer hears of each master's latency, quarantines and fence
@@ -123,6 +123,9 @@ type Cluster struct {
 	// settingsDiffer is set while a majority records other settings than
 	// this agent's (see noteSettings).
 	settingsDiffer atomic.Bool
+
+	// host is the newest reading of cfg.HostWaited (see sampleHost).
+	host atomic.Pointer[hostSample]
 
 	// clustered says a master is a Redis Cluster: batches of names are
 	// then cut per hash slot (see shards.go).
@@ -226,9 +229,6 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
-	}
-	if cfg.HostWaited == nil {
-		cfg.HostWaited = hostcpu.Waited
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

@@ -348,6 +348,7 @@ func (m *master) run(ctx context.Context) {
 		if m.getClient() != nil {
 			m.probe(ctx)
 		}
+		m.cluster.sampleHost() // a recent reading for the rounds to start from
 		t.Reset(interval)
 	}
 }

@@ -365,7 +365,7 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 	due := wait               // when the deadline is set to fire, after start
 	var stalled time.Duration // how much later than due the deadline fired, in all
 	answered := make([]bool, len(c.masters))
-	host := hostWait{read: c.cfg.HostWaited}
+	host := hostWait{c: c, base: c.host.Load(), start: start}
 	got := 0
 	for ; got < r.sent; got++ {
 		if c.decided(spec, r, refused) {
@@ -411,33 +411,59 @@ func (c *Cluster) collect(r *round, spec roundSpec, answers <-chan answer, wait,
 	return r.sent - got
 }
 
-// hostWait measures how long the host's tasks waited for a CPU (see
-// Config.HostWaited) over a round's wait for its silent masters: from the
-// first time since is asked on (the round's first step is over) to each
-// later one. Zero where the host cannot say.
-type hostWait struct {
-	read  func() (time.Duration, bool)
-	first time.Duration
-	known bool // first was read
-	asked bool
+// hostSample is a reading of Config.HostWaited, taken at.
+type hostSample struct {
+	at     time.Time
+	waited time.Duration
 }
 
-// since is how long the host's tasks waited for a CPU since the first
-// call.
-func (h *hostWait) since() time.Duration {
-	if !h.asked {
-		h.asked = true
-		h.first, h.known = h.read()
-		return 0
+// sampleHost reads the host's CPU wait (Config.HostWaited), or returns
+// the last reading if it is younger than a quarter of MasterTimeout: the
+// probes take one at least every ProbeInterval, rounds that wait for a
+// silent master one per step. Nil where unknown.
+func (c *Cluster) sampleHost() *hostSample {
+	if c.cfg.HostWaited == nil {
+		return nil
 	}
-	if !h.known {
-		return 0
+	now := time.Now()
+	if last := c.host.Load(); last != nil && now.Sub(last.at) < c.cfg.MasterTimeout/4 {
+		return last
 	}
-	now, ok := h.read()
+	waited, ok := c.cfg.HostWaited()
 	if !ok {
+		return nil
+	}
+	s := &hostSample{at: now, waited: waited}
+	c.host.Store(s)
+	return s
+}
+
+// hostWait measures how long the host's tasks waited for a CPU over a
+// round that started at start: from the newest reading at its start (base;
+// else the first one after it) to each later one, and no more than the
+// time since start. It reads only for a round still undecided at its
+// first step's end; a round decided before reads nothing. The reading at
+// its start may be up to a ProbeInterval older than it: the wait counted
+// may then include some from before the round, which only makes it wait
+// longer for a silent master, within its budget.
+type hostWait struct {
+	c     *Cluster
+	base  *hostSample
+	start time.Time
+}
+
+// since is how long the host's tasks waited for a CPU since the round's
+// start, as far as the readings tell.
+func (h *hostWait) since() time.Duration {
+	now := h.c.sampleHost()
+	switch {
+	case now == nil:
+		return 0
+	case h.base == nil:
+		h.base = now
 		return 0
 	}
-	return max(now-h.first, 0)
+	return max(min(now.waited-h.base.waited, now.at.Sub(h.start)), 0)
 }
 
 // trusted counts the masters of to that have not answered a round that

@@ -272,9 +272,10 @@ func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Resume continues a paused server.
 func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
-// Nice sets the server's niceness (setpriority(2)): 19 gives it the least
-// CPU beside other work, as a master starved on a busy host. It holds
-// until the server stops (a Restart starts it at 0).
+// Nice sets the niceness of the server's main thread, which runs its
+// commands (setpriority(2)): 19 gives it the least CPU beside other
+// work, as a master starved on a busy host. It holds until the server
+// stops (a Restart starts it at 0).
 func (s *Server) Nice(n int) {
 	s.t.Helper()
 	if err := syscall.Setpriority(syscall.PRIO_PROCESS, s.cmd.Process.Pid, n); err != nil {

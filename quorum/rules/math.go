@@ -158,14 +158,10 @@ func Patience(waited, late, step, budget time.Duration, trusted int) time.Durati
 // from (since, or else as if at, the round's start) less than three of its
 // timeouts ago, not counting the time the round stood stalled: its timers
 // fired that much late, or the host's tasks waited that long for a CPU.
-// Answers cannot be read, nor a master heard, while the agent does not
-// run, and a master on a host busy beyond its cores answers only when it
-// is given a CPU: a starved agent took every master for silent and
-// answered NO_QUORUM, and a master starved for a moment (silent past three
-// of its 50 ms timeouts, beside a test suite and two CPU hogs) was taken
-// for a paused one. On a host with CPU to spare, a paused master costs
-// what it did; on one short of CPU, a silent master is waited for until
-// the probe doubts it, or to the round's budget.
+// Neither a starved agent nor a starved master can be heard, and neither
+// is down. So on a host with CPU to spare a paused master costs what it
+// did; on one short of CPU, a silent master is waited for until the probe
+// doubts it, or to the round's budget.
 func Trusted(doubted bool, silent, stalled, timeout time.Duration) bool {
 	return !doubted && silent-stalled < 3*timeout
 }
