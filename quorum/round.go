@@ -187,8 +187,15 @@ func (c *Cluster) majorityErr(r *round, never *Refusal) error {
 }
 
 // admit waits for a round's turn, at most budget, and returns its release,
-// or why the turn did not come: ErrOverloaded, or ctx's error.
+// or why the turn did not come: ErrOverloaded, or ctx's error. A request
+// already ended (its session closed, its wait over) gets no turn, free or
+// not: its round would cost the masters for an answer no one reads, and a
+// closing session waits for its requests (a storm's hundreds of WHOs
+// queued in turn ran one round each after the client left).
 func (c *Cluster) admit(ctx context.Context, budget time.Duration) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case c.rounds <- struct{}{}:
 		return func() { <-c.rounds }, nil

@@ -369,3 +369,53 @@ func TestASilentMasterIsWaitedForWhileTheHostIsShortOfCPU(t *testing.T) {
 		// the condition was not made; again.
 	}
 }
+
+// TestARoundOfAnEndedRequestIsNotSent: a request whose context ended (its
+// session closed) before its round's turn gets no round, though turns are
+// free: no master hears of it. A closing session waits for its requests,
+// and a storm's WHOs queued in turn each ran a round after the client left
+// (TestHostilePipelineClosedMidway, beside two CPU hogs: the session still
+// open 5 s after its connection closed).
+func TestARoundOfAnEndedRequestIsNotSent(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	var mu sync.Mutex
+	var seen []string
+	after := make(chan struct{})
+	servers[0].Monitor(func(cmd redistest.Command) bool {
+		line := strings.Join(cmd.Args, " ")
+		if strings.Contains(line, "{after}") {
+			close(after)
+			return false
+		}
+		if strings.Contains(line, "{ended}") {
+			mu.Lock()
+			seen = append(seen, line)
+			mu.Unlock()
+		}
+		return true
+	})
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Who(ended, "ended"); !errors.Is(err, context.Canceled) {
+		t.Errorf("WHO of an ended request: %v, want it cancelled", err)
+	}
+	if _, err := acquire(ended, c, req("ended", "h")); !errors.Is(err, context.Canceled) {
+		t.Errorf("acquire of an ended request: %v, want it cancelled", err)
+	}
+	// The same connection carries a later round after them: once master 0
+	// ran it, it ran whatever came before.
+	if _, err := c.Who(context.Background(), "after"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-after:
+	case <-time.After(10 * time.Second):
+		t.Fatal("master 0 never ran the later WHO")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("master 0 ran %d commands of ended requests: %q", len(seen), seen)
+	}
+}
