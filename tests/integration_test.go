@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/internal/agenttest"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 )
@@ -35,14 +36,23 @@ func twoCachingAgents(t *testing.T, lease, linger time.Duration) (*agenttest.Age
 // twoAgentsWith starts two agents over the same n masters, with
 // lock.cache_linger = linger if it is not 0 (else the default).
 func twoAgentsWith(t *testing.T, n int, lease, linger time.Duration) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
+	return twoAgentsSet(t, n, lease, func(l *agent.LockConfig) {
+		if linger != 0 {
+			l.CacheLinger = linger
+		}
+	})
+}
+
+// twoAgentsSet starts two agents over the same n masters, each with its
+// lock settings changed by set.
+func twoAgentsSet(t *testing.T, n int, lease time.Duration, set func(*agent.LockConfig)) (*agenttest.Agent, *agenttest.Agent, []*redistest.Server) {
 	servers := redistest.Start(t, n)
 	c1 := agenttest.Config(t, servers, lease)
 	c1.AgentID = "host-a"
 	c2 := agenttest.Config(t, servers, lease)
 	c2.AgentID = "host-b"
-	if linger != 0 {
-		c1.Lock.CacheLinger, c2.Lock.CacheLinger = linger, linger
-	}
+	set(&c1.Lock)
+	set(&c2.Lock)
 	a, b := agenttest.Start(t, c1), agenttest.Start(t, c2)
 	t.Cleanup(func() { // runs before the agents stop: a failed test must not leave them facing paused masters
 		for _, s := range servers {
