@@ -20,6 +20,12 @@ func TestExecOnWantedSignalsTheCommand(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	run := startCLI(t, nil, "exec", "-socket", a.Config.Socket.Path, "-on-wanted", "USR1", "jobs/wanted", "--",
 		"sh", "-c", `trap 'echo wanted >&2; exit 7' USR1; echo $$ > `+ready+`; while :; do sleep 0.05; done`)
+	t.Cleanup(func() { // a failure says what exec and the agent saw (seen once in CI: the file never came)
+		if t.Failed() {
+			c := agenttest.Dial(t, a.Config.Socket.Path)
+			t.Logf("exec's stderr: %q; agent a: WHO %v, STATUS %s", run.stderr.String(), c.Do("WHO jobs/wanted").Data, c.Do("STATUS").Line)
+		}
+	})
 	pid, _ := strconv.Atoi(waitForFile(t, ready))
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) }) // its own group: exec's kill leaves it
 	waiter := agenttest.Dial(t, b.Config.Socket.Path)
