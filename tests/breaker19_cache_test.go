@@ -98,9 +98,10 @@ func TestBreaker19RevokeOfACachedAndOfALentName(t *testing.T) {
 	}
 }
 
-// TestBreaker19ABurstOfCachedNamesLeavesNothing: 1000 fresh names locked
-// and let go twice each with caching on (so that each is cached); once the linger ended, no record is left on
-// the masters and the keepers' goroutines are gone.
+// TestBreaker19ABurstOfCachedNamesLeavesNothing: 500 fresh names (1000
+// with LOCK_AGENT_SOAK) locked and let go twice each with caching on (so
+// that each is cached); once the linger ended, no record is left on the
+// masters and the keepers' goroutines are gone.
 func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	cfg := agenttest.Config(t, servers, 3*time.Second)
@@ -109,7 +110,7 @@ func TestBreaker19ABurstOfCachedNamesLeavesNothing(t *testing.T) {
 	c := agenttest.Dial(t, a.Config.Socket.Path)
 	c.Do("PING")
 	base := nameGoroutines()
-	const n = 1000
+	n := soak(500, 1000) // the longest of the suite's timing tests at 1000 (16-24 s)
 	for i := range n {
 		cacheIt(t, c, "LOCK burst19-"+strconv.Itoa(i))
 	}
