@@ -178,9 +178,16 @@ func TestAHungMasterCostsNothing(t *testing.T) {
 		slices.Sort(d)
 		return d[len(d)/2]
 	}
-	t.Logf("one master hung: UNLOCK p50 %v, handoff p50 %v", p50(unlocks), p50(handoffs))
-	if p50(unlocks) > 10*time.Millisecond || p50(handoffs) > 20*time.Millisecond {
-		t.Fatalf("one master hung: UNLOCK p50 %v (want <= 10ms), handoff p50 %v (want <= 20ms)", p50(unlocks), p50(handoffs))
+	// A round that waits for the hung master waits one of its timeouts
+	// at least (master_timeout, 50 ms; the probe doubts the master by
+	// then, so no more): a median under half of one, and a hand-over's
+	// under three quarters, waited for no one. (It was 10 and 20 ms: a
+	// soak run beside two CPU hogs took 10.6 and 16.8 ms; with releases
+	// made to wait for every master, 51.5 and 51.5 ms.)
+	timeout := a.Config.Lock.MasterTimeout
+	t.Logf("one master hung: UNLOCK p50 %v, handoff p50 %v (master_timeout %v)", p50(unlocks), p50(handoffs), timeout)
+	if p50(unlocks) > timeout/2 || p50(handoffs) > timeout*3/4 {
+		t.Fatalf("one master hung: UNLOCK p50 %v (want <= %v), handoff p50 %v (want <= %v)", p50(unlocks), timeout/2, p50(handoffs), timeout*3/4)
 	}
 }
 
