@@ -124,7 +124,31 @@ func (s *session) waitsToEndLocked() []*locks.Waiter {
 
 // priorLocked is what a request on keys must wait for: the last unfinished
 // request on each. s.mu is held.
+//
+// A LOCK whose reply is being queued (answered) is finished a moment
+// later, but the client may have read the reply and sent its next lines
+// already: an UNLOCK of the hold, then a HOLDS. So a request whose only
+// prior turns are answered LOCKs waits for them here, on the reader's
+// goroutine, and takes effect before the next line is read, as every
+// request whose turn has come does (a HOLDS after the UNLOCK saw the hold
+// still there, under load). The wait is for the few steps between queuing
+// a reply and finishing its turn: a reply that waits for room in the
+// outbox (send) makes the reader wait as its own AwaitRoom would.
 func (s *session) priorLocked(keys []locks.HoldKey) []*turn {
+	for {
+		prior := s.lastTurnsLocked(keys)
+		if !allAnswered(prior) {
+			return prior
+		}
+		s.mu.Unlock()
+		awaitAll(prior)
+		s.mu.Lock()
+	}
+}
+
+// lastTurnsLocked is the last unfinished request on each of keys. s.mu is
+// held.
+func (s *session) lastTurnsLocked(keys []locks.HoldKey) []*turn {
 	var prior []*turn
 	for _, k := range keys {
 		if t := s.turns[k]; t != nil {
@@ -262,10 +286,11 @@ func (s *session) lockInTurn(req *protocol.Request) error {
 // admitBehindLocked counts a request that waits for its turn behind
 // prior, unless the session has max_holds_per_session names held, LOCKs
 // waiting and requests waiting for their turn already: each costs the
-// agent a goroutine until its turn comes. A request behind LOCKs whose
-// replies are being queued only (the client sent it on reading the
-// reply, before the LOCK's turn was finished) is not limited: it waits
-// for nothing the client can see. s.mu is held.
+// agent a goroutine until its turn comes. A WHO behind a LOCK whose
+// reply is being queued only (the client sent it on reading the reply,
+// before the LOCK's turn was finished) is not limited: it waits for
+// nothing the client can see (the other requests wait for such a LOCK on
+// the reader's goroutine: see priorLocked). s.mu is held.
 func (s *session) admitBehindLocked(prior []*turn) error {
 	lim := s.srv.limits().MaxHoldsPerSession
 	if len(s.holds)+s.waiting+s.behind >= lim && !allAnswered(prior) {
