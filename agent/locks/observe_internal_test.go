@@ -24,7 +24,9 @@ func TestLeaderPush(t *testing.T) {
 		{"an older term after none never is", true, none, 6, term(5, "x"), false},
 		{"none after a term is", true, term(5, "x"), 5, none, true},
 		{"none again is not", true, none, 5, none, false},
-		{"the last term again after none is", true, none, 5, term(5, "x"), true},
+		{"the last term again after none never is", true, none, 5, term(5, "x"), false},
+		{"nor with a new value", true, none, 5, term(5, "y"), false},
+		{"a newer term after none is", true, none, 5, term(6, "y"), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

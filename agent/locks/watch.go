@@ -282,7 +282,8 @@ func (a *Manager) waitingKnownLocked(name string, n *wantedName, now time.Time) 
 // (a lease that runs out publishes nothing, and messages are lost while
 // a master is away). What it reads it pushes to every observing session,
 // unless it is what they were told last, or a stale read: a fence below
-// the highest one pushed is never pushed (see leaderPush).
+// the highest one pushed, or a term after its end was pushed, is never
+// pushed (see leaderPush).
 //
 // The leader of a name held shared or as a semaphore is the holder with
 // the lowest fence (quorum.LeaderOf). UNOBSERVE of a name the session does
@@ -296,7 +297,8 @@ func (a *Manager) waitingKnownLocked(name string, n *wantedName, now time.Time) 
 // joining, with the number of reads begun so far; it is pushed the first
 // read begun after that (one is begun at once), and from then on every
 // change like the others. A read that lags behind what was pushed (a fence
-// below the highest) serves no joining session: the next read, soon, does.
+// below the highest, or the term whose end was pushed last) serves no
+// joining session: the next read, soon, does.
 
 // observation is one name this agent's sessions observe. Its fields are
 // guarded by manager.mu, under which every push of it is queued, so a
@@ -340,16 +342,31 @@ func (l leaderState) line(name string) []byte {
 
 // leaderPush decides whether read, a fresh read of a name's leader, is
 // pushed to its observers, given what was pushed last (if known) and the
-// highest fence pushed (top): a change is, a stale read (a fence below
-// top) never is, so observers never see an older term after a newer one.
+// highest fence pushed (top): a change is, a stale read never is, so
+// observers never see an older term after a newer one, nor a term again
+// after its end.
 func leaderPush(known bool, last leaderState, top int64, read leaderState) bool {
 	switch {
-	case read.held && read.fence < top:
+	case stale(known, last, top, read):
 		return false
 	case !known:
 		return true
 	}
 	return read != last
+}
+
+// stale says whether read, a held read of a name's leader, lags behind
+// what its observers were pushed (see leaderPush): its fence is below the
+// highest pushed (top), or it is the term whose end was pushed last
+// ("none" after it). A term once ended does not come back to its
+// observers (observer-order in internal/history): a read that shows it
+// again saw the masters between two writes of one change (a cached
+// record's mark taken off before its new holder's fence is written), or
+// lags behind the read that saw its end (once, in an election beside a
+// loaded suite: …083, none, …083, …084), and the next read, soon, shows
+// what came after.
+func stale(known bool, last leaderState, top int64, read leaderState) bool {
+	return read.held && (read.fence < top || known && !last.held && read.fence == top)
 }
 
 // Observe has c observe name (OBSERVE; see the top of this part): c
@@ -543,6 +560,7 @@ func (a *Manager) readLeader(ctx context.Context, o *observation, lenient bool) 
 		return nil
 	}
 	line := read.line(o.name)
+	behind := stale(o.known, o.last, o.top, read)
 	if leaderPush(o.known, o.last, o.top, read) {
 		o.last, o.known, o.top = read, true, max(o.top, read.fence)
 		for c := range o.sessions {
@@ -550,7 +568,6 @@ func (a *Manager) readLeader(ctx context.Context, o *observation, lenient bool) 
 		}
 		a.metrics.LeaderPushes.Add(float64(len(o.sessions)))
 	}
-	behind := read.held && read.fence < o.top
 	for c, joined := range o.joining {
 		if serves(joined, seq, behind) {
 			delete(o.joining, c)
