@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -127,10 +128,14 @@ func (s *Server) launch() error {
 			return err
 		}
 		s.dir = dir
-		s.t.Cleanup(func() { os.RemoveAll(dir) })
+		s.t.Cleanup(func() {
+			s.logIfFailed()
+			os.RemoveAll(dir)
+		})
 	}
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning",
+		"--logfile", filepath.Join(s.dir, logFile)}
 	if s.sentinel != "" {
 		args = append([]string{s.sentinel, "--sentinel"}, args...)
 	}
@@ -177,6 +182,26 @@ func (s *Server) answeredByItself() error {
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	return fmt.Errorf("port %d is another redis-server's (pid %d)", s.port, pid)
+}
+
+// logFile is the name of a server's log in its directory: every start of
+// it appends there.
+const logFile = "redis.log"
+
+// logIfFailed writes the end of the server's log to the test's, if the
+// test failed: a master that stopped answering (refused connections) in a
+// soak left nothing to tell why.
+func (s *Server) logIfFailed() {
+	if !s.t.Failed() {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, logFile))
+	if err != nil || len(b) == 0 {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-20):]
+	s.t.Logf("redistest: the end of %s's log:\n%s", s.Addr, strings.Join(lines, "\n"))
 }
 
 // Ping sends PING over a fresh connection.
