@@ -359,12 +359,15 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 // what its observers were pushed (see leaderPush): its fence is below the
 // highest pushed (top), or it is the term whose end was pushed last
 // ("none" after it). A term once ended does not come back to its
-// observers (observer-order in internal/history): a read that shows it
-// again saw the masters between two writes of one change (a cached
-// record's mark taken off before its new holder's fence is written), or
-// lags behind the read that saw its end (once, in an election beside a
-// loaded suite: …083, none, …083, …084), and the next read, soon, shows
-// what came after.
+// observers (observer-order in internal/history), though a majority's
+// read may show it again: the masters apply a grant and its release each
+// in its own time, so a read may find the release on two masters while
+// the third has not applied the grant yet, and the next read the grant
+// applied there while one of the others has not applied the release yet
+// (seen in an election beside a loaded suite: …083, none, …083, …084); or
+// it may find the masters between two writes of one change (a cached
+// record's mark taken off before its new holder's fence is written). The
+// next read, soon, shows what came after.
 func stale(known bool, last leaderState, top int64, read leaderState) bool {
 	return read.held && (read.fence < top || known && !last.held && read.fence == top)
 }
