@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -199,10 +200,19 @@ func (s *Server) logIfFailed() {
 	if err != nil || len(b) == 0 {
 		return
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !slices.ContainsFunc(banner, func(b string) bool { return strings.Contains(l, b) }) {
+			lines = append(lines, l)
+		}
+	}
 	lines = lines[max(0, len(lines)-20):]
-	s.t.Logf("redistest: the end of %s's log:\n%s", s.Addr, strings.Join(lines, "\n"))
+	s.t.Logf("redistest: the end of %s's log (each start but its banner):\n%s", s.Addr, strings.Join(lines, "\n"))
 }
+
+// banner is what every start of a server logs after "Redis is starting":
+// left out of a failed test's log.
+var banner = []string{"Redis version=", "Configuration loaded", "Server initialized", "WARNING Memory overcommit"}
 
 // Ping sends PING over a fresh connection.
 func (s *Server) Ping() error {
