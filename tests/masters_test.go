@@ -222,7 +222,7 @@ func TestFiveMastersKeepAHoldWithTwoOut(t *testing.T) {
 // stillHeld fails t if holder is told anything (a LOST) within d, or if,
 // meanwhile, other is not refused name (BUSY) or not granted another name.
 //
-// The other agent's LOCK waits a second: a wait=0 LOCK is one round, which
+// The other agent's LOCK waits two seconds: a wait=0 LOCK is one round, which
 // gives up on masters silent past its budget (a quarter lease, 500 ms
 // here), and in a soak run the three masters left up were, for one round
 // on a host short of CPU: with two out, that is NO_QUORUM by the rule
@@ -230,7 +230,7 @@ func TestFiveMastersKeepAHoldWithTwoOut(t *testing.T) {
 // heard from a majority, which is what five masters promise with two out.
 func stillHeld(t *testing.T, holder, other *agenttest.Conn, name string, d time.Duration) {
 	t.Helper()
-	if r := other.Do("LOCK " + name + " wait=1s"); r.Kind != "BUSY" {
+	if r := other.Do("LOCK " + name + " wait=2s"); r.Kind != "BUSY" {
 		t.Errorf("another agent's LOCK %s while it is held: %q, want BUSY", name, r.Line)
 	}
 	if r := other.Do("LOCK another"); r.Kind != "OK" {

@@ -361,10 +361,11 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 // ("none" after it). A term once ended does not come back to its
 // observers (observer-order in internal/history), though a majority's
 // read may show it again: the masters apply a grant and its release each
-// in its own time, so a read may find the release on two masters while
-// the third has not applied the grant yet, and the next read the grant
-// applied there while one of the others has not applied the release yet
-// (seen in an election beside a loaded suite: …083, none, …083, …084); or
+// in its own time, so a read may hear none from two masters, one that has
+// applied the release and one that has not applied the grant yet, and the
+// next read hear the term from that one, the grant applied now, and from
+// the third, the release not yet applied there (seen in an election beside
+// a loaded suite: …083, none, …083, …084); or
 // it may find the masters between two writes of one change (a cached
 // record's mark taken off before its new holder's fence is written). The
 // next read, soon, shows what came after.

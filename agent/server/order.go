@@ -39,7 +39,8 @@ type turn struct {
 	started, applied, cancelled bool
 	// answered, for a LOCK, says that its reply is being queued: it is
 	// finished as soon as it is, so a request behind it waits for nothing
-	// the client has not seen answered (see admitBehindLocked).
+	// the client has not seen answered: on the reader's goroutine (see
+	// priorLocked), or, for a WHO, unlimited (see admitBehindLocked).
 	answered bool
 }
 
@@ -141,10 +142,17 @@ func (s *session) priorLocked(keys []locks.HoldKey) []*turn {
 			return prior
 		}
 		s.mu.Unlock()
+		if awaitingAnswered != nil {
+			awaitingAnswered()
+		}
 		awaitAll(prior)
 		s.mu.Lock()
 	}
 }
+
+// awaitingAnswered, if set (by a test), is called as the reader begins to
+// wait for answered LOCKs in priorLocked.
+var awaitingAnswered func()
 
 // lastTurnsLocked is the last unfinished request on each of keys. s.mu is
 // held.

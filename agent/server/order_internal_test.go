@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/lock-agent/lock-agent/agent/locks"
@@ -13,7 +14,7 @@ import (
 // reader), not in a goroutine of its own that a loaded host runs later:
 // the Python client's HOLDS after a cancelled release still listed the
 // hold. A request behind a LOCK not yet answered still waits in its own
-// goroutine.
+// goroutine, and takes effect once the LOCK is answered.
 func TestARequestBehindAnAnsweredLockTakesEffectInItsLine(t *testing.T) {
 	key := locks.HoldKey{Name: "x"}
 	for _, tc := range []struct {
@@ -32,12 +33,17 @@ func TestARequestBehindAnAnsweredLockTakesEffectInItsLine(t *testing.T) {
 			s.mu.Lock()
 			s.takeTurnLocked(lock)
 			s.mu.Unlock()
-			if !tc.answered {
-				// The LOCK is answered and finished after the UNLOCK's line was read.
-				defer s.finish(lock)
-			} else {
-				go s.finish(lock) // the LOCK's goroutine, just after queuing its reply
-			}
+			// The LOCK's goroutine finishes its turn once the reader waits
+			// for it (with the fix; without it the reader never does).
+			waiting := make(chan struct{})
+			var once sync.Once
+			wait := func() { once.Do(func() { close(waiting) }) }
+			awaitingAnswered = wait
+			defer func() { awaitingAnswered = nil; wait() }()
+			go func() {
+				<-waiting
+				s.finish(lock)
+			}()
 			applied := make(chan struct{})
 			if err := s.inTurn("U", []locks.HoldKey{key}, func() error { close(applied); return nil }); err != nil {
 				t.Fatal(err)
@@ -48,6 +54,9 @@ func TestARequestBehindAnAnsweredLockTakesEffectInItsLine(t *testing.T) {
 					t.Fatal("the request took effect before the LOCK it waits for was answered")
 				}
 			default:
+				s.finish(lock) // the LOCK is answered: the request takes effect now
+				<-applied
+				s.reqs.Wait()
 				if tc.inLine {
 					t.Fatal("the request had not taken effect when its line was done: a HOLDS read next would not see it")
 				}

@@ -130,6 +130,7 @@ func (s *Server) launch() error {
 		}
 		s.dir = dir
 		s.t.Cleanup(func() {
+			s.kill() // a Reserved server's Stop runs after this
 			s.logIfFailed()
 			os.RemoveAll(dir)
 		})
@@ -193,8 +194,8 @@ const logFile = "redis.log"
 // test failed: a master that stopped answering (refused connections) in a
 // soak left nothing to tell why.
 func (s *Server) logIfFailed() {
-	if !s.t.Failed() {
-		return
+	if !s.t.Failed() || slices.Contains(s.args, "--logfile") {
+		return // a Cluster's node logs elsewhere, and its Cluster shows it
 	}
 	b, err := os.ReadFile(filepath.Join(s.dir, logFile))
 	if err != nil || len(b) == 0 {
