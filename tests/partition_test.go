@@ -276,7 +276,12 @@ func TestCheckerCatchesShortQuarantine(t *testing.T) {
 		{"the master loses the hold and keeps its epoch marker", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newPartitionCluster(t, time.Second, time.Second)
+			// A lease of 3s: the broken run's overlap must come while the
+			// holder still holds, within its lease from the cut. With 1s,
+			// a soak run's contenders (beside two CPU hogs) heard nothing
+			// from masters 1 and 2 within their waits until the holder's
+			// LOST, and the checker had no overlap to find.
+			c := newPartitionCluster(t, 3*time.Second, 3*time.Second)
 			h := history.New()
 			var odd atomic.Int64
 			holder := c.client(t, h, 0, 0, "holder", &odd)
