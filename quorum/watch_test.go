@@ -318,6 +318,12 @@ func TestLeaderReadsAContendedGrantSettled(t *testing.T) {
 	if refusal != nil || err != nil {
 		t.Fatal(refusal, err)
 	}
+	// A grant is answered once a majority has it; the third master may run
+	// it a moment later (a quiet CI's read came first, and rightly found
+	// the fence not settled). Every master records it, then.
+	lockagenttest.Eventually(t, 5*time.Second, func() bool {
+		return mastersWith(servers, func(s *redistest.Server) bool { return s.Keys("t:{calm}:h:h") > 0 }) == 3
+	}, "the grant never reached every master")
 	if h, ok, err := c.Leader(ctx, "calm", false); err != nil || !ok || h.Record.Fence != g.Fence {
 		t.Fatalf("Leader of an uncontended grant = %+v, %v, %v; want fence %d", h, ok, err, g.Fence)
 	}
