@@ -365,10 +365,10 @@ func leaderPush(known bool, last leaderState, top int64, read leaderState) bool 
 // applied the release and one that has not applied the grant yet, and the
 // next read hear the term from that one, the grant applied now, and from
 // the third, the release not yet applied there (seen in an election beside
-// a loaded suite: …083, none, …083, …084); or
-// it may find the masters between two writes of one change (a cached
-// record's mark taken off before its new holder's fence is written). The
-// next read, soon, shows what came after.
+// a loaded suite: …083, none, …083, …084); or it may find the masters
+// between two writes of one change (a cached record's mark taken off
+// before its new holder's fence is written). The next read, soon, shows
+// what came after.
 func stale(known bool, last leaderState, top int64, read leaderState) bool {
 	return read.held && (read.fence < top || known && !last.held && read.fence == top)
 }
