@@ -25,8 +25,8 @@ import (
 // waiting out leases. Go runs them after every other test of the package,
 // so the tests that measure time run alone; four at a time (unless
 // -parallel says otherwise) keep a CPU busy where GOMAXPROCS (two) would
-// leave it idle. (scripts/test runs them in a process of their own,
-// beside those of the timing tests: see there.)
+// leave it idle. (scripts/test runs the longest of them beside the
+// timing tests, in a process of their own: see there.)
 func TestMain(m *testing.M) {
 	if path := os.Getenv("LOCK_AGENT_HELPER_SOCKET"); path != "" {
 		helper(path, os.Getenv("LOCK_AGENT_HELPER_NAME"))
