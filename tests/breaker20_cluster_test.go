@@ -166,6 +166,7 @@ func clusterAttack(t *testing.T, opts redistest.ClusterOptions, run time.Duratio
 			replants := fault(cl, cl.Owner(redistest.SlotOf(name)), rng)
 			faults++
 			if replants && !replanted(a, cl, name, before) {
+				replantDiag(t, cl, name, a, b)
 				t.Errorf("round %d: the slot of %s was never planted anew", round, name)
 				return
 			}

@@ -76,6 +76,35 @@ func replanted(a *agenttest.Agent, cl *redistest.Cluster, name, before string) b
 	})
 }
 
+// replantDiag logs what a slot of name's that was not planted anew looks
+// like: its marker's fields on the shard's primary as the test knows it
+// (or the error each read met), that primary's run_id and replicas (a
+// primary with min-replicas-to-write refuses a plant while they lag), and
+// each agent's STATUS (its shards, their states, the slots it quarantines).
+func replantDiag(t *testing.T, cl *redistest.Cluster, name string, agents ...*agenttest.Agent) {
+	t.Helper()
+	slot := redistest.SlotOf(name)
+	p := cl.Owner(slot).Primary
+	key := slotMarker(agents[0].Config.Lock.KeyPrefix, slot)
+	var fields []string
+	for _, f := range []string{"epoch", "run", "until", "tails", "settings"} {
+		v, err := p.Do("HGET", key, f)
+		if err != nil {
+			fields = append(fields, fmt.Sprintf("%s: %v", f, err))
+			continue
+		}
+		fields = append(fields, fmt.Sprintf("%s=%q", f, v))
+	}
+	server, err := p.Info("server")
+	repl, err2 := p.Info("replication")
+	t.Logf("slot %d's marker %s on %s: %s; its run_id %s, role %s, connected_slaves %s, min_slaves_good_slaves %s (%v %v)",
+		slot, key, p.Addr, strings.Join(fields, " "), redistest.InfoField(server, "run_id"), redistest.InfoField(repl, "role"),
+		redistest.InfoField(repl, "connected_slaves"), redistest.InfoField(repl, "min_slaves_good_slaves"), err, err2)
+	for _, a := range agents {
+		t.Logf("%s's STATUS:\n%s", a.Config.AgentID, rawStatus(t, a))
+	}
+}
+
 // voting waits until agent a sees no slot of its masters quarantined (its
 // STATUS shows no quarantined_slots= on a shard).
 func voting(t *testing.T, a *agenttest.Agent) bool {
@@ -126,6 +155,7 @@ func clusterChaos(t *testing.T, opts redistest.ClusterOptions, name string, faul
 			fault(cl, cl.Owner(redistest.SlotOf(name)), rng)
 			faults++
 			if !replanted(a, cl, name, before) {
+				replantDiag(t, cl, name, a, b)
 				t.Errorf("round %d: the slot of %s was never planted anew", round, name)
 				return
 			}
@@ -234,6 +264,7 @@ func TestClusterMasterQuarantinesOneShardOnly(t *testing.T) {
 	lockagenttest.Eventually(t, 5*time.Second, func() bool { return c.Do("LOCK "+elsewhere+" wait=300ms").Kind == "OK" },
 		"a name in another shard of the same cluster was never granted")
 	if !replanted(a, clusters[0], inLost, before) {
+		replantDiag(t, clusters[0], inLost, a)
 		t.Fatal("the emptied shard's slot was not planted anew")
 	}
 }
