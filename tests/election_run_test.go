@@ -27,6 +27,8 @@ type election struct {
 	nextID  int
 	leader  *candidate      // the candidate that read the OK of the current term, nil while none did
 	grants  []time.Duration // the stamps of every grant read, in order read
+	fences  []int64         // the fence of each of grants
+	top     int64           // the highest of fences
 	changed chan struct{}   // closed and replaced at every grant and every end of a term
 	cands   map[*candidate]bool
 	obs     map[*electionObserver]bool
@@ -96,6 +98,28 @@ func (e *election) awaitGrantAfter(at, within time.Duration) time.Duration {
 		return i >= 0
 	})
 	return grant
+}
+
+// awaitTermAbove is the stamp of the first grant read with a fence above
+// fence: a term after the one that fence began, whatever ended that one.
+func (e *election) awaitTermAbove(fence int64, within time.Duration) time.Duration {
+	e.t.Helper()
+	var grant time.Duration
+	e.await(within, "new term", func() bool {
+		i := slices.IndexFunc(e.fences, func(f int64) bool { return f > fence })
+		if i >= 0 {
+			grant = e.grants[i]
+		}
+		return i >= 0
+	})
+	return grant
+}
+
+// topFence is the highest fence granted so far, as far as the test has read.
+func (e *election) topFence() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.top
 }
 
 // candidate is one relay process campaigning, again after each term.
@@ -184,7 +208,7 @@ func (c *candidate) elected(at time.Duration, fence string) {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
 	c.fence, c.e.leader = f, c
-	c.e.grants = append(c.e.grants, at)
+	c.e.grants, c.e.fences, c.e.top = append(c.e.grants, at), append(c.e.fences, f), max(c.e.top, f)
 	c.e.changedLocked()
 }
 
