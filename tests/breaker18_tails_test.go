@@ -43,8 +43,9 @@ func TestBreaker18TailOutlivesRestartsOfTwoMasters(t *testing.T) {
 				other.AwaitMasters("quarantined", 1)
 				other.AwaitMastersWithin(15*time.Second, "up", 3)
 				holders.AwaitMastersWithin(15*time.Second, "up", 3)
-				lockagenttest.Eventually(t, 5*time.Second, func() bool { return servers[i].Keys("lock-agent:{br/tail}:h:*") == 1 },
-					"the watchdog never re-created the hold on the master that restarted empty")
+				if !pollFor(5*time.Second, 10*time.Millisecond, func() bool { return servers[i].Keys("lock-agent:{br/tail}:h:*") == 1 }) {
+					t.Fatalf("the watchdog never re-created the hold on the master that restarted empty (the holder's pushes: %q)", drainPushes(holder))
+				}
 			}
 			if tc.end == "close" {
 				holder.Close()
@@ -162,4 +163,17 @@ func mastersUp(c *agenttest.Conn) int {
 		}
 	}
 	return up
+}
+
+// drainPushes is every push c has received and not yet read.
+func drainPushes(c *agenttest.Conn) []string {
+	var out []string
+	for {
+		select {
+		case p := <-c.Pushes():
+			out = append(out, p)
+		default:
+			return out
+		}
+	}
 }
