@@ -91,30 +91,50 @@ func (c *recClient) push(p string) {
 		}
 	}
 	fence, _ := strconv.ParseInt(fenceField, 10, 64)
+	at := c.conn.Arrived(p)
 	if held, ok := c.held[name]; ok && held == fence {
 		delete(c.held, name)
-		c.h.Add(history.Event{Client: c.id, Type: history.Lost, Kind: c.kind, Name: name, Fence: fence, Detail: p})
+		e := history.Event{Client: c.id, Type: history.Lost, Kind: c.kind, Name: name, Fence: fence, Detail: p}
+		if at == 0 {
+			c.h.Add(e)
+			return
+		}
+		c.h.AddStamped(e, at)
 	}
 }
 
-// release first reads the LOSTs that already came (those holds ended
-// then), then unlocks each name still held, one at a time: the hold ends
-// when its UNLOCK is sent, whatever it answers.
-func (c *recClient) release() {
-	for drained := false; !drained; {
+// drain reads the pushes that already came.
+func (c *recClient) drain() {
+	for {
 		select {
 		case p := <-c.conn.Pushes():
 			c.push(p)
 		default:
-			drained = true
+			return
 		}
 	}
+}
+
+// release unlocks each name still held, one at a time: the hold ends when
+// its UNLOCK is sent, whatever it answers, or at its LOST if that came
+// first. The LOSTs that came are read before each UNLOCK, and recorded
+// when they arrived: one that came while an UNLOCK before waited for its
+// answer (on a minority partition, a release waits for the silent masters)
+// ended its hold then, not when the client got round to reading it (a
+// soak run counted client 18's multi-lock hold of pmb on to its UNLOCK,
+// sent after a 1.1s UNLOCK of pma, 84ms into another client's grant).
+func (c *recClient) release() {
+	c.drain()
 	names := make([]string, 0, len(c.held))
 	for n := range c.held {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
+		c.drain()
+		if _, ok := c.held[n]; !ok {
+			continue // lost meanwhile
+		}
 		c.h.Add(history.Event{Client: c.id, Type: history.Release, Kind: c.kind, Name: n, Fence: c.held[n]})
 		delete(c.held, n)
 		if r := c.conn.Do("UNLOCK " + n); r.Kind != "OK" && r.Code != "NOT_HELD" {

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/lock-agent/lock-agent/agent"
 	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
+	"github.com/lock-agent/lock-agent/internal/history"
 	"github.com/lock-agent/lock-agent/internal/redistest"
 	"github.com/lock-agent/lock-agent/quorum"
 )
@@ -148,7 +149,10 @@ type Conn struct {
 	wait   map[string]chan Reply
 	data   map[string][]map[string]string
 	pushes chan string
-	closed chan struct{}
+	// arrived is when each push not yet asked for by Arrived was read
+	// from the socket (history.Stamp), under mu.
+	arrived map[string]time.Duration
+	closed  chan struct{}
 }
 
 // Dial connects to an agent's socket.
@@ -165,7 +169,7 @@ func Dial(t testing.TB, path string) *Conn {
 // process, as another user). It is closed when the test ends.
 func NewConn(t testing.TB, nc net.Conn) *Conn {
 	c := &Conn{t: t, conn: nc, wait: map[string]chan Reply{}, data: map[string][]map[string]string{},
-		pushes: make(chan string, 1000), closed: make(chan struct{})}
+		pushes: make(chan string, 1000), arrived: map[string]time.Duration{}, closed: make(chan struct{})}
 	go c.read()
 	t.Cleanup(c.Close)
 	return c
@@ -187,6 +191,11 @@ func (c *Conn) read() {
 		}
 		line = strings.TrimRight(line, "\n")
 		if strings.HasPrefix(line, "* ") {
+			c.mu.Lock()
+			if _, ok := c.arrived[line]; !ok {
+				c.arrived[line] = history.Stamp()
+			}
+			c.mu.Unlock()
 			c.pushes <- line
 			continue
 		}
@@ -279,6 +288,18 @@ func (c *Conn) AwaitWaiters(n int64) {
 
 // Pushes is where push lines ("* ...") arrive.
 func (c *Conn) Pushes() <-chan string { return c.pushes }
+
+// Arrived is when push, a line Pushes gave, was read from the socket (a
+// history.Stamp), and forgets it; 0 if it does not know the line. A
+// client busy with a request reads a push only once its reply came: the
+// push's arrival is when the agent had told it.
+func (c *Conn) Arrived(push string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.arrived[push]
+	delete(c.arrived, push)
+	return at
+}
 
 // AwaitMasters polls STATUS until n masters are in state (up, down or
 // quarantined), for up to 5s.
