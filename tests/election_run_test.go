@@ -28,7 +28,6 @@ type election struct {
 	leader  *candidate      // the candidate that read the OK of the current term, nil while none did
 	grants  []time.Duration // the stamps of every grant read, in order read
 	fences  []int64         // the fence of each of grants
-	top     int64           // the highest of fences
 	changed chan struct{}   // closed and replaced at every grant and every end of a term
 	cands   map[*candidate]bool
 	obs     map[*electionObserver]bool
@@ -119,7 +118,10 @@ func (e *election) awaitTermAbove(fence int64, within time.Duration) time.Durati
 func (e *election) topFence() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.top
+	if len(e.fences) == 0 {
+		return 0
+	}
+	return slices.Max(e.fences)
 }
 
 // candidate is one relay process campaigning, again after each term.
@@ -208,7 +210,7 @@ func (c *candidate) elected(at time.Duration, fence string) {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
 	c.fence, c.e.leader = f, c
-	c.e.grants, c.e.fences, c.e.top = append(c.e.grants, at), append(c.e.fences, f), max(c.e.top, f)
+	c.e.grants, c.e.fences = append(c.e.grants, at), append(c.e.fences, f)
 	c.e.changedLocked()
 }
 

@@ -105,13 +105,8 @@ func (c *recClient) push(p string) {
 
 // drain reads the pushes that already came.
 func (c *recClient) drain() {
-	for {
-		select {
-		case p := <-c.conn.Pushes():
-			c.push(p)
-		default:
-			return
-		}
+	for _, p := range drainPushes(c.conn) {
+		c.push(p)
 	}
 }
 
