@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,6 +144,10 @@ type shardSet struct {
 	// is when one last did.
 	sweep atomic.Bool
 	swept time.Time
+	// met is, per slot, when a round's call last named it (Unix ns of the
+	// cluster's clock; 0 for never): a sweep reads first the slots of the
+	// names this agent uses (see toSweep).
+	met [hashslot.Count]atomic.Int64
 
 	subs *shardSubs // the watches' subscriptions (see the watches, below)
 }
@@ -264,11 +269,11 @@ func (s *shardSet) again(slots []int) {
 }
 
 // toSweep are the pending slots that the sweep reads now, not those of a
-// shard the probe last found down (see suspectSlots), and the marks of
-// every slot as they are now (see done).
+// shard the probe last found down (see suspectSlots), in the order it reads
+// them (see sweepOrder), and the marks of every slot as they are now (see
+// done).
 func (s *shardSet) toSweep() ([]int, *[hashslot.Count]uint32) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []int
 	for slot, p := range s.pending {
 		if i := s.owner[slot]; p != 0 && (i < 0 || s.list[i].state != StateDown) {
@@ -276,7 +281,41 @@ func (s *shardSet) toSweep() ([]int, *[hashslot.Count]uint32) {
 		}
 	}
 	marks := s.pending
+	s.mu.RUnlock()
+	var met [hashslot.Count]int64
+	for _, slot := range out {
+		met[slot] = s.met[slot].Load()
+	}
+	sweepOrder(out, &marks, &met)
 	return out, &marks
+}
+
+// sweepOrder sorts the pending slots in the order a sweep reads them: first
+// those a round's call met, the latest first (a held name's renewals, a
+// waiter's tries), then those marked pending last first (a failover's
+// slots before what is left of the agent's first sweep), then by slot. A
+// sweep of thousands of slots on a loaded host can run out of its deadline
+// long before the last: in slot order, the slot of a name in use waited
+// behind every slot before it, sweep after sweep, and was not planted
+// anew in the ten seconds after a failover that a user's LOCK on it then
+// waits for.
+func sweepOrder(slots []int, marks *[hashslot.Count]uint32, met *[hashslot.Count]int64) {
+	slices.SortFunc(slots, func(a, b int) int {
+		if c := cmp.Compare(met[b], met[a]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(marks[b], marks[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+}
+
+// meet notes that a round's call named slot now (see met).
+func (s *shardSet) meet(slot int) {
+	if slot >= 0 {
+		s.met[slot].Store(s.m.cluster.clock.Now().UnixNano())
+	}
 }
 
 // done takes slots, which a sweep read and handled, off the pending ones,
@@ -327,6 +366,7 @@ func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *scripts.Scrip
 	if slot < 0 {
 		return rueidis.NewErrorResult(errNoSlot)
 	}
+	sh.meet(slot)
 	if s.GateArg >= 0 {
 		if err := sh.slotErr(slot); err != nil {
 			return rueidis.NewErrorResult(err)
@@ -362,6 +402,9 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *scripts.S
 		if slots[i] < 0 {
 			out[i] = rueidis.NewErrorResult(errNoSlot)
 			continue
+		}
+		if check {
+			sh.meet(slots[i])
 		}
 		if check && s.GateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
@@ -684,45 +727,76 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	m.shards.sweep.Store(false)
 	m.shards.swept = c.clock.Now()
 	slots, marks := m.shards.toSweep()
-	suspect, read, failed := m.suspectSlots(ctx, slots)
-	args := c.gateArgs()
-	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(args[:2:2], "0") })
-	var lost []int
-	fresh, unrecorded := false, 0
-	for i, r := range replies {
-		mk, err := readMarker(r, c.cfg.Settings)
-		if err == nil && (errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "" && c.settings != "") {
-			unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
-			continue     // stays pending
+	// A chunk at a time, each read, gated and taken off the pending ones
+	// before the next: the slots first in order (see sweepOrder) are done
+	// with though the deadline cuts the sweep short.
+	var t sweepTally
+	for lo := 0; lo < len(slots); lo += sweepChunk {
+		part := slots[lo:min(lo+sweepChunk, len(slots))]
+		if ctx.Err() != nil {
+			t.failed += len(part)
+			continue
 		}
-		switch {
-		case err != nil:
-			failed++
-			continue // stays pending
-		case mk.left > 0:
-			fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || fresh
-			lost = append(lost, suspect[i])
-		}
-		read = append(read, suspect[i])
+		m.sweepPart(ctx, part, marks, &t)
 	}
-	m.shards.done(read, marks)
 	// Waiters are woken once, not per slot (a shard that restarted empty
 	// has thousands), and a slot found quarantined asks for no other
 	// sweep: this one read them all.
-	if fresh {
+	if t.fresh {
 		c.wakeAll()
 	}
-	if failed > 0 || unrecorded > 0 {
+	if t.failed > 0 || t.unrecorded > 0 {
 		// Read again at a next probe: a slot it could not read, or whose
 		// marker this agent could not yet plant or record its settings in
 		// (before it knew a majority records them), which an agent with
 		// other settings must not be left to adopt first.
 		m.shards.sweep.Store(true)
-		m.log.Debug("sweeping again", "unread_slots", failed, "unrecorded_slots", unrecorded)
+		m.log.Debug("sweeping again", "unread_slots", t.failed, "unrecorded_slots", t.unrecorded)
 	}
-	if len(lost) > 0 {
-		m.settleSlotTails(ctx, lost)
+	if len(t.lost) > 0 {
+		m.settleSlotTails(ctx, t.lost)
 	}
+}
+
+// sweepChunk is how many slots a sweep reads and gates at a time.
+const sweepChunk = 1024
+
+// sweepTally is what a sweep found: slots it could not read, slots it may
+// not plant or record its settings in yet, slots that lost their data
+// (their tails to settle), and whether a slot was newly found quarantined.
+type sweepTally struct {
+	failed, unrecorded int
+	lost               []int
+	fresh              bool
+}
+
+// sweepPart is sweepSlots on slots, a chunk of the pending ones: it reads
+// their markers, runs the probe's gate on those that may not vote as they
+// are, notes each quarantine in t, and takes those it handled off the
+// pending ones.
+func (m *master) sweepPart(ctx context.Context, slots []int, marks *[hashslot.Count]uint32, t *sweepTally) {
+	c := m.cluster
+	suspect, read, failed := m.suspectSlots(ctx, slots)
+	t.failed += failed
+	args := c.gateArgs()
+	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(args[:2:2], "0") })
+	for i, r := range replies {
+		mk, err := readMarker(r, c.cfg.Settings)
+		if err == nil && (errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "" && c.settings != "") {
+			t.unrecorded++ // the agent may not plant or adopt yet (see Cluster.mayPlant)
+			continue       // stays pending
+		}
+		switch {
+		case err != nil:
+			t.failed++
+			continue // stays pending
+		case mk.left > 0:
+			t.fresh = m.shards.noteQuarantine(suspect[i], time.Duration(mk.left)*time.Millisecond) || t.fresh
+			t.lost = append(t.lost, suspect[i])
+		}
+		read = append(read, suspect[i])
+	}
+	m.shards.done(read, marks)
 }
 
 // suspectSlots reads the marker of each of slots (HMGET, cheap beside the

@@ -402,6 +402,94 @@ func TestClusterSweepReadsOnlyTheSlotsThatMayHaveChanged(t *testing.T) {
 	}
 }
 
+// TestSweepOrder: a sweep reads first the slots a round's call met, the
+// latest first, then those marked pending last, then by slot.
+func TestSweepOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		slots []int
+		marks map[int]uint32
+		met   map[int]int64
+		want  []int
+	}{
+		{"by slot", []int{9, 3, 7}, nil, nil, []int{3, 7, 9}},
+		{"last marked first", []int{1, 2, 3, 4}, map[int]uint32{1: 1, 2: 1, 3: 2, 4: 2}, nil, []int{3, 4, 1, 2}},
+		{"met first, latest first", []int{1, 2, 3, 4}, map[int]uint32{1: 1, 2: 1, 3: 2, 4: 2}, map[int]int64{2: 10, 1: 20}, []int{1, 2, 3, 4}},
+		{"met beats marked later", []int{100, 16000}, map[int]uint32{100: 5, 16000: 1}, map[int]int64{16000: 1}, []int{16000, 100}},
+	} {
+		var marks [hashslot.Count]uint32
+		var met [hashslot.Count]int64
+		for slot, m := range tc.marks {
+			marks[slot] = m
+		}
+		for slot, at := range tc.met {
+			met[slot] = at
+		}
+		got := append([]int(nil), tc.slots...)
+		sweepOrder(got, &marks, &met)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestClusterSweepPlantsTheSlotOfANameInUseFirst: a shard lost its data
+// (FLUSHALL) and no call came since; a name this agent used before sits
+// past the first chunk of the shard's slots. The sweep's first chunk plants
+// the name's slot anew: a sweep cut short by its deadline on a loaded host
+// read the slots in order, and a failover's promoted shard never had the
+// slot of the name in use planted within ten seconds
+// (TestBreaker20ClusterPrimaryKilled: "the slot of cb-kill was never
+// planted anew", its shard's slots queued behind the agent's first sweep).
+func TestClusterSweepPlantsTheSlotOfANameInUseFirst(t *testing.T) {
+	t.Parallel() // judges no latency
+	clusters, c, m := connectedClusterMaster(t)
+	ctx := context.Background()
+	probe := func() { // the probe's steps up to its sweep (see probeShards)
+		list, topo, err := m.readTopology(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.gateShards(ctx, list)
+		m.shards.update(list, topo)
+		m.noteShardMarkers(list) // this agent may plant (see Cluster.mayPlant)
+	}
+	probe()
+	m.sweepSlots(ctx)
+	flushed := clusters[0].Shards()[2]
+	first := flushed.Slots()[0].First
+	var name string
+	var slot int
+	var keys, args []string
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("in-use-%d", i)
+		keys, args = c.releaseArgs(name, "nobody", name)
+		if slot, _ = c.keys.CallSlot(keys); slot >= first+sweepChunk && clusters[0].Owner(slot) == flushed {
+			break
+		}
+	}
+	// A round's call on the name: a release of a hold it does not have.
+	if err := m.eval(ctx, scripts.Release, keys, args).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := flushed.Primary.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	probe()
+	slots, marks := m.shards.toSweep()
+	if len(slots) <= sweepChunk || slots[0] != slot {
+		t.Fatalf("the sweep reads %d slots, first %v; want more than a chunk, the name's slot %d first", len(slots), slots[:min(3, len(slots))], slot)
+	}
+	var tally sweepTally
+	m.sweepPart(ctx, slots[:sweepChunk], marks, &tally)
+	if epoch, err := flushed.Primary.Do("HGET", c.keys.SlotMarker(slot), "epoch"); err != nil || epoch == "" {
+		t.Errorf("after the sweep's first chunk, slot %d of %s has no marker planted anew (%q, %v)", slot, name, epoch, err)
+	}
+	if len(tally.lost) == 0 || tally.failed != 0 {
+		t.Errorf("the first chunk found %d slots quarantined, %d unread; want some, none", len(tally.lost), tally.failed)
+	}
+}
+
 // TestClusterProbeLoadsTheScriptsWhenItsGateTimedOut: the nodes of a
 // cluster master know no script, and the probe's gate gets one shard's
 // answer only after the probe's deadline (its primary holds every script:
