@@ -983,36 +983,53 @@ func (m *master) noteShardMarkers(list []*shard) {
 	m.mu.Unlock()
 }
 
-// state is the master's state from its shards': down when all are, else
-// unsafe or recording other settings when all are, else up. A shard down,
-// unsafe or quarantined keeps its own slots from voting (see slotErr); one
-// that records other settings keeps the whole master from voting (see
-// noteShardMarkers: the master's refusal), as a standalone master that
-// records them does. Each shard's state shows in its status.
+// state is the master's state from its shards' (see clusterState). A shard
+// down, unsafe or quarantined keeps its own slots from voting (see
+// slotErr); one that records other settings keeps the whole master from
+// voting (see noteShardMarkers: the master's refusal), as a standalone
+// master that records them does. Each shard's state shows in its status.
 func (s *shardSet) state() (State, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if len(s.list) == 0 {
 		return StateDown, errors.New("the cluster serves no slot")
 	}
-	counts := map[State]int{}
-	var errs []error
-	for _, sh := range s.list {
-		st := sh.state
+	states := make([]State, len(s.list))
+	errs := make([]error, len(s.list))
+	for i, sh := range s.list {
+		states[i], errs[i] = sh.state, sh.err
 		if sh.unsafe != nil {
-			st = StateUnsafe
-			errs = append(errs, sh.unsafe)
-		} else if sh.err != nil {
-			errs = append(errs, sh.err)
+			states[i], errs[i] = StateUnsafe, sh.unsafe
 		}
+	}
+	st := clusterState(states)
+	if st == StateUp {
+		return st, nil
+	}
+	return st, errs[slices.Index(states, st)]
+}
+
+// clusterState is a cluster master's state from its shards' states: up
+// when one is (its slots vote), else the state most of them are in, the
+// first of down, unsafe, settings, quarantined on a tie. A master with no
+// shard up showed as up unless all its shards were in one state: one shard
+// recording other settings and two not answering was "up", a master that
+// could vote on no slot.
+func clusterState(states []State) State {
+	counts := map[State]int{}
+	for _, st := range states {
 		counts[st]++
 	}
-	for _, st := range []State{StateDown, StateUnsafe, StateSettings} {
-		if counts[st] == len(s.list) {
-			return st, errs[0]
+	if counts[StateUp] > 0 {
+		return StateUp
+	}
+	best := StateDown
+	for _, st := range []State{StateUnsafe, StateSettings, StateQuarantined} {
+		if counts[st] > counts[best] {
+			best = st
 		}
 	}
-	return StateUp, nil
+	return best
 }
 
 // status is each shard's ShardStatus.

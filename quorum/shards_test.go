@@ -433,6 +433,33 @@ func TestSweepOrder(t *testing.T) {
 	}
 }
 
+// TestClusterState: a cluster master is up when one of its shards is, else
+// in the state most of its shards are in.
+func TestClusterState(t *testing.T) {
+	up, down, unsafe, settings, quar := StateUp, StateDown, StateUnsafe, StateSettings, StateQuarantined
+	for _, tc := range []struct {
+		shards []State
+		want   State
+	}{
+		{[]State{up, up, up}, up},
+		{[]State{down, down, up}, up},
+		{[]State{settings, quar, up}, up},
+		{[]State{down, down, down}, down},
+		{[]State{settings, down, down}, down},
+		{[]State{settings, settings, down}, settings},
+		{[]State{settings, down}, down},
+		{[]State{unsafe, settings}, unsafe},
+		{[]State{quar, quar, down}, quar},
+		{[]State{quar, quar, quar}, quar},
+		{[]State{unsafe, unsafe, settings}, unsafe},
+		{[]State{settings}, settings},
+	} {
+		if got := clusterState(tc.shards); got != tc.want {
+			t.Errorf("shards %v: %v, want %v", tc.shards, got, tc.want)
+		}
+	}
+}
+
 // TestClusterSweepPlantsTheSlotOfANameInUseFirst: a shard lost its data
 // (FLUSHALL) and no call came since; a name this agent used before sits
 // past the first chunk of the shard's slots. The sweep's first chunk plants
