@@ -42,3 +42,29 @@ func TestALostHoldIsNotGrantedBeforeItsValidityEnds(t *testing.T) {
 		t.Fatalf("the holder heard %q", p)
 	}
 }
+
+// TestAnExpiredHoldsNameIsFreeOnceItsLOSTIsRead: a ttl= hold that ran out is
+// told LOST where its validity ends, and given back to the masters then; a
+// LOCK wait=0 of the name sent the moment the LOST is read is granted, as
+// Redisson's tryLock after a lease ran out is (RedissonContractTest). The
+// give-back ran in the background after the push, so the LOCK's round
+// could reach the masters first and be answered BUSY for a name no one
+// held any more.
+func TestAnExpiredHoldsNameIsFreeOnceItsLOSTIsRead(t *testing.T) {
+	a, _ := start(t, nil)
+	c := agenttest.Dial(t, a.SocketPath())
+	for i := range 40 {
+		if r := c.Do("LOCK x ttl=50ms"); r.Kind != "OK" {
+			t.Fatalf("cycle %d: %s", i, r.Line)
+		}
+		if p := c.Push(5 * time.Second); !strings.HasPrefix(p, "* LOST x ") || !strings.Contains(p, "reason=expired") {
+			t.Fatalf("cycle %d: the holder heard %q", i, p)
+		}
+		if r := c.Do("LOCK x wait=0"); r.Kind != "OK" {
+			t.Fatalf("cycle %d: LOCK wait=0 right after the expired hold's LOST: %s", i, r.Line)
+		}
+		if r := c.Do("UNLOCK x"); r.Kind != "OK" {
+			t.Fatalf("cycle %d: %s", i, r.Line)
+		}
+	}
+}

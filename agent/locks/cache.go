@@ -242,7 +242,7 @@ func (a *Manager) cacheLost(rh *renewal.Hold, loss renewal.Loss) bool {
 		if loss.Revoked() {
 			at = time.Time{} // no client to tell
 		}
-		a.releaseAt(rh, at, nil)
+		a.releaseAt(rh, at, nil, nil)
 	}
 	return mine
 }

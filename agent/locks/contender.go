@@ -363,6 +363,8 @@ func (r *contending) ready(w *Waiter) bool {
 	case ctx.Err() != nil:
 		a.finish(q, w, Result{Err: ErrAgentStopping})
 		return false
+	case r.awaitGiveBack(w):
+		return false // given back: look again
 	case lendable(w.req, lendRun) && a.lateRun(q, w): // a run, or one being made
 		r.awaitCohort(w)
 		return false
@@ -412,6 +414,36 @@ func (r *contending) awaitCohort(w *Waiter) {
 		r.a.cohortWanted(r.q)
 	case <-r.ctx.Done():
 	}
+}
+
+// awaitGiveBack waits while this agent has yet to give back to the masters
+// a lost hold of one of w's names (see Manager.endLostLocked): its client
+// may answer the LOST with this very LOCK, which the masters would refuse
+// (BUSY) for a name that no one holds any more. It waits until the give-back
+// was answered, but no longer than a try past when it is due, and says
+// whether it waited.
+func (r *contending) awaitGiveBack(w *Waiter) bool {
+	a := r.a
+	a.mu.Lock()
+	given, due := a.givingBackLocked(w.req.Names)
+	a.mu.Unlock()
+	if given == nil {
+		return false
+	}
+	d := due.Sub(a.clock.Now()) + r.policy.tryWait
+	if d <= 0 {
+		return false
+	}
+	t := a.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-given:
+	case <-r.q.changed: // withdrawn, or another head
+	case <-t.C():
+		return false
+	case <-r.ctx.Done():
+	}
+	return true
 }
 
 // backOff waits d: release messages do not cut it short. A change in the

@@ -266,6 +266,8 @@ func (a *Manager) lose(rh *renewal.Hold, loss renewal.Loss) {
 	}
 	if told := h.sess.TellLost(h, loss); told != 0 {
 		a.AfterLost(h, loss, told)
+	} else {
+		a.gaveBack(rh.Name) // the session let go of it meanwhile: its own end gives it back
 	}
 }
 
@@ -282,11 +284,56 @@ func (a *Manager) detachLost(rh *renewal.Hold) *Hold {
 }
 
 // endLostLocked ends the lost h as its record's holder, its run and its
-// cache. manager.mu is held.
+// cache, and notes that its record is to be given back (see givingBack):
+// before its client is told LOST, which the client may answer at once
+// with a LOCK of the name. manager.mu is held.
 func (a *Manager) endLostLocked(h *Hold) {
 	a.endHoldLocked(h)
 	a.endCohortLocked(h)
 	a.dropCacheLocked(h)
+	n := a.nameLocked(h.rh.Name)
+	n.givingBack++
+	if n.givenBack == nil {
+		n.givenBack = make(chan struct{})
+	}
+	n.due = later(n.due, a.watchdog.Deadline(h.rh))
+}
+
+// later is the later of two times.
+func later(t, u time.Time) time.Time {
+	if u.After(t) {
+		return u
+	}
+	return t
+}
+
+// gaveBack notes that one of name's lost holds was given back to the
+// masters (or will not be by releaseAt), and lets the LOCKs that wait for
+// the last one go on (see endLostLocked).
+func (a *Manager) gaveBack(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.names[name]
+	if n == nil || n.givingBack == 0 {
+		return
+	}
+	if n.givingBack--; n.givingBack == 0 {
+		close(n.givenBack)
+		n.givenBack, n.due = nil, time.Time{}
+		a.tidyLocked(n)
+	}
+}
+
+// givingBackLocked is, if this agent has lost holds of one of names yet to
+// give back to the masters, a channel closed when the last of one name's
+// was, and when it is due; nil if none. manager.mu is held.
+func (a *Manager) givingBackLocked(names []string) (<-chan struct{}, time.Time) {
+	for _, name := range names {
+		if n := a.names[name]; n != nil && n.givingBack > 0 {
+			return n.givenBack, n.due
+		}
+	}
+	return nil, time.Time{}
 }
 
 // AfterLost logs h's loss and ends it in the masters (see lose); told is
@@ -299,15 +346,16 @@ func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 	}
 	h.sess.Logger().Warn("hold lost", args...)
 	at := a.watchdog.Deadline(rh)
+	gaveBack := func() { a.gaveBack(rh.Name) }
 	if !loss.Revoked() {
-		a.releaseAt(rh, at, nil)
+		a.releaseAt(rh, at, nil, gaveBack)
 		return
 	}
 	// A majority can no longer renew a revoked hold: it is released as soon
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) })
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) }, gaveBack)
 }
 
 // LostNow says whether the client must be told LOST of h, one of its
@@ -342,9 +390,13 @@ func (a *Manager) LostNow(h *Hold) (renewal.Loss, bool) {
 // ends: it is released at once.) If early is not nil, the release comes
 // as soon as early returns, which it does by the deadline at the latest
 // (it is given the deadline's timer). A stopping agent leaves the hold to
-// expire.
-func (a *Manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time)) {
+// expire. done, if not nil, is called once the release was answered, or
+// will not be sent.
+func (a *Manager) releaseAt(rh *renewal.Hold, deadline time.Time, early func(until <-chan time.Time), done func()) {
 	go func() {
+		if done != nil {
+			defer done()
+		}
 		if d := deadline.Sub(a.clock.Now()); d > 0 {
 			t := a.clock.NewTimer(d)
 			defer t.Stop()
