@@ -396,6 +396,7 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *scripts.S
 	var sent []int
 	var made []call // the calls as sent, for a NOSCRIPT's EVAL below
 	v := s.Sharded
+	now := sh.m.cluster.clock.Now().UnixNano() // see met
 	for i, k := range calls {
 		var keys []string
 		slots[i], keys = sh.m.cluster.keys.CallSlot(k.keys)
@@ -404,7 +405,7 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *scripts.S
 			continue
 		}
 		if check {
-			sh.meet(slots[i])
+			sh.met[slots[i]].Store(now)
 		}
 		if check && s.GateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
@@ -522,11 +523,15 @@ func (m *master) everySlot(ctx context.Context, l lane, s *scripts.Script, args 
 	return m.someSlots(ctx, l, s, slots, args)
 }
 
-// someSlots is everySlot for slots only; the replies are in their order.
-// They go slotChunk at a time: a node that takes long over a huge batch
-// (a loaded host) is taken for a dead connection by the client.
+// slotChunk is how many per-slot calls go in one batch (someSlots,
+// suspectSlots), and how many slots a sweep reads and gates at a time
+// (sweepSlots): a node that takes long over a huge batch (a loaded host)
+// is taken for a dead connection by the client.
+const slotChunk = 1024
+
+// someSlots is everySlot for slots only; the replies are in their order,
+// slotChunk at a time.
 func (m *master) someSlots(ctx context.Context, l lane, s *scripts.Script, slots []int, args func(slot int) []string) []rueidis.RedisResult {
-	const slotChunk = 1024
 	c := m.conn(l)
 	out := make([]rueidis.RedisResult, 0, len(slots))
 	for lo := 0; lo < len(slots); lo += slotChunk {
@@ -731,8 +736,8 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	// before the next: the slots first in order (see sweepOrder) are done
 	// with though the deadline cuts the sweep short.
 	var t sweepTally
-	for lo := 0; lo < len(slots); lo += sweepChunk {
-		part := slots[lo:min(lo+sweepChunk, len(slots))]
+	for lo := 0; lo < len(slots); lo += slotChunk {
+		part := slots[lo:min(lo+slotChunk, len(slots))]
 		if ctx.Err() != nil {
 			t.failed += len(part)
 			continue
@@ -741,7 +746,7 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	}
 	// Waiters are woken once, not per slot (a shard that restarted empty
 	// has thousands), and a slot found quarantined asks for no other
-	// sweep: this one read them all.
+	// sweep: this one read them all, or left them pending.
 	if t.fresh {
 		c.wakeAll()
 	}
@@ -757,9 +762,6 @@ func (m *master) sweepSlots(runCtx context.Context) {
 		m.settleSlotTails(ctx, t.lost)
 	}
 }
-
-// sweepChunk is how many slots a sweep reads and gates at a time.
-const sweepChunk = 1024
 
 // sweepTally is what a sweep found: slots it could not read, slots it may
 // not plant or record its settings in yet, slots that lost their data
@@ -817,7 +819,7 @@ func (m *master) sweepPart(ctx context.Context, slots []int, marks *[hashslot.Co
 // is then another than the down shard's none, so the probe sweeps (see
 // update).
 func (m *master) suspectSlots(ctx context.Context, slots []int) (suspect, fine []int, failed int) {
-	const chunk = 1024
+	const chunk = slotChunk
 	c := m.conn(laneHealth)
 	if c == nil {
 		return nil, nil, len(slots)
@@ -874,11 +876,23 @@ func (m *master) settleSlotTails(ctx context.Context, quarantined []int) {
 	for i, r := range m.someSlots(ctx, laneHealth, scripts.Horizon, quarantined, func(int) []string { return nil }) {
 		own[quarantined[i]] = readHorizon(r)
 	}
-	var pending []int
+	var pending, unread []int
 	for _, slot := range quarantined {
-		if h := own[slot]; h.Answered && h.Lost && h.Epoch != "" {
+		switch h := own[slot]; {
+		case !h.Answered:
+			unread = append(unread, slot)
+		case h.Lost && h.Epoch != "":
 			pending = append(pending, slot)
 		}
+	}
+	if len(unread) > 0 {
+		// The sweep took them off the pending slots when it found them
+		// quarantined; its deadline may have ended since (its last
+		// chunks), and a slot left with tails=pending and its quarantine
+		// not lengthened is read again at the next sweep, first of the
+		// slots not met (marked last).
+		m.shards.again(unread)
+		m.shards.sweep.Store(true)
 	}
 	if len(pending) == 0 {
 		return
@@ -1002,34 +1016,36 @@ func (s *shardSet) state() (State, error) {
 			states[i], errs[i] = StateUnsafe, sh.unsafe
 		}
 	}
-	st := clusterState(states)
+	st, i := clusterState(states)
 	if st == StateUp {
 		return st, nil
 	}
-	return st, errs[slices.Index(states, st)]
+	return st, errs[i]
 }
 
-// clusterState is a cluster master's state from its shards' states: up
-// when one is (its slots vote), else the state most of them are in, the
-// first of down, unsafe, settings, quarantined on a tie. A master with no
-// shard up showed as up unless all its shards were in one state: one shard
-// recording other settings and two not answering was "up", a master that
-// could vote on no slot.
-func clusterState(states []State) State {
+// clusterState is a cluster master's state from its shards' states, and
+// the index of a shard in that state: up when one shard is up or
+// quarantined (its slots vote, or sit out their quarantine each: see
+// slotErr and the shard's status), else the state most of them are in,
+// the first of down, unsafe, settings on a tie. A master that can vote on
+// no slot must not show as up (STATUS, the masters up, the rounds' voters):
+// one whose shards recorded other settings, or did not answer, was up
+// unless they all were in one state.
+func clusterState(states []State) (State, int) {
 	counts := map[State]int{}
 	for _, st := range states {
 		counts[st]++
 	}
-	if counts[StateUp] > 0 {
-		return StateUp
+	if counts[StateUp]+counts[StateQuarantined] > 0 {
+		return StateUp, 0
 	}
 	best := StateDown
-	for _, st := range []State{StateUnsafe, StateSettings, StateQuarantined} {
+	for _, st := range []State{StateUnsafe, StateSettings} {
 		if counts[st] > counts[best] {
 			best = st
 		}
 	}
-	return best
+	return best, max(0, slices.Index(states, best))
 }
 
 // status is each shard's ShardStatus.

@@ -433,29 +433,31 @@ func TestSweepOrder(t *testing.T) {
 	}
 }
 
-// TestClusterState: a cluster master is up when one of its shards is, else
-// in the state most of its shards are in.
+// TestClusterState: a cluster master is up when one of its shards is up or
+// quarantined, else in the state most of its shards are in.
 func TestClusterState(t *testing.T) {
 	up, down, unsafe, settings, quar := StateUp, StateDown, StateUnsafe, StateSettings, StateQuarantined
 	for _, tc := range []struct {
 		shards []State
 		want   State
+		at     int // a shard in that state, if not up
 	}{
-		{[]State{up, up, up}, up},
-		{[]State{down, down, up}, up},
-		{[]State{settings, quar, up}, up},
-		{[]State{down, down, down}, down},
-		{[]State{settings, down, down}, down},
-		{[]State{settings, settings, down}, settings},
-		{[]State{settings, down}, down},
-		{[]State{unsafe, settings}, unsafe},
-		{[]State{quar, quar, down}, quar},
-		{[]State{quar, quar, quar}, quar},
-		{[]State{unsafe, unsafe, settings}, unsafe},
-		{[]State{settings}, settings},
+		{[]State{up, up, up}, up, 0},
+		{[]State{down, down, up}, up, 0},
+		{[]State{settings, quar, down}, up, 0},
+		{[]State{quar, quar, quar}, up, 0},
+		{[]State{down, down, down}, down, 0},
+		{[]State{settings, down, down}, down, 1},
+		{[]State{settings, settings, down}, settings, 0},
+		{[]State{settings, down}, down, 1},
+		{[]State{unsafe, settings}, unsafe, 0},
+		{[]State{down, unsafe, unsafe, settings}, unsafe, 1},
+		{[]State{settings}, settings, 0},
+		{[]State{State("other")}, down, 0},
 	} {
-		if got := clusterState(tc.shards); got != tc.want {
-			t.Errorf("shards %v: %v, want %v", tc.shards, got, tc.want)
+		got, at := clusterState(tc.shards)
+		if got != tc.want || got != up && at != tc.at {
+			t.Errorf("shards %v: %v (shard %d), want %v (shard %d)", tc.shards, got, at, tc.want, tc.at)
 		}
 	}
 }
@@ -491,7 +493,7 @@ func TestClusterSweepPlantsTheSlotOfANameInUseFirst(t *testing.T) {
 	for i := 0; ; i++ {
 		name = fmt.Sprintf("in-use-%d", i)
 		keys, args = c.releaseArgs(name, "nobody", name)
-		if slot, _ = c.keys.CallSlot(keys); slot >= first+sweepChunk && clusters[0].Owner(slot) == flushed {
+		if slot, _ = c.keys.CallSlot(keys); slot >= first+slotChunk && clusters[0].Owner(slot) == flushed {
 			break
 		}
 	}
@@ -504,16 +506,46 @@ func TestClusterSweepPlantsTheSlotOfANameInUseFirst(t *testing.T) {
 	}
 	probe()
 	slots, marks := m.shards.toSweep()
-	if len(slots) <= sweepChunk || slots[0] != slot {
+	if len(slots) <= slotChunk || slots[0] != slot {
 		t.Fatalf("the sweep reads %d slots, first %v; want more than a chunk, the name's slot %d first", len(slots), slots[:min(3, len(slots))], slot)
 	}
 	var tally sweepTally
-	m.sweepPart(ctx, slots[:sweepChunk], marks, &tally)
+	m.sweepPart(ctx, slots[:slotChunk], marks, &tally)
 	if epoch, err := flushed.Primary.Do("HGET", c.keys.SlotMarker(slot), "epoch"); err != nil || epoch == "" {
 		t.Errorf("after the sweep's first chunk, slot %d of %s has no marker planted anew (%q, %v)", slot, name, epoch, err)
 	}
 	if len(tally.lost) == 0 || tally.failed != 0 {
 		t.Errorf("the first chunk found %d slots quarantined, %d unread; want some, none", len(tally.lost), tally.failed)
+	}
+}
+
+// TestClusterSlotsWhoseTailsWentUnsettledAreReadAgain: a sweep takes a
+// slot it found quarantined off the pending ones, and settles its tails
+// after its last chunk, within what is left of its deadline; a slot whose
+// horizon it could not read then (here its context has ended) is read again
+// at the next sweep, else it kept tails=pending and a quarantine not
+// lengthened to the tails the other masters keep until the slots moved.
+func TestClusterSlotsWhoseTailsWentUnsettledAreReadAgain(t *testing.T) {
+	t.Parallel() // judges no latency
+	_, _, m := connectedClusterMaster(t)
+	ctx := context.Background()
+	list, topo, err := m.readTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.gateShards(ctx, list)
+	m.shards.update(list, topo)
+	m.noteShardMarkers(list)
+	m.sweepSlots(ctx)
+	if slots, _ := m.shards.toSweep(); len(slots) != 0 || m.shards.sweep.Load() {
+		t.Fatalf("%d slots pending after a sweep of a cluster that answers", len(slots))
+	}
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	m.settleSlotTails(cut, []int{7, 9000})
+	slots, _ := m.shards.toSweep()
+	if fmt.Sprint(slots) != "[9000 7]" && fmt.Sprint(slots) != "[7 9000]" || !m.shards.sweep.Load() {
+		t.Errorf("slots whose horizon went unread: pending %v, sweep asked %v; want both, and a sweep", slots, m.shards.sweep.Load())
 	}
 }
 
