@@ -363,8 +363,8 @@ func (r *contending) ready(w *Waiter) bool {
 	case ctx.Err() != nil:
 		a.finish(q, w, Result{Err: ErrAgentStopping})
 		return false
-	case r.awaitGiveBack(w):
-		return false // given back: look again
+	case r.awaitLostRelease(w):
+		return false // released: look again
 	case lendable(w.req, lendRun) && a.lateRun(q, w): // a run, or one being made
 		r.awaitCohort(w)
 		return false
@@ -416,29 +416,37 @@ func (r *contending) awaitCohort(w *Waiter) {
 	}
 }
 
-// awaitGiveBack waits while this agent has yet to give back to the masters
-// a lost hold of one of w's names (see Manager.endLostLocked): its client
-// may answer the LOST with this very LOCK, which the masters would refuse
-// (BUSY) for a name that no one holds any more. It waits until the give-back
-// was answered, but no longer than a try past when it is due, and says
-// whether it waited.
-func (r *contending) awaitGiveBack(w *Waiter) bool {
+// awaitLostRelease waits while this agent's lost holds of the name are
+// yet to be released in the masters (see lostRelease): its client may
+// answer the LOST with this very LOCK. It waits until the last release was
+// answered, but no longer than a try past when the latest is due, and a
+// LOCK that does not wait (wait=0) no longer than a try from now (a revoked
+// hold's release waits for its client to read the LOST). false: the round
+// may go ahead.
+func (r *contending) awaitLostRelease(w *Waiter) bool {
 	a := r.a
 	a.mu.Lock()
-	given, due := a.givingBackLocked(w.req.Names)
+	var lr lostRelease
+	if n := a.names[r.q.name]; n != nil && n.lostRelease != nil {
+		lr = *n.lostRelease
+	}
 	a.mu.Unlock()
-	if given == nil {
+	if lr.released == nil {
 		return false
 	}
-	d := due.Sub(a.clock.Now()) + r.policy.tryWait
+	now := a.clock.Now()
+	d := lr.due.Sub(now) + r.policy.tryWait
+	if w.req.Wait == 0 {
+		d = min(d, r.policy.tryWait)
+	}
 	if d <= 0 {
 		return false
 	}
 	t := a.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-given:
-	case <-r.q.changed: // withdrawn, or another head
+	case <-lr.released:
+	case <-r.q.changed: // withdrawn, or another head: look again
 	case <-t.C():
 		return false
 	case <-r.ctx.Done():

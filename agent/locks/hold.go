@@ -60,6 +60,10 @@ type Hold struct {
 	// lateRun), lateFailed that one failed or it changed since (EXTEND,
 	// a downgrade). Guarded by manager.mu.
 	cohortable, reserving, lateFailed bool
+	// releasing says it was lost and its record is yet to be released in
+	// the masters: its name's lostRelease counts it. Guarded by
+	// manager.mu.
+	releasing bool
 }
 
 // HoldKey identifies a hold within a session.
@@ -266,8 +270,6 @@ func (a *Manager) lose(rh *renewal.Hold, loss renewal.Loss) {
 	}
 	if told := h.sess.TellLost(h, loss); told != 0 {
 		a.AfterLost(h, loss, told)
-	} else {
-		a.gaveBack(rh.Name) // the session let go of it meanwhile: its own end gives it back
 	}
 }
 
@@ -284,56 +286,74 @@ func (a *Manager) detachLost(rh *renewal.Hold) *Hold {
 }
 
 // endLostLocked ends the lost h as its record's holder, its run and its
-// cache, and notes that its record is to be given back (see givingBack):
-// before its client is told LOST, which the client may answer at once
-// with a LOCK of the name. manager.mu is held.
+// cache, and counts its record as one to release (see
+// releasingLostLocked): before its client is told LOST, which the client
+// may answer at once with a LOCK of the name. manager.mu is held.
 func (a *Manager) endLostLocked(h *Hold) {
 	a.endHoldLocked(h)
 	a.endCohortLocked(h)
 	a.dropCacheLocked(h)
-	n := a.nameLocked(h.rh.Name)
-	n.givingBack++
-	if n.givenBack == nil {
-		n.givenBack = make(chan struct{})
-	}
-	n.due = later(n.due, a.watchdog.Deadline(h.rh))
+	a.releasingLostLocked(h)
 }
 
-// later is the later of two times.
-func later(t, u time.Time) time.Time {
-	if u.After(t) {
-		return u
-	}
-	return t
+// A lost hold's release. A hold that ran out (ttl=) or whose renewals
+// failed is told LOST and then released in the masters in the background
+// (releaseAt), or by its session if the session let go of it meanwhile
+// (an UNLOCK, its close). Until that release is answered the masters still
+// show the agent's own record, and a LOCK of the name (the client's answer
+// to the LOST, as Redisson's users write it) would be refused BUSY for a
+// name no one holds any more. So the name's record counts its lost holds
+// until each was released, and its contender waits for them first (see
+// contending.awaitLostRelease).
+
+// lostRelease is a name's lost holds whose records are yet to be released
+// in the masters: how many, a channel closed when the last one was, and
+// when the latest is due (its validity's end, after which releaseAt sends
+// it).
+type lostRelease struct {
+	n        int
+	released chan struct{}
+	due      time.Time
 }
 
-// gaveBack notes that one of name's lost holds was given back to the
-// masters (or will not be by releaseAt), and lets the LOCKs that wait for
-// the last one go on (see endLostLocked).
-func (a *Manager) gaveBack(name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := a.names[name]
-	if n == nil || n.givingBack == 0 {
+// releasingLostLocked counts the lost h in its name's lostRelease, once.
+// Whoever releases its record calls lostReleased after. manager.mu is held.
+func (a *Manager) releasingLostLocked(h *Hold) {
+	if h.releasing {
 		return
 	}
-	if n.givingBack--; n.givingBack == 0 {
-		close(n.givenBack)
-		n.givenBack, n.due = nil, time.Time{}
-		a.tidyLocked(n)
+	h.releasing = true
+	n := a.nameLocked(h.rh.Name)
+	if n.lostRelease == nil {
+		n.lostRelease = &lostRelease{released: make(chan struct{})}
+	}
+	r := n.lostRelease
+	r.n++
+	if due := a.watchdog.Deadline(h.rh); due.After(r.due) {
+		r.due = due
 	}
 }
 
-// givingBackLocked is, if this agent has lost holds of one of names yet to
-// give back to the masters, a channel closed when the last of one name's
-// was, and when it is due; nil if none. manager.mu is held.
-func (a *Manager) givingBackLocked(names []string) (<-chan struct{}, time.Time) {
-	for _, name := range names {
-		if n := a.names[name]; n != nil && n.givingBack > 0 {
-			return n.givenBack, n.due
-		}
+// lostReleased notes that h's record was released in the masters (or
+// will not be: the agent stops) if it was lost, and lets the LOCKs of its
+// name go on once none is left. It may be called more than once, and for
+// a hold that was not lost.
+func (a *Manager) lostReleased(h *Hold) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !h.releasing {
+		return
 	}
-	return nil, time.Time{}
+	h.releasing = false
+	n := a.names[h.rh.Name]
+	if n == nil || n.lostRelease == nil {
+		return
+	}
+	if n.lostRelease.n--; n.lostRelease.n == 0 {
+		close(n.lostRelease.released)
+		n.lostRelease = nil
+		a.tidyLocked(n)
+	}
 }
 
 // AfterLost logs h's loss and ends it in the masters (see lose); told is
@@ -346,16 +366,16 @@ func (a *Manager) AfterLost(h *Hold, loss renewal.Loss, told uint64) {
 	}
 	h.sess.Logger().Warn("hold lost", args...)
 	at := a.watchdog.Deadline(rh)
-	gaveBack := func() { a.gaveBack(rh.Name) }
+	released := func() { a.lostReleased(h) }
 	if !loss.Revoked() {
-		a.releaseAt(rh, at, nil, gaveBack)
+		a.releaseAt(rh, at, nil, released)
 		return
 	}
 	// A majority can no longer renew a revoked hold: it is released as soon
 	// as the client's socket took its LOST, so that the client can hear of
 	// it before another is granted the name. A client that reads nothing
 	// does not keep it past its validity.
-	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) }, gaveBack)
+	a.releaseAt(rh, at, func(until <-chan time.Time) { h.sess.AwaitWritten(told, until) }, released)
 }
 
 // LostNow says whether the client must be told LOST of h, one of its
@@ -474,10 +494,12 @@ func (a *Manager) ReleaseAll(holds map[HoldKey]*Hold) {
 		keys = append(keys, quorum.RenewKey{Name: h.rh.Name, Holder: h.rh.Holder})
 	}
 	a.endTailed(tailed)
-	if len(keys) == 0 {
-		return
+	if len(keys) > 0 {
+		a.cluster.ReleaseMany(context.Background(), keys)
 	}
-	a.cluster.ReleaseMany(context.Background(), keys)
+	for _, h := range holds {
+		a.lostReleased(h) // lost as the session closed
+	}
 	for _, k := range keys {
 		a.pokeQueue(k.Name)
 	}
@@ -489,7 +511,9 @@ func (a *Manager) ReleaseAll(holds map[HoldKey]*Hold) {
 // rollback (the acquisition was never answered). It may wait for the
 // masters.
 func (a *Manager) LetGo(ctx context.Context, h *Hold, rollback bool) {
-	if rollback { // the record goes as it is, tail or not
+	defer a.lostReleased(h) // if it was lost as its session let go
+	if rollback {
+		// The record goes as it is, tail or not.
 		a.release(ctx, h.rh.Name, h.rh.Holder, a.Forget(h))
 	} else if !a.cacheOrRelease(ctx, h) {
 		a.endHold(ctx, h.rh, true, a.Forget(h))

@@ -195,19 +195,16 @@ type nameRecord struct {
 	waitRec *waitRecord
 	// observation is the sessions that observe the name (see watch.go).
 	observation *observation
-	// givingBack counts this agent's lost holds of the name whose record
-	// it has yet to give back to the masters (see releaseAt); givenBack is
-	// closed when the last one was, and due is when the latest is due.
-	// A LOCK of the name waits for them (see contending.awaitGiveBack).
-	givingBack int
-	givenBack  chan struct{}
-	due        time.Time
+	// lostRelease is this agent's lost holds of the name whose records
+	// are yet to be released in the masters; nil when none (see
+	// releasingLostLocked).
+	lostRelease *lostRelease
 }
 
 // empty says whether n holds nothing: it may be retired.
 func (n *nameRecord) empty() bool {
 	return n.queue == nil && n.locked == nil && n.lent == nil &&
-		n.wanted == nil && n.waitRec == nil && n.observation == nil && n.givingBack == 0
+		n.wanted == nil && n.waitRec == nil && n.observation == nil && n.lostRelease == nil
 }
 
 // nameLocked is key's record, made if the agent had none. The caller puts

@@ -274,7 +274,10 @@ type session struct {
 	//     its reserving flag), the notify=wanted holds, the waiting record,
 	//     the observation and each session's observing (manager.observing:
 	//     locks/watch.go); the live holders of the watchdog's records
-	//     (renewal.Hold.Owner) and their count.
+	//     (renewal.Hold.Owner) and their count; a name's lost holds whose
+	//     records are yet to be released (locks/hold.go: lostRelease),
+	//     which its contender waits for, across their release rounds, with
+	//     no mutex held.
 	//  3. queue.mu: one name's waiters, their states and queue entries.
 	//  4. Watchdog.mu (renewal): the watched records. The watchdog calls
 	//     nothing of the agent's with it held: OnLost runs without it.
