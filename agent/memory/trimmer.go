@@ -33,6 +33,8 @@ type Trimmer struct {
 	Burst    uint64        // default 64 MiB
 	Quiet    uint64        // default 8 MiB
 	log      hclog.Logger
+	// looks, if not nil, paces the looks instead of Interval (a test's).
+	looks <-chan time.Time
 }
 
 const allocsMetric = "/gc/heap/allocs:bytes"
@@ -46,8 +48,12 @@ func NewTrimmer(log hclog.Logger) *Trimmer {
 // Run trims until ctx ends. Its ticks are the host's time, not the
 // agent's clock: they pace a look at the runtime, not a lease.
 func (m *Trimmer) Run(ctx context.Context) error {
-	tick := time.NewTicker(m.Interval)
-	defer tick.Stop()
+	looks := m.looks
+	if looks == nil {
+		tick := time.NewTicker(m.Interval)
+		defer tick.Stop()
+		looks = tick.C
+	}
 	sample := []runtimemetrics.Sample{{Name: allocsMetric}}
 	allocated := func() uint64 {
 		runtimemetrics.Read(sample)
@@ -59,7 +65,7 @@ func (m *Trimmer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-looks:
 		}
 		now := allocated()
 		if m.due(trimmed, before, last, now) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/lock-agent/lock-agent/clients/go/lockagenttest"
 )
 
 func TestMemoryTrimmerTrimsOnlyOnceABurstIsOver(t *testing.T) {
@@ -47,20 +46,29 @@ var burstSink [][]byte
 // a large heap, live while a GC ran, then dropped with no GC since. Go keeps
 // it resident until its next GC (forced only every two minutes); the
 // trimmer returns it once allocation stops.
+//
+// The test makes the trimmer's looks: one before the burst (its baseline
+// is read by then), none during it, then the two quiet ones after which it
+// trims. On its own ticker, in a CI run on a busy host (CPU-starved for
+// whole intervals), the trimmer began after part of the burst, or looked
+// twice during a stall in it and trimmed half-way: what was left was less
+// than a burst and stayed resident ("resident heap 139827496 B ten seconds
+// after a burst of 128 MiB ended", three CI runs of three on one machine).
 func TestMemoryTrimmerReturnsABurstsMemory(t *testing.T) {
 	const size = 128 << 20
 	ctx, cancel := context.WithCancel(context.Background())
+	looks := make(chan time.Time)
+	m := NewTrimmer(hclog.NewNullLogger())
+	m.looks = looks
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		NewTrimmer(hclog.NewNullLogger()).Run(ctx)
+		m.Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
-	// One write per page makes it resident, not just mapped, and keeps the
-	// burst short: a burst slow enough to look quiet for two of the
-	// trimmer's looks (under -race, on a busy host, a write to every byte
-	// was) is trimmed half-way, and what it allocates after that is too
-	// little to be trimmed again.
+	look := func() { looks <- time.Now() } // returns once the look before it is done
+	look()
+	// One write per page makes it resident, not just mapped.
 	for range size >> 20 {
 		b := make([]byte, 1<<20)
 		for i := 0; i < len(b); i += 4096 {
@@ -70,8 +78,11 @@ func TestMemoryTrimmerReturnsABurstsMemory(t *testing.T) {
 	}
 	held := residentHeap()
 	burstSink = nil
-
-	var resident uint64
-	lockagenttest.Eventually(t, 10*time.Second, func() bool { resident = residentHeap(); return resident <= held-size*3/4 }, // no event tells when it falls
-		"resident heap %d B ten seconds after a burst of %d MiB ended (%d MiB while held)", &resident, size>>20, held>>20)
+	look() // the burst's look
+	look() // quiet once
+	look() // quiet twice: it trims
+	look() // the trim is done
+	if resident := residentHeap(); resident > held-size*3/4 {
+		t.Fatalf("resident heap %d B after a burst of %d MiB ended and two quiet looks (%d MiB while held)", resident, size>>20, held>>20)
+	}
 }
