@@ -128,6 +128,9 @@ type Reply struct {
 	Fields map[string]string
 	Data   []map[string]string
 	Line   string
+	// At is when the reply was read from the socket (history.Stamp), in
+	// line order with the pushes' (see Arrived).
+	At time.Duration
 }
 
 // Int returns a numeric field, or -1.
@@ -216,7 +219,7 @@ func (c *Conn) read() {
 			c.mu.Unlock()
 			continue
 		}
-		rep := Reply{Kind: kind, Fields: fields, Data: c.data[tag], Line: line}
+		rep := Reply{Kind: kind, Fields: fields, Data: c.data[tag], Line: line, At: history.Stamp()}
 		if kind == "ERR" && len(words) > 2 {
 			rep.Code = words[2]
 		}
