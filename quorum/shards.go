@@ -759,7 +759,11 @@ func (m *master) sweepSlots(runCtx context.Context) {
 		m.log.Debug("sweeping again", "unread_slots", t.failed, "unrecorded_slots", t.unrecorded)
 	}
 	if len(t.lost) > 0 {
-		m.settleSlotTails(ctx, t.lost)
+		// With a deadline of its own: the chunks may have spent the
+		// sweep's, and a slot whose tails went unsettled is read again.
+		settle, cancel := context.WithTimeout(runCtx, max(100*c.cfg.MasterTimeout, 5*time.Second))
+		defer cancel()
+		m.settleSlotTails(settle, t.lost)
 	}
 }
 
