@@ -101,7 +101,11 @@ func InfoField(info, field string) string {
 type MasterSet struct {
 	Name, Addr string
 	// DownAfter is how long the primary must not answer before the
-	// Sentinel fails it over; default 500ms.
+	// Sentinel fails it over; default 2s. With 500ms a CI run on a slow,
+	// busy host had the Sentinel fail over a primary no fault had touched
+	// (behind a faultproxy in the race-built test process, which a stall
+	// kept from answering a PING), before the test began
+	// (TestFailoverSplitBrain: "never 3 masters up", m0 at its replica).
 	DownAfter time.Duration
 }
 
@@ -122,7 +126,7 @@ func StartSentinel(t testing.TB, sets ...MasterSet) *Sentinel {
 	var conf strings.Builder
 	for _, m := range sets {
 		host, port, _ := strings.Cut(m.Addr, ":")
-		down := cmp(m.DownAfter, 500*time.Millisecond)
+		down := cmp(m.DownAfter, 2*time.Second)
 		fmt.Fprintf(&conf, "sentinel monitor %s %s %s 1\n", m.Name, host, port)
 		fmt.Fprintf(&conf, "sentinel down-after-milliseconds %s %d\n", m.Name, down.Milliseconds())
 		fmt.Fprintf(&conf, "sentinel failover-timeout %s %d\n", m.Name, max(4*down, 2*time.Second).Milliseconds())
