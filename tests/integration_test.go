@@ -169,7 +169,10 @@ func TestWaiterOnAnotherAgentWakesOnRelease(t *testing.T) {
 }
 
 // TestKilledClientReleasesAtOnce kills -9 a client process that holds a lock:
-// the agent sees the socket close and the next waiter gets it within 100ms.
+// the agent sees the socket close and the next waiter gets it at once, not
+// when the lease (15s) would have run out: within a second. (Within 100ms,
+// as on a quiet host, judged the host: a CI run on a slow machine took
+// 137ms.)
 func TestKilledClientReleasesAtOnce(t *testing.T) {
 	a, b, _ := twoAgents(t, 15*time.Second)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -191,7 +194,7 @@ func TestKilledClientReleasesAtOnce(t *testing.T) {
 	r := waiter.Await(ch)
 	took := time.Since(start)
 	cmd.Wait()
-	if r.Kind != "OK" || took > 100*time.Millisecond {
+	if r.Kind != "OK" || took > time.Second {
 		t.Fatalf("waiter got %q %v after kill -9", r.Line, took)
 	}
 	t.Logf("next waiter on another agent got the lock %v after kill -9 of the holder", took)
