@@ -79,6 +79,7 @@ func (c *Cluster) Acquire(ctx context.Context, req AcquireRequest) (Grant, *Refu
 	if l := req.Claim.limit(); req.Claim.Slot < 0 || req.Claim.Slot > l || (l == 1 && req.Claim.Slot != 0) {
 		return Grant{}, nil, fmt.Errorf("quorum: slot %d of a claim with limit %d", req.Claim.Slot, l)
 	}
+	c.awaitGiveBacks(ctx, req.Name)
 	answers := &acquireAnswers{c: c, fences: make([]int64, len(c.masters)), slots: make([]int, len(c.masters))}
 	s, keys, args := c.acquireCall(req)
 	var g Grant

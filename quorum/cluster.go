@@ -141,6 +141,14 @@ type Cluster struct {
 	bgMu       sync.Mutex
 	bgClosed   bool           // set once Run is stopping: no new background work
 	background sync.WaitGroup // releases still in flight; Run waits for them
+
+	// givingBack is, by name, this agent's give-backs of failed rounds
+	// still in flight (see releaseAsync); an Acquire of the name waits for
+	// them first.
+	givingBackMu sync.Mutex
+	givingBack   map[string]*giveBacks
+	// giveBackHook, if set (a test's), runs before each give-back.
+	giveBackHook func()
 }
 
 // goBackground runs f in a goroutine that Run waits for before it closes the

@@ -627,3 +627,34 @@ func goroutinesIn(fn string) int {
 		}
 	}
 }
+
+// TestAnAcquireAfterAFailedRoundWaitsForItsGiveBack: with one master
+// paused, a round is split (another holder on m1, m2 free: m2 grants) and
+// gives m2's grant back in the background; the holder on m1 is gone
+// before this agent's next attempt. That attempt waits for the give-back,
+// and wins: it read m2 still holding the first round's grant, and lost
+// (m0 silent), and its waiter parked until that record's lease would end
+// (TestAHungMasterCostsNothing: "28 BUSY" at wait=10s).
+func TestAnAcquireAfterAFailedRoundWaitsForItsGiveBack(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	c := newCluster(t, servers, time.Second)
+	ctx := context.Background()
+	servers[0].Pause()
+	t.Cleanup(servers[0].Resume)
+	plantHolder(servers[1], "t:{s}", "other")
+	held := make(chan struct{})
+	c.giveBackHook = func() { // the give-back lags, as on a loaded host
+		select {
+		case <-held:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if _, err := acquire(ctx, c, req("s", "h1")); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the split round: err = %v, want busy", err)
+	}
+	servers[1].Do("DEL", "t:{s}:h:other", "t:{s}")
+	if _, err := acquire(ctx, c, req("s", "h2")); err != nil {
+		t.Fatalf("the attempt after the holder left: %v (its own give-back still on its way)", err)
+	}
+	close(held)
+}

@@ -38,8 +38,72 @@ func (c *Cluster) releaseArgs(name, holder, message string) (keys, args []string
 // this agent's own, which would only fail again at once. If the release
 // lands before an acquire still on its way (waiting for a batch, say), its
 // tombstone makes that acquire refuse.
+//
+// An Acquire of the name by this agent waits for it (awaitGiveBacks): the
+// give-back's own message wakes no waiter here, so an attempt that read a
+// master still holding the round's grant was refused for this agent's own
+// record, and its waiter parked until the record's lease would end, longer
+// than its wait= (TestAHungMasterCostsNothing's "28 BUSY" with one master
+// paused: a round split by the holder's release, its grant on the other
+// master given back in the background, the next attempt read it there).
 func (c *Cluster) releaseAsync(name, holder string) {
-	c.goBackground(func() { c.release(context.Background(), name, holder, c.giveBack) })
+	done := c.givingBackStart(name)
+	c.goBackground(func() {
+		defer done()
+		if c.giveBackHook != nil {
+			c.giveBackHook()
+		}
+		c.release(context.Background(), name, holder, c.giveBack)
+	})
+}
+
+// giveBacks is a name's give-backs in flight: how many, and a channel
+// closed when the last was answered.
+type giveBacks struct {
+	n    int
+	done chan struct{}
+}
+
+// givingBackStart counts a give-back of name, and returns what ends it.
+func (c *Cluster) givingBackStart(name string) (end func()) {
+	c.givingBackMu.Lock()
+	defer c.givingBackMu.Unlock()
+	if c.givingBack == nil {
+		c.givingBack = map[string]*giveBacks{}
+	}
+	g := c.givingBack[name]
+	if g == nil {
+		g = &giveBacks{done: make(chan struct{})}
+		c.givingBack[name] = g
+	}
+	g.n++
+	return func() {
+		c.givingBackMu.Lock()
+		defer c.givingBackMu.Unlock()
+		if g.n--; g.n == 0 {
+			close(g.done)
+			delete(c.givingBack, name)
+		}
+	}
+}
+
+// awaitGiveBacks waits until this agent's give-backs of name in flight were
+// answered (a majority, as a release), or ctx ends, or 10 master timeouts:
+// a slower give-back leaves the attempt to meet its record, as before.
+func (c *Cluster) awaitGiveBacks(ctx context.Context, name string) {
+	c.givingBackMu.Lock()
+	g := c.givingBack[name]
+	c.givingBackMu.Unlock()
+	if g == nil {
+		return
+	}
+	t := time.NewTimer(10 * c.cfg.MasterTimeout)
+	defer t.Stop()
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Release drops holder's hold of name on every connected master and wakes
