@@ -147,6 +147,7 @@ type Cluster struct {
 	// them first.
 	givingBackMu sync.Mutex
 	givingBack   map[string]*giveBacks
+	givingBackN  atomic.Int64 // len(givingBack): most acquires find none without the mutex
 	// giveBackHook, if set (a test's), runs before each give-back.
 	giveBackHook func()
 }

@@ -75,6 +75,7 @@ func (c *Cluster) givingBackStart(name string) (end func()) {
 	if g == nil {
 		g = &giveBacks{done: make(chan struct{})}
 		c.givingBack[name] = g
+		c.givingBackN.Add(1)
 	}
 	g.n++
 	return func() {
@@ -83,6 +84,7 @@ func (c *Cluster) givingBackStart(name string) (end func()) {
 		if g.n--; g.n == 0 {
 			close(g.done)
 			delete(c.givingBack, name)
+			c.givingBackN.Add(-1)
 		}
 	}
 }
@@ -91,6 +93,9 @@ func (c *Cluster) givingBackStart(name string) (end func()) {
 // answered (a majority, as a release), or ctx ends, or 10 master timeouts:
 // a slower give-back leaves the attempt to meet its record, as before.
 func (c *Cluster) awaitGiveBacks(ctx context.Context, name string) {
+	if c.givingBackN.Load() == 0 { // counted before the round that gives back returns
+		return
+	}
 	c.givingBackMu.Lock()
 	g := c.givingBack[name]
 	c.givingBackMu.Unlock()

@@ -311,10 +311,10 @@ func sweepOrder(slots []int, marks *[hashslot.Count]uint32, met *[hashslot.Count
 	})
 }
 
-// meet notes that a round's call named slot now (see met).
-func (s *shardSet) meet(slot int) {
+// meet notes that a round's call named slot at now (Unix ns: see met).
+func (s *shardSet) meet(slot int, now int64) {
 	if slot >= 0 {
-		s.met[slot].Store(s.m.cluster.clock.Now().UnixNano())
+		s.met[slot].Store(now)
 	}
 }
 
@@ -366,7 +366,7 @@ func (sh *shardSet) eval(ctx context.Context, c rueidis.Client, s *scripts.Scrip
 	if slot < 0 {
 		return rueidis.NewErrorResult(errNoSlot)
 	}
-	sh.meet(slot)
+	sh.meet(slot, sh.m.cluster.clock.Now().UnixNano())
 	if s.GateArg >= 0 {
 		if err := sh.slotErr(slot); err != nil {
 			return rueidis.NewErrorResult(err)
@@ -405,7 +405,7 @@ func (sh *shardSet) evalEach(ctx context.Context, c rueidis.Client, s *scripts.S
 			continue
 		}
 		if check {
-			sh.met[slots[i]].Store(now)
+			sh.meet(slots[i], now)
 		}
 		if check && s.GateArg >= 0 {
 			if err := sh.slotErr(slots[i]); err != nil {
@@ -735,14 +735,14 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	// A chunk at a time, each read, gated and taken off the pending ones
 	// before the next: the slots first in order (see sweepOrder) are done
 	// with though the deadline cuts the sweep short.
-	var t sweepTally
+	t := m.newSweepRun(marks)
 	for lo := 0; lo < len(slots); lo += slotChunk {
 		part := slots[lo:min(lo+slotChunk, len(slots))]
 		if ctx.Err() != nil {
 			t.failed += len(part)
 			continue
 		}
-		m.sweepPart(ctx, part, marks, &t)
+		m.sweepPart(ctx, part, t)
 	}
 	// Waiters are woken once, not per slot (a shard that restarted empty
 	// has thousands), and a slot found quarantined asks for no other
@@ -767,25 +767,35 @@ func (m *master) sweepSlots(runCtx context.Context) {
 	}
 }
 
-// sweepTally is what a sweep found: slots it could not read, slots it may
-// not plant or record its settings in yet, slots that lost their data
-// (their tails to settle), and whether a slot was newly found quarantined.
-type sweepTally struct {
+// sweepRun is one sweep: what it reads the slots by, taken once (the
+// pending slots' marks, each slot's shard's run_id, the gate's arguments),
+// and what it found: slots it could not read, slots it may not plant or
+// record its settings in yet, slots that lost their data (their tails to
+// settle), and whether a slot was newly found quarantined.
+type sweepRun struct {
+	marks *[hashslot.Count]uint32
+	runs  []string
+	args  []string
+
 	failed, unrecorded int
 	lost               []int
 	fresh              bool
+}
+
+// newSweepRun is a sweep of the slots pending with marks.
+func (m *master) newSweepRun(marks *[hashslot.Count]uint32) *sweepRun {
+	return &sweepRun{marks: marks, runs: m.shards.runs(), args: m.cluster.gateArgs()}
 }
 
 // sweepPart is sweepSlots on slots, a chunk of the pending ones: it reads
 // their markers, runs the probe's gate on those that may not vote as they
 // are, notes each quarantine in t, and takes those it handled off the
 // pending ones.
-func (m *master) sweepPart(ctx context.Context, slots []int, marks *[hashslot.Count]uint32, t *sweepTally) {
+func (m *master) sweepPart(ctx context.Context, slots []int, t *sweepRun) {
 	c := m.cluster
-	suspect, read, failed := m.suspectSlots(ctx, slots)
+	suspect, read, failed := m.suspectSlots(ctx, slots, t.runs)
 	t.failed += failed
-	args := c.gateArgs()
-	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(args[:2:2], "0") })
+	replies := m.someSlots(ctx, laneHealth, scripts.Marker, suspect, func(int) []string { return append(t.args[:2:2], "0") })
 	for i, r := range replies {
 		mk, err := readMarker(r, c.cfg.Settings)
 		if err == nil && (errors.Is(mk.refusal, ErrUnplanted) || mk.recorded == "" && c.settings != "") {
@@ -802,7 +812,7 @@ func (m *master) sweepPart(ctx context.Context, slots []int, marks *[hashslot.Co
 		}
 		read = append(read, suspect[i])
 	}
-	m.shards.done(read, marks)
+	m.shards.done(read, t.marks)
 }
 
 // suspectSlots reads the marker of each of slots (HMGET, cheap beside the
@@ -810,7 +820,8 @@ func (m *master) sweepPart(ctx context.Context, slots []int, marks *[hashslot.Co
 // see: none, another server's run_id than its shard's first slot's, a
 // quarantine not yet found over, tails pending, other settings; and those
 // it read and found none of that in. failed counts the slots it could not
-// read.
+// read. slots are a chunk (slotChunk at most), read in one batch; runs is
+// each slot's shard's run_id (shardSet.runs).
 //
 // slots leaves out the slots of the shards this probe found down: their calls
 // would wait out the sweep's deadline (a shard that does not answer) or
@@ -822,36 +833,31 @@ func (m *master) sweepPart(ctx context.Context, slots []int, marks *[hashslot.Co
 // once. They are read when the shard is found up again: its first marker
 // is then another than the down shard's none, so the probe sweeps (see
 // update).
-func (m *master) suspectSlots(ctx context.Context, slots []int) (suspect, fine []int, failed int) {
-	const chunk = slotChunk
+func (m *master) suspectSlots(ctx context.Context, slots []int, runs []string) (suspect, fine []int, failed int) {
 	c := m.conn(laneHealth)
 	if c == nil {
 		return nil, nil, len(slots)
 	}
-	runs := m.shards.runs()
-	for lo := 0; lo < len(slots); lo += chunk {
-		part := slots[lo:min(lo+chunk, len(slots))]
-		cmds := make(rueidis.Commands, 0, len(part))
-		for _, slot := range part {
-			cmds = append(cmds, c.B().Hmget().Key(m.cluster.keys.SlotMarker(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
+	cmds := make(rueidis.Commands, 0, len(slots))
+	for _, slot := range slots {
+		cmds = append(cmds, c.B().Hmget().Key(m.cluster.keys.SlotMarker(slot)).Field("epoch", "run", "until", "tails", "settings").Build())
+	}
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		slot := slots[i]
+		f, err := r.ToArray()
+		if err != nil || len(f) != 5 {
+			failed++
+			continue
 		}
-		for i, r := range c.DoMulti(ctx, cmds...) {
-			slot := part[i]
-			f, err := r.ToArray()
-			if err != nil || len(f) != 5 {
-				failed++
-				continue
-			}
-			epoch, _ := f[0].ToString()
-			run, _ := f[1].ToString()
-			until, _ := f[2].ToString()
-			tails, _ := f[3].ToString()
-			settings, _ := f[4].ToString()
-			if epoch == "" || run == "" || run != runs[slot] || (until != "0" && until != "") || tails == "pending" || settings != m.cluster.settings {
-				suspect = append(suspect, slot)
-			} else {
-				fine = append(fine, slot)
-			}
+		epoch, _ := f[0].ToString()
+		run, _ := f[1].ToString()
+		until, _ := f[2].ToString()
+		tails, _ := f[3].ToString()
+		settings, _ := f[4].ToString()
+		if epoch == "" || run == "" || run != runs[slot] || (until != "0" && until != "") || tails == "pending" || settings != m.cluster.settings {
+			suspect = append(suspect, slot)
+		} else {
+			fine = append(fine, slot)
 		}
 	}
 	return suspect, fine, failed

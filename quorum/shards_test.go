@@ -509,8 +509,8 @@ func TestClusterSweepPlantsTheSlotOfANameInUseFirst(t *testing.T) {
 	if len(slots) <= slotChunk || slots[0] != slot {
 		t.Fatalf("the sweep reads %d slots, first %v; want more than a chunk, the name's slot %d first", len(slots), slots[:min(3, len(slots))], slot)
 	}
-	var tally sweepTally
-	m.sweepPart(ctx, slots[:slotChunk], marks, &tally)
+	tally := m.newSweepRun(marks)
+	m.sweepPart(ctx, slots[:slotChunk], tally)
 	if epoch, err := flushed.Primary.Do("HGET", c.keys.SlotMarker(slot), "epoch"); err != nil || epoch == "" {
 		t.Errorf("after the sweep's first chunk, slot %d of %s has no marker planted anew (%q, %v)", slot, name, epoch, err)
 	}

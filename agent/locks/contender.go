@@ -420,7 +420,7 @@ func (r *contending) awaitCohort(w *Waiter) {
 // yet to be released in the masters (see lostRelease): its client may
 // answer the LOST with this very LOCK. It waits until the last release was
 // answered, but no longer than a try past when the latest is due, and a
-// LOCK that does not wait (wait=0) no longer than a try from now (a revoked
+// LOCK that does not wait (wait=0) no longer than a try in all (a revoked
 // hold's release waits for its client to read the LOST). false: the round
 // may go ahead.
 func (r *contending) awaitLostRelease(w *Waiter) bool {
@@ -434,11 +434,16 @@ func (r *contending) awaitLostRelease(w *Waiter) bool {
 	if lr.released == nil {
 		return false
 	}
-	now := a.clock.Now()
-	d := lr.due.Sub(now) + r.policy.tryWait
+	now, until := a.clock.Now(), lr.due
 	if w.req.Wait == 0 {
-		d = min(d, r.policy.tryWait)
+		if w.releaseWaitFrom.IsZero() {
+			w.releaseWaitFrom = now
+		}
+		if w.releaseWaitFrom.Before(until) { // from its first wait, however often the loop looks again
+			until = w.releaseWaitFrom
+		}
 	}
+	d := until.Sub(now) + r.policy.tryWait
 	if d <= 0 {
 		return false
 	}

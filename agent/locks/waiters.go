@@ -58,6 +58,9 @@ type Waiter struct {
 	// saidWanted says the agents that hold its name were told that it
 	// waits (see saysWanted); the contender's alone.
 	saidWanted bool
+	// releaseWaitFrom is when a wait=0 LOCK began to wait for a lost
+	// hold's release (see awaitLostRelease); the contender's alone.
+	releaseWaitFrom time.Time
 	// toldWanted is when the agents that hold its name were last told
 	// that it waits (see tellWanted). Only its name's contender uses it.
 	toldWanted time.Time
